@@ -1,0 +1,17 @@
+//! Shared building blocks of the platform's components.
+//!
+//! Everything outside [`spin`] is plain Rust that unit tests (and the native chat relay)
+//! use directly; [`spin`] holds the pieces that talk to the Spin host and is compiled
+//! only for the wasm components.
+
+pub mod ids;
+pub mod pagination;
+pub mod problem;
+pub mod routing;
+pub mod time;
+pub mod validate;
+
+#[cfg(feature = "spin")]
+pub mod spin;
+
+pub use problem::ApiError;

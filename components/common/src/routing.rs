@@ -1,0 +1,168 @@
+//! A route table: method, path pattern, the authentication it needs, and an endpoint tag.
+//!
+//! Components declare their routes as one `const` table so a reader can check every
+//! endpoint's authentication against the spec in one place. Patterns use `{name}`
+//! segments; a literal segment is more specific than a parameter, so
+//! `/api/broadcasts/live` wins over `/api/broadcasts/{id}`.
+
+/// What a request must carry before its handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// Nothing: the contact form, public files, SFU health.
+    Public,
+    /// `Authorization: Bearer <admin_token>`, unless `registration_mode` is `open`.
+    Admin,
+    /// `X-API-Key` naming the tenant (and a valid signature when one is sent or required).
+    ApiKey,
+    /// `X-API-Key` plus a user's Bearer JWT of the same tenant.
+    User,
+}
+
+#[derive(Debug)]
+pub struct Route<E: 'static> {
+    pub method: &'static str,
+    pub pattern: &'static str,
+    pub auth: Auth,
+    pub endpoint: E,
+}
+
+pub const fn route<E>(
+    method: &'static str,
+    pattern: &'static str,
+    auth: Auth,
+    endpoint: E,
+) -> Route<E> {
+    Route {
+        method,
+        pattern,
+        auth,
+        endpoint,
+    }
+}
+
+/// A matched route and its path parameters.
+#[derive(Debug)]
+pub struct Matched<'a, E: 'static> {
+    pub route: &'a Route<E>,
+    pub params: Vec<(&'static str, String)>,
+}
+
+impl<E> Matched<'_, E> {
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Miss {
+    NotFound,
+    /// The path exists but not with this method; carries the methods it has.
+    MethodNotAllowed(Vec<&'static str>),
+}
+
+/// Finds the most specific route for `method` and `path`.
+pub fn find<'a, E>(routes: &'a [Route<E>], method: &str, path: &str) -> Result<Matched<'a, E>, Miss> {
+    let path = path.split('?').next().unwrap_or(path);
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    let mut best: Option<(Vec<bool>, Matched<'a, E>)> = None;
+    let mut other_methods = Vec::new();
+    for route in routes {
+        let Some((specificity, params)) = match_pattern(route.pattern, &segments) else {
+            continue;
+        };
+        if !route.method.eq_ignore_ascii_case(method) {
+            other_methods.push(route.method);
+            continue;
+        }
+        if best.as_ref().is_none_or(|(s, _)| specificity > *s) {
+            best = Some((specificity, Matched { route, params }));
+        }
+    }
+    match best {
+        Some((_, m)) => Ok(m),
+        None if other_methods.is_empty() => Err(Miss::NotFound),
+        None => {
+            other_methods.sort_unstable();
+            other_methods.dedup();
+            Err(Miss::MethodNotAllowed(other_methods))
+        }
+    }
+}
+
+/// Matches one pattern; answers which segments were literal (for specificity) and the params.
+fn match_pattern(
+    pattern: &'static str,
+    segments: &[&str],
+) -> Option<(Vec<bool>, Vec<(&'static str, String)>)> {
+    let parts: Vec<&'static str> = pattern.trim_end_matches('/').split('/').collect();
+    if parts.len() != segments.len() {
+        return None;
+    }
+    let mut literal = Vec::with_capacity(parts.len());
+    let mut params = Vec::new();
+    for (part, segment) in parts.iter().zip(segments) {
+        if let Some(name) = part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+            if segment.is_empty() {
+                return None;
+            }
+            params.push((name, (*segment).to_string()));
+            literal.push(false);
+        } else if part == segment {
+            literal.push(true);
+        } else {
+            return None;
+        }
+    }
+    Some((literal, params))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq)]
+    enum E {
+        Live,
+        Get,
+        Status,
+        List,
+    }
+
+    const ROUTES: &[Route<E>] = &[
+        route("GET", "/api/broadcasts/{id}", Auth::User, E::Get),
+        route("GET", "/api/broadcasts/live", Auth::ApiKey, E::Live),
+        route("POST", "/api/broadcasts/{id}/status", Auth::User, E::Status),
+        route("GET", "/api/broadcasts", Auth::User, E::List),
+    ];
+
+    #[test]
+    fn literal_beats_parameter() {
+        let m = find(ROUTES, "GET", "/api/broadcasts/live").unwrap();
+        assert_eq!(m.route.endpoint, E::Live);
+        let m = find(ROUTES, "GET", "/api/broadcasts/abc").unwrap();
+        assert_eq!(m.route.endpoint, E::Get);
+        assert_eq!(m.param("id"), Some("abc"));
+    }
+
+    #[test]
+    fn trailing_slash_and_query_are_ignored() {
+        assert_eq!(find(ROUTES, "GET", "/api/broadcasts/").unwrap().route.endpoint, E::List);
+        assert_eq!(
+            find(ROUTES, "GET", "/api/broadcasts?limit=1").unwrap().route.endpoint,
+            E::List
+        );
+    }
+
+    #[test]
+    fn misses() {
+        assert_eq!(find(ROUTES, "GET", "/api/nothing").unwrap_err(), Miss::NotFound);
+        assert_eq!(
+            find(ROUTES, "DELETE", "/api/broadcasts/x/status").unwrap_err(),
+            Miss::MethodNotAllowed(vec!["POST"])
+        );
+        assert_eq!(find(ROUTES, "POST", "/api/broadcasts//status").unwrap_err(), Miss::NotFound);
+    }
+}

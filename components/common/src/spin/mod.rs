@@ -1,0 +1,7 @@
+//! The pieces that talk to the Spin host: variables, SQL, key-value, the request context.
+
+pub mod auth;
+pub mod config;
+pub mod db;
+pub mod http;
+pub mod outbound;

@@ -1,0 +1,310 @@
+//! Input validation that reports every bad field at once, by name.
+//!
+//! Handlers read a JSON body through [`JsonBody`]: each accessor records a [`FieldError`]
+//! instead of failing, and [`JsonBody::finish`] turns the collected errors into one 422.
+//! Members the endpoint does not know are rejected too, so nothing a caller sends is
+//! silently dropped.
+
+use crate::problem::{ApiError, FieldError};
+use serde_json::{Map, Value};
+
+/// Default cap for free-text string fields.
+pub const MAX_TEXT: usize = 1000;
+/// Cap for short names and labels.
+pub const MAX_NAME: usize = 200;
+/// Largest JSON body any endpoint accepts.
+pub const MAX_JSON_BODY: usize = 1024 * 1024;
+
+pub struct JsonBody {
+    object: Map<String, Value>,
+    known: Vec<&'static str>,
+    errors: Vec<FieldError>,
+}
+
+impl JsonBody {
+    /// Parses a JSON object. Malformed JSON or a non-object is a 400; an empty body is `{}`.
+    pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        if body.len() > MAX_JSON_BODY {
+            return Err(ApiError::payload_too_large(MAX_JSON_BODY));
+        }
+        let object = if body.iter().all(u8::is_ascii_whitespace) {
+            Map::new()
+        } else {
+            match serde_json::from_slice::<Value>(body) {
+                Ok(Value::Object(map)) => map,
+                Ok(_) => {
+                    return Err(ApiError::bad_request(
+                        "malformed_json",
+                        "the request body must be a JSON object",
+                    ));
+                }
+                Err(e) => {
+                    return Err(ApiError::bad_request(
+                        "malformed_json",
+                        format!("the request body is not valid JSON: {e}"),
+                    ));
+                }
+            }
+        };
+        Ok(Self {
+            object,
+            known: Vec::new(),
+            errors: Vec::new(),
+        })
+    }
+
+    pub fn error(&mut self, field: &str, message: impl Into<String>) {
+        self.errors.push(FieldError {
+            field: field.to_string(),
+            message: message.into(),
+        });
+    }
+
+    pub fn has(&self, field: &str) -> bool {
+        self.object.get(field).is_some_and(|v| !v.is_null())
+    }
+
+    fn take(&mut self, field: &'static str) -> Option<Value> {
+        self.known.push(field);
+        match self.object.get(field) {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.clone()),
+        }
+    }
+
+    /// An optional string, trimmed, at most `max` characters (an empty one counts as absent).
+    pub fn opt_string(&mut self, field: &'static str, max: usize) -> Option<String> {
+        match self.take(field)? {
+            Value::String(s) => {
+                let s = s.trim();
+                if s.chars().count() > max {
+                    self.error(field, format!("must be at most {max} characters"));
+                    None
+                } else if s.is_empty() {
+                    None
+                } else {
+                    Some(s.to_string())
+                }
+            }
+            _ => {
+                self.error(field, "must be a string");
+                None
+            }
+        }
+    }
+
+    /// A required non-empty string of at most `max` characters.
+    pub fn string(&mut self, field: &'static str, max: usize) -> String {
+        let present = self.has(field);
+        match self.opt_string(field, max) {
+            Some(s) => s,
+            None => {
+                if !present {
+                    self.error(field, "is required");
+                } else if !self.errors.iter().any(|e| e.field == field) {
+                    self.error(field, "must not be empty");
+                }
+                String::new()
+            }
+        }
+    }
+
+    /// An optional string kept exactly as sent (passwords), at most `max` characters.
+    pub fn opt_raw_string(&mut self, field: &'static str, max: usize) -> Option<String> {
+        match self.take(field)? {
+            Value::String(s) if s.chars().count() > max => {
+                self.error(field, format!("must be at most {max} characters"));
+                None
+            }
+            Value::String(s) => Some(s),
+            _ => {
+                self.error(field, "must be a string");
+                None
+            }
+        }
+    }
+
+    pub fn opt_bool(&mut self, field: &'static str) -> Option<bool> {
+        match self.take(field)? {
+            Value::Bool(b) => Some(b),
+            _ => {
+                self.error(field, "must be a boolean");
+                None
+            }
+        }
+    }
+
+    /// An optional integer within `range`.
+    pub fn opt_int(
+        &mut self,
+        field: &'static str,
+        range: std::ops::RangeInclusive<i64>,
+    ) -> Option<i64> {
+        let value = self.take(field)?;
+        match value.as_i64() {
+            Some(n) if range.contains(&n) => Some(n),
+            _ => {
+                self.error(
+                    field,
+                    format!(
+                        "must be an integer from {} to {}",
+                        range.start(),
+                        range.end()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// An optional value of any JSON type, for fields with their own validation.
+    pub fn opt_value(&mut self, field: &'static str) -> Option<Value> {
+        self.take(field)
+    }
+
+    /// Ends validation: unknown members and any recorded error make a 422.
+    pub fn finish(mut self) -> Result<(), ApiError> {
+        let unknown: Vec<String> = self
+            .object
+            .keys()
+            .filter(|k| !self.known.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        for key in unknown {
+            self.error(&key, "is not a known field");
+        }
+        if self.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid_fields(self.errors))
+        }
+    }
+}
+
+/// A plausible e-mail address: one `@`, a non-empty local part, a dotted domain, no spaces.
+pub fn is_email(s: &str) -> bool {
+    let Some((local, domain)) = s.split_once('@') else {
+        return false;
+    };
+    !local.is_empty()
+        && !domain.contains('@')
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// An absolute `http` or `https` URL with a host.
+pub fn is_http_url(s: &str) -> bool {
+    let rest = if let Some(r) = s.strip_prefix("https://") {
+        r
+    } else if let Some(r) = s.strip_prefix("http://") {
+        r
+    } else {
+        return false;
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    !host.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// Decodes `%XX` escapes and `+` (as a space) in a query component.
+pub fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                match (hex_value(bytes[i + 1]), hex_value(bytes[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push(h * 16 + l);
+                        i += 2;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex_value(b: u8) -> Option<u8> {
+    (b as char).to_digit(16).map(|d| d as u8)
+}
+
+/// The `key=value` pairs of a query string, percent-decoded.
+pub fn query_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    query.split('&').filter(|p| !p.is_empty()).map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (percent_decode(k), percent_decode(v))
+    })
+}
+
+/// The first value of `key` in a query string.
+pub fn query_value(query: &str, key: &str) -> Option<String> {
+    query_pairs(query).find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collects_every_field_error() {
+        let mut body =
+            JsonBody::parse(br#"{"name": 5, "email": "x", "extra": true, "long": "abcdef"}"#)
+                .unwrap();
+        let _ = body.string("name", 10);
+        let _ = body.string("missing", 10);
+        let _ = body.opt_string("long", 3);
+        let _ = body.opt_string("email", 100);
+        let err = body.finish().unwrap_err();
+        assert_eq!(err.status, 422);
+        let fields: Vec<_> = err.fields.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, ["name", "missing", "long", "extra"]);
+        assert_eq!(err.fields[0].message, "must be a string");
+        assert_eq!(err.fields[1].message, "is required");
+    }
+
+    #[test]
+    fn malformed_and_non_object_bodies_are_400() {
+        assert_eq!(JsonBody::parse(b"{nope").err().unwrap().status, 400);
+        assert_eq!(JsonBody::parse(b"[1]").err().unwrap().status, 400);
+        assert!(JsonBody::parse(b"").is_ok());
+    }
+
+    #[test]
+    fn blank_required_string_is_reported_once() {
+        let mut body = JsonBody::parse(br#"{"name": "   "}"#).unwrap();
+        assert_eq!(body.string("name", 10), "");
+        let err = body.finish().unwrap_err();
+        assert_eq!(err.fields.len(), 1);
+        assert_eq!(err.fields[0].message, "must not be empty");
+    }
+
+    #[test]
+    fn emails_and_urls() {
+        assert!(is_email("a.b@example.com"));
+        assert!(!is_email("a@b"));
+        assert!(!is_email("a b@example.com"));
+        assert!(!is_email("@example.com"));
+        assert!(is_http_url("https://example.com/x"));
+        assert!(!is_http_url("javascript:alert(1)"));
+        assert!(!is_http_url("https://"));
+        assert!(!is_http_url("ftp://example.com"));
+    }
+
+    #[test]
+    fn query_decoding() {
+        let pairs: Vec<_> = query_pairs("a=1&b=hello%20world&c=x+y&d=%zz&e").collect();
+        assert_eq!(pairs[1], ("b".into(), "hello world".into()));
+        assert_eq!(pairs[2], ("c".into(), "x y".into()));
+        assert_eq!(pairs[3], ("d".into(), "%zz".into()));
+        assert_eq!(pairs[4], ("e".into(), "".into()));
+        assert_eq!(query_value("x=1&y=%2F", "y").as_deref(), Some("/"));
+        assert_eq!(query_value("x=%4", "x").as_deref(), Some("%4"));
+    }
+}

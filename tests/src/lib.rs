@@ -1,0 +1,152 @@
+//! The test harness: builds the wasm components once per test process, then runs the
+//! real application (`spin.toml` at the workspace root) in `edgehost` on an ephemeral
+//! loopback port with a fresh state directory.
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+pub use reqwest::{Client, Method, Response, StatusCode};
+
+/// The workspace root (where `spin.toml` lives).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits inside the workspace")
+        .to_path_buf()
+}
+
+/// Runs the build commands of `manifest` once per process (later calls reuse the result).
+pub fn build_once(manifest: &Path) {
+    static BUILT: OnceLock<std::sync::Mutex<Vec<PathBuf>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|m| m == manifest) {
+        edgehost::build_components(manifest)
+            .unwrap_or_else(|e| panic!("building {} failed: {e:#}", manifest.display()));
+        built.push(manifest.to_path_buf());
+    }
+}
+
+/// A running platform with its own state directory.
+pub struct Platform {
+    server: Option<edgehost::Server>,
+    state: tempfile::TempDir,
+    variables: Vec<(String, String)>,
+    pub base: String,
+    pub http: Client,
+}
+
+impl Platform {
+    /// The application with its default variables.
+    pub async fn start() -> Platform {
+        Self::start_with(&[]).await
+    }
+
+    /// The application with some variables overridden.
+    pub async fn start_with(variables: &[(&str, &str)]) -> Platform {
+        let state = tempfile::tempdir().expect("temporary state directory");
+        let variables = variables
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Self::launch(state, variables).await
+    }
+
+    async fn launch(state: tempfile::TempDir, variables: Vec<(String, String)>) -> Platform {
+        let manifest = workspace_root().join("spin.toml");
+        tokio::task::block_in_place(|| build_once(&manifest));
+        let options = edgehost::Options {
+            manifest,
+            listen: "127.0.0.1:0".parse().expect("loopback address"),
+            state_dir: Some(state.path().to_path_buf()),
+            variables: variables.clone(),
+            log_requests: false,
+            ..Default::default()
+        };
+        let server = edgehost::Server::start(options)
+            .await
+            .expect("edgehost starts");
+        let base = format!("http://{}", server.local_addr());
+        Platform {
+            server: Some(server),
+            state,
+            variables,
+            base,
+            http: Client::new(),
+        }
+    }
+
+    /// Stops the server and starts a new one on the same state directory.
+    pub async fn restart(mut self) -> Platform {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await.expect("clean shutdown");
+        }
+        let state = std::mem::replace(&mut self.state, tempfile::tempdir().expect("tempdir"));
+        Self::launch(state, std::mem::take(&mut self.variables)).await
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        self.state.path()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// A request builder for `path`.
+    pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.http.request(method, self.url(path))
+    }
+
+    /// Registers an SDK client (tenant) and answers its credentials.
+    pub async fn register_client(&self, name: &str) -> Tenant {
+        let answer = self
+            .request(Method::POST, "/api/admin/sdk-clients")
+            .json(&json!({
+                "name": name,
+                "contactEmail": "dev@example.com",
+                "agreeTerms": true,
+                "agreeDataProcessing": true,
+            }))
+            .send()
+            .await
+            .expect("registration request");
+        assert_eq!(answer.status(), 200, "registration failed");
+        let body: Value = answer.json().await.expect("registration JSON");
+        Tenant {
+            api_key: body["apiKey"].as_str().expect("apiKey").to_string(),
+            secret_key: body["secretKey"].as_str().expect("secretKey").to_string(),
+            client_id: body["clientId"].as_str().expect("clientId").to_string(),
+        }
+    }
+}
+
+impl Drop for Platform {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            // Shut down in the background; the test's runtime may already be ending.
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                handle.spawn(async move {
+                    let _ = server.shutdown().await;
+                });
+            }
+        }
+    }
+}
+
+/// An SDK client's credentials.
+#[derive(Debug, Clone)]
+pub struct Tenant {
+    pub api_key: String,
+    pub secret_key: String,
+    pub client_id: String,
+}
+
+/// Answers `(status, JSON body)`; a non-JSON body is returned as a JSON string.
+pub async fn json_of(response: Response) -> (StatusCode, Value) {
+    let status = response.status();
+    let text = response.text().await.expect("response body");
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, value)
+}
