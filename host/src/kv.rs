@@ -97,7 +97,9 @@ impl KvStore {
         let conn = self.conn.clone();
         let label = self.label.clone();
         tokio::task::spawn_blocking(move || {
-            let conn = conn.lock().map_err(|_| Error::Other("store lock poisoned".into()))?;
+            let conn = conn
+                .lock()
+                .map_err(|_| Error::Other("store lock poisoned".into()))?;
             f(&conn, &label).map_err(|e| Error::Other(e.to_string()))
         })
         .await

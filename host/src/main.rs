@@ -1,1 +1,101 @@
-fn main(){}
+//! `edgehost up|build|inspect`: run a Spin application locally.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "edgehost",
+    version,
+    about = "Run a Spin application locally on wasmtime"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve the application (like `spin up`).
+    Up {
+        /// Build the components first (like `spin up --build`).
+        #[arg(long)]
+        build: bool,
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:3000")]
+        listen: SocketAddr,
+        /// Where state (key-value store, SQLite, generated secrets) lives
+        /// [default: <manifest dir>/.spin].
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// Path to spin.toml.
+        #[arg(long = "from", short = 'f', default_value = "spin.toml")]
+        from: PathBuf,
+        /// Spin runtime config file (variables, key-value stores, SQLite databases).
+        #[arg(long)]
+        runtime_config_file: Option<PathBuf>,
+    },
+    /// Run each component's build command (like `spin build`).
+    Build {
+        /// Path to spin.toml.
+        #[arg(long = "from", short = 'f', default_value = "spin.toml")]
+        from: PathBuf,
+    },
+    /// List each component's imports and exports.
+    Inspect {
+        /// Path to spin.toml.
+        #[arg(long = "from", short = 'f', default_value = "spin.toml")]
+        from: PathBuf,
+    },
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    match Cli::parse().command {
+        Cmd::Build { from } => edgehost::build_components(&from),
+        Cmd::Inspect { from } => {
+            for (id, imports, exports) in edgehost::component_interfaces(&from).await? {
+                println!("{id}");
+                for i in imports {
+                    println!("  import {i}");
+                }
+                for e in exports {
+                    println!("  export {e}");
+                }
+            }
+            Ok(())
+        }
+        Cmd::Up {
+            build,
+            listen,
+            state_dir,
+            from,
+            runtime_config_file,
+        } => {
+            if build {
+                edgehost::build_components(&from)?;
+            }
+            let server = edgehost::Server::start(edgehost::Options {
+                manifest: from,
+                listen,
+                state_dir,
+                runtime_config_file,
+                log_requests: true,
+                ..Default::default()
+            })
+            .await?;
+            let base = format!("http://{}", server.local_addr());
+            println!("Serving {} on {base}", server.app_name());
+            println!("Available Routes:");
+            for (route, component) in server.routes() {
+                println!("  {component}: {base}{route}");
+            }
+            tokio::signal::ctrl_c().await?;
+            eprintln!("edgehost: shutting down");
+            server.shutdown().await
+        }
+    }
+}

@@ -22,6 +22,7 @@ pub struct Manifest {
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
+#[allow(dead_code)] // accepted so that they are not reported as unknown keys
 pub struct Application {
     #[serde(default)]
     pub name: String,
@@ -35,6 +36,7 @@ pub struct Application {
 
 /// A `[variables]` entry.
 #[derive(Debug, Clone, Deserialize)]
+#[allow(dead_code)] // `description` is accepted, not used
 #[serde(deny_unknown_fields)]
 pub struct VariableDecl {
     #[serde(default)]
@@ -57,6 +59,7 @@ pub struct HttpTrigger {
 
 /// A `[component.X]` entry.
 #[derive(Debug, Clone, Deserialize)]
+#[allow(dead_code)] // `description` and `exclude_files` are accepted, not used
 pub struct Component {
     pub source: ComponentSource,
     #[serde(default)]
@@ -94,7 +97,7 @@ pub enum ComponentSource {
         #[allow(dead_code)]
         digest: String,
     },
-    Registry(toml::Table),
+    Registry(#[allow(dead_code)] toml::Table),
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -175,7 +178,13 @@ impl Manifest {
             .with_context(|| format!("cannot read manifest {}", path.display()))?;
         let dir = path
             .parent()
-            .map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p })
+            .map(|p| {
+                if p.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    p
+                }
+            })
             .unwrap_or(Path::new("."));
         let dir = std::path::absolute(dir)
             .with_context(|| format!("cannot resolve directory of {}", path.display()))?;
@@ -192,11 +201,14 @@ impl Manifest {
             raw.spin_manifest_version
         );
         for key in raw.other.keys() {
-            warn(format_args!("ignoring unknown top-level manifest key `{key}`"));
+            warn(format_args!(
+                "ignoring unknown top-level manifest key `{key}`"
+            ));
         }
 
         for (name, decl) in &raw.variables {
             crate::variables::validate_name(name)
+                .map_err(anyhow::Error::msg)
                 .with_context(|| format!("invalid variable name `{name}` in [variables]"))?;
             ensure!(
                 !(decl.required && decl.default.is_some()),
@@ -240,9 +252,9 @@ impl Manifest {
                 let route = match t.route {
                     RawRoute::Path(p) => Some(p),
                     RawRoute::Private { private: true } => None,
-                    RawRoute::Private { private: false } => bail!(
-                        "{what}: route must be a string pattern or `{{ private = true }}`"
-                    ),
+                    RawRoute::Private { private: false } => {
+                        bail!("{what}: route must be a string pattern or `{{ private = true }}`")
+                    }
                 };
                 http_triggers.push(HttpTrigger { route, component });
             }
@@ -275,9 +287,9 @@ impl Manifest {
                 ));
             }
             for name in c.variables.keys() {
-                crate::variables::validate_name(name).with_context(|| {
-                    format!("component `{id}`: invalid variable name `{name}`")
-                })?;
+                crate::variables::validate_name(name)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(|| format!("component `{id}`: invalid variable name `{name}`"))?;
             }
         }
         for t in &http_triggers {
@@ -366,7 +378,10 @@ workdir = "components/api"
         assert_eq!(m.http_triggers.len(), 2);
         assert_eq!(m.http_triggers[0].route.as_deref(), Some("/api/..."));
         assert_eq!(m.http_triggers[1].route, None);
-        assert_eq!(m.source_path("api").unwrap(), PathBuf::from("/app/target/api.wasm"));
+        assert_eq!(
+            m.source_path("api").unwrap(),
+            PathBuf::from("/app/target/api.wasm")
+        );
         let b = m.components["api"].build.as_ref().unwrap();
         assert_eq!(b.command.commands(), vec!["cargo build"]);
     }
@@ -375,9 +390,15 @@ workdir = "components/api"
     fn rejects_bad_manifests() {
         let err = |t: &str| format!("{:#}", parse(t).unwrap_err());
         assert!(err("spin_manifest_version = 1").contains("must be 2"));
-        let unknown = GOOD.replace("component = \"api\"\n[[trigger.http]]", "component = \"nope\"\n[[trigger.http]]");
+        let unknown = GOOD.replace(
+            "component = \"api\"\n[[trigger.http]]",
+            "component = \"nope\"\n[[trigger.http]]",
+        );
         assert!(err(&unknown).contains("`nope`"), "{}", err(&unknown));
-        let both = GOOD.replace("required = true, secret", "required = true, default = \"x\", secret");
+        let both = GOOD.replace(
+            "required = true, secret",
+            "required = true, default = \"x\", secret",
+        );
         assert!(err(&both).contains("mutually exclusive"));
         let bad_id = GOOD.replace("[component.api]", "[component.Api]");
         assert!(err(&bad_id).contains("invalid component id"));

@@ -59,9 +59,7 @@ impl AllowedHosts {
         for entry in entries {
             let template = Template::parse(entry)?;
             let resolved = template.resolve(variables)?;
-            if !template.is_literal()
-                && matches!(resolved.as_str(), "" | "http://" | "https://")
-            {
+            if !template.is_literal() && matches!(resolved.as_str(), "" | "http://" | "https://") {
                 continue;
             }
             let host = AllowedHost::parse(&resolved).with_context(|| {
@@ -121,10 +119,14 @@ impl AllowedHost {
             Some("*") => PortPattern::Any,
             Some(p) => match p.split_once("..") {
                 Some((a, b)) => PortPattern::Range(
-                    a.parse().with_context(|| format!("invalid port range {p:?}"))?,
-                    b.parse().with_context(|| format!("invalid port range {p:?}"))?,
+                    a.parse()
+                        .with_context(|| format!("invalid port range {p:?}"))?,
+                    b.parse()
+                        .with_context(|| format!("invalid port range {p:?}"))?,
                 ),
-                None => PortPattern::Port(p.parse().with_context(|| format!("invalid port {p:?}"))?),
+                None => {
+                    PortPattern::Port(p.parse().with_context(|| format!("invalid port {p:?}"))?)
+                }
             },
         };
         Ok(AllowedHost {
@@ -177,7 +179,10 @@ impl HostPattern {
             "" => bail!("empty host"),
             h => {
                 if let Some(domain) = h.strip_prefix("*.") {
-                    ensure!(!domain.contains('*'), "wildcards are allowed only as prefixes");
+                    ensure!(
+                        !domain.contains('*'),
+                        "wildcards are allowed only as prefixes"
+                    );
                     HostPattern::Subdomain(format!(".{domain}"))
                 } else if h.contains('*') {
                     bail!("wildcards are allowed only as subdomains (`*.example.com`)")
@@ -217,11 +222,15 @@ impl HostPattern {
 fn in_cidr(ip: IpAddr, net: IpAddr, bits: u8) -> bool {
     match (ip, net) {
         (IpAddr::V4(a), IpAddr::V4(n)) => {
-            let mask = u32::MAX.checked_shl(32 - u32::from(bits.min(32))).unwrap_or(0);
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(bits.min(32)))
+                .unwrap_or(0);
             u32::from(a) & mask == u32::from(n) & mask
         }
         (IpAddr::V6(a), IpAddr::V6(n)) => {
-            let mask = u128::MAX.checked_shl(128 - u32::from(bits.min(128))).unwrap_or(0);
+            let mask = u128::MAX
+                .checked_shl(128 - u32::from(bits.min(128)))
+                .unwrap_or(0);
             u128::from(a) & mask == u128::from(n) & mask
         }
         _ => false,
@@ -278,7 +287,10 @@ impl WasiHttpHooks for OutboundHooks {
             let target = if is_self {
                 "self".to_string()
             } else {
-                format!("{scheme}://{}", uri.authority().map(|a| a.as_str()).unwrap_or(""))
+                format!(
+                    "{scheme}://{}",
+                    uri.authority().map(|a| a.as_str()).unwrap_or("")
+                )
             };
             eprintln!(
                 "edgehost: component `{}` tried to call {target}, which is not in its \
@@ -323,7 +335,10 @@ mod tests {
 
     fn hosts(list: &[&str]) -> AllowedHosts {
         let vars = HashMap::from([
-            ("music_url".to_string(), "https://music.example.com".to_string()),
+            (
+                "music_url".to_string(),
+                "https://music.example.com".to_string(),
+            ),
             ("empty".to_string(), String::new()),
         ]);
         let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
@@ -332,7 +347,11 @@ mod tests {
 
     #[test]
     fn matching_follows_spin() {
-        let h = hosts(&["https://*.example.com", "http://127.0.0.1:8080", "*://localhost:*"]);
+        let h = hosts(&[
+            "https://*.example.com",
+            "http://127.0.0.1:8080",
+            "*://localhost:*",
+        ]);
         assert!(h.allows("https", "api.example.com", None));
         assert!(h.allows("https", "api.example.com", Some(443)));
         assert!(!h.allows("https", "api.example.com", Some(8443)));
@@ -348,7 +367,12 @@ mod tests {
 
     #[test]
     fn templates_defaults_and_ranges() {
-        let h = hosts(&["{{ music_url }}", "{{ empty }}", "http://example.org", "*://*:8000..8002"]);
+        let h = hosts(&[
+            "{{ music_url }}",
+            "{{ empty }}",
+            "http://example.org",
+            "*://*:8000..8002",
+        ]);
         assert!(h.allows("https", "music.example.com", None));
         assert!(!h.allows("http", "music.example.com", None));
         assert!(h.allows("http", "example.org", Some(80)));
@@ -367,8 +391,17 @@ mod tests {
     #[test]
     fn rejects_bad_entries() {
         let vars = HashMap::new();
-        for bad in ["example.com", "*", "https://a.*.com", "https://x/path", "ftp://x"] {
-            assert!(AllowedHosts::parse(&[bad.to_string()], &vars).is_err(), "{bad}");
+        for bad in [
+            "example.com",
+            "*",
+            "https://a.*.com",
+            "https://x/path",
+            "ftp://x",
+        ] {
+            assert!(
+                AllowedHosts::parse(&[bad.to_string()], &vars).is_err(),
+                "{bad}"
+            );
         }
     }
 }

@@ -139,7 +139,10 @@ impl RouteMatch {
             ),
             ("spin-matched-route".to_string(), self.based_route.clone()),
             ("spin-base-path".to_string(), "/".to_string()),
-            ("spin-raw-component-route".to_string(), self.raw_route.clone()),
+            (
+                "spin-raw-component-route".to_string(),
+                self.raw_route.clone(),
+            ),
             ("spin-component-route".to_string(), component_route),
             ("spin-client-addr".to_string(), client.to_string()),
         ];
@@ -216,7 +219,10 @@ mod tests {
         assert_eq!(get("spin-client-addr"), Some("127.0.0.1:9"));
 
         let m = r.route("/users/7/posts").unwrap();
-        assert_eq!(m.params, vec![("id".into(), "7".into()), ("tab".into(), "posts".into())]);
+        assert_eq!(
+            m.params,
+            vec![("id".into(), "7".into()), ("tab".into(), "posts".into())]
+        );
         let h = m.spin_headers("http", "h", "/users/7/posts", client);
         let get = |k: &str| h.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("spin-path-match-id"), Some("7"));

@@ -169,9 +169,15 @@ path = "/abs/other.db"
         .unwrap();
         assert_eq!(cfg.env_prefixes(), vec!["SPIN_VARIABLE", "MYAPP"]);
         assert_eq!(cfg.variables["a"], "1");
-        assert_eq!(cfg.key_value_stores["cache"], Some(PathBuf::from("/cfg/cache.db")));
+        assert_eq!(
+            cfg.key_value_stores["cache"],
+            Some(PathBuf::from("/cfg/cache.db"))
+        );
         assert_eq!(cfg.key_value_stores["mem"], None);
-        assert_eq!(cfg.sqlite_databases["other"], PathBuf::from("/abs/other.db"));
+        assert_eq!(
+            cfg.sqlite_databases["other"],
+            PathBuf::from("/abs/other.db")
+        );
         let err = RuntimeConfig::parse("[key_value_store.x]\ntype = \"redis\"", Path::new("/"));
         assert!(format!("{:#}", err.unwrap_err()).contains("redis"));
     }

@@ -202,6 +202,51 @@ fn random_hex_32() -> Result<String> {
     Ok(hex::encode(bytes))
 }
 
+// --- Host side of `fermyon:spin/variables@2.0.0` and `wasi:config/store` ---
+
+use crate::bindings::fermyon::spin::variables as spin_vars;
+use crate::bindings::wasi::config::store as wasi_config;
+use crate::state::InstanceState;
+
+impl InstanceState {
+    /// Spin semantics: a bad name is `invalid-name`; a name the component did not declare
+    /// in `[component.X.variables]` is `undefined`.
+    fn variable(&self, name: &str) -> Result<String, spin_vars::Error> {
+        validate_name(name).map_err(spin_vars::Error::InvalidName)?;
+        self.env.variables.get(name).cloned().ok_or_else(|| {
+            spin_vars::Error::Undefined(format!("no variable for {:?}.{name:?}", self.env.id))
+        })
+    }
+}
+
+impl spin_vars::Host for InstanceState {
+    async fn get(&mut self, name: String) -> wasmtime::Result<Result<String, spin_vars::Error>> {
+        Ok(self.variable(&name))
+    }
+}
+
+impl wasi_config::Host for InstanceState {
+    async fn get(
+        &mut self,
+        key: String,
+    ) -> wasmtime::Result<Result<Option<String>, wasi_config::Error>> {
+        Ok(Ok(self.variable(&key).ok()))
+    }
+
+    async fn get_all(
+        &mut self,
+    ) -> wasmtime::Result<Result<Vec<(String, String)>, wasi_config::Error>> {
+        let mut all: Vec<(String, String)> = self
+            .env
+            .variables
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        all.sort();
+        Ok(Ok(all))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +268,11 @@ mod tests {
         assert_eq!(t.resolve(&vals).unwrap(), "https://example.com/x");
         assert!(Template::parse("plain").unwrap().is_literal());
         assert!(Template::parse("{{ nope").is_err());
-        assert!(Template::parse("{{ other }}").unwrap().resolve(&vals).is_err());
+        assert!(
+            Template::parse("{{ other }}")
+                .unwrap()
+                .resolve(&vals)
+                .is_err()
+        );
     }
 }

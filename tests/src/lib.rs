@@ -135,6 +135,61 @@ impl Drop for Platform {
     }
 }
 
+impl Platform {
+    /// Signs a user up in `tenant` (password `correct horse battery`) and answers it.
+    pub async fn signup(&self, tenant: &Tenant, username: &str) -> User {
+        let answer = self
+            .request(Method::POST, "/api/users/signup")
+            .header("x-api-key", &tenant.api_key)
+            .json(&json!({
+                "username": username,
+                "email": format!("{username}@example.com"),
+                "password": "correct horse battery",
+            }))
+            .send()
+            .await
+            .expect("signup request");
+        let (status, body) = json_of(answer).await;
+        assert_eq!(status, 200, "signup failed: {body}");
+        User {
+            id: body["user"]["id"].as_str().expect("user id").to_string(),
+            token: body["token"].as_str().expect("token").to_string(),
+            refresh_token: body["refreshToken"]
+                .as_str()
+                .expect("refreshToken")
+                .to_string(),
+            api_key: tenant.api_key.clone(),
+        }
+    }
+
+    /// A request as `user`: API key and Bearer token set.
+    pub fn as_user(&self, user: &User, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.request(method, path)
+            .header("x-api-key", &user.api_key)
+            .bearer_auth(&user.token)
+    }
+
+    /// A request with the tenant's API key only.
+    pub fn as_client(
+        &self,
+        tenant: &Tenant,
+        method: Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
+        self.request(method, path)
+            .header("x-api-key", &tenant.api_key)
+    }
+}
+
+/// A signed-up user and its tokens.
+#[derive(Debug, Clone)]
+pub struct User {
+    pub id: String,
+    pub token: String,
+    pub refresh_token: String,
+    pub api_key: String,
+}
+
 /// An SDK client's credentials.
 #[derive(Debug, Clone)]
 pub struct Tenant {

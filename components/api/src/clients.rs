@@ -49,11 +49,22 @@ pub fn parse_registration(mut body: JsonBody) -> Result<Registration, ApiError> 
     if !reg.contact_email.is_empty() && !validate::is_email(&reg.contact_email) {
         body.error("contactEmail", "must be an e-mail address");
     }
-    if reg.website.as_deref().is_some_and(|w| !validate::is_http_url(w)) {
+    if reg
+        .website
+        .as_deref()
+        .is_some_and(|w| !validate::is_http_url(w))
+    {
         body.error("website", "must be an http or https URL");
     }
-    if reg.contact_phone.as_deref().is_some_and(|p| !is_phone(p)) {
-        body.error("contactPhone", "may contain only digits, spaces and + - ( ) .");
+    if reg
+        .contact_phone
+        .as_deref()
+        .is_some_and(|p| !validate::is_phone(p))
+    {
+        body.error(
+            "contactPhone",
+            "may contain only digits, spaces and + - ( ) .",
+        );
     }
     if !reg.agree_terms {
         body.error("agreeTerms", "the terms must be accepted");
@@ -63,12 +74,6 @@ pub fn parse_registration(mut body: JsonBody) -> Result<Registration, ApiError> 
     }
     body.finish()?;
     Ok(reg)
-}
-
-fn is_phone(s: &str) -> bool {
-    s.chars()
-        .all(|c| c.is_ascii_digit() || matches!(c, ' ' | '+' | '-' | '(' | ')' | '.'))
-        && s.chars().any(|c| c.is_ascii_digit())
 }
 
 #[derive(Serialize)]

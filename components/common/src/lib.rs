@@ -4,10 +4,13 @@
 //! use directly; [`spin`] holds the pieces that talk to the Spin host and is compiled
 //! only for the wasm components.
 
+pub mod domain;
 pub mod ids;
+pub mod jwt;
 pub mod pagination;
 pub mod problem;
 pub mod routing;
+pub mod signing;
 pub mod time;
 pub mod validate;
 

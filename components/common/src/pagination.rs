@@ -72,14 +72,26 @@ mod tests {
 
     #[test]
     fn defaults_and_bounds() {
-        assert_eq!(Page::from_query("").unwrap(), Page { limit: 50, offset: 0 });
+        assert_eq!(
+            Page::from_query("").unwrap(),
+            Page {
+                limit: 50,
+                offset: 0
+            }
+        );
         assert_eq!(
             Page::from_query("limit=200&offset=7").unwrap(),
-            Page { limit: 200, offset: 7 }
+            Page {
+                limit: 200,
+                offset: 7
+            }
         );
         assert_eq!(Page::from_query("limit=201").unwrap_err().status, 400);
         assert_eq!(Page::from_query("limit=0").unwrap_err().status, 400);
         assert_eq!(Page::from_query("offset=-1").unwrap_err().status, 400);
-        assert_eq!(Page::from_query("limit=abc").unwrap_err().fields[0].field, "limit");
+        assert_eq!(
+            Page::from_query("limit=abc").unwrap_err().fields[0].field,
+            "limit"
+        );
     }
 }

@@ -53,7 +53,11 @@ impl ApiError {
         Self::new(409, code, detail)
     }
     pub fn payload_too_large(limit: usize) -> Self {
-        Self::new(413, "payload_too_large", format!("the request body exceeds {limit} bytes"))
+        Self::new(
+            413,
+            "payload_too_large",
+            format!("the request body exceeds {limit} bytes"),
+        )
     }
     pub fn internal(detail: impl Into<String>) -> Self {
         Self::new(500, "internal_error", detail)
@@ -92,10 +96,7 @@ impl ApiError {
     /// The problem document.
     pub fn to_json(&self) -> Value {
         let mut doc = Map::new();
-        doc.insert(
-            "type".into(),
-            "about:blank".into(),
-        );
+        doc.insert("type".into(), "about:blank".into());
         doc.insert("title".into(), self.title().into());
         doc.insert("status".into(), self.status.into());
         doc.insert("detail".into(), self.detail.clone().into());

@@ -64,7 +64,11 @@ pub enum Miss {
 }
 
 /// Finds the most specific route for `method` and `path`.
-pub fn find<'a, E>(routes: &'a [Route<E>], method: &str, path: &str) -> Result<Matched<'a, E>, Miss> {
+pub fn find<'a, E>(
+    routes: &'a [Route<E>],
+    method: &str,
+    path: &str,
+) -> Result<Matched<'a, E>, Miss> {
     let path = path.split('?').next().unwrap_or(path);
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
     let mut best: Option<(Vec<bool>, Matched<'a, E>)> = None;
@@ -149,20 +153,35 @@ mod tests {
 
     #[test]
     fn trailing_slash_and_query_are_ignored() {
-        assert_eq!(find(ROUTES, "GET", "/api/broadcasts/").unwrap().route.endpoint, E::List);
         assert_eq!(
-            find(ROUTES, "GET", "/api/broadcasts?limit=1").unwrap().route.endpoint,
+            find(ROUTES, "GET", "/api/broadcasts/")
+                .unwrap()
+                .route
+                .endpoint,
+            E::List
+        );
+        assert_eq!(
+            find(ROUTES, "GET", "/api/broadcasts?limit=1")
+                .unwrap()
+                .route
+                .endpoint,
             E::List
         );
     }
 
     #[test]
     fn misses() {
-        assert_eq!(find(ROUTES, "GET", "/api/nothing").unwrap_err(), Miss::NotFound);
+        assert_eq!(
+            find(ROUTES, "GET", "/api/nothing").unwrap_err(),
+            Miss::NotFound
+        );
         assert_eq!(
             find(ROUTES, "DELETE", "/api/broadcasts/x/status").unwrap_err(),
             Miss::MethodNotAllowed(vec!["POST"])
         );
-        assert_eq!(find(ROUTES, "POST", "/api/broadcasts//status").unwrap_err(), Miss::NotFound);
+        assert_eq!(
+            find(ROUTES, "POST", "/api/broadcasts//status").unwrap_err(),
+            Miss::NotFound
+        );
     }
 }

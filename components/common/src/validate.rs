@@ -60,6 +60,13 @@ impl JsonBody {
         });
     }
 
+    /// Whether an error was already recorded for any of `fields`.
+    pub fn has_errors_for(&self, fields: &[&str]) -> bool {
+        self.errors
+            .iter()
+            .any(|e| fields.contains(&e.field.as_str()))
+    }
+
     pub fn has(&self, field: &str) -> bool {
         self.object.get(field).is_some_and(|v| !v.is_null())
     }
@@ -192,6 +199,13 @@ pub fn is_email(s: &str) -> bool {
         && !domain.starts_with('.')
         && !domain.ends_with('.')
         && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// A phone number: digits with spaces and `+ - ( ) .` only.
+pub fn is_phone(s: &str) -> bool {
+    s.chars()
+        .all(|c| c.is_ascii_digit() || matches!(c, ' ' | '+' | '-' | '(' | ')' | '.'))
+        && s.chars().any(|c| c.is_ascii_digit())
 }
 
 /// An absolute `http` or `https` URL with a host.

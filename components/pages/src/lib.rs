@@ -12,9 +12,12 @@ enum Endpoint {
     Pending,
 }
 
-const ROUTES: &[Route<Endpoint>] = &[
-    route("GET", "/egress-player", Auth::Public, Endpoint::Pending),
-];
+const ROUTES: &[Route<Endpoint>] = &[route(
+    "GET",
+    "/egress-player",
+    Auth::Public,
+    Endpoint::Pending,
+)];
 
 fn dispatch(endpoint: Endpoint, _ctx: &Ctx) -> Result<Response, ApiError> {
     match endpoint {

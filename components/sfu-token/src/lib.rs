@@ -12,9 +12,12 @@ enum Endpoint {
     Pending,
 }
 
-const ROUTES: &[Route<Endpoint>] = &[
-    route("POST", "/api/streaming/sessions/{id}/token", Auth::ApiKey, Endpoint::Pending),
-];
+const ROUTES: &[Route<Endpoint>] = &[route(
+    "POST",
+    "/api/streaming/sessions/{id}/token",
+    Auth::ApiKey,
+    Endpoint::Pending,
+)];
 
 fn dispatch(endpoint: Endpoint, _ctx: &Ctx) -> Result<Response, ApiError> {
     match endpoint {

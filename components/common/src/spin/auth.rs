@@ -4,8 +4,11 @@ use super::config;
 use super::db::{self, Db};
 use crate::ApiError;
 use crate::ids::sha256_hex;
+use crate::jwt::{self, UserClaims};
 use crate::routing::Auth;
+use crate::signing;
 use spin_sdk::http::Request;
+use spin_sdk::key_value as kv;
 use subtle::ConstantTimeEq;
 
 /// The SDK client (tenant) named by the request's API key.
@@ -17,13 +20,145 @@ pub struct Tenant {
     pub require_signature: bool,
 }
 
-/// Checks the credentials `auth` asks for; answers the tenant when an API key is needed.
-pub fn authenticate(req: &Request, auth: Auth) -> Result<Option<Tenant>, ApiError> {
+/// The user a Bearer JWT names, checked against the database on every request so that a
+/// deleted user's or a revoked token stops working at once.
+#[derive(Debug, Clone)]
+pub struct CurrentUser {
+    pub id: String,
+    pub username: String,
+    pub email: String,
+    pub token_version: i64,
+}
+
+/// Who is calling, as far as the route needed to know.
+#[derive(Debug, Default)]
+pub struct Caller {
+    pub tenant: Option<Tenant>,
+    pub user: Option<CurrentUser>,
+}
+
+/// Checks the credentials `auth` asks for.
+pub fn authenticate(req: &Request, auth: Auth) -> Result<Caller, ApiError> {
     match auth {
-        Auth::Public => Ok(None),
-        Auth::Admin => check_admin(req).map(|()| None),
-        Auth::ApiKey | Auth::User => tenant_from_api_key(req).map(Some),
+        Auth::Public => Ok(Caller::default()),
+        Auth::Admin => check_admin(req).map(|()| Caller::default()),
+        Auth::ApiKey => {
+            let tenant = tenant_from_api_key(req)?;
+            check_signature(req, &tenant)?;
+            Ok(Caller {
+                tenant: Some(tenant),
+                user: None,
+            })
+        }
+        Auth::User => {
+            let tenant = tenant_from_api_key(req)?;
+            check_signature(req, &tenant)?;
+            let user = user_from_bearer(req, &tenant)?;
+            Ok(Caller {
+                tenant: Some(tenant),
+                user: Some(user),
+            })
+        }
     }
+}
+
+/// Verifies `X-Signature`/`X-Timestamp` when sent (or required by the client), and refuses
+/// a signature already seen within the timestamp window.
+fn check_signature(req: &Request, tenant: &Tenant) -> Result<(), ApiError> {
+    let signature = header(req, "x-signature");
+    let timestamp = header(req, "x-timestamp");
+    let (signature, timestamp) = match (signature, timestamp) {
+        (Some(s), Some(t)) => (s.trim(), t.trim()),
+        (None, None) if !tenant.require_signature => return Ok(()),
+        (None, None) => {
+            return Err(ApiError::unauthorized(
+                "signature_required",
+                "this client requires signed requests (X-Signature and X-Timestamp)",
+            ));
+        }
+        _ => {
+            return Err(ApiError::unauthorized(
+                "incomplete_signature",
+                "X-Signature and X-Timestamp must be sent together",
+            ));
+        }
+    };
+    let target = req.path_and_query().unwrap_or_else(|| req.path());
+    let now = crate::time::now();
+    signing::verify(
+        &tenant.secret_key,
+        &req.method().to_string(),
+        target,
+        req.body(),
+        timestamp,
+        signature,
+        now,
+    )
+    .map_err(|e| ApiError::unauthorized(e.code(), e.message()))?;
+    remember_signature(&tenant.client_id, signature, now)
+}
+
+/// Records a verified signature; a second use within the window is a replay.
+fn remember_signature(client_id: &str, signature: &str, now: i64) -> Result<(), ApiError> {
+    let store = kv::Store::open_default()
+        .map_err(|e| ApiError::internal(format!("key-value store unavailable: {e}")))?;
+    let key = format!("sig:{client_id}:{signature}");
+    let kv_error = |e: kv::Error| ApiError::internal(format!("key-value store error: {e}"));
+    if let Some(value) = store.get(&key).map_err(kv_error)? {
+        let expires: i64 = std::str::from_utf8(&value)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if expires > now {
+            return Err(ApiError::unauthorized(
+                "signature_replayed",
+                "this signature has already been used",
+            ));
+        }
+    }
+    // Seen signatures are kept for twice the skew window: a timestamp can be up to
+    // MAX_SKEW_SECS in the future and then stays valid for as long again.
+    let expires = now + 2 * signing::MAX_SKEW_SECS;
+    store
+        .set(&key, expires.to_string().as_bytes())
+        .map_err(kv_error)
+}
+
+/// Verifies the Bearer JWT and loads its user from the API key's tenant.
+fn user_from_bearer(req: &Request, tenant: &Tenant) -> Result<CurrentUser, ApiError> {
+    let token = bearer_token(req).ok_or_else(|| {
+        ApiError::unauthorized("missing_token", "Authorization: Bearer <token> is required")
+    })?;
+    let secret = config::required("jwt_secret")?;
+    let claims: UserClaims = jwt::verify(secret.as_bytes(), token, crate::time::now())?;
+    if !secure_eq(&claims.tid, &tenant.client_id) {
+        return Err(ApiError::unauthorized(
+            "tenant_mismatch",
+            "the token belongs to another client",
+        ));
+    }
+    let db = Db::open()?;
+    let user = db
+        .query_one(
+            "SELECT id, username, email, token_version FROM users WHERE client_id = ? AND id = ?",
+            &[db::text(&tenant.client_id), db::text(&claims.sub)],
+            |row| CurrentUser {
+                id: db::col_text(row, "id"),
+                username: db::col_text(row, "username"),
+                email: db::col_text(row, "email"),
+                token_version: db::col_int(row, "token_version"),
+            },
+        )?
+        .ok_or_else(|| {
+            ApiError::unauthorized("invalid_token", "the token's user no longer exists")
+        })?;
+    if user.token_version != claims.tv {
+        return Err(ApiError::unauthorized(
+            "token_revoked",
+            "the token has been revoked",
+        ));
+    }
+    Ok(user)
 }
 
 fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
@@ -49,11 +184,17 @@ fn check_admin(req: &Request) -> Result<(), ApiError> {
         return Ok(());
     }
     let expected = config::var("admin_token").ok_or_else(|| {
-        ApiError::unavailable("not_configured", "registration is closed: admin_token is not set")
+        ApiError::unavailable(
+            "not_configured",
+            "registration is closed: admin_token is not set",
+        )
     })?;
     match bearer_token(req) {
         Some(token) if secure_eq(token, &expected) => Ok(()),
-        Some(_) => Err(ApiError::unauthorized("invalid_admin_token", "the admin token is not valid")),
+        Some(_) => Err(ApiError::unauthorized(
+            "invalid_admin_token",
+            "the admin token is not valid",
+        )),
         None => Err(ApiError::unauthorized(
             "missing_admin_token",
             "Authorization: Bearer <admin token> is required",
@@ -68,7 +209,10 @@ fn tenant_from_api_key(req: &Request) -> Result<Tenant, ApiError> {
         .filter(|k| !k.is_empty())
         .ok_or_else(|| ApiError::unauthorized("missing_api_key", "X-API-Key is required"))?;
     if key.len() > 200 {
-        return Err(ApiError::unauthorized("invalid_api_key", "the API key is not valid"));
+        return Err(ApiError::unauthorized(
+            "invalid_api_key",
+            "the API key is not valid",
+        ));
     }
     let db = Db::open()?;
     db.query_one(

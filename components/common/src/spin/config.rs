@@ -25,5 +25,6 @@ pub fn required(name: &str) -> Result<String, crate::ApiError> {
 
 /// `true` for "true", "1", "yes" and "on" (any case).
 pub fn flag(name: &str) -> bool {
-    var(name).is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on"))
+    var(name)
+        .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on"))
 }

@@ -62,7 +62,10 @@ impl Db {
     }
 
     /// Runs `work` inside a transaction: committed when it succeeds, rolled back otherwise.
-    pub fn transaction<T>(&self, work: impl FnOnce(&Db) -> Result<T, ApiError>) -> Result<T, ApiError> {
+    pub fn transaction<T>(
+        &self,
+        work: impl FnOnce(&Db) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
         self.execute("BEGIN", &[])?;
         match work(self) {
             Ok(value) => {
@@ -85,6 +88,11 @@ pub fn text(s: impl Into<String>) -> Value {
 /// A text parameter, or NULL.
 pub fn opt_text(s: Option<&str>) -> Value {
     s.map_or(Value::Null, |s| Value::Text(s.to_string()))
+}
+
+/// A NULL parameter.
+pub fn null() -> Value {
+    Value::Null
 }
 
 /// An integer parameter.

@@ -1,6 +1,6 @@
 //! The request context and the dispatch loop every component's entry point uses.
 
-use super::auth::{self, Tenant};
+use super::auth::{self, CurrentUser, Tenant};
 use crate::problem::{ApiError, PROBLEM_CONTENT_TYPE};
 use crate::routing::{self, Auth, Miss, Route};
 use crate::validate::{self, JsonBody};
@@ -12,6 +12,7 @@ pub struct Ctx {
     pub req: Request,
     params: Vec<(&'static str, String)>,
     tenant: Option<Tenant>,
+    user: Option<CurrentUser>,
 }
 
 impl Ctx {
@@ -42,6 +43,18 @@ impl Ctx {
             .ok_or_else(|| ApiError::unauthorized("missing_api_key", "X-API-Key is required"))
     }
 
+    /// The signed-in user; routes declared with `Auth::User` always have one.
+    pub fn user(&self) -> Result<&CurrentUser, ApiError> {
+        self.user
+            .as_ref()
+            .ok_or_else(|| ApiError::unauthorized("missing_token", "a user token is required"))
+    }
+
+    /// The client's address as the host reports it.
+    pub fn client_addr(&self) -> &str {
+        self.header("spin-client-addr").unwrap_or("unknown")
+    }
+
     /// The body as a JSON object; a declared non-JSON content type is a 415.
     pub fn json(&self) -> Result<JsonBody, ApiError> {
         if let Some(ct) = self.header("content-type") {
@@ -66,7 +79,9 @@ pub fn json<T: Serialize>(status: u16, value: &T) -> Response {
             .header("content-type", "application/json")
             .body(body)
             .build(),
-        Err(e) => problem(&ApiError::internal(format!("could not encode the answer: {e}"))),
+        Err(e) => problem(&ApiError::internal(format!(
+            "could not encode the answer: {e}"
+        ))),
     }
 }
 
@@ -119,12 +134,13 @@ fn route_and_run<E: Copy>(
     if req.body().len() > validate::MAX_JSON_BODY && matched.route.auth != Auth::Public {
         return Err(ApiError::payload_too_large(validate::MAX_JSON_BODY));
     }
-    let tenant = auth::authenticate(&req, matched.route.auth)?;
+    let caller = auth::authenticate(&req, matched.route.auth)?;
     let endpoint = matched.route.endpoint;
     let ctx = Ctx {
         req,
         params: matched.params,
-        tenant,
+        tenant: caller.tenant,
+        user: caller.user,
     };
     dispatch(endpoint, &ctx)
 }

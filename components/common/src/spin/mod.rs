@@ -5,3 +5,4 @@ pub mod config;
 pub mod db;
 pub mod http;
 pub mod outbound;
+pub mod rate_limit;

@@ -115,8 +115,12 @@ pub fn send(req: &OutboundRequest<'_>) -> Result<OutboundResponse, OutboundError
     };
     let path = if path.is_empty() { "/" } else { path };
     let invalid = |what: &str| OutboundError::Invalid(what.to_string());
-    outgoing.set_method(&method).map_err(|()| invalid("method"))?;
-    outgoing.set_scheme(Some(&scheme)).map_err(|()| invalid("scheme"))?;
+    outgoing
+        .set_method(&method)
+        .map_err(|()| invalid("method"))?;
+    outgoing
+        .set_scheme(Some(&scheme))
+        .map_err(|()| invalid("scheme"))?;
     outgoing
         .set_authority(Some(authority))
         .map_err(|()| invalid("authority"))?;
@@ -154,7 +158,10 @@ pub fn send(req: &OutboundRequest<'_>) -> Result<OutboundResponse, OutboundError
     read_response(response, req.max_response_bytes)
 }
 
-fn read_response(response: IncomingResponse, max: usize) -> Result<OutboundResponse, OutboundError> {
+fn read_response(
+    response: IncomingResponse,
+    max: usize,
+) -> Result<OutboundResponse, OutboundError> {
     let status = response.status();
     let headers = response.headers().entries();
     let incoming = response

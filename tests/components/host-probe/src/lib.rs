@@ -1,1 +1,367 @@
+//! host-probe: a Spin HTTP component that exercises every host interface edgehost
+//! implements and reports what it saw as JSON, so `tests/tests/host_conformance.rs` can
+//! assert exact values. Routes (by request path):
+//!
+//! | path | does |
+//! |---|---|
+//! | `/hello` | answers `hello` (benchmarks) |
+//! | `/routes/...`, `/probe/headers` | echoes the `spin-*` request headers |
+//! | `/probe/kv` | key-value get/set/delete/exists/get-keys, undeclared and unknown stores, table-full |
+//! | `/probe/kv-set?KEY=VALUE`, `/probe/kv-get?KEY` | state that must survive a restart |
+//! | `/probe/sqlite` | value round trips, SQL error, transactions, undeclared/unknown databases |
+//! | `/probe/sqlite3` | the same basics through `spin:sqlite@3.0.0` |
+//! | `/probe/migrations` | rows of the fixture migration and of `_edgehost_migrations` |
+//! | `/probe/vars` | declared, undeclared and invalid variable names |
+//! | `/probe/outbound?URL` | GET to URL; the status and body, or the error |
+//! | `/probe/body` | reads the whole request body; answers its length and a checksum |
+//! | `/probe/trap` | panics (a trap) |
 
+use serde_json::{Value as Json, json};
+use spin_sdk::http::{IntoResponse, Method, Request, Response};
+use spin_sdk::http_component;
+use spin_sdk::key_value::{self, Store};
+use spin_sdk::sqlite::{self, Connection, Value};
+use spin_sdk::{sqlite3, variables};
+
+#[http_component]
+async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
+    // The "restricted" component serves the same probes under /restricted.
+    let path = req.path();
+    let path = path.strip_prefix("/restricted").unwrap_or(path).to_string();
+    let query = req.query().to_string();
+    let body = match path.as_str() {
+        "/hello" => return Ok(Response::new(200, "hello")),
+        p if p.starts_with("/routes") || p == "/probe/headers" => headers(&req),
+        "/probe/kv" => kv_suite(),
+        "/probe/kv-set" => kv_set(&query),
+        "/probe/kv-get" => kv_get(&query),
+        "/probe/sqlite" => sqlite_suite(),
+        "/probe/sqlite3" => sqlite3_suite(),
+        "/probe/migrations" => migrations(),
+        "/probe/vars" => vars(),
+        "/probe/outbound" => outbound(&query).await,
+        "/probe/body" => body_digest(req.body()),
+        "/probe/trap" => panic!("host-probe: deliberate trap"),
+        _ => return Ok(Response::new(404, "host-probe: no such probe")),
+    };
+    Ok(Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .build())
+}
+
+/// Every `spin-*` header, plus the method and the path the SDK sees.
+fn headers(req: &Request) -> Json {
+    let mut spin = serde_json::Map::new();
+    for (name, value) in req.headers() {
+        if name.starts_with("spin-") {
+            spin.insert(
+                name.to_string(),
+                json!(value.as_str().unwrap_or("<non-utf8>")),
+            );
+        }
+    }
+    json!({
+        "method": method_name(req.method()),
+        "path": req.path(),
+        "query": req.query(),
+        "headers": spin,
+    })
+}
+
+fn method_name(m: &Method) -> String {
+    match m {
+        Method::Get => "GET".into(),
+        Method::Post => "POST".into(),
+        Method::Put => "PUT".into(),
+        Method::Delete => "DELETE".into(),
+        Method::Patch => "PATCH".into(),
+        Method::Head => "HEAD".into(),
+        Method::Options => "OPTIONS".into(),
+        Method::Connect => "CONNECT".into(),
+        Method::Trace => "TRACE".into(),
+        Method::Other(o) => o.clone(),
+    }
+}
+
+fn kv_error(e: &key_value::Error) -> String {
+    match e {
+        key_value::Error::StoreTableFull => "store-table-full".into(),
+        key_value::Error::NoSuchStore => "no-such-store".into(),
+        key_value::Error::AccessDenied => "access-denied".into(),
+        key_value::Error::Other(m) => format!("other: {m}"),
+    }
+}
+
+fn kv_suite() -> Json {
+    let store = match Store::open("default") {
+        Ok(s) => s,
+        Err(e) => return json!({ "open_default": kv_error(&e) }),
+    };
+    let r = |res: Result<Json, key_value::Error>| {
+        res.unwrap_or_else(|e| json!({ "error": kv_error(&e) }))
+    };
+    let set = r(store.set("probe-a", b"alpha").map(|_| json!("ok")));
+    let _ = store.set("probe-b", &[0, 1, 2, 255]);
+    let get = r(store
+        .get("probe-a")
+        .map(|v| json!(v.map(|b| String::from_utf8_lossy(&b).into_owned()))));
+    let get_binary = r(store.get("probe-b").map(|v| json!(v)));
+    let get_missing = r(store.get("probe-missing").map(|v| json!(v)));
+    let overwrite = r(store.set("probe-a", b"beta").map(|_| json!("ok")));
+    let after_overwrite = r(store
+        .get("probe-a")
+        .map(|v| json!(v.map(|b| String::from_utf8_lossy(&b).into_owned()))));
+    let exists = r(store.exists("probe-a").map(|v| json!(v)));
+    let exists_missing = r(store.exists("probe-missing").map(|v| json!(v)));
+    let mut keys = store.get_keys().unwrap_or_default();
+    keys.retain(|k| k.starts_with("probe-"));
+    keys.sort();
+    let delete = r(store.delete("probe-a").map(|_| json!("ok")));
+    let exists_after_delete = r(store.exists("probe-a").map(|v| json!(v)));
+    let delete_missing = r(store.delete("probe-missing").map(|_| json!("ok")));
+    let _ = store.delete("probe-b");
+
+    // Open stores until the host refuses; drop them all afterwards.
+    let mut open = Vec::new();
+    let table_full = loop {
+        match Store::open("default") {
+            Ok(s) => open.push(s),
+            Err(e) => break json!({ "after": open.len() + 1, "error": kv_error(&e) }),
+        }
+        if open.len() > 10_000 {
+            break json!("no limit");
+        }
+    };
+    drop(open);
+    let reopen_after_drop = Store::open("default")
+        .map(|_| "ok".to_string())
+        .unwrap_or_else(|e| kv_error(&e));
+
+    json!({
+        "set": set,
+        "get": get,
+        "get_binary": get_binary,
+        "get_missing": get_missing,
+        "overwrite": overwrite,
+        "after_overwrite": after_overwrite,
+        "exists": exists,
+        "exists_missing": exists_missing,
+        "keys": keys,
+        "delete": delete,
+        "exists_after_delete": exists_after_delete,
+        "delete_missing": delete_missing,
+        "undeclared": Store::open("undeclared").map(|_| "ok".to_string()).unwrap_or_else(|e| kv_error(&e)),
+        "declared_unknown": Store::open("unknown").map(|_| "ok".to_string()).unwrap_or_else(|e| kv_error(&e)),
+        "table_full": table_full,
+        "reopen_after_drop": reopen_after_drop,
+    })
+}
+
+/// `?key=value`
+fn kv_set(query: &str) -> Json {
+    let (key, value) = query.split_once('=').unwrap_or((query, ""));
+    let res = Store::open("default").and_then(|s| s.set(key, value.as_bytes()));
+    match res {
+        Ok(()) => json!({ "set": key }),
+        Err(e) => json!({ "error": kv_error(&e) }),
+    }
+}
+
+/// `?key`
+fn kv_get(query: &str) -> Json {
+    match Store::open("default").and_then(|s| s.get(query)) {
+        Ok(v) => json!({ "value": v.map(|b| String::from_utf8_lossy(&b).into_owned()) }),
+        Err(e) => json!({ "error": kv_error(&e) }),
+    }
+}
+
+fn sql_error(e: &sqlite::Error) -> String {
+    match e {
+        sqlite::Error::NoSuchDatabase => "no-such-database".into(),
+        sqlite::Error::AccessDenied => "access-denied".into(),
+        sqlite::Error::InvalidConnection => "invalid-connection".into(),
+        sqlite::Error::DatabaseFull => "database-full".into(),
+        sqlite::Error::Io(m) => format!("io: {m}"),
+    }
+}
+
+fn value_json(v: &Value) -> Json {
+    match v {
+        Value::Integer(n) => json!({ "integer": n }),
+        Value::Real(f) => json!({ "real": f }),
+        Value::Text(t) => json!({ "text": t }),
+        Value::Blob(b) => json!({ "blob": b }),
+        Value::Null => json!("null"),
+    }
+}
+
+fn rows_json(res: &sqlite::QueryResult) -> Json {
+    json!({
+        "columns": res.columns,
+        "rows": res.rows.iter().map(|r| r.values.iter().map(value_json).collect::<Vec<_>>()).collect::<Vec<_>>(),
+    })
+}
+
+fn sqlite_suite() -> Json {
+    let conn = match Connection::open("default") {
+        Ok(c) => c,
+        Err(e) => return json!({ "open_default": sql_error(&e) }),
+    };
+    let q = |sql: &str, params: &[Value]| match conn.execute(sql, params) {
+        Ok(res) => rows_json(&res),
+        Err(e) => json!({ "error": sql_error(&e) }),
+    };
+    q("DROP TABLE IF EXISTS probe_values", &[]);
+    let create = q(
+        "CREATE TABLE probe_values (i INTEGER, r REAL, t TEXT, b BLOB, n TEXT)",
+        &[],
+    );
+    let insert = q(
+        "INSERT INTO probe_values VALUES (?, ?, ?, ?, ?)",
+        &[
+            Value::Integer(-9_007_199_254_740_993),
+            Value::Real(2.5),
+            Value::Text("héllo ✓".into()),
+            Value::Blob(vec![0, 1, 254, 255]),
+            Value::Null,
+        ],
+    );
+    let select = q("SELECT i, r, t, b, n FROM probe_values", &[]);
+    let params_echo = q(
+        "SELECT ? AS i, ? AS r, ? AS t, ? AS b, ? AS n",
+        &[
+            Value::Integer(42),
+            Value::Real(-0.125),
+            Value::Text("x".into()),
+            Value::Blob(vec![]),
+            Value::Null,
+        ],
+    );
+    let typed = q(
+        "SELECT typeof(i), typeof(r), typeof(t), typeof(b), typeof(n) FROM probe_values",
+        &[],
+    );
+    let syntax_error = q("SELEKT nonsense", &[]);
+    let missing_table = q("SELECT * FROM no_such_table", &[]);
+
+    // A transaction spanning several execute calls on one connection.
+    q("BEGIN", &[]);
+    q("INSERT INTO probe_values (i) VALUES (1), (2)", &[]);
+    let inside_tx = q("SELECT count(*) FROM probe_values", &[]);
+    q("ROLLBACK", &[]);
+    let after_rollback = q("SELECT count(*) FROM probe_values", &[]);
+    q("BEGIN", &[]);
+    q("INSERT INTO probe_values (i) VALUES (3)", &[]);
+    q("COMMIT", &[]);
+    let after_commit = q("SELECT count(*) FROM probe_values", &[]);
+
+    json!({
+        "create": create,
+        "insert": insert,
+        "select": select,
+        "params_echo": params_echo,
+        "typed": typed,
+        "sql_error": syntax_error,
+        "missing_table": missing_table,
+        "inside_tx": inside_tx,
+        "after_rollback": after_rollback,
+        "after_commit": after_commit,
+        "undeclared": Connection::open("undeclared").map(|_| "ok".to_string()).unwrap_or_else(|e| sql_error(&e)),
+        "declared_unknown": Connection::open("unknown").map(|_| "ok".to_string()).unwrap_or_else(|e| sql_error(&e)),
+    })
+}
+
+fn sqlite3_suite() -> Json {
+    use sqlite3::{Connection, Value};
+    let conn = match Connection::open("default") {
+        Ok(c) => c,
+        Err(e) => return json!({ "open_default": format!("{e:?}") }),
+    };
+    let exec =
+        |sql: &str, params: &[Value]| conn.execute(sql, params).map_err(|e| format!("{e:?}"));
+    let _ = exec(
+        "CREATE TABLE IF NOT EXISTS probe_v3 (id INTEGER PRIMARY KEY, t TEXT)",
+        &[],
+    );
+    let insert = exec(
+        "INSERT INTO probe_v3 (t) VALUES (?), (?)",
+        &[Value::Text("a".into()), Value::Text("b".into())],
+    );
+    let changes = conn.changes();
+    let rowid = conn.last_insert_rowid();
+    let max = exec("SELECT max(id) FROM probe_v3", &[]).map(|r| {
+        match r.rows.first().and_then(|row| row.values.first()) {
+            Some(Value::Integer(n)) => *n,
+            _ => -1,
+        }
+    });
+    json!({
+        "insert": insert.map(|_| "ok".to_string()).unwrap_or_else(|e| e),
+        "changes": changes,
+        "rowid_is_max": max.map(|m| json!(m == rowid)).unwrap_or_else(|e| json!(e)),
+        "undeclared": Connection::open("undeclared").map(|_| "ok".to_string()).unwrap_or_else(|e| format!("{e:?}")),
+    })
+}
+
+fn migrations() -> Json {
+    let conn = match Connection::open("default") {
+        Ok(c) => c,
+        Err(e) => return json!({ "open_default": sql_error(&e) }),
+    };
+    let q = |sql: &str| match conn.execute(sql, &[]) {
+        Ok(res) => rows_json(&res),
+        Err(e) => json!({ "error": sql_error(&e) }),
+    };
+    json!({
+        "seeded": q("SELECT name FROM probe_seed ORDER BY name"),
+        "applied": q("SELECT name FROM _edgehost_migrations ORDER BY name"),
+    })
+}
+
+fn var_error(e: &variables::Error) -> String {
+    match e {
+        variables::Error::InvalidName(m) => format!("invalid-name: {m}"),
+        variables::Error::Undefined(m) => format!("undefined: {m}"),
+        variables::Error::Provider(m) => format!("provider: {m}"),
+        variables::Error::Other(m) => format!("other: {m}"),
+    }
+}
+
+fn vars() -> Json {
+    let get = |name: &str| match variables::get(name) {
+        Ok(v) => json!({ "value": v }),
+        Err(e) => json!({ "error": var_error(&e) }),
+    };
+    json!({
+        "greeting": get("greeting"),
+        "mixed": get("mixed"),
+        "secret": get("secret"),
+        "from_env": get("from_env"),
+        "undeclared": get("not_declared"),
+        "invalid": get("Bad-Name"),
+    })
+}
+
+/// `?<url>`: a GET to the URL (percent-decoding not needed: the tests pass plain URLs).
+async fn outbound(query: &str) -> Json {
+    let req = Request::builder().method(Method::Get).uri(query).build();
+    match spin_sdk::http::send::<_, Response>(req).await {
+        Ok(resp) => json!({
+            "status": resp.status(),
+            "body": String::from_utf8_lossy(resp.body()),
+        }),
+        Err(e) => json!({ "error": format!("{e:?}") }),
+    }
+}
+
+fn body_digest(body: &[u8]) -> Json {
+    // FNV-1a: enough to check the bytes arrived intact and in order.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in body {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    json!({ "len": body.len(), "fnv1a": format!("{h:016x}") })
+}

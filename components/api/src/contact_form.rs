@@ -1,0 +1,64 @@
+//! The public contact form: no authentication, so it is validated strictly and rate
+//! limited per client address.
+
+use common::spin::db::{self, Db};
+use common::spin::http::{Ctx, json};
+use common::spin::rate_limit;
+use common::{ApiError, ids, time, validate};
+use serde_json::json;
+use spin_sdk::http::Response;
+
+const POSTS_PER_MINUTE: i64 = 5;
+
+/// The client's IP address without the port (`spin-client-addr` is `ip:port`).
+pub fn client_ip(addr: &str) -> &str {
+    match addr.rsplit_once(':') {
+        // "[::1]:5000" or "1.2.3.4:5000"
+        Some((ip, port)) if port.bytes().all(|b| b.is_ascii_digit()) => {
+            ip.trim_start_matches('[').trim_end_matches(']')
+        }
+        _ => addr,
+    }
+}
+
+/// `POST /api/contact`
+pub fn submit(ctx: &Ctx) -> Result<Response, ApiError> {
+    let mut body = ctx.json()?;
+    let name = body.string("name", validate::MAX_NAME);
+    let email = body.string("email", 254);
+    let message = body.string("message", 5000);
+    if !email.is_empty() && !validate::is_email(&email) {
+        body.error("email", "must be an e-mail address");
+    }
+    body.finish()?;
+    let db = Db::open()?;
+    let ip = client_ip(ctx.client_addr());
+    rate_limit::hit(
+        &db,
+        &format!("contact:{ip}"),
+        POSTS_PER_MINUTE,
+        60,
+        time::now(),
+    )?;
+    let id = ids::uuid();
+    db.execute(
+        "INSERT INTO contact_messages (id, name, email, message, client_addr, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        &[db::text(&id), db::text(name), db::text(email), db::text(message), db::text(ip), db::text(time::now_rfc3339())],
+    )?;
+    Ok(json(
+        200,
+        &json!({ "success": true, "id": id, "message": "Thank you, your message has been received." }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_ip;
+
+    #[test]
+    fn strips_ports() {
+        assert_eq!(client_ip("127.0.0.1:5000"), "127.0.0.1");
+        assert_eq!(client_ip("[::1]:5000"), "::1");
+        assert_eq!(client_ip("unknown"), "unknown");
+    }
+}

@@ -1,0 +1,229 @@
+//! Broadcast rules: the status machine, stream identity, recording size, staleness.
+
+use crate::ApiError;
+use crate::ids;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Pending,
+    Active,
+    Completed,
+    Error,
+}
+
+impl Status {
+    /// Parses a status; `created` is a synonym of `pending`.
+    pub fn parse(s: &str) -> Option<Status> {
+        match s {
+            "pending" | "created" => Some(Status::Pending),
+            "active" => Some(Status::Active),
+            "completed" => Some(Status::Completed),
+            "error" => Some(Status::Error),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Active => "active",
+            Status::Completed => "completed",
+            Status::Error => "error",
+        }
+    }
+
+    /// Where a broadcast may go from here. Completed and error are final.
+    pub fn next(self) -> &'static [Status] {
+        match self {
+            Status::Pending => &[Status::Active, Status::Completed, Status::Error],
+            Status::Active => &[Status::Completed, Status::Error],
+            Status::Completed | Status::Error => &[],
+        }
+    }
+
+    pub fn is_final(self) -> bool {
+        self.next().is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// The broadcast already has this status: nothing changes.
+    Unchanged,
+    Moved {
+        from: Status,
+        to: Status,
+    },
+}
+
+/// Checks a requested move; an invalid one is a 409 listing the allowed next states.
+pub fn transition(from: Status, to: Status) -> Result<Transition, ApiError> {
+    if from == to {
+        return Ok(Transition::Unchanged);
+    }
+    if from.next().contains(&to) {
+        return Ok(Transition::Moved { from, to });
+    }
+    let allowed: Vec<&str> = from.next().iter().map(|s| s.as_str()).collect();
+    Err(ApiError::conflict(
+        "invalid_transition",
+        format!(
+            "a {} broadcast cannot become {}",
+            from.as_str(),
+            to.as_str()
+        ),
+    )
+    .with_extra("currentStatus", from.as_str())
+    .with_extra("allowed", allowed))
+}
+
+/// An active broadcast without a heartbeat for this long is stale.
+pub const STALE_AFTER_SECS: i64 = 90;
+
+/// Whether an active broadcast whose last sign of life was at `last_seen` is stale at `now`.
+pub fn is_stale(status: Status, last_seen: i64, now: i64) -> bool {
+    status == Status::Active && now - last_seen > STALE_AFTER_SECS
+}
+
+/// The addresses a new broadcast (or scheduled event) gets, all derived from one streamId.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamIdentity {
+    pub stream_id: String,
+    pub stream_key: String,
+    pub short_id: String,
+}
+
+/// Where the addresses are built from.
+pub struct StreamBases<'a> {
+    pub base_url: &'a str,
+    pub rtmp_ingest_base: &'a str,
+    pub playback_hls_base: &'a str,
+}
+
+impl StreamIdentity {
+    /// A fresh identity: a UUID streamId (the SFU room), its dash-less form as the key.
+    pub fn generate() -> Self {
+        let stream_id = ids::uuid();
+        Self {
+            stream_key: stream_key_for(&stream_id),
+            stream_id,
+            short_id: ids::random_base62(8),
+        }
+    }
+}
+
+/// The RTMP stream key of a stream id: the UUID without dashes.
+pub fn stream_key_for(stream_id: &str) -> String {
+    stream_id.replace('-', "")
+}
+
+pub fn rtmp_url(bases: &StreamBases<'_>, stream_key: &str) -> String {
+    format!(
+        "{}/{}",
+        bases.rtmp_ingest_base.trim_end_matches('/'),
+        stream_key
+    )
+}
+
+pub fn hls_url(bases: &StreamBases<'_>, stream_id: &str) -> String {
+    format!(
+        "{}/{}/index.m3u8",
+        bases.playback_hls_base.trim_end_matches('/'),
+        stream_id
+    )
+}
+
+pub fn watch_url(bases: &StreamBases<'_>, short_id: &str) -> String {
+    format!(
+        "{}/watch/{}",
+        bases.base_url.trim_end_matches('/'),
+        short_id
+    )
+}
+
+/// The default recording size of a portrait broadcast that sent no device size.
+pub const DEFAULT_PORTRAIT_RECORDING: (i64, i64) = (390, 644);
+
+/// The recording size: the device's when it sent one, else 390x644 for portrait.
+pub fn recording_size(device: Option<(i64, i64)>, portrait: bool) -> Option<(i64, i64)> {
+    match device {
+        Some(size) => Some(size),
+        None if portrait => Some(DEFAULT_PORTRAIT_RECORDING),
+        None => None,
+    }
+}
+
+/// The reactions viewers can send.
+pub const REACTIONS: [&str; 4] = ["heart", "sparkle", "thumbs_up", "surprised"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn created_is_pending() {
+        assert_eq!(Status::parse("created"), Some(Status::Pending));
+        assert_eq!(Status::parse("live"), None);
+    }
+
+    #[test]
+    fn the_status_machine() {
+        use Status::*;
+        let all = [Pending, Active, Completed, Error];
+        let allowed = [
+            (Pending, Active),
+            (Pending, Completed),
+            (Pending, Error),
+            (Active, Completed),
+            (Active, Error),
+        ];
+        for from in all {
+            for to in all {
+                let result = transition(from, to);
+                if from == to {
+                    assert_eq!(result, Ok(Transition::Unchanged));
+                } else if allowed.contains(&(from, to)) {
+                    assert_eq!(result, Ok(Transition::Moved { from, to }));
+                } else {
+                    let err = result.unwrap_err();
+                    assert_eq!((err.status, err.code), (409, "invalid_transition"));
+                    let listed: Vec<_> = from.next().iter().map(|s| s.as_str()).collect();
+                    assert_eq!(err.extra["allowed"], serde_json::json!(listed));
+                }
+            }
+        }
+        assert!(Completed.is_final() && Error.is_final());
+    }
+
+    #[test]
+    fn identity_and_addresses() {
+        let id = StreamIdentity::generate();
+        assert_eq!(id.stream_key, id.stream_id.replace('-', ""));
+        assert_eq!(id.stream_key.len(), 32);
+        assert_eq!(id.short_id.len(), 8);
+        let bases = StreamBases {
+            base_url: "https://live.example/",
+            rtmp_ingest_base: "rtmp://ingest.example/live",
+            playback_hls_base: "https://cdn.example/hls/",
+        };
+        assert_eq!(rtmp_url(&bases, "abc"), "rtmp://ingest.example/live/abc");
+        assert_eq!(
+            hls_url(&bases, "s1"),
+            "https://cdn.example/hls/s1/index.m3u8"
+        );
+        assert_eq!(
+            watch_url(&bases, "Ab3dEf9h"),
+            "https://live.example/watch/Ab3dEf9h"
+        );
+    }
+
+    #[test]
+    fn recording_sizes_and_staleness() {
+        assert_eq!(recording_size(None, true), Some((390, 644)));
+        assert_eq!(recording_size(Some((1170, 2532)), true), Some((1170, 2532)));
+        assert_eq!(recording_size(None, false), None);
+        assert!(is_stale(Status::Active, 0, 91));
+        assert!(!is_stale(Status::Active, 0, 90));
+        assert!(!is_stale(Status::Pending, 0, 1000));
+    }
+}

@@ -1,0 +1,3 @@
+//! Domain rules as plain functions: no I/O, so unit tests call them directly.
+
+pub mod broadcast;

@@ -1,0 +1,163 @@
+//! HS256 JSON Web Tokens: user access tokens, and the signing primitive SFU tokens use.
+//!
+//! The algorithm is pinned: a token whose header names anything but HS256 is rejected
+//! before its signature is looked at.
+
+use crate::ApiError;
+use chrono::{DateTime, Duration, Utc};
+use jwt_compact::alg::{Hs256, Hs256Key};
+use jwt_compact::{AlgorithmExt, Claims, Header, TimeOptions, UntrustedToken};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+/// Lifetime of a user access token.
+pub const USER_TOKEN_TTL_SECS: i64 = 3600;
+
+/// The claims of a user access token (`iat` and `exp` are standard claims beside these).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserClaims {
+    /// The user's id.
+    pub sub: String,
+    /// The tenant (SDK client) id.
+    pub tid: String,
+    pub jti: String,
+    /// The user's token version when issued; bumping it revokes older tokens.
+    #[serde(default)]
+    pub tv: i64,
+}
+
+fn at(epoch_secs: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp(epoch_secs, 0).unwrap_or_default()
+}
+
+/// Signs `custom` claims with `iat = now` and `exp = now + ttl`.
+pub fn sign<T: Serialize>(secret: &[u8], custom: T, now: i64, ttl_secs: i64) -> String {
+    let mut claims = Claims::new(custom);
+    claims.issued_at = Some(at(now));
+    claims.expiration = Some(at(now + ttl_secs));
+    Hs256
+        .token(
+            &Header::empty().with_token_type("JWT"),
+            &claims,
+            &Hs256Key::new(secret),
+        )
+        .expect("HS256 signing of serialisable claims cannot fail")
+}
+
+/// Checks the signature (HS256 only) and expiry at `now`; answers the custom claims.
+pub fn verify<T: DeserializeOwned + Clone>(
+    secret: &[u8],
+    token: &str,
+    now: i64,
+) -> Result<T, ApiError> {
+    let invalid = |why: &str| {
+        ApiError::unauthorized("invalid_token", format!("the token is not valid: {why}"))
+    };
+    let untrusted = UntrustedToken::new(token).map_err(|_| invalid("malformed"))?;
+    if untrusted.algorithm() != "HS256" {
+        return Err(invalid("unexpected algorithm"));
+    }
+    let token = Hs256
+        .validator::<T>(&Hs256Key::new(secret))
+        .validate(&untrusted)
+        .map_err(|_| invalid("bad signature"))?;
+    let options = TimeOptions::new(Duration::zero(), move || at(now));
+    if token.claims().expiration.is_none() {
+        return Err(invalid("no expiry"));
+    }
+    token
+        .claims()
+        .validate_expiration(&options)
+        .map_err(|_| ApiError::unauthorized("token_expired", "the token has expired"))?;
+    Ok(token.claims().custom.clone())
+}
+
+/// A user access token for `user_id` in tenant `tenant_id`.
+pub fn issue_user_token(
+    secret: &[u8],
+    user_id: &str,
+    tenant_id: &str,
+    token_version: i64,
+    now: i64,
+) -> String {
+    let claims = UserClaims {
+        sub: user_id.to_string(),
+        tid: tenant_id.to_string(),
+        jti: crate::ids::uuid(),
+        tv: token_version,
+    };
+    sign(secret, claims, now, USER_TOKEN_TTL_SECS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64_test::b64url;
+
+    mod base64_test {
+        /// Minimal base64url (no padding) for building forged tokens in tests.
+        pub fn b64url(data: &[u8]) -> String {
+            const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+            let mut out = String::new();
+            for chunk in data.chunks(3) {
+                let n = chunk
+                    .iter()
+                    .enumerate()
+                    .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+                for i in 0..=chunk.len() {
+                    out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+                }
+            }
+            out
+        }
+    }
+
+    const NOW: i64 = 1_800_000_000;
+
+    #[test]
+    fn round_trip_and_expiry() {
+        let token = issue_user_token(b"secret", "u1", "t1", 3, NOW);
+        let claims: UserClaims = verify(b"secret", &token, NOW + 10).unwrap();
+        assert_eq!(
+            (claims.sub.as_str(), claims.tid.as_str(), claims.tv),
+            ("u1", "t1", 3)
+        );
+        assert_eq!(
+            verify::<UserClaims>(b"secret", &token, NOW + 3601)
+                .unwrap_err()
+                .code,
+            "token_expired"
+        );
+        assert_eq!(
+            verify::<UserClaims>(b"other", &token, NOW)
+                .unwrap_err()
+                .code,
+            "invalid_token"
+        );
+        assert_eq!(
+            verify::<UserClaims>(b"secret", "a.b.c", NOW)
+                .unwrap_err()
+                .code,
+            "invalid_token"
+        );
+    }
+
+    #[test]
+    fn alg_none_and_other_algorithms_are_rejected() {
+        let claims = format!(
+            r#"{{"sub":"u1","tid":"t1","jti":"x","tv":0,"exp":{}}}"#,
+            NOW + 100
+        );
+        let none = format!(
+            "{}.{}.",
+            b64url(br#"{"alg":"none","typ":"JWT"}"#),
+            b64url(claims.as_bytes())
+        );
+        assert!(verify::<UserClaims>(b"secret", &none, NOW).is_err());
+        let hs512 = format!(
+            "{}.{}.AAAA",
+            b64url(br#"{"alg":"HS512"}"#),
+            b64url(claims.as_bytes())
+        );
+        assert!(verify::<UserClaims>(b"secret", &hs512, NOW).is_err());
+    }
+}

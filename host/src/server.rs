@@ -1,0 +1,502 @@
+//! Start-up (manifest, variables, state, migrations, compilation) and the HTTP server:
+//! hyper on tokio, one fresh component instance per request, as Spin does.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HOST, HeaderName, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use wasmtime::Store;
+use wasmtime_wasi_http::WasiHttpView;
+use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+
+use crate::manifest::{FileMount, Manifest, warn};
+use crate::outbound::AllowedHosts;
+use crate::routes::Router;
+use crate::runtime_config::RuntimeConfig;
+use crate::state::{ComponentEnv, InstanceState, Services};
+use crate::{Options, WebSocketHandler, cache, kv, sqlite, variables};
+
+/// Response body type of the server.
+type Body = UnsyncBoxBody<Bytes, anyhow::Error>;
+
+/// How long `shutdown` waits for in-flight requests.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// A running edgehost server. Dropping it without `shutdown` stops accepting connections.
+pub struct Server {
+    app_name: String,
+    local_addr: SocketAddr,
+    routes: Vec<(String, String)>,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Loads the manifest, resolves variables, opens state, applies migrations, compiles
+    /// the components (cached), binds and spawns the serve loop; returns once listening.
+    pub async fn start(opts: Options) -> Result<Server> {
+        let app = load_app(&opts).await?;
+        let local_addr = app.local_addr;
+        let app_name = app.name.clone();
+        let routes = app.router.routes().to_vec();
+        let (stop, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(serve(app, stop_rx));
+        Ok(Server {
+            app_name,
+            local_addr,
+            routes,
+            stop,
+            task: Some(task),
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The `[application] name` of the manifest.
+    pub fn app_name(&self) -> &str {
+        &self.app_name
+    }
+
+    /// (route as written in the manifest, component id), in manifest order.
+    pub fn routes(&self) -> &[(String, String)] {
+        &self.routes
+    }
+
+    /// Stops accepting connections and waits (up to 10 s) for in-flight requests.
+    pub async fn shutdown(mut self) -> Result<()> {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            task.await.context("server task failed")?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+struct App {
+    name: String,
+    router: Router,
+    components: HashMap<String, LoadedComponent>,
+    services: Arc<Services>,
+    websocket: Option<WebSocketHandler>,
+    log_requests: bool,
+    listener: Option<TcpListener>,
+    local_addr: SocketAddr,
+}
+
+struct LoadedComponent {
+    env: Arc<ComponentEnv>,
+    pre: ProxyPre<InstanceState>,
+}
+
+async fn load_app(opts: &Options) -> Result<App> {
+    let manifest_path = std::path::absolute(&opts.manifest)
+        .with_context(|| format!("bad manifest path {}", opts.manifest.display()))?;
+    let manifest = Manifest::load(&manifest_path)?;
+    let runtime = RuntimeConfig::load(opts.runtime_config_file.as_deref())?;
+    let state_dir = match &opts.state_dir {
+        Some(d) => std::path::absolute(d)?,
+        None => manifest.dir.join(".spin"),
+    };
+    std::fs::create_dir_all(&state_dir)
+        .with_context(|| format!("cannot create state dir {}", state_dir.display()))?;
+
+    let vars = variables::resolve_app_variables(&manifest, &opts.variables, &runtime, &state_dir)?;
+    for (name, value) in &vars.generated {
+        eprintln!(
+            "edgehost: local secret `{name}` = {value} (generated; kept in {})",
+            state_dir.join(variables::GENERATED_FILE).display()
+        );
+    }
+
+    let kv_extra: Vec<_> = runtime.key_value_stores.clone().into_iter().collect();
+    let kv = kv::KvStores::open(&state_dir.join("sqlite_key_value.db"), &kv_extra)?;
+    let db_extra: Vec<_> = runtime.sqlite_databases.clone().into_iter().collect();
+    let sqlite = sqlite::Databases::open(&state_dir.join("sqlite_db.db"), &db_extra)?;
+    if let Some(default) = sqlite.get("default") {
+        let applied = sqlite::apply_migrations(default, &manifest.dir.join("sql"))?;
+        for name in applied {
+            eprintln!("edgehost: applied migration {name}");
+        }
+    }
+
+    let router = Router::build(&manifest.http_triggers)?;
+    let listener = TcpListener::bind(opts.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", opts.listen))?;
+    let local_addr = listener.local_addr()?;
+
+    let engine = cache::engine()?;
+    let linker = crate::state::linker(engine)?;
+    let used: BTreeSet<&str> = router.routes().iter().map(|(_, c)| c.as_str()).collect();
+    let mut components = HashMap::new();
+    for id in used {
+        let c = &manifest.components[id];
+        let env = component_env(&manifest, id, &vars, &kv, &sqlite)?;
+        let path = manifest
+            .source_path(id)
+            .ok_or_else(|| anyhow!("component `{id}` has no local source"))?;
+        let component = cache::load_component(engine, &path, &manifest.dir)
+            .await
+            .with_context(|| {
+                let hint = if c.build.is_some() {
+                    " (run with --build?)"
+                } else {
+                    ""
+                };
+                format!("component `{id}`{hint}")
+            })?;
+        let pre = match linker.instantiate_pre(&component) {
+            Ok(pre) => pre,
+            Err(e) => {
+                // Spin provides interfaces edgehost does not (llm, redis, postgres, ...):
+                // let such a component run, trapping only if it calls one.
+                warn(format_args!(
+                    "component `{id}`: {e:#}; unsupported imports will trap when called"
+                ));
+                let mut linker = linker.clone();
+                linker.define_unknown_imports_as_traps(&component)?;
+                linker.instantiate_pre(&component)?
+            }
+        };
+        let pre = ProxyPre::new(pre)
+            .map_err(anyhow::Error::from)
+            .with_context(|| {
+                format!("component `{id}` does not export wasi:http/incoming-handler")
+            })?;
+        components.insert(
+            id.to_string(),
+            LoadedComponent {
+                env: Arc::new(env),
+                pre,
+            },
+        );
+    }
+
+    Ok(App {
+        name: manifest.application.name.clone(),
+        router,
+        components,
+        services: Arc::new(Services { kv, sqlite }),
+        websocket: opts.websocket.clone(),
+        log_requests: opts.log_requests,
+        listener: Some(listener),
+        local_addr,
+    })
+}
+
+fn component_env(
+    manifest: &Manifest,
+    id: &str,
+    vars: &variables::AppVariables,
+    kv: &kv::KvStores,
+    sqlite: &sqlite::Databases,
+) -> Result<ComponentEnv> {
+    let c = &manifest.components[id];
+    // Spin refuses to start when a declared store or database is not configured; edgehost
+    // warns and answers `no-such-store` / `no-such-database` at run time instead.
+    for label in &c.key_value_stores {
+        if !kv.contains(label) {
+            warn(format_args!(
+                "component `{id}`: key-value store `{label}` is not configured (Spin would refuse to start)"
+            ));
+        }
+    }
+    for label in &c.sqlite_databases {
+        if !sqlite.contains(label) {
+            warn(format_args!(
+                "component `{id}`: SQLite database `{label}` is not configured (Spin would refuse to start)"
+            ));
+        }
+    }
+    let allowed = AllowedHosts::parse(&c.allowed_outbound_hosts, &vars.values)
+        .with_context(|| format!("component `{id}`"))?;
+    Ok(ComponentEnv {
+        id: Arc::from(id),
+        kv_allowed: c.key_value_stores.iter().cloned().collect::<HashSet<_>>(),
+        sqlite_allowed: c.sqlite_databases.iter().cloned().collect::<HashSet<_>>(),
+        variables: variables::component_variables(id, &c.variables, vars)?,
+        allowed_hosts: Arc::new(allowed),
+        environment: c.environment.clone().into_iter().collect(),
+        mounts: file_mounts(&manifest.dir, id, &c.files)?,
+    })
+}
+
+/// Maps `files` to read-only directory mounts. Spin copies the matched files; edgehost
+/// mounts directories: a `{ source, destination }` directory as given, and for a glob
+/// such as `static/**/*` the directory before the first wildcard at the same path.
+fn file_mounts(dir: &Path, id: &str, files: &[FileMount]) -> Result<Vec<(PathBuf, String)>> {
+    let mut mounts = Vec::new();
+    for f in files {
+        let (host, guest) = match f {
+            FileMount::Placement {
+                source,
+                destination,
+            } => (dir.join(source), destination.clone()),
+            FileMount::Pattern(p) => {
+                let base: Vec<&str> = p
+                    .split('/')
+                    .take_while(|s| !s.contains(['*', '?', '[', '{']))
+                    .collect();
+                let base = base.join("/");
+                (
+                    dir.join(&base),
+                    format!("/{}", base.trim_start_matches("./")),
+                )
+            }
+        };
+        if host.is_dir() {
+            mounts.push((host, guest));
+        } else {
+            warn(format_args!(
+                "component `{id}`: files entry {} is not a directory; not mounted",
+                host.display()
+            ));
+        }
+    }
+    Ok(mounts)
+}
+
+/// The accept loop; ends when `stop` flips, then lets open connections finish their
+/// current request (up to `SHUTDOWN_GRACE`).
+async fn serve(mut app: App, mut stop: watch::Receiver<bool>) {
+    let Some(listener) = app.listener.take() else {
+        return;
+    };
+    let app = Arc::new(app);
+    // Every connection task holds a sender; `recv` yields `None` once all are gone.
+    let (alive, mut all_closed) = mpsc::channel::<()>(1);
+    loop {
+        let (stream, client) = tokio::select! {
+            _ = stopped(&mut stop) => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // e.g. too many open files: back off instead of spinning.
+                    warn(format_args!("accept failed: {e}"));
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |req| {
+            let app = app.clone();
+            async move { Ok::<_, Infallible>(app.handle(req, client).await) }
+        });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades();
+        let (alive, mut stop) = (alive.clone(), stop.clone());
+        tokio::spawn(async move {
+            let _alive = alive;
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = stopped(&mut stop) => {}
+            }
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    drop(alive);
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, all_closed.recv()).await;
+}
+
+/// Resolves once the stop flag is set (or its sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+impl App {
+    async fn handle(&self, req: Request<Incoming>, client: SocketAddr) -> Response<Body> {
+        let start = Instant::now();
+        let method = req.method().clone();
+        let path = req.uri().path().to_string();
+        let (target, response) = self.dispatch(req, client).await;
+        if self.log_requests {
+            eprintln!(
+                "{method} {path} -> {target} {} {:.1}ms",
+                response.status().as_u16(),
+                start.elapsed().as_secs_f64() * 1000.0
+            );
+        }
+        response
+    }
+
+    /// Returns (what handled it, for the log) and the response.
+    async fn dispatch(
+        &self,
+        req: Request<Incoming>,
+        client: SocketAddr,
+    ) -> (String, Response<Body>) {
+        let path = req.uri().path();
+        if path.starts_with("/ws/") {
+            return match &self.websocket {
+                Some(handler) => {
+                    let resp = handler(req).await;
+                    ("websocket".into(), resp.map(BodyExt::boxed_unsync))
+                }
+                None => ("-".into(), text(StatusCode::NOT_FOUND, "Not Found")),
+            };
+        }
+        if path == "/.well-known/spin/health" {
+            return ("-".into(), text(StatusCode::OK, "OK"));
+        }
+        let Some(route) = self.router.route(path) else {
+            return ("-".into(), text(StatusCode::NOT_FOUND, "Not Found"));
+        };
+        let id = route.component.clone();
+        let Some(component) = self.components.get(&id) else {
+            return (
+                id,
+                text(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
+            );
+        };
+        let req = match prepare_request(req, &route, client, self.local_addr) {
+            Ok(r) => r,
+            Err(e) => {
+                return (
+                    id,
+                    text(StatusCode::BAD_REQUEST, &format!("Bad Request: {e}")),
+                );
+            }
+        };
+        match self.call(component, req).await {
+            Ok(resp) => (id, resp),
+            Err(e) => {
+                eprintln!("edgehost: component `{id}` failed: {e:#}");
+                (
+                    id,
+                    text(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
+                )
+            }
+        }
+    }
+
+    /// Instantiates the component and runs its `wasi:http/incoming-handler`.
+    async fn call(&self, c: &LoadedComponent, req: Request<Incoming>) -> Result<Response<Body>> {
+        let state = InstanceState::new(c.env.clone(), self.services.clone(), self.local_addr)?;
+        let mut store = Store::new(c.pre.engine(), state);
+        let proxy = c.pre.instantiate_async(&mut store).await?;
+        let incoming = store
+            .data_mut()
+            .http()
+            .new_incoming_request(Scheme::Http, req)?;
+        let (tx, rx) = oneshot::channel();
+        let outparam = store.data_mut().http().new_response_outparam(tx)?;
+        // The guest keeps running after it sets the response head (it streams the body),
+        // so it runs in its own task.
+        let guest = tokio::spawn(async move {
+            proxy
+                .wasi_http_incoming_handler()
+                .call_handle(&mut store, incoming, outparam)
+                .await
+        });
+        match rx.await {
+            Ok(Ok(resp)) => {
+                let id = c.env.id.clone();
+                tokio::spawn(async move {
+                    match guest.await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => eprintln!(
+                            "edgehost: component `{id}` failed after sending its response head: {e:?}"
+                        ),
+                        Err(e) => eprintln!("edgehost: component `{id}` task failed: {e}"),
+                    }
+                });
+                Ok(resp.map(|b| b.map_err(anyhow::Error::from).boxed_unsync()))
+            }
+            Ok(Err(code)) => {
+                let _ = guest.await;
+                bail!("component responded with error code {code:?}")
+            }
+            Err(_) => match guest.await {
+                Ok(Ok(())) => bail!("component returned without setting a response"),
+                Ok(Err(e)) => Err(anyhow::Error::from(e).context("component trapped")),
+                Err(e) => Err(anyhow!("component task failed: {e}")),
+            },
+        }
+    }
+}
+
+/// Gives the request an absolute URI and the `spin-*` headers, as Spin does.
+fn prepare_request(
+    req: Request<Incoming>,
+    route: &crate::routes::RouteMatch,
+    client: SocketAddr,
+    local: SocketAddr,
+) -> Result<Request<Incoming>> {
+    let (mut parts, body) = req.into_parts();
+    let host = match parts.headers.get(HOST) {
+        Some(h) => Some(
+            h.to_str()
+                .context("Host header is not valid UTF-8")?
+                .to_string(),
+        ),
+        None => parts.uri.authority().map(|a| a.to_string()),
+    };
+    let authority: http::uri::Authority = match &host {
+        Some(h) => h.parse().context("Host header is not a valid authority")?,
+        None => local.to_string().parse()?,
+    };
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    parts.uri = http::Uri::builder()
+        .scheme("http")
+        .authority(authority)
+        .path_and_query(path_and_query.as_str())
+        .build()?;
+    // Transport detail meaningful only to this hop (Spin strips it too).
+    parts.headers.remove(hyper::header::CONNECTION);
+    let host = host.unwrap_or_else(|| "localhost".into());
+    for (name, value) in route.spin_headers("http", &host, &path_and_query, client) {
+        if let (Ok(n), Ok(v)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            parts.headers.insert(n, v);
+        }
+    }
+    Ok(Request::from_parts(parts, body))
+}
+
+fn text(status: StatusCode, body: &str) -> Response<Body> {
+    let mut resp = Response::new(
+        Full::new(Bytes::from(body.to_string()))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}

@@ -1,0 +1,259 @@
+//! The first vertical slice through the real application: SFU health, providers, SDK-client
+//! registration, and state that survives a restart.
+
+use platform_tests::{Method, Platform, json_of};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sfu_health_is_public_and_reports_an_unconfigured_sfu() {
+    let p = Platform::start().await;
+    let (status, body) = json_of(
+        p.request(Method::GET, "/api/sfu/health")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["status"], "unconfigured");
+    assert_eq!(body["configured"], false);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sfu_health_probes_a_configured_sfu() {
+    // A stand-in SFU: a real HTTP server on loopback that answers like LiveKit's root.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sfu_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = [0u8; 2048];
+                let _ = socket.read(&mut buf).await;
+                let _ = socket
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nOK",
+                    )
+                    .await;
+            });
+        }
+    });
+    let vars = [
+        ("sfu_server_url", sfu_url.as_str()),
+        ("sfu_api_key", "APIkey"),
+        ("sfu_api_secret", "secret"),
+    ];
+    let p = Platform::start_with(&vars).await;
+    let (status, body) = json_of(
+        p.request(Method::GET, "/api/sfu/health")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status.as_u16(), &body["status"]),
+        (200, &json!("ok")),
+        "{body}"
+    );
+    assert_eq!(body["reachable"], true);
+
+    // Configured, but nothing listens there: 503 with the reason.
+    let dead = [
+        ("sfu_server_url", "http://127.0.0.1:9"),
+        ("sfu_api_key", "APIkey"),
+        ("sfu_api_secret", "secret"),
+    ];
+    let p = Platform::start_with(&dead).await;
+    let (status, body) = json_of(
+        p.request(Method::GET, "/api/sfu/health")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["reachable"], false);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn providers_need_an_api_key_and_report_configuration() {
+    let p = Platform::start().await;
+    let (status, body) = json_of(
+        p.request(Method::GET, "/api/streaming/providers")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 401);
+    assert_eq!(body["code"], "missing_api_key");
+
+    let tenant = p.register_client("Acme").await;
+    let (status, body) = json_of(
+        p.request(Method::GET, "/api/streaming/providers")
+            .header("x-api-key", &tenant.api_key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["providers"][0]["provider"], "livekit");
+    assert_eq!(body["providers"][0]["isConfigured"], false);
+
+    let configured = [("sfu_api_key", "k"), ("sfu_api_secret", "s")];
+    let p = Platform::start_with(&configured).await;
+    let tenant = p.register_client("Acme").await;
+    let (_, body) = json_of(
+        p.request(Method::GET, "/api/streaming/providers")
+            .header("x-api-key", &tenant.api_key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(body["providers"][0]["isConfigured"], true);
+    assert_eq!(body["providers"][0]["serverUrl"], "ws://127.0.0.1:7880");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn registration_answers_credentials_and_validates_fields() {
+    let p = Platform::start().await;
+    let answer = p
+        .request(Method::POST, "/api/admin/sdk-clients")
+        .json(&json!({
+            "name": "Acme Live", "website": "https://acme.example", "description": "Live shopping",
+            "contactName": "Ada", "contactTitle": "CTO", "contactEmail": "ada@acme.example",
+            "contactPhone": "+44 20 7946 0000", "expectedApps": "1-5", "useCase": "shopping",
+            "expectedUsers": "1000-10000", "agreeTerms": true, "agreeMarketing": false,
+            "agreeDataProcessing": true
+        }))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = json_of(answer).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["success"], true);
+    assert!(body["apiKey"].as_str().unwrap().starts_with("pk_"));
+    assert!(body["secretKey"].as_str().unwrap().len() >= 40);
+    assert_eq!(body["clientId"].as_str().unwrap().len(), 36);
+    assert!(body["message"].is_string());
+
+    let (status, body) = json_of(
+        p.request(Method::POST, "/api/admin/sdk-clients")
+            .json(&json!({"name": "", "contactEmail": "nope", "agreeTerms": "yes", "surprise": 1}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 422);
+    assert_eq!(body["code"], "validation_failed");
+    let fields: Vec<&str> = body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    for field in [
+        "name",
+        "contactEmail",
+        "agreeTerms",
+        "agreeDataProcessing",
+        "surprise",
+    ] {
+        assert!(fields.contains(&field), "{field} missing from {fields:?}");
+    }
+
+    let (status, body) = json_of(
+        p.request(Method::POST, "/api/admin/sdk-clients")
+            .header("content-type", "application/json")
+            .body("{not json")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (400, Some("malformed_json"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn closed_registration_needs_the_admin_token() {
+    let p =
+        Platform::start_with(&[("registration_mode", "admin"), ("admin_token", "let-me-in")]).await;
+    let body = json!({"name": "X", "contactEmail": "x@example.com", "agreeTerms": true, "agreeDataProcessing": true});
+    let status = p
+        .request(Method::POST, "/api/admin/sdk-clients")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 401);
+    let status = p
+        .request(Method::POST, "/api/admin/sdk-clients")
+        .bearer_auth("wrong")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 401);
+    let status = p
+        .request(Method::POST, "/api/admin/sdk-clients")
+        .bearer_auth("let-me-in")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registered_client_survives_a_restart() {
+    let p = Platform::start().await;
+    let tenant = p.register_client("Durable").await;
+    let p = p.restart().await;
+    let status = p
+        .request(Method::GET, "/api/streaming/providers")
+        .header("x-api-key", &tenant.api_key)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_routes_and_methods() {
+    let p = Platform::start().await;
+    assert_eq!(
+        p.request(Method::GET, "/nothing/here")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    let (status, body) =
+        json_of(p.request(Method::GET, "/api/nothing").send().await.unwrap()).await;
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (404, Some("not_found"))
+    );
+    let answer = p
+        .request(Method::DELETE, "/api/sfu/health")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 405);
+    assert_eq!(answer.headers()["allow"], "GET");
+}

@@ -1,0 +1,190 @@
+//! The SDK client's own API under /api/v1/: users and sessions, seen through the API key.
+
+use platform_tests::{Method, Platform, json_of};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_through_the_api_key() {
+    let p = Platform::start().await;
+    let t = p.register_client("Acme").await;
+    let ada = p.signup(&t, "ada").await;
+
+    let (status, created) = json_of(
+        p.as_client(&t, Method::POST, "/api/v1/sessions")
+            .json(&json!({"title": "Launch", "metadata": {"sku": "42"}, "tags": ["news"]}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{created}");
+    assert_eq!(created["status"], "pending");
+    let id = created["id"].as_str().unwrap().to_string();
+
+    // A broadcast created by a user is one of the client's sessions too.
+    let (_, broadcast) = json_of(
+        p.as_user(&ada, Method::POST, "/api/broadcasts")
+            .json(&json!({"title": "Ada live"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let (status, list) = json_of(
+        p.as_client(&t, Method::GET, "/api/v1/sessions")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(list["total"], 2);
+    let ids: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&id.as_str()) && ids.contains(&broadcast["id"].as_str().unwrap()));
+
+    // PATCH: merge metadata, move status; a refused move changes nothing.
+    let path = format!("/api/v1/sessions/{id}");
+    let (status, patched) = json_of(
+        p.as_client(&t, Method::PATCH, &path)
+            .json(&json!({"status": "active", "metadata": {"sku": null, "camera": "front"}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(patched["status"], "active");
+    assert_eq!(patched["metadata"], json!({"camera": "front"}));
+    let (status, refused) = json_of(
+        p.as_client(&t, Method::PATCH, &path)
+            .json(&json!({"status": "pending", "metadata": {"x": "y"}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 422, "pending cannot be requested: {refused}");
+    let (status, _) = json_of(
+        p.as_client(&t, Method::PATCH, &path)
+            .json(&json!({"status": "completed"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, refused) = json_of(
+        p.as_client(&t, Method::PATCH, &path)
+            .json(&json!({"status": "active", "metadata": {"x": "y"}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status.as_u16(), refused["code"].as_str()),
+        (409, Some("invalid_transition"))
+    );
+    let (_, list) = json_of(
+        p.as_client(&t, Method::GET, "/api/v1/sessions")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let stored = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        stored["metadata"],
+        json!({"camera": "front"}),
+        "the refused patch wrote nothing"
+    );
+
+    // Reactions are counted per session.
+    let react = format!(
+        "/api/v1/sessions/{}/reactions",
+        broadcast["id"].as_str().unwrap()
+    );
+    for kind in ["heart", "heart", "sparkle"] {
+        let status = p
+            .as_client(&t, Method::POST, &react)
+            .json(&json!({"reaction": kind}))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 200);
+    }
+    let (status, body) = json_of(
+        p.as_client(&t, Method::POST, &react)
+            .json(&json!({"reaction": "poop"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    let (_, seen) = json_of(
+        p.as_user(
+            &ada,
+            Method::GET,
+            &format!("/api/broadcasts/{}", broadcast["id"].as_str().unwrap()),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        seen["reactions"],
+        json!({"heart": 2, "sparkle": 1, "thumbs_up": 0, "surprised": 0})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn users_of_the_client_are_paginated() {
+    let p = Platform::start().await;
+    let t = p.register_client("Acme").await;
+    for name in ["ada", "bob", "cyd"] {
+        p.signup(&t, name).await;
+    }
+    let (status, body) = json_of(
+        p.as_client(&t, Method::GET, "/api/v1/users?limit=2&offset=1")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (
+            body["total"].as_i64(),
+            body["limit"].as_i64(),
+            body["offset"].as_i64()
+        ),
+        (Some(3), Some(2), Some(1))
+    );
+    assert_eq!(body["items"].as_array().unwrap().len(), 2);
+    assert!(
+        body["items"][0].get("email").is_none(),
+        "no private fields in the list"
+    );
+    assert_eq!(
+        p.as_client(&t, Method::GET, "/api/v1/users?limit=500")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        400
+    );
+}
