@@ -42,6 +42,8 @@ mod variables;
 pub use builder::{build_components, component_interfaces};
 // The crates of the `WebSocketHandler` signature, so handlers use the same versions.
 pub use server::Server;
+#[doc(hidden)]
+pub use server::bench_instantiation;
 pub use {bytes, http_body_util, hyper};
 
 /// Response body of a [`WebSocketHandler`].

@@ -400,7 +400,7 @@ workdir = "components/api"
             "required = true, default = \"x\", secret",
         );
         assert!(err(&both).contains("mutually exclusive"));
-        let bad_id = GOOD.replace("[component.api]", "[component.Api]");
+        let bad_id = GOOD.replace("component.api", "component.Api");
         assert!(err(&bad_id).contains("invalid component id"));
         let remote = GOOD.replace(
             "source = \"target/api.wasm\"",

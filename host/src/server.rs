@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use wasmtime::Store;
 use wasmtime_wasi_http::WasiHttpView;
-use wasmtime_wasi_http::p2::bindings::ProxyPre;
+use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyPre};
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 
 use crate::manifest::{FileMount, Manifest, warn};
@@ -402,48 +402,100 @@ impl App {
 
     /// Instantiates the component and runs its `wasi:http/incoming-handler`.
     async fn call(&self, c: &LoadedComponent, req: Request<Incoming>) -> Result<Response<Body>> {
+        let (store, proxy) = self.instantiate(c).await?;
+        run_handler(&c.env.id, store, proxy, req).await
+    }
+
+    /// A fresh instance of `c` (from its pre-linked `ProxyPre`).
+    async fn instantiate(&self, c: &LoadedComponent) -> Result<(Store<InstanceState>, Proxy)> {
         let state = InstanceState::new(c.env.clone(), self.services.clone(), self.local_addr)?;
         let mut store = Store::new(c.pre.engine(), state);
         let proxy = c.pre.instantiate_async(&mut store).await?;
-        let incoming = store
-            .data_mut()
-            .http()
-            .new_incoming_request(Scheme::Http, req)?;
-        let (tx, rx) = oneshot::channel();
-        let outparam = store.data_mut().http().new_response_outparam(tx)?;
-        // The guest keeps running after it sets the response head (it streams the body),
-        // so it runs in its own task.
-        let guest = tokio::spawn(async move {
-            proxy
-                .wasi_http_incoming_handler()
-                .call_handle(&mut store, incoming, outparam)
-                .await
-        });
-        match rx.await {
-            Ok(Ok(resp)) => {
-                let id = c.env.id.clone();
-                tokio::spawn(async move {
-                    match guest.await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => eprintln!(
-                            "edgehost: component `{id}` failed after sending its response head: {e:?}"
-                        ),
-                        Err(e) => eprintln!("edgehost: component `{id}` task failed: {e}"),
-                    }
-                });
-                Ok(resp.map(|b| b.map_err(anyhow::Error::from).boxed_unsync()))
-            }
-            Ok(Err(code)) => {
-                let _ = guest.await;
-                bail!("component responded with error code {code:?}")
-            }
-            Err(_) => match guest.await {
-                Ok(Ok(())) => bail!("component returned without setting a response"),
-                Ok(Err(e)) => Err(anyhow::Error::from(e).context("component trapped")),
-                Err(e) => Err(anyhow!("component task failed: {e}")),
-            },
-        }
+        Ok((store, proxy))
     }
+}
+
+/// Calls an instance's `wasi:http/incoming-handler` and waits for the response head.
+async fn run_handler<B>(
+    id: &Arc<str>,
+    mut store: Store<InstanceState>,
+    proxy: Proxy,
+    req: Request<B>,
+) -> Result<Response<Body>>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<wasmtime_wasi_http::Error>,
+{
+    let incoming = store
+        .data_mut()
+        .http()
+        .new_incoming_request(Scheme::Http, req)?;
+    let (tx, rx) = oneshot::channel();
+    let outparam = store.data_mut().http().new_response_outparam(tx)?;
+    // The guest keeps running after it sets the response head (it streams the body),
+    // so it runs in its own task.
+    let guest = tokio::spawn(async move {
+        proxy
+            .wasi_http_incoming_handler()
+            .call_handle(&mut store, incoming, outparam)
+            .await
+    });
+    match rx.await {
+        Ok(Ok(resp)) => {
+            let id = id.clone();
+            tokio::spawn(async move {
+                match guest.await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => eprintln!(
+                        "edgehost: component `{id}` failed after sending its response head: {e:#}"
+                    ),
+                    Err(e) => eprintln!("edgehost: component `{id}` task failed: {e}"),
+                }
+            });
+            Ok(resp.map(|b| b.map_err(anyhow::Error::from).boxed_unsync()))
+        }
+        Ok(Err(code)) => {
+            let _ = guest.await;
+            bail!("component responded with error code {code:?}")
+        }
+        Err(_) => match guest.await {
+            Ok(Ok(())) => bail!("component returned without setting a response"),
+            Ok(Err(e)) => Err(anyhow::Error::from(e).context("component trapped")),
+            Err(e) => Err(anyhow!("component task failed: {e}")),
+        },
+    }
+}
+
+/// Measures instantiation without HTTP, for `host/benches/serve.rs`: for each iteration,
+/// (time to instantiate, time to instantiate + handle `GET path` + read the body).
+#[doc(hidden)]
+pub async fn bench_instantiation(
+    opts: &Options,
+    component: &str,
+    path: &str,
+    iterations: usize,
+) -> Result<Vec<(Duration, Duration)>> {
+    let app = load_app(opts).await?;
+    let c = app
+        .components
+        .get(component)
+        .ok_or_else(|| anyhow!("no routed component `{component}`"))?;
+    let mut out = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let start = Instant::now();
+        let (store, proxy) = app.instantiate(c).await?;
+        let instantiated = start.elapsed();
+        let req = Request::builder()
+            .uri(format!("http://localhost{path}"))
+            .body(
+                http_body_util::Empty::<Bytes>::new()
+                    .map_err(|never| -> wasmtime_wasi_http::Error { match never {} }),
+            )?;
+        let resp = run_handler(&c.env.id, store, proxy, req).await?;
+        resp.into_body().collect().await?;
+        out.push((instantiated, start.elapsed()));
+    }
+    Ok(out)
 }
 
 /// Gives the request an absolute URI and the `spin-*` headers, as Spin does.

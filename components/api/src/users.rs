@@ -614,7 +614,7 @@ pub fn list_for_client(ctx: &Ctx) -> Result<Response, ApiError> {
     let c = db::text(&tenant.client_id);
     let total = db.count(
         "SELECT COUNT(*) FROM users WHERE client_id = ?",
-        &[c.clone()],
+        std::slice::from_ref(&c),
     )?;
     let items = db.query(
         &format!("SELECT {PUBLIC_COLUMNS} FROM users WHERE client_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?"),

@@ -40,11 +40,14 @@ pub const fn route<E>(
     }
 }
 
+/// Path parameters by name, in pattern order.
+pub type Params = Vec<(&'static str, String)>;
+
 /// A matched route and its path parameters.
 #[derive(Debug)]
 pub struct Matched<'a, E: 'static> {
     pub route: &'a Route<E>,
-    pub params: Vec<(&'static str, String)>,
+    pub params: Params,
 }
 
 impl<E> Matched<'_, E> {
@@ -97,10 +100,7 @@ pub fn find<'a, E>(
 }
 
 /// Matches one pattern; answers which segments were literal (for specificity) and the params.
-fn match_pattern(
-    pattern: &'static str,
-    segments: &[&str],
-) -> Option<(Vec<bool>, Vec<(&'static str, String)>)> {
+fn match_pattern(pattern: &'static str, segments: &[&str]) -> Option<(Vec<bool>, Params)> {
     let parts: Vec<&'static str> = pattern.trim_end_matches('/').split('/').collect();
     if parts.len() != segments.len() {
         return None;

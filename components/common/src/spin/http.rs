@@ -10,7 +10,7 @@ use spin_sdk::http::{Request, Response};
 /// Everything a handler needs: the request, its path parameters and who is calling.
 pub struct Ctx {
     pub req: Request,
-    params: Vec<(&'static str, String)>,
+    params: routing::Params,
     tenant: Option<Tenant>,
     user: Option<CurrentUser>,
 }
