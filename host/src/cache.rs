@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
@@ -59,12 +60,35 @@ pub fn engine() -> Result<&'static Engine> {
             Engine::new(&base_config())?
         }
     };
-    Ok(ENGINE.get_or_init(|| engine))
+    let engine = ENGINE.get_or_init(|| engine);
+    start_epoch_ticker(engine);
+    Ok(engine)
+}
+
+/// Guests yield to the async runtime every `EPOCH_TICK` (see `App::instantiate`):
+/// a component spinning in a loop then cannot starve the other requests of a worker.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+fn start_epoch_ticker(engine: &Engine) {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let weak = engine.weak();
+        std::thread::Builder::new()
+            .name("edgehost-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })
+            .ok();
+    });
 }
 
 fn base_config() -> Config {
     let mut config = Config::new();
-    config.wasm_component_model(true);
+    config.wasm_component_model(true).epoch_interruption(true);
     config
 }
 

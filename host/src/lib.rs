@@ -40,10 +40,12 @@ mod state;
 mod variables;
 
 pub use builder::{build_components, component_interfaces};
-// The crates of the `WebSocketHandler` signature, so handlers use the same versions.
 pub use server::Server;
 #[doc(hidden)]
 pub use server::bench_instantiation;
+
+/// Re-exported: the crates in the [`WebSocketHandler`] signature, so that handlers use
+/// the same versions.
 pub use {bytes, http_body_util, hyper};
 
 /// Response body of a [`WebSocketHandler`].
@@ -70,7 +72,10 @@ pub struct Options {
     /// Where the key-value store, SQLite database and generated secrets live;
     /// default `<manifest dir>/.spin`.
     pub state_dir: Option<PathBuf>,
-    /// A Spin runtime config file (see the `runtime_config` module docs for what is read).
+    /// A Spin runtime config file. Read: `[[config_provider]] type = "env"` (with
+    /// `prefix`), `[key_value_store.NAME]` and `[sqlite_database.NAME]` of `type = "spin"`
+    /// (with `path`, relative to the file), and the edgehost extension `[variables]`
+    /// (`name = "value"`, which Spin itself does not accept).
     pub runtime_config_file: Option<PathBuf>,
     /// Variable values with the highest precedence (name, value).
     pub variables: Vec<(String, String)>,

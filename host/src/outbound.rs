@@ -79,10 +79,13 @@ impl AllowedHosts {
         self.hosts.iter().any(|h| h.allows(scheme, host, port))
     }
 
-    /// Whether requests to the application itself ("self") are allowed for `scheme`.
-    pub fn allows_self(&self, scheme: &str) -> bool {
+    /// Whether requests to the application itself (relative URLs, `self.alt`) are
+    /// allowed: as in Spin, by an `http` or `https` entry for `self` (or `*`).
+    pub fn allows_self(&self) -> bool {
         self.hosts.iter().any(|h| {
-            h.scheme.as_deref().is_none_or(|s| s == scheme)
+            h.scheme
+                .as_deref()
+                .is_none_or(|s| s == "http" || s == "https")
                 && matches!(h.host, HostPattern::Any | HostPattern::ToSelf)
         })
     }
@@ -279,7 +282,7 @@ impl WasiHttpHooks for OutboundHooks {
         let host = uri.host().unwrap_or("");
         let is_self = host.is_empty() || host.eq_ignore_ascii_case("self.alt");
         let allowed = if is_self {
-            self.allowed.allows_self(&scheme)
+            self.allowed.allows_self()
         } else {
             self.allowed.allows(&scheme, host, uri.port_u16())
         };
@@ -379,8 +382,9 @@ mod tests {
         assert!(!h.allows("https", "example.org", None));
         assert!(h.allows("http", "anything", Some(8001)));
         assert!(!h.allows("http", "anything", Some(8002)));
-        assert!(hosts(&["http://self"]).allows_self("http"));
-        assert!(!hosts(&["http://localhost"]).allows_self("http"));
+        assert!(hosts(&["http://self"]).allows_self());
+        assert!(hosts(&["https://self"]).allows_self());
+        assert!(!hosts(&["http://localhost"]).allows_self());
         assert!(hosts(&["*://*:*"]).allows("https", "x.y", Some(1)));
         assert!(hosts(&["http://[::1]:80"]).allows("http", "[::1]", None));
         let cidr = hosts(&["http://10.1.0.0/16:*"]);

@@ -21,8 +21,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use wasmtime::Store;
 use wasmtime_wasi_http::WasiHttpView;
-use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyPre};
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyPre};
 
 use crate::manifest::{FileMount, Manifest, warn};
 use crate::outbound::AllowedHosts;
@@ -410,6 +410,8 @@ impl App {
     async fn instantiate(&self, c: &LoadedComponent) -> Result<(Store<InstanceState>, Proxy)> {
         let state = InstanceState::new(c.env.clone(), self.services.clone(), self.local_addr)?;
         let mut store = Store::new(c.pre.engine(), state);
+        // Yield to the runtime at every epoch tick instead of hogging a worker thread.
+        store.epoch_deadline_async_yield_and_update(1);
         let proxy = c.pre.instantiate_async(&mut store).await?;
         Ok((store, proxy))
     }

@@ -371,6 +371,12 @@ async fn outbound_http_is_limited_to_allowed_hosts() {
         let e = r["error"].as_str().unwrap_or_default();
         assert!(e.contains("HttpRequestDenied"), "{denied}: {r}");
     }
+    // "http://self" lets a component call its own application.
+    let own = p.json("/probe/outbound?http://self.alt/hello").await;
+    assert_eq!(own, json!({ "status": 200, "body": "hello" }));
+    let own = p.json("/probe/outbound?/hello").await;
+    assert_eq!(own, json!({ "status": 200, "body": "hello" }));
+
     let r = p
         .json(&format!("/restricted/probe/outbound?{upstream_url}/x"))
         .await;
@@ -465,21 +471,55 @@ async fn large_bodies_stream_through() {
 
 #[tokio::test]
 async fn websocket_paths_go_to_the_handler() {
+    use edgehost::http_body_util::{BodyExt, Empty, Full};
+    use edgehost::hyper;
     setup().await;
     let state = tempfile::tempdir().expect("tempdir");
     let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let seen2 = seen.clone();
+    // Plain requests get "relay"; upgrade requests are taken over and answered "pong"
+    // on the raw connection, as a WebSocket relay would.
     let handler: edgehost::WebSocketHandler = Arc::new(move |req| {
         seen2
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(req.uri().path().to_string());
-        Box::pin(async {
-            use edgehost::http_body_util::{BodyExt, Full};
-            let body = Full::new(edgehost::bytes::Bytes::from_static(b"relay"))
-                .map_err(|never| match never {})
-                .boxed();
-            edgehost::hyper::Response::new(body)
+        Box::pin(async move {
+            if !req.headers().contains_key(hyper::header::UPGRADE) {
+                let body = Full::new(edgehost::bytes::Bytes::from_static(b"relay"))
+                    .map_err(|never| match never {})
+                    .boxed();
+                return hyper::Response::new(body);
+            }
+            tokio::spawn(async move {
+                let Ok(mut io) = hyper::upgrade::on(req).await else {
+                    return;
+                };
+                let mut pong: &[u8] = b"pong";
+                while !pong.is_empty() {
+                    let written = std::future::poll_fn(|cx| {
+                        hyper::rt::Write::poll_write(std::pin::Pin::new(&mut io), cx, pong)
+                    })
+                    .await;
+                    match written {
+                        Ok(n) if n > 0 => pong = &pong[n..],
+                        _ => return,
+                    }
+                }
+            });
+            let mut resp =
+                hyper::Response::new(Empty::new().map_err(|never| match never {}).boxed());
+            *resp.status_mut() = hyper::StatusCode::SWITCHING_PROTOCOLS;
+            let h = resp.headers_mut();
+            h.insert(
+                hyper::header::UPGRADE,
+                hyper::header::HeaderValue::from_static("probe"),
+            );
+            h.insert(
+                hyper::header::CONNECTION,
+                hyper::header::HeaderValue::from_static("upgrade"),
+            );
+            resp
         })
     });
     let mut options = opts(&fixture(), state.path(), &[]);
@@ -490,9 +530,36 @@ async fn websocket_paths_go_to_the_handler() {
         (StatusCode::OK, "relay".to_string())
     );
     assert_eq!(p.get("/hello").await.1, "hello");
+
+    // A real upgrade: the handler owns the connection afterwards.
+    let addr = p.server.as_ref().expect("server").local_addr();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(
+            b"GET /ws/up HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: probe\r\n\r\n",
+        )
+        .await
+        .expect("write");
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 256];
+    while !received.ends_with(b"pong") {
+        let n = tokio::time::timeout(std::time::Duration::from_secs(10), stream.read(&mut chunk))
+            .await
+            .expect("upgrade answer in time")
+            .expect("read");
+        assert!(
+            n > 0,
+            "connection closed: {}",
+            String::from_utf8_lossy(&received)
+        );
+        received.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&received);
+    assert!(text.starts_with("HTTP/1.1 101"), "{text}");
+
     assert_eq!(
         *seen.lock().unwrap_or_else(|e| e.into_inner()),
-        vec!["/ws/streams/9/chat"]
+        vec!["/ws/streams/9/chat", "/ws/up"]
     );
     p.stop().await;
 }
