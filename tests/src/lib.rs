@@ -198,6 +198,27 @@ pub struct Tenant {
     pub client_id: String,
 }
 
+/// Sending a request and reading its answer as `(status, JSON body)`.
+pub trait Exchange {
+    /// Sends the request as built.
+    fn answer(self) -> impl std::future::Future<Output = (StatusCode, Value)> + Send;
+    /// Sends `body` as JSON.
+    fn send_json(
+        self,
+        body: &Value,
+    ) -> impl std::future::Future<Output = (StatusCode, Value)> + Send;
+}
+
+impl Exchange for reqwest::RequestBuilder {
+    async fn answer(self) -> (StatusCode, Value) {
+        json_of(self.send().await.expect("request reaches the platform")).await
+    }
+
+    async fn send_json(self, body: &Value) -> (StatusCode, Value) {
+        self.json(body).answer().await
+    }
+}
+
 /// Answers `(status, JSON body)`; a non-JSON body is returned as a JSON string.
 pub async fn json_of(response: Response) -> (StatusCode, Value) {
     let status = response.status();

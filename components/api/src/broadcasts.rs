@@ -1,15 +1,16 @@
 //! Broadcast sessions: one record whichever endpoint created it (`/api/broadcasts`,
 //! `/api/streaming/sessions`, or the SDK client's `/api/v1/sessions`).
 
-use common::domain::broadcast::{self as rules, Status, StreamBases, StreamIdentity, Transition};
+use crate::links::Links;
+use common::domain::broadcast::{self as rules, Status, StreamIdentity, Transition};
 use common::pagination::{Page, Paged};
-use common::spin::config;
 use common::spin::db::{self, Db, Row};
 use common::spin::http::{Ctx, json};
 use common::validate::JsonBody;
 use common::{ApiError, ids, time};
 use serde_json::{Map, Value, json};
 use spin_sdk::http::Response;
+use std::collections::HashMap;
 
 const MAX_TAGS: usize = 20;
 const MAX_TAG_LEN: usize = 50;
@@ -24,9 +25,8 @@ pub struct Broadcast {
     pub id: String,
     pub client_id: String,
     pub owner_id: Option<String>,
-    pub short_id: String,
-    pub stream_id: String,
-    pub stream_key: String,
+    /// streamId (the SFU room), streamKey and shortId.
+    pub identity: StreamIdentity,
     pub title: String,
     pub visibility: String,
     pub tags: Value,
@@ -62,9 +62,7 @@ fn from_row(row: &Row<'_>) -> Broadcast {
         id: db::col_text(row, "id"),
         client_id: db::col_text(row, "client_id"),
         owner_id: db::col_opt_text(row, "owner_id"),
-        short_id: db::col_text(row, "short_id"),
-        stream_id: db::col_text(row, "stream_id"),
-        stream_key: db::col_text(row, "stream_key"),
+        identity: stream_identity_of(row),
         title: db::col_text(row, "title"),
         visibility: db::col_text(row, "visibility"),
         tags: parse("tags", json!([])),
@@ -89,39 +87,28 @@ fn from_row(row: &Row<'_>) -> Broadcast {
     }
 }
 
-struct Bases {
-    base_url: String,
-    rtmp: String,
-    hls: String,
+/// The stream identity columns every table with a stream shares.
+pub fn stream_identity_of(row: &Row<'_>) -> StreamIdentity {
+    StreamIdentity {
+        stream_id: db::col_text(row, "stream_id"),
+        stream_key: db::col_text(row, "stream_key"),
+        short_id: db::col_text(row, "short_id"),
+    }
 }
 
-impl Bases {
-    fn load() -> Self {
-        Self {
-            base_url: config::var_or("base_url", "http://127.0.0.1:3000"),
-            rtmp: config::var_or("rtmp_ingest_base", "rtmp://127.0.0.1:1935/live"),
-            hls: config::var_or("playback_hls_base", "http://127.0.0.1:8080/hls"),
-        }
-    }
-
-    fn get(&self) -> StreamBases<'_> {
-        StreamBases {
-            base_url: &self.base_url,
-            rtmp_ingest_base: &self.rtmp,
-            playback_hls_base: &self.hls,
-        }
-    }
+/// Who is looking at a broadcast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    Owner,
+    Viewer,
 }
 
 impl Broadcast {
-    /// What anyone allowed to see the broadcast gets.
-    pub fn public_view(&self) -> Value {
-        let bases = Bases::load();
-        let reactions = Value::Null;
-        json!({
+    /// The broadcast as `audience` sees it: the owner also gets the ingest credentials
+    /// (from `links`), metadata and device details.
+    pub fn view(&self, links: &Links, reactions: Value, audience: Audience) -> Value {
+        let mut view = json!({
             "id": self.id,
-            "shortId": self.short_id,
-            "streamId": self.stream_id,
             "title": self.title,
             "status": self.status.as_str(),
             "visibility": self.visibility,
@@ -135,24 +122,18 @@ impl Broadcast {
             "createdAt": self.created_at,
             "startedAt": self.started_at,
             "endedAt": self.ended_at,
-            "watchUrl": rules::watch_url(&bases.get(), &self.short_id),
-            "hlsUrl": rules::hls_url(&bases.get(), &self.stream_id),
             "reactions": reactions,
-        })
-    }
-
-    /// The owner's view adds the ingest credentials and device details.
-    pub fn owner_view(&self) -> Value {
-        let bases = Bases::load();
-        let mut view = self.public_view();
-        view["streamKey"] = self.stream_key.clone().into();
-        view["rtmpUrl"] = rules::rtmp_url(&bases.get(), &self.stream_key).into();
-        view["metadata"] = self.metadata.clone();
-        view["deviceWidth"] = self.device_width.into();
-        view["deviceHeight"] = self.device_height.into();
-        view["deviceType"] = self.device_type.clone().into();
-        view["operatingSystem"] = self.operating_system.clone().into();
-        view["updatedAt"] = self.updated_at.clone().into();
+        });
+        let owner = audience == Audience::Owner;
+        links.add_stream_addresses(&mut view, &self.identity, owner);
+        if owner {
+            view["metadata"] = self.metadata.clone();
+            view["deviceWidth"] = self.device_width.into();
+            view["deviceHeight"] = self.device_height.into();
+            view["deviceType"] = self.device_type.clone().into();
+            view["operatingSystem"] = self.operating_system.clone().into();
+            view["updatedAt"] = self.updated_at.clone().into();
+        }
         view
     }
 
@@ -360,15 +341,15 @@ fn expire_if_stale(db: &Db, mut b: Broadcast) -> Result<Broadcast, ApiError> {
     Ok(b)
 }
 
-/// The broadcast as the user may see it: owners see everything, others the public view
-/// of a non-private broadcast; a private one is 404 to them.
-fn view_for(b: &Broadcast, user_id: &str) -> Result<Value, ApiError> {
+/// How the user may see the broadcast: owners see everything, others the public view of
+/// a non-private broadcast; a private one is 404 to them.
+pub fn audience_of(b: &Broadcast, user_id: &str) -> Result<Audience, ApiError> {
     if b.is_owned_by(user_id) {
-        Ok(b.owner_view())
+        Ok(Audience::Owner)
     } else if b.visibility == "private" {
         Err(ApiError::not_found("broadcast"))
     } else {
-        Ok(b.public_view())
+        Ok(Audience::Viewer)
     }
 }
 
@@ -377,7 +358,7 @@ pub fn load_owned(ctx: &Ctx, db: &Db) -> Result<Broadcast, ApiError> {
     let (tenant, user) = (ctx.tenant()?, ctx.user()?);
     let b = load(db, &tenant.client_id, ctx.param("id"))?;
     if !b.is_owned_by(&user.id) {
-        view_for(&b, &user.id)?;
+        audience_of(&b, &user.id)?;
         return Err(ApiError::forbidden(
             "only the broadcast's owner may change it",
         ));
@@ -385,24 +366,75 @@ pub fn load_owned(ctx: &Ctx, db: &Db) -> Result<Broadcast, ApiError> {
     Ok(b)
 }
 
-fn with_reactions(db: &Db, b: &Broadcast, mut view: Value) -> Result<Value, ApiError> {
-    view["reactions"] = reaction_counts(db, &b.id)?;
-    Ok(view)
+/// Refuses to change a broadcast that has ended (completed or error).
+fn ensure_not_final(b: &Broadcast) -> Result<(), ApiError> {
+    if b.status.is_final() {
+        return Err(ApiError::conflict(
+            "broadcast_ended",
+            format!("the broadcast is {}", b.status.as_str()),
+        ));
+    }
+    Ok(())
 }
 
-fn reaction_counts(db: &Db, broadcast_id: &str) -> Result<Value, ApiError> {
-    let mut counts: Map<String, Value> = rules::REACTIONS
-        .iter()
-        .map(|k| (k.to_string(), 0.into()))
-        .collect();
-    for (kind, count) in db.query(
-        "SELECT kind, count FROM broadcast_reactions WHERE broadcast_id = ?",
-        &[db::text(broadcast_id)],
-        |row| (db::col_text(row, "kind"), db::col_int(row, "count")),
-    )? {
-        counts.insert(kind, count.into());
+/// Reaction counts per broadcast (every kind, zero when none), for many broadcasts in
+/// one query.
+fn reaction_counts(db: &Db, broadcast_ids: &[&str]) -> Result<HashMap<String, Value>, ApiError> {
+    let mut counts: HashMap<String, Value> = HashMap::new();
+    if broadcast_ids.is_empty() {
+        return Ok(counts);
     }
-    Ok(Value::Object(counts))
+    for id in broadcast_ids {
+        let zeros: Map<String, Value> = rules::REACTIONS
+            .iter()
+            .map(|k| (k.to_string(), 0.into()))
+            .collect();
+        counts.insert(id.to_string(), Value::Object(zeros));
+    }
+    let placeholders = vec!["?"; broadcast_ids.len()].join(", ");
+    let rows = db.query(
+        &format!(
+            "SELECT broadcast_id, kind, count FROM broadcast_reactions WHERE broadcast_id IN ({placeholders})"
+        ),
+        &broadcast_ids.iter().map(|id| db::text(*id)).collect::<Vec<_>>(),
+        |row| {
+            (
+                db::col_text(row, "broadcast_id"),
+                db::col_text(row, "kind"),
+                db::col_int(row, "count"),
+            )
+        },
+    )?;
+    for (id, kind, count) in rows {
+        if let Some(Value::Object(map)) = counts.get_mut(&id) {
+            map.insert(kind, count.into());
+        }
+    }
+    Ok(counts)
+}
+
+/// The views of `items` (each as `audience_for` decides), with their reaction counts.
+pub fn views(
+    db: &Db,
+    items: &[Broadcast],
+    audience_for: impl Fn(&Broadcast) -> Audience,
+) -> Result<Vec<Value>, ApiError> {
+    let links = Links::load();
+    let ids: Vec<&str> = items.iter().map(|b| b.id.as_str()).collect();
+    let mut counts = reaction_counts(db, &ids)?;
+    Ok(items
+        .iter()
+        .map(|b| {
+            let reactions = counts.remove(&b.id).unwrap_or(Value::Null);
+            b.view(&links, reactions, audience_for(b))
+        })
+        .collect())
+}
+
+/// One broadcast's view, with its reaction counts.
+pub fn view_one(db: &Db, b: &Broadcast, audience: Audience) -> Result<Value, ApiError> {
+    let mut views = views(db, std::slice::from_ref(b), |_| audience)?;
+    Ok(views.pop().unwrap_or(Value::Null))
 }
 
 /// `POST /api/broadcasts`
@@ -413,7 +445,7 @@ pub fn create(ctx: &Ctx) -> Result<Response, ApiError> {
     body.finish()?;
     let db = Db::open()?;
     let b = insert(&db, &tenant.client_id, Some(&user.id), &new)?;
-    Ok(json(200, &with_reactions(&db, &b, b.owner_view())?))
+    Ok(json(200, &view_one(&db, &b, Audience::Owner)?))
 }
 
 /// `GET /api/broadcasts/{id}`
@@ -421,8 +453,13 @@ pub fn get(ctx: &Ctx) -> Result<Response, ApiError> {
     let (tenant, user) = (ctx.tenant()?, ctx.user()?);
     let db = Db::open()?;
     let b = load(&db, &tenant.client_id, ctx.param("id"))?;
-    let view = view_for(&b, &user.id)?;
-    Ok(json(200, &with_reactions(&db, &b, view)?))
+    let audience = audience_of(&b, &user.id)?;
+    Ok(json(200, &view_one(&db, &b, audience)?))
+}
+
+/// Moves the stale ones of freshly read broadcasts to `error`.
+fn expire_stale(db: &Db, items: Vec<Broadcast>) -> Result<Vec<Broadcast>, ApiError> {
+    items.into_iter().map(|b| expire_if_stale(db, b)).collect()
 }
 
 /// `GET /api/broadcasts`: the user's own, newest first.
@@ -440,10 +477,8 @@ pub fn list_own(ctx: &Ctx) -> Result<Response, ApiError> {
         &[scope[0].clone(), scope[1].clone(), db::int(page.limit.into()), db::int(page.offset.into())],
         from_row,
     )?;
-    let items = items
-        .into_iter()
-        .map(|b| expire_if_stale(&db, b).map(|b| b.owner_view()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let items = expire_stale(&db, items)?;
+    let items = views(&db, &items, |_| Audience::Owner)?;
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
@@ -470,8 +505,9 @@ pub fn list_live(ctx: &Ctx) -> Result<Response, ApiError> {
             db::int(page.limit.into()),
             db::int(page.offset.into()),
         ],
-        |row| from_row(row).public_view(),
+        from_row,
     )?;
+    let items = views(&db, &items, |_| Audience::Viewer)?;
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
@@ -538,19 +574,14 @@ pub fn update_status(ctx: &Ctx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let b = load_owned(ctx, &db)?;
     let b = change_status(&db, &b, requested)?;
-    Ok(json(200, &with_reactions(&db, &b, b.owner_view())?))
+    Ok(json(200, &view_one(&db, &b, Audience::Owner)?))
 }
 
 /// `POST /api/sessions/{id}/heartbeat`: keeps a pending or active broadcast alive.
 pub fn heartbeat(ctx: &Ctx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let b = load_owned(ctx, &db)?;
-    if b.status.is_final() {
-        return Err(ApiError::conflict(
-            "broadcast_ended",
-            format!("the broadcast is {}", b.status.as_str()),
-        ));
-    }
+    ensure_not_final(&b)?;
     let now = time::now();
     db.execute(
         "UPDATE broadcasts SET last_heartbeat = ? WHERE id = ?",
@@ -573,12 +604,7 @@ pub fn viewer_count(ctx: &Ctx) -> Result<Response, ApiError> {
     let count = count.unwrap_or_default();
     let db = Db::open()?;
     let b = load_owned(ctx, &db)?;
-    if b.status.is_final() {
-        return Err(ApiError::conflict(
-            "broadcast_ended",
-            format!("the broadcast is {}", b.status.as_str()),
-        ));
-    }
+    ensure_not_final(&b)?;
     db.execute(
         "UPDATE broadcasts SET viewer_count = ?1, peak_viewers = MAX(peak_viewers, ?1), \
            viewer_reports = viewer_reports + 1, viewer_total = viewer_total + ?1 WHERE id = ?2",
@@ -594,12 +620,7 @@ pub fn viewer_count(ctx: &Ctx) -> Result<Response, ApiError> {
 pub fn reset_stream_key(ctx: &Ctx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let b = load_owned(ctx, &db)?;
-    if b.status.is_final() {
-        return Err(ApiError::conflict(
-            "broadcast_ended",
-            format!("the broadcast is {}", b.status.as_str()),
-        ));
-    }
+    ensure_not_final(&b)?;
     let key = ids::random_hex(16);
     db.execute(
         "UPDATE broadcasts SET stream_key = ?, updated_at = ? WHERE id = ?",
@@ -610,7 +631,7 @@ pub fn reset_stream_key(ctx: &Ctx) -> Result<Response, ApiError> {
         ],
     )?;
     let b = load(&db, &b.client_id, &b.id)?;
-    Ok(json(200, &b.owner_view()))
+    Ok(json(200, &view_one(&db, &b, Audience::Owner)?))
 }
 
 /// `GET /api/broadcasts/{id}/analytics` (owner only).
@@ -625,6 +646,9 @@ pub fn analytics(ctx: &Ctx) -> Result<Response, ApiError> {
         _ => None,
     };
     let average = (b.viewer_reports > 0).then(|| b.viewer_total as f64 / b.viewer_reports as f64);
+    let reactions = reaction_counts(&db, &[&b.id])?
+        .remove(&b.id)
+        .unwrap_or(Value::Null);
     Ok(json(
         200,
         &json!({
@@ -636,7 +660,7 @@ pub fn analytics(ctx: &Ctx) -> Result<Response, ApiError> {
             "peakViewers": b.peak_viewers,
             "averageViewers": average,
             "viewerReports": b.viewer_reports,
-            "reactions": reaction_counts(&db, &b.id)?,
+            "reactions": reactions,
         }),
     ))
 }
@@ -651,7 +675,7 @@ pub fn v1_create(ctx: &Ctx) -> Result<Response, ApiError> {
     body.finish()?;
     let db = Db::open()?;
     let b = insert(&db, &tenant.client_id, None, &new)?;
-    Ok(json(200, &with_reactions(&db, &b, b.owner_view())?))
+    Ok(json(200, &view_one(&db, &b, Audience::Owner)?))
 }
 
 /// `GET /api/v1/sessions`: every session of the client, newest first.
@@ -669,10 +693,8 @@ pub fn v1_list(ctx: &Ctx) -> Result<Response, ApiError> {
         &[scope[0].clone(), db::int(page.limit.into()), db::int(page.offset.into())],
         from_row,
     )?;
-    let items = items
-        .into_iter()
-        .map(|b| expire_if_stale(&db, b).and_then(|b| with_reactions(&db, &b, b.owner_view())))
-        .collect::<Result<Vec<_>, _>>()?;
+    let items = expire_stale(&db, items)?;
+    let items = views(&db, &items, |_| Audience::Owner)?;
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
@@ -725,7 +747,7 @@ pub fn v1_patch(ctx: &Ctx) -> Result<Response, ApiError> {
     if let Some(to) = to {
         b = change_status(&db, &b, to)?;
     }
-    Ok(json(200, &with_reactions(&db, &b, b.owner_view())?))
+    Ok(json(200, &view_one(&db, &b, Audience::Owner)?))
 }
 
 /// `POST /api/v1/sessions/{id}/reactions`: `{"reaction": "heart"}`; counted per session.
@@ -742,12 +764,7 @@ pub fn v1_react(ctx: &Ctx) -> Result<Response, ApiError> {
     body.finish()?;
     let db = Db::open()?;
     let b = load(&db, &tenant.client_id, ctx.param("id"))?;
-    if b.status.is_final() {
-        return Err(ApiError::conflict(
-            "broadcast_ended",
-            format!("the broadcast is {}", b.status.as_str()),
-        ));
-    }
+    ensure_not_final(&b)?;
     let count = db.count(
         "INSERT INTO broadcast_reactions (client_id, broadcast_id, kind, count) VALUES (?, ?, ?, 1) \
          ON CONFLICT (broadcast_id, kind) DO UPDATE SET count = count + 1 RETURNING count",

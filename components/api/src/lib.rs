@@ -4,7 +4,10 @@ mod broadcasts;
 mod clients;
 mod contact_form;
 mod contacts;
+mod events;
+mod links;
 mod passwords;
+mod sessions;
 mod sfu;
 mod users;
 
@@ -49,6 +52,13 @@ enum Endpoint {
     BroadcastViewers,
     BroadcastKeyReset,
     BroadcastAnalytics,
+    IceConfig,
+    SessionCreate,
+    SessionGet,
+    EventCreate,
+    EventList,
+    EventGet,
+    EventDelete,
 }
 
 use Auth::{Admin, ApiKey, Public, User};
@@ -61,7 +71,16 @@ const ROUTES: &[Route<Endpoint>] = &[
     route("POST", "/api/admin/sdk-clients", Admin, RegisterClient),
     route("GET", "/api/sfu/health", Public, SfuHealth),
     route("POST", "/api/contact", Public, ContactForm),
+    // SFU provider and streaming sessions (the token is minted by the sfu-token component)
     route("GET", "/api/streaming/providers", ApiKey, Providers),
+    route("GET", "/api/streaming/ice-config", ApiKey, IceConfig),
+    route("POST", "/api/streaming/sessions", User, SessionCreate),
+    route("GET", "/api/streaming/sessions/{id}", User, SessionGet),
+    // Scheduled events
+    route("POST", "/api/events", User, EventCreate),
+    route("GET", "/api/events", User, EventList),
+    route("GET", "/api/events/{id}", User, EventGet),
+    route("DELETE", "/api/events/{id}", User, EventDelete),
     // Users
     route("POST", "/api/users/signup", ApiKey, Signup),
     route("POST", "/api/users/login", ApiKey, Login),
@@ -155,6 +174,13 @@ fn dispatch(endpoint: Endpoint, ctx: &Ctx) -> Result<Response, ApiError> {
         BroadcastViewers => broadcasts::viewer_count(ctx),
         BroadcastKeyReset => broadcasts::reset_stream_key(ctx),
         BroadcastAnalytics => broadcasts::analytics(ctx),
+        IceConfig => sfu::ice_config(ctx),
+        SessionCreate => sessions::create(ctx),
+        SessionGet => sessions::get(ctx),
+        EventCreate => events::create(ctx),
+        EventList => events::list(ctx),
+        EventGet => events::get(ctx),
+        EventDelete => events::delete(ctx),
     }
 }
 

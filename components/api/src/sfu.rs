@@ -1,44 +1,16 @@
-//! The SFU media provider: configuration, provider list and health.
+//! The SFU media provider: provider list, health, and the ICE servers for WebRTC clients.
 
 use common::ApiError;
+use common::domain::sfu::{client_url, ice_urls, turn_credential};
 use common::spin::config;
 use common::spin::http::{Ctx, json};
 use common::spin::outbound::{self, OutboundRequest};
+use common::spin::sfu::SfuConfig;
+use common::time;
 use serde::Serialize;
+use serde_json::{Value, json};
 use spin_sdk::http::Response;
 use std::time::Duration;
-
-/// The SFU settings; configured when the server URL, API key and secret are all set.
-pub struct SfuConfig {
-    pub server_url: Option<String>,
-    pub api_key: Option<String>,
-    pub api_secret: Option<String>,
-}
-
-impl SfuConfig {
-    pub fn load() -> Self {
-        Self {
-            server_url: config::var("sfu_server_url"),
-            api_key: config::var("sfu_api_key"),
-            api_secret: config::var("sfu_api_secret"),
-        }
-    }
-
-    pub fn is_configured(&self) -> bool {
-        self.server_url.is_some() && self.api_key.is_some() && self.api_secret.is_some()
-    }
-}
-
-/// The WebSocket address clients connect to, from the SFU's HTTP base URL.
-pub fn client_url(server_url: &str) -> String {
-    if let Some(rest) = server_url.strip_prefix("https://") {
-        format!("wss://{rest}")
-    } else if let Some(rest) = server_url.strip_prefix("http://") {
-        format!("ws://{rest}")
-    } else {
-        server_url.to_string()
-    }
-}
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -60,7 +32,7 @@ pub fn providers(_ctx: &Ctx) -> Result<Response, ApiError> {
         is_default: true,
         server_url: sfu.server_url.as_deref().map(client_url),
     };
-    Ok(json(200, &serde_json::json!({ "providers": [livekit] })))
+    Ok(json(200, &json!({ "providers": [livekit] })))
 }
 
 #[derive(Serialize)]
@@ -112,5 +84,59 @@ pub fn health(_ctx: &Ctx) -> Result<Response, ApiError> {
             reachable: Some(reachable),
             error,
         },
+    ))
+}
+
+/// Reads a list-of-URLs variable; a malformed entry is a configuration error (503), never
+/// silently left out.
+fn ice_variable(name: &str, schemes: &[&str]) -> Result<Vec<String>, ApiError> {
+    ice_urls(&config::var_or(name, ""), schemes).map_err(|bad| {
+        ApiError::unavailable(
+            "ice_misconfigured",
+            format!("the server variable {name} has an invalid entry: {bad}"),
+        )
+    })
+}
+
+/// `GET /api/streaming/ice-config`: STUN servers, and TURN servers with credentials that
+/// expire after `turn_credential_ttl` seconds (when `turn_urls` and `turn_secret` are set).
+pub fn ice_config(ctx: &Ctx) -> Result<Response, ApiError> {
+    let tenant = ctx.tenant()?;
+    let stun = ice_variable("stun_urls", &["stun", "stuns"])?;
+    let turn = ice_variable("turn_urls", &["turn", "turns"])?;
+    let mut servers: Vec<Value> = Vec::new();
+    if !stun.is_empty() {
+        servers.push(json!({ "urls": stun }));
+    }
+    let mut expires_at = None;
+    if !turn.is_empty() {
+        let secret = config::var("turn_secret").ok_or_else(|| {
+            ApiError::unavailable(
+                "ice_misconfigured",
+                "turn_urls is set but turn_secret is not",
+            )
+        })?;
+        let ttl = config::var_or("turn_credential_ttl", "86400")
+            .parse::<i64>()
+            .ok()
+            .filter(|ttl| (60..=7 * 86400).contains(ttl))
+            .ok_or_else(|| {
+                ApiError::unavailable(
+                    "ice_misconfigured",
+                    "turn_credential_ttl must be 60 to 604800 seconds",
+                )
+            })?;
+        let credential = turn_credential(&secret, &tenant.client_id, time::now(), ttl);
+        expires_at = Some(time::format_rfc3339(credential.expires_at));
+        servers.push(json!({
+            "urls": turn,
+            "username": credential.username,
+            "credential": credential.credential,
+            "credentialType": "password",
+        }));
+    }
+    Ok(json(
+        200,
+        &json!({ "iceServers": servers, "expiresAt": expires_at }),
     ))
 }

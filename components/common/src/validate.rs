@@ -245,6 +245,19 @@ pub fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Encodes everything but RFC 3986's unreserved characters, for a query or path component.
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 fn hex_value(b: u8) -> Option<u8> {
     (b as char).to_digit(16).map(|d| d as u8)
 }
@@ -265,6 +278,17 @@ pub fn query_value(query: &str, key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percent_encoding_round_trips() {
+        let raw = "https://cdn.example/a b.mp4?x=1&y=é";
+        let encoded = percent_encode(raw);
+        assert_eq!(
+            encoded,
+            "https%3A%2F%2Fcdn.example%2Fa%20b.mp4%3Fx%3D1%26y%3D%C3%A9"
+        );
+        assert_eq!(percent_decode(&encoded), raw);
+    }
 
     #[test]
     fn collects_every_field_error() {

@@ -1,3 +1,4 @@
 //! Domain rules as plain functions: no I/O, so unit tests call them directly.
 
 pub mod broadcast;
+pub mod sfu;

@@ -6,3 +6,4 @@ pub mod db;
 pub mod http;
 pub mod outbound;
 pub mod rate_limit;
+pub mod sfu;

@@ -1,0 +1,323 @@
+//! Scheduled events: a stream announced for a time, with its identity (streamId, key,
+//! shortId) generated as a broadcast's is, an SFU room name, and optionally a media file
+//! the egress player plays into the room.
+
+use crate::links::Links;
+use common::domain::broadcast::StreamIdentity;
+use common::pagination::{Page, Paged};
+use common::spin::db::{self, Db, Row};
+use common::spin::http::{Ctx, json};
+use common::validate::{self, JsonBody};
+use common::{ApiError, ids, time};
+use serde_json::{Value, json};
+use spin_sdk::http::Response;
+
+const MAX_TITLE: usize = 200;
+const MAX_DESCRIPTION: usize = 2000;
+const MAX_URL: usize = 2048;
+
+pub struct Event {
+    pub id: String,
+    pub client_id: String,
+    pub owner_id: String,
+    pub title: String,
+    pub description: Option<String>,
+    pub visibility: String,
+    pub scheduled_for: i64,
+    pub playback: Option<Playback>,
+    pub identity: StreamIdentity,
+    pub room_name: String,
+    pub created_at: String,
+}
+
+/// A media file the egress player streams into the event's room.
+pub struct Playback {
+    pub url: String,
+    pub kind: String,
+}
+
+fn from_row(row: &Row<'_>) -> Event {
+    let playback = db::col_opt_text(row, "playback_url").map(|url| Playback {
+        url,
+        kind: db::col_opt_text(row, "playback_type").unwrap_or_else(|| "video".into()),
+    });
+    Event {
+        id: db::col_text(row, "id"),
+        client_id: db::col_text(row, "client_id"),
+        owner_id: db::col_text(row, "owner_id"),
+        title: db::col_text(row, "title"),
+        description: db::col_opt_text(row, "description"),
+        visibility: db::col_text(row, "visibility"),
+        scheduled_for: db::col_int(row, "scheduled_for"),
+        playback,
+        identity: crate::broadcasts::stream_identity_of(row),
+        room_name: db::col_text(row, "room_name"),
+        created_at: db::col_text(row, "created_at"),
+    }
+}
+
+impl Event {
+    fn view(&self, links: &Links, owner: bool) -> Value {
+        let mut view = json!({
+            "id": self.id,
+            "title": self.title,
+            "description": self.description,
+            "visibility": self.visibility,
+            "scheduledFor": time::format_rfc3339(self.scheduled_for),
+            "ownerId": self.owner_id,
+            "roomName": self.room_name,
+            "createdAt": self.created_at,
+            "playbackFile": null,
+            "egressPlayerUrl": null,
+        });
+        if let Some(p) = &self.playback {
+            view["playbackFile"] = json!({ "url": p.url, "type": p.kind });
+            view["egressPlayerUrl"] = format!(
+                "{}/egress-player?file={}&type={}",
+                links.base_url(),
+                validate::percent_encode(&p.url),
+                p.kind
+            )
+            .into();
+        }
+        links.add_stream_addresses(&mut view, &self.identity, owner);
+        view
+    }
+}
+
+/// A validated creation request.
+pub struct NewEvent {
+    pub title: String,
+    pub description: Option<String>,
+    pub visibility: String,
+    pub scheduled_for: i64,
+    pub playback: Option<Playback>,
+}
+
+/// Reads and checks a creation request; `now` decides what counts as the past.
+pub fn parse_new(body: &mut JsonBody, now: i64) -> NewEvent {
+    let title = body.string("title", MAX_TITLE);
+    let description = body.opt_string("description", MAX_DESCRIPTION);
+    let visibility = match body.opt_string("visibility", 20).as_deref() {
+        None => "public".to_string(),
+        Some(v @ ("public" | "unlisted" | "private")) => v.to_string(),
+        Some(_) => {
+            body.error("visibility", "must be public, unlisted or private");
+            String::new()
+        }
+    };
+    let when = body.string("scheduledFor", 64);
+    let scheduled_for = match time::parse_rfc3339(&when) {
+        Some(t) if t > now => t,
+        Some(_) => {
+            body.error("scheduledFor", "must be in the future");
+            0
+        }
+        None if when.is_empty() => 0, // already reported as missing
+        None => {
+            body.error("scheduledFor", "must be an RFC 3339 timestamp");
+            0
+        }
+    };
+    let url = body.opt_string("playbackUrl", MAX_URL);
+    let kind = body.opt_string("playbackType", 10);
+    if let Some(u) = &url
+        && !validate::is_http_url(u)
+    {
+        body.error("playbackUrl", "must be an absolute http(s) URL");
+    }
+    let kind = match kind.as_deref() {
+        None => "video".to_string(),
+        Some(k @ ("audio" | "video")) => k.to_string(),
+        Some(_) => {
+            body.error("playbackType", "must be audio or video");
+            String::new()
+        }
+    };
+    if url.is_none() && body.has("playbackType") {
+        body.error("playbackType", "needs a playbackUrl");
+    }
+    NewEvent {
+        title,
+        description,
+        visibility,
+        scheduled_for,
+        playback: url.map(|url| Playback { url, kind }),
+    }
+}
+
+fn load(db: &Db, client_id: &str, raw_id: &str) -> Result<Event, ApiError> {
+    let id = ids::parse_uuid(raw_id)
+        .ok_or_else(|| ApiError::bad_request("invalid_id", "the event id must be a UUID"))?;
+    db.query_one(
+        "SELECT * FROM scheduled_events WHERE client_id = ? AND id = ?",
+        &[db::text(client_id), db::text(&id)],
+        from_row,
+    )?
+    .ok_or_else(|| ApiError::not_found("event"))
+}
+
+/// Loads an event the user may see: their own, or another's that is not private.
+fn load_visible(ctx: &Ctx, db: &Db) -> Result<Event, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let event = load(db, &tenant.client_id, ctx.param("id"))?;
+    if event.owner_id != user.id && event.visibility == "private" {
+        return Err(ApiError::not_found("event"));
+    }
+    Ok(event)
+}
+
+/// `POST /api/events`
+pub fn create(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let mut body = ctx.json()?;
+    let new = parse_new(&mut body, time::now());
+    body.finish()?;
+    let db = Db::open()?;
+    let identity = StreamIdentity::generate();
+    let id = ids::uuid();
+    db.execute(
+        "INSERT INTO scheduled_events (id, client_id, owner_id, title, description, visibility, scheduled_for, \
+           playback_url, playback_type, short_id, stream_id, stream_key, room_name, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        &[
+            db::text(&id),
+            db::text(&tenant.client_id),
+            db::text(&user.id),
+            db::text(&new.title),
+            db::opt_text(new.description.as_deref()),
+            db::text(&new.visibility),
+            db::int(new.scheduled_for),
+            db::opt_text(new.playback.as_ref().map(|p| p.url.as_str())),
+            db::opt_text(new.playback.as_ref().map(|p| p.kind.as_str())),
+            db::text(&identity.short_id),
+            db::text(&identity.stream_id),
+            db::text(&identity.stream_key),
+            // The SFU room is named by the streamId, as for a broadcast.
+            db::text(&identity.stream_id),
+            db::text(time::now_rfc3339()),
+        ],
+    )?;
+    let event = load(&db, &tenant.client_id, &id)?;
+    Ok(json(200, &event.view(&Links::load(), true)))
+}
+
+/// `GET /api/events/{id}`
+pub fn get(ctx: &Ctx) -> Result<Response, ApiError> {
+    let db = Db::open()?;
+    let event = load_visible(ctx, &db)?;
+    let owner = event.owner_id == ctx.user()?.id;
+    Ok(json(200, &event.view(&Links::load(), owner)))
+}
+
+/// `GET /api/events`: the tenant's events the user may see (their own and public ones),
+/// soonest first; `?upcoming=true` leaves out those whose time has passed.
+pub fn list(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let page = Page::from_query(ctx.query())?;
+    let since = match ctx.query_value("upcoming").as_deref() {
+        None | Some("false") => i64::MIN,
+        Some("true") => time::now(),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                "upcoming must be true or false",
+            ));
+        }
+    };
+    let filter = "client_id = ? AND (owner_id = ? OR visibility = 'public') AND scheduled_for >= ?";
+    let scope = [
+        db::text(&tenant.client_id),
+        db::text(&user.id),
+        db::int(since),
+    ];
+    let db = Db::open()?;
+    let total = db.count(
+        &format!("SELECT COUNT(*) FROM scheduled_events WHERE {filter}"),
+        &scope,
+    )?;
+    let mut params = scope.to_vec();
+    params.extend([db::int(page.limit.into()), db::int(page.offset.into())]);
+    let links = Links::load();
+    let items = db.query(
+        &format!(
+            "SELECT * FROM scheduled_events WHERE {filter} ORDER BY scheduled_for, id LIMIT ? OFFSET ?"
+        ),
+        &params,
+        |row| {
+            let event = from_row(row);
+            event.view(&links, event.owner_id == user.id)
+        },
+    )?;
+    Ok(json(200, &Paged::new(items, total, page)))
+}
+
+/// `DELETE /api/events/{id}` (owner only).
+pub fn delete(ctx: &Ctx) -> Result<Response, ApiError> {
+    let db = Db::open()?;
+    let event = load_visible(ctx, &db)?;
+    if event.owner_id != ctx.user()?.id {
+        return Err(ApiError::forbidden("only the event's owner may delete it"));
+    }
+    db.execute(
+        "DELETE FROM scheduled_events WHERE client_id = ? AND id = ?",
+        &[db::text(&event.client_id), db::text(&event.id)],
+    )?;
+    Ok(json(200, &json!({ "success": true, "id": event.id })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(body: &str) -> Result<NewEvent, ApiError> {
+        let mut body = JsonBody::parse(body.as_bytes())?;
+        let new = parse_new(&mut body, 1_800_000_000);
+        body.finish().map(|()| new)
+    }
+
+    #[test]
+    fn a_valid_event() {
+        let new = parse(
+            r#"{"title":"Launch","scheduledFor":"2030-01-01T10:00:00Z","playbackUrl":"https://cdn.example/intro.mp3","playbackType":"audio"}"#,
+        )
+        .unwrap();
+        assert_eq!(new.title, "Launch");
+        assert_eq!(new.visibility, "public");
+        assert_eq!(new.scheduled_for, 1_893_492_000);
+        let playback = new.playback.unwrap();
+        assert_eq!(
+            (playback.url.as_str(), playback.kind.as_str()),
+            ("https://cdn.example/intro.mp3", "audio")
+        );
+    }
+
+    #[test]
+    fn bad_events_name_each_field() {
+        let err = parse(
+            r#"{"scheduledFor":"2020-01-01T00:00:00Z","playbackUrl":"javascript:alert(1)","playbackType":"gif","visibility":"secret"}"#,
+        )
+        .err()
+        .unwrap();
+        assert_eq!(err.status, 422);
+        let fields: Vec<&str> = err.fields.iter().map(|f| f.field.as_str()).collect();
+        for field in [
+            "title",
+            "scheduledFor",
+            "playbackUrl",
+            "playbackType",
+            "visibility",
+        ] {
+            assert!(fields.contains(&field), "{field} missing from {fields:?}");
+        }
+        let err = parse(r#"{"title":"x","scheduledFor":"tomorrow"}"#)
+            .err()
+            .unwrap();
+        assert_eq!(err.fields[0].message, "must be an RFC 3339 timestamp");
+        let err =
+            parse(r#"{"title":"x","scheduledFor":"2030-01-01T00:00:00Z","playbackType":"audio"}"#)
+                .err()
+                .unwrap();
+        assert_eq!(err.fields[0].field, "playbackType");
+    }
+}

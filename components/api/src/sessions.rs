@@ -1,0 +1,50 @@
+//! Streaming sessions (the SFU provider API). A streaming session is a broadcast: one
+//! record and one id, whichever endpoint created it; this module adds the SFU view.
+
+use crate::broadcasts::{self, Audience, Broadcast};
+use common::ApiError;
+use common::domain::sfu::client_url;
+use common::spin::db::Db;
+use common::spin::http::{Ctx, json};
+use common::spin::sfu::SfuConfig;
+use serde_json::Value;
+use spin_sdk::http::Response;
+
+/// Participants a session allows when the creator names no number, and the most it may.
+pub const DEFAULT_MAX_PARTICIPANTS: i64 = 100;
+pub const MAX_PARTICIPANTS: i64 = 1000;
+
+/// The broadcast view plus what an SFU client needs: the room and where the SFU is.
+fn session_view(db: &Db, b: &Broadcast, audience: Audience) -> Result<Value, ApiError> {
+    let mut view = broadcasts::view_one(db, b, audience)?;
+    let sfu = SfuConfig::load();
+    view["roomName"] = b.identity.stream_id.clone().into();
+    view["provider"] = "livekit".into();
+    view["sfuConfigured"] = sfu.is_configured().into();
+    view["serverUrl"] = sfu.server_url.as_deref().map(client_url).into();
+    Ok(view)
+}
+
+/// `POST /api/streaming/sessions`: `title`, `visibility`, `maxParticipants` (1..1000,
+/// default 100), and any other broadcast creation field.
+pub fn create(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let mut body = ctx.json()?;
+    let mut new = broadcasts::parse_new(&mut body);
+    new.max_participants = body
+        .opt_int("maxParticipants", 1..=MAX_PARTICIPANTS)
+        .unwrap_or(DEFAULT_MAX_PARTICIPANTS);
+    body.finish()?;
+    let db = Db::open()?;
+    let b = broadcasts::insert(&db, &tenant.client_id, Some(&user.id), &new)?;
+    Ok(json(200, &session_view(&db, &b, Audience::Owner)?))
+}
+
+/// `GET /api/streaming/sessions/{id}`
+pub fn get(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let db = Db::open()?;
+    let b = broadcasts::load(&db, &tenant.client_id, ctx.param("id"))?;
+    let audience = broadcasts::audience_of(&b, &user.id)?;
+    Ok(json(200, &session_view(&db, &b, audience)?))
+}

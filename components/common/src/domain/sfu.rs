@@ -1,0 +1,252 @@
+//! SFU (LiveKit) rules: who gets which grants, the access token's claims, the client
+//! address, and time-limited TURN credentials.
+
+use crate::jwt;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use serde::Serialize;
+
+/// Lifetime of an SFU access token.
+pub const TOKEN_TTL_SECS: i64 = 6 * 3600;
+/// What prefixes every SFU access token we answer, so clients can tell it apart.
+pub const TOKEN_PREFIX: &str = "sfu_";
+
+/// The part a participant plays in a room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Publisher,
+    Subscriber,
+}
+
+impl Role {
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "publisher" => Some(Role::Publisher),
+            "subscriber" => Some(Role::Subscriber),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Publisher => "publisher",
+            Role::Subscriber => "subscriber",
+        }
+    }
+}
+
+/// LiveKit's `video` grant. Publish rights are always written out: LiveKit treats an
+/// absent `canPublish` as allowed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VideoGrant {
+    pub room_join: bool,
+    pub room: String,
+    pub can_subscribe: bool,
+    pub can_publish: bool,
+    pub can_publish_data: bool,
+}
+
+impl VideoGrant {
+    pub fn for_role(room: &str, role: Role) -> Self {
+        let publishes = role == Role::Publisher;
+        Self {
+            room_join: true,
+            room: room.to_string(),
+            can_subscribe: true,
+            can_publish: publishes,
+            can_publish_data: publishes,
+        }
+    }
+}
+
+/// Room settings LiveKit applies when the token's holder creates the room.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoomConfig {
+    pub name: String,
+    pub max_participants: u32,
+}
+
+/// The claims of an SFU access token besides `iat` and `exp`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenClaims {
+    /// The SFU API key.
+    pub iss: String,
+    /// The participant identity.
+    pub sub: String,
+    pub nbf: i64,
+    pub jti: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// JSON text the SFU hands to other participants; carries the role.
+    pub metadata: String,
+    pub video: VideoGrant,
+    pub room_config: RoomConfig,
+}
+
+/// What a token is minted for.
+pub struct TokenRequest<'a> {
+    pub api_key: &'a str,
+    pub api_secret: &'a str,
+    pub identity: &'a str,
+    pub display_name: &'a str,
+    pub room: &'a str,
+    pub role: Role,
+    pub max_participants: u32,
+    pub jti: &'a str,
+}
+
+/// The claims of an access token for `request`, valid from `now` (no earlier).
+pub fn token_claims(request: &TokenRequest<'_>, now: i64) -> TokenClaims {
+    TokenClaims {
+        iss: request.api_key.to_string(),
+        sub: request.identity.to_string(),
+        nbf: now,
+        jti: request.jti.to_string(),
+        name: request.display_name.to_string(),
+        metadata: serde_json::json!({ "role": request.role.as_str() }).to_string(),
+        video: VideoGrant::for_role(request.room, request.role),
+        room_config: RoomConfig {
+            name: request.room.to_string(),
+            max_participants: request.max_participants,
+        },
+    }
+}
+
+/// A signed access token (HS256 with the API secret), with the `sfu_` prefix.
+pub fn mint_token(request: &TokenRequest<'_>, now: i64) -> String {
+    let claims = token_claims(request, now);
+    let jwt = jwt::sign(request.api_secret.as_bytes(), claims, now, TOKEN_TTL_SECS);
+    format!("{TOKEN_PREFIX}{jwt}")
+}
+
+/// The WebSocket address clients connect to, from the SFU's HTTP base URL.
+pub fn client_url(server_url: &str) -> String {
+    if let Some(rest) = server_url.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else if let Some(rest) = server_url.strip_prefix("http://") {
+        format!("ws://{rest}")
+    } else {
+        server_url.to_string()
+    }
+}
+
+/// TURN credentials in the usual time-limited scheme (the TURN REST API that coturn's
+/// `use-auth-secret` implements): the username is `expiry:user`, the password the base64
+/// HMAC-SHA1 of the username keyed with the shared secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnCredential {
+    pub username: String,
+    pub credential: String,
+    pub expires_at: i64,
+}
+
+pub fn turn_credential(secret: &str, user: &str, now: i64, ttl_secs: i64) -> TurnCredential {
+    let expires_at = now + ttl_secs;
+    let username = format!("{expires_at}:{user}");
+    let mut mac =
+        Hmac::<sha1::Sha1>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key length");
+    mac.update(username.as_bytes());
+    let credential = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+    TurnCredential {
+        username,
+        credential,
+        expires_at,
+    }
+}
+
+/// Parses a comma-separated list of ICE server URLs; every entry must use one of the
+/// allowed schemes. Answers the first bad entry on failure.
+pub fn ice_urls<'a>(list: &'a str, schemes: &[&str]) -> Result<Vec<String>, &'a str> {
+    let mut urls = Vec::new();
+    for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let scheme_ok = entry
+            .split_once(':')
+            .is_some_and(|(scheme, rest)| schemes.contains(&scheme) && !rest.is_empty());
+        if !scheme_ok {
+            return Err(entry);
+        }
+        urls.push(entry.to_string());
+    }
+    Ok(urls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(role: Role) -> TokenRequest<'static> {
+        TokenRequest {
+            api_key: "APIkey",
+            api_secret: "secret-secret-secret-secret-secret",
+            identity: "user-1",
+            display_name: "",
+            room: "0b5f6a9e-1d3c-4c1e-9a57-2f0a4c1b7e11",
+            role,
+            max_participants: 100,
+            jti: "j1",
+        }
+    }
+
+    #[test]
+    fn grants_follow_the_role() {
+        let publisher = token_claims(&request(Role::Publisher), 1000);
+        assert!(publisher.video.can_publish && publisher.video.can_publish_data);
+        let subscriber = token_claims(&request(Role::Subscriber), 1000);
+        assert!(!subscriber.video.can_publish && !subscriber.video.can_publish_data);
+        assert!(subscriber.video.room_join && subscriber.video.can_subscribe);
+        // Publish rights are explicit even when false.
+        let json = serde_json::to_value(&subscriber).unwrap();
+        assert_eq!(json["video"]["canPublish"], false);
+        assert_eq!(json["metadata"], r#"{"role":"subscriber"}"#);
+        assert!(json.get("name").is_none());
+    }
+
+    #[test]
+    fn minted_tokens_carry_the_claims() {
+        let token = mint_token(&request(Role::Publisher), 1_700_000_000);
+        let jwt = token.strip_prefix(TOKEN_PREFIX).unwrap();
+        let payload = jwt.split('.').nth(1).unwrap();
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .unwrap();
+        let claims: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+        assert_eq!(claims["iss"], "APIkey");
+        assert_eq!(claims["sub"], "user-1");
+        assert_eq!(claims["nbf"], 1_700_000_000);
+        assert_eq!(claims["iat"], 1_700_000_000);
+        assert_eq!(claims["exp"], 1_700_000_000 + TOKEN_TTL_SECS);
+        assert_eq!(claims["video"]["room"], request(Role::Publisher).room);
+        assert_eq!(claims["roomConfig"]["maxParticipants"], 100);
+    }
+
+    #[test]
+    fn client_urls() {
+        assert_eq!(client_url("https://sfu.example"), "wss://sfu.example");
+        assert_eq!(client_url("http://127.0.0.1:7880"), "ws://127.0.0.1:7880");
+        assert_eq!(client_url("wss://sfu.example"), "wss://sfu.example");
+    }
+
+    #[test]
+    fn turn_credentials_use_the_rest_scheme() {
+        // Reference value: printf '1100:alice' | openssl dgst -sha1 -hmac 's3cret' -binary | base64
+        let c = turn_credential("s3cret", "alice", 1000, 100);
+        assert_eq!(c.username, "1100:alice");
+        assert_eq!(c.expires_at, 1100);
+        assert_eq!(c.credential, "yScH+dy4TXINtJataMzIoiW142Y=");
+    }
+
+    #[test]
+    fn ice_url_lists() {
+        let stun = ["stun", "stuns"];
+        assert_eq!(
+            ice_urls(" stun:a.example:3478 , stuns:b.example ", &stun),
+            Ok(vec!["stun:a.example:3478".into(), "stuns:b.example".into()])
+        );
+        assert_eq!(ice_urls("", &stun), Ok(vec![]));
+        assert_eq!(ice_urls("stun:a,http://x", &stun), Err("http://x"));
+        assert_eq!(ice_urls("turn:", &["turn"]), Err("turn:"));
+    }
+}

@@ -1,0 +1,166 @@
+//! Which SFU room a session id names, and whether it may still be published to.
+
+use common::ApiError;
+use common::domain::broadcast::Status;
+use common::ids;
+use common::spin::db::{self, Db};
+
+/// Participants allowed in a room created for a scheduled event.
+const EVENT_MAX_PARTICIPANTS: u32 = 100;
+
+/// The forms a session id may take.
+#[derive(Debug, PartialEq, Eq)]
+pub enum IdForm {
+    /// A broadcast id, a broadcast's streamId or an event's room name.
+    Uuid(String),
+    /// A broadcast's (or an event's) 8-character short id.
+    ShortId(String),
+}
+
+/// Classifies `raw`; anything that cannot be an id of ours is a 400.
+pub fn classify(raw: &str) -> Result<IdForm, ApiError> {
+    if let Some(uuid) = ids::parse_uuid(raw) {
+        return Ok(IdForm::Uuid(uuid));
+    }
+    if raw.len() == 8 && raw.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Ok(IdForm::ShortId(raw.to_string()));
+    }
+    Err(ApiError::bad_request(
+        "invalid_id",
+        "the session id must be a UUID, a short id or a room name",
+    ))
+}
+
+/// The room a token is for.
+#[derive(Debug)]
+pub struct Room {
+    pub name: String,
+    /// The broadcast or event the room belongs to.
+    pub session_id: String,
+    /// A broadcast's status; events have none.
+    pub status: Option<Status>,
+    pub max_participants: u32,
+}
+
+impl Room {
+    /// A broadcast that has completed or failed takes no new publishers.
+    pub fn ensure_publishable(&self) -> Result<(), ApiError> {
+        match self.status {
+            Some(status) if status.is_final() => Err(ApiError::conflict(
+                "broadcast_ended",
+                format!(
+                    "the broadcast is {}; it takes no new publishers",
+                    status.as_str()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn broadcast_room(row: &db::Row<'_>) -> Room {
+    Room {
+        name: db::col_text(row, "stream_id"),
+        session_id: db::col_text(row, "id"),
+        status: Status::parse(&db::col_text(row, "status")),
+        max_participants: u32::try_from(db::col_int(row, "max_participants")).unwrap_or(1),
+    }
+}
+
+fn event_room(row: &db::Row<'_>) -> Room {
+    Room {
+        name: db::col_text(row, "room_name"),
+        session_id: db::col_text(row, "id"),
+        status: None,
+        max_participants: EVENT_MAX_PARTICIPANTS,
+    }
+}
+
+/// Finds the tenant's room for `raw_id`: broadcasts by id, then by streamId, then scheduled
+/// events by room name (or, for a short id, broadcasts then events by short id).
+pub fn resolve(db: &Db, client_id: &str, raw_id: &str) -> Result<Room, ApiError> {
+    let broadcast_columns = "id, stream_id, status, max_participants";
+    let found = match classify(raw_id)? {
+        IdForm::Uuid(id) => {
+            let scope = [db::text(client_id), db::text(&id)];
+            match db.query_one(
+                &format!(
+                    "SELECT {broadcast_columns} FROM broadcasts WHERE client_id = ?1 AND (id = ?2 OR stream_id = ?2) \
+                     ORDER BY id = ?2 DESC LIMIT 1"
+                ),
+                &scope,
+                broadcast_room,
+            )? {
+                Some(room) => Some(room),
+                None => db.query_one(
+                    "SELECT id, room_name FROM scheduled_events WHERE client_id = ? AND room_name = ?",
+                    &scope,
+                    event_room,
+                )?,
+            }
+        }
+        IdForm::ShortId(short) => {
+            let scope = [db::text(client_id), db::text(&short)];
+            match db.query_one(
+                &format!(
+                    "SELECT {broadcast_columns} FROM broadcasts WHERE client_id = ? AND short_id = ?"
+                ),
+                &scope,
+                broadcast_room,
+            )? {
+                Some(room) => Some(room),
+                None => db.query_one(
+                    "SELECT id, room_name FROM scheduled_events WHERE client_id = ? AND short_id = ?",
+                    &scope,
+                    event_room,
+                )?,
+            }
+        }
+    };
+    found.ok_or_else(|| ApiError::not_found("session"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_forms() {
+        let uuid = "0B5F6A9E-1D3C-4C1E-9A57-2F0A4C1B7E11";
+        assert_eq!(
+            classify(uuid).unwrap(),
+            IdForm::Uuid(uuid.to_ascii_lowercase())
+        );
+        assert_eq!(
+            classify("Ab3dEf9h").unwrap(),
+            IdForm::ShortId("Ab3dEf9h".into())
+        );
+        for bad in [
+            "",
+            "short",
+            "Ab3dEf9h0",
+            "../../etc",
+            "Ab3d-f9h",
+            "Ab3dEf9%",
+        ] {
+            assert_eq!(classify(bad).unwrap_err().status, 400, "{bad}");
+        }
+    }
+
+    #[test]
+    fn ended_broadcasts_take_no_publishers() {
+        let room = |status| Room {
+            name: "r".into(),
+            session_id: "s".into(),
+            status,
+            max_participants: 100,
+        };
+        assert!(room(Some(Status::Active)).ensure_publishable().is_ok());
+        assert!(room(Some(Status::Pending)).ensure_publishable().is_ok());
+        assert!(room(None).ensure_publishable().is_ok());
+        for status in [Status::Completed, Status::Error] {
+            let err = room(Some(status)).ensure_publishable().unwrap_err();
+            assert_eq!((err.status, err.code), (409, "broadcast_ended"));
+        }
+    }
+}
