@@ -2,6 +2,8 @@
 //! real application (`spin.toml` at the workspace root) in `edgehost` on an ephemeral
 //! loopback port with a fresh state directory.
 
+pub mod load;
+
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -88,6 +90,14 @@ impl Platform {
 
     pub fn state_dir(&self) -> &Path {
         self.state.path()
+    }
+
+    /// The loopback address the platform listens on.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.server
+            .as_ref()
+            .expect("the platform is running")
+            .local_addr()
     }
 
     pub fn url(&self, path: &str) -> String {
