@@ -341,6 +341,11 @@ async fn handle(
 // Helpers
 // ---------------------------------------------------------------------------------------
 
+const AUTHENTICATE: &str = "/api/users/music/authenticate";
+const LINK: &str = "/api/users/music/link";
+const REFRESH: &str = "/api/users/music/refresh-token";
+const LINK_EXISTING: &str = "/api/users/music/link-existing";
+
 async fn call(p: &Platform, user: &User, method: Method, path: &str) -> (StatusCode, Value) {
     json_of(p.as_user(user, method, path).send().await.unwrap()).await
 }
@@ -377,6 +382,21 @@ async fn assert_problem(response: platform_tests::Response, status: u16, code: &
     assert_eq!(body["status"], status, "{body}");
 }
 
+/// Sends `request` and asserts a problem+json answer with `status` and `code`.
+async fn expect_problem(request: reqwest::RequestBuilder, status: u16, code: &str) {
+    assert_problem(request.send().await.unwrap(), status, code).await;
+}
+
+async fn link_existing(p: &Platform, user: &User, body: Value) -> (StatusCode, Value) {
+    call_json(p, user, Method::POST, LINK_EXISTING, body).await
+}
+
+/// Sets the caller's link active or inactive.
+async fn set_active(p: &Platform, user: &User, active: bool) {
+    let (status, body) = call_json(p, user, Method::PUT, LINK, json!({"isActive": active})).await;
+    assert_eq!(status, 200, "{body}");
+}
+
 /// Sends a request with the exact request-target given (no client-side normalisation of
 /// `..`, `\` or percent-escapes) and answers its status and body.
 async fn raw_request(p: &Platform, user: &User, method: &str, target: &str) -> (u16, String) {
@@ -402,6 +422,14 @@ async fn raw_request(p: &Platform, user: &User, method: &str, target: &str) -> (
     (status, text)
 }
 
+/// A fake music platform, the platform pointing at it, and a user of a new tenant.
+async fn setup(username: &str) -> (FakeMusic, Platform, Tenant, User) {
+    let music = FakeMusic::start().await;
+    let p = music.platform().await;
+    let (tenant, user) = user_in(&p, "Acme", username).await;
+    (music, p, tenant, user)
+}
+
 async fn user_in(p: &Platform, name: &str, username: &str) -> (Tenant, User) {
     let tenant = p.register_client(name).await;
     let user = p.signup(&tenant, username).await;
@@ -414,25 +442,23 @@ async fn user_in(p: &Platform, name: &str, username: &str) -> (Tenant, User) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_route_needs_an_api_key_and_a_user_token() {
-    let music = FakeMusic::start().await;
-    let p = music.platform().await;
-    let (tenant, ada) = user_in(&p, "Acme", "ada").await;
+    let (music, p, tenant, ada) = setup("ada").await;
     let routes = [
-        (Method::POST, "/api/users/music/authenticate"),
-        (Method::GET, "/api/users/music/link"),
-        (Method::POST, "/api/users/music/link"),
-        (Method::PUT, "/api/users/music/link"),
-        (Method::DELETE, "/api/users/music/link"),
-        (Method::POST, "/api/users/music/refresh-token"),
+        (Method::POST, AUTHENTICATE),
+        (Method::GET, LINK),
+        (Method::POST, LINK),
+        (Method::PUT, LINK),
+        (Method::DELETE, LINK),
+        (Method::POST, REFRESH),
         (Method::GET, "/api/users/music/search?q=zoe"),
-        (Method::POST, "/api/users/music/link-existing"),
+        (Method::POST, LINK_EXISTING),
         (Method::GET, "/api/users/music/proxy/tracks"),
     ];
     for (method, path) in routes {
         let no_key = p.request(method.clone(), path).bearer_auth(&ada.token);
-        assert_problem(no_key.send().await.unwrap(), 401, "missing_api_key").await;
+        expect_problem(no_key, 401, "missing_api_key").await;
         let no_token = p.as_client(&tenant, method.clone(), path);
-        assert_problem(no_token.send().await.unwrap(), 401, "missing_token").await;
+        expect_problem(no_token, 401, "missing_token").await;
         let bad_token = p.as_client(&tenant, method, path).bearer_auth("a.b.c");
         assert_eq!(bad_token.send().await.unwrap().status(), 401, "{path}");
     }
@@ -441,32 +467,16 @@ async fn every_route_needs_an_api_key_and_a_user_token() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn link_records_authenticate_and_unlink() {
-    let music = FakeMusic::start().await;
-    let p = music.platform().await;
-    let (_, bob) = user_in(&p, "Acme", "bob").await;
-    let link = "/api/users/music/link";
+    let (music, p, _, bob) = setup("bob").await;
 
     // No link yet: GET, PUT, DELETE and refresh-token are 404 problems.
     for method in [Method::GET, Method::PUT, Method::DELETE] {
-        assert_problem(
-            p.as_user(&bob, method, link).send().await.unwrap(),
-            404,
-            "not_found",
-        )
-        .await;
+        expect_problem(p.as_user(&bob, method, LINK), 404, "not_found").await;
     }
-    assert_problem(
-        p.as_user(&bob, Method::POST, "/api/users/music/refresh-token")
-            .send()
-            .await
-            .unwrap(),
-        404,
-        "not_found",
-    )
-    .await;
+    expect_problem(p.as_user(&bob, Method::POST, REFRESH), 404, "not_found").await;
 
     // POST creates a bare link (no music account yet); the client cannot name one.
-    let (status, created) = call_json(&p, &bob, Method::POST, link, json!({})).await;
+    let (status, created) = call_json(&p, &bob, Method::POST, LINK, json!({})).await;
     assert_eq!(status, 200, "{created}");
     assert_eq!(created["platformUserId"], bob.id.as_str());
     assert_eq!(created["platformUserEmail"], "bob@example.com");
@@ -479,21 +489,21 @@ async fn link_records_authenticate_and_unlink() {
         json!({"isActive": "yes"}),
         json!({"favourite": true}),
     ] {
-        let (status, problem) = call_json(&p, &bob, Method::POST, link, body.clone()).await;
+        let (status, problem) = call_json(&p, &bob, Method::POST, LINK, body.clone()).await;
         assert_eq!(status, 422, "{body} {problem}");
-        let (status, _) = call_json(&p, &bob, Method::PUT, link, body.clone()).await;
+        let (status, _) = call_json(&p, &bob, Method::PUT, LINK, body.clone()).await;
         assert_eq!(status, 422, "{body}");
     }
 
     // PUT updates the metadata.
     let (status, updated) =
-        call_json(&p, &bob, Method::PUT, link, json!({"isActive": false})).await;
+        call_json(&p, &bob, Method::PUT, LINK, json!({"isActive": false})).await;
     assert_eq!(status, 200);
     assert_eq!(updated["isActive"], false);
     assert_eq!(updated["id"], link_id.as_str());
 
     // authenticate: the user's JWT goes to the platform, which creates bob's account.
-    let (status, authed) = call(&p, &bob, Method::POST, "/api/users/music/authenticate").await;
+    let (status, authed) = call(&p, &bob, Method::POST, AUTHENTICATE).await;
     assert_eq!(status, 200, "{authed}");
     let sent = music.last();
     assert_eq!(
@@ -521,23 +531,18 @@ async fn link_records_authenticate_and_unlink() {
     assert!(!authed.to_string().contains("mtok-"));
 
     // Authenticating again keeps the account and its linkedAt, with a new token.
-    let (_, again) = call(&p, &bob, Method::POST, "/api/users/music/authenticate").await;
+    let (_, again) = call(&p, &bob, Method::POST, AUTHENTICATE).await;
     assert_eq!(again["platformMusicUserId"], music_user.as_str());
     assert_eq!(again["linkedAt"], linked_at.as_str());
-    let (status, read) = call(&p, &bob, Method::GET, link).await;
+    let (status, read) = call(&p, &bob, Method::GET, LINK).await;
     assert_eq!(status, 200);
     assert_eq!(read, again);
 
     // Unlink: gone, and the stored token is no longer used by the proxy.
-    let (status, body) = call(&p, &bob, Method::DELETE, link).await;
+    let (status, body) = call(&p, &bob, Method::DELETE, LINK).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["success"], true);
-    assert_problem(
-        p.as_user(&bob, Method::GET, link).send().await.unwrap(),
-        404,
-        "not_found",
-    )
-    .await;
+    expect_problem(p.as_user(&bob, Method::GET, LINK), 404, "not_found").await;
     let (status, _) = call(&p, &bob, Method::GET, "/api/users/music/proxy/tracks").await;
     assert_eq!(status, 200);
     assert_eq!(music.last().bearer(), Some(bob.token.as_str()));
@@ -545,28 +550,23 @@ async fn link_records_authenticate_and_unlink() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn refresh_token_trades_the_stored_token_at_the_platform() {
-    let music = FakeMusic::start().await;
-    let p = music.platform().await;
-    let (_, bob) = user_in(&p, "Acme", "bob").await;
+    let (music, p, _, bob) = setup("bob").await;
 
     // A bare link has no token to refresh.
-    call_json(&p, &bob, Method::POST, "/api/users/music/link", json!({})).await;
-    assert_problem(
-        p.as_user(&bob, Method::POST, "/api/users/music/refresh-token")
-            .send()
-            .await
-            .unwrap(),
+    call_json(&p, &bob, Method::POST, LINK, json!({})).await;
+    expect_problem(
+        p.as_user(&bob, Method::POST, REFRESH),
         409,
         "music_token_missing",
     )
     .await;
 
-    call(&p, &bob, Method::POST, "/api/users/music/authenticate").await;
+    call(&p, &bob, Method::POST, AUTHENTICATE).await;
     call(&p, &bob, Method::GET, "/api/users/music/proxy/me").await;
     let first = music.last().bearer().unwrap().to_string();
     assert!(first.starts_with("mtok-"), "the proxy uses the music token");
 
-    let (status, record) = call(&p, &bob, Method::POST, "/api/users/music/refresh-token").await;
+    let (status, record) = call(&p, &bob, Method::POST, REFRESH).await;
     assert_eq!(status, 200, "{record}");
     assert!(record["platformMusicUserId"].is_string());
     let sent = music.last();
@@ -584,39 +584,19 @@ async fn refresh_token_trades_the_stored_token_at_the_platform() {
     assert!(music.is_live(&second), "the new token is stored and used");
 
     // An inactive link is not refreshed.
-    call_json(
-        &p,
-        &bob,
-        Method::PUT,
-        "/api/users/music/link",
-        json!({"isActive": false}),
-    )
-    .await;
-    assert_problem(
-        p.as_user(&bob, Method::POST, "/api/users/music/refresh-token")
-            .send()
-            .await
-            .unwrap(),
+    set_active(&p, &bob, false).await;
+    expect_problem(
+        p.as_user(&bob, Method::POST, REFRESH),
         409,
         "music_link_inactive",
     )
     .await;
-    call_json(
-        &p,
-        &bob,
-        Method::PUT,
-        "/api/users/music/link",
-        json!({"isActive": true}),
-    )
-    .await;
+    set_active(&p, &bob, true).await;
 
     // The platform refusing the stored token is a 401 asking to authenticate again.
     music.revoke_all();
-    assert_problem(
-        p.as_user(&bob, Method::POST, "/api/users/music/refresh-token")
-            .send()
-            .await
-            .unwrap(),
+    expect_problem(
+        p.as_user(&bob, Method::POST, REFRESH),
         401,
         "music_token_rejected",
     )
@@ -625,9 +605,7 @@ async fn refresh_token_trades_the_stored_token_at_the_platform() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn search_validates_q_and_answers_search_results() {
-    let music = FakeMusic::start().await;
-    let p = music.platform().await;
-    let (_, bob) = user_in(&p, "Acme", "bob").await;
+    let (music, p, _, bob) = setup("bob").await;
 
     let too_long = "x".repeat(101);
     for path in [
@@ -637,8 +615,7 @@ async fn search_validates_q_and_answers_search_results() {
         "/api/users/music/search?q=%20z%20".to_string(),
         format!("/api/users/music/search?q={too_long}"),
     ] {
-        let response = p.as_user(&bob, Method::GET, &path).send().await.unwrap();
-        assert_problem(response, 400, "invalid_query").await;
+        expect_problem(p.as_user(&bob, Method::GET, &path), 400, "invalid_query").await;
     }
     assert!(music.received().is_empty(), "invalid searches are not sent");
 
@@ -687,23 +664,19 @@ async fn search_validates_q_and_answers_search_results() {
     assert_eq!(found, json!([]));
 
     // With a link, the stored music token is the credential.
-    call(&p, &bob, Method::POST, "/api/users/music/authenticate").await;
+    call(&p, &bob, Method::POST, AUTHENTICATE).await;
     call(&p, &bob, Method::GET, "/api/users/music/search?q=ada").await;
     assert!(music.last().bearer().unwrap().starts_with("mtok-"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn link_existing_with_the_same_email_needs_no_password() {
-    let music = FakeMusic::start().await;
-    let p = music.platform().await;
-    let (_, ada) = user_in(&p, "Acme", "ada").await;
+    let (music, p, _, ada) = setup("ada").await;
 
     // ada@example.com and the platform's ADA@Example.COM are the same, ignoring case.
-    let (status, record) = call_json(
+    let (status, record) = link_existing(
         &p,
         &ada,
-        Method::POST,
-        "/api/users/music/link-existing",
         json!({"musicUserId": "m-ada", "musicUserEmail": "Ada@example.com"}),
     )
     .await;
@@ -722,17 +695,15 @@ async fn link_existing_with_the_same_email_needs_no_password() {
     );
     assert_eq!(sent[0].bearer(), Some(ada.token.as_str()));
 
-    let (status, read) = call(&p, &ada, Method::GET, "/api/users/music/link").await;
+    let (status, read) = call(&p, &ada, Method::GET, LINK).await;
     assert_eq!(status, 200);
     assert_eq!(read, record);
 
     // A client-sent e-mail is only a hint: claiming ada's e-mail for zoe's account does
     // not skip the password.
-    let (status, problem) = call_json(
+    let (status, problem) = link_existing(
         &p,
         &ada,
-        Method::POST,
-        "/api/users/music/link-existing",
         json!({"musicUserId": "m-zoe", "musicUserEmail": "ada@example.com"}),
     )
     .await;
@@ -745,7 +716,7 @@ async fn link_existing_with_the_same_email_needs_no_password() {
             .any(|r| r.path.starts_with("/gettoken")),
         "no password check without a password"
     );
-    let (_, still) = call(&p, &ada, Method::GET, "/api/users/music/link").await;
+    let (_, still) = call(&p, &ada, Method::GET, LINK).await;
     assert_eq!(
         still["platformMusicUserId"], "m-ada",
         "the link is unchanged"
@@ -754,10 +725,7 @@ async fn link_existing_with_the_same_email_needs_no_password() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn link_existing_checks_the_password_at_gettoken() {
-    let music = FakeMusic::start().await;
-    let p = music.platform().await;
-    let (_, bob) = user_in(&p, "Acme", "bob").await;
-    let path = "/api/users/music/link-existing";
+    let (music, p, _, bob) = setup("bob").await;
 
     // Malformed bodies.
     for body in [
@@ -767,15 +735,13 @@ async fn link_existing_checks_the_password_at_gettoken() {
         json!({"musicUserId": "m-zoe", "password": 5}),
         json!({"musicUserId": "m-zoe", "role": "admin"}),
     ] {
-        let (status, _) = call_json(&p, &bob, Method::POST, path, body.clone()).await;
+        let (status, _) = link_existing(&p, &bob, body.clone()).await;
         assert_eq!(status, 422, "{body}");
     }
     // The hint already says the e-mails differ: refused without contacting the platform.
-    let (status, problem) = call_json(
+    let (status, problem) = link_existing(
         &p,
         &bob,
-        Method::POST,
-        path,
         json!({"musicUserId": "m-zoe", "musicUserEmail": "zoe.tunes+1@music.example"}),
     )
     .await;
@@ -784,35 +750,28 @@ async fn link_existing_checks_the_password_at_gettoken() {
     assert!(music.take_received().is_empty());
 
     // Without a hint the platform is asked; the e-mails differ, so a password is needed.
-    let (status, _) = call_json(
-        &p,
-        &bob,
-        Method::POST,
-        path,
-        json!({"musicUserId": "m-zoe"}),
-    )
-    .await;
+    let (status, _) = link_existing(&p, &bob, json!({"musicUserId": "m-zoe"})).await;
     assert_eq!(status, 422);
     assert_eq!(music.take_received().len(), 1, "only the look-up");
 
     // An unknown account is 404.
-    let response = p
-        .as_user(&bob, Method::POST, path)
-        .json(&json!({"musicUserId": "m-nobody", "password": "x"}))
-        .send()
-        .await
-        .unwrap();
-    assert_problem(response, 404, "not_found").await;
+    expect_problem(
+        p.as_user(&bob, Method::POST, LINK_EXISTING)
+            .json(&json!({"musicUserId": "m-nobody", "password": "x"})),
+        404,
+        "not_found",
+    )
+    .await;
     music.take_received();
 
     // A wrong password: 401, nothing stored.
-    let response = p
-        .as_user(&bob, Method::POST, path)
-        .json(&json!({"musicUserId": "m-zoe", "password": "wrong"}))
-        .send()
-        .await
-        .unwrap();
-    assert_problem(response, 401, "music_password_invalid").await;
+    expect_problem(
+        p.as_user(&bob, Method::POST, LINK_EXISTING)
+            .json(&json!({"musicUserId": "m-zoe", "password": "wrong"})),
+        401,
+        "music_password_invalid",
+    )
+    .await;
     let check = music.take_received().pop().unwrap();
     assert_eq!(check.method, "POST");
     assert_eq!(check.path, "/gettoken/Zoe.Tunes%2B1%40music.example/wrong/");
@@ -822,28 +781,23 @@ async fn link_existing_checks_the_password_at_gettoken() {
         "no credential is sent along"
     );
     assert_eq!(check.header("x-api-key"), None);
-    let (status, _) = call(&p, &bob, Method::GET, "/api/users/music/link").await;
+    let (status, _) = call(&p, &bob, Method::GET, LINK).await;
     assert_eq!(status, 404, "no link after a failed check");
 
     // 200 without a token in the answer is a failure too.
-    let response = p
-        .as_user(&bob, Method::POST, path)
-        .json(&json!({"musicUserId": "m-quiet", "password": "right"}))
-        .send()
-        .await
-        .unwrap();
-    assert_problem(response, 401, "music_password_invalid").await;
-    let (status, _) = call(&p, &bob, Method::GET, "/api/users/music/link").await;
+    expect_problem(
+        p.as_user(&bob, Method::POST, LINK_EXISTING)
+            .json(&json!({"musicUserId": "m-quiet", "password": "right"})),
+        401,
+        "music_password_invalid",
+    )
+    .await;
+    let (status, _) = call(&p, &bob, Method::GET, LINK).await;
     assert_eq!(status, 404);
     music.take_received();
 
     // The right password: both segments encoded exactly, the link stored with the token.
-    let (status, record) = call_json(
-        &p,
-        &bob,
-        Method::POST,
-        path,
-        json!({"musicUserId": "m-zoe", "musicUserEmail": "Zoe.Tunes+1@music.example", "password": ZOE_PASSWORD}),
+    let (status, record) = link_existing(&p, &bob, json!({"musicUserId": "m-zoe", "musicUserEmail": "Zoe.Tunes+1@music.example", "password": ZOE_PASSWORD}),
     )
     .await;
     assert_eq!(status, 200, "{record}");
@@ -867,11 +821,9 @@ async fn link_existing_checks_the_password_at_gettoken() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn repeated_password_failures_are_rate_limited() {
-    let music = FakeMusic::start().await;
-    let p = music.platform().await;
-    let (_, bob) = user_in(&p, "Acme", "bob").await;
+    let (music, p, _, bob) = setup("bob").await;
     let attempt = || {
-        p.as_user(&bob, Method::POST, "/api/users/music/link-existing")
+        p.as_user(&bob, Method::POST, LINK_EXISTING)
             .json(&json!({"musicUserId": "m-zoe", "password": "guess"}))
             .send()
     };
@@ -890,9 +842,7 @@ async fn repeated_password_failures_are_rate_limited() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_proxy_passes_requests_through_and_filters_headers() {
-    let music = FakeMusic::start().await;
-    let p = music.platform().await;
-    let (tenant, bob) = user_in(&p, "Acme", "bob").await;
+    let (music, p, tenant, bob) = setup("bob").await;
 
     // Without a link the service JWT is the credential (rule 5). Method, path with a
     // trailing slash, query and body pass through; the caller's credentials do not.
@@ -1021,28 +971,19 @@ async fn the_proxy_passes_requests_through_and_filters_headers() {
     assert_eq!(sent.header("x-timestamp"), None);
 
     // With a linked account the stored music token replaces the JWT.
-    call(&p, &bob, Method::POST, "/api/users/music/authenticate").await;
+    call(&p, &bob, Method::POST, AUTHENTICATE).await;
     call(&p, &bob, Method::GET, "/api/users/music/proxy/me").await;
     let token = music.last().bearer().unwrap().to_string();
     assert!(token.starts_with("mtok-") && music.is_live(&token));
     // An inactive link's token is not used.
-    call_json(
-        &p,
-        &bob,
-        Method::PUT,
-        "/api/users/music/link",
-        json!({"isActive": false}),
-    )
-    .await;
+    set_active(&p, &bob, false).await;
     call(&p, &bob, Method::GET, "/api/users/music/proxy/me").await;
     assert_eq!(music.last().bearer(), Some(bob.token.as_str()));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_proxy_refuses_paths_that_could_leave_the_platform() {
-    let music = FakeMusic::start().await;
-    let p = music.platform().await;
-    let (_, bob) = user_in(&p, "Acme", "bob").await;
+    let (music, p, _, bob) = setup("bob").await;
     let prefix = "/api/users/music/proxy/";
     for tail in [
         "..",
@@ -1106,17 +1047,15 @@ async fn the_proxy_refuses_paths_that_could_leave_the_platform() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn timeouts_are_504_and_an_unreachable_platform_is_502() {
-    let music = FakeMusic::start().await;
-    let p = music.platform().await;
-    let (_, bob) = user_in(&p, "Acme", "bob").await;
+    let (_music, p, _, bob) = setup("bob").await;
 
     let started = Instant::now();
-    let response = p
-        .as_user(&bob, Method::GET, "/api/users/music/proxy/slow/track")
-        .send()
-        .await
-        .unwrap();
-    assert_problem(response, 504, "music_platform_timeout").await;
+    expect_problem(
+        p.as_user(&bob, Method::GET, "/api/users/music/proxy/slow/track"),
+        504,
+        "music_platform_timeout",
+    )
+    .await;
     assert!(started.elapsed() < SLOW, "answered before the platform did");
 
     // Nothing listens on this port.
@@ -1129,64 +1068,59 @@ async fn timeouts_are_504_and_an_unreachable_platform_is_502() {
     let (_, eve) = user_in(&down, "Acme", "eve").await;
     for (method, path) in [
         (Method::GET, "/api/users/music/proxy/tracks"),
-        (Method::POST, "/api/users/music/authenticate"),
+        (Method::POST, AUTHENTICATE),
         (Method::GET, "/api/users/music/search?q=zoe"),
     ] {
-        let response = down.as_user(&eve, method, path).send().await.unwrap();
-        assert_problem(response, 502, "music_platform_unreachable").await;
+        expect_problem(
+            down.as_user(&eve, method, path),
+            502,
+            "music_platform_unreachable",
+        )
+        .await;
     }
-    let response = down
-        .as_user(&eve, Method::POST, "/api/users/music/link-existing")
-        .json(&json!({"musicUserId": "m-zoe", "password": "x"}))
-        .send()
-        .await
-        .unwrap();
-    assert_problem(response, 502, "music_platform_unreachable").await;
-    let (status, _) = call(&down, &eve, Method::GET, "/api/users/music/link").await;
+    expect_problem(
+        down.as_user(&eve, Method::POST, LINK_EXISTING)
+            .json(&json!({"musicUserId": "m-zoe", "password": "x"})),
+        502,
+        "music_platform_unreachable",
+    )
+    .await;
+    let (status, _) = call(&down, &eve, Method::GET, LINK).await;
     assert_eq!(status, 404, "nothing was stored");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tenants_do_not_see_each_others_links() {
-    let music = FakeMusic::start().await;
-    let p = music.platform().await;
-    let (_, ada_a) = user_in(&p, "Acme", "ada").await;
+    let (music, p, _, ada_a) = setup("ada").await;
     let (_, ada_z) = user_in(&p, "Zeta", "ada").await;
 
-    let (status, linked) = call(&p, &ada_a, Method::POST, "/api/users/music/authenticate").await;
+    let (status, linked) = call(&p, &ada_a, Method::POST, AUTHENTICATE).await;
     assert_eq!(status, 200, "{linked}");
 
     // The same username and e-mail in another tenant has no link and cannot touch it.
-    let (status, _) = call(&p, &ada_z, Method::GET, "/api/users/music/link").await;
+    let (status, _) = call(&p, &ada_z, Method::GET, LINK).await;
     assert_eq!(status, 404);
-    let (status, _) = call(&p, &ada_z, Method::DELETE, "/api/users/music/link").await;
+    let (status, _) = call(&p, &ada_z, Method::DELETE, LINK).await;
     assert_eq!(status, 404);
-    let (status, _) = call_json(
-        &p,
-        &ada_z,
-        Method::PUT,
-        "/api/users/music/link",
-        json!({"isActive": false}),
-    )
-    .await;
+    let (status, _) = call_json(&p, &ada_z, Method::PUT, LINK, json!({"isActive": false})).await;
     assert_eq!(status, 404);
-    let (status, _) = call(&p, &ada_z, Method::POST, "/api/users/music/refresh-token").await;
+    let (status, _) = call(&p, &ada_z, Method::POST, REFRESH).await;
     assert_eq!(status, 404);
     // Its proxy calls carry its own JWT, never the other tenant's music token.
     call(&p, &ada_z, Method::GET, "/api/users/music/proxy/me").await;
     assert_eq!(music.last().bearer(), Some(ada_z.token.as_str()));
 
     // A token of one tenant with the other tenant's API key is refused.
-    let crossed = p
-        .request(Method::GET, "/api/users/music/link")
-        .header("x-api-key", &ada_z.api_key)
-        .bearer_auth(&ada_a.token)
-        .send()
-        .await
-        .unwrap();
-    assert_problem(crossed, 401, "tenant_mismatch").await;
+    expect_problem(
+        p.request(Method::GET, LINK)
+            .header("x-api-key", &ada_z.api_key)
+            .bearer_auth(&ada_a.token),
+        401,
+        "tenant_mismatch",
+    )
+    .await;
 
-    let (status, still) = call(&p, &ada_a, Method::GET, "/api/users/music/link").await;
+    let (status, still) = call(&p, &ada_a, Method::GET, LINK).await;
     assert_eq!(status, 200);
     assert_eq!(still, linked);
 }
@@ -1213,10 +1147,8 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn music_tokens_are_encrypted_at_rest() {
-    let music = FakeMusic::start().await;
-    let p = music.platform().await;
-    let (_, bob) = user_in(&p, "Acme", "bob").await;
-    call(&p, &bob, Method::POST, "/api/users/music/authenticate").await;
+    let (music, p, _, bob) = setup("bob").await;
+    call(&p, &bob, Method::POST, AUTHENTICATE).await;
     call(&p, &bob, Method::GET, "/api/users/music/proxy/me").await;
     let token = music.last().bearer().unwrap().to_string();
     assert!(token.starts_with("mtok-"));

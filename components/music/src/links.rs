@@ -182,17 +182,26 @@ fn is_active_of(ctx: &Ctx) -> Result<Option<bool>, ApiError> {
     Ok(is_active)
 }
 
-fn set_active(db: &Db, tenant: &Tenant, user: &CurrentUser, active: bool) -> Result<(), ApiError> {
-    db.execute(
-        "UPDATE music_links SET is_active = ?, updated_at = ? WHERE client_id = ? AND user_id = ?",
-        &[
-            db::boolean(active),
-            db::text(time::now_rfc3339()),
-            db::text(&tenant.client_id),
-            db::text(&user.id),
-        ],
-    )?;
-    Ok(())
+/// Applies an `isActive` change (if any) and answers the link record.
+fn answer_with_active(
+    db: &Db,
+    tenant: &Tenant,
+    user: &CurrentUser,
+    is_active: Option<bool>,
+) -> Result<Response, ApiError> {
+    if let Some(active) = is_active {
+        db.execute(
+            "UPDATE music_links SET is_active = ?, updated_at = ? WHERE client_id = ? AND user_id = ?",
+            &[
+                db::boolean(active),
+                db::text(time::now_rfc3339()),
+                db::text(&tenant.client_id),
+                db::text(&user.id),
+            ],
+        )?;
+    }
+    let link = load_existing(db, tenant, user)?;
+    Ok(json(200, &LinkRecord::new(link, user)))
 }
 
 /// `POST /api/users/music/link`: creates the caller's link (with no music account yet)
@@ -214,13 +223,7 @@ pub fn create_or_update(ctx: &Ctx) -> Result<Response, ApiError> {
             db::text(&now),
         ],
     )?;
-    if let Some(active) = is_active {
-        set_active(&db, tenant, user, active)?;
-    }
-    Ok(json(
-        200,
-        &LinkRecord::new(load_existing(&db, tenant, user)?, user),
-    ))
+    answer_with_active(&db, tenant, user, is_active)
 }
 
 /// `PUT /api/users/music/link`: updates an existing link's metadata (`isActive`).
@@ -229,13 +232,7 @@ pub fn update(ctx: &Ctx) -> Result<Response, ApiError> {
     let is_active = is_active_of(ctx)?;
     let db = Db::open()?;
     load_existing(&db, tenant, user)?;
-    if let Some(active) = is_active {
-        set_active(&db, tenant, user, active)?;
-    }
-    Ok(json(
-        200,
-        &LinkRecord::new(load_existing(&db, tenant, user)?, user),
-    ))
+    answer_with_active(&db, tenant, user, is_active)
 }
 
 /// `DELETE /api/users/music/link`: unlinks; the row and its sealed token are deleted.
