@@ -451,6 +451,11 @@ pub fn delete_profile(ctx: &Ctx) -> Result<Response, ApiError> {
             "DELETE FROM broadcasts WHERE client_id = ? AND owner_id = ?",
             &owner_and_user,
         )?;
+        // The music link and its sealed token go with the account.
+        db.execute(
+            "DELETE FROM music_links WHERE client_id = ? AND user_id = ?",
+            &owner_and_user,
+        )?;
         db.execute(
             "DELETE FROM users WHERE client_id = ? AND id = ?",
             &owner_and_user,

@@ -3,7 +3,9 @@
 //! Components declare their routes as one `const` table so a reader can check every
 //! endpoint's authentication against the spec in one place. Patterns use `{name}`
 //! segments; a literal segment is more specific than a parameter, so
-//! `/api/broadcasts/live` wins over `/api/broadcasts/{id}`.
+//! `/api/broadcasts/live` wins over `/api/broadcasts/{id}`. A last segment `{*name}` takes
+//! the rest of the path (one segment or more), and the method `*` takes any method; both
+//! are for proxies.
 
 /// What a request must carry before its handler runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +41,9 @@ pub const fn route<E>(
         endpoint,
     }
 }
+
+/// The method of a route that accepts every method.
+pub const ANY_METHOD: &str = "*";
 
 /// Path parameters by name, in pattern order.
 pub type Params = Vec<(&'static str, String)>;
@@ -80,7 +85,7 @@ pub fn find<'a, E>(
         let Some((specificity, params)) = match_pattern(route.pattern, &segments) else {
             continue;
         };
-        if !route.method.eq_ignore_ascii_case(method) {
+        if route.method != ANY_METHOD && !route.method.eq_ignore_ascii_case(method) {
             other_methods.push(route.method);
             continue;
         }
@@ -102,12 +107,21 @@ pub fn find<'a, E>(
 /// Matches one pattern; answers which segments were literal (for specificity) and the params.
 fn match_pattern(pattern: &'static str, segments: &[&str]) -> Option<(Vec<bool>, Params)> {
     let parts: Vec<&'static str> = pattern.trim_end_matches('/').split('/').collect();
-    if parts.len() != segments.len() {
+    let rest = parts
+        .last()
+        .and_then(|p| p.strip_prefix("{*"))
+        .and_then(|p| p.strip_suffix('}'));
+    let fixed = if rest.is_some() {
+        parts.len() - 1
+    } else {
+        parts.len()
+    };
+    if segments.len() < fixed || (rest.is_none() && segments.len() != fixed) {
         return None;
     }
     let mut literal = Vec::with_capacity(parts.len());
     let mut params = Vec::new();
-    for (part, segment) in parts.iter().zip(segments) {
+    for (part, segment) in parts[..fixed].iter().zip(segments) {
         if let Some(name) = part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
             if segment.is_empty() {
                 return None;
@@ -119,6 +133,14 @@ fn match_pattern(pattern: &'static str, segments: &[&str]) -> Option<(Vec<bool>,
         } else {
             return None;
         }
+    }
+    if let Some(name) = rest {
+        let tail = segments[fixed..].join("/");
+        if tail.is_empty() {
+            return None;
+        }
+        params.push((name, tail));
+        literal.push(false);
     }
     Some((literal, params))
 }
@@ -166,6 +188,40 @@ mod tests {
                 .route
                 .endpoint,
             E::List
+        );
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum P {
+        Proxy,
+        Link,
+    }
+
+    const PROXY_ROUTES: &[Route<P>] = &[
+        route("GET", "/api/music/link", Auth::User, P::Link),
+        route(ANY_METHOD, "/api/music/proxy/{*path}", Auth::User, P::Proxy),
+    ];
+
+    #[test]
+    fn wildcard_tail_and_any_method() {
+        for method in ["GET", "PATCH", "PROPFIND"] {
+            let m = find(PROXY_ROUTES, method, "/api/music/proxy/a/b/c?x=1").unwrap();
+            assert_eq!(m.route.endpoint, P::Proxy);
+            assert_eq!(m.param("path"), Some("a/b/c"));
+        }
+        let m = find(PROXY_ROUTES, "GET", "/api/music/proxy/a").unwrap();
+        assert_eq!(m.param("path"), Some("a"));
+        assert_eq!(
+            find(PROXY_ROUTES, "GET", "/api/music/proxy").unwrap_err(),
+            Miss::NotFound
+        );
+        assert_eq!(
+            find(PROXY_ROUTES, "GET", "/api/music/proxy/").unwrap_err(),
+            Miss::NotFound
+        );
+        assert_eq!(
+            find(PROXY_ROUTES, "POST", "/api/music/link").unwrap_err(),
+            Miss::MethodNotAllowed(vec!["GET"])
         );
     }
 

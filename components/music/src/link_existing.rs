@@ -1,0 +1,207 @@
+//! `POST /api/users/music/link-existing`: links the caller to an account that already
+//! exists on the music platform.
+//!
+//! The account's e-mail is always read from the platform (`GET /users/{id}`); the
+//! `musicUserEmail` a client sends is only a hint. When that e-mail equals the caller's
+//! (ignoring case), no password is needed. Otherwise the password is checked with
+//! `POST {music_url}/gettoken/{email}/{password}/`: a token in the answer means it is
+//! right, and that token becomes the link's music token. A failed check is 401 and stores
+//! nothing; repeated failures are rate limited per user.
+
+use crate::links::{self, LinkRecord};
+use crate::platform::{self, MusicPlatform};
+use crate::sealed;
+use common::problem::FieldError;
+use common::spin::db::Db;
+use common::spin::http::{Ctx, json};
+use common::spin::rate_limit;
+use common::validate::{self, JsonBody};
+use common::{ApiError, time};
+use spin_sdk::http::Response;
+
+/// Failed password checks allowed per user in [`FAILURE_WINDOW_SECS`].
+pub const FAILURES_ALLOWED: i64 = 10;
+pub const FAILURE_WINDOW_SECS: i64 = 15 * 60;
+
+const MAX_ID: usize = 200;
+const MAX_EMAIL: usize = 254;
+const MAX_PASSWORD: usize = 1024;
+
+/// A validated link-existing request.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LinkExisting {
+    pub music_user_id: String,
+    pub music_user_email: Option<String>,
+    pub password: Option<String>,
+}
+
+/// Reads and validates the request body (422 naming every bad field).
+pub fn read(mut body: JsonBody) -> Result<LinkExisting, ApiError> {
+    let music_user_id = body.string("musicUserId", MAX_ID);
+    let music_user_email = body.opt_string("musicUserEmail", MAX_EMAIL);
+    if music_user_email
+        .as_deref()
+        .is_some_and(|e| !validate::is_email(e))
+    {
+        body.error("musicUserEmail", "must be an e-mail address");
+    }
+    let password = body
+        .opt_raw_string("password", MAX_PASSWORD)
+        .filter(|p| !p.is_empty());
+    body.finish()?;
+    Ok(LinkExisting {
+        music_user_id,
+        music_user_email,
+        password,
+    })
+}
+
+/// Whether two e-mail addresses are the same, ignoring case and surrounding spaces.
+pub fn emails_match(a: &str, b: &str) -> bool {
+    a.trim().to_lowercase() == b.trim().to_lowercase()
+}
+
+/// Whether the request can be refused before asking the platform: the client's own hint
+/// says the e-mails differ and it sent no password.
+pub fn hint_requires_password(req: &LinkExisting, user_email: &str) -> bool {
+    req.password.is_none()
+        && req
+            .music_user_email
+            .as_deref()
+            .is_some_and(|hint| !emails_match(hint, user_email))
+}
+
+fn password_required() -> ApiError {
+    ApiError::invalid_fields(vec![FieldError {
+        field: "password".into(),
+        message: "is required when the music account's e-mail differs from yours".into(),
+    }])
+}
+
+fn password_rejected() -> ApiError {
+    ApiError::unauthorized(
+        "music_password_invalid",
+        "the music platform did not accept the password for this account",
+    )
+}
+
+/// `POST /api/users/music/link-existing`: 200 with the link record.
+pub fn link_existing(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let req = read(ctx.json()?)?;
+    if hint_requires_password(&req, &user.email) {
+        return Err(password_required());
+    }
+    let db = Db::open()?;
+    let bucket = format!("music-link:{}:{}", tenant.client_id, user.id);
+    let now = time::now();
+    rate_limit::check(&db, &bucket, FAILURES_ALLOWED, FAILURE_WINDOW_SECS, now)?;
+
+    let music = MusicPlatform::from_config()?;
+    let bearer = links::credential(ctx)?;
+    let answer = music.call(
+        "GET",
+        &platform::user_path(&req.music_user_id),
+        Some(&bearer),
+        None,
+    )?;
+    if answer.status == 404 {
+        return Err(ApiError::not_found("music user"));
+    }
+    if !platform::is_success(answer.status) {
+        return Err(platform::unexpected(answer.status, "the account look-up"));
+    }
+    let account = serde_json::from_slice(&answer.body)
+        .ok()
+        .and_then(|v| platform::parse_account(&v))
+        .filter(|a| a.id == req.music_user_id)
+        .ok_or_else(|| platform::unreadable("the account look-up"))?;
+
+    if emails_match(&account.email, &user.email) {
+        let link = links::attach(&db, tenant, user, &account.id, None)?;
+        return Ok(json(200, &LinkRecord::new(link, user)));
+    }
+    let password = req.password.as_deref().ok_or_else(password_required)?;
+    let key = links::token_key()?;
+    let answer = music.send(
+        "POST",
+        &platform::gettoken_path(&account.email, password),
+        Vec::new(),
+        &[],
+    )?;
+    if answer.status >= 500 {
+        return Err(platform::unexpected(answer.status, "the password check"));
+    }
+    let token = Some(answer.status)
+        .filter(|s| platform::is_success(*s))
+        .and_then(|_| platform::parse_token(&answer.body));
+    let Some(token) = token else {
+        rate_limit::record(&db, &bucket, now)?;
+        return Err(password_rejected());
+    };
+    rate_limit::clear(&db, &bucket)?;
+    let sealed = key.seal(&token, &sealed::row_context(&tenant.client_id, &user.id))?;
+    let link = links::attach(&db, tenant, user, &account.id, Some(&sealed))?;
+    Ok(json(200, &LinkRecord::new(link, user)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(body: &str) -> Result<LinkExisting, ApiError> {
+        read(JsonBody::parse(body.as_bytes()).unwrap())
+    }
+
+    #[test]
+    fn body_rules() {
+        assert_eq!(
+            parse(r#"{"musicUserId": " m1 ", "password": "p w"}"#).unwrap(),
+            LinkExisting {
+                music_user_id: "m1".into(),
+                music_user_email: None,
+                password: Some("p w".into()),
+            }
+        );
+        assert_eq!(
+            parse(r#"{"musicUserId": "m1", "password": ""}"#)
+                .unwrap()
+                .password,
+            None
+        );
+        let err = parse(r#"{"musicUserEmail": "nope", "extra": 1}"#).unwrap_err();
+        assert_eq!(err.status, 422);
+        let fields: Vec<_> = err.fields.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, ["musicUserId", "musicUserEmail", "extra"]);
+    }
+
+    #[test]
+    fn emails_compare_ignoring_case() {
+        assert!(emails_match("Ada@Example.COM", "ada@example.com"));
+        assert!(emails_match(" ada@example.com", "ada@example.com "));
+        assert!(emails_match("ÉLISE@example.com", "élise@example.com"));
+        assert!(!emails_match("ada@example.com", "ada@example.org"));
+    }
+
+    #[test]
+    fn a_differing_hint_without_password_is_refused_early() {
+        let req = |email: Option<&str>, password: Option<&str>| LinkExisting {
+            music_user_id: "m1".into(),
+            music_user_email: email.map(Into::into),
+            password: password.map(Into::into),
+        };
+        assert!(hint_requires_password(
+            &req(Some("zoe@x.io"), None),
+            "ada@x.io"
+        ));
+        assert!(!hint_requires_password(
+            &req(Some("ADA@x.io"), None),
+            "ada@x.io"
+        ));
+        assert!(!hint_requires_password(
+            &req(Some("zoe@x.io"), Some("pw")),
+            "ada@x.io"
+        ));
+        assert!(!hint_requires_password(&req(None, None), "ada@x.io"));
+    }
+}

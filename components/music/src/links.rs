@@ -1,0 +1,322 @@
+//! The stored link between a user and a music-platform account, and the endpoints that
+//! read and change it: `/link`, `/authenticate` and `/refresh-token`.
+//!
+//! A link belongs to one user of one tenant. Its music account (`platformMusicUserId`)
+//! is set only by a verified flow, authenticate or link-existing; `POST /link` and
+//! `PUT /link` change nothing but `isActive`. The music token is kept sealed and is never
+//! part of an answer. While a link is inactive its token is not used.
+
+use crate::platform::{self, MusicPlatform};
+use crate::sealed::{self, TokenKey};
+use common::spin::auth::{CurrentUser, Tenant, bearer_token};
+use common::spin::config;
+use common::spin::db::{self, Db, Row};
+use common::spin::http::{Ctx, json};
+use common::{ApiError, ids, time};
+use serde::Serialize;
+use serde_json::json;
+use spin_sdk::http::Response;
+
+/// A link as stored.
+#[derive(Debug, Clone)]
+pub struct Link {
+    pub id: String,
+    pub music_user_id: Option<String>,
+    /// The sealed music token.
+    pub sealed_token: Option<String>,
+    pub is_active: bool,
+    pub linked_at: Option<String>,
+}
+
+/// The link record the API answers.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkRecord {
+    id: String,
+    platform_user_id: String,
+    platform_user_email: String,
+    platform_music_user_id: Option<String>,
+    is_active: bool,
+    linked_at: Option<String>,
+}
+
+impl LinkRecord {
+    pub fn new(link: Link, user: &CurrentUser) -> Self {
+        Self {
+            id: link.id,
+            platform_user_id: user.id.clone(),
+            platform_user_email: user.email.clone(),
+            platform_music_user_id: link.music_user_id,
+            is_active: link.is_active,
+            linked_at: link.linked_at,
+        }
+    }
+}
+
+fn link_of(row: &Row<'_>) -> Link {
+    Link {
+        id: db::col_text(row, "id"),
+        music_user_id: db::col_opt_text(row, "music_user_id"),
+        sealed_token: db::col_opt_text(row, "music_token"),
+        is_active: db::col_bool(row, "is_active"),
+        linked_at: db::col_opt_text(row, "linked_at"),
+    }
+}
+
+/// The caller's link, if any.
+pub fn load(db: &Db, tenant: &Tenant, user: &CurrentUser) -> Result<Option<Link>, ApiError> {
+    db.query_one(
+        "SELECT id, music_user_id, music_token, is_active, linked_at FROM music_links \
+         WHERE client_id = ? AND user_id = ?",
+        &[db::text(&tenant.client_id), db::text(&user.id)],
+        link_of,
+    )
+}
+
+fn load_existing(db: &Db, tenant: &Tenant, user: &CurrentUser) -> Result<Link, ApiError> {
+    load(db, tenant, user)?.ok_or_else(|| ApiError::not_found("music link"))
+}
+
+/// Links the caller to `music_user_id` (active), creating the link when there is none.
+/// A new token replaces the stored one; without one, the stored token is kept only when
+/// the music account stays the same. `linkedAt` changes only with the account.
+pub fn attach(
+    db: &Db,
+    tenant: &Tenant,
+    user: &CurrentUser,
+    music_user_id: &str,
+    sealed_token: Option<&str>,
+) -> Result<Link, ApiError> {
+    let now = time::now_rfc3339();
+    db.execute(
+        "INSERT INTO music_links (id, client_id, user_id, music_user_id, music_token, is_active, linked_at, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?) \
+         ON CONFLICT (client_id, user_id) DO UPDATE SET \
+           music_token = CASE WHEN excluded.music_token IS NOT NULL THEN excluded.music_token \
+                              WHEN music_links.music_user_id = excluded.music_user_id THEN music_links.music_token \
+                              ELSE NULL END, \
+           linked_at = CASE WHEN music_links.music_user_id = excluded.music_user_id AND music_links.linked_at IS NOT NULL \
+                            THEN music_links.linked_at ELSE excluded.linked_at END, \
+           music_user_id = excluded.music_user_id, \
+           is_active = 1, \
+           updated_at = excluded.updated_at",
+        &[
+            db::text(ids::uuid()),
+            db::text(&tenant.client_id),
+            db::text(&user.id),
+            db::text(music_user_id),
+            db::opt_text(sealed_token),
+            db::text(&now),
+            db::text(&now),
+            db::text(&now),
+        ],
+    )?;
+    load_existing(db, tenant, user)
+}
+
+/// The key that seals music tokens (`music_token_key`).
+pub fn token_key() -> Result<TokenKey, ApiError> {
+    TokenKey::from_secret(&config::required("music_token_key")?)
+}
+
+/// The caller's service JWT (the Bearer token the request was authenticated with).
+pub fn service_jwt(ctx: &Ctx) -> Result<String, ApiError> {
+    bearer_token(&ctx.req)
+        .map(str::to_string)
+        .ok_or_else(|| ApiError::unauthorized("missing_token", "a user token is required"))
+}
+
+/// The caller's music token: the one stored with an active link, opened.
+fn stored_token(
+    link: &Link,
+    tenant: &Tenant,
+    user: &CurrentUser,
+) -> Result<Option<String>, ApiError> {
+    let Some(sealed) = link.sealed_token.as_deref().filter(|_| link.is_active) else {
+        return Ok(None);
+    };
+    let opened = token_key()?.open(sealed, &sealed::row_context(&tenant.client_id, &user.id));
+    if opened.is_none() {
+        eprintln!(
+            "warning: the music token of link {} does not open (was music_token_key changed?)",
+            link.id
+        );
+    }
+    Ok(opened)
+}
+
+/// What the caller's requests to the platform carry as Bearer: the stored music token of
+/// an active link, else the service JWT (which the platform accepts, as in authenticate).
+pub fn credential(ctx: &Ctx) -> Result<String, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let db = Db::open()?;
+    match load(&db, tenant, user)? {
+        Some(link) => match stored_token(&link, tenant, user)? {
+            Some(token) => Ok(token),
+            None => service_jwt(ctx),
+        },
+        None => service_jwt(ctx),
+    }
+}
+
+/// `GET /api/users/music/link`: the link, or 404.
+pub fn get(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let link = load_existing(&Db::open()?, tenant, user)?;
+    Ok(json(200, &LinkRecord::new(link, user)))
+}
+
+/// Reads the body of `POST`/`PUT /link`: only `isActive` may be set by the client.
+fn is_active_of(ctx: &Ctx) -> Result<Option<bool>, ApiError> {
+    let mut body = ctx.json()?;
+    let is_active = body.opt_bool("isActive");
+    for field in ["platformMusicUserId", "platformUserId", "platformUserEmail"] {
+        if body.has(field) {
+            body.error(
+                field,
+                "cannot be set here: use POST /api/users/music/authenticate or /link-existing",
+            );
+        }
+    }
+    body.finish()?;
+    Ok(is_active)
+}
+
+/// Applies an `isActive` change (if any) and answers the link record.
+fn answer_with_active(
+    db: &Db,
+    tenant: &Tenant,
+    user: &CurrentUser,
+    is_active: Option<bool>,
+) -> Result<Response, ApiError> {
+    if let Some(active) = is_active {
+        db.execute(
+            "UPDATE music_links SET is_active = ?, updated_at = ? WHERE client_id = ? AND user_id = ?",
+            &[
+                db::boolean(active),
+                db::text(time::now_rfc3339()),
+                db::text(&tenant.client_id),
+                db::text(&user.id),
+            ],
+        )?;
+    }
+    let link = load_existing(db, tenant, user)?;
+    Ok(json(200, &LinkRecord::new(link, user)))
+}
+
+/// `POST /api/users/music/link`: creates the caller's link (with no music account yet)
+/// or updates it; body `{"isActive"?: bool}`.
+pub fn create_or_update(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let is_active = is_active_of(ctx)?;
+    let db = Db::open()?;
+    let now = time::now_rfc3339();
+    db.execute(
+        "INSERT INTO music_links (id, client_id, user_id, is_active, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (client_id, user_id) DO NOTHING",
+        &[
+            db::text(ids::uuid()),
+            db::text(&tenant.client_id),
+            db::text(&user.id),
+            db::boolean(is_active.unwrap_or(true)),
+            db::text(&now),
+            db::text(&now),
+        ],
+    )?;
+    answer_with_active(&db, tenant, user, is_active)
+}
+
+/// `PUT /api/users/music/link`: updates an existing link's metadata (`isActive`).
+pub fn update(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let is_active = is_active_of(ctx)?;
+    let db = Db::open()?;
+    load_existing(&db, tenant, user)?;
+    answer_with_active(&db, tenant, user, is_active)
+}
+
+/// `DELETE /api/users/music/link`: unlinks; the row and its sealed token are deleted.
+pub fn delete(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let db = Db::open()?;
+    load_existing(&db, tenant, user)?;
+    db.execute(
+        "DELETE FROM music_links WHERE client_id = ? AND user_id = ?",
+        &[db::text(&tenant.client_id), db::text(&user.id)],
+    )?;
+    Ok(json(
+        200,
+        &json!({ "success": true, "message": "the music account has been unlinked" }),
+    ))
+}
+
+/// `POST /api/users/music/authenticate`: the platform takes the user's service JWT and
+/// answers its music account (creating one when there is none) and a music token; the
+/// link is created or updated with them.
+pub fn authenticate(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let key = token_key()?;
+    let jwt = service_jwt(ctx)?;
+    let music = MusicPlatform::from_config()?;
+    let identity = json!({ "userId": user.id, "email": user.email, "username": user.username });
+    let answer = music.call(
+        "POST",
+        platform::AUTHENTICATE_PATH,
+        Some(&jwt),
+        Some(&identity),
+    )?;
+    if !platform::is_success(answer.status) {
+        return Err(platform::unexpected(answer.status, "authenticate"));
+    }
+    let (token, account) = platform::parse_authenticated(&answer.body)
+        .ok_or_else(|| platform::unreadable("authenticate"))?;
+    let sealed = key.seal(&token, &sealed::row_context(&tenant.client_id, &user.id))?;
+    let link = attach(&Db::open()?, tenant, user, &account.id, Some(&sealed))?;
+    Ok(json(200, &LinkRecord::new(link, user)))
+}
+
+/// `POST /api/users/music/refresh-token`: trades the stored music token for a new one.
+pub fn refresh(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let db = Db::open()?;
+    let link = load_existing(&db, tenant, user)?;
+    if !link.is_active {
+        return Err(ApiError::conflict(
+            "music_link_inactive",
+            "the music link is inactive; activate it with PUT /api/users/music/link",
+        ));
+    }
+    let current = stored_token(&link, tenant, user)?.ok_or_else(|| {
+        ApiError::conflict(
+            "music_token_missing",
+            "the link has no usable music token; call POST /api/users/music/authenticate",
+        )
+    })?;
+    let music = MusicPlatform::from_config()?;
+    let answer = music.call("POST", platform::REFRESH_PATH, Some(&current), None)?;
+    if matches!(answer.status, 401 | 403) {
+        return Err(ApiError::unauthorized(
+            "music_token_rejected",
+            "the music platform refused the stored token; call POST /api/users/music/authenticate",
+        ));
+    }
+    if !platform::is_success(answer.status) {
+        return Err(platform::unexpected(answer.status, "refresh-token"));
+    }
+    let token =
+        platform::parse_token(&answer.body).ok_or_else(|| platform::unreadable("refresh-token"))?;
+    let sealed = token_key()?.seal(&token, &sealed::row_context(&tenant.client_id, &user.id))?;
+    db.execute(
+        "UPDATE music_links SET music_token = ?, updated_at = ? WHERE client_id = ? AND user_id = ?",
+        &[
+            db::text(sealed),
+            db::text(time::now_rfc3339()),
+            db::text(&tenant.client_id),
+            db::text(&user.id),
+        ],
+    )?;
+    Ok(json(
+        200,
+        &LinkRecord::new(load_existing(&db, tenant, user)?, user),
+    ))
+}
