@@ -2,3 +2,4 @@
 
 pub mod broadcast;
 pub mod sfu;
+pub mod cohost;
