@@ -1,7 +1,9 @@
 /*
  * The egress player: plays `data-file` in a loop. Autoplay starts muted (browsers allow
  * that), then the player unmutes where the browser lets it; if unmuting would stop
- * playback it stays muted until the first user gesture. Errors are shown on the page.
+ * playback it stays muted until the first user gesture. A browser that refuses autoplay
+ * altogether gets a visible notice and playback starts on the first click or key.
+ * Errors are shown on the page.
  * The state is mirrored on #state (data-state, data-loops, data-muted) for the egress
  * operator and for tests.
  */
@@ -36,6 +38,21 @@
     4: 'the file or its format is not supported'
   };
 
+  function notice(message) {
+    errorEl.textContent = message;
+    errorEl.hidden = !message;
+  }
+
+  function onGesture(run) {
+    var once = function () {
+      window.removeEventListener('pointerdown', once);
+      window.removeEventListener('keydown', once);
+      run();
+    };
+    window.addEventListener('pointerdown', once);
+    window.addEventListener('keydown', once);
+  }
+
   function unmute() {
     if (unmuteTried) return;
     unmuteTried = true;
@@ -46,13 +63,11 @@
         media.muted = true;
         media.play().catch(function () {});
         show('playing', 'playing (muted until interaction)');
-        var retry = function () {
+        onGesture(function () {
           media.muted = false;
           media.play().catch(function () {});
           show('playing');
-        };
-        window.addEventListener('pointerdown', retry, { once: true });
-        window.addEventListener('keydown', retry, { once: true });
+        });
       } else {
         show('playing');
       }
@@ -87,7 +102,21 @@
   var started = media.play();
   if (started && started.catch) {
     started.catch(function (e) {
-      if (!media.error) fail('Autoplay was refused: ' + (e && e.message ? e.message : e));
+      if (media.error) return;
+      if (e && e.name === 'NotAllowedError') {
+        show('blocked', 'autoplay blocked');
+        notice('The browser blocked autoplay: click or press a key to start playback.');
+        console.warn('egress player: autoplay was blocked by the browser');
+        onGesture(function () {
+          notice('');
+          unmuteTried = true;
+          media.muted = false;
+          media.play().catch(function (err) {
+            fail('Playback failed: ' + (err && err.message ? err.message : err));
+          });
+        });
+      }
+      // Other refusals come with a media error, which the 'error' handler reports.
     });
   }
 })();

@@ -302,8 +302,6 @@
 
   /* ---- simulated participants (tests, previews) ---- */
 
-  var COLOURS = ['#e4572e', '#29335c', '#f3a712', '#a8c686', '#669bbc', '#8f2d56', '#218380', '#d81159'];
-
   function canvasVideo(index, name) {
     var canvas = document.createElement('canvas');
     canvas.width = 320;
@@ -311,7 +309,7 @@
     var g = canvas.getContext('2d');
     var frame = 0;
     function paint() {
-      g.fillStyle = COLOURS[index % COLOURS.length];
+      g.fillStyle = 'hsl(' + ((index * 47) % 360) + ', 55%, 42%)';
       g.fillRect(0, 0, canvas.width, canvas.height);
       g.fillStyle = '#fff';
       g.font = 'bold 64px sans-serif';
