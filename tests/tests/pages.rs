@@ -12,7 +12,9 @@ use platform_tests::{Method, Platform, json_of, workspace_root};
 use serde_json::{Value, json};
 use std::time::Duration;
 
-const LAYOUTS: [&str; 6] = ["default", "grid3x3", "grid4x4", "battle", "onebig", "active"];
+const LAYOUTS: [&str; 6] = [
+    "default", "grid3x3", "grid4x4", "battle", "onebig", "active",
+];
 const STREAM: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
 
 async fn get(p: &Platform, path: &str) -> platform_tests::Response {
@@ -64,7 +66,10 @@ async fn record_page_parameters_and_defaults() {
     assert_eq!(data_attr(&html, "layout"), "default");
     // The four reaction glyphs ship with the page.
     for reaction in ["heart", "sparkle", "thumbs_up", "surprised"] {
-        assert!(html.contains(&format!("data-reaction=\"{reaction}\"")), "{reaction}");
+        assert!(
+            html.contains(&format!("data-reaction=\"{reaction}\"")),
+            "{reaction}"
+        );
     }
 
     let html = get(&p, &format!("{path}?orientation=landscape"))
@@ -101,7 +106,10 @@ async fn record_page_parameters_and_defaults() {
         ("width=wide", "width must be a whole number of pixels"),
         ("width=-1080", "width must be a whole number of pixels"),
         ("resolution=4k", "resolution must be 720p or 1080p"),
-        ("orientation=diagonal", "orientation must be portrait or landscape"),
+        (
+            "orientation=diagonal",
+            "orientation must be portrait or landscape",
+        ),
         (
             "layout=%3Cscript%3E",
             "layout must be one of default, grid3x3, grid4x4, battle, onebig, active",
@@ -146,11 +154,20 @@ async fn record_page_is_edge_cacheable() {
     let path = format!("/streams/{STREAM}/record?layout=grid3x3&width=1280&height=720");
 
     let r = get(&p, &path).await;
-    assert_eq!(header(&r, "cache-control"), "public, max-age=60, s-maxage=300");
+    assert_eq!(
+        header(&r, "cache-control"),
+        "public, max-age=60, s-maxage=300"
+    );
     let etag = header(&r, "etag").to_string();
-    assert!(etag.starts_with('"') && etag.ends_with('"'), "strong ETag: {etag}");
+    assert!(
+        etag.starts_with('"') && etag.ends_with('"'),
+        "strong ETag: {etag}"
+    );
     let csp = header(&r, "content-security-policy").to_string();
-    assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"), "{csp}");
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
     assert!(csp.contains("default-src 'none'"), "{csp}");
     let body = r.text().await.unwrap();
 
@@ -168,13 +185,26 @@ async fn record_page_is_edge_cacheable() {
         + "/record?height=720&width=1280&orientation=portrait&layout=grid3x3&resolution=1080p";
     assert_eq!(header(&get(&p, &reordered).await, "etag"), etag);
     // Other parameters or another stream do.
-    let r = get(&p, &format!("/streams/{STREAM}/record?layout=grid4x4&width=1280&height=720")).await;
+    let r = get(
+        &p,
+        &format!("/streams/{STREAM}/record?layout=grid4x4&width=1280&height=720"),
+    )
+    .await;
     assert_ne!(header(&r, "etag"), etag);
-    let r = get(&p, "/streams/another-room/record?layout=grid3x3&width=1280&height=720").await;
+    let r = get(
+        &p,
+        "/streams/another-room/record?layout=grid3x3&width=1280&height=720",
+    )
+    .await;
     assert_ne!(header(&r, "etag"), etag);
 
     // Conditional requests.
-    for if_none_match in [etag.clone(), format!("W/{etag}"), format!("\"x\", {etag}"), "*".into()] {
+    for if_none_match in [
+        etag.clone(),
+        format!("W/{etag}"),
+        format!("\"x\", {etag}"),
+        "*".into(),
+    ] {
         let r = p
             .request(Method::GET, &with_token)
             .header("if-none-match", &if_none_match)
@@ -183,7 +213,10 @@ async fn record_page_is_edge_cacheable() {
             .unwrap();
         assert_eq!(r.status(), 304, "{if_none_match}");
         assert_eq!(header(&r, "etag"), etag);
-        assert_eq!(header(&r, "cache-control"), "public, max-age=60, s-maxage=300");
+        assert_eq!(
+            header(&r, "cache-control"),
+            "public, max-age=60, s-maxage=300"
+        );
         assert!(r.bytes().await.unwrap().is_empty());
     }
     let r = p
@@ -229,7 +262,11 @@ async fn assets_are_hashed_immutable_and_exact() {
         assert_eq!(header(&r, "content-type"), expected_type);
         assert_eq!(header(&r, "content-encoding"), "");
         let etag = header(&r, "etag").to_string();
-        assert_eq!(r.bytes().await.unwrap().as_ref(), original.as_slice(), "{url}");
+        assert_eq!(
+            r.bytes().await.unwrap().as_ref(),
+            original.as_slice(),
+            "{url}"
+        );
 
         // Compressed for clients that accept gzip.
         let r = p
@@ -254,9 +291,15 @@ async fn assets_are_hashed_immutable_and_exact() {
         assert_eq!(r.status(), 304);
 
         // The plain name is not served: only content-hashed names exist.
-        assert_eq!(get(&p, &format!("/static/{name}.{ext}")).await.status(), 404);
+        assert_eq!(
+            get(&p, &format!("/static/{name}.{ext}")).await.status(),
+            404
+        );
     }
-    assert!(urls.iter().any(|u| u.starts_with("/static/vendor/livekit-client.umd.")));
+    assert!(
+        urls.iter()
+            .any(|u| u.starts_with("/static/vendor/livekit-client.umd."))
+    );
     assert_eq!(get(&p, "/static/vendor/nothing.js").await.status(), 404);
 }
 
@@ -274,7 +317,10 @@ async fn egress_player_validates_and_escapes() {
     let csp = header(&r, "content-security-policy").to_string();
     assert!(csp.contains("media-src https://cdn.example"), "{csp}");
     assert!(!csp.contains("unsafe-inline"), "{csp}");
-    assert_eq!(header(&r, "cache-control"), "public, max-age=60, s-maxage=300");
+    assert_eq!(
+        header(&r, "cache-control"),
+        "public, max-age=60, s-maxage=300"
+    );
     assert!(!header(&r, "etag").is_empty());
     let html = r.text().await.unwrap();
     assert!(html.contains("<video id=\"media\""), "{html}");
@@ -299,7 +345,10 @@ async fn egress_player_validates_and_escapes() {
             "file must be an absolute http or https URL",
         ),
         (
-            vec![("file", "data:audio/wav;base64,UklGRg=="), ("type", "audio")],
+            vec![
+                ("file", "data:audio/wav;base64,UklGRg=="),
+                ("type", "audio"),
+            ],
             "file must be an absolute http or https URL",
         ),
         (
@@ -307,10 +356,16 @@ async fn egress_player_validates_and_escapes() {
             "file must be an absolute http or https URL",
         ),
         (
-            vec![("file", "https://cdn.example/\"><script>alert(1)</script>"), ("type", "video")],
+            vec![
+                ("file", "https://cdn.example/\"><script>alert(1)</script>"),
+                ("type", "video"),
+            ],
             "file must be an absolute http or https URL",
         ),
-        (vec![("file", "https://cdn.example/a.mp3")], "type is required (audio or video)"),
+        (
+            vec![("file", "https://cdn.example/a.mp3")],
+            "type is required (audio or video)",
+        ),
         (
             vec![("file", "https://cdn.example/a.mp3"), ("type", "image")],
             "type must be audio or video",
@@ -338,7 +393,12 @@ async fn sfu_test_page_only_when_enabled() {
     assert_eq!(r.status(), 200);
     assert_eq!(header(&r, "cache-control"), "no-store");
     let html = r.text().await.unwrap();
-    for step in ["connect", "publish-camera", "publish-microphone", "subscribe"] {
+    for step in [
+        "connect",
+        "publish-camera",
+        "publish-microphone",
+        "subscribe",
+    ] {
         assert!(html.contains(&format!("data-step=\"{step}\"")), "{step}");
     }
     assert_eq!(
@@ -347,8 +407,18 @@ async fn sfu_test_page_only_when_enabled() {
     );
 }
 
-/// Creates a broadcast through the API and answers its JSON.
-async fn create_broadcast(p: &Platform, user: &platform_tests::User, body: Value) -> Value {
+/// A tenant with one user, who owns the broadcasts the tests create.
+async fn broadcaster(p: &Platform) -> platform_tests::User {
+    let t = p.register_client("Acme").await;
+    p.signup(&t, "ada").await
+}
+
+/// Creates a broadcast through the API; answers its JSON and its short id.
+async fn create_broadcast(
+    p: &Platform,
+    user: &platform_tests::User,
+    body: Value,
+) -> (Value, String) {
     let (status, created) = json_of(
         p.as_user(user, Method::POST, "/api/broadcasts")
             .json(&body)
@@ -358,26 +428,33 @@ async fn create_broadcast(p: &Platform, user: &platform_tests::User, body: Value
     )
     .await;
     assert_eq!(status, 200, "{created}");
-    created
+    let watch_url = created["watchUrl"].as_str().expect("watchUrl");
+    let short = watch_url.rsplit('/').next().expect("short id").to_string();
+    (created, short)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn watch_page_by_short_id() {
     let p = Platform::start_with(&[("playback_hls_base", "https://cdn.example/hls")]).await;
-    let t = p.register_client("Acme").await;
-    let ada = p.signup(&t, "ada").await;
-    let b = create_broadcast(&p, &ada, json!({"title": "Ada <b>live</b> & \"friends\""})).await;
-    let short = b["watchUrl"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
+    let ada = broadcaster(&p).await;
+    let (b, short) =
+        create_broadcast(&p, &ada, json!({"title": "Ada <b>live</b> & \"friends\""})).await;
     let stream_id = b["streamId"].as_str().unwrap();
 
     let r = get(&p, &format!("/watch/{short}")).await;
     assert_eq!(r.status(), 200);
     assert_eq!(header(&r, "cache-control"), "no-cache");
     let csp = header(&r, "content-security-policy").to_string();
-    assert!(csp.contains("connect-src 'self' https://cdn.example"), "{csp}");
+    assert!(
+        csp.contains("connect-src 'self' https://cdn.example"),
+        "{csp}"
+    );
     let etag = header(&r, "etag").to_string();
     let html = r.text().await.unwrap();
-    assert!(html.contains("Ada &lt;b&gt;live&lt;&#x2f;b&gt; &amp; &quot;friends&quot;"), "{html}");
+    assert!(
+        html.contains("Ada &lt;b&gt;live&lt;&#x2f;b&gt; &amp; &quot;friends&quot;"),
+        "{html}"
+    );
     assert!(!html.contains("<b>live"));
     assert_eq!(data_attr(&html, "status"), "upcoming");
     assert_eq!(data_attr(&html, "stream-id"), stream_id);
@@ -412,9 +489,16 @@ async fn watch_page_by_short_id() {
     assert_eq!(data_attr(&r.text().await.unwrap(), "status"), "live");
 
     // Private and unknown broadcasts are not found.
-    let private = create_broadcast(&p, &ada, json!({"title": "secret", "visibility": "private"})).await;
-    let private_short = private["watchUrl"].as_str().unwrap().rsplit('/').next().unwrap();
-    assert_eq!(get(&p, &format!("/watch/{private_short}")).await.status(), 404);
+    let (_, private_short) = create_broadcast(
+        &p,
+        &ada,
+        json!({"title": "secret", "visibility": "private"}),
+    )
+    .await;
+    assert_eq!(
+        get(&p, &format!("/watch/{private_short}")).await.status(),
+        404
+    );
     assert_eq!(get(&p, "/watch/nothere1").await.status(), 404);
     assert_eq!(get(&p, "/watch/%3Cx%3E").await.status(), 404);
 }
@@ -433,7 +517,11 @@ struct Rect {
 
 impl Rect {
     fn of(v: &Value) -> Rect {
-        let n = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} in {v}")).round() as i64;
+        let n = |k: &str| {
+            v[k].as_f64()
+                .unwrap_or_else(|| panic!("{k} in {v}"))
+                .round() as i64
+        };
         Rect {
             x: n("x"),
             y: n("y"),
@@ -447,7 +535,11 @@ impl Rect {
     }
 
     fn inside(&self, width: i64, height: i64) -> bool {
-        self.x >= 0 && self.y >= 0 && self.w > 0 && self.h > 0 && self.x + self.w <= width
+        self.x >= 0
+            && self.y >= 0
+            && self.w > 0
+            && self.h > 0
+            && self.x + self.w <= width
             && self.y + self.h <= height
     }
 }
@@ -458,7 +550,12 @@ fn check_layout(layout: &str, n: usize, width: i64, height: i64, report: &Value)
     let ctx = format!("{layout} with {n} at {width}x{height}");
     assert_eq!(
         Rect::of(&report["stage"]),
-        Rect { x: 0, y: 0, w: width, h: height },
+        Rect {
+            x: 0,
+            y: 0,
+            w: width,
+            h: height
+        },
         "{ctx}: stage size"
     );
     let tiles = report["tiles"].as_array().expect("tiles");
@@ -474,32 +571,57 @@ fn check_layout(layout: &str, n: usize, width: i64, height: i64, report: &Value)
         .filter(|(_, t)| t["visible"] == true)
         .map(|(i, t)| {
             let measured = Rect::of(&t["measured"]);
-            assert_eq!(measured, Rect::of(&t["expected"]), "{ctx}: tile {i} measured");
-            assert!(measured.inside(width, height), "{ctx}: tile {i} {measured:?}");
+            assert_eq!(
+                measured,
+                Rect::of(&t["expected"]),
+                "{ctx}: tile {i} measured"
+            );
+            assert!(
+                measured.inside(width, height),
+                "{ctx}: tile {i} {measured:?}"
+            );
             (i, measured)
         })
         .collect();
     assert_eq!(visible.len(), n.min(capacity), "{ctx}: visible tiles");
-    assert_eq!(report["overflowShown"], n > capacity, "{ctx}: overflow badge");
+    assert_eq!(
+        report["overflowShown"],
+        n > capacity,
+        "{ctx}: overflow badge"
+    );
     assert_eq!(tiles[0]["role"], "host", "{ctx}: host first");
 
     // No two tiles overlap, except the strip floating over the host in `default`.
     for (a, ra) in &visible {
         for (b, rb) in &visible {
             if a < b && !(layout == "default" && *a == 0) {
-                assert!(!ra.overlaps(rb), "{ctx}: tiles {a} {ra:?} and {b} {rb:?} overlap");
+                assert!(
+                    !ra.overlaps(rb),
+                    "{ctx}: tiles {a} {ra:?} and {b} {rb:?} overlap"
+                );
             }
         }
     }
-    let full = Rect { x: 0, y: 0, w: width, h: height };
+    let full = Rect {
+        x: 0,
+        y: 0,
+        w: width,
+        h: height,
+    };
     let area: i64 = visible.iter().map(|(_, r)| r.w * r.h).sum();
     let host = visible[0].1;
     match layout {
         "grid3x3" | "grid4x4" => {
             let size = if layout == "grid3x3" { 3 } else { 4 };
             for (i, r) in &visible {
-                assert!((r.w - width / size).abs() <= 1, "{ctx}: tile {i} width {r:?}");
-                assert!((r.h - height / size).abs() <= 1, "{ctx}: tile {i} height {r:?}");
+                assert!(
+                    (r.w - width / size).abs() <= 1,
+                    "{ctx}: tile {i} width {r:?}"
+                );
+                assert!(
+                    (r.h - height / size).abs() <= 1,
+                    "{ctx}: tile {i} height {r:?}"
+                );
                 let column = ((*i as i64 % size) * width) as f64 / size as f64;
                 assert_eq!(r.x, column.round() as i64, "{ctx}: column of {i}");
             }
@@ -518,8 +640,16 @@ fn check_layout(layout: &str, n: usize, width: i64, height: i64, report: &Value)
             let main = report["main"].as_u64().unwrap() as usize;
             let big = visible.iter().find(|(i, _)| *i == main).unwrap().1;
             assert_eq!((big.x, big.y, big.w), (0, 0, width), "{ctx}: big rectangle");
-            let strip: Vec<&Rect> = visible.iter().filter(|(i, _)| *i != main).map(|(_, r)| r).collect();
-            assert_eq!(strip.iter().map(|r| r.w).sum::<i64>(), width, "{ctx}: strip width");
+            let strip: Vec<&Rect> = visible
+                .iter()
+                .filter(|(i, _)| *i != main)
+                .map(|(_, r)| r)
+                .collect();
+            assert_eq!(
+                strip.iter().map(|r| r.w).sum::<i64>(),
+                width,
+                "{ctx}: strip width"
+            );
             for r in strip {
                 assert_eq!(r.y, big.h, "{ctx}: strip right below");
                 assert_eq!(r.y + r.h, height, "{ctx}: strip to the bottom");
@@ -528,11 +658,18 @@ fn check_layout(layout: &str, n: usize, width: i64, height: i64, report: &Value)
         }
         "battle" => {
             let (a, b) = (visible[0].1, visible[1].1);
-            assert_eq!((a.h, b.h, a.y, b.y), (height, height, 0, 0), "{ctx}: full height");
+            assert_eq!(
+                (a.h, b.h, a.y, b.y),
+                (height, height, 0, 0),
+                "{ctx}: full height"
+            );
             assert_eq!(a.x + a.w, b.x, "{ctx}: side by side");
             assert!((a.w - b.w).abs() <= 1, "{ctx}: equal halves");
             for (i, r) in &visible[2..] {
-                assert!(r.x + r.w <= a.x || r.x >= b.x + b.w, "{ctx}: {i} at the sides");
+                assert!(
+                    r.x + r.w <= a.x || r.x >= b.x + b.w,
+                    "{ctx}: {i} at the sides"
+                );
             }
         }
         other => panic!("unknown layout {other}"),
@@ -584,7 +721,10 @@ async fn layouts_in_the_browser() {
     // The SFU client library loaded (it is what a real recording connects with).
     let t = tab.expect("a tab");
     let loaded = browser
-        .eval(&t, "typeof LivekitClient === 'object' && typeof LivekitClient.Room")
+        .eval(
+            &t,
+            "typeof LivekitClient === 'object' && typeof LivekitClient.Room",
+        )
         .await;
     assert_eq!(loaded, "function");
     browser.close().await;
@@ -609,14 +749,19 @@ async fn relayout_reactions_and_the_recording_contract() {
 
     // The four reactions float over the stage, each drawn with its glyph.
     let reactions = report["reactions"].as_array().unwrap();
-    let kinds: Vec<&str> = reactions.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = reactions
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
     assert_eq!(kinds, ["heart", "sparkle", "thumbs_up", "surprised"]);
     for r in reactions {
         assert_eq!(r["glyph"], r["kind"]);
         let b = Rect::of(&r["box"]);
         assert!(b.w > 0 && b.h > 0 && b.inside(w as i64, h as i64), "{r}");
     }
-    browser.screenshot(&t, &screenshot_dir().join("reactions-720x1280.png")).await;
+    browser
+        .screenshot(&t, &screenshot_dir().join("reactions-720x1280.png"))
+        .await;
     // A reaction arriving from the relay later shows too; unknown kinds are ignored.
     let count = browser
         .eval(
@@ -637,7 +782,13 @@ async fn relayout_reactions_and_the_recording_contract() {
         .eval(&t, "recordPage.leave('sim-1'); recordPage.report()")
         .await;
     check_layout("active", 3, w as i64, h as i64, &left);
-    assert!(left["tiles"].as_array().unwrap().iter().all(|t| t["id"] != "sim-1"));
+    assert!(
+        left["tiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["id"] != "sim-1")
+    );
 
     // The active speaker takes the big rectangle and is highlighted.
     let active = browser
@@ -662,20 +813,34 @@ async fn relayout_reactions_and_the_recording_contract() {
 
     // START_RECORDING once media played, END_RECORDING when the room ended, once each.
     browser
-        .wait_for(&t, "recordPage.report().recording === 'ended'", Duration::from_secs(10))
+        .wait_for(
+            &t,
+            "recordPage.report().recording === 'ended'",
+            Duration::from_secs(10),
+        )
         .await;
     let logs = browser.console_of(&t);
-    let count_of = |what: &str| logs.iter().filter(|l| *l == &format!("log: {what}")).count();
+    let count_of = |what: &str| {
+        logs.iter()
+            .filter(|l| *l == &format!("log: {what}"))
+            .count()
+    };
     assert_eq!(count_of("START_RECORDING"), 1, "{logs:?}");
     assert_eq!(count_of("END_RECORDING"), 1, "{logs:?}");
-    let start = logs.iter().position(|l| l == "log: START_RECORDING").unwrap();
+    let start = logs
+        .iter()
+        .position(|l| l == "log: START_RECORDING")
+        .unwrap();
     let end = logs.iter().position(|l| l == "log: END_RECORDING").unwrap();
     assert!(start < end);
     browser.assert_clean(&t).await;
 
     // Without url/token and without simulation the page waits, and does not start.
     browser
-        .navigate(&t, &p.url(&format!("/streams/{STREAM}/record?width={w}&height={h}")))
+        .navigate(
+            &t,
+            &p.url(&format!("/streams/{STREAM}/record?width={w}&height={h}")),
+        )
         .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let idle = browser.eval(&t, "recordPage.report()").await;
@@ -737,7 +902,8 @@ async fn media_server(wav: Vec<u8>) -> std::net::SocketAddr {
                     (k.eq_ignore_ascii_case("range")).then(|| v.trim().to_string())
                 });
                 let response = if path != "/tone.wav" {
-                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_vec()
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                        .to_vec()
                 } else {
                     let len = wav.len();
                     let (start, end) = range
@@ -745,7 +911,11 @@ async fn media_server(wav: Vec<u8>) -> std::net::SocketAddr {
                             let r = r.strip_prefix("bytes=")?;
                             let (a, b) = r.split_once('-')?;
                             let a: usize = a.parse().ok()?;
-                            let b: usize = if b.is_empty() { len - 1 } else { b.parse().ok()? };
+                            let b: usize = if b.is_empty() {
+                                len - 1
+                            } else {
+                                b.parse().ok()?
+                            };
                             Some((a.min(len - 1), b.min(len - 1)))
                         })
                         .map_or((None, None), |(a, b)| (Some(a), Some(b)));
@@ -800,8 +970,13 @@ async fn egress_player_plays_and_loops() {
         .await;
     assert_eq!(media_state["loop"], true);
     assert_eq!(media_state["paused"], false);
-    assert!((media_state["duration"].as_f64().unwrap() - 0.6).abs() < 0.05, "{media_state}");
-    browser.screenshot(&t, &screenshot_dir().join("egress-player.png")).await;
+    assert!(
+        (media_state["duration"].as_f64().unwrap() - 0.6).abs() < 0.05,
+        "{media_state}"
+    );
+    browser
+        .screenshot(&t, &screenshot_dir().join("egress-player.png"))
+        .await;
     browser.assert_clean(&t).await;
 
     // A file that is not there: the error is shown on the page.
@@ -824,13 +999,16 @@ async fn egress_player_plays_and_loops() {
         .await;
     assert!(error.as_str().unwrap().contains("missing.wav"), "{error}");
     assert_eq!(
-        browser.eval(&t, "document.getElementById('state').dataset.state").await,
+        browser
+            .eval(&t, "document.getElementById('state').dataset.state")
+            .await,
         "error"
     );
     browser.close().await;
 
     // A browser that refuses autoplay: the page says so, and starts on the first gesture.
-    let mut browser = Browser::launch(&["--autoplay-policy=document-user-activation-required"]).await;
+    let mut browser =
+        Browser::launch(&["--autoplay-policy=document-user-activation-required"]).await;
     let t = browser.open(&page, 640, 360).await;
     let notice = browser
         .wait_for(
@@ -857,16 +1035,22 @@ async fn egress_player_plays_and_loops() {
 #[tokio::test(flavor = "multi_thread")]
 async fn watch_page_in_the_browser() {
     let p = Platform::start().await;
-    let t = p.register_client("Acme").await;
-    let ada = p.signup(&t, "ada").await;
-    let b = create_broadcast(&p, &ada, json!({"title": "<img src=x onerror=alert(1)>"})).await;
-    let short = b["watchUrl"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
+    let ada = broadcaster(&p).await;
+    let (_, short) =
+        create_broadcast(&p, &ada, json!({"title": "<img src=x onerror=alert(1)>"})).await;
     let mut browser = Browser::launch(&[]).await;
-    let tab = browser.open(&p.url(&format!("/watch/{short}")), 1280, 720).await;
-    let title = browser.eval(&tab, "document.getElementById('title').textContent").await;
+    let tab = browser
+        .open(&p.url(&format!("/watch/{short}")), 1280, 720)
+        .await;
+    let title = browser
+        .eval(&tab, "document.getElementById('title').textContent")
+        .await;
     assert_eq!(title, "<img src=x onerror=alert(1)>");
     assert_eq!(browser.eval(&tab, "document.images.length").await, 0);
-    assert_eq!(browser.eval(&tab, "typeof Hls.isSupported").await, "function");
+    assert_eq!(
+        browser.eval(&tab, "typeof Hls.isSupported").await,
+        "function"
+    );
     // Chat frames from the relay are shown as text; status events switch the state.
     let shown = browser
         .eval(
@@ -882,7 +1066,9 @@ async fn watch_page_in_the_browser() {
     assert_eq!(shown["items"], json!(["bo<b>hi</b>", "cysecond"]));
     assert_eq!(shown["bold"], 0);
     assert_eq!(shown["status"], "Ended");
-    browser.screenshot(&tab, &screenshot_dir().join("watch.png")).await;
+    browser
+        .screenshot(&tab, &screenshot_dir().join("watch.png"))
+        .await;
     browser.assert_clean(&tab).await;
     browser.close().await;
 }

@@ -210,8 +210,12 @@ impl Browser {
             answer.get("errorText").is_none(),
             "navigating to {url}: {answer}"
         );
-        self.wait_for(tab, "document.readyState === 'complete'", Duration::from_secs(20))
-            .await;
+        self.wait_for(
+            tab,
+            "document.readyState === 'complete'",
+            Duration::from_secs(20),
+        )
+        .await;
     }
 
     /// Evaluates `expression` (promises awaited) and answers its value.
