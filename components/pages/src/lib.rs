@@ -6,8 +6,8 @@
 //! data reaches the scripts through auto-escaped `data-` attributes.
 
 mod assets;
-mod params;
 mod pages;
+mod params;
 mod render;
 mod web;
 

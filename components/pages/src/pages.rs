@@ -276,10 +276,7 @@ mod tests {
             WatchState::of(Status::Active, Some(now - 91), now),
             WatchState::Ended
         );
-        assert_eq!(
-            WatchState::of(Status::Active, None, now),
-            WatchState::Ended
-        );
+        assert_eq!(WatchState::of(Status::Active, None, now), WatchState::Ended);
         assert_eq!(
             WatchState::of(Status::Completed, None, now),
             WatchState::Ended

@@ -151,10 +151,7 @@ fn dimension(query: &str, key: &str, fallback: u32) -> Result<u32, String> {
 
 /// Parses the recording page's query. `system_resolution` is the `default_resolution`
 /// variable; when it is unset or not an allowed value, the fallback is 1080p.
-pub fn record_params(
-    query: &str,
-    system_resolution: Option<&str>,
-) -> Result<RecordParams, String> {
+pub fn record_params(query: &str, system_resolution: Option<&str>) -> Result<RecordParams, String> {
     let orientation = match param(query, "orientation") {
         None => Orientation::Portrait,
         Some(v) => Orientation::parse(&v).ok_or("orientation must be portrait or landscape")?,
@@ -282,14 +279,19 @@ fn split_port(authority: &str) -> Option<(&str, Option<u16>)> {
 
 fn valid_host(host: &str) -> bool {
     if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        return !v6.is_empty() && v6.bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
+        return !v6.is_empty()
+            && v6
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
     }
     !host.is_empty()
         && host.len() <= 253
         && host.split('.').all(|label| {
             !label.is_empty()
                 && label.len() <= 63
-                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         })
 }
 
@@ -392,8 +394,8 @@ mod tests {
 
     #[test]
     fn egress_accepts_http_urls() {
-        let p = egress_params("file=https%3A%2F%2Fcdn.example%2Fa%2Fb.mp4%3Fx%3D1&type=video")
-            .unwrap();
+        let p =
+            egress_params("file=https%3A%2F%2Fcdn.example%2Fa%2Fb.mp4%3Fx%3D1&type=video").unwrap();
         assert_eq!(p.file, "https://cdn.example/a/b.mp4?x=1");
         assert_eq!(p.origin, "https://cdn.example");
         assert_eq!(p.media, MediaType::Video);

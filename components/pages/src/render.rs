@@ -53,8 +53,11 @@ mod tests {
     #[test]
     fn every_template_renders() {
         for (name, _) in TEMPLATES {
-            let html = render(name, context! { asset => context! {}, reactions => ["heart"] })
-                .unwrap_or_else(|e| panic!("{e}"));
+            let html = render(
+                name,
+                context! { asset => context! {}, reactions => ["heart"] },
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
             assert!(html.starts_with("<!doctype html>"), "{name}");
             assert!(html.trim_end().ends_with("</html>"), "{name}");
         }
