@@ -847,6 +847,32 @@ async fn relayout_reactions_and_the_recording_contract() {
     assert_eq!(idle["recording"], "waiting");
     assert_eq!(idle["waitingShown"], true);
     assert_eq!(idle["tiles"], json!([]));
+
+    // With url and token it connects through livekit-client; an unreachable SFU is
+    // reported, and recording never starts (the room's disconnect ends the egress).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let sfu = format!("ws://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let with_sfu = format!(
+        "/streams/{STREAM}/record?width={w}&height={h}&url={}&token=not-a-token",
+        sfu.replace(':', "%3A").replace('/', "%2F")
+    );
+    browser.navigate(&t, &p.url(&with_sfu)).await;
+    let failed = browser
+        .wait_for(
+            &t,
+            "(function(){var r = recordPage.report(); return r.room === 'error' ? r : null;})()",
+            Duration::from_secs(30),
+        )
+        .await;
+    assert_ne!(failed["recording"], "started");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("could not connect to the room"),
+        "{failed}"
+    );
     browser.close().await;
 }
 

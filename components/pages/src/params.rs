@@ -223,8 +223,9 @@ pub fn egress_params(query: &str) -> Result<EgressParams, String> {
     })
 }
 
-/// The origin of an absolute http(s) URL, or `None` when `url` is anything else (another
-/// scheme, a relative reference, no host, spaces or control characters, credentials).
+/// The origin of an absolute http(s) URL, or `None` when `url` is anything else: another
+/// scheme, a relative reference, no valid host or port, credentials, or a character that a
+/// URL may not contain unencoded (space, control, non-ASCII, `"<>\^`{|}`).
 pub fn http_origin(url: &str) -> Option<String> {
     let url_char = |b: u8| b.is_ascii_graphic() && !b"\"<>\\^`{|}".contains(&b);
     if url.len() > MAX_FILE_URL || !url.bytes().all(url_char) {
