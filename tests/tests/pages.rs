@@ -21,6 +21,15 @@ async fn get(p: &Platform, path: &str) -> platform_tests::Response {
     p.request(Method::GET, path).send().await.expect("request")
 }
 
+/// `GET path` with `If-None-Match: tag`.
+async fn get_if_none_match(p: &Platform, path: &str, tag: &str) -> platform_tests::Response {
+    p.request(Method::GET, path)
+        .header("if-none-match", tag)
+        .send()
+        .await
+        .expect("request")
+}
+
 fn header<'a>(r: &'a platform_tests::Response, name: &str) -> &'a str {
     r.headers()
         .get(name)
@@ -59,11 +68,6 @@ async fn record_page_parameters_and_defaults() {
     assert_eq!(header(&r, "content-type"), "text/html; charset=utf-8");
     let html = r.text().await.unwrap();
     assert_eq!(data_attr(&html, "stream-id"), STREAM);
-    assert_eq!(data_attr(&html, "width"), "1080");
-    assert_eq!(data_attr(&html, "height"), "1920");
-    assert_eq!(data_attr(&html, "resolution"), "1080p");
-    assert_eq!(data_attr(&html, "orientation"), "portrait");
-    assert_eq!(data_attr(&html, "layout"), "default");
     // The four reaction glyphs ship with the page.
     for reaction in ["heart", "sparkle", "thumbs_up", "surprised"] {
         assert!(
@@ -72,27 +76,36 @@ async fn record_page_parameters_and_defaults() {
         );
     }
 
-    let html = get(&p, &format!("{path}?orientation=landscape"))
-        .await
-        .text()
-        .await
-        .unwrap();
-    assert_eq!(data_attr(&html, "width"), "1920");
-    assert_eq!(data_attr(&html, "height"), "1080");
-    assert_eq!(data_attr(&html, "orientation"), "landscape");
-
-    let html = get(
-        &p,
-        &format!("{path}?width=3840&height=2160&resolution=720p&layout=battle"),
-    )
-    .await
-    .text()
-    .await
-    .unwrap();
-    assert_eq!(data_attr(&html, "width"), "3840");
-    assert_eq!(data_attr(&html, "height"), "2160");
-    assert_eq!(data_attr(&html, "resolution"), "720p");
-    assert_eq!(data_attr(&html, "layout"), "battle");
+    // (query, width, height, resolution, orientation, layout)
+    for expected in [
+        ("", "1080", "1920", "1080p", "portrait", "default"),
+        (
+            "?orientation=landscape",
+            "1920",
+            "1080",
+            "1080p",
+            "landscape",
+            "default",
+        ),
+        (
+            "?width=3840&height=2160&resolution=720p&layout=battle",
+            "3840",
+            "2160",
+            "720p",
+            "portrait",
+            "battle",
+        ),
+    ] {
+        let query = expected.0;
+        let r = get(&p, &format!("{path}{query}")).await;
+        assert_eq!(r.status(), 200, "{query}");
+        let html = r.text().await.unwrap();
+        let attrs = ["width", "height", "resolution", "orientation", "layout"];
+        let values = [expected.1, expected.2, expected.3, expected.4, expected.5];
+        for (name, value) in attrs.iter().zip(values) {
+            assert_eq!(data_attr(&html, name), value, "{query}: {name}");
+        }
+    }
     for layout in LAYOUTS {
         let r = get(&p, &format!("{path}?layout={layout}")).await;
         assert_eq!(r.status(), 200, "{layout}");
@@ -205,12 +218,7 @@ async fn record_page_is_edge_cacheable() {
         format!("\"x\", {etag}"),
         "*".into(),
     ] {
-        let r = p
-            .request(Method::GET, &with_token)
-            .header("if-none-match", &if_none_match)
-            .send()
-            .await
-            .unwrap();
+        let r = get_if_none_match(&p, &with_token, &if_none_match).await;
         assert_eq!(r.status(), 304, "{if_none_match}");
         assert_eq!(header(&r, "etag"), etag);
         assert_eq!(
@@ -219,12 +227,7 @@ async fn record_page_is_edge_cacheable() {
         );
         assert!(r.bytes().await.unwrap().is_empty());
     }
-    let r = p
-        .request(Method::GET, &path)
-        .header("if-none-match", "\"stale\"")
-        .send()
-        .await
-        .unwrap();
+    let r = get_if_none_match(&p, &path, "\"stale\"").await;
     assert_eq!(r.status(), 200);
 }
 
@@ -282,12 +285,7 @@ async fn assets_are_hashed_immutable_and_exact() {
         let size = u32::from_le_bytes(gz[gz.len() - 4..].try_into().unwrap());
         assert_eq!(size as usize, original.len());
 
-        let r = p
-            .request(Method::GET, url)
-            .header("if-none-match", &etag)
-            .send()
-            .await
-            .unwrap();
+        let r = get_if_none_match(&p, url, &etag).await;
         assert_eq!(r.status(), 304);
 
         // The plain name is not served: only content-hashed names exist.
@@ -464,12 +462,7 @@ async fn watch_page_by_short_id() {
     );
 
     // Unchanged: 304. Going live changes the page.
-    let r = p
-        .request(Method::GET, &format!("/watch/{short}"))
-        .header("if-none-match", &etag)
-        .send()
-        .await
-        .unwrap();
+    let r = get_if_none_match(&p, &format!("/watch/{short}"), &etag).await;
     assert_eq!(r.status(), 304);
     let path = format!("/api/broadcasts/{}/status", b["id"].as_str().unwrap());
     let r = p
@@ -479,12 +472,7 @@ async fn watch_page_by_short_id() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let r = p
-        .request(Method::GET, &format!("/watch/{short}"))
-        .header("if-none-match", &etag)
-        .send()
-        .await
-        .unwrap();
+    let r = get_if_none_match(&p, &format!("/watch/{short}"), &etag).await;
     assert_eq!(r.status(), 200);
     assert_eq!(data_attr(&r.text().await.unwrap(), "status"), "live");
 
