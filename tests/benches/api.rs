@@ -97,8 +97,14 @@ async fn run() -> Result<()> {
         broadcast["id"].as_str().unwrap_or_default()
     );
     let api_key = tenant.api_key.clone();
+    let owner_id = user.id.clone();
+    // One request in ten is the owner's publisher token, the rest viewers' tokens.
     let mint = move |n: usize| {
-        let body = json!({"userId": format!("viewer-{n}"), "role": if n % 10 == 0 { "publisher" } else { "subscriber" }});
+        let body = if n.is_multiple_of(10) {
+            json!({"userId": owner_id, "role": "publisher"})
+        } else {
+            json!({"userId": format!("viewer-{n}"), "role": "subscriber"})
+        };
         request(
             "POST",
             &token_path,

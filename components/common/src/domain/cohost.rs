@@ -161,7 +161,10 @@ impl Layout {
         if !(1..=MAX_HOSTS).contains(&self.max_hosts) {
             out.push(("maxHosts", format!("must be from 1 to {MAX_HOSTS}")));
         }
-        for (field, n) in [("gridColumns", self.grid_columns), ("gridRows", self.grid_rows)] {
+        for (field, n) in [
+            ("gridColumns", self.grid_columns),
+            ("gridRows", self.grid_rows),
+        ] {
             if !(1..=MAX_HOSTS).contains(&n) {
                 out.push((field, format!("must be from 1 to {MAX_HOSTS}")));
             }
@@ -187,7 +190,8 @@ pub fn is_aspect_ratio(s: &str) -> bool {
     let positive = |p: &str| {
         !p.is_empty() && p.len() <= 4 && p.bytes().all(|b| b.is_ascii_digit()) && p != "0"
     };
-    s.split_once(':').is_some_and(|(w, h)| positive(w) && positive(h))
+    s.split_once(':')
+        .is_some_and(|(w, h)| positive(w) && positive(h))
 }
 
 /// Seats left for co-hosts: the layout's hosts minus the owner and the active co-hosts.
@@ -211,8 +215,14 @@ mod tests {
 
     #[test]
     fn presets_and_parsing() {
-        assert_eq!(Permissions::from_json(&json!("default")), Ok(Permissions::DEFAULT));
-        assert_eq!(Permissions::from_json(&json!("moderator")), Ok(Permissions::MODERATOR));
+        assert_eq!(
+            Permissions::from_json(&json!("default")),
+            Ok(Permissions::DEFAULT)
+        );
+        assert_eq!(
+            Permissions::from_json(&json!("moderator")),
+            Ok(Permissions::MODERATOR)
+        );
         assert!(!Permissions::MODERATOR.can_trigger_ads);
         let p = Permissions::from_json(&json!({"canModerateChat": true})).unwrap();
         assert!(p.can_moderate_chat && !p.can_invite_others);
@@ -224,24 +234,44 @@ mod tests {
 
     #[test]
     fn granting_is_capped_by_what_one_holds() {
-        let chat = Permissions { can_moderate_chat: true, ..Permissions::DEFAULT };
+        let chat = Permissions {
+            can_moderate_chat: true,
+            ..Permissions::DEFAULT
+        };
         assert!(chat.is_within(Permissions::MODERATOR));
         assert!(!Permissions::MODERATOR.is_within(chat));
         assert!(Permissions::MODERATOR.is_within(Permissions::ALL));
-        let ads = Permissions { can_trigger_ads: true, ..Permissions::DEFAULT };
+        let ads = Permissions {
+            can_trigger_ads: true,
+            ..Permissions::DEFAULT
+        };
         assert!(!ads.is_within(Permissions::MODERATOR));
-        assert_eq!(Permissions::ALL.intersect(Permissions::DEFAULT), Permissions::DEFAULT);
+        assert_eq!(
+            Permissions::ALL.intersect(Permissions::DEFAULT),
+            Permissions::DEFAULT
+        );
         assert_eq!(ads.intersect(Permissions::ALL), ads);
     }
 
     #[test]
     fn layouts_must_fit() {
         assert!(Layout::default().problems().is_empty());
-        let too_small = Layout { max_hosts: 5, ..Layout::default() };
+        let too_small = Layout {
+            max_hosts: 5,
+            ..Layout::default()
+        };
         assert_eq!(too_small.problems()[0].0, "maxHosts");
-        let too_many = Layout { max_hosts: 17, grid_columns: 5, grid_rows: 4, ..Layout::default() };
+        let too_many = Layout {
+            max_hosts: 17,
+            grid_columns: 5,
+            grid_rows: 4,
+            ..Layout::default()
+        };
         assert_eq!(too_many.problems()[0].0, "maxHosts");
-        let odd = Layout { aspect_ratio: "wide".into(), ..Layout::default() };
+        let odd = Layout {
+            aspect_ratio: "wide".into(),
+            ..Layout::default()
+        };
         assert_eq!(odd.problems()[0].0, "aspectRatio");
         assert!(is_aspect_ratio("9:16") && !is_aspect_ratio("0:9") && !is_aspect_ratio("16:"));
         assert_eq!(free_slots(&Layout::default(), 2), 1);

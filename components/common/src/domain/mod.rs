@@ -1,5 +1,5 @@
 //! Domain rules as plain functions: no I/O, so unit tests call them directly.
 
 pub mod broadcast;
-pub mod sfu;
 pub mod cohost;
+pub mod sfu;

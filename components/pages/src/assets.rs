@@ -1,0 +1,103 @@
+//! The files of `static/`, embedded gzip-compressed by `build.rs` and served under
+//! content-hashed names with an immutable cache lifetime.
+
+use crate::web;
+use spin_sdk::http::Response;
+
+/// One embedded file.
+pub struct Asset {
+    /// Its path below `static/`, e.g. `vendor/hls.light.min.js`.
+    pub path: &'static str,
+    /// Its public name below `/static/`, e.g. `vendor/hls.light.min.0a1b2c3d4e.js`.
+    pub hashed: &'static str,
+    pub content_type: &'static str,
+    /// A strong ETag of the uncompressed content.
+    pub etag: &'static str,
+    /// The content as one gzip member.
+    pub gzip: &'static [u8],
+}
+
+include!(concat!(env!("OUT_DIR"), "/assets.rs"));
+
+/// The asset whose public name is `hashed`.
+pub fn by_hashed_name(hashed: &str) -> Option<&'static Asset> {
+    ASSETS.iter().find(|a| a.hashed == hashed)
+}
+
+/// The public URL of the file at `path` below `static/`. A missing file is a build
+/// mistake; it yields a URL that answers 404 rather than a panic.
+pub fn url(path: &str) -> String {
+    match ASSETS.iter().find(|a| a.path == path) {
+        Some(asset) => format!("/static/{}", asset.hashed),
+        None => format!("/static/missing/{path}"),
+    }
+}
+
+/// [`url`] as a template value that is not escaped again (the names are generated at
+/// build time from file names below `static/`).
+pub fn url_value(path: &str) -> minijinja::Value {
+    minijinja::Value::from_safe_string(url(path))
+}
+
+/// The content of a gzip member written by `build.rs` (10-byte header, raw DEFLATE,
+/// CRC-32 and size trailer).
+pub fn gunzip(member: &[u8]) -> Option<Vec<u8>> {
+    let deflate = member.get(10..member.len().checked_sub(8)?)?;
+    miniz_oxide::inflate::decompress_to_vec(deflate).ok()
+}
+
+/// Serves `hashed`: gzip-encoded to clients that accept it, decompressed to the others.
+pub fn serve(hashed: &str, accept_encoding: Option<&str>, if_none_match: Option<&str>) -> Response {
+    let Some(asset) = by_hashed_name(hashed) else {
+        return web::text(404, "no such file");
+    };
+    let mut builder = Response::builder();
+    builder
+        .header("content-type", asset.content_type)
+        .header("cache-control", web::CACHE_IMMUTABLE)
+        .header("etag", asset.etag)
+        .header("vary", "accept-encoding")
+        .header("x-content-type-options", "nosniff")
+        .header("access-control-allow-origin", "*");
+    if if_none_match.is_some_and(|h| web::none_match(h, asset.etag)) {
+        return builder.status(304).body(Vec::new()).build();
+    }
+    if accept_encoding.is_some_and(web::accepts_gzip) {
+        return builder
+            .status(200)
+            .header("content-encoding", "gzip")
+            .body(asset.gzip.to_vec())
+            .build();
+    }
+    match gunzip(asset.gzip) {
+        Some(body) => builder.status(200).body(body).build(),
+        None => web::server_error(&format!("embedded asset {} is corrupt", asset.path)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_asset_is_hashed_and_decompresses() {
+        assert!(!ASSETS.is_empty());
+        for asset in ASSETS {
+            assert_ne!(asset.path, asset.hashed);
+            assert!(asset.gzip.starts_with(&[0x1f, 0x8b]));
+            let content = gunzip(asset.gzip).expect("valid gzip");
+            let size = u32::from_le_bytes(asset.gzip[asset.gzip.len() - 4..].try_into().unwrap());
+            assert_eq!(content.len() as u32, size, "{}", asset.path);
+            assert_eq!(by_hashed_name(asset.hashed).unwrap().path, asset.path);
+        }
+    }
+
+    #[test]
+    fn urls_point_at_hashed_names() {
+        let layout = url("layout.js");
+        assert!(layout.starts_with("/static/layout.") && layout.ends_with(".js"));
+        assert_ne!(layout, "/static/layout.js");
+        assert!(url("vendor/livekit-client.umd.js").starts_with("/static/vendor/"));
+        assert_eq!(url("nope.js"), "/static/missing/nope.js");
+    }
+}

@@ -1,0 +1,286 @@
+//! The four pages: parameters checked, cache validators computed, template rendered.
+
+use crate::params::{self, RecordParams};
+use crate::web::{self, PageHeaders};
+use crate::{assets, render};
+use common::ApiError;
+use common::domain::broadcast::{self as rules, REACTIONS, Status, StreamBases};
+use common::spin::config;
+use common::spin::db::{self, Db};
+use common::spin::http::Ctx;
+use common::time;
+use minijinja::context;
+use spin_sdk::http::Response;
+
+/// The recording page connects to whatever SFU the egress names in `url`.
+const RECORD_CSP: &[&str] = &[
+    "connect-src 'self' ws: wss: http: https:",
+    "media-src 'self' blob: mediastream:",
+];
+
+/// `GET /streams/{id}/record`: the page depends only on the stream id and the layout
+/// parameters (never on `url`/`token`), so edges may cache it.
+pub fn record(ctx: &Ctx) -> Response {
+    let stream_id = ctx.param("id");
+    if !params::valid_stream_id(stream_id) {
+        return web::text(400, "the stream id is not valid");
+    }
+    let system_resolution = config::var("default_resolution");
+    let p = match params::record_params(ctx.query(), system_resolution.as_deref()) {
+        Ok(p) => p,
+        Err(message) => return web::text(400, &message),
+    };
+    let tag = web::etag(&[assets::BUILD_ID, "record", stream_id, &p.cache_key()]);
+    let csp = web::csp(RECORD_CSP);
+    let headers = PageHeaders {
+        etag: &tag,
+        cache_control: web::CACHE_PAGE,
+        csp: &csp,
+    };
+    web::conditional_html(ctx.header("if-none-match"), &headers, || {
+        render_record(stream_id, &p)
+    })
+}
+
+fn render_record(stream_id: &str, p: &RecordParams) -> Result<String, String> {
+    render::render(
+        "record.html",
+        context! {
+            stream_id,
+            width => p.width,
+            height => p.height,
+            resolution => p.resolution.as_str(),
+            orientation => p.orientation.as_str(),
+            layout => p.layout.as_str(),
+            reactions => REACTIONS,
+            asset => context! {
+                css => assets::url_value("pages.css"),
+                livekit => assets::url_value("vendor/livekit-client.umd.js"),
+                layout => assets::url_value("layout.js"),
+                relay => assets::url_value("relay.js"),
+                record => assets::url_value("record.js"),
+            },
+        },
+    )
+}
+
+/// `GET /egress-player?file&type`: plays a public media file in a loop.
+pub fn egress_player(ctx: &Ctx) -> Response {
+    let p = match params::egress_params(ctx.query()) {
+        Ok(p) => p,
+        Err(message) => return web::text(400, &message),
+    };
+    let tag = web::etag(&[assets::BUILD_ID, "player", &p.file, p.media.as_str()]);
+    let media_src = format!("media-src {}", p.origin);
+    let csp = web::csp(&[&media_src]);
+    let headers = PageHeaders {
+        etag: &tag,
+        cache_control: web::CACHE_PAGE,
+        csp: &csp,
+    };
+    web::conditional_html(ctx.header("if-none-match"), &headers, || {
+        render::render(
+            "egress_player.html",
+            context! {
+                file => p.file,
+                media_type => p.media.as_str(),
+                asset => context! {
+                    css => assets::url_value("pages.css"),
+                    player => assets::url_value("egress-player.js"),
+                },
+            },
+        )
+    })
+}
+
+/// What the watch page shows of a broadcast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchState {
+    Upcoming,
+    Live,
+    Ended,
+}
+
+impl WatchState {
+    /// A broadcast is live while active and not stale; completed, error and stale ones
+    /// have ended.
+    pub fn of(status: Status, last_heartbeat: Option<i64>, now: i64) -> WatchState {
+        match status {
+            Status::Pending => WatchState::Upcoming,
+            Status::Active if rules::is_stale(status, last_heartbeat.unwrap_or(0), now) => {
+                WatchState::Ended
+            }
+            Status::Active => WatchState::Live,
+            Status::Completed | Status::Error => WatchState::Ended,
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            WatchState::Upcoming => "upcoming",
+            WatchState::Live => "live",
+            WatchState::Ended => "ended",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            WatchState::Upcoming => "Starting soon",
+            WatchState::Live => "Live",
+            WatchState::Ended => "Ended",
+        }
+    }
+
+    fn message(self) -> &'static str {
+        match self {
+            WatchState::Upcoming => "The broadcast has not started yet.",
+            WatchState::Live => "",
+            WatchState::Ended => "This broadcast has ended.",
+        }
+    }
+}
+
+struct Watched {
+    stream_id: String,
+    title: String,
+    status: Status,
+    visibility: String,
+    last_heartbeat: Option<i64>,
+}
+
+/// `GET /watch/{shortId}`: a public or unlisted broadcast; private and unknown ones are 404.
+pub fn watch(ctx: &Ctx) -> Result<Response, ApiError> {
+    let short_id = ctx.param("id");
+    if !params::valid_stream_id(short_id) {
+        return Ok(web::text(404, "no such broadcast"));
+    }
+    let db = Db::open()?;
+    let found = db.query_one(
+        "SELECT stream_id, title, status, visibility, last_heartbeat FROM broadcasts WHERE short_id = ?",
+        &[db::text(short_id)],
+        |row| Watched {
+            stream_id: db::col_text(row, "stream_id"),
+            title: db::col_text(row, "title"),
+            status: Status::parse(&db::col_text(row, "status")).unwrap_or(Status::Error),
+            visibility: db::col_text(row, "visibility"),
+            last_heartbeat: row.get::<i64>("last_heartbeat"),
+        },
+    )?;
+    let Some(b) = found.filter(|b| b.visibility != "private") else {
+        return Ok(web::text(404, "no such broadcast"));
+    };
+    let state = WatchState::of(b.status, b.last_heartbeat, time::now());
+    let hls_base = config::var_or("playback_hls_base", "http://127.0.0.1:8080/hls");
+    let hls_origin = params::http_origin(&hls_base);
+    let hls_url = match &hls_origin {
+        Some(_) => rules::hls_url(
+            &StreamBases {
+                base_url: "",
+                rtmp_ingest_base: "",
+                playback_hls_base: &hls_base,
+            },
+            &b.stream_id,
+        ),
+        None => String::new(),
+    };
+    let origin = hls_origin.unwrap_or_default();
+    let connect = format!("connect-src 'self' {origin}");
+    let media = format!("media-src 'self' blob: {origin}");
+    let csp = web::csp(&[connect.trim_end(), media.trim_end()]);
+    let tag = web::etag(&[
+        assets::BUILD_ID,
+        "watch",
+        short_id,
+        &b.stream_id,
+        &b.title,
+        state.key(),
+        &hls_url,
+    ]);
+    let headers = PageHeaders {
+        etag: &tag,
+        cache_control: web::CACHE_REVALIDATE,
+        csp: &csp,
+    };
+    Ok(web::conditional_html(
+        ctx.header("if-none-match"),
+        &headers,
+        || {
+            render::render(
+                "watch.html",
+                context! {
+                    stream_id => b.stream_id,
+                    title => b.title,
+                    status => state.key(),
+                    status_label => state.label(),
+                    message => state.message(),
+                    hls_url,
+                    asset => context! {
+                        css => assets::url_value("pages.css"),
+                        hls => assets::url_value("vendor/hls.light.min.js"),
+                        relay => assets::url_value("relay.js"),
+                        watch => assets::url_value("watch.js"),
+                    },
+                },
+            )
+        },
+    ))
+}
+
+/// `GET /sfu-test`: a development page, served only when `enable_dev_pages` is true.
+pub fn sfu_test(_ctx: &Ctx) -> Response {
+    if !config::flag("enable_dev_pages") {
+        return web::text(404, "not found");
+    }
+    let sfu_server_url = config::var_or("sfu_server_url", "");
+    let csp = web::csp(&[
+        "connect-src 'self' ws: wss: http: https:",
+        "media-src 'self' blob: mediastream:",
+    ]);
+    let headers = PageHeaders {
+        etag: "",
+        cache_control: web::CACHE_NONE,
+        csp: &csp,
+    };
+    match render::render(
+        "sfu_test.html",
+        context! {
+            sfu_server_url,
+            asset => context! {
+                css => assets::url_value("pages.css"),
+                livekit => assets::url_value("vendor/livekit-client.umd.js"),
+                sfu_test => assets::url_value("sfu-test.js"),
+            },
+        },
+    ) {
+        Ok(html) => web::html_response(200, &headers, html),
+        Err(e) => web::server_error(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watch_states() {
+        let now = 10_000;
+        assert_eq!(
+            WatchState::of(Status::Pending, None, now),
+            WatchState::Upcoming
+        );
+        assert_eq!(
+            WatchState::of(Status::Active, Some(now - 30), now),
+            WatchState::Live
+        );
+        assert_eq!(
+            WatchState::of(Status::Active, Some(now - 91), now),
+            WatchState::Ended
+        );
+        assert_eq!(WatchState::of(Status::Active, None, now), WatchState::Ended);
+        assert_eq!(
+            WatchState::of(Status::Completed, None, now),
+            WatchState::Ended
+        );
+        assert_eq!(WatchState::of(Status::Error, None, now), WatchState::Ended);
+    }
+}

@@ -1,0 +1,123 @@
+/*
+ * The watch page: HLS playback with hls.js (native HLS where the browser has it), the
+ * live state, and the live chat read-only through the relay.
+ */
+(function () {
+  'use strict';
+
+  var root = document.getElementById('watch');
+  var video = document.getElementById('video');
+  var message = document.getElementById('player-message');
+  var badge = document.getElementById('status');
+  var viewers = document.getElementById('viewers');
+  var chat = document.getElementById('chat');
+  var chatState = document.getElementById('chat-state');
+  var hlsUrl = root.dataset.hlsUrl;
+  var hls = null;
+  var retryTimer = null;
+  var LABELS = { live: 'Live', upcoming: 'Starting soon', ended: 'Ended' };
+  var MESSAGES = { upcoming: 'The broadcast has not started yet.', ended: 'This broadcast has ended.' };
+  var MAX_CHAT = 200;
+
+  function setStatus(status) {
+    if (!LABELS[status]) return;
+    root.dataset.status = status;
+    badge.className = 'badge badge-' + status;
+    badge.textContent = LABELS[status];
+    if (status === 'live') {
+      message.hidden = true;
+      play();
+    } else {
+      stop();
+      message.textContent = MESSAGES[status];
+      message.hidden = false;
+    }
+  }
+
+  function showProblem(text) {
+    message.textContent = text;
+    message.hidden = false;
+  }
+
+  function stop() {
+    clearTimeout(retryTimer);
+    if (hls) {
+      hls.destroy();
+      hls = null;
+    }
+  }
+
+  function play() {
+    stop();
+    if (!hlsUrl) {
+      showProblem('Playback is not configured.');
+      return;
+    }
+    if (window.Hls && window.Hls.isSupported()) {
+      hls = new window.Hls({ enableWorker: false, lowLatencyMode: true });
+      hls.on(window.Hls.Events.ERROR, function (_, data) {
+        if (!data.fatal) return;
+        showProblem('The stream is not available right now. Retrying…');
+        stop();
+        retryTimer = setTimeout(function () {
+          if (root.dataset.status === 'live') play();
+        }, 5000);
+      });
+      hls.on(window.Hls.Events.MANIFEST_PARSED, function () {
+        message.hidden = true;
+        video.play().catch(function () {});
+      });
+      hls.loadSource(hlsUrl);
+      hls.attachMedia(video);
+    } else if (video.canPlayType('application/vnd.apple.mpegurl')) {
+      video.src = hlsUrl;
+      video.play().catch(function () {});
+    } else {
+      showProblem('This browser cannot play HLS.');
+    }
+  }
+
+  function author(m) {
+    var sender = m.sender || m.user || {};
+    return m.senderName || m.username || m.userName || sender.username || sender.name || 'viewer';
+  }
+
+  function addMessage(m) {
+    if (!m || typeof m !== 'object') return;
+    var item = document.createElement('li');
+    var who = document.createElement('span');
+    who.className = 'author';
+    who.textContent = author(m);
+    var text = document.createElement('span');
+    text.textContent = typeof m.message === 'string' ? m.message : m.text || m.content || '';
+    item.appendChild(who);
+    item.appendChild(text);
+    chat.appendChild(item);
+    while (chat.children.length > MAX_CHAT) chat.removeChild(chat.firstChild);
+    chat.scrollTop = chat.scrollHeight;
+  }
+
+  function onFrame(frame) {
+    if (frame.type === 'history' && Array.isArray(frame.messages)) {
+      chat.textContent = '';
+      frame.messages.forEach(addMessage);
+    } else if (frame.type === 'message') {
+      addMessage(frame.message);
+    } else if (frame.type === 'event' && frame.event) {
+      var e = frame.event;
+      if (e.kind === 'status') {
+        var s = e.status === 'active' ? 'live' : e.status === 'pending' ? 'upcoming' : 'ended';
+        setStatus(s);
+      } else if (e.kind === 'viewers' && typeof e.viewerCount === 'number') {
+        viewers.textContent = e.viewerCount + ' watching';
+        viewers.hidden = false;
+      }
+    }
+  }
+
+  window.watchPage = { relayFrame: onFrame };
+  window.StreamRelay.connect(root.dataset.streamId, onFrame, function (s) {
+    chatState.textContent = s === 'open' ? 'Chat connected' : 'Chat unavailable, retrying';
+  });
+  if (root.dataset.status === 'live') play();
+})();
