@@ -2,6 +2,7 @@
 
 mod broadcasts;
 mod clients;
+mod cohosts;
 mod contact_form;
 mod contacts;
 mod events;
@@ -10,6 +11,7 @@ mod passwords;
 mod sessions;
 mod sfu;
 mod users;
+mod webhooks;
 
 use common::ApiError;
 use common::routing::{Auth, Route, route};
@@ -59,6 +61,14 @@ enum Endpoint {
     EventList,
     EventGet,
     EventDelete,
+    MultiHost,
+    LayoutUpdate,
+    JoinCoHost,
+    Invite,
+    CoHostUpdate,
+    CoHostRemove,
+    ParticipantEvent,
+    SessionMetrics,
 }
 
 use Auth::{Admin, ApiKey, Public, User};
@@ -76,6 +86,50 @@ const ROUTES: &[Route<Endpoint>] = &[
     route("GET", "/api/streaming/ice-config", ApiKey, IceConfig),
     route("POST", "/api/streaming/sessions", User, SessionCreate),
     route("GET", "/api/streaming/sessions/{id}", User, SessionGet),
+    // Co-hosting (the participant events come from the SFU, signed with its API secret)
+    route(
+        "GET",
+        "/api/streaming/sessions/{id}/multihost",
+        User,
+        MultiHost,
+    ),
+    route(
+        "PUT",
+        "/api/streaming/sessions/{id}/layout",
+        User,
+        LayoutUpdate,
+    ),
+    route(
+        "POST",
+        "/api/streaming/sessions/{id}/join-cohost",
+        User,
+        JoinCoHost,
+    ),
+    route("POST", "/api/streaming/sessions/{id}/invites", User, Invite),
+    route(
+        "PUT",
+        "/api/streaming/sessions/{id}/cohosts/{coHostId}",
+        User,
+        CoHostUpdate,
+    ),
+    route(
+        "DELETE",
+        "/api/streaming/sessions/{id}/cohosts/{coHostId}",
+        User,
+        CoHostRemove,
+    ),
+    route(
+        "POST",
+        "/api/streaming/sessions/{id}/participants/events",
+        Public,
+        ParticipantEvent,
+    ),
+    route(
+        "GET",
+        "/api/streaming/sessions/{id}/metrics",
+        User,
+        SessionMetrics,
+    ),
     // Scheduled events
     route("POST", "/api/events", User, EventCreate),
     route("GET", "/api/events", User, EventList),
@@ -181,6 +235,14 @@ fn dispatch(endpoint: Endpoint, ctx: &Ctx) -> Result<Response, ApiError> {
         EventList => events::list(ctx),
         EventGet => events::get(ctx),
         EventDelete => events::delete(ctx),
+        MultiHost => cohosts::multihost(ctx),
+        LayoutUpdate => cohosts::update_layout(ctx),
+        JoinCoHost => cohosts::join(ctx),
+        Invite => cohosts::invite(ctx),
+        CoHostUpdate => cohosts::update_cohost(ctx),
+        CoHostRemove => cohosts::remove_cohost(ctx),
+        ParticipantEvent => cohosts::participant_event(ctx),
+        SessionMetrics => cohosts::metrics(ctx),
     }
 }
 

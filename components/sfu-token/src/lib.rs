@@ -53,13 +53,17 @@ fn mint(ctx: &Ctx) -> Result<Response, ApiError> {
         .opt_string("name", MAX_DISPLAY_NAME)
         .unwrap_or_default();
     body.finish()?;
-    let role = role.unwrap_or(Role::Subscriber);
+    let requested = role.unwrap_or(Role::Subscriber);
 
     let db = Db::open()?;
     let room = rooms::resolve(&db, &tenant.client_id, ctx.param("id"))?;
-    if role == Role::Publisher {
+    let role = if requested.publishes() {
         room.ensure_publishable()?;
-    }
+        let standing = rooms::cohost_standing(&db, &tenant.client_id, &room, &identity)?;
+        room.publisher_role(&identity, standing)?
+    } else {
+        requested
+    };
     let sfu = SfuConfig::load().credentials()?;
     let now = time::now();
     let token = sfu::mint_token(

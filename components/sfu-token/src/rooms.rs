@@ -2,6 +2,7 @@
 
 use common::ApiError;
 use common::domain::broadcast::Status;
+use common::domain::sfu::Role;
 use common::ids;
 use common::spin::db::{self, Db};
 
@@ -31,15 +32,33 @@ pub fn classify(raw: &str) -> Result<IdForm, ApiError> {
     ))
 }
 
+/// What a room belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Broadcast,
+    Event,
+}
+
 /// The room a token is for.
 #[derive(Debug)]
 pub struct Room {
     pub name: String,
+    pub kind: Kind,
     /// The broadcast or event the room belongs to.
     pub session_id: String,
+    /// Its owner; a session an SDK client created through its API key has none.
+    pub owner_id: Option<String>,
     /// A broadcast's status; events have none.
     pub status: Option<Status>,
     pub max_participants: u32,
+}
+
+/// A participant's standing as a co-host of a broadcast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoHostStanding {
+    None,
+    Active,
+    Removed,
 }
 
 impl Room {
@@ -56,12 +75,68 @@ impl Room {
             _ => Ok(()),
         }
     }
+
+    /// Who may publish: the owner (as `publisher`) and active co-hosts (as `co_host`); in
+    /// a session without an owner, any participant the API key names.
+    pub fn publisher_role(
+        &self,
+        identity: &str,
+        standing: CoHostStanding,
+    ) -> Result<Role, ApiError> {
+        let Some(owner) = &self.owner_id else {
+            return Ok(Role::Publisher);
+        };
+        if owner == identity {
+            return Ok(Role::Publisher);
+        }
+        match standing {
+            CoHostStanding::Active => Ok(Role::CoHost),
+            CoHostStanding::Removed => Err(ApiError::new(
+                403,
+                "cohost_removed",
+                "this participant was removed as a co-host and may not publish",
+            )),
+            CoHostStanding::None => Err(ApiError::new(
+                403,
+                "not_a_host",
+                "only the session's owner and its co-hosts may publish",
+            )),
+        }
+    }
+}
+
+/// The participant's co-host standing in a broadcast of the tenant.
+pub fn cohost_standing(
+    db: &Db,
+    client_id: &str,
+    room: &Room,
+    identity: &str,
+) -> Result<CoHostStanding, ApiError> {
+    if room.kind != Kind::Broadcast {
+        return Ok(CoHostStanding::None);
+    }
+    let status = db.query_one(
+        "SELECT status FROM cohosts WHERE client_id = ? AND broadcast_id = ? AND user_id = ?",
+        &[
+            db::text(client_id),
+            db::text(&room.session_id),
+            db::text(identity),
+        ],
+        |row| db::col_text(row, "status"),
+    )?;
+    Ok(match status.as_deref() {
+        Some("active") => CoHostStanding::Active,
+        Some(_) => CoHostStanding::Removed,
+        None => CoHostStanding::None,
+    })
 }
 
 fn broadcast_room(row: &db::Row<'_>) -> Room {
     Room {
         name: db::col_text(row, "stream_id"),
+        kind: Kind::Broadcast,
         session_id: db::col_text(row, "id"),
+        owner_id: db::col_opt_text(row, "owner_id"),
         status: Status::parse(&db::col_text(row, "status")),
         max_participants: u32::try_from(db::col_int(row, "max_participants")).unwrap_or(1),
     }
@@ -70,7 +145,9 @@ fn broadcast_room(row: &db::Row<'_>) -> Room {
 fn event_room(row: &db::Row<'_>) -> Room {
     Room {
         name: db::col_text(row, "room_name"),
+        kind: Kind::Event,
         session_id: db::col_text(row, "id"),
+        owner_id: db::col_opt_text(row, "owner_id"),
         status: None,
         max_participants: EVENT_MAX_PARTICIPANTS,
     }
@@ -79,7 +156,7 @@ fn event_room(row: &db::Row<'_>) -> Room {
 /// Finds the tenant's room for `raw_id`: broadcasts by id, then by streamId, then scheduled
 /// events by room name (or, for a short id, broadcasts then events by short id).
 pub fn resolve(db: &Db, client_id: &str, raw_id: &str) -> Result<Room, ApiError> {
-    let broadcast_columns = "id, stream_id, status, max_participants";
+    let broadcast_columns = "id, owner_id, stream_id, status, max_participants";
     let found = match classify(raw_id)? {
         IdForm::Uuid(id) => {
             let scope = [db::text(client_id), db::text(&id)];
@@ -93,7 +170,7 @@ pub fn resolve(db: &Db, client_id: &str, raw_id: &str) -> Result<Room, ApiError>
             )? {
                 Some(room) => Some(room),
                 None => db.query_one(
-                    "SELECT id, room_name FROM scheduled_events WHERE client_id = ? AND room_name = ?",
+                    "SELECT id, owner_id, room_name FROM scheduled_events WHERE client_id = ? AND room_name = ?",
                     &scope,
                     event_room,
                 )?,
@@ -110,7 +187,7 @@ pub fn resolve(db: &Db, client_id: &str, raw_id: &str) -> Result<Room, ApiError>
             )? {
                 Some(room) => Some(room),
                 None => db.query_one(
-                    "SELECT id, room_name FROM scheduled_events WHERE client_id = ? AND short_id = ?",
+                    "SELECT id, owner_id, room_name FROM scheduled_events WHERE client_id = ? AND short_id = ?",
                     &scope,
                     event_room,
                 )?,
@@ -151,7 +228,9 @@ mod tests {
     fn ended_broadcasts_take_no_publishers() {
         let room = |status| Room {
             name: "r".into(),
+            kind: Kind::Broadcast,
             session_id: "s".into(),
+            owner_id: Some("owner".into()),
             status,
             max_participants: 100,
         };
@@ -162,5 +241,33 @@ mod tests {
             let err = room(Some(status)).ensure_publishable().unwrap_err();
             assert_eq!((err.status, err.code), (409, "broadcast_ended"));
         }
+    }
+
+    #[test]
+    fn who_may_publish() {
+        let mut room = Room {
+            name: "r".into(),
+            kind: Kind::Broadcast,
+            session_id: "s".into(),
+            owner_id: Some("owner".into()),
+            status: Some(Status::Active),
+            max_participants: 100,
+        };
+        use CoHostStanding::*;
+        assert_eq!(room.publisher_role("owner", None).unwrap(), Role::Publisher);
+        assert_eq!(room.publisher_role("ann", Active).unwrap(), Role::CoHost);
+        assert_eq!(
+            room.publisher_role("ann", Removed).unwrap_err().code,
+            "cohost_removed"
+        );
+        assert_eq!(
+            room.publisher_role("eve", None).unwrap_err().code,
+            "not_a_host"
+        );
+        room.owner_id = Option::None;
+        assert_eq!(
+            room.publisher_role("anyone", None).unwrap(),
+            Role::Publisher
+        );
     }
 }

@@ -11,14 +11,17 @@ pub const TOKEN_TTL_SECS: i64 = 6 * 3600;
 /// What prefixes every SFU access token we answer, so clients can tell it apart.
 pub const TOKEN_PREFIX: &str = "sfu_";
 
-/// The part a participant plays in a room.
+/// The part a participant plays in a room. Callers ask for `publisher` or `subscriber`;
+/// a publisher who is a session's co-host (not its owner) gets the `co_host` role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     Publisher,
+    CoHost,
     Subscriber,
 }
 
 impl Role {
+    /// The roles a token request may name.
     pub fn parse(s: &str) -> Option<Role> {
         match s {
             "publisher" => Some(Role::Publisher),
@@ -30,8 +33,13 @@ impl Role {
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Publisher => "publisher",
+            Role::CoHost => "co_host",
             Role::Subscriber => "subscriber",
         }
+    }
+
+    pub fn publishes(self) -> bool {
+        self != Role::Subscriber
     }
 }
 
@@ -49,7 +57,7 @@ pub struct VideoGrant {
 
 impl VideoGrant {
     pub fn for_role(room: &str, role: Role) -> Self {
-        let publishes = role == Role::Publisher;
+        let publishes = role.publishes();
         Self {
             room_join: true,
             room: room.to_string(),
@@ -194,6 +202,9 @@ mod tests {
     fn grants_follow_the_role() {
         let publisher = token_claims(&request(Role::Publisher), 1000);
         assert!(publisher.video.can_publish && publisher.video.can_publish_data);
+        let cohost = token_claims(&request(Role::CoHost), 1000);
+        assert!(cohost.video.can_publish && cohost.video.can_publish_data);
+        assert_eq!(cohost.metadata, r#"{"role":"co_host"}"#);
         let subscriber = token_claims(&request(Role::Subscriber), 1000);
         assert!(!subscriber.video.can_publish && !subscriber.video.can_publish_data);
         assert!(subscriber.video.room_join && subscriber.video.can_subscribe);
