@@ -223,7 +223,6 @@ mod tests {
             Permissions::from_json(&json!("moderator")),
             Ok(Permissions::MODERATOR)
         );
-        assert!(!Permissions::MODERATOR.can_trigger_ads);
         let p = Permissions::from_json(&json!({"canModerateChat": true})).unwrap();
         assert!(p.can_moderate_chat && !p.can_invite_others);
         assert!(Permissions::from_json(&json!("admin")).is_err());
