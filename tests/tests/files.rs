@@ -19,13 +19,50 @@ fn bytes_of(len: usize, seed: u8) -> Vec<u8> {
 }
 
 async fn upload(p: &Platform, user: &User, query: &str, ct: &str, body: Vec<u8>) -> (u16, Value) {
+    send_bytes(p, user, &format!("/api/files{query}"), ct, body).await
+}
+
+/// POSTs `body` with content type `ct` to `path` as `user`.
+async fn send_bytes(
+    p: &Platform,
+    user: &User,
+    path: &str,
+    ct: &str,
+    body: Vec<u8>,
+) -> (u16, Value) {
     let (status, answer) = p
-        .as_user(user, Method::POST, &format!("/api/files{query}"))
+        .as_user(user, Method::POST, path)
         .header("content-type", ct)
         .body(body)
         .answer()
         .await;
     (status.as_u16(), answer)
+}
+
+/// Sends only the head of a POST declaring `len` body bytes and answers the status the
+/// platform replies with, without sending the body.
+async fn status_before_body(p: &Platform, user: &User, path: &str, ct: &str, len: u64) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: {}\r\nx-api-key: {}\r\nauthorization: Bearer {}\r\n\
+         content-type: {ct}\r\ncontent-length: {len}\r\n\r\n",
+        p.addr(),
+        user.api_key,
+        user.token
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let mut reply = vec![0u8; 12];
+    tokio::time::timeout(Duration::from_secs(10), socket.read_exact(&mut reply))
+        .await
+        .expect("the platform answers before the body arrives")
+        .unwrap();
+    String::from_utf8_lossy(&reply[9..12]).parse().unwrap()
+}
+
+/// The status of a body-less call as `user`.
+async fn status_of(p: &Platform, user: &User, method: Method, path: &str) -> u16 {
+    p.as_user(user, method, path).answer().await.0.as_u16()
 }
 
 async fn fetch(p: &Platform, path: &str, headers: &[(&str, &str)]) -> reqwest::Response {
@@ -215,10 +252,7 @@ Content-Type: audio/mpeg\r\n\r\n"
     assert_eq!(list["items"].as_array().unwrap().len(), 2);
 
     // Delete removes row and chunks.
-    let (status, _) = p
-        .as_user(&ada, Method::DELETE, &format!("/api/files/{big_id}"))
-        .answer()
-        .await;
+    let status = status_of(&p, &ada, Method::DELETE, &format!("/api/files/{big_id}")).await;
     assert_eq!(status, 200);
     let r = fetch(&p, &path, &[]).await;
     assert_eq!(r.status(), 404);
@@ -321,10 +355,7 @@ async fn tenants_owners_and_bad_input() {
         let (status, body) = p.as_user(&eve, method, &path).answer().await;
         assert_eq!(status, 404, "{path}: {body}");
     }
-    let (status, _) = p
-        .as_user(&bob, Method::GET, &format!("/api/files/{id}/download"))
-        .answer()
-        .await;
+    let status = status_of(&p, &bob, Method::GET, &format!("/api/files/{id}/download")).await;
     assert_eq!(status, 200);
     let (status, body) = p
         .as_user(&bob, Method::DELETE, &format!("/api/files/{id}"))
@@ -392,7 +423,12 @@ async fn tenants_owners_and_bad_input() {
     let (status, _) = upload(&p, &ada, "?public=maybe", "text/plain", b"x".to_vec()).await;
     assert_eq!(status, 422);
 
-    // Over the limit (4096 bytes here): 413, nothing stored. Declared and chunked bodies.
+    // Over the limit (4096 bytes here): 413, nothing stored; a declared length over the limit
+    // is answered before any of the body is sent.
+    assert_eq!(
+        status_before_body(&p, &ada, "/api/files", "text/plain", 100_000_000).await,
+        413
+    );
     let (status, body) = upload(&p, &ada, "", "application/octet-stream", vec![0; 5000]).await;
     assert_eq!(status, 413, "{body}");
     // A multipart body may be read (its Content-Length allows for the form's overhead),
@@ -567,15 +603,15 @@ async fn playlists_tracks_reorder_and_posters() {
         .await;
     assert_eq!(seen["total"], 1);
     assert_eq!(seen["items"][0]["trackCount"], 2);
-    let (status, _) = p
-        .as_user(&bob, Method::GET, &format!("/api/playlists/{hidden_id}"))
-        .answer()
-        .await;
+    let status = status_of(
+        &p,
+        &bob,
+        Method::GET,
+        &format!("/api/playlists/{hidden_id}"),
+    )
+    .await;
     assert_eq!(status, 404);
-    let (status, _) = p
-        .as_user(&eve, Method::GET, &format!("/api/playlists/{pid}"))
-        .answer()
-        .await;
+    let status = status_of(&p, &eve, Method::GET, &format!("/api/playlists/{pid}")).await;
     assert_eq!(status, 404);
     let (_, none) = p
         .as_user(
@@ -615,12 +651,7 @@ async fn playlists_tracks_reorder_and_posters() {
     // Posters: magic bytes decide, 5 MiB at most, the poster is a public file.
     let poster = format!("/api/playlists/{pid}/poster");
     let png = [b"\x89PNG\r\n\x1a\n".as_slice(), &bytes_of(500, 1)].concat();
-    let (status, list) = p
-        .as_user(&ada, Method::POST, &poster)
-        .header("content-type", "image/png")
-        .body(png.clone())
-        .answer()
-        .await;
+    let (status, list) = send_bytes(&p, &ada, &poster, "image/png", png.clone()).await;
     assert_eq!(status, 200, "{list}");
     let url = list["posterUrl"].as_str().unwrap();
     let path = &url[url.find("/api/").unwrap()..];
@@ -632,55 +663,28 @@ async fn playlists_tracks_reorder_and_posters() {
         ("image/png", b"GIF89a not a png".to_vec()),
         ("image/jpeg", b"<svg onload=alert(1)>".to_vec()),
     ] {
-        let (status, body) = p
-            .as_user(&ada, Method::POST, &poster)
-            .header("content-type", ct)
-            .body(body)
-            .answer()
-            .await;
+        let (status, body) = send_bytes(&p, &ada, &poster, ct, body).await;
         assert_eq!(status, 415, "{body}");
     }
-    let too_big = [b"\xFF\xD8\xFF".as_slice(), &vec![0; 5 * 1024 * 1024]].concat();
-    let (status, _) = p
-        .as_user(&ada, Method::POST, &poster)
-        .header("content-type", "image/jpeg")
-        .body(too_big)
-        .answer()
-        .await;
-    assert_eq!(status, 413);
+    let too_big = 5 * 1024 * 1024 + 1;
+    assert_eq!(
+        status_before_body(&p, &ada, &poster, "image/jpeg", too_big).await,
+        413
+    );
     let webp = [b"RIFF\x10\0\0\0WEBPVP8 ".as_slice(), &bytes_of(100, 2)].concat();
-    let (status, list) = p
-        .as_user(&ada, Method::POST, &poster)
-        .header("content-type", "image/webp")
-        .body(webp)
-        .answer()
-        .await;
+    let (status, list) = send_bytes(&p, &ada, &poster, "image/webp", webp).await;
     assert_eq!(status, 200);
     assert_ne!(list["posterUrl"].as_str().unwrap(), url);
     // The replaced poster is gone.
     assert_eq!(fetch(&p, path, &[]).await.status(), 404);
-    let (status, _) = p
-        .as_user(&bob, Method::POST, &poster)
-        .header("content-type", "image/png")
-        .body(png)
-        .answer()
-        .await;
+    let (status, _) = send_bytes(&p, &bob, &poster, "image/png", png).await;
     assert_eq!(status, 403);
 
     // Delete: only the owner; the playlist and its tracks go.
-    let (status, _) = p
-        .as_user(&bob, Method::DELETE, &format!("/api/playlists/{pid}"))
-        .answer()
-        .await;
+    let status = status_of(&p, &bob, Method::DELETE, &format!("/api/playlists/{pid}")).await;
     assert_eq!(status, 403);
-    let (status, _) = p
-        .as_user(&ada, Method::DELETE, &format!("/api/playlists/{pid}"))
-        .answer()
-        .await;
+    let status = status_of(&p, &ada, Method::DELETE, &format!("/api/playlists/{pid}")).await;
     assert_eq!(status, 200);
-    let (status, _) = p
-        .as_user(&ada, Method::GET, &format!("/api/playlists/{pid}"))
-        .answer()
-        .await;
+    let status = status_of(&p, &ada, Method::GET, &format!("/api/playlists/{pid}")).await;
     assert_eq!(status, 404);
 }
