@@ -6,8 +6,12 @@ mod cohosts;
 mod contact_form;
 mod contacts;
 mod events;
+mod files;
+mod incoming;
 mod links;
+mod media;
 mod passwords;
+mod playlists;
 mod sessions;
 mod sfu;
 mod users;
@@ -15,8 +19,8 @@ mod webhooks;
 
 use common::ApiError;
 use common::routing::{Auth, Route, route};
-use common::spin::http::{Ctx, serve};
-use spin_sdk::http::{Request, Response};
+use common::spin::http::{Ctx, prepare, problem, serve};
+use spin_sdk::http::{IncomingRequest, Request, Response, ResponseOutparam};
 use spin_sdk::http_component;
 
 /// Every endpoint this component serves.
@@ -69,6 +73,22 @@ enum Endpoint {
     CoHostRemove,
     ParticipantEvent,
     SessionMetrics,
+    FileUpload,
+    FileList,
+    FileGet,
+    FileDelete,
+    FilePublic,
+    FilePublicPreflight,
+    FileDownload,
+    PlaylistList,
+    PlaylistCreate,
+    PlaylistGet,
+    PlaylistUpdate,
+    PlaylistDelete,
+    PlaylistAddTracks,
+    PlaylistRemoveTrack,
+    PlaylistReorder,
+    PlaylistPoster,
 }
 
 use Auth::{Admin, ApiKey, Public, User};
@@ -135,6 +155,44 @@ const ROUTES: &[Route<Endpoint>] = &[
     route("GET", "/api/events", User, EventList),
     route("GET", "/api/events/{id}", User, EventGet),
     route("DELETE", "/api/events/{id}", User, EventDelete),
+    // Files (uploads are streamed: see `handle`)
+    route("POST", "/api/files", User, FileUpload),
+    route("GET", "/api/files", User, FileList),
+    route("GET", "/api/files/{id}", User, FileGet),
+    route("DELETE", "/api/files/{id}", User, FileDelete),
+    route("GET", "/api/files/{id}/public", Public, FilePublic),
+    route(
+        "OPTIONS",
+        "/api/files/{id}/public",
+        Public,
+        FilePublicPreflight,
+    ),
+    route("GET", "/api/files/{id}/download", User, FileDownload),
+    // Playlists
+    route("GET", "/api/playlists", User, PlaylistList),
+    route("POST", "/api/playlists", User, PlaylistCreate),
+    route("GET", "/api/playlists/{id}", User, PlaylistGet),
+    route("PUT", "/api/playlists/{id}", User, PlaylistUpdate),
+    route("DELETE", "/api/playlists/{id}", User, PlaylistDelete),
+    route(
+        "POST",
+        "/api/playlists/{id}/tracks",
+        User,
+        PlaylistAddTracks,
+    ),
+    route(
+        "DELETE",
+        "/api/playlists/{id}/tracks/{trackId}",
+        User,
+        PlaylistRemoveTrack,
+    ),
+    route(
+        "PUT",
+        "/api/playlists/{id}/tracks/reorder",
+        User,
+        PlaylistReorder,
+    ),
+    route("POST", "/api/playlists/{id}/poster", User, PlaylistPoster),
     // Users
     route("POST", "/api/users/signup", ApiKey, Signup),
     route("POST", "/api/users/login", ApiKey, Login),
@@ -243,10 +301,68 @@ fn dispatch(endpoint: Endpoint, ctx: &Ctx) -> Result<Response, ApiError> {
         CoHostRemove => cohosts::remove_cohost(ctx),
         ParticipantEvent => cohosts::participant_event(ctx),
         SessionMetrics => cohosts::metrics(ctx),
+        FileList => files::list(ctx),
+        FileGet => files::get(ctx),
+        FileDelete => files::delete(ctx),
+        FilePublic => files::public(ctx),
+        FilePublicPreflight => files::preflight(ctx),
+        FileDownload => files::download(ctx),
+        PlaylistList => playlists::list(ctx),
+        PlaylistCreate => playlists::create(ctx),
+        PlaylistGet => playlists::get(ctx),
+        PlaylistUpdate => playlists::update(ctx),
+        PlaylistDelete => playlists::delete(ctx),
+        PlaylistAddTracks => playlists::add_tracks(ctx),
+        PlaylistRemoveTrack => playlists::remove_track(ctx),
+        PlaylistReorder => playlists::reorder(ctx),
+        // Uploads never reach here: `handle` runs them with the body stream.
+        FileUpload | PlaylistPoster => Err(ApiError::internal("upload routed as JSON")),
+    }
+}
+
+/// Whether an endpoint reads its body itself, as a stream, after authentication.
+fn is_upload(endpoint: Endpoint) -> bool {
+    matches!(endpoint, FileUpload | PlaylistPoster)
+}
+
+/// Runs an upload endpoint. A signed upload is read whole first, since its signature
+/// covers the body; an unsigned one is authenticated from its head and then streamed.
+async fn upload(head: Request, body: incoming::BodyStream) -> Result<Response, ApiError> {
+    let signed = head.header("x-signature").is_some();
+    let (endpoint, ctx, source) = if signed {
+        let max = files::max_upload().max(playlists::MAX_POSTER) + 64 * 1024;
+        let bytes = incoming::collect(&head, body, max).await?;
+        let mut req = head;
+        *req.body_mut() = bytes;
+        let (endpoint, mut ctx) = prepare(req, ROUTES, usize::try_from(max).unwrap_or(usize::MAX))?;
+        let bytes = std::mem::take(ctx.req.body_mut());
+        let len = bytes.len();
+        (endpoint, ctx, files::Source::Bytes(bytes, 0..len))
+    } else {
+        let (endpoint, ctx) = prepare(head, ROUTES, 0)?;
+        (endpoint, ctx, files::Source::Stream(body))
+    };
+    match endpoint {
+        FileUpload => files::upload(&ctx, source).await,
+        PlaylistPoster => playlists::poster(&ctx, source).await,
+        _ => Err(ApiError::internal("not an upload endpoint")),
     }
 }
 
 #[http_component]
-fn handle(req: Request) -> Response {
-    serve(req, ROUTES, dispatch)
+async fn handle(req: IncomingRequest, out: ResponseOutparam) {
+    let head = incoming::head_of(&req);
+    let body = incoming::body_stream(req);
+    let method = head.method().to_string();
+    let streamed = common::routing::find(ROUTES, &method, head.path())
+        .is_ok_and(|m| is_upload(m.route.endpoint));
+    let response = if streamed {
+        upload(head, body).await.unwrap_or_else(|e| problem(&e))
+    } else {
+        match incoming::buffered(head, body).await {
+            Ok(req) => serve(req, ROUTES, dispatch),
+            Err(e) => problem(&e),
+        }
+    };
+    incoming::send(out, response).await;
 }

@@ -118,6 +118,19 @@ fn route_and_run<E: Copy>(
     routes: &'static [Route<E>],
     dispatch: impl FnOnce(E, &Ctx) -> Result<Response, ApiError>,
 ) -> Result<Response, ApiError> {
+    let (endpoint, ctx) = prepare(req, routes, validate::MAX_JSON_BODY)?;
+    dispatch(endpoint, &ctx)
+}
+
+/// Routes a request and authenticates it as its route demands, answering the endpoint and
+/// the context its handler needs; for entry points that run some handlers themselves
+/// (e.g. streamed uploads, whose body is read after authentication). A body longer than
+/// `max_body` is a 413 unless the route is public.
+pub fn prepare<E: Copy>(
+    req: Request,
+    routes: &'static [Route<E>],
+    max_body: usize,
+) -> Result<(E, Ctx), ApiError> {
     let method = req.method().to_string();
     let matched = match routing::find(routes, &method, req.path()) {
         Ok(m) => m,
@@ -131,8 +144,8 @@ fn route_and_run<E: Copy>(
             .with_header("allow", allowed.join(", ")));
         }
     };
-    if req.body().len() > validate::MAX_JSON_BODY && matched.route.auth != Auth::Public {
-        return Err(ApiError::payload_too_large(validate::MAX_JSON_BODY));
+    if req.body().len() > max_body && matched.route.auth != Auth::Public {
+        return Err(ApiError::payload_too_large(max_body));
     }
     let caller = auth::authenticate(&req, matched.route.auth)?;
     let endpoint = matched.route.endpoint;
@@ -142,5 +155,5 @@ fn route_and_run<E: Copy>(
         tenant: caller.tenant,
         user: caller.user,
     };
-    dispatch(endpoint, &ctx)
+    Ok((endpoint, ctx))
 }

@@ -1,0 +1,630 @@
+//! Files: uploads stored in the key-value store in 1 MiB chunks with their metadata in
+//! SQLite, the public media endpoint (CORS, ETag, single byte ranges, retries when the
+//! bytes are late), the owner's tenant's download and the user's list.
+
+use crate::incoming::{self, BodyStream};
+use crate::links::Links;
+use crate::media::{self, Chunker, RangeAsk};
+use common::pagination::{Page, Paged};
+use common::spin::config;
+use common::spin::db::{self, Db, Row};
+use common::spin::http::{Ctx, json, problem};
+use common::{ApiError, ids, time};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use spin_sdk::http::{Request, Response};
+use spin_sdk::key_value::Store;
+
+/// The default of the `max_upload_bytes` variable: 100 MiB.
+pub const DEFAULT_MAX_UPLOAD: u64 = 100 * 1024 * 1024;
+/// What a multipart body may carry beyond its file part (boundaries, headers, fields).
+const MULTIPART_OVERHEAD: u64 = 64 * 1024;
+
+/// The largest accepted upload, from the `max_upload_bytes` variable.
+pub fn max_upload() -> u64 {
+    config::var("max_upload_bytes")
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(DEFAULT_MAX_UPLOAD)
+}
+
+/// A stored file's metadata.
+pub struct FileRow {
+    pub id: String,
+    pub client_id: String,
+    pub owner_id: String,
+    pub filename: String,
+    pub content_type: String,
+    pub size: u64,
+    pub sha256: String,
+    pub chunk_count: u64,
+    pub is_public: bool,
+    pub created_at: String,
+}
+
+fn from_row(row: &Row<'_>) -> FileRow {
+    FileRow {
+        id: db::col_text(row, "id"),
+        client_id: db::col_text(row, "client_id"),
+        owner_id: db::col_text(row, "owner_id"),
+        filename: db::col_text(row, "filename"),
+        content_type: db::col_text(row, "content_type"),
+        size: u64::try_from(db::col_int(row, "size")).unwrap_or(0),
+        sha256: db::col_text(row, "sha256"),
+        chunk_count: u64::try_from(db::col_int(row, "chunk_count")).unwrap_or(0),
+        is_public: db::col_bool(row, "is_public"),
+        created_at: db::col_text(row, "created_at"),
+    }
+}
+
+pub fn public_url(links: &Links, id: &str) -> String {
+    format!("{}/api/files/{id}/public", links.base_url())
+}
+
+impl FileRow {
+    pub fn view(&self, links: &Links) -> Value {
+        json!({
+            "id": self.id,
+            "filename": self.filename,
+            "contentType": self.content_type,
+            "size": self.size,
+            "sha256": self.sha256,
+            "public": self.is_public,
+            "publicUrl": self.is_public.then(|| public_url(links, &self.id)),
+            "downloadUrl": format!("{}/api/files/{}/download", links.base_url(), self.id),
+            "ownerId": self.owner_id,
+            "createdAt": self.created_at,
+        })
+    }
+}
+
+fn chunk_key(client_id: &str, file_id: &str, n: u64) -> String {
+    format!("file:{client_id}:{file_id}:{n}")
+}
+
+fn open_store() -> Result<Store, ApiError> {
+    Store::open_default()
+        .map_err(|e| ApiError::internal(format!("key-value store unavailable: {e}")))
+}
+
+fn kv_error(e: spin_sdk::key_value::Error) -> ApiError {
+    ApiError::internal(format!("key-value store error: {e}"))
+}
+
+fn bad_id() -> ApiError {
+    ApiError::bad_request("invalid_id", "the file id must be a UUID")
+}
+
+/// Where an upload's bytes come from.
+pub enum Source {
+    /// The request body, read as it arrives.
+    Stream(BodyStream),
+    /// Bytes already read (a multipart part or a poster).
+    Bytes(Vec<u8>, std::ops::Range<usize>),
+}
+
+/// What an upload is stored as.
+pub struct NewFile {
+    pub filename: String,
+    pub content_type: String,
+    pub is_public: bool,
+}
+
+/// Writes chunks to the key-value store as they fill, hashing as it goes.
+struct ChunkWriter {
+    store: Store,
+    client_id: String,
+    file_id: String,
+    chunker: Chunker,
+    hasher: Sha256,
+    size: u64,
+    written: u64,
+    max: u64,
+}
+
+impl ChunkWriter {
+    fn push(&mut self, piece: &[u8]) -> Result<(), ApiError> {
+        self.size += piece.len() as u64;
+        if self.size > self.max {
+            return Err(incoming::too_large(self.max));
+        }
+        self.hasher.update(piece);
+        for chunk in self.chunker.push(piece) {
+            self.write(&chunk)?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, chunk: &[u8]) -> Result<(), ApiError> {
+        let key = chunk_key(&self.client_id, &self.file_id, self.written);
+        self.store.set(&key, chunk).map_err(kv_error)?;
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Writes the last chunk and answers (size, sha256, chunk count).
+    fn finish(&mut self) -> Result<(u64, String, u64), ApiError> {
+        if let Some(last) = std::mem::take(&mut self.chunker).finish() {
+            self.write(&last)?;
+        }
+        let sha = hex_of(self.hasher.clone().finalize().as_slice());
+        Ok((self.size, sha, self.written))
+    }
+
+    /// Removes every chunk written so far.
+    fn abort(&self) {
+        for n in 0..self.written {
+            let _ = self
+                .store
+                .delete(&chunk_key(&self.client_id, &self.file_id, n));
+        }
+    }
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Stores an upload: the row is `uploading` while chunks are written and `ready` only once
+/// all are stored; on any failure the chunks and the row are removed.
+pub async fn store(
+    ctx: &Ctx,
+    db: &Db,
+    new: &NewFile,
+    source: Source,
+    max: u64,
+) -> Result<FileRow, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let id = ids::uuid();
+    db.execute(
+        "INSERT INTO files (id, client_id, owner_id, filename, content_type, size, sha256, chunk_count, \
+           is_public, status, created_at) VALUES (?, ?, ?, ?, ?, 0, '', 0, ?, 'uploading', ?)",
+        &[
+            db::text(&id),
+            db::text(&tenant.client_id),
+            db::text(&user.id),
+            db::text(&new.filename),
+            db::text(&new.content_type),
+            db::boolean(new.is_public),
+            db::text(time::now_rfc3339()),
+        ],
+    )?;
+    let mut writer = ChunkWriter {
+        store: open_store()?,
+        client_id: tenant.client_id.clone(),
+        file_id: id.clone(),
+        chunker: Chunker::default(),
+        hasher: Sha256::new(),
+        size: 0,
+        written: 0,
+        max,
+    };
+    let written = fill(&mut writer, source)
+        .await
+        .and_then(|()| writer.finish())
+        .and_then(|(size, sha, chunks)| {
+            debug_assert_eq!(chunks, media::chunk_count(size));
+            db.execute(
+                "UPDATE files SET size = ?, sha256 = ?, chunk_count = ?, status = 'ready' \
+                 WHERE client_id = ? AND id = ?",
+                &[
+                    db::int(i64::try_from(size).unwrap_or(i64::MAX)),
+                    db::text(&sha),
+                    db::int(i64::try_from(chunks).unwrap_or(i64::MAX)),
+                    db::text(&tenant.client_id),
+                    db::text(&id),
+                ],
+            )
+            .map(|_| ())
+        });
+    if let Err(err) = written {
+        writer.abort();
+        let _ = db.execute(
+            "DELETE FROM files WHERE client_id = ? AND id = ?",
+            &[db::text(&tenant.client_id), db::text(&id)],
+        );
+        return Err(err);
+    }
+    load_ready(db, &tenant.client_id, &id)
+}
+
+async fn fill(writer: &mut ChunkWriter, source: Source) -> Result<(), ApiError> {
+    match source {
+        Source::Bytes(bytes, range) => writer.push(bytes.get(range).unwrap_or_default()),
+        Source::Stream(mut body) => {
+            while let Some(piece) = body.next().await {
+                writer.push(&piece.map_err(incoming::unreadable)?)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Loads a ready file of the tenant.
+pub fn load_ready(db: &Db, client_id: &str, id: &str) -> Result<FileRow, ApiError> {
+    db.query_one(
+        "SELECT * FROM files WHERE client_id = ? AND id = ? AND status = 'ready'",
+        &[db::text(client_id), db::text(id)],
+        from_row,
+    )?
+    .ok_or_else(|| ApiError::not_found("file"))
+}
+
+/// Removes a file's chunks and its row.
+pub fn remove(db: &Db, file: &FileRow) -> Result<(), ApiError> {
+    let store = open_store()?;
+    for n in 0..file.chunk_count {
+        store
+            .delete(&chunk_key(&file.client_id, &file.id, n))
+            .map_err(kv_error)?;
+    }
+    db.execute(
+        "DELETE FROM files WHERE client_id = ? AND id = ?",
+        &[db::text(&file.client_id), db::text(&file.id)],
+    )?;
+    Ok(())
+}
+
+/// An upload's declared shape: raw body or `multipart/form-data`.
+pub enum Upload {
+    Raw { content_type: String },
+    Multipart { boundary: String },
+}
+
+/// Reads the request's `Content-Type`: missing or malformed is a 415.
+pub fn upload_kind(head: &Request) -> Result<Upload, ApiError> {
+    let declared = head
+        .header("content-type")
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| unsupported("send the file's Content-Type (or multipart/form-data)"))?;
+    if declared
+        .trim()
+        .to_ascii_lowercase()
+        .starts_with("multipart/")
+    {
+        let boundary = media::multipart_boundary(declared).ok_or_else(|| {
+            unsupported("multipart uploads must be multipart/form-data with a boundary")
+        })?;
+        return Ok(Upload::Multipart { boundary });
+    }
+    let content_type = media::check_content_type(declared)
+        .ok_or_else(|| unsupported("the Content-Type is not a valid media type"))?;
+    Ok(Upload::Raw { content_type })
+}
+
+pub fn unsupported(detail: &str) -> ApiError {
+    ApiError::new(415, "unsupported_media_type", detail)
+}
+
+/// A read multipart body: the file part's bytes, declared type and name, and its fields.
+pub struct FormUpload {
+    pub bytes: Vec<u8>,
+    pub data: std::ops::Range<usize>,
+    pub filename: Option<String>,
+    pub content_type: Option<String>,
+    pub fields: Vec<(String, String)>,
+}
+
+/// Reads and parses a multipart body whose file part may be `max` bytes.
+pub async fn read_form(
+    head: &Request,
+    body: BodyStream,
+    boundary: &str,
+    max: u64,
+) -> Result<FormUpload, ApiError> {
+    let bytes = incoming::collect(head, body, max + MULTIPART_OVERHEAD).await?;
+    let form = media::parse_form(&bytes, boundary)
+        .map_err(|e| ApiError::bad_request("malformed_multipart", e))?;
+    if form.file.data.len() as u64 > max {
+        return Err(incoming::too_large(max));
+    }
+    Ok(FormUpload {
+        data: form.file.data,
+        filename: form.file.filename,
+        content_type: form.file.content_type,
+        fields: form.fields,
+        bytes,
+    })
+}
+
+fn invalid(field: &str, message: &str) -> ApiError {
+    ApiError::invalid_fields(vec![common::problem::FieldError {
+        field: field.into(),
+        message: message.into(),
+    }])
+}
+
+fn check_name(name: &str) -> Result<String, ApiError> {
+    media::check_filename(name).map_err(|m| invalid("filename", m))
+}
+
+fn flag(value: Option<String>) -> Result<bool, ApiError> {
+    match value {
+        None => Ok(false),
+        Some(v) => media::parse_flag(&v).ok_or_else(|| invalid("public", "must be true or false")),
+    }
+}
+
+/// `POST /api/files`: a raw body (`Content-Type` the file's, `?filename=`) streamed into
+/// chunks, or `multipart/form-data` with one file part; `public=true` in the query or a
+/// form field makes it public.
+pub async fn upload(ctx: &Ctx, body: Source) -> Result<Response, ApiError> {
+    let max = max_upload();
+    let head = &ctx.req;
+    if incoming::content_length(head).is_some_and(|n| n > max + MULTIPART_OVERHEAD) {
+        return Err(incoming::too_large(max));
+    }
+    let query_public = ctx.query_value("public");
+    let query_name = ctx.query_value("filename");
+    let (new, source) = match upload_kind(head)? {
+        Upload::Raw { content_type } => {
+            if incoming::content_length(head).is_some_and(|n| n > max) {
+                return Err(incoming::too_large(max));
+            }
+            let filename = check_name(query_name.as_deref().unwrap_or("upload"))?;
+            let is_public = flag(query_public)?;
+            let new = NewFile {
+                filename,
+                content_type,
+                is_public,
+            };
+            (new, body)
+        }
+        Upload::Multipart { boundary } => {
+            let form = match body {
+                Source::Stream(stream) => read_form(head, stream, &boundary, max).await?,
+                Source::Bytes(bytes, _) => {
+                    let stream: BodyStream = Box::pin(futures::stream::iter([Ok(bytes)]));
+                    read_form(head, stream, &boundary, max).await?
+                }
+            };
+            let field_public = form
+                .fields
+                .iter()
+                .find(|(k, _)| k == "public")
+                .map(|(_, v)| v.clone());
+            let is_public = flag(field_public.or(query_public))?;
+            let name = form.filename.clone().filter(|n| !n.is_empty());
+            let filename = check_name(query_name.or(name).as_deref().unwrap_or("upload"))?;
+            let content_type = match &form.content_type {
+                None => "application/octet-stream".to_string(),
+                Some(ct) => media::check_content_type(ct)
+                    .ok_or_else(|| unsupported("the file part's Content-Type is not valid"))?,
+            };
+            let new = NewFile {
+                filename,
+                content_type,
+                is_public,
+            };
+            (new, Source::Bytes(form.bytes, form.data))
+        }
+    };
+    let db = Db::open()?;
+    let file = store(ctx, &db, &new, source, max).await?;
+    Ok(json(201, &file.view(&Links::load())))
+}
+
+/// Reads bytes `start..=end` of a file, or `None` when a chunk is missing or short.
+fn read_bytes(file: &FileRow, start: u64, end: u64) -> Result<Option<Vec<u8>>, ApiError> {
+    let store = open_store()?;
+    let chunk = media::CHUNK_SIZE as u64;
+    let mut out = Vec::with_capacity(usize::try_from(end - start + 1).unwrap_or(0));
+    for n in media::chunks_for(start, end) {
+        let Some(bytes) = store
+            .get(&chunk_key(&file.client_id, &file.id, n))
+            .map_err(kv_error)?
+        else {
+            return Ok(None);
+        };
+        let base = n * chunk;
+        let from = start.saturating_sub(base);
+        let to = (end - base + 1).min(chunk);
+        let Some(part) = usize::try_from(from)
+            .ok()
+            .zip(usize::try_from(to).ok())
+            .and_then(|(f, t)| bytes.get(f..t))
+        else {
+            return Ok(None);
+        };
+        out.extend_from_slice(part);
+    }
+    Ok(Some(out))
+}
+
+/// Reads a range, retrying (100, 200, 300 ms) while the bytes are not there; then 404.
+fn read_with_retries(file: &FileRow, start: u64, end: u64) -> Result<Vec<u8>, ApiError> {
+    if let Some(bytes) = read_bytes(file, start, end)? {
+        return Ok(bytes);
+    }
+    for delay in media::RETRY_DELAYS_MS {
+        std::thread::sleep(std::time::Duration::from_millis(delay));
+        if let Some(bytes) = read_bytes(file, start, end)? {
+            return Ok(bytes);
+        }
+    }
+    Err(ApiError::new(
+        404,
+        "file_unavailable",
+        "the file's content is not available",
+    ))
+}
+
+/// The body of a file answer (whole, one range, 304 or 416).
+fn file_response(
+    ctx: &Ctx,
+    file: &FileRow,
+    extra: &[(&str, String)],
+) -> Result<Response, ApiError> {
+    let etag = media::etag(&file.sha256);
+    let mut builder = Response::builder();
+    builder
+        .header("etag", etag.as_str())
+        .header("accept-ranges", "bytes")
+        .header("x-content-type-options", "nosniff")
+        .header("content-security-policy", "default-src 'none'; sandbox");
+    for (name, value) in extra {
+        builder.header(*name, value.as_str());
+    }
+    if media::none_match(ctx.header("if-none-match"), &etag) {
+        return Ok(builder.status(304).build());
+    }
+    let (status, start, end) = match media::parse_range(ctx.header("range"), file.size) {
+        RangeAsk::Whole if file.size == 0 => {
+            return Ok(builder
+                .status(200)
+                .header("content-type", file.content_type.as_str())
+                .header("content-length", "0")
+                .build());
+        }
+        RangeAsk::Whole => (200, 0, file.size - 1),
+        RangeAsk::Part(start, end) => (206, start, end),
+        RangeAsk::Unsatisfiable => {
+            let err = ApiError::new(
+                416,
+                "range_not_satisfiable",
+                format!("the file has {} bytes", file.size),
+            )
+            .with_header("content-range", format!("bytes */{}", file.size));
+            let mut response = problem(&err);
+            for (name, value) in extra {
+                response.set_header(*name, value.as_str());
+            }
+            return Ok(response);
+        }
+    };
+    let bytes = read_with_retries(file, start, end)?;
+    if status == 206 {
+        builder.header(
+            "content-range",
+            format!("bytes {start}-{end}/{}", file.size),
+        );
+    }
+    Ok(builder
+        .status(status)
+        .header("content-type", file.content_type.as_str())
+        .header("content-length", bytes.len().to_string())
+        .body(bytes)
+        .build())
+}
+
+const CORS: [(&str, &str); 2] = [
+    ("access-control-allow-origin", "*"),
+    (
+        "access-control-expose-headers",
+        "Content-Length, Content-Range, Accept-Ranges, ETag",
+    ),
+];
+
+fn cors_headers() -> Vec<(&'static str, String)> {
+    CORS.iter().map(|(k, v)| (*k, (*v).to_string())).collect()
+}
+
+/// `GET /api/files/{id}/public`: no authentication, public files only, CORS headers on
+/// every answer (errors included).
+pub fn public(ctx: &Ctx) -> Result<Response, ApiError> {
+    let mut headers = cors_headers();
+    headers.push(("cache-control", "public, max-age=3600".into()));
+    let answer = (|| {
+        let id = ids::parse_uuid(ctx.param("id")).ok_or_else(bad_id)?;
+        let db = Db::open()?;
+        let file = db
+            .query_one(
+                "SELECT * FROM files WHERE id = ? AND status = 'ready' AND is_public = 1",
+                &[db::text(&id)],
+                from_row,
+            )?
+            .ok_or_else(|| ApiError::not_found("file"))?;
+        file_response(ctx, &file, &headers)
+    })();
+    Ok(answer.unwrap_or_else(|err| {
+        let mut response = problem(&err);
+        for (name, value) in cors_headers() {
+            response.set_header(name, value);
+        }
+        response
+    }))
+}
+
+/// `OPTIONS /api/files/{id}/public`: the CORS preflight.
+pub fn preflight(_ctx: &Ctx) -> Result<Response, ApiError> {
+    let mut builder = Response::builder();
+    builder.status(204);
+    for (name, value) in CORS {
+        builder.header(name, value);
+    }
+    Ok(builder
+        .header("access-control-allow-methods", "GET, OPTIONS")
+        .header(
+            "access-control-allow-headers",
+            "Range, If-None-Match, Content-Type",
+        )
+        .header("access-control-max-age", "86400")
+        .build())
+}
+
+fn load_for_user(ctx: &Ctx, db: &Db) -> Result<FileRow, ApiError> {
+    let id = ids::parse_uuid(ctx.param("id")).ok_or_else(bad_id)?;
+    load_ready(db, &ctx.tenant()?.client_id, &id)
+}
+
+/// `GET /api/files/{id}/download`: any user of the file's tenant; an attachment.
+pub fn download(ctx: &Ctx) -> Result<Response, ApiError> {
+    let db = Db::open()?;
+    let file = load_for_user(ctx, &db)?;
+    let disposition = format!(
+        "attachment; filename=\"{}\"; filename*=UTF-8''{}",
+        file.filename
+            .replace(|c: char| !c.is_ascii() || c == '"', "_"),
+        common::validate::percent_encode(&file.filename)
+    );
+    file_response(
+        ctx,
+        &file,
+        &[
+            ("content-disposition", disposition),
+            ("cache-control", "private, no-store".into()),
+        ],
+    )
+}
+
+/// `GET /api/files/{id}`: the metadata, for any user of the tenant.
+pub fn get(ctx: &Ctx) -> Result<Response, ApiError> {
+    let db = Db::open()?;
+    let file = load_for_user(ctx, &db)?;
+    Ok(json(200, &file.view(&Links::load())))
+}
+
+/// `DELETE /api/files/{id}` (owner only): chunks and row.
+pub fn delete(ctx: &Ctx) -> Result<Response, ApiError> {
+    let db = Db::open()?;
+    let file = load_for_user(ctx, &db)?;
+    if file.owner_id != ctx.user()?.id {
+        return Err(ApiError::forbidden("only the file's owner may delete it"));
+    }
+    remove(&db, &file)?;
+    Ok(json(200, &json!({ "success": true, "id": file.id })))
+}
+
+/// `GET /api/files`: the user's files, newest first.
+pub fn list(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let page = Page::from_query(ctx.query())?;
+    let scope = [db::text(&tenant.client_id), db::text(&user.id)];
+    let filter = "client_id = ? AND owner_id = ? AND status = 'ready'";
+    let db = Db::open()?;
+    let total = db.count(
+        &format!("SELECT COUNT(*) FROM files WHERE {filter}"),
+        &scope,
+    )?;
+    let mut params = scope.to_vec();
+    params.extend([db::int(page.limit.into()), db::int(page.offset.into())]);
+    let links = Links::load();
+    let items = db.query(
+        &format!(
+            "SELECT * FROM files WHERE {filter} ORDER BY created_at DESC, id LIMIT ? OFFSET ?"
+        ),
+        &params,
+        |row| from_row(row).view(&links),
+    )?;
+    Ok(json(200, &Paged::new(items, total, page)))
+}

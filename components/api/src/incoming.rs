@@ -1,0 +1,89 @@
+//! The component's entry: reads request bodies from the host's stream. JSON endpoints get
+//! their body buffered (at most 1 MiB, refused early from `Content-Length`); upload
+//! endpoints are authenticated first and then read their body chunk by chunk.
+
+use common::ApiError;
+use common::spin::http::problem;
+use common::validate::MAX_JSON_BODY;
+use futures::{Stream, StreamExt};
+use spin_sdk::http::{IncomingRequest, OutgoingResponse, Request, Response, ResponseOutparam};
+use std::pin::Pin;
+
+/// A request body as it arrives.
+pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Vec<u8>, String>>>>;
+
+/// The request head (method, URI, headers) with an empty body.
+pub fn head_of(req: &IncomingRequest) -> Request {
+    Request::builder()
+        .method(req.method())
+        .uri(req.uri())
+        .headers(req.headers())
+        .build()
+}
+
+/// The body of `req` as a stream of pieces.
+pub fn body_stream(req: IncomingRequest) -> BodyStream {
+    Box::pin(
+        req.into_body_stream()
+            .map(|piece| piece.map_err(|e| e.to_debug_string())),
+    )
+}
+
+/// The declared `Content-Length`, if any and well-formed.
+pub fn content_length(head: &Request) -> Option<u64> {
+    head.header("content-length")?.as_str()?.trim().parse().ok()
+}
+
+/// Reads the whole body, refusing (413) one longer than `max` bytes: from
+/// `Content-Length` before reading anything, else as soon as the bytes pass `max`.
+pub async fn collect(head: &Request, mut body: BodyStream, max: u64) -> Result<Vec<u8>, ApiError> {
+    if content_length(head).is_some_and(|n| n > max) {
+        return Err(too_large(max));
+    }
+    let mut out = Vec::new();
+    while let Some(piece) = body.next().await {
+        let piece = piece.map_err(unreadable)?;
+        if (out.len() + piece.len()) as u64 > max {
+            return Err(too_large(max));
+        }
+        out.extend_from_slice(&piece);
+    }
+    Ok(out)
+}
+
+pub fn too_large(max: u64) -> ApiError {
+    ApiError::payload_too_large(usize::try_from(max).unwrap_or(usize::MAX))
+}
+
+pub fn unreadable(e: String) -> ApiError {
+    ApiError::bad_request(
+        "unreadable_body",
+        format!("the request body could not be read: {e}"),
+    )
+}
+
+/// Reads a JSON endpoint's body (at most [`MAX_JSON_BODY`]) into `head`.
+pub async fn buffered(mut head: Request, body: BodyStream) -> Result<Request, ApiError> {
+    *head.body_mut() = collect(&head, body, MAX_JSON_BODY as u64).await?;
+    Ok(head)
+}
+
+/// Sends `response` through the host.
+pub async fn send(out: ResponseOutparam, mut response: Response) {
+    let body = std::mem::take(response.body_mut());
+    match OutgoingResponse::try_from(response) {
+        Ok(head) => {
+            if let Err(e) = out.set_with_body(head, body).await {
+                eprintln!("error: could not send the response body: {e}");
+            }
+        }
+        Err(e) => {
+            eprintln!("error: could not build the response: {e}");
+            if let Ok(head) = OutgoingResponse::try_from(problem(&ApiError::internal(
+                "the response could not be built",
+            ))) {
+                let _ = out.set_with_body(head, Vec::new()).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,635 @@
+//! Playlists: a user's named, ordered lists of tracks (an uploaded file or an external
+//! URL each), with a poster image stored as a public file. Only the owner changes one.
+
+use crate::files::{self, NewFile, Source};
+use crate::incoming;
+use crate::links::Links;
+use crate::media;
+use common::pagination::{Page, Paged};
+use common::problem::FieldError;
+use common::spin::db::{self, Db, Row};
+use common::spin::http::{Ctx, json};
+use common::validate::{self, JsonBody};
+use common::{ApiError, ids, time};
+use serde_json::{Value, json};
+use spin_sdk::http::Response;
+use std::collections::HashSet;
+
+/// The largest poster image.
+pub const MAX_POSTER: u64 = 5 * 1024 * 1024;
+/// Tracks one request may add.
+pub const MAX_TRACKS_PER_REQUEST: usize = 100;
+/// Tracks one playlist may hold.
+pub const MAX_TRACKS: i64 = 1000;
+const MAX_DESCRIPTION: usize = 2000;
+const MAX_URL: usize = 2048;
+
+pub struct Playlist {
+    pub id: String,
+    pub client_id: String,
+    pub owner_id: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub visibility: String,
+    pub poster_file_id: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+fn from_row(row: &Row<'_>) -> Playlist {
+    Playlist {
+        id: db::col_text(row, "id"),
+        client_id: db::col_text(row, "client_id"),
+        owner_id: db::col_text(row, "owner_id"),
+        name: db::col_text(row, "name"),
+        description: db::col_opt_text(row, "description"),
+        visibility: db::col_text(row, "visibility"),
+        poster_file_id: db::col_opt_text(row, "poster_file_id"),
+        created_at: db::col_text(row, "created_at"),
+        updated_at: db::col_text(row, "updated_at"),
+    }
+}
+
+impl Playlist {
+    fn view(&self, links: &Links, track_count: i64) -> Value {
+        json!({
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "visibility": self.visibility,
+            "ownerId": self.owner_id,
+            "posterFileId": self.poster_file_id,
+            "posterUrl": self.poster_file_id.as_ref().map(|f| files::public_url(links, f)),
+            "trackCount": track_count,
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+        })
+    }
+}
+
+fn track_view(row: &Row<'_>, links: &Links) -> Value {
+    let file_id = db::col_opt_text(row, "file_id");
+    let url = db::col_opt_text(row, "url").or_else(|| {
+        file_id
+            .as_ref()
+            .map(|f| format!("{}/api/files/{f}/public", links.base_url()))
+    });
+    json!({
+        "id": db::col_text(row, "id"),
+        "position": db::col_int(row, "position"),
+        "title": db::col_text(row, "title"),
+        "artist": db::col_opt_text(row, "artist"),
+        "durationSeconds": row.get::<i64>("duration_seconds"),
+        "fileId": file_id,
+        "url": url,
+    })
+}
+
+/// Checks a requested order against the current tracks: the complete set, each once.
+pub fn check_order(current: &[String], requested: &[String]) -> Result<(), String> {
+    let known: HashSet<&str> = current.iter().map(String::as_str).collect();
+    let mut seen = HashSet::new();
+    for id in requested {
+        if !known.contains(id.as_str()) {
+            return Err(format!("{id} is not a track of this playlist"));
+        }
+        if !seen.insert(id.as_str()) {
+            return Err(format!("{id} appears more than once"));
+        }
+    }
+    if requested.len() != current.len() {
+        return Err(format!(
+            "the new order must list all {} tracks; {} were sent",
+            current.len(),
+            requested.len()
+        ));
+    }
+    Ok(())
+}
+
+fn visibility(body: &mut JsonBody, required: bool) -> Option<String> {
+    match body.opt_string("visibility", 20).as_deref() {
+        None if required => Some("public".into()),
+        None => None,
+        Some(v @ ("public" | "unlisted" | "private")) => Some(v.to_string()),
+        Some(_) => {
+            body.error("visibility", "must be public, unlisted or private");
+            None
+        }
+    }
+}
+
+fn bad_id(what: &str) -> ApiError {
+    ApiError::bad_request("invalid_id", format!("the {what} id must be a UUID"))
+}
+
+fn load(db: &Db, client_id: &str, raw_id: &str) -> Result<Playlist, ApiError> {
+    let id = ids::parse_uuid(raw_id).ok_or_else(|| bad_id("playlist"))?;
+    db.query_one(
+        "SELECT * FROM playlists WHERE client_id = ? AND id = ?",
+        &[db::text(client_id), db::text(&id)],
+        from_row,
+    )?
+    .ok_or_else(|| ApiError::not_found("playlist"))
+}
+
+/// A playlist the user may see: their own, or another's that is not private.
+fn load_visible(ctx: &Ctx, db: &Db) -> Result<Playlist, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let playlist = load(db, &tenant.client_id, ctx.param("id"))?;
+    if playlist.owner_id != user.id && playlist.visibility == "private" {
+        return Err(ApiError::not_found("playlist"));
+    }
+    Ok(playlist)
+}
+
+/// A playlist the user owns: others' visible ones are 403, private ones 404.
+fn load_owned(ctx: &Ctx, db: &Db) -> Result<Playlist, ApiError> {
+    let playlist = load_visible(ctx, db)?;
+    if playlist.owner_id != ctx.user()?.id {
+        return Err(ApiError::forbidden(
+            "only the playlist's owner may change it",
+        ));
+    }
+    Ok(playlist)
+}
+
+fn track_ids(db: &Db, playlist: &Playlist) -> Result<Vec<String>, ApiError> {
+    db.query(
+        "SELECT id FROM playlist_tracks WHERE client_id = ? AND playlist_id = ? ORDER BY position, id",
+        &[db::text(&playlist.client_id), db::text(&playlist.id)],
+        |row| db::col_text(row, "id"),
+    )
+}
+
+fn full_view(db: &Db, playlist: &Playlist) -> Result<Value, ApiError> {
+    let links = Links::load();
+    let tracks = db.query(
+        "SELECT * FROM playlist_tracks WHERE client_id = ? AND playlist_id = ? ORDER BY position, id",
+        &[db::text(&playlist.client_id), db::text(&playlist.id)],
+        |row| track_view(row, &links),
+    )?;
+    let mut view = playlist.view(&links, tracks.len() as i64);
+    view["tracks"] = Value::Array(tracks);
+    Ok(view)
+}
+
+fn touch(db: &Db, playlist: &Playlist) -> Result<(), ApiError> {
+    db.execute(
+        "UPDATE playlists SET updated_at = ? WHERE client_id = ? AND id = ?",
+        &[
+            db::text(time::now_rfc3339()),
+            db::text(&playlist.client_id),
+            db::text(&playlist.id),
+        ],
+    )
+    .map(|_| ())
+}
+
+/// `POST /api/playlists`: name, description, visibility (public by default).
+pub fn create(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let mut body = ctx.json()?;
+    let name = body.string("name", validate::MAX_NAME);
+    let description = body.opt_string("description", MAX_DESCRIPTION);
+    let visibility = visibility(&mut body, true).unwrap_or_default();
+    body.finish()?;
+    let db = Db::open()?;
+    let id = ids::uuid();
+    let now = time::now_rfc3339();
+    db.execute(
+        "INSERT INTO playlists (id, client_id, owner_id, name, description, visibility, poster_file_id, \
+           created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+        &[
+            db::text(&id),
+            db::text(&tenant.client_id),
+            db::text(&user.id),
+            db::text(&name),
+            db::opt_text(description.as_deref()),
+            db::text(&visibility),
+            db::text(&now),
+            db::text(&now),
+        ],
+    )?;
+    let playlist = load(&db, &tenant.client_id, &id)?;
+    Ok(json(201, &full_view(&db, &playlist)?))
+}
+
+/// `GET /api/playlists/{id}`: with its tracks in order.
+pub fn get(ctx: &Ctx) -> Result<Response, ApiError> {
+    let db = Db::open()?;
+    let playlist = load_visible(ctx, &db)?;
+    Ok(json(200, &full_view(&db, &playlist)?))
+}
+
+/// `GET /api/playlists?userId=`: a user's playlists (the caller's when no userId); all of
+/// them for the owner, the public ones for anyone else. Newest first, paginated.
+pub fn list(ctx: &Ctx) -> Result<Response, ApiError> {
+    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let page = Page::from_query(ctx.query())?;
+    let owner = match ctx.query_value("userId") {
+        None => user.id.clone(),
+        Some(raw) => ids::parse_uuid(&raw).ok_or_else(|| {
+            ApiError::bad_request("invalid_query", "userId must be a user id (UUID)")
+        })?,
+    };
+    let filter = if owner == user.id {
+        "client_id = ? AND owner_id = ?"
+    } else {
+        "client_id = ? AND owner_id = ? AND visibility = 'public'"
+    };
+    let scope = [db::text(&tenant.client_id), db::text(&owner)];
+    let db = Db::open()?;
+    let total = db.count(
+        &format!("SELECT COUNT(*) FROM playlists WHERE {filter}"),
+        &scope,
+    )?;
+    let mut params = scope.to_vec();
+    params.extend([db::int(page.limit.into()), db::int(page.offset.into())]);
+    let links = Links::load();
+    let rows = db.query(
+        &format!(
+            "SELECT p.*, (SELECT COUNT(*) FROM playlist_tracks t WHERE t.client_id = p.client_id \
+               AND t.playlist_id = p.id) AS track_count \
+             FROM playlists p WHERE {filter} ORDER BY created_at DESC, id LIMIT ? OFFSET ?"
+        ),
+        &params,
+        |row| from_row(row).view(&links, db::col_int(row, "track_count")),
+    )?;
+    Ok(json(200, &Paged::new(rows, total, page)))
+}
+
+/// `PUT /api/playlists/{id}`: any of name, description, visibility.
+pub fn update(ctx: &Ctx) -> Result<Response, ApiError> {
+    let db = Db::open()?;
+    let playlist = load_owned(ctx, &db)?;
+    let mut body = ctx.json()?;
+    let name = body
+        .has("name")
+        .then(|| body.string("name", validate::MAX_NAME));
+    // An empty string clears the description; absent (or null) keeps it.
+    let description_sent = body.has("description");
+    let description = body.opt_string("description", MAX_DESCRIPTION);
+    let description = if description_sent {
+        description
+    } else {
+        playlist.description.clone()
+    };
+    let visibility = visibility(&mut body, false);
+    body.finish()?;
+    db.execute(
+        "UPDATE playlists SET name = ?, description = ?, visibility = ?, updated_at = ? \
+         WHERE client_id = ? AND id = ?",
+        &[
+            db::text(name.unwrap_or(playlist.name.clone())),
+            db::opt_text(description.as_deref()),
+            db::text(visibility.unwrap_or(playlist.visibility.clone())),
+            db::text(time::now_rfc3339()),
+            db::text(&playlist.client_id),
+            db::text(&playlist.id),
+        ],
+    )?;
+    let playlist = load(&db, &playlist.client_id, &playlist.id)?;
+    Ok(json(200, &full_view(&db, &playlist)?))
+}
+
+/// `DELETE /api/playlists/{id}`: the playlist, its tracks and its poster.
+pub fn delete(ctx: &Ctx) -> Result<Response, ApiError> {
+    let db = Db::open()?;
+    let playlist = load_owned(ctx, &db)?;
+    let scope = [db::text(&playlist.client_id), db::text(&playlist.id)];
+    db.transaction(|db| {
+        db.execute(
+            "DELETE FROM playlist_tracks WHERE client_id = ? AND playlist_id = ?",
+            &scope,
+        )?;
+        db.execute(
+            "DELETE FROM playlists WHERE client_id = ? AND id = ?",
+            &scope,
+        )
+        .map(|_| ())
+    })?;
+    remove_poster(&db, &playlist)?;
+    Ok(json(200, &json!({ "success": true, "id": playlist.id })))
+}
+
+fn remove_poster(db: &Db, playlist: &Playlist) -> Result<(), ApiError> {
+    if let Some(file_id) = &playlist.poster_file_id
+        && let Ok(file) = files::load_ready(db, &playlist.client_id, file_id)
+    {
+        files::remove(db, &file)?;
+    }
+    Ok(())
+}
+
+/// A validated track to add.
+struct NewTrack {
+    title: String,
+    artist: Option<String>,
+    duration: Option<i64>,
+    file_id: Option<String>,
+    url: Option<String>,
+}
+
+/// Reads one track object; field errors are named `tracks[i].field`.
+fn parse_track(index: usize, value: &Value, errors: &mut Vec<FieldError>) -> Option<NewTrack> {
+    let prefix = format!("tracks[{index}]");
+    let Value::Object(_) = value else {
+        errors.push(FieldError {
+            field: prefix,
+            message: "must be an object".into(),
+        });
+        return None;
+    };
+    let mut body = JsonBody::parse(value.to_string().as_bytes()).ok()?;
+    let title = body.string("title", validate::MAX_NAME);
+    let artist = body.opt_string("artist", validate::MAX_NAME);
+    let duration = body.opt_int("durationSeconds", 0..=86_400);
+    let file_id = body.opt_string("fileId", 64);
+    let url = body.opt_string("url", MAX_URL);
+    let file_id = match file_id {
+        Some(raw) => match ids::parse_uuid(&raw) {
+            Some(id) => Some(id),
+            None => {
+                body.error("fileId", "must be a file id (UUID)");
+                None
+            }
+        },
+        None => None,
+    };
+    if let Some(u) = &url
+        && !validate::is_http_url(u)
+    {
+        body.error("url", "must be an absolute http(s) URL");
+    }
+    if body.has("fileId") == body.has("url") {
+        body.error("fileId", "give either a fileId or a url");
+    }
+    match body.finish() {
+        Ok(()) => Some(NewTrack {
+            title,
+            artist,
+            duration,
+            file_id,
+            url,
+        }),
+        Err(err) => {
+            errors.extend(err.fields.into_iter().map(|f| FieldError {
+                field: format!("{prefix}.{}", f.field),
+                message: f.message,
+            }));
+            None
+        }
+    }
+}
+
+/// `POST /api/playlists/{id}/tracks`: `{"tracks": [...]}` appended in order. A `fileId`
+/// must name a file of the tenant that the user owns or that is public.
+pub fn add_tracks(ctx: &Ctx) -> Result<Response, ApiError> {
+    let db = Db::open()?;
+    let playlist = load_owned(ctx, &db)?;
+    let user = ctx.user()?;
+    let mut body = ctx.json()?;
+    let tracks = body.opt_value("tracks");
+    body.finish()?;
+    let Some(Value::Array(tracks)) = tracks else {
+        return Err(invalid("tracks", "must be an array of tracks"));
+    };
+    if tracks.is_empty() || tracks.len() > MAX_TRACKS_PER_REQUEST {
+        return Err(invalid(
+            "tracks",
+            &format!("must hold 1 to {MAX_TRACKS_PER_REQUEST} tracks"),
+        ));
+    }
+    let mut errors = Vec::new();
+    let parsed: Vec<Option<NewTrack>> = tracks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| parse_track(i, t, &mut errors))
+        .collect();
+    for (i, track) in parsed.iter().enumerate() {
+        let Some(file_id) = track.as_ref().and_then(|t| t.file_id.as_ref()) else {
+            continue;
+        };
+        let usable = files::load_ready(&db, &playlist.client_id, file_id)
+            .is_ok_and(|f| f.owner_id == user.id || f.is_public);
+        if !usable {
+            errors.push(FieldError {
+                field: format!("tracks[{i}].fileId"),
+                message: "names no file of yours or public file".into(),
+            });
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::invalid_fields(errors));
+    }
+    let scope = [db::text(&playlist.client_id), db::text(&playlist.id)];
+    let count = db.count(
+        "SELECT COUNT(*) FROM playlist_tracks WHERE client_id = ? AND playlist_id = ?",
+        &scope,
+    )?;
+    if count + parsed.len() as i64 > MAX_TRACKS {
+        return Err(ApiError::conflict(
+            "playlist_full",
+            format!("a playlist holds at most {MAX_TRACKS} tracks"),
+        ));
+    }
+    let next = db.count(
+        "SELECT COALESCE(MAX(position) + 1, 0) FROM playlist_tracks WHERE client_id = ? AND playlist_id = ?",
+        &scope,
+    )?;
+    let now = time::now_rfc3339();
+    db.transaction(|db| {
+        for (offset, track) in parsed.iter().flatten().enumerate() {
+            db.execute(
+                "INSERT INTO playlist_tracks (id, client_id, playlist_id, position, title, artist, \
+                   duration_seconds, file_id, url, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                &[
+                    db::text(ids::uuid()),
+                    db::text(&playlist.client_id),
+                    db::text(&playlist.id),
+                    db::int(next + offset as i64),
+                    db::text(&track.title),
+                    db::opt_text(track.artist.as_deref()),
+                    track.duration.map_or(db::null(), db::int),
+                    db::opt_text(track.file_id.as_deref()),
+                    db::opt_text(track.url.as_deref()),
+                    db::text(&now),
+                ],
+            )?;
+        }
+        Ok(())
+    })?;
+    touch(&db, &playlist)?;
+    Ok(json(200, &full_view(&db, &playlist)?))
+}
+
+fn invalid(field: &str, message: &str) -> ApiError {
+    ApiError::invalid_fields(vec![FieldError {
+        field: field.into(),
+        message: message.into(),
+    }])
+}
+
+/// `DELETE /api/playlists/{id}/tracks/{trackId}`
+pub fn remove_track(ctx: &Ctx) -> Result<Response, ApiError> {
+    let db = Db::open()?;
+    let playlist = load_owned(ctx, &db)?;
+    let track_id = ids::parse_uuid(ctx.param("trackId")).ok_or_else(|| bad_id("track"))?;
+    let removed = db.count(
+        "SELECT COUNT(*) FROM playlist_tracks WHERE client_id = ? AND playlist_id = ? AND id = ?",
+        &[
+            db::text(&playlist.client_id),
+            db::text(&playlist.id),
+            db::text(&track_id),
+        ],
+    )?;
+    if removed == 0 {
+        return Err(ApiError::not_found("track"));
+    }
+    db.execute(
+        "DELETE FROM playlist_tracks WHERE client_id = ? AND playlist_id = ? AND id = ?",
+        &[
+            db::text(&playlist.client_id),
+            db::text(&playlist.id),
+            db::text(&track_id),
+        ],
+    )?;
+    touch(&db, &playlist)?;
+    Ok(json(200, &full_view(&db, &playlist)?))
+}
+
+/// `PUT /api/playlists/{id}/tracks/reorder`: `{"trackIds": [...]}`, the complete new
+/// order; anything else is a 422 and the order stays as it was.
+pub fn reorder(ctx: &Ctx) -> Result<Response, ApiError> {
+    let db = Db::open()?;
+    let playlist = load_owned(ctx, &db)?;
+    let mut body = ctx.json()?;
+    let requested = body.opt_value("trackIds");
+    body.finish()?;
+    let Some(Value::Array(requested)) = requested else {
+        return Err(invalid("trackIds", "must be an array of track ids"));
+    };
+    let requested: Vec<String> = requested
+        .iter()
+        .map(|v| v.as_str().and_then(ids::parse_uuid))
+        .collect::<Option<_>>()
+        .ok_or_else(|| invalid("trackIds", "must hold track ids (UUIDs)"))?;
+    let current = track_ids(&db, &playlist)?;
+    check_order(&current, &requested).map_err(|m| invalid("trackIds", &m))?;
+    db.transaction(|db| {
+        for (position, id) in requested.iter().enumerate() {
+            db.execute(
+                "UPDATE playlist_tracks SET position = ? WHERE client_id = ? AND playlist_id = ? AND id = ?",
+                &[
+                    db::int(position as i64),
+                    db::text(&playlist.client_id),
+                    db::text(&playlist.id),
+                    db::text(id),
+                ],
+            )?;
+        }
+        Ok(())
+    })?;
+    touch(&db, &playlist)?;
+    Ok(json(200, &full_view(&db, &playlist)?))
+}
+
+/// `POST /api/playlists/{id}/poster`: a PNG, JPEG or WebP image (raw body or multipart),
+/// at most 5 MiB, recognised by its magic bytes; stored as a public file that replaces
+/// the previous poster.
+pub async fn poster(ctx: &Ctx, body: Source) -> Result<Response, ApiError> {
+    let db = Db::open()?;
+    let playlist = load_owned(ctx, &db)?;
+    let head = &ctx.req;
+    let stream: incoming::BodyStream = match body {
+        Source::Stream(s) => s,
+        Source::Bytes(bytes, _) => Box::pin(futures::stream::iter([Ok(bytes)])),
+    };
+    let (bytes, data, name) = match files::upload_kind(head)? {
+        files::Upload::Raw { .. } => {
+            let bytes = incoming::collect(head, stream, MAX_POSTER).await?;
+            let len = bytes.len();
+            (bytes, 0..len, None)
+        }
+        files::Upload::Multipart { boundary } => {
+            let form = files::read_form(head, stream, &boundary, MAX_POSTER).await?;
+            (form.bytes, form.data, form.filename)
+        }
+    };
+    let image = bytes.get(data.clone()).unwrap_or_default();
+    let content_type = media::sniff_image(image)
+        .ok_or_else(|| files::unsupported("the poster must be a PNG, JPEG or WebP image"))?;
+    let extension = content_type.trim_start_matches("image/");
+    let filename = name
+        .and_then(|n| media::check_filename(&n).ok())
+        .unwrap_or_else(|| format!("poster.{extension}"));
+    let new = NewFile {
+        filename,
+        content_type: content_type.to_string(),
+        is_public: true,
+    };
+    let file = files::store(ctx, &db, &new, Source::Bytes(bytes, data), MAX_POSTER).await?;
+    db.execute(
+        "UPDATE playlists SET poster_file_id = ?, updated_at = ? WHERE client_id = ? AND id = ?",
+        &[
+            db::text(&file.id),
+            db::text(time::now_rfc3339()),
+            db::text(&playlist.client_id),
+            db::text(&playlist.id),
+        ],
+    )?;
+    remove_poster(&db, &playlist)?;
+    let playlist = load(&db, &playlist.client_id, &playlist.id)?;
+    Ok(json(200, &full_view(&db, &playlist)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_reorder_must_be_the_complete_set_once() {
+        let current = ids(&["a", "b", "c"]);
+        assert!(check_order(&current, &ids(&["c", "a", "b"])).is_ok());
+        assert!(check_order(&current, &ids(&["a", "b"])).is_err());
+        assert!(check_order(&current, &ids(&["a", "b", "b"])).is_err());
+        assert!(check_order(&current, &ids(&["a", "b", "c", "a"])).is_err());
+        assert!(check_order(&current, &ids(&["a", "b", "x"])).is_err());
+        assert!(check_order(&[], &[]).is_ok());
+    }
+
+    #[test]
+    fn tracks_name_their_bad_fields() {
+        let mut errors = Vec::new();
+        let ok = parse_track(
+            0,
+            &json!({"title": "A", "artist": "B", "durationSeconds": 180, "url": "https://x.example/a.mp3"}),
+            &mut errors,
+        );
+        assert!(ok.is_some() && errors.is_empty());
+        let bad = parse_track(
+            2,
+            &json!({"durationSeconds": -1, "url": "ftp://x", "fileId": "nope", "extra": 1}),
+            &mut errors,
+        );
+        assert!(bad.is_none());
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        for f in [
+            "tracks[2].title",
+            "tracks[2].durationSeconds",
+            "tracks[2].url",
+            "tracks[2].extra",
+        ] {
+            assert!(fields.contains(&f), "{f} missing from {fields:?}");
+        }
+        let mut errors = Vec::new();
+        assert!(parse_track(0, &json!({"title": "x"}), &mut errors).is_none());
+        assert_eq!(errors[0].field, "tracks[0].fileId");
+        assert!(parse_track(1, &json!("x"), &mut errors).is_none());
+    }
+}
