@@ -130,14 +130,13 @@ impl SqliteConn {
     }
 }
 
-/// Runs `f` on a handle's connection (taken from the pool on first use), off the async
-/// threads.
+/// Runs `f` on a handle's connection (taken from the pool on first use).
 async fn with_conn<T: Send + 'static>(
     pool: Arc<DbPool>,
     slot: Arc<Mutex<Option<Connection>>>,
     f: impl FnOnce(&Connection) -> Result<T, String> + Send + 'static,
 ) -> Result<T, String> {
-    tokio::task::spawn_blocking(move || {
+    crate::state::run_blocking(move || {
         let mut slot = slot
             .lock()
             .map_err(|_| "connection lock poisoned".to_string())?;

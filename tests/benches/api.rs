@@ -71,15 +71,7 @@ async fn run() -> Result<()> {
         .await;
     anyhow::ensure!(status == 200, "broadcast: {broadcast}");
     let plan = Plan::default();
-    println!(
-        "loopback, {} keep-alive connections, up to {} s or {} requests per run, {} cores",
-        plan.connections,
-        plan.run_for.as_secs(),
-        plan.max_requests,
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    );
+    plan.describe();
     let addr = p.addr();
     let warm_up = Plan {
         max_requests: 300,

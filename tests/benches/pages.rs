@@ -18,13 +18,7 @@ const RECORD: &str =
 async fn main() {
     let p = Platform::start().await;
     let plan = Plan::default();
-    println!(
-        "loopback, {} keep-alive connections, up to {} s or {} requests per run, {} cores",
-        plan.connections,
-        plan.run_for.as_secs(),
-        plan.max_requests,
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    );
+    plan.describe();
     let first = p
         .request(Method::GET, RECORD)
         .send()

@@ -34,15 +34,7 @@ async fn run() -> Result<()> {
     edgehost::build_components(&manifest)?;
     let state = std::env::temp_dir().join(format!("edgehost-bench-{}", std::process::id()));
     let plan = Plan::default();
-    println!(
-        "loopback, {} keep-alive connections, up to {} s or {} requests per run, {} cores",
-        plan.connections,
-        plan.run_for.as_secs(),
-        plan.max_requests,
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    );
+    plan.describe();
 
     let plain = plain_hello_server().await?;
     load::run(plain, Plan::default(), 200, get("/hello"))

@@ -30,6 +30,19 @@ impl Default for Plan {
     }
 }
 
+impl Plan {
+    /// Prints the plan and the machine's cores, the header of every benchmark.
+    pub fn describe(&self) {
+        println!(
+            "loopback, {} keep-alive connections, up to {} s or {} requests per run, {} cores",
+            self.connections,
+            self.run_for.as_secs(),
+            self.max_requests,
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        );
+    }
+}
+
 pub struct LoadResult {
     pub requests: usize,
     pub elapsed: Duration,

@@ -468,13 +468,12 @@ pub fn list_own(ctx: &Ctx) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let db = Db::open()?;
     let scope = [db::text(&tenant.client_id), db::text(&user.id)];
-    let total = db.count(
-        "SELECT COUNT(*) FROM broadcasts WHERE client_id = ? AND owner_id = ?",
+    let (items, total) = db.page(
+        "broadcasts",
+        "client_id = ? AND owner_id = ?",
         &scope,
-    )?;
-    let items = db.query(
-        "SELECT * FROM broadcasts WHERE client_id = ? AND owner_id = ? ORDER BY created_at DESC, id LIMIT ? OFFSET ?",
-        &[scope[0].clone(), scope[1].clone(), db::int(page.limit.into()), db::int(page.offset.into())],
+        "created_at DESC, id",
+        page,
         from_row,
     )?;
     let items = expire_stale(&db, items)?;
@@ -491,20 +490,12 @@ pub fn list_live(ctx: &Ctx) -> Result<Response, ApiError> {
     let filter =
         "client_id = ? AND status = 'active' AND visibility = 'public' AND last_heartbeat >= ?";
     let scope = [db::text(&tenant.client_id), db::int(fresh_since)];
-    let total = db.count(
-        &format!("SELECT COUNT(*) FROM broadcasts WHERE {filter}"),
+    let (items, total) = db.page(
+        "broadcasts",
+        filter,
         &scope,
-    )?;
-    let items = db.query(
-        &format!(
-            "SELECT * FROM broadcasts WHERE {filter} ORDER BY started_at DESC, id LIMIT ? OFFSET ?"
-        ),
-        &[
-            scope[0].clone(),
-            scope[1].clone(),
-            db::int(page.limit.into()),
-            db::int(page.offset.into()),
-        ],
+        "started_at DESC, id",
+        page,
         from_row,
     )?;
     let items = views(&db, &items, |_| Audience::Viewer)?;
@@ -684,14 +675,12 @@ pub fn v1_list(ctx: &Ctx) -> Result<Response, ApiError> {
     let tenant = ctx.tenant()?;
     let page = Page::from_query(ctx.query())?;
     let db = Db::open()?;
-    let scope = [db::text(&tenant.client_id)];
-    let total = db.count(
-        "SELECT COUNT(*) FROM broadcasts WHERE client_id = ?",
-        &scope,
-    )?;
-    let items = db.query(
-        "SELECT * FROM broadcasts WHERE client_id = ? ORDER BY created_at DESC, id LIMIT ? OFFSET ?",
-        &[scope[0].clone(), db::int(page.limit.into()), db::int(page.offset.into())],
+    let (items, total) = db.page(
+        "broadcasts",
+        "client_id = ?",
+        &[db::text(&tenant.client_id)],
+        "created_at DESC, id",
+        page,
         from_row,
     )?;
     let items = expire_stale(&db, items)?;

@@ -115,17 +115,12 @@ fn history(ctx: &Ctx, db: &Db, target: &ChatTarget) -> Result<Response, ApiError
         db::text(&target.stream_id),
         db::opt_text(broadcast_id.as_deref()),
     ];
-    let total = db.count(
-        &format!("SELECT COUNT(*) FROM chat_messages WHERE {filter}"),
+    let (mut items, total) = db.page(
+        "chat_messages",
+        filter,
         &scope,
-    )?;
-    let mut params = scope.to_vec();
-    params.extend([db::int(page.limit.into()), db::int(page.offset.into())]);
-    let mut items = db.query(
-        &format!(
-            "SELECT * FROM chat_messages WHERE {filter} ORDER BY created_ms DESC, id DESC LIMIT ? OFFSET ?"
-        ),
-        &params,
+        "created_ms DESC, id DESC",
+        page,
         from_row,
     )?;
     items.reverse();

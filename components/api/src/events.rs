@@ -232,18 +232,13 @@ pub fn list(ctx: &Ctx) -> Result<Response, ApiError> {
         db::int(since),
     ];
     let db = Db::open()?;
-    let total = db.count(
-        &format!("SELECT COUNT(*) FROM scheduled_events WHERE {filter}"),
-        &scope,
-    )?;
-    let mut params = scope.to_vec();
-    params.extend([db::int(page.limit.into()), db::int(page.offset.into())]);
     let links = Links::load();
-    let items = db.query(
-        &format!(
-            "SELECT * FROM scheduled_events WHERE {filter} ORDER BY scheduled_for, id LIMIT ? OFFSET ?"
-        ),
-        &params,
+    let (items, total) = db.page(
+        "scheduled_events",
+        filter,
+        &scope,
+        "scheduled_for, id",
+        page,
         |row| {
             let event = from_row(row);
             event.view(&links, event.owner_id == user.id)

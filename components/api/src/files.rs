@@ -612,18 +612,13 @@ pub fn list(ctx: &Ctx) -> Result<Response, ApiError> {
     let scope = [db::text(&tenant.client_id), db::text(&user.id)];
     let filter = "client_id = ? AND owner_id = ? AND status = 'ready'";
     let db = Db::open()?;
-    let total = db.count(
-        &format!("SELECT COUNT(*) FROM files WHERE {filter}"),
-        &scope,
-    )?;
-    let mut params = scope.to_vec();
-    params.extend([db::int(page.limit.into()), db::int(page.offset.into())]);
     let links = Links::load();
-    let items = db.query(
-        &format!(
-            "SELECT * FROM files WHERE {filter} ORDER BY created_at DESC, id LIMIT ? OFFSET ?"
-        ),
-        &params,
+    let (items, total) = db.page(
+        "files",
+        filter,
+        &scope,
+        "created_at DESC, id",
+        page,
         |row| from_row(row).view(&links),
     )?;
     Ok(json(200, &Paged::new(items, total, page)))

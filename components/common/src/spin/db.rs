@@ -52,6 +52,31 @@ impl Db {
     }
 
     /// A single integer (e.g. `SELECT COUNT(*) ...`); 0 when there is no row.
+    /// One page of `SELECT * FROM {table} WHERE {filter} ORDER BY {order}` (with the
+    /// `scope` parameters of `filter`), and how many rows match in all.
+    pub fn page<T>(
+        &self,
+        table: &str,
+        filter: &str,
+        scope: &[Value],
+        order: &str,
+        page: crate::pagination::Page,
+        map: impl Fn(&Row<'_>) -> T,
+    ) -> Result<(Vec<T>, i64), ApiError> {
+        let total = self.count(
+            &format!("SELECT COUNT(*) FROM {table} WHERE {filter}"),
+            scope,
+        )?;
+        let mut params = scope.to_vec();
+        params.extend([int(page.limit.into()), int(page.offset.into())]);
+        let items = self.query(
+            &format!("SELECT * FROM {table} WHERE {filter} ORDER BY {order} LIMIT ? OFFSET ?"),
+            &params,
+            map,
+        )?;
+        Ok((items, total))
+    }
+
     pub fn count(&self, sql: &str, params: &[Value]) -> Result<i64, ApiError> {
         let result = self.execute(sql, params)?;
         Ok(result
