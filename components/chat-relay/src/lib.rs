@@ -539,3 +539,54 @@ pub fn serve(relay: Relay, listener: TcpListener) -> std::io::Result<RelayServer
         task: Some(task),
     })
 }
+
+/// A request handler with the signature of edgehost's `WebSocketHandler`.
+pub type Handler = Arc<
+    dyn Fn(
+            Request<Incoming>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response<Body>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// A relay embedded in another server whose configuration is known only once that server
+/// runs (its address, its resolved secrets): hand [`Embedded::handler`] to the server,
+/// then [`Embedded::start`] the relay. Until then requests answer 503.
+#[derive(Clone, Default)]
+pub struct Embedded {
+    cell: Arc<std::sync::OnceLock<Relay>>,
+}
+
+impl Embedded {
+    pub fn new() -> Embedded {
+        Embedded::default()
+    }
+
+    /// The handler to install (edgehost: `Options::websocket`).
+    pub fn handler(&self) -> Handler {
+        let cell = self.cell.clone();
+        Arc::new(move |req| {
+            let relay = cell.get().cloned();
+            Box::pin(async move {
+                match relay {
+                    Some(relay) => relay.handle(req).await,
+                    None => problem(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "relay_starting",
+                        "the chat relay is starting",
+                    ),
+                }
+            })
+        })
+    }
+
+    /// Starts the relay with `config`; a second call answers the first relay.
+    pub fn start(&self, config: Config) -> Relay {
+        self.cell.get_or_init(|| Relay::new(config)).clone()
+    }
+
+    /// The running relay, if started.
+    pub fn relay(&self) -> Option<Relay> {
+        self.cell.get().cloned()
+    }
+}
