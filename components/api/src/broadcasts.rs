@@ -660,6 +660,7 @@ pub fn analytics(ctx: &Ctx) -> Result<Response, ApiError> {
             "peakViewers": b.peak_viewers,
             "averageViewers": average,
             "viewerReports": b.viewer_reports,
+            "chatMessages": crate::chat::count_for(&db, &b)?,
             "reactions": reactions,
         }),
     ))

@@ -1,6 +1,7 @@
 //! The REST API component: every `/api/` route that no other component serves.
 
 mod broadcasts;
+mod chat;
 mod clients;
 mod cohosts;
 mod contact_form;
@@ -73,6 +74,11 @@ enum Endpoint {
     CoHostRemove,
     ParticipantEvent,
     SessionMetrics,
+    StreamChat,
+    StreamChatPost,
+    StreamChatDelete,
+    BroadcastChat,
+    BroadcastChatPost,
     FileUpload,
     FileList,
     FileGet,
@@ -91,7 +97,7 @@ enum Endpoint {
     PlaylistPoster,
 }
 
-use Auth::{Admin, ApiKey, Public, User};
+use Auth::{Admin, ApiKey, OptionalUser, Public, User};
 use Endpoint::*;
 
 /// The route table: method, path, the authentication it needs, endpoint. `ApiKey` is the
@@ -150,6 +156,17 @@ const ROUTES: &[Route<Endpoint>] = &[
         User,
         SessionMetrics,
     ),
+    // Persisted chat (the relay stores WebSocket messages through the POSTs)
+    route("GET", "/api/streams/{id}/chat", OptionalUser, StreamChat),
+    route("POST", "/api/streams/{id}/chat", User, StreamChatPost),
+    route(
+        "DELETE",
+        "/api/streams/{id}/chat/{messageId}",
+        User,
+        StreamChatDelete,
+    ),
+    route("GET", "/api/broadcasts/{id}/chat", User, BroadcastChat),
+    route("POST", "/api/broadcasts/{id}/chat", User, BroadcastChatPost),
     // Scheduled events
     route("POST", "/api/events", User, EventCreate),
     route("GET", "/api/events", User, EventList),
@@ -301,6 +318,11 @@ fn dispatch(endpoint: Endpoint, ctx: &Ctx) -> Result<Response, ApiError> {
         CoHostRemove => cohosts::remove_cohost(ctx),
         ParticipantEvent => cohosts::participant_event(ctx),
         SessionMetrics => cohosts::metrics(ctx),
+        StreamChat => chat::stream_history(ctx),
+        StreamChatPost => chat::stream_post(ctx),
+        StreamChatDelete => chat::stream_delete(ctx),
+        BroadcastChat => chat::broadcast_history(ctx),
+        BroadcastChatPost => chat::broadcast_post(ctx),
         FileList => files::list(ctx),
         FileGet => files::get(ctx),
         FileDelete => files::delete(ctx),

@@ -16,6 +16,9 @@ pub enum Auth {
     Admin,
     /// `X-API-Key` naming the tenant (and a valid signature when one is sent or required).
     ApiKey,
+    /// `X-API-Key`, and a user's Bearer JWT when one is sent (it must then be valid):
+    /// reads that anonymous callers may make too.
+    OptionalUser,
     /// `X-API-Key` plus a user's Bearer JWT of the same tenant.
     User,
 }

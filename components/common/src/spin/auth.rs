@@ -42,23 +42,73 @@ pub fn authenticate(req: &Request, auth: Auth) -> Result<Caller, ApiError> {
     match auth {
         Auth::Public => Ok(Caller::default()),
         Auth::Admin => check_admin(req).map(|()| Caller::default()),
-        Auth::ApiKey => {
-            let tenant = tenant_from_api_key(req)?;
-            check_signature(req, &tenant)?;
+        Auth::ApiKey | Auth::OptionalUser | Auth::User => {
+            let tenant = match header(req, "x-relay-secret") {
+                Some(secret) => tenant_for_relay(req, secret)?,
+                None => {
+                    let tenant = tenant_from_api_key(req)?;
+                    check_signature(req, &tenant)?;
+                    tenant
+                }
+            };
+            let user = match auth {
+                Auth::User => Some(user_from_bearer(req, &tenant)?),
+                Auth::OptionalUser if bearer_token(req).is_some() => {
+                    Some(user_from_bearer(req, &tenant)?)
+                }
+                _ => None,
+            };
             Ok(Caller {
                 tenant: Some(tenant),
-                user: None,
+                user,
             })
         }
-        Auth::User => {
-            let tenant = tenant_from_api_key(req)?;
-            check_signature(req, &tenant)?;
-            let user = user_from_bearer(req, &tenant)?;
-            Ok(Caller {
-                tenant: Some(tenant),
-                user: Some(user),
-            })
+    }
+}
+
+/// The chat relay's service credential: `X-Relay-Secret` (the shared `relay_secret`) in
+/// place of the API key. The tenant is the Bearer JWT's, or for anonymous reads the one
+/// `X-Tenant-Id` names.
+fn tenant_for_relay(req: &Request, secret: &str) -> Result<Tenant, ApiError> {
+    let expected = config::required("relay_secret")?;
+    if !secure_eq(secret.trim(), &expected) {
+        return Err(ApiError::unauthorized(
+            "invalid_relay_secret",
+            "the relay secret is not valid",
+        ));
+    }
+    let client_id = match bearer_token(req) {
+        Some(token) => {
+            let jwt_secret = config::required("jwt_secret")?;
+            let claims: UserClaims = jwt::verify(jwt_secret.as_bytes(), token, crate::time::now())?;
+            claims.tid
         }
+        None => header(req, "x-tenant-id")
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                ApiError::unauthorized(
+                    "missing_tenant",
+                    "relay calls name the tenant by a user token or X-Tenant-Id",
+                )
+            })?
+            .to_string(),
+    };
+    let db = Db::open()?;
+    db.query_one(
+        "SELECT client_id, name, secret_key, require_signature FROM sdk_clients WHERE client_id = ?",
+        &[db::text(&client_id)],
+        tenant_from_row,
+    )?
+    .ok_or_else(|| ApiError::unauthorized("invalid_tenant", "no such client"))
+}
+
+fn tenant_from_row(row: &spin_sdk::sqlite::Row<'_>) -> Tenant {
+    Tenant {
+        client_id: db::col_text(row, "client_id"),
+        name: db::col_text(row, "name"),
+        secret_key: db::col_text(row, "secret_key"),
+        require_signature: db::col_bool(row, "require_signature"),
     }
 }
 
@@ -218,12 +268,7 @@ fn tenant_from_api_key(req: &Request) -> Result<Tenant, ApiError> {
     db.query_one(
         "SELECT client_id, name, secret_key, require_signature FROM sdk_clients WHERE api_key_hash = ?",
         &[db::text(sha256_hex(key.as_bytes()))],
-        |row| Tenant {
-            client_id: db::col_text(row, "client_id"),
-            name: db::col_text(row, "name"),
-            secret_key: db::col_text(row, "secret_key"),
-            require_signature: db::col_bool(row, "require_signature"),
-        },
+        tenant_from_row,
     )?
     .ok_or_else(|| ApiError::unauthorized("invalid_api_key", "the API key is not valid"))
 }
