@@ -65,13 +65,15 @@ impl ChatApi {
         path: &str,
         caller: &Caller,
     ) -> reqwest::RequestBuilder {
-        let req = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .header("x-relay-secret", &self.relay_secret);
+        let req = self.http.request(method, format!("{}{path}", self.base));
         match caller {
-            Caller::User { token } => req.bearer_auth(token),
-            Caller::Tenant { client_id } => req.header("x-tenant-id", client_id),
+            Caller::User { token } => req
+                .header("x-relay-secret", &self.relay_secret)
+                .bearer_auth(token),
+            Caller::Tenant { client_id } => req
+                .header("x-relay-secret", &self.relay_secret)
+                .header("x-tenant-id", client_id),
+            // The API key is the tenant's own public credential: a plain anonymous call.
             Caller::ApiKey { api_key } => req.header("x-api-key", api_key),
         }
     }
