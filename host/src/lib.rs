@@ -51,7 +51,8 @@ pub use {bytes, http_body_util, hyper};
 /// Response body of a [`WebSocketHandler`].
 pub type WebSocketBody = http_body_util::combinators::BoxBody<bytes::Bytes, anyhow::Error>;
 
-/// Handles requests whose path starts with `/ws/`. It receives the raw hyper request and
+/// Handles requests whose path starts with `/ws/` or `/internal/` (the embedded chat
+/// relay's sockets and its internal events endpoint). It receives the raw hyper request and
 /// may take the connection over with `hyper::upgrade::on` (the server serves
 /// connections with upgrades enabled).
 pub type WebSocketHandler = Arc<
@@ -79,7 +80,7 @@ pub struct Options {
     pub runtime_config_file: Option<PathBuf>,
     /// Variable values with the highest precedence (name, value).
     pub variables: Vec<(String, String)>,
-    /// Handler for `/ws/...` requests; `None` answers them 404.
+    /// Handler for `/ws/...` and `/internal/...` requests; `None` answers them 404.
     pub websocket: Option<WebSocketHandler>,
     /// Log one line per request to stderr.
     pub log_requests: bool,

@@ -78,17 +78,31 @@ async fn main() -> Result<()> {
             if build {
                 edgehost::build_components(&from)?;
             }
+            // The chat relay on the same port: `/ws/...` sockets and the internal events
+            // endpoint, configured from the application's resolved variables once known.
+            let relay = chat_relay::Embedded::new();
             let server = edgehost::Server::start(edgehost::Options {
                 manifest: from,
                 listen,
                 state_dir,
                 runtime_config_file,
+                websocket: Some(relay.handler()),
                 log_requests: true,
                 ..Default::default()
             })
             .await?;
             let base = format!("http://{}", server.local_addr());
+            let var = |name: &str| server.variable(name).unwrap_or_default();
+            let mut config = chat_relay::Config::new(&base, var("jwt_secret"), var("relay_secret"));
+            config.redis_url = std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty());
+            let redis = config.redis_url.is_some();
+            relay.start(config);
             println!("Serving {} on {base}", server.app_name());
+            println!(
+                "Chat relay: ws://{}/ws/streams/:id/chat (Redis {})",
+                server.local_addr(),
+                if redis { "on" } else { "off" }
+            );
             println!("Available Routes:");
             for (route, component) in server.routes() {
                 println!("  {component}: {base}{route}");

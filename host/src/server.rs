@@ -42,6 +42,7 @@ pub struct Server {
     app_name: String,
     local_addr: SocketAddr,
     routes: Vec<(String, String)>,
+    variables: HashMap<String, String>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
 }
@@ -54,12 +55,14 @@ impl Server {
         let local_addr = app.local_addr;
         let app_name = app.name.clone();
         let routes = app.router.routes().to_vec();
+        let variables = app.variables.clone();
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(serve(app, stop_rx));
         Ok(Server {
             app_name,
             local_addr,
             routes,
+            variables,
             stop,
             task: Some(task),
         })
@@ -78,6 +81,12 @@ impl Server {
     /// (route as written in the manifest, component id), in manifest order.
     pub fn routes(&self) -> &[(String, String)] {
         &self.routes
+    }
+
+    /// The resolved value of application variable `name` (after overrides, environment,
+    /// runtime config, defaults and generated local secrets).
+    pub fn variable(&self, name: &str) -> Option<&str> {
+        self.variables.get(name).map(String::as_str)
     }
 
     /// Stops accepting connections and waits (up to 10 s) for in-flight requests.
@@ -102,6 +111,7 @@ struct App {
     components: HashMap<String, LoadedComponent>,
     services: Arc<Services>,
     websocket: Option<WebSocketHandler>,
+    variables: HashMap<String, String>,
     log_requests: bool,
     listener: Option<TcpListener>,
     local_addr: SocketAddr,
@@ -202,6 +212,7 @@ async fn load_app(opts: &Options) -> Result<App> {
         components,
         services: Arc::new(Services { kv, sqlite }),
         websocket: opts.websocket.clone(),
+        variables: vars.values.clone(),
         log_requests: opts.log_requests,
         listener: Some(listener),
         local_addr,
@@ -357,7 +368,7 @@ impl App {
         client: SocketAddr,
     ) -> (String, Response<Body>) {
         let path = req.uri().path();
-        if path.starts_with("/ws/") {
+        if path.starts_with("/ws/") || path.starts_with("/internal/") {
             return match &self.websocket {
                 Some(handler) => {
                     let resp = handler(req).await;

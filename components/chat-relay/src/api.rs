@@ -1,0 +1,156 @@
+//! The platform's persisted-chat API, as the relay calls it: with the shared relay secret
+//! plus the user's JWT (or, for read-only sockets, the tenant).
+
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// Who a call is made for.
+#[derive(Clone, Debug)]
+pub enum Caller {
+    /// A signed-in user: `Authorization: Bearer <token>`.
+    User { token: String },
+    /// A read-only socket of a tenant, named by its client id.
+    Tenant { client_id: String },
+    /// A read-only socket of a tenant, named by its (public) API key.
+    ApiKey { api_key: String },
+}
+
+/// Why the API did not do what was asked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiFailure {
+    /// The HTTP status (502 when the API could not be reached).
+    pub status: u16,
+    pub code: String,
+    pub detail: String,
+    /// Seconds, from `Retry-After` on 429.
+    pub retry_after: Option<u64>,
+}
+
+impl ApiFailure {
+    fn unreachable(e: impl std::fmt::Display) -> ApiFailure {
+        ApiFailure {
+            status: 502,
+            code: "api_unavailable".into(),
+            detail: format!("the chat API could not be reached: {e}"),
+            retry_after: None,
+        }
+    }
+}
+
+/// A client of `{api_url}/api/streams/{id}/chat`.
+#[derive(Clone)]
+pub struct ChatApi {
+    base: String,
+    relay_secret: String,
+    http: reqwest::Client,
+}
+
+impl ChatApi {
+    pub fn new(base: &str, relay_secret: &str) -> ChatApi {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .pool_max_idle_per_host(64)
+            .build()
+            .expect("a plain HTTP client builds");
+        ChatApi {
+            base: base.trim_end_matches('/').to_string(),
+            relay_secret: relay_secret.to_string(),
+            http,
+        }
+    }
+
+    fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        caller: &Caller,
+    ) -> reqwest::RequestBuilder {
+        let req = self.http.request(method, format!("{}{path}", self.base));
+        match caller {
+            Caller::User { token } => req
+                .header("x-relay-secret", &self.relay_secret)
+                .bearer_auth(token),
+            Caller::Tenant { client_id } => req
+                .header("x-relay-secret", &self.relay_secret)
+                .header("x-tenant-id", client_id),
+            // The API key is the tenant's own public credential: a plain anonymous call.
+            Caller::ApiKey { api_key } => req.header("x-api-key", api_key),
+        }
+    }
+
+    /// The newest `limit` messages, oldest first.
+    pub async fn history(
+        &self,
+        stream: &str,
+        caller: &Caller,
+        limit: u32,
+    ) -> Result<Vec<Value>, ApiFailure> {
+        let path = format!("/api/streams/{stream}/chat?limit={limit}");
+        let body = send(self.request(reqwest::Method::GET, &path, caller)).await?;
+        Ok(body["items"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Stores `message`; answers the stored record.
+    pub async fn post(
+        &self,
+        stream: &str,
+        caller: &Caller,
+        message: &str,
+    ) -> Result<Value, ApiFailure> {
+        let path = format!("/api/streams/{stream}/chat");
+        let record = send(
+            self.request(reqwest::Method::POST, &path, caller)
+                .json(&json!({ "message": message })),
+        )
+        .await?;
+        if record["id"].as_str().is_none() {
+            return Err(ApiFailure::unreachable("the stored record has no id"));
+        }
+        Ok(record)
+    }
+
+    /// Deletes message `id`.
+    pub async fn delete(&self, stream: &str, caller: &Caller, id: &str) -> Result<(), ApiFailure> {
+        let path = format!("/api/streams/{stream}/chat/{id}");
+        send(self.request(reqwest::Method::DELETE, &path, caller))
+            .await
+            .map(|_| ())
+    }
+}
+
+async fn send(req: reqwest::RequestBuilder) -> Result<Value, ApiFailure> {
+    let resp = req.send().await.map_err(ApiFailure::unreachable)?;
+    let status = resp.status().as_u16();
+    let retry_after = resp
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok());
+    let text = resp.text().await.map_err(ApiFailure::unreachable)?;
+    let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    if (200..300).contains(&status) {
+        return Ok(body);
+    }
+    let code = body["code"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| match status {
+            401 => "unauthorized".into(),
+            403 => "forbidden".into(),
+            404 => "not_found".into(),
+            422 => "invalid_message".into(),
+            429 => "rate_limited".into(),
+            _ => "api_error".into(),
+        });
+    let detail = body["detail"]
+        .as_str()
+        .or(body["message"].as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("the chat API answered {status}"));
+    Err(ApiFailure {
+        status,
+        code,
+        detail,
+        retry_after,
+    })
+}

@@ -1,0 +1,160 @@
+//! Fan-out through one chat relay: N WebSocket subscribers of one stream, R frames/s pushed
+//! through the relay's internal events endpoint (the same fan-out path stored messages
+//! take after persistence), delivery latency per (frame, subscriber), and the process's
+//! RSS per held connection. The relay runs in-process against the real platform.
+//!
+//! `cargo bench -p platform-tests --bench chat --profile host` (env: SOCKETS=1000,
+//! RATE=100, SECONDS=5)
+
+use futures_util::StreamExt;
+use platform_tests::{Exchange, Method, Platform};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const JWT: &str = "chat-bench-jwt-secret-0123456789abcdef";
+const RELAY: &str = "chat-bench-relay-secret-0123456789";
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("VmRSS:")
+                    .map(|v| v.trim().trim_end_matches(" kB").parse().unwrap_or(0))
+            })
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::main]
+async fn main() {
+    let (sockets, rate, seconds) = (env("SOCKETS", 1000), env("RATE", 100), env("SECONDS", 5));
+    let p = Platform::start_with(&[("jwt_secret", JWT), ("relay_secret", RELAY)]).await;
+    let t = p.register_client("Bench").await;
+    let ada = p.signup(&t, "ada").await;
+    let (_, b) = p
+        .as_user(&ada, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "bench"}))
+        .await;
+    let stream = b["streamId"].as_str().unwrap().to_string();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay = chat_relay::serve(
+        chat_relay::Relay::new(chat_relay::Config::new(&p.base, JWT, RELAY)),
+        listener,
+    )
+    .unwrap();
+    let addr = relay.local_addr();
+
+    let rss_before = rss_kib();
+    let url = format!("ws://{addr}/ws/streams/{stream}/chat?token={}", ada.token);
+    let started = Instant::now();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u64>>();
+    let expected = rate * seconds;
+    for _ in 0..sockets {
+        let (mut ws, _) = tokio_tungstenite::connect_async(&url)
+            .await
+            .expect("connect");
+        let _history = ws.next().await;
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(expected as usize);
+            while let Some(Ok(msg)) = ws.next().await {
+                if let Ok(text) = msg.to_text()
+                    && let Ok(v) = serde_json::from_str::<Value>(text)
+                    && let Some(sent) = v["event"]["sent"].as_u64()
+                {
+                    lat.push(now_micros().saturating_sub(sent));
+                    if lat.len() as u64 == expected {
+                        break;
+                    }
+                }
+            }
+            let _ = tx.send(lat);
+        });
+    }
+    drop(tx);
+    let connect_time = started.elapsed();
+    let rss_after = rss_kib();
+
+    let http = reqwest::Client::new();
+    let events = format!("http://{addr}/internal/streams/{stream}/events");
+    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
+    let push_start = Instant::now();
+    for n in 0..expected {
+        tick.tick().await;
+        let body = json!({"kind": "bench", "n": n, "sent": now_micros()});
+        let status = http
+            .post(&events)
+            .header("x-relay-secret", RELAY)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 202);
+    }
+    let mut all = Vec::new();
+    let deadline = tokio::time::sleep(Duration::from_secs(30));
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            got = rx.recv() => match got { Some(l) => all.extend(l), None => break },
+            _ = &mut deadline => break,
+        }
+    }
+    let elapsed = push_start.elapsed();
+    all.sort_unstable();
+    let pct = |q: f64| {
+        all.get(((all.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(0) as f64
+            / 1000.0
+    };
+    println!("chat fan-out: {sockets} sockets, {rate} frames/s for {seconds} s");
+    println!(
+        "  connect: {sockets} sockets in {:.1} s; RSS +{} KiB ({:.1} KiB per connection, whole test process)",
+        connect_time.as_secs_f64(),
+        rss_after.saturating_sub(rss_before),
+        rss_after.saturating_sub(rss_before) as f64 / sockets as f64
+    );
+    println!(
+        "  delivered {} of {} frames in {:.1} s ({:.0} frames/s fanned out)",
+        all.len(),
+        expected * sockets,
+        elapsed.as_secs_f64(),
+        all.len() as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "  latency p50 {:.1} ms  p99 {:.1} ms  max {:.1} ms",
+        pct(0.5),
+        pct(0.99),
+        pct(1.0)
+    );
+    println!(
+        "{}",
+        relay
+            .relay()
+            .metrics_text()
+            .lines()
+            .filter(
+                |l| l.starts_with("chat_relay_dropped") || l.starts_with("chat_relay_messages_out")
+            )
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    relay.shutdown().await;
+}
