@@ -1,7 +1,9 @@
 //! Fan-out through one chat relay: N WebSocket subscribers of one stream, R frames/s pushed
 //! through the relay's internal events endpoint (the same fan-out path stored messages
-//! take after persistence), delivery latency per (frame, subscriber), and the process's
-//! RSS per held connection. The relay runs in-process against the real platform.
+//! take after persistence), delivery latency per (frame, subscriber), and the relay's RSS
+//! per held connection. The relay runs in a child process of its own (this binary
+//! re-executed with `CHAT_BENCH_RELAY_FOR` set), so its memory is measured alone; the
+//! platform and the clients run in this process.
 //!
 //! `cargo bench -p platform-tests --bench chat --profile host` (env: SOCKETS=1000,
 //! RATE=100, SECONDS=5)
@@ -28,8 +30,9 @@ fn now_micros() -> u64 {
         .as_micros() as u64
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+/// The resident memory of process `pid` ("self" for this one), in KiB.
+fn rss_kib(pid: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines().find_map(|l| {
@@ -40,8 +43,33 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// The child: a relay for the platform at `api_url`; prints its address, serves until
+/// its standard input closes.
+async fn relay_child(api_url: &str) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay = chat_relay::serve(
+        chat_relay::Relay::new(chat_relay::Config::new(api_url, JWT, RELAY)),
+        listener,
+    )
+    .unwrap();
+    println!("{}", relay.local_addr());
+    let mut stdin = tokio::io::stdin();
+    let _ = tokio::io::AsyncReadExt::read(&mut stdin, &mut [0u8; 1]).await;
+    let metrics = relay.relay().metrics_text();
+    for line in metrics
+        .lines()
+        .filter(|l| l.starts_with("chat_relay_dropped") || l.starts_with("chat_relay_messages_out"))
+    {
+        eprintln!("{line}");
+    }
+    relay.shutdown().await;
+}
+
 #[tokio::main]
 async fn main() {
+    if let Ok(api_url) = std::env::var("CHAT_BENCH_RELAY_FOR") {
+        return relay_child(&api_url).await;
+    }
     let (sockets, rate, seconds) = (env("SOCKETS", 1000), env("RATE", 100), env("SECONDS", 5));
     let p = Platform::start_with(&[("jwt_secret", JWT), ("relay_secret", RELAY)]).await;
     let t = p.register_client("Bench").await;
@@ -51,15 +79,24 @@ async fn main() {
         .send_json(&json!({"title": "bench"}))
         .await;
     let stream = b["streamId"].as_str().unwrap().to_string();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let relay = chat_relay::serve(
-        chat_relay::Relay::new(chat_relay::Config::new(&p.base, JWT, RELAY)),
-        listener,
-    )
-    .unwrap();
-    let addr = relay.local_addr();
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .env("CHAT_BENCH_RELAY_FOR", &p.base)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the relay process starts");
+    let relay_pid = child.id().expect("a running relay").to_string();
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stdout.take().unwrap()));
+    let addr: std::net::SocketAddr = lines
+        .next_line()
+        .await
+        .unwrap()
+        .expect("the relay's address")
+        .parse()
+        .unwrap();
 
-    let rss_before = rss_kib();
+    let rss_before = rss_kib(&relay_pid);
     let url = format!("ws://{addr}/ws/streams/{stream}/chat?token={}", ada.token);
     let started = Instant::now();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u64>>();
@@ -88,24 +125,33 @@ async fn main() {
     }
     drop(tx);
     let connect_time = started.elapsed();
-    let rss_after = rss_kib();
+    let rss_after = rss_kib(&relay_pid);
 
     let http = reqwest::Client::new();
     let events = format!("http://{addr}/internal/streams/{stream}/events");
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
     let push_start = Instant::now();
+    // Pushes are not awaited one by one, so the rate holds however long a push takes.
+    let mut pushes = Vec::new();
     for n in 0..expected {
         tick.tick().await;
-        let body = json!({"kind": "bench", "n": n, "sent": now_micros()});
-        let status = http
-            .post(&events)
-            .header("x-relay-secret", RELAY)
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .status();
-        assert_eq!(status, 202);
+        let (http, events) = (http.clone(), events.clone());
+        pushes.push(tokio::spawn(async move {
+            let body = json!({"kind": "bench", "n": n, "sent": now_micros()});
+            let status = http
+                .post(&events)
+                .header("x-relay-secret", RELAY)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .status();
+            assert_eq!(status, 202);
+        }));
+    }
+    let pushed_in = push_start.elapsed();
+    for push in pushes {
+        push.await.unwrap();
     }
     let mut all = Vec::new();
     let deadline = tokio::time::sleep(Duration::from_secs(30));
@@ -126,10 +172,16 @@ async fn main() {
     };
     println!("chat fan-out: {sockets} sockets, {rate} frames/s for {seconds} s");
     println!(
-        "  connect: {sockets} sockets in {:.1} s; RSS +{} KiB ({:.1} KiB per connection, whole test process)",
+        "  connect: {sockets} sockets in {:.1} s; relay RSS {} KiB, +{} KiB ({:.1} KiB per connection)",
         connect_time.as_secs_f64(),
+        rss_after,
         rss_after.saturating_sub(rss_before),
         rss_after.saturating_sub(rss_before) as f64 / sockets as f64
+    );
+    println!(
+        "  pushed {expected} frames in {:.1} s ({:.0} frames/s asked)",
+        pushed_in.as_secs_f64(),
+        expected as f64 / pushed_in.as_secs_f64()
     );
     println!(
         "  delivered {} of {} frames in {:.1} s ({:.0} frames/s fanned out)",
@@ -144,17 +196,7 @@ async fn main() {
         pct(0.99),
         pct(1.0)
     );
-    println!(
-        "{}",
-        relay
-            .relay()
-            .metrics_text()
-            .lines()
-            .filter(
-                |l| l.starts_with("chat_relay_dropped") || l.starts_with("chat_relay_messages_out")
-            )
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    relay.shutdown().await;
+    // Closing the relay's standard input ends it; it prints its counters first.
+    drop(child.stdin.take());
+    let _ = child.wait().await;
 }
