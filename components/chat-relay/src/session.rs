@@ -32,7 +32,10 @@ pub async fn run(
     membership: Membership,
     history: Vec<Value>,
 ) {
+    // A small initial read buffer (tungstenite's default is 128 KiB per socket): client
+    // frames are short, and the buffer grows when one is not.
     let config = WebSocketConfig::default()
+        .read_buffer_size(4 * 1024)
         .max_message_size(Some(64 * 1024))
         .max_frame_size(Some(64 * 1024));
     let ws =
