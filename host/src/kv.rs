@@ -89,14 +89,14 @@ impl KvStore {
         })
     }
 
-    /// Runs `f` on the connection; SQLite errors become `other`.
+    /// Runs `f` on the connection on the blocking pool; SQLite errors become `other`.
     async fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection, &str) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, Error> {
         let conn = self.conn.clone();
         let label = self.label.clone();
-        crate::state::run_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             let conn = conn
                 .lock()
                 .map_err(|_| Error::Other("store lock poisoned".into()))?;

@@ -130,13 +130,14 @@ impl SqliteConn {
     }
 }
 
-/// Runs `f` on a handle's connection (taken from the pool on first use).
+/// Runs `f` on a handle's connection (taken from the pool on first use), off the async
+/// threads.
 async fn with_conn<T: Send + 'static>(
     pool: Arc<DbPool>,
     slot: Arc<Mutex<Option<Connection>>>,
     f: impl FnOnce(&Connection) -> Result<T, String> + Send + 'static,
 ) -> Result<T, String> {
-    crate::state::run_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         let mut slot = slot
             .lock()
             .map_err(|_| "connection lock poisoned".to_string())?;

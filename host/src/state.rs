@@ -106,16 +106,3 @@ pub fn linker(engine: &Engine) -> Result<Linker<InstanceState>> {
     crate::bindings::Edgehost::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
     Ok(linker)
 }
-
-/// Runs a short blocking call (an SQLite statement) for a guest. On a multi-threaded
-/// runtime it runs in place (`block_in_place` moves this worker's other tasks elsewhere),
-/// which saves the hand-off to the blocking pool that a microsecond query would otherwise
-/// pay twice; a current-thread runtime cannot block in place and uses the pool.
-pub async fn run_blocking<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, tokio::task::JoinError> {
-    match tokio::runtime::Handle::current().runtime_flavor() {
-        tokio::runtime::RuntimeFlavor::MultiThread => Ok(tokio::task::block_in_place(f)),
-        _ => tokio::task::spawn_blocking(f).await,
-    }
-}
