@@ -780,3 +780,78 @@ async fn edgehost_embeds_the_relay_on_its_own_port() {
     drop(ws);
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rest_changes_reach_the_sockets_as_events() {
+    // The relay's address is known first, so the platform can be pointed at it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay_url = format!("http://{}", listener.local_addr().unwrap());
+    let p = Platform::start_with(&[
+        ("jwt_secret", JWT),
+        ("relay_secret", RELAY),
+        ("relay_url", &relay_url),
+    ])
+    .await;
+    let r = chat_relay::serve(Relay::new(config(&p)), listener).unwrap();
+    let t = p.register_client("Acme").await;
+    let (ada, bob) = (p.signup(&t, "ada").await, p.signup(&t, "bob").await);
+    let (_, b) = p
+        .as_user(&ada, Method::POST, "/api/streaming/sessions")
+        .send_json(&json!({"title": "Live"}))
+        .await;
+    let (id, stream) = (b["id"].as_str().unwrap(), b["streamId"].as_str().unwrap());
+    let mut ws = connect(&r, stream, &bob).await;
+    frame_of(&mut ws, "history").await;
+
+    let expect_event = |f: Value| f["event"].clone();
+    p.as_user(&ada, Method::POST, &format!("/api/broadcasts/{id}/status"))
+        .send_json(&json!({"status": "active"}))
+        .await;
+    let e = expect_event(frame_of(&mut ws, "event").await);
+    assert_eq!(
+        (e["kind"].as_str(), e["status"].as_str()),
+        (Some("status"), Some("active"))
+    );
+
+    p.as_user(
+        &ada,
+        Method::POST,
+        &format!("/api/broadcasts/{id}/viewer-count"),
+    )
+    .send_json(&json!({"viewerCount": 12}))
+    .await;
+    let e = expect_event(frame_of(&mut ws, "event").await);
+    assert_eq!(
+        (e["kind"].as_str(), e["viewerCount"].as_i64()),
+        (Some("viewers"), Some(12))
+    );
+
+    p.as_client(
+        &t,
+        Method::POST,
+        &format!("/api/v1/sessions/{id}/reactions"),
+    )
+    .send_json(&json!({"reaction": "heart"}))
+    .await;
+    let e = expect_event(frame_of(&mut ws, "event").await);
+    assert_eq!(
+        (e["kind"].as_str(), e["reaction"].as_str()),
+        (Some("reaction"), Some("heart"))
+    );
+
+    let (status, joined) = p
+        .as_user(
+            &bob,
+            Method::POST,
+            &format!("/api/streaming/sessions/{id}/join-cohost"),
+        )
+        .send_json(&json!({"userName": "Bob"}))
+        .await;
+    assert_eq!(status, 200, "{joined}");
+    let e = expect_event(frame_of(&mut ws, "event").await);
+    assert_eq!(
+        (e["kind"].as_str(), e["action"].as_str()),
+        (Some("cohost"), Some("joined"))
+    );
+    assert_eq!(e["coHost"]["userId"], bob.id.as_str());
+}

@@ -547,6 +547,10 @@ pub fn change_status(db: &Db, b: &Broadcast, to: Status) -> Result<Broadcast, Ap
                     "the broadcast changed meanwhile; read it and retry",
                 ));
             }
+            crate::realtime::publish(
+                &b.identity.stream_id,
+                json!({ "kind": "status", "status": to.as_str(), "broadcastId": b.id }),
+            );
             load(db, &b.client_id, &b.id)
         }
     }
@@ -601,6 +605,10 @@ pub fn viewer_count(ctx: &Ctx) -> Result<Response, ApiError> {
            viewer_reports = viewer_reports + 1, viewer_total = viewer_total + ?1 WHERE id = ?2",
         &[db::int(count), db::text(&b.id)],
     )?;
+    crate::realtime::publish(
+        &b.identity.stream_id,
+        json!({ "kind": "viewers", "viewerCount": count }),
+    );
     Ok(json(
         200,
         &json!({ "success": true, "id": b.id, "viewerCount": count }),
@@ -760,6 +768,10 @@ pub fn v1_react(ctx: &Ctx) -> Result<Response, ApiError> {
          ON CONFLICT (broadcast_id, kind) DO UPDATE SET count = count + 1 RETURNING count",
         &[db::text(&tenant.client_id), db::text(&b.id), db::text(&reaction)],
     )?;
+    crate::realtime::publish(
+        &b.identity.stream_id,
+        json!({ "kind": "reaction", "reaction": reaction, "count": count }),
+    );
     Ok(json(
         200,
         &json!({ "success": true, "sessionId": b.id, "reaction": reaction, "count": count }),

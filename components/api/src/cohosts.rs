@@ -238,6 +238,10 @@ pub fn update_layout(ctx: &Ctx) -> Result<Response, ApiError> {
             db::text(time::now_rfc3339()),
         ],
     )?;
+    crate::realtime::publish(
+        &b.identity.stream_id,
+        json!({ "kind": "cohost", "action": "layout", "grid": layout }),
+    );
     Ok(json(200, &json!({ "success": true, "layout": layout })))
 }
 
@@ -416,6 +420,10 @@ pub fn join(ctx: &Ctx) -> Result<Response, ApiError> {
         )?;
         let cohost = cohost_of_user(db, &b, &user.id)?
             .ok_or_else(|| ApiError::internal("the co-host was not stored"))?;
+        crate::realtime::publish(
+            &b.identity.stream_id,
+            json!({ "kind": "cohost", "action": "joined", "coHost": cohost.view(false) }),
+        );
         let message = if capped {
             "joined as a co-host; the requested permissions were reduced to what you may hold"
         } else {
@@ -508,6 +516,10 @@ pub fn update_cohost(ctx: &Ctx) -> Result<Response, ApiError> {
     let updated =
         cohost_of_user(&db, &b, &target.user_id)?.ok_or_else(|| ApiError::not_found("co-host"))?;
     let connected = connected_identities(&db, &b)?.contains(&updated.user_id);
+    crate::realtime::publish(
+        &b.identity.stream_id,
+        json!({ "kind": "cohost", "action": "updated", "coHost": updated.view(connected) }),
+    );
     Ok(json(
         200,
         &json!({ "success": true, "coHost": updated.view(connected) }),
@@ -530,6 +542,10 @@ pub fn remove_cohost(ctx: &Ctx) -> Result<Response, ApiError> {
             db::text(&target.id),
         ],
     )?;
+    crate::realtime::publish(
+        &b.identity.stream_id,
+        json!({ "kind": "cohost", "action": "removed", "coHostId": target.id, "userId": target.user_id }),
+    );
     Ok(json(
         200,
         &json!({ "success": true, "id": target.id, "status": "removed", "removedAt": now }),

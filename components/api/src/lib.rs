@@ -13,6 +13,7 @@ mod links;
 mod media;
 mod passwords;
 mod playlists;
+mod realtime;
 mod sessions;
 mod sfu;
 mod users;
