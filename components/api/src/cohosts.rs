@@ -376,26 +376,27 @@ pub fn join(ctx: &Ctx) -> Result<Response, ApiError> {
             return refused(409, "session_ended", "the session has ended");
         }
     }
-    db.transaction(|db| {
+    // The event goes out after the commit, so no socket hears of a join that was undone.
+    let (response, event) = db.transaction(|db| {
         let existing = cohost_of_user(db, &b, &user.id)?;
         if existing.as_ref().is_some_and(CoHost::is_active) {
-            return refused(409, "already_cohost", "you are already a co-host of this session");
+            return Ok((refused(409, "already_cohost", "you are already a co-host of this session")?, None));
         }
         let active = cohosts_of(db, &b)?.iter().filter(|c| c.is_active()).count() as i64;
         if rules::free_slots(&layout_of(db, &b)?, active) == 0 {
-            return refused(409, "session_full", "the session has no free co-host slot");
+            return Ok((refused(409, "session_full", "the session has no free co-host slot")?, None));
         }
         let granted = match invite_token.as_deref() {
             Some(token) => match redeem_invite(db, &b, &user.id, token)? {
                 Ok(p) => p,
-                Err(why) => return refused(403, "invalid_invite", why),
+                Err(why) => return Ok((refused(403, "invalid_invite", why)?, None)),
             },
             None if existing.is_some() => {
-                return refused(
+                return Ok((refused(
                     403,
                     "removed",
                     "you were removed from this session; join again with a new invite",
-                );
+                )?, None));
             }
             None => Permissions::DEFAULT,
         };
@@ -420,20 +421,25 @@ pub fn join(ctx: &Ctx) -> Result<Response, ApiError> {
         )?;
         let cohost = cohost_of_user(db, &b, &user.id)?
             .ok_or_else(|| ApiError::internal("the co-host was not stored"))?;
-        crate::realtime::publish(
-            &b.identity.stream_id,
-            json!({ "kind": "cohost", "action": "joined", "coHost": cohost.view(false) }),
-        );
         let message = if capped {
             "joined as a co-host; the requested permissions were reduced to what you may hold"
         } else {
             "joined as a co-host"
         };
-        Ok(json(
-            200,
-            &json!({ "success": true, "message": message, "coHost": cohost.view(false) }),
+        let view = cohost.view(false);
+        let event = json!({ "kind": "cohost", "action": "joined", "coHost": view });
+        Ok((
+            json(
+                200,
+                &json!({ "success": true, "message": message, "coHost": view }),
+            ),
+            Some(event),
         ))
-    })
+    })?;
+    if let Some(event) = event {
+        crate::realtime::publish(&b.identity.stream_id, event);
+    }
+    Ok(response)
 }
 
 /// Loads the co-host a management call names, checking the actor may act on them: the
