@@ -27,6 +27,7 @@
 
   var config = {
     streamId: stage.dataset.streamId,
+    clientId: stage.dataset.clientId,
     width: parseInt(stage.dataset.width, 10),
     height: parseInt(stage.dataset.height, 10),
     resolution: stage.dataset.resolution,
@@ -400,7 +401,7 @@
   relayout();
   window.StreamRelay.connect(config.streamId, onRelayFrame, function (s) {
     state.relay = s;
-  });
+  }, config.clientId);
 
   var simulateCount = parseInt(query.get('simulate') || '', 10);
   var url = query.get('url');

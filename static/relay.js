@@ -9,13 +9,16 @@
 (function (root) {
   'use strict';
 
-  function relayUrl(streamId) {
+  /* Anonymous sockets are read-only; the relay needs the stream's tenant (clientId) to
+   * read a public stream's history. */
+  function relayUrl(streamId, clientId) {
     var scheme = root.location.protocol === 'https:' ? 'wss:' : 'ws:';
-    return scheme + '//' + root.location.host + '/ws/streams/' + encodeURIComponent(streamId) + '/chat';
+    var url = scheme + '//' + root.location.host + '/ws/streams/' + encodeURIComponent(streamId) + '/chat';
+    return clientId ? url + '?clientId=' + encodeURIComponent(clientId) : url;
   }
 
-  /* connect(streamId, onFrame, onState) → { close() }; onState('open'|'closed') */
-  function connect(streamId, onFrame, onState) {
+  /* connect(streamId, onFrame, onState, clientId) → { close() }; onState('open'|'closed') */
+  function connect(streamId, onFrame, onState, clientId) {
     var delay = 1000;
     var socket = null;
     var stopped = false;
@@ -25,7 +28,7 @@
         return;
       }
       try {
-        socket = new root.WebSocket(relayUrl(streamId));
+        socket = new root.WebSocket(relayUrl(streamId, clientId));
       } catch (e) {
         retry();
         return;

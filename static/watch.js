@@ -118,6 +118,6 @@
   window.watchPage = { relayFrame: onFrame };
   window.StreamRelay.connect(root.dataset.streamId, onFrame, function (s) {
     chatState.textContent = s === 'open' ? 'Chat connected' : 'Chat unavailable, retrying';
-  });
+  }, root.dataset.clientId);
   if (root.dataset.status === 'live') play();
 })();

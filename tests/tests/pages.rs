@@ -456,6 +456,23 @@ async fn watch_page_by_short_id() {
     assert!(!html.contains("<b>live"));
     assert_eq!(data_attr(&html, "status"), "upcoming");
     assert_eq!(data_attr(&html, "stream-id"), stream_id);
+    // The page names the stream's tenant, which the relay needs for a read-only socket;
+    // so does the recording page of the same stream, and of an unknown stream nothing.
+    let claims = ada.token.split('.').nth(1).unwrap();
+    let claims: Value = serde_json::from_slice(
+        &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, claims).unwrap(),
+    )
+    .unwrap();
+    let tenant = claims["tid"].as_str().unwrap();
+    assert_eq!(data_attr(&html, "client-id"), tenant);
+    let record = get(&p, &format!("/streams/{stream_id}/record"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(data_attr(&record, "client-id"), tenant);
+    let unknown = get(&p, "/streams/0f8fad5b-d9cb-469f-a165-70867728950e/record").await;
+    assert_eq!(data_attr(&unknown.text().await.unwrap(), "client-id"), "");
     assert_eq!(
         data_attr(&html, "hls-url"),
         format!("https:&#x2f;&#x2f;cdn.example&#x2f;hls&#x2f;{stream_id}&#x2f;index.m3u8")

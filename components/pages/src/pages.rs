@@ -37,16 +37,33 @@ pub fn record(ctx: &Ctx) -> Response {
         cache_control: web::CACHE_PAGE,
         csp: &csp,
     };
+    // The tenant follows from the stream id, so the ETag (from the inputs) still holds.
     web::conditional_html(ctx.header("if-none-match"), &headers, || {
-        render_record(stream_id, &p)
+        render_record(stream_id, &tenant_of_stream(stream_id), &p)
     })
 }
 
-fn render_record(stream_id: &str, p: &RecordParams) -> Result<String, String> {
+/// The tenant (client id) of a stream, which the relay needs for read-only sockets; empty
+/// when the stream is unknown or the database cannot say.
+fn tenant_of_stream(stream_id: &str) -> String {
+    let lookup = || -> Result<Option<String>, ApiError> {
+        let db = Db::open()?;
+        db.query_one(
+            "SELECT client_id FROM broadcasts WHERE stream_id = ?1 \
+             UNION ALL SELECT client_id FROM scheduled_events WHERE stream_id = ?1 LIMIT 1",
+            &[db::text(stream_id)],
+            |row| db::col_text(row, "client_id"),
+        )
+    };
+    lookup().ok().flatten().unwrap_or_default()
+}
+
+fn render_record(stream_id: &str, client_id: &str, p: &RecordParams) -> Result<String, String> {
     render::render(
         "record.html",
         context! {
             stream_id,
+            client_id,
             width => p.width,
             height => p.height,
             resolution => p.resolution.as_str(),
@@ -141,6 +158,7 @@ impl WatchState {
 }
 
 struct Watched {
+    client_id: String,
     stream_id: String,
     title: String,
     status: Status,
@@ -156,9 +174,10 @@ pub fn watch(ctx: &Ctx) -> Result<Response, ApiError> {
     }
     let db = Db::open()?;
     let found = db.query_one(
-        "SELECT stream_id, title, status, visibility, last_heartbeat FROM broadcasts WHERE short_id = ?",
+        "SELECT client_id, stream_id, title, status, visibility, last_heartbeat FROM broadcasts WHERE short_id = ?",
         &[db::text(short_id)],
         |row| Watched {
+            client_id: db::col_text(row, "client_id"),
             stream_id: db::col_text(row, "stream_id"),
             title: db::col_text(row, "title"),
             status: Status::parse(&db::col_text(row, "status")).unwrap_or(Status::Error),
@@ -208,6 +227,7 @@ pub fn watch(ctx: &Ctx) -> Result<Response, ApiError> {
             render::render(
                 "watch.html",
                 context! {
+                    client_id => b.client_id,
                     stream_id => b.stream_id,
                     title => b.title,
                     status => state.key(),
