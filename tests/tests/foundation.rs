@@ -1,19 +1,13 @@
 //! The first vertical slice through the real application: SFU health, providers, SDK-client
 //! registration, and state that survives a restart.
 
-use platform_tests::{Method, Platform, json_of};
+use platform_tests::{Exchange, Method, Platform, json_of};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sfu_health_is_public_and_reports_an_unconfigured_sfu() {
     let p = Platform::start().await;
-    let (status, body) = json_of(
-        p.request(Method::GET, "/api/sfu/health")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p.request(Method::GET, "/api/sfu/health").answer().await;
     assert_eq!(status, 200);
     assert_eq!(body["status"], "unconfigured");
     assert_eq!(body["configured"], false);
@@ -47,13 +41,7 @@ async fn sfu_health_probes_a_configured_sfu() {
         ("sfu_api_secret", "secret"),
     ];
     let p = Platform::start_with(&vars).await;
-    let (status, body) = json_of(
-        p.request(Method::GET, "/api/sfu/health")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p.request(Method::GET, "/api/sfu/health").answer().await;
     assert_eq!(
         (status.as_u16(), &body["status"]),
         (200, &json!("ok")),
@@ -68,13 +56,7 @@ async fn sfu_health_probes_a_configured_sfu() {
         ("sfu_api_secret", "secret"),
     ];
     let p = Platform::start_with(&dead).await;
-    let (status, body) = json_of(
-        p.request(Method::GET, "/api/sfu/health")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p.request(Method::GET, "/api/sfu/health").answer().await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["reachable"], false);
 }
@@ -82,25 +64,19 @@ async fn sfu_health_probes_a_configured_sfu() {
 #[tokio::test(flavor = "multi_thread")]
 async fn providers_need_an_api_key_and_report_configuration() {
     let p = Platform::start().await;
-    let (status, body) = json_of(
-        p.request(Method::GET, "/api/streaming/providers")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .request(Method::GET, "/api/streaming/providers")
+        .answer()
+        .await;
     assert_eq!(status, 401);
     assert_eq!(body["code"], "missing_api_key");
 
     let tenant = p.register_client("Acme").await;
-    let (status, body) = json_of(
-        p.request(Method::GET, "/api/streaming/providers")
-            .header("x-api-key", &tenant.api_key)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .request(Method::GET, "/api/streaming/providers")
+        .header("x-api-key", &tenant.api_key)
+        .answer()
+        .await;
     assert_eq!(status, 200);
     assert_eq!(body["providers"][0]["provider"], "livekit");
     assert_eq!(body["providers"][0]["isConfigured"], false);
@@ -108,14 +84,11 @@ async fn providers_need_an_api_key_and_report_configuration() {
     let configured = [("sfu_api_key", "k"), ("sfu_api_secret", "s")];
     let p = Platform::start_with(&configured).await;
     let tenant = p.register_client("Acme").await;
-    let (_, body) = json_of(
-        p.request(Method::GET, "/api/streaming/providers")
-            .header("x-api-key", &tenant.api_key)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, body) = p
+        .request(Method::GET, "/api/streaming/providers")
+        .header("x-api-key", &tenant.api_key)
+        .answer()
+        .await;
     assert_eq!(body["providers"][0]["isConfigured"], true);
     assert_eq!(body["providers"][0]["serverUrl"], "ws://127.0.0.1:7880");
 }
@@ -143,14 +116,11 @@ async fn registration_answers_credentials_and_validates_fields() {
     assert_eq!(body["clientId"].as_str().unwrap().len(), 36);
     assert!(body["message"].is_string());
 
-    let (status, body) = json_of(
-        p.request(Method::POST, "/api/admin/sdk-clients")
-            .json(&json!({"name": "", "contactEmail": "nope", "agreeTerms": "yes", "surprise": 1}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .request(Method::POST, "/api/admin/sdk-clients")
+        .json(&json!({"name": "", "contactEmail": "nope", "agreeTerms": "yes", "surprise": 1}))
+        .answer()
+        .await;
     assert_eq!(status, 422);
     assert_eq!(body["code"], "validation_failed");
     let fields: Vec<&str> = body["errors"]
@@ -169,15 +139,12 @@ async fn registration_answers_credentials_and_validates_fields() {
         assert!(fields.contains(&field), "{field} missing from {fields:?}");
     }
 
-    let (status, body) = json_of(
-        p.request(Method::POST, "/api/admin/sdk-clients")
-            .header("content-type", "application/json")
-            .body("{not json")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .request(Method::POST, "/api/admin/sdk-clients")
+        .header("content-type", "application/json")
+        .body("{not json")
+        .answer()
+        .await;
     assert_eq!(
         (status.as_u16(), body["code"].as_str()),
         (400, Some("malformed_json"))
@@ -243,8 +210,7 @@ async fn unknown_routes_and_methods() {
             .status(),
         404
     );
-    let (status, body) =
-        json_of(p.request(Method::GET, "/api/nothing").send().await.unwrap()).await;
+    let (status, body) = p.request(Method::GET, "/api/nothing").answer().await;
     assert_eq!(
         (status.as_u16(), body["code"].as_str()),
         (404, Some("not_found"))

@@ -8,7 +8,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use percent_encoding::percent_decode_str;
-use platform_tests::{Method, Platform, StatusCode, Tenant, User, json_of};
+use platform_tests::{Exchange, Method, Platform, StatusCode, Tenant, User, json_of};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use std::convert::Infallible;
@@ -347,7 +347,7 @@ const REFRESH: &str = "/api/users/music/refresh-token";
 const LINK_EXISTING: &str = "/api/users/music/link-existing";
 
 async fn call(p: &Platform, user: &User, method: Method, path: &str) -> (StatusCode, Value) {
-    json_of(p.as_user(user, method, path).send().await.unwrap()).await
+    p.as_user(user, method, path).answer().await
 }
 
 async fn call_json(
@@ -357,14 +357,7 @@ async fn call_json(
     path: &str,
     body: Value,
 ) -> (StatusCode, Value) {
-    json_of(
-        p.as_user(user, method, path)
-            .json(&body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
+    p.as_user(user, method, path).json(&body).answer().await
 }
 
 /// Asserts a problem+json answer with `status` and `code`.

@@ -8,7 +8,7 @@
 mod browser;
 
 use browser::Browser;
-use platform_tests::{Method, Platform, json_of, workspace_root};
+use platform_tests::{Exchange, Method, Platform, workspace_root};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -417,14 +417,11 @@ async fn create_broadcast(
     user: &platform_tests::User,
     body: Value,
 ) -> (Value, String) {
-    let (status, created) = json_of(
-        p.as_user(user, Method::POST, "/api/broadcasts")
-            .json(&body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, created) = p
+        .as_user(user, Method::POST, "/api/broadcasts")
+        .json(&body)
+        .answer()
+        .await;
     assert_eq!(status, 200, "{created}");
     let watch_url = created["watchUrl"].as_str().expect("watchUrl");
     let short = watch_url.rsplit('/').next().expect("short id").to_string();

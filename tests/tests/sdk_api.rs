@@ -1,6 +1,6 @@
 //! The SDK client's own API under /api/v1/: users and sessions, seen through the API key.
 
-use platform_tests::{Method, Platform, json_of};
+use platform_tests::{Exchange, Method, Platform};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -9,34 +9,25 @@ async fn sessions_through_the_api_key() {
     let t = p.register_client("Acme").await;
     let ada = p.signup(&t, "ada").await;
 
-    let (status, created) = json_of(
-        p.as_client(&t, Method::POST, "/api/v1/sessions")
-            .json(&json!({"title": "Launch", "metadata": {"sku": "42"}, "tags": ["news"]}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, created) = p
+        .as_client(&t, Method::POST, "/api/v1/sessions")
+        .json(&json!({"title": "Launch", "metadata": {"sku": "42"}, "tags": ["news"]}))
+        .answer()
+        .await;
     assert_eq!(status, 200, "{created}");
     assert_eq!(created["status"], "pending");
     let id = created["id"].as_str().unwrap().to_string();
 
     // A broadcast created by a user is one of the client's sessions too.
-    let (_, broadcast) = json_of(
-        p.as_user(&ada, Method::POST, "/api/broadcasts")
-            .json(&json!({"title": "Ada live"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    let (status, list) = json_of(
-        p.as_client(&t, Method::GET, "/api/v1/sessions")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, broadcast) = p
+        .as_user(&ada, Method::POST, "/api/broadcasts")
+        .json(&json!({"title": "Ada live"}))
+        .answer()
+        .await;
+    let (status, list) = p
+        .as_client(&t, Method::GET, "/api/v1/sessions")
+        .answer()
+        .await;
     assert_eq!(status, 200);
     assert_eq!(list["total"], 2);
     let ids: Vec<&str> = list["items"]
@@ -49,54 +40,39 @@ async fn sessions_through_the_api_key() {
 
     // PATCH: merge metadata, move status; a refused move changes nothing.
     let path = format!("/api/v1/sessions/{id}");
-    let (status, patched) = json_of(
-        p.as_client(&t, Method::PATCH, &path)
-            .json(&json!({"status": "active", "metadata": {"sku": null, "camera": "front"}}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, patched) = p
+        .as_client(&t, Method::PATCH, &path)
+        .json(&json!({"status": "active", "metadata": {"sku": null, "camera": "front"}}))
+        .answer()
+        .await;
     assert_eq!(status, 200, "{patched}");
     assert_eq!(patched["status"], "active");
     assert_eq!(patched["metadata"], json!({"camera": "front"}));
-    let (status, refused) = json_of(
-        p.as_client(&t, Method::PATCH, &path)
-            .json(&json!({"status": "pending", "metadata": {"x": "y"}}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, refused) = p
+        .as_client(&t, Method::PATCH, &path)
+        .json(&json!({"status": "pending", "metadata": {"x": "y"}}))
+        .answer()
+        .await;
     assert_eq!(status, 422, "pending cannot be requested: {refused}");
-    let (status, _) = json_of(
-        p.as_client(&t, Method::PATCH, &path)
-            .json(&json!({"status": "completed"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, _) = p
+        .as_client(&t, Method::PATCH, &path)
+        .json(&json!({"status": "completed"}))
+        .answer()
+        .await;
     assert_eq!(status, 200);
-    let (status, refused) = json_of(
-        p.as_client(&t, Method::PATCH, &path)
-            .json(&json!({"status": "active", "metadata": {"x": "y"}}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, refused) = p
+        .as_client(&t, Method::PATCH, &path)
+        .json(&json!({"status": "active", "metadata": {"x": "y"}}))
+        .answer()
+        .await;
     assert_eq!(
         (status.as_u16(), refused["code"].as_str()),
         (409, Some("invalid_transition"))
     );
-    let (_, list) = json_of(
-        p.as_client(&t, Method::GET, "/api/v1/sessions")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, list) = p
+        .as_client(&t, Method::GET, "/api/v1/sessions")
+        .answer()
+        .await;
     let stored = list["items"]
         .as_array()
         .unwrap()
@@ -125,26 +101,20 @@ async fn sessions_through_the_api_key() {
             .status();
         assert_eq!(status, 200);
     }
-    let (status, body) = json_of(
-        p.as_client(&t, Method::POST, &react)
-            .json(&json!({"reaction": "poop"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .as_client(&t, Method::POST, &react)
+        .json(&json!({"reaction": "poop"}))
+        .answer()
+        .await;
     assert_eq!(status, 422, "{body}");
-    let (_, seen) = json_of(
-        p.as_user(
+    let (_, seen) = p
+        .as_user(
             &ada,
             Method::GET,
             &format!("/api/broadcasts/{}", broadcast["id"].as_str().unwrap()),
         )
-        .send()
-        .await
-        .unwrap(),
-    )
-    .await;
+        .answer()
+        .await;
     assert_eq!(
         seen["reactions"],
         json!({"heart": 2, "sparkle": 1, "thumbs_up": 0, "surprised": 0})
@@ -158,13 +128,10 @@ async fn users_of_the_client_are_paginated() {
     for name in ["ada", "bob", "cyd"] {
         p.signup(&t, name).await;
     }
-    let (status, body) = json_of(
-        p.as_client(&t, Method::GET, "/api/v1/users?limit=2&offset=1")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .as_client(&t, Method::GET, "/api/v1/users?limit=2&offset=1")
+        .answer()
+        .await;
     assert_eq!(status, 200);
     assert_eq!(
         (

@@ -2,7 +2,7 @@
 //! independently of the server's code.
 
 use hmac::{Hmac, Mac};
-use platform_tests::{Method, Platform, json_of};
+use platform_tests::{Exchange, Method, Platform, json_of};
 use serde_json::json;
 use sha2::Sha256;
 
@@ -104,15 +104,12 @@ async fn the_query_string_is_part_of_the_signed_path() {
     let ts = now().to_string();
     let target = "/api/v1/users?limit=5";
     let sig = hmac_hex(&t.secret_key, &format!("GET{target}{ts}"));
-    let (status, body) = json_of(
-        p.as_client(&t, Method::GET, target)
-            .header("x-signature", &sig)
-            .header("x-timestamp", &ts)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .as_client(&t, Method::GET, target)
+        .header("x-signature", &sig)
+        .header("x-timestamp", &ts)
+        .answer()
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["limit"], 5);
     let other = hmac_hex(&t.secret_key, &format!("GET{target}{ts}")).replace('a', "b");
@@ -141,14 +138,11 @@ async fn a_client_can_require_signatures() {
         reg["apiKey"].as_str().unwrap(),
         reg["secretKey"].as_str().unwrap(),
     );
-    let (status, body) = json_of(
-        p.request(Method::GET, "/api/v1/users")
-            .header("x-api-key", key)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .request(Method::GET, "/api/v1/users")
+        .header("x-api-key", key)
+        .answer()
+        .await;
     assert_eq!(
         (status.as_u16(), body["code"].as_str()),
         (401, Some("signature_required"))

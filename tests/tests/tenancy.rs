@@ -1,7 +1,7 @@
 //! Tenant isolation: two tenants, each with users; everything across tenants is 404 (or
 //! 401 for credentials) and changes nothing.
 
-use platform_tests::{Method, Platform, json_of};
+use platform_tests::{Exchange, Method, Platform};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -14,23 +14,17 @@ async fn tenants_cannot_see_or_touch_each_other() {
     // The same username in another tenant is fine.
     let ada_z = p.signup(&zeta, "ada").await;
 
-    let (_, broadcast) = json_of(
-        p.as_user(&ada, Method::POST, "/api/broadcasts")
-            .json(&json!({"title": "Acme only"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, broadcast) = p
+        .as_user(&ada, Method::POST, "/api/broadcasts")
+        .json(&json!({"title": "Acme only"}))
+        .answer()
+        .await;
     let b = broadcast["id"].as_str().unwrap();
-    let (_, session) = json_of(
-        p.as_client(&acme, Method::POST, "/api/v1/sessions")
-            .json(&json!({"title": "Acme session"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, session) = p
+        .as_client(&acme, Method::POST, "/api/v1/sessions")
+        .json(&json!({"title": "Acme session"}))
+        .answer()
+        .await;
     let s = session["id"].as_str().unwrap();
 
     // Reads across tenants.
@@ -107,21 +101,15 @@ async fn tenants_cannot_see_or_touch_each_other() {
         assert_eq!(status, 404, "{path}");
     }
     // Lists never show the other tenant's rows.
-    let (_, list) = json_of(
-        p.as_client(&zeta, Method::GET, "/api/v1/sessions")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, list) = p
+        .as_client(&zeta, Method::GET, "/api/v1/sessions")
+        .answer()
+        .await;
     assert_eq!(list["total"], 0);
-    let (_, users) = json_of(
-        p.as_client(&zeta, Method::GET, "/api/v1/users")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, users) = p
+        .as_client(&zeta, Method::GET, "/api/v1/users")
+        .answer()
+        .await;
     assert_eq!(users["total"], 2);
     assert!(
         users["items"]
@@ -150,13 +138,10 @@ async fn tenants_cannot_see_or_touch_each_other() {
     assert_eq!(status, 401);
 
     // Nothing changed on Acme's side.
-    let (_, seen) = json_of(
-        p.as_user(&ada, Method::GET, &format!("/api/broadcasts/{b}"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, seen) = p
+        .as_user(&ada, Method::GET, &format!("/api/broadcasts/{b}"))
+        .answer()
+        .await;
     assert_eq!(
         (
             seen["status"].as_str(),
@@ -165,21 +150,15 @@ async fn tenants_cannot_see_or_touch_each_other() {
         ),
         (Some("pending"), Some(0), broadcast["streamKey"].as_str())
     );
-    let (_, profile) = json_of(
-        p.as_user(&ada, Method::GET, "/api/users/profile/full")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, profile) = p
+        .as_user(&ada, Method::GET, "/api/users/profile/full")
+        .answer()
+        .await;
     assert_eq!(profile["followerCount"], 0);
-    let (_, s_seen) = json_of(
-        p.as_client(&acme, Method::GET, "/api/v1/sessions")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, s_seen) = p
+        .as_client(&acme, Method::GET, "/api/v1/sessions")
+        .answer()
+        .await;
     let stored = s_seen["items"]
         .as_array()
         .unwrap()

@@ -1,6 +1,6 @@
 //! Users, sessions, profiles, follows and contacts, over HTTP through edgehost.
 
-use platform_tests::{Method, Platform, json_of};
+use platform_tests::{Exchange, Method, Platform, json_of};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -51,46 +51,34 @@ async fn signup_login_refresh_and_profile() {
         json!({"email": "ADA@example.com", "password": "correct horse battery"}),
         json!({"username": "ada", "password": "correct horse battery"}),
     ] {
-        let (status, body) = json_of(
-            p.as_client(&t, Method::POST, "/api/users/login")
-                .json(&login)
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (status, body) = p
+            .as_client(&t, Method::POST, "/api/users/login")
+            .json(&login)
+            .answer()
+            .await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["expiresIn"], 3600);
         assert_eq!(body["user"]["id"], ada.id.as_str());
         assert!(body["refreshToken"].is_string());
     }
-    let (s1, b1) = json_of(
-        p.as_client(&t, Method::POST, "/api/users/login")
-            .json(&json!({"username": "ada", "password": "wrong password"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    let (s2, b2) = json_of(
-        p.as_client(&t, Method::POST, "/api/users/login")
-            .json(&json!({"username": "nobody", "password": "wrong password"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (s1, b1) = p
+        .as_client(&t, Method::POST, "/api/users/login")
+        .json(&json!({"username": "ada", "password": "wrong password"}))
+        .answer()
+        .await;
+    let (s2, b2) = p
+        .as_client(&t, Method::POST, "/api/users/login")
+        .json(&json!({"username": "nobody", "password": "wrong password"}))
+        .answer()
+        .await;
     assert_eq!((s1.as_u16(), s2.as_u16()), (401, 401));
     assert_eq!(b1["detail"], b2["detail"]);
 
     // Profile with counts; update; clash on update.
-    let (status, body) = json_of(
-        p.as_user(&ada, Method::GET, "/api/users/profile/full")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .as_user(&ada, Method::GET, "/api/users/profile/full")
+        .answer()
+        .await;
     assert_eq!(status, 200);
     assert_eq!(
         (
@@ -100,14 +88,9 @@ async fn signup_login_refresh_and_profile() {
         ),
         (Some("ada"), Some(0), Some(0))
     );
-    let (status, body) = json_of(
-        p.as_user(&ada, Method::PUT, "/api/users/profile")
+    let (status, body) = p.as_user(&ada, Method::PUT, "/api/users/profile")
             .json(&json!({"firstName": "Ada", "lastName": "Lovelace", "avatarUrl": "https://img.example/ada.png", "phoneNumber": "+44 1"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+.answer().await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         (body["firstName"].as_str(), body["username"].as_str()),
@@ -132,25 +115,19 @@ async fn signup_login_refresh_and_profile() {
     assert_eq!(status, 422);
 
     // Refresh rotates; reusing a rotated token revokes the family.
-    let (status, body) = json_of(
-        p.as_client(&t, Method::POST, "/api/users/refresh")
-            .json(&json!({"refreshToken": ada.refresh_token}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .as_client(&t, Method::POST, "/api/users/refresh")
+        .json(&json!({"refreshToken": ada.refresh_token}))
+        .answer()
+        .await;
     assert_eq!(status, 200, "{body}");
     let second = body["refreshToken"].as_str().unwrap().to_string();
     assert_ne!(second, ada.refresh_token);
-    let (status, body) = json_of(
-        p.as_client(&t, Method::POST, "/api/users/refresh")
-            .json(&json!({"refreshToken": ada.refresh_token}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .as_client(&t, Method::POST, "/api/users/refresh")
+        .json(&json!({"refreshToken": ada.refresh_token}))
+        .answer()
+        .await;
     assert_eq!(
         (status.as_u16(), body["code"].as_str()),
         (401, Some("refresh_token_reused"))
@@ -185,14 +162,11 @@ async fn bearer_tokens_are_checked() {
     assert_eq!(garbage.status(), 401);
     // A token of another tenant is refused even with a valid signature.
     let other = p.register_client("Other").await;
-    let (status, body) = json_of(
-        p.as_client(&other, Method::GET, "/api/users/profile/full")
-            .bearer_auth(&ada.token)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .as_client(&other, Method::GET, "/api/users/profile/full")
+        .bearer_auth(&ada.token)
+        .answer()
+        .await;
     assert_eq!(
         (status.as_u16(), body["code"].as_str()),
         (401, Some("tenant_mismatch"))
@@ -212,14 +186,11 @@ async fn password_change_and_account_deletion_revoke_tokens() {
         .unwrap()
         .status();
     assert_eq!(status, 401);
-    let (status, body) = json_of(
-        p.as_user(&ada, Method::POST, "/api/users/change-password")
-            .json(&json!({"currentPassword": "correct horse battery", "newPassword": "a new password"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .as_user(&ada, Method::POST, "/api/users/change-password")
+        .json(&json!({"currentPassword": "correct horse battery", "newPassword": "a new password"}))
+        .answer()
+        .await;
     assert_eq!(status, 200, "{body}");
     let fresh = body["token"].as_str().unwrap().to_string();
     // The old access and refresh tokens stop working; the new ones work.
@@ -285,13 +256,10 @@ async fn password_change_and_account_deletion_revoke_tokens() {
             .status(),
         401
     );
-    let (_, body) = json_of(
-        p.as_user(&bob, Method::GET, "/api/users/profile/full")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, body) = p
+        .as_user(&bob, Method::GET, "/api/users/profile/full")
+        .answer()
+        .await;
     assert_eq!(
         body["followingCount"], 0,
         "follows of a deleted user go with it"
@@ -386,13 +354,10 @@ async fn follows_and_contacts() {
         404
     );
 
-    let (_, body) = json_of(
-        p.as_user(&ada, Method::GET, "/api/users/profile/full")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, body) = p
+        .as_user(&ada, Method::GET, "/api/users/profile/full")
+        .answer()
+        .await;
     assert_eq!(
         (
             body["followerCount"].as_i64(),
@@ -400,17 +365,14 @@ async fn follows_and_contacts() {
         ),
         (Some(1), Some(1))
     );
-    let (status, body) = json_of(
-        p.as_user(
+    let (status, body) = p
+        .as_user(
             &bob,
             Method::GET,
             &format!("/api/users/{}/followers", bob.id),
         )
-        .send()
-        .await
-        .unwrap(),
-    )
-    .await;
+        .answer()
+        .await;
     assert_eq!(status, 200);
     assert_eq!(
         (
@@ -419,30 +381,21 @@ async fn follows_and_contacts() {
         ),
         (Some(1), Some("ada"))
     );
-    let (_, body) = json_of(
-        p.as_user(
+    let (_, body) = p
+        .as_user(
             &bob,
             Method::GET,
             &format!("/api/users/{}/following?limit=1", ada.id),
         )
-        .send()
-        .await
-        .unwrap(),
-    )
-    .await;
+        .answer()
+        .await;
     assert_eq!(
         (body["total"].as_i64(), body["limit"].as_i64()),
         (Some(1), Some(1))
     );
 
     // Ada's contacts: bob (she follows) and cy (follows her).
-    let (status, body) = json_of(
-        p.as_user(&ada, Method::GET, "/api/contacts")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p.as_user(&ada, Method::GET, "/api/contacts").answer().await;
     assert_eq!(status, 200);
     assert_eq!(body["total"], 2);
     let items = body["items"].as_array().unwrap();
@@ -465,14 +418,11 @@ async fn follows_and_contacts() {
 
     // Editing a contact changes only Ada's entry.
     let path = format!("/api/contacts/{}", bob_contact["id"].as_str().unwrap());
-    let (status, body) = json_of(
-        p.as_user(&ada, Method::PUT, &path)
-            .json(&json!({"displayName": "Bobby", "phoneNumber": "+1 555"}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, body) = p
+        .as_user(&ada, Method::PUT, &path)
+        .json(&json!({"displayName": "Bobby", "phoneNumber": "+1 555"}))
+        .answer()
+        .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["displayName"], "Bobby");
     assert_eq!(
@@ -505,21 +455,9 @@ async fn follows_and_contacts() {
             .status(),
         200
     );
-    let (_, body) = json_of(
-        p.as_user(&ada, Method::GET, "/api/contacts")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, body) = p.as_user(&ada, Method::GET, "/api/contacts").answer().await;
     assert_eq!(body["total"], 1);
-    let (_, body) = json_of(
-        p.as_user(&bob, Method::GET, "/api/contacts")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, body) = p.as_user(&bob, Method::GET, "/api/contacts").answer().await;
     assert_eq!(body["total"], 0);
     // Unfollow by user id is idempotent.
     assert_eq!(
@@ -611,12 +549,6 @@ async fn bad_bodies_are_rejected_and_nothing_is_stored() {
     assert_eq!(status, 415);
     let status = p.as_client(&t, Method::POST, "/api/users/signup").json(&json!({"username": "x".repeat(300), "email": "a@example.com", "password": "long enough"})).send().await.unwrap().status();
     assert_eq!(status, 422);
-    let (_, body) = json_of(
-        p.as_client(&t, Method::GET, "/api/v1/users")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (_, body) = p.as_client(&t, Method::GET, "/api/v1/users").answer().await;
     assert_eq!(body["total"], 0);
 }

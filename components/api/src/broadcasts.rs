@@ -156,7 +156,8 @@ pub struct NewBroadcast {
     pub max_participants: i64,
 }
 
-fn visibility(body: &mut JsonBody) -> String {
+/// The `visibility` field: public (the default), unlisted or private.
+pub fn visibility(body: &mut JsonBody) -> String {
     match body.opt_string("visibility", 20).as_deref() {
         None => "public".into(),
         Some(v @ ("public" | "unlisted" | "private")) => v.into(),
@@ -322,6 +323,22 @@ pub fn load(db: &Db, client_id: &str, raw_id: &str) -> Result<Broadcast, ApiErro
         )?
         .ok_or_else(|| ApiError::not_found("broadcast"))?;
     expire_if_stale(db, broadcast)
+}
+
+/// The tenant's broadcast whose SFU room (streamId) is `stream_id`, if any; a stale
+/// active one is moved to `error` first, as [`load`] does.
+pub fn load_by_stream(
+    db: &Db,
+    client_id: &str,
+    stream_id: &str,
+) -> Result<Option<Broadcast>, ApiError> {
+    db.query_one(
+        "SELECT * FROM broadcasts WHERE client_id = ? AND stream_id = ?",
+        &[db::text(client_id), db::text(stream_id)],
+        from_row,
+    )?
+    .map(|b| expire_if_stale(db, b))
+    .transpose()
 }
 
 fn last_seen(b: &Broadcast) -> i64 {

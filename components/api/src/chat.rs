@@ -57,13 +57,7 @@ fn stream_target(ctx: &Ctx, db: &Db) -> Result<ChatTarget, ApiError> {
     let tenant = ctx.tenant()?;
     let stream_id = ids::parse_uuid(ctx.param("id"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the stream id must be a UUID"))?;
-    let broadcast_id = db.query_one(
-        "SELECT id FROM broadcasts WHERE client_id = ? AND stream_id = ?",
-        &[db::text(&tenant.client_id), db::text(&stream_id)],
-        |row| db::col_text(row, "id"),
-    )?;
-    if let Some(id) = broadcast_id {
-        let b = broadcasts::load(db, &tenant.client_id, &id)?;
+    if let Some(b) = broadcasts::load_by_stream(db, &tenant.client_id, &stream_id)? {
         check_visible(ctx, &b)?;
         return Ok(ChatTarget {
             client_id: tenant.client_id.clone(),

@@ -87,6 +87,14 @@ fn cohosts_of(db: &Db, b: &Broadcast) -> Result<Vec<CoHost>, ApiError> {
     )
 }
 
+/// How many co-hosts are on stage (active) now.
+fn active_cohosts(db: &Db, b: &Broadcast) -> Result<i64, ApiError> {
+    db.count(
+        "SELECT COUNT(*) FROM cohosts WHERE client_id = ? AND broadcast_id = ? AND status = 'active'",
+        &[db::text(&b.client_id), db::text(&b.id)],
+    )
+}
+
 fn cohost_of_user(db: &Db, b: &Broadcast, user_id: &str) -> Result<Option<CoHost>, ApiError> {
     db.query_one(
         "SELECT * FROM cohosts WHERE client_id = ? AND broadcast_id = ? AND user_id = ?",
@@ -217,10 +225,7 @@ pub fn update_layout(ctx: &Ctx) -> Result<Response, ApiError> {
     for (field, message) in layout.problems() {
         body.error(field, message);
     }
-    let active = cohosts_of(&db, &b)?
-        .iter()
-        .filter(|c| c.is_active())
-        .count() as i64;
+    let active = active_cohosts(&db, &b)?;
     if layout.max_hosts < active + 1 && !body.has_errors_for(&["maxHosts"]) {
         body.error(
             "maxHosts",
@@ -382,7 +387,7 @@ pub fn join(ctx: &Ctx) -> Result<Response, ApiError> {
         if existing.as_ref().is_some_and(CoHost::is_active) {
             return Ok((refused(409, "already_cohost", "you are already a co-host of this session")?, None));
         }
-        let active = cohosts_of(db, &b)?.iter().filter(|c| c.is_active()).count() as i64;
+        let active = active_cohosts(db, &b)?;
         if rules::free_slots(&layout_of(db, &b)?, active) == 0 {
             return Ok((refused(409, "session_full", "the session has no free co-host slot")?, None));
         }

@@ -98,14 +98,7 @@ pub struct NewEvent {
 pub fn parse_new(body: &mut JsonBody, now: i64) -> NewEvent {
     let title = body.string("title", MAX_TITLE);
     let description = body.opt_string("description", MAX_DESCRIPTION);
-    let visibility = match body.opt_string("visibility", 20).as_deref() {
-        None => "public".to_string(),
-        Some(v @ ("public" | "unlisted" | "private")) => v.to_string(),
-        Some(_) => {
-            body.error("visibility", "must be public, unlisted or private");
-            String::new()
-        }
-    };
+    let visibility = crate::broadcasts::visibility(body);
     let when = body.string("scheduledFor", 64);
     let scheduled_for = match time::parse_rfc3339(&when) {
         Some(t) if t > now => t,
