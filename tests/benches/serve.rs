@@ -36,10 +36,18 @@ async fn run() -> Result<()> {
     let plan = Plan::default();
     plan.describe();
 
+    // One connection: each request waits for the previous answer, so the latency
+    // difference is what edgehost adds per request.
+    let one = Plan {
+        connections: 1,
+        ..Plan::default()
+    };
     let plain = plain_hello_server().await?;
     load::run(plain, Plan::default(), 200, get("/hello"))
         .await?
         .report("plain hyper /hello");
+    let plain_one = load::run(plain, one, 200, get("/hello")).await?;
+    plain_one.report("plain hyper /hello, 1 conn");
 
     let opts = edgehost::Options {
         manifest: manifest.clone(),
@@ -56,7 +64,14 @@ async fn run() -> Result<()> {
     load::run(server.local_addr(), Plan::default(), 200, get("/hello"))
         .await?
         .report("edgehost /hello");
+    let edge_one = load::run(server.local_addr(), one, 200, get("/hello")).await?;
+    edge_one.report("edgehost /hello, 1 conn");
     server.shutdown().await?;
+    let p50 = |r: &load::LoadResult| percentile(&mut r.latencies.clone(), 50.0);
+    println!(
+        "added per request by edgehost (1 connection, p50): {}",
+        micros(p50(&edge_one).saturating_sub(p50(&plain_one)))
+    );
 
     let timings = edgehost::bench_instantiation(&opts, "probe", "/hello", INSTANTIATIONS).await?;
     let mut inst: Vec<Duration> = timings.iter().map(|t| t.0).collect();

@@ -322,6 +322,35 @@ async fn trap_answers_500_and_serving_continues() {
     p.stop().await;
 }
 
+#[tokio::test]
+async fn no_request_sees_the_memory_of_an_earlier_one() {
+    setup().await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let p = Probe::start(state.path(), &[]).await;
+    let fresh = json!({ "earlier_requests": 0, "static_marks": 0 });
+    // Sequential requests reuse the same pooled slot; concurrent ones spread over several.
+    for _ in 0..20 {
+        assert_eq!(p.json("/probe/isolation").await, fresh);
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let (http, base) = (p.http.clone(), p.base.clone());
+        tasks.push(tokio::spawn(async move {
+            let r = http
+                .get(format!("{base}/probe/isolation"))
+                .send()
+                .await
+                .expect("request");
+            r.json::<Value>().await.expect("json")
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.expect("task"), fresh);
+    }
+    assert_eq!(p.json("/probe/isolation").await, fresh);
+    p.stop().await;
+}
+
 /// A minimal HTTP/1.1 server on loopback answering every request with `body`.
 async fn upstream(body: &'static str) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

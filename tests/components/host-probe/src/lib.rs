@@ -15,6 +15,7 @@
 //! | `/probe/outbound?URL` | GET to URL; the status and body, or the error |
 //! | `/probe/body` | reads the whole request body; answers its length and a checksum |
 //! | `/probe/trap` | panics (a trap) |
+//! | `/probe/isolation` | reports whether a previous request's writes to static memory are visible, then makes such writes |
 
 use serde_json::{Value as Json, json};
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
@@ -42,6 +43,7 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         "/probe/outbound" => outbound(&query).await,
         "/probe/body" => body_digest(req.body()),
         "/probe/trap" => panic!("host-probe: deliberate trap"),
+        "/probe/isolation" => isolation(),
         _ => return Ok(Response::new(404, "host-probe: no such probe")),
     };
     Ok(Response::builder()
@@ -49,6 +51,25 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         .header("content-type", "application/json")
         .body(body.to_string())
         .build())
+}
+
+/// Memory a request writes that the next one must not see: a counter and a 64 KiB
+/// zero-initialised buffer, both statics in the instance's linear memory.
+static REQUESTS_SEEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static SCRATCH: std::sync::Mutex<[u8; 1 << 16]> = std::sync::Mutex::new([0; 1 << 16]);
+const MARK: u8 = 0xA5;
+
+/// What of an earlier request this instance sees (all zero in a fresh instance), then
+/// leaves marks of its own for the next request to look for.
+fn isolation() -> Json {
+    let earlier_requests = REQUESTS_SEEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let mut scratch = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
+    let static_marks = scratch.iter().filter(|b| **b == MARK).count();
+    scratch.fill(MARK);
+    json!({
+        "earlier_requests": earlier_requests,
+        "static_marks": static_marks,
+    })
 }
 
 /// Every `spin-*` header, plus the method and the path the SDK sees.
