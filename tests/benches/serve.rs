@@ -4,6 +4,12 @@
 //! 2. edgehost serving the host-probe component's `/hello` (a fresh instance per request),
 //! 3. per-request instantiation without HTTP (`instantiate_pre` + handler call).
 //!
+//! Each server runs in a child process of its own with a default multi-threaded tokio
+//! runtime, as `edgehost up` does, so the load generator does not share its scheduler.
+//! Both are measured with 16 connections (throughput) and with one connection, where each
+//! request waits for the previous answer: the difference of the one-connection p50
+//! latencies is what edgehost adds to a request.
+//!
 //! Run: `cargo bench -p platform-tests --bench serve --profile host` (the `host` profile is the
 //! one `cargo edgehost` uses; the default bench profile inherits the wasm-oriented release
 //! profile with LTO, which is slow to build). The load generator shares the machine with
@@ -11,69 +17,69 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
-use platform_tests::load::{self, Plan, micros, percentile};
+use platform_tests::load::{self, LoadResult, Plan, micros, percentile};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, Command};
 
 /// Iterations of the instantiation loop.
 const INSTANTIATIONS: usize = 2_000;
+/// Set in a child process: which server it runs (`plain` or `edgehost`).
+const CHILD_VAR: &str = "SERVE_BENCH_SERVER";
 
 fn main() -> Result<()> {
-    tokio::runtime::Builder::new_multi_thread()
+    if let Ok(kind) = std::env::var(CHILD_VAR) {
+        return tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(server_child(&kind));
+    }
+    // The load generator needs one thread; the other core is the server's.
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
         .block_on(run())
 }
 
-async fn run() -> Result<()> {
-    let manifest = platform_tests::workspace_root().join("tests/fixtures/host-probe/spin.toml");
-    edgehost::build_components(&manifest)?;
-    let state = std::env::temp_dir().join(format!("edgehost-bench-{}", std::process::id()));
-    let plan = Plan::default();
-    plan.describe();
+fn probe_manifest() -> PathBuf {
+    platform_tests::workspace_root().join("tests/fixtures/host-probe/spin.toml")
+}
 
-    // One connection: each request waits for the previous answer, so the latency
-    // difference is what edgehost adds per request.
-    let one = Plan {
-        connections: 1,
-        ..Plan::default()
-    };
-    let plain = plain_hello_server().await?;
-    load::run(plain, Plan::default(), 200, get("/hello"))
-        .await?
-        .report("plain hyper /hello");
-    let plain_one = load::run(plain, one, 200, get("/hello")).await?;
-    plain_one.report("plain hyper /hello, 1 conn");
-
-    let opts = edgehost::Options {
-        manifest: manifest.clone(),
+fn options(state: PathBuf) -> Result<edgehost::Options> {
+    Ok(edgehost::Options {
+        manifest: probe_manifest(),
         listen: "127.0.0.1:0".parse()?,
-        state_dir: Some(state.clone()),
+        state_dir: Some(state),
         ..Default::default()
-    };
-    let server = edgehost::Server::start(opts.clone()).await?;
-    let warm_up = Plan {
-        max_requests: 200,
-        ..Plan::default()
-    };
-    load::run(server.local_addr(), warm_up, 200, get("/hello")).await?;
-    load::run(server.local_addr(), Plan::default(), 200, get("/hello"))
-        .await?
-        .report("edgehost /hello");
-    let edge_one = load::run(server.local_addr(), one, 200, get("/hello")).await?;
-    edge_one.report("edgehost /hello, 1 conn");
-    server.shutdown().await?;
-    let p50 = |r: &load::LoadResult| percentile(&mut r.latencies.clone(), 50.0);
+    })
+}
+
+async fn run() -> Result<()> {
+    edgehost::build_components(&probe_manifest())?;
+    let state = std::env::temp_dir().join(format!("edgehost-bench-{}", std::process::id()));
+    Plan::default().describe();
+
+    let plain = measure("plain").await?;
+    let edge = measure("edgehost").await?;
+    plain.0.report("plain hyper /hello");
+    plain.1.report("plain hyper /hello, 1 conn");
+    edge.0.report("edgehost /hello");
+    edge.1.report("edgehost /hello, 1 conn");
+    let p50 = |r: &LoadResult| percentile(&mut r.latencies.clone(), 50.0);
     println!(
         "added per request by edgehost (1 connection, p50): {}",
-        micros(p50(&edge_one).saturating_sub(p50(&plain_one)))
+        micros(p50(&edge.1).saturating_sub(p50(&plain.1)))
     );
 
-    let timings = edgehost::bench_instantiation(&opts, "probe", "/hello", INSTANTIATIONS).await?;
+    let timings =
+        edgehost::bench_instantiation(&options(state.clone())?, "probe", "/hello", INSTANTIATIONS)
+            .await?;
     let mut inst: Vec<Duration> = timings.iter().map(|t| t.0).collect();
     let mut total: Vec<Duration> = timings.iter().map(|t| t.1).collect();
     let sum: Duration = total.iter().sum();
@@ -87,6 +93,64 @@ async fn run() -> Result<()> {
         INSTANTIATIONS as f64 / sum.as_secs_f64()
     );
     let _ = std::fs::remove_dir_all(&state);
+    Ok(())
+}
+
+/// Starts the `kind` server in a child process; answers (16 connections, 1 connection).
+async fn measure(kind: &str) -> Result<(LoadResult, LoadResult)> {
+    let (mut child, addr) = spawn_server(kind).await?;
+    let warm_up = Plan {
+        max_requests: 2_000,
+        ..Plan::default()
+    };
+    load::run(addr, warm_up, 200, get("/hello")).await?;
+    let many = load::run(addr, Plan::default(), 200, get("/hello")).await?;
+    let one = Plan {
+        connections: 1,
+        ..Plan::default()
+    };
+    let single = load::run(addr, one, 200, get("/hello")).await?;
+    drop(child.stdin.take());
+    child.wait().await?;
+    Ok((many, single))
+}
+
+async fn spawn_server(kind: &str) -> Result<(Child, SocketAddr)> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .env(CHILD_VAR, kind)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("the server process starts")?;
+    let stdout = child.stdout.take().context("child stdout")?;
+    let line = BufReader::new(stdout)
+        .lines()
+        .next_line()
+        .await?
+        .context("the server's address")?;
+    Ok((child, line.parse()?))
+}
+
+/// The child: serves until its standard input closes.
+async fn server_child(kind: &str) -> Result<()> {
+    let state = std::env::temp_dir().join(format!("edgehost-bench-{}", std::process::id()));
+    let mut edgehost_server = None;
+    let addr = match kind {
+        "plain" => plain_hello_server().await?,
+        _ => {
+            let server = edgehost::Server::start(options(state.clone())?).await?;
+            let addr = server.local_addr();
+            edgehost_server = Some(server);
+            addr
+        }
+    };
+    println!("{addr}");
+    let _ = tokio::io::stdin().read(&mut [0u8; 1]).await;
+    if let Some(server) = edgehost_server {
+        server.shutdown().await?;
+        let _ = std::fs::remove_dir_all(&state);
+    }
     Ok(())
 }
 
