@@ -94,11 +94,12 @@ fn dirty_page_scan_is_sound() -> bool {
 
 /// True when `/proc/swaps` lists a swap area, or cannot be read.
 fn swap_configured() -> bool {
-    match std::fs::read_to_string("/proc/swaps") {
-        // The first line is the column header.
-        Ok(table) => table.lines().skip(1).any(|l| !l.trim().is_empty()),
-        Err(_) => true,
-    }
+    std::fs::read_to_string("/proc/swaps").map_or(true, |table| lists_swap_area(&table))
+}
+
+/// Whether a `/proc/swaps` table has a row below its column header.
+fn lists_swap_area(proc_swaps: &str) -> bool {
+    proc_swaps.lines().skip(1).any(|l| !l.trim().is_empty())
 }
 
 /// Guests yield to the async runtime every `EPOCH_TICK` (see `App::instantiate`):
@@ -264,4 +265,18 @@ fn disk_cache_dir(workspace_hint: &Path) -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
     Some(home.join("edgehost"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lists_swap_area;
+
+    #[test]
+    fn swap_is_configured_when_proc_swaps_has_a_row() {
+        let header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
+        assert!(!lists_swap_area(header));
+        assert!(!lists_swap_area(""));
+        let with_zram = format!("{header}/dev/zram0  partition\t4194300\t0\t100\n");
+        assert!(lists_swap_area(&with_zram));
+    }
 }

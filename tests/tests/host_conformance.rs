@@ -87,6 +87,32 @@ impl Probe {
         serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
     }
 
+    /// GETs every path at once; answers (path, status, body) in the order given.
+    async fn get_concurrently(
+        &self,
+        paths: &[&'static str],
+    ) -> Vec<(&'static str, StatusCode, String)> {
+        let tasks: Vec<_> = paths
+            .iter()
+            .map(|&path| {
+                let (http, base) = (self.http.clone(), self.base.clone());
+                tokio::spawn(async move {
+                    let r = http
+                        .get(format!("{base}{path}"))
+                        .send()
+                        .await
+                        .expect("request");
+                    (path, r.status(), r.text().await.expect("body"))
+                })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for t in tasks {
+            answers.push(t.await.expect("task"));
+        }
+        answers
+    }
+
     async fn stop(mut self) {
         if let Some(s) = self.server.take() {
             s.shutdown().await.expect("clean shutdown");
@@ -297,21 +323,10 @@ async fn trap_answers_500_and_serving_continues() {
         assert_eq!(p.get("/hello").await.1, "hello");
     }
     // Requests run concurrently, each in a fresh instance.
-    let mut tasks = Vec::new();
-    for i in 0..32 {
-        let (http, base) = (p.http.clone(), p.base.clone());
-        let path = if i % 8 == 0 { "/probe/trap" } else { "/hello" };
-        tasks.push(tokio::spawn(async move {
-            let r = http
-                .get(format!("{base}{path}"))
-                .send()
-                .await
-                .expect("request");
-            (path, r.status())
-        }));
-    }
-    for t in tasks {
-        let (path, status) = t.await.expect("task");
+    let paths: Vec<&str> = (0..32)
+        .map(|i| if i % 8 == 0 { "/probe/trap" } else { "/hello" })
+        .collect();
+    for (path, status, _) in p.get_concurrently(&paths).await {
         let want = if path == "/hello" {
             StatusCode::OK
         } else {
@@ -332,20 +347,9 @@ async fn no_request_sees_the_memory_of_an_earlier_one() {
     for _ in 0..20 {
         assert_eq!(p.json("/probe/isolation").await, fresh);
     }
-    let mut tasks = Vec::new();
-    for _ in 0..32 {
-        let (http, base) = (p.http.clone(), p.base.clone());
-        tasks.push(tokio::spawn(async move {
-            let r = http
-                .get(format!("{base}/probe/isolation"))
-                .send()
-                .await
-                .expect("request");
-            r.json::<Value>().await.expect("json")
-        }));
-    }
-    for t in tasks {
-        assert_eq!(t.await.expect("task"), fresh);
+    for (_, status, body) in p.get_concurrently(&["/probe/isolation"; 32]).await {
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(serde_json::from_str::<Value>(&body).expect("json"), fresh);
     }
     assert_eq!(p.json("/probe/isolation").await, fresh);
     p.stop().await;
