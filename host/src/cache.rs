@@ -88,8 +88,10 @@ pub fn engine() -> Result<&'static Engine> {
 /// while its slot sat idle would be neither reset nor unmapped, and the next instance in
 /// that slot would read what the previous request left there. So the scan is used only
 /// on a machine with no swap configured at start-up (the usual server setting).
+/// `EDGEHOST_DIRTY_PAGE_SCAN=0` turns the scan off (to compare, or to rule it out).
 fn dirty_page_scan_is_sound() -> bool {
-    PoolingAllocationConfig::is_pagemap_scan_available() && !swap_configured()
+    let disabled = std::env::var("EDGEHOST_DIRTY_PAGE_SCAN").is_ok_and(|v| v == "0");
+    !disabled && PoolingAllocationConfig::is_pagemap_scan_available() && !swap_configured()
 }
 
 /// True when `/proc/swaps` lists a swap area, or cannot be read.

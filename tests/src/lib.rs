@@ -217,6 +217,8 @@ pub trait Exchange {
         self,
         body: &Value,
     ) -> impl std::future::Future<Output = (StatusCode, Value)> + Send;
+    /// Sends the request as built; answers only the status.
+    fn status(self) -> impl std::future::Future<Output = StatusCode> + Send;
 }
 
 impl Exchange for reqwest::RequestBuilder {
@@ -226,6 +228,13 @@ impl Exchange for reqwest::RequestBuilder {
 
     async fn send_json(self, body: &Value) -> (StatusCode, Value) {
         self.json(body).answer().await
+    }
+
+    async fn status(self) -> StatusCode {
+        self.send()
+            .await
+            .expect("request reaches the platform")
+            .status()
     }
 }
 

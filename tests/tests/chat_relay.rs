@@ -352,7 +352,7 @@ async fn post_event(
     if let Some(s) = secret {
         req = req.header("x-relay-secret", s);
     }
-    req.send().await.unwrap().status().as_u16()
+    req.status().await.as_u16()
 }
 
 #[tokio::test(flavor = "multi_thread")]

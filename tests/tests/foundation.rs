@@ -159,28 +159,22 @@ async fn closed_registration_needs_the_admin_token() {
     let status = p
         .request(Method::POST, "/api/admin/sdk-clients")
         .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 401);
     let status = p
         .request(Method::POST, "/api/admin/sdk-clients")
         .bearer_auth("wrong")
         .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 401);
     let status = p
         .request(Method::POST, "/api/admin/sdk-clients")
         .bearer_auth("let-me-in")
         .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 200);
 }
 
@@ -192,24 +186,15 @@ async fn a_registered_client_survives_a_restart() {
     let status = p
         .request(Method::GET, "/api/streaming/providers")
         .header("x-api-key", &tenant.api_key)
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 200);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn unknown_routes_and_methods() {
     let p = Platform::start().await;
-    assert_eq!(
-        p.request(Method::GET, "/nothing/here")
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        404
-    );
+    assert_eq!(p.request(Method::GET, "/nothing/here").status().await, 404);
     let (status, body) = p.request(Method::GET, "/api/nothing").answer().await;
     assert_eq!(
         (status.as_u16(), body["code"].as_str()),

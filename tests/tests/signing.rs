@@ -90,10 +90,8 @@ async fn signed_requests_verify_and_each_failure_says_why() {
     let status = p
         .as_client(&t, Method::GET, "/api/v1/users")
         .header("x-timestamp", now().to_string())
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 401);
 }
 
@@ -117,10 +115,8 @@ async fn the_query_string_is_part_of_the_signed_path() {
         .as_client(&t, Method::GET, "/api/v1/users?limit=6")
         .header("x-signature", other)
         .header("x-timestamp", &ts)
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 401);
 }
 
@@ -154,9 +150,7 @@ async fn a_client_can_require_signatures() {
         .header("x-api-key", key)
         .header("x-signature", sig)
         .header("x-timestamp", ts)
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 200);
 }

@@ -39,10 +39,8 @@ async fn signup_login_refresh_and_profile() {
         let status = p
             .as_client(&t, Method::POST, "/api/users/signup")
             .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .status();
+            .status()
+            .await;
         assert_eq!(status.as_u16(), code, "{body}");
     }
 
@@ -100,18 +98,14 @@ async fn signup_login_refresh_and_profile() {
     let status = p
         .as_user(&ada, Method::PUT, "/api/users/profile")
         .json(&json!({"username": "Bob"}))
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 409);
     let status = p
         .as_user(&ada, Method::PUT, "/api/users/profile")
         .json(&json!({"avatarUrl": "javascript:alert(1)"}))
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 422);
 
     // Refresh rotates; reusing a rotated token revokes the family.
@@ -135,10 +129,8 @@ async fn signup_login_refresh_and_profile() {
     let status = p
         .as_client(&t, Method::POST, "/api/users/refresh")
         .json(&json!({"refreshToken": second}))
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 401, "the family is revoked");
 }
 
@@ -181,10 +173,8 @@ async fn password_change_and_account_deletion_revoke_tokens() {
     let status = p
         .as_user(&ada, Method::POST, "/api/users/change-password")
         .json(&json!({"currentPassword": "not it at all", "newPassword": "a new password"}))
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 401);
     let (status, body) = p
         .as_user(&ada, Method::POST, "/api/users/change-password")
@@ -196,19 +186,15 @@ async fn password_change_and_account_deletion_revoke_tokens() {
     // The old access and refresh tokens stop working; the new ones work.
     assert_eq!(
         p.as_user(&ada, Method::GET, "/api/users/profile/full")
-            .send()
-            .await
-            .unwrap()
-            .status(),
+            .status()
+            .await,
         401
     );
     assert_eq!(
         p.as_client(&t, Method::POST, "/api/users/refresh")
             .json(&json!({"refreshToken": ada.refresh_token}))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+            .status()
+            .await,
         401
     );
     let ada = platform_tests::User {
@@ -217,20 +203,16 @@ async fn password_change_and_account_deletion_revoke_tokens() {
     };
     assert_eq!(
         p.as_user(&ada, Method::GET, "/api/users/profile/full")
-            .send()
-            .await
-            .unwrap()
-            .status(),
+            .status()
+            .await,
         200
     );
     let login = json!({"username": "ada", "password": "a new password"});
     assert_eq!(
         p.as_client(&t, Method::POST, "/api/users/login")
             .json(&login)
-            .send()
-            .await
-            .unwrap()
-            .status(),
+            .status()
+            .await,
         200
     );
 
@@ -242,18 +224,14 @@ async fn password_change_and_account_deletion_revoke_tokens() {
         .unwrap();
     assert_eq!(
         p.as_user(&ada, Method::DELETE, "/api/users/profile")
-            .send()
-            .await
-            .unwrap()
-            .status(),
+            .status()
+            .await,
         200
     );
     assert_eq!(
         p.as_user(&ada, Method::GET, "/api/users/profile/full")
-            .send()
-            .await
-            .unwrap()
-            .status(),
+            .status()
+            .await,
         401
     );
     let (_, body) = p
@@ -277,10 +255,8 @@ async fn login_is_throttled_after_five_failures() {
         let status = p
             .as_client(&t, Method::POST, "/api/users/login")
             .json(&wrong)
-            .send()
-            .await
-            .unwrap()
-            .status();
+            .status()
+            .await;
         assert_eq!(status, 401);
     }
     let answer = p
@@ -301,10 +277,8 @@ async fn login_is_throttled_after_five_failures() {
     let status = p
         .as_client(&t, Method::POST, "/api/users/login")
         .json(&json!({"username": "bob", "password": "correct horse battery"}))
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 200);
 }
 
@@ -319,26 +293,20 @@ async fn follows_and_contacts() {
     for (who, whom) in [(&ada, &bob), (&cy, &ada), (&ada, &bob)] {
         let status = p
             .as_user(who, Method::POST, &format!("/api/users/follow/{}", whom.id))
-            .send()
-            .await
-            .unwrap()
-            .status();
+            .status()
+            .await;
         assert_eq!(status, 200);
     }
     assert_eq!(
         p.as_user(&ada, Method::POST, &format!("/api/users/follow/{}", ada.id))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+            .status()
+            .await,
         422
     );
     assert_eq!(
         p.as_user(&ada, Method::POST, "/api/users/follow/not-a-uuid")
-            .send()
-            .await
-            .unwrap()
-            .status(),
+            .status()
+            .await,
         400
     );
     assert_eq!(
@@ -347,10 +315,8 @@ async fn follows_and_contacts() {
             Method::POST,
             "/api/users/follow/6f9619ff-8b86-4011-b42d-00c04fc964ff"
         )
-        .send()
-        .await
-        .unwrap()
-        .status(),
+        .status()
+        .await,
         404
     );
 
@@ -428,19 +394,15 @@ async fn follows_and_contacts() {
     assert_eq!(
         p.as_user(&ada, Method::PUT, &path)
             .json(&json!({"email": "nope"}))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+            .status()
+            .await,
         422
     );
     assert_eq!(
         p.as_user(&bob, Method::PUT, &path)
             .json(&json!({"displayName": "x"}))
-            .send()
-            .await
-            .unwrap()
-            .status(),
+            .status()
+            .await,
         404,
         "not bob's contact entry"
     );
@@ -448,11 +410,7 @@ async fn follows_and_contacts() {
     // Unfollow by contact id: bob is no longer a contact (neither follows the other).
     let unfollow = format!("{path}/follow");
     assert_eq!(
-        p.as_user(&ada, Method::DELETE, &unfollow)
-            .send()
-            .await
-            .unwrap()
-            .status(),
+        p.as_user(&ada, Method::DELETE, &unfollow).status().await,
         200
     );
     let (_, body) = p.as_user(&ada, Method::GET, "/api/contacts").answer().await;
@@ -466,10 +424,8 @@ async fn follows_and_contacts() {
             Method::DELETE,
             &format!("/api/users/follow/{}", ada.id)
         )
-        .send()
-        .await
-        .unwrap()
-        .status(),
+        .status()
+        .await,
         200
     );
     assert_eq!(
@@ -478,10 +434,8 @@ async fn follows_and_contacts() {
             Method::DELETE,
             &format!("/api/users/follow/{}", ada.id)
         )
-        .send()
-        .await
-        .unwrap()
-        .status(),
+        .status()
+        .await,
         200
     );
 }
@@ -533,21 +487,17 @@ async fn bad_bodies_are_rejected_and_nothing_is_stored() {
         .as_client(&t, Method::POST, "/api/users/signup")
         .header("content-type", "application/json")
         .body(too_big)
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 413);
     let status = p
         .as_client(&t, Method::POST, "/api/users/signup")
         .header("content-type", "text/plain")
         .body("{}")
-        .send()
-        .await
-        .unwrap()
-        .status();
+        .status()
+        .await;
     assert_eq!(status, 415);
-    let status = p.as_client(&t, Method::POST, "/api/users/signup").json(&json!({"username": "x".repeat(300), "email": "a@example.com", "password": "long enough"})).send().await.unwrap().status();
+    let status = p.as_client(&t, Method::POST, "/api/users/signup").json(&json!({"username": "x".repeat(300), "email": "a@example.com", "password": "long enough"})).status().await;
     assert_eq!(status, 422);
     let (_, body) = p.as_client(&t, Method::GET, "/api/v1/users").answer().await;
     assert_eq!(body["total"], 0);

@@ -482,13 +482,19 @@ fn expire_stale(db: &Db, items: Vec<Broadcast>) -> Result<Vec<Broadcast>, ApiErr
 /// `GET /api/broadcasts`: the user's own, newest first.
 pub fn list_own(ctx: &Ctx) -> Result<Response, ApiError> {
     let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let scope = [db::text(&tenant.client_id), db::text(&user.id)];
+    owner_page(ctx, "client_id = ? AND owner_id = ?", &scope)
+}
+
+/// One page (from the query string) of the broadcasts matching `filter`, newest first,
+/// stale ones expired, in the owner's view.
+fn owner_page(ctx: &Ctx, filter: &str, scope: &[db::Value]) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let db = Db::open()?;
-    let scope = [db::text(&tenant.client_id), db::text(&user.id)];
     let (items, total) = db.page(
         "broadcasts",
-        "client_id = ? AND owner_id = ?",
-        &scope,
+        filter,
+        scope,
         "created_at DESC, id",
         page,
         from_row,
@@ -698,19 +704,7 @@ pub fn v1_create(ctx: &Ctx) -> Result<Response, ApiError> {
 /// `GET /api/v1/sessions`: every session of the client, newest first.
 pub fn v1_list(ctx: &Ctx) -> Result<Response, ApiError> {
     let tenant = ctx.tenant()?;
-    let page = Page::from_query(ctx.query())?;
-    let db = Db::open()?;
-    let (items, total) = db.page(
-        "broadcasts",
-        "client_id = ?",
-        &[db::text(&tenant.client_id)],
-        "created_at DESC, id",
-        page,
-        from_row,
-    )?;
-    let items = expire_stale(&db, items)?;
-    let items = views(&db, &items, |_| Audience::Owner)?;
-    Ok(json(200, &Paged::new(items, total, page)))
+    owner_page(ctx, "client_id = ?", &[db::text(&tenant.client_id)])
 }
 
 /// `PATCH /api/v1/sessions/{id}`: `status` through the state machine, `metadata` as a JSON

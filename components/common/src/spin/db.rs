@@ -5,9 +5,9 @@
 //! without touching handlers.
 
 use crate::ApiError;
-use spin_sdk::sqlite::{Connection, QueryResult, Value};
+use spin_sdk::sqlite::{Connection, QueryResult};
 
-pub use spin_sdk::sqlite::Row;
+pub use spin_sdk::sqlite::{Row, Value};
 
 pub struct Db {
     conn: Connection,
