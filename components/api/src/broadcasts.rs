@@ -5,7 +5,8 @@ use crate::links::Links;
 use common::domain::broadcast::{self as rules, Status, StreamIdentity, Transition};
 use common::pagination::{Page, Paged};
 use common::spin::db::{self, Db, Row};
-use common::spin::http::{Ctx, json};
+use common::spin::http::{Actor, ActorCtx, AppCtx, Caller, ServerCtx, UserCtx, json};
+use common::spin::rate_limit;
 use common::validate::JsonBody;
 use common::{ApiError, ids, time};
 use serde_json::{Map, Value, json};
@@ -48,6 +49,8 @@ pub struct Broadcast {
     pub started_at: Option<String>,
     pub ended_at: Option<String>,
     pub last_heartbeat: Option<i64>,
+    /// How co-hosts join: `approval` (the host approves requests), `open` or `invite_only`.
+    pub cohost_policy: String,
 }
 
 fn opt_int(row: &Row<'_>, column: &str) -> Option<i64> {
@@ -84,6 +87,7 @@ fn from_row(row: &Row<'_>) -> Broadcast {
         started_at: db::col_opt_text(row, "started_at"),
         ended_at: db::col_opt_text(row, "ended_at"),
         last_heartbeat: opt_int(row, "last_heartbeat"),
+        cohost_policy: db::col_text(row, "cohost_policy"),
     }
 }
 
@@ -123,6 +127,7 @@ impl Broadcast {
             "startedAt": self.started_at,
             "endedAt": self.ended_at,
             "reactions": reactions,
+            "cohostPolicy": self.cohost_policy,
         });
         let owner = audience == Audience::Owner;
         links.add_stream_addresses(&mut view, &self.identity, owner);
@@ -137,7 +142,7 @@ impl Broadcast {
         view
     }
 
-    fn is_owned_by(&self, user_id: &str) -> bool {
+    pub fn is_owned_by(&self, user_id: &str) -> bool {
         self.owner_id.as_deref() == Some(user_id)
     }
 }
@@ -154,6 +159,7 @@ pub struct NewBroadcast {
     pub operating_system: Option<String>,
     pub orientation: String,
     pub max_participants: i64,
+    pub cohost_policy: String,
 }
 
 /// The `visibility` field: public (the default), unlisted or private.
@@ -164,6 +170,18 @@ pub fn visibility(body: &mut JsonBody) -> String {
         Some(_) => {
             body.error("visibility", "must be public, unlisted or private");
             "public".into()
+        }
+    }
+}
+
+/// The `cohostPolicy` field: approval (the default), open or invite_only.
+pub fn cohost_policy(body: &mut JsonBody) -> Option<String> {
+    match body.opt_string("cohostPolicy", 20).as_deref() {
+        None => None,
+        Some(p @ ("approval" | "open" | "invite_only")) => Some(p.into()),
+        Some(_) => {
+            body.error("cohostPolicy", "must be approval, open or invite_only");
+            None
         }
     }
 }
@@ -209,31 +227,38 @@ pub fn check_metadata(
     map
 }
 
+/// Checks `tags`: at most 20 strings of 1 to 50 characters (trimmed).
+fn parse_tags(body: &mut JsonBody, value: Value) -> Vec<String> {
+    let Value::Array(items) = value else {
+        body.error("tags", "must be an array of strings");
+        return Vec::new();
+    };
+    if items.len() > MAX_TAGS {
+        body.error("tags", format!("may have at most {MAX_TAGS} tags"));
+    }
+    let mut tags = Vec::new();
+    for item in items {
+        match item.as_str().map(str::trim) {
+            Some(t) if !t.is_empty() && t.chars().count() <= MAX_TAG_LEN => {
+                tags.push(t.to_string())
+            }
+            _ => body.error(
+                "tags",
+                format!("each tag must be a string of 1 to {MAX_TAG_LEN} characters"),
+            ),
+        }
+    }
+    tags
+}
+
 /// Reads the creation fields shared by every way of creating a broadcast.
 pub fn parse_new(body: &mut JsonBody) -> NewBroadcast {
     let title = body.string("title", 200);
     let visibility = visibility(body);
-    let mut tags = Vec::new();
-    match body.opt_value("tags") {
-        None => {}
-        Some(Value::Array(items)) => {
-            if items.len() > MAX_TAGS {
-                body.error("tags", format!("may have at most {MAX_TAGS} tags"));
-            }
-            for item in items {
-                match item.as_str().map(str::trim) {
-                    Some(t) if !t.is_empty() && t.chars().count() <= MAX_TAG_LEN => {
-                        tags.push(t.to_string())
-                    }
-                    _ => body.error(
-                        "tags",
-                        format!("each tag must be a string of 1 to {MAX_TAG_LEN} characters"),
-                    ),
-                }
-            }
-        }
-        Some(_) => body.error("tags", "must be an array of strings"),
-    }
+    let tags = match body.opt_value("tags") {
+        None => Vec::new(),
+        Some(value) => parse_tags(body, value),
+    };
     let metadata_value = body.opt_value("metadata");
     let metadata = check_metadata(body, metadata_value, false);
     let width = body.opt_int("deviceWidth", 1..=16_384);
@@ -256,7 +281,9 @@ pub fn parse_new(body: &mut JsonBody) -> NewBroadcast {
             "portrait".into()
         }
     };
+    let cohost_policy = cohost_policy(body).unwrap_or_else(|| "approval".into());
     NewBroadcast {
+        cohost_policy,
         title,
         visibility,
         tags,
@@ -282,8 +309,8 @@ pub fn insert(
     let recording = rules::recording_size(new.device, new.orientation == "portrait");
     db.execute(
         "INSERT INTO broadcasts (id, client_id, owner_id, short_id, stream_id, stream_key, title, visibility, tags, metadata, status, \
-           device_width, device_height, device_type, operating_system, orientation, recording_width, recording_height, max_participants, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+           device_width, device_height, device_type, operating_system, orientation, recording_width, recording_height, max_participants, created_at, updated_at, cohost_policy) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         &[
             db::text(&id),
             db::text(client_id),
@@ -306,6 +333,7 @@ pub fn insert(
             db::int(new.max_participants),
             db::text(&now),
             db::text(&now),
+            db::text(&new.cohost_policy),
         ],
     )?;
     load(db, client_id, &id)
@@ -358,24 +386,73 @@ fn expire_if_stale(db: &Db, mut b: Broadcast) -> Result<Broadcast, ApiError> {
     Ok(b)
 }
 
-/// How the user may see the broadcast: owners see everything, others the public view of
-/// a non-private broadcast; a private one is 404 to them.
-pub fn audience_of(b: &Broadcast, user_id: &str) -> Result<Audience, ApiError> {
-    if b.is_owned_by(user_id) {
-        Ok(Audience::Owner)
-    } else if b.visibility == "private" {
-        Err(ApiError::not_found("broadcast"))
+/// Who is asking to watch (or read) a broadcast.
+#[derive(Debug, Clone, Copy)]
+pub enum Viewer<'a> {
+    /// Someone with the app's public API key and nothing else.
+    Guest,
+    User(&'a str),
+    /// The tenant's own backend.
+    Server,
+}
+
+impl<'a> Viewer<'a> {
+    pub fn of(caller: &'a Caller) -> Self {
+        match caller {
+            Caller::Guest => Viewer::Guest,
+            Caller::User(user) => Viewer::User(&user.id),
+            Caller::Server => Viewer::Server,
+        }
+    }
+
+    pub fn of_actor(actor: &'a Actor) -> Self {
+        match actor {
+            Actor::User(user) => Viewer::User(&user.id),
+            Actor::Server => Viewer::Server,
+        }
+    }
+}
+
+/// Whether `viewer` may watch `b`: anyone of the tenant for a public or unlisted broadcast;
+/// a private one only its owner, its co-hosts (active or asking to join), users holding an
+/// unexpired invite, and the tenant's server.
+pub fn may_watch(db: &Db, b: &Broadcast, viewer: Viewer<'_>) -> Result<bool, ApiError> {
+    if b.visibility != "private" {
+        return Ok(true);
+    }
+    match viewer {
+        Viewer::Server => Ok(true),
+        Viewer::Guest => Ok(false),
+        Viewer::User(id) if b.is_owned_by(id) => Ok(true),
+        Viewer::User(id) => crate::cohosts::is_invited_or_host(db, b, id, time::now()),
+    }
+}
+
+/// [`may_watch`], with a broadcast one may not watch as unknown (404) as a missing one.
+pub fn check_can_watch(db: &Db, b: &Broadcast, viewer: Viewer<'_>) -> Result<(), ApiError> {
+    if may_watch(db, b, viewer)? {
+        Ok(())
     } else {
-        Ok(Audience::Viewer)
+        Err(ApiError::not_found("broadcast"))
+    }
+}
+
+/// How `viewer` sees the broadcast: the owner and the tenant's server see everything,
+/// others who may watch see the public view; to the rest it is 404.
+pub fn audience(db: &Db, b: &Broadcast, viewer: Viewer<'_>) -> Result<Audience, ApiError> {
+    match viewer {
+        Viewer::Server => Ok(Audience::Owner),
+        Viewer::User(id) if b.is_owned_by(id) => Ok(Audience::Owner),
+        _ => check_can_watch(db, b, viewer).map(|()| Audience::Viewer),
     }
 }
 
 /// Loads a broadcast the signed-in user owns (403 for another user's visible one).
-pub fn load_owned(ctx: &Ctx, db: &Db) -> Result<Broadcast, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn load_owned(ctx: &UserCtx, db: &Db) -> Result<Broadcast, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let b = load(db, &tenant.client_id, ctx.param("id"))?;
     if !b.is_owned_by(&user.id) {
-        audience_of(&b, &user.id)?;
+        check_can_watch(db, &b, Viewer::User(&user.id))?;
         return Err(ApiError::forbidden(
             "only the broadcast's owner may change it",
         ));
@@ -455,8 +532,8 @@ pub fn view_one(db: &Db, b: &Broadcast, audience: Audience) -> Result<Value, Api
 }
 
 /// `POST /api/broadcasts`
-pub fn create(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let mut body = ctx.json()?;
     let new = parse_new(&mut body);
     body.finish()?;
@@ -466,12 +543,49 @@ pub fn create(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `GET /api/broadcasts/{id}`
-pub fn get(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = Db::open()?;
     let b = load(&db, &tenant.client_id, ctx.param("id"))?;
-    let audience = audience_of(&b, &user.id)?;
+    let audience = audience(&db, &b, Viewer::User(&user.id))?;
     Ok(json(200, &view_one(&db, &b, audience)?))
+}
+
+/// `PATCH /api/broadcasts/{id}` (owner): any of `title`, `visibility`, `tags`,
+/// `cohostPolicy`, until the broadcast has ended.
+pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let mut body = ctx.json()?;
+    let title = body.opt_string("title", 200);
+    let visibility = body.has("visibility").then(|| visibility(&mut body));
+    let tags = body
+        .opt_value("tags")
+        .map(|value| parse_tags(&mut body, value));
+    let policy = cohost_policy(&mut body);
+    if title.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        body.error("title", "must not be empty");
+    }
+    body.finish()?;
+    let db = Db::open()?;
+    let b = load_owned(ctx, &db)?;
+    ensure_not_final(&b)?;
+    db.execute(
+        "UPDATE broadcasts SET title = COALESCE(?, title), visibility = COALESCE(?, visibility), \
+           tags = COALESCE(?, tags), cohost_policy = COALESCE(?, cohost_policy), updated_at = ? \
+         WHERE client_id = ? AND id = ?",
+        &[
+            db::opt_text(title.as_deref()),
+            db::opt_text(visibility.as_deref()),
+            tags.map_or(db::null(), |t| {
+                db::text(serde_json::to_string(&t).unwrap_or_else(|_| "[]".into()))
+            }),
+            db::opt_text(policy.as_deref()),
+            db::text(time::now_rfc3339()),
+            db::text(&b.client_id),
+            db::text(&b.id),
+        ],
+    )?;
+    let b = load(&db, &b.client_id, &b.id)?;
+    Ok(json(200, &view_one(&db, &b, Audience::Owner)?))
 }
 
 /// Moves the stale ones of freshly read broadcasts to `error`.
@@ -480,15 +594,19 @@ fn expire_stale(db: &Db, items: Vec<Broadcast>) -> Result<Vec<Broadcast>, ApiErr
 }
 
 /// `GET /api/broadcasts`: the user's own, newest first.
-pub fn list_own(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn list_own(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let scope = [db::text(&tenant.client_id), db::text(&user.id)];
     owner_page(ctx, "client_id = ? AND owner_id = ?", &scope)
 }
 
 /// One page (from the query string) of the broadcasts matching `filter`, newest first,
 /// stale ones expired, in the owner's view.
-fn owner_page(ctx: &Ctx, filter: &str, scope: &[db::Value]) -> Result<Response, ApiError> {
+fn owner_page(
+    ctx: &common::spin::http::Call,
+    filter: &str,
+    scope: &[db::Value],
+) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let db = Db::open()?;
     let (items, total) = db.page(
@@ -505,8 +623,8 @@ fn owner_page(ctx: &Ctx, filter: &str, scope: &[db::Value]) -> Result<Response, 
 }
 
 /// `GET /api/broadcasts/live`: public, active, not stale, newest first.
-pub fn list_live(ctx: &Ctx) -> Result<Response, ApiError> {
-    let tenant = ctx.tenant()?;
+pub fn list_live(ctx: &AppCtx) -> Result<Response, ApiError> {
+    let tenant = &ctx.tenant;
     let page = Page::from_query(ctx.query())?;
     let db = Db::open()?;
     let fresh_since = time::now() - rules::STALE_AFTER_SECS;
@@ -579,7 +697,7 @@ pub fn change_status(db: &Db, b: &Broadcast, to: Status) -> Result<Broadcast, Ap
     }
 }
 
-fn status_field(ctx: &Ctx) -> Result<Status, ApiError> {
+fn status_field(ctx: &UserCtx) -> Result<Status, ApiError> {
     let mut body = ctx.json()?;
     let status = body.string("status", 20);
     body.finish()?;
@@ -587,7 +705,7 @@ fn status_field(ctx: &Ctx) -> Result<Status, ApiError> {
 }
 
 /// `POST /api/broadcasts/{id}/status`
-pub fn update_status(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn update_status(ctx: &UserCtx) -> Result<Response, ApiError> {
     let requested = status_field(ctx)?;
     let db = Db::open()?;
     let b = load_owned(ctx, &db)?;
@@ -596,7 +714,7 @@ pub fn update_status(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `POST /api/sessions/{id}/heartbeat`: keeps a pending or active broadcast alive.
-pub fn heartbeat(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn heartbeat(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
@@ -612,7 +730,7 @@ pub fn heartbeat(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `POST /api/broadcasts/{id}/viewer-count`
-pub fn viewer_count(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn viewer_count(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let count = body.opt_int("viewerCount", 0..=MAX_VIEWERS);
     if count.is_none() && !body.has_errors_for(&["viewerCount"]) {
@@ -639,7 +757,7 @@ pub fn viewer_count(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `POST /api/broadcasts/{id}/stream-key/reset`: a new ingest key; the old one stops working.
-pub fn reset_stream_key(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn reset_stream_key(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
@@ -656,10 +774,21 @@ pub fn reset_stream_key(ctx: &Ctx) -> Result<Response, ApiError> {
     Ok(json(200, &view_one(&db, &b, Audience::Owner)?))
 }
 
-/// `GET /api/broadcasts/{id}/analytics` (owner only).
-pub fn analytics(ctx: &Ctx) -> Result<Response, ApiError> {
+/// `GET /api/broadcasts/{id}/analytics`: the owner, co-hosts with canAccessAnalytics, and
+/// the tenant's server.
+pub fn analytics(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
-    let b = load_owned(ctx, &db)?;
+    let b = load(&db, &ctx.tenant.client_id, ctx.param("id"))?;
+    if let Actor::User(user) = &ctx.actor {
+        let allowed = crate::cohosts::permissions_of(&db, &b, &user.id)?
+            .is_some_and(|p| p.can_access_analytics);
+        if !allowed {
+            check_can_watch(&db, &b, Viewer::User(&user.id))?;
+            return Err(ApiError::forbidden(
+                "only the owner or a co-host with canAccessAnalytics sees analytics",
+            ));
+        }
+    }
     let duration = match (&b.started_at, &b.ended_at) {
         (Some(s), Some(e)) => time::parse_rfc3339(e)
             .zip(time::parse_rfc3339(s))
@@ -691,8 +820,8 @@ pub fn analytics(ctx: &Ctx) -> Result<Response, ApiError> {
 // ---- The SDK client's view: /api/v1/sessions, authenticated by the API key alone ----
 
 /// `POST /api/v1/sessions`: a broadcast session owned by the client itself.
-pub fn v1_create(ctx: &Ctx) -> Result<Response, ApiError> {
-    let tenant = ctx.tenant()?;
+pub fn v1_create(ctx: &ServerCtx) -> Result<Response, ApiError> {
+    let tenant = &ctx.tenant;
     let mut body = ctx.json()?;
     let new = parse_new(&mut body);
     body.finish()?;
@@ -702,15 +831,15 @@ pub fn v1_create(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `GET /api/v1/sessions`: every session of the client, newest first.
-pub fn v1_list(ctx: &Ctx) -> Result<Response, ApiError> {
-    let tenant = ctx.tenant()?;
+pub fn v1_list(ctx: &ServerCtx) -> Result<Response, ApiError> {
+    let tenant = &ctx.tenant;
     owner_page(ctx, "client_id = ?", &[db::text(&tenant.client_id)])
 }
 
 /// `PATCH /api/v1/sessions/{id}`: `status` through the state machine, `metadata` as a JSON
 /// merge patch (a null value removes a key).
-pub fn v1_patch(ctx: &Ctx) -> Result<Response, ApiError> {
-    let tenant = ctx.tenant()?;
+pub fn v1_patch(ctx: &ServerCtx) -> Result<Response, ApiError> {
+    let tenant = &ctx.tenant;
     let mut body = ctx.json()?;
     let status = body.opt_string("status", 20);
     let patch_value = body.opt_value("metadata");
@@ -759,9 +888,14 @@ pub fn v1_patch(ctx: &Ctx) -> Result<Response, ApiError> {
     Ok(json(200, &view_one(&db, &b, Audience::Owner)?))
 }
 
+/// Reactions one user may send per window to one broadcast.
+const REACTIONS_PER_WINDOW: i64 = 20;
+const REACTION_WINDOW_SECS: i64 = 10;
+
 /// `POST /api/v1/sessions/{id}/reactions`: `{"reaction": "heart"}`; counted per session.
-pub fn v1_react(ctx: &Ctx) -> Result<Response, ApiError> {
-    let tenant = ctx.tenant()?;
+/// The tenant's server, or a user who may watch the broadcast (rate limited per user).
+pub fn react(ctx: &ActorCtx) -> Result<Response, ApiError> {
+    let tenant = &ctx.tenant;
     let mut body = ctx.json()?;
     let reaction = body.string("reaction", 20);
     if !reaction.is_empty() && !rules::REACTIONS.contains(&reaction.as_str()) {
@@ -773,7 +907,17 @@ pub fn v1_react(ctx: &Ctx) -> Result<Response, ApiError> {
     body.finish()?;
     let db = Db::open()?;
     let b = load(&db, &tenant.client_id, ctx.param("id"))?;
+    check_can_watch(&db, &b, Viewer::of_actor(&ctx.actor))?;
     ensure_not_final(&b)?;
+    if let Actor::User(user) = &ctx.actor {
+        rate_limit::hit(
+            &db,
+            &format!("react:{}:{}:{}", tenant.client_id, b.id, user.id),
+            REACTIONS_PER_WINDOW,
+            REACTION_WINDOW_SECS,
+            time::now(),
+        )?;
+    }
     let count = db.count(
         "INSERT INTO broadcast_reactions (client_id, broadcast_id, kind, count) VALUES (?, ?, ?, 1) \
          ON CONFLICT (broadcast_id, kind) DO UPDATE SET count = count + 1 RETURNING count",

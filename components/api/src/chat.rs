@@ -1,11 +1,12 @@
 //! Persisted chat of streams and broadcasts. The chat relay stores every WebSocket message
 //! through `POST /api/streams/{id}/chat`, so these rules are the only ones.
 
-use crate::broadcasts::{self, Broadcast};
+use crate::broadcasts::{self, Broadcast, Viewer};
 use common::domain::cohost::Permissions;
 use common::pagination::{Page, Paged};
+use common::spin::auth::Tenant;
 use common::spin::db::{self, Db, Row};
-use common::spin::http::{Ctx, json};
+use common::spin::http::{Call, CallerCtx, UserCtx, json};
 use common::spin::rate_limit;
 use common::{ApiError, ids, time};
 use serde_json::{Value, json};
@@ -30,16 +31,18 @@ pub fn clean_message(raw: &str) -> Result<String, String> {
     }
 }
 
+/// A message as every answer shows it: a deleted one keeps no text.
 fn from_row(row: &Row<'_>) -> Value {
+    let deleted = db::col_bool(row, "deleted");
     json!({
         "id": db::col_text(row, "id"),
         "streamId": db::col_text(row, "stream_id"),
         "broadcastId": db::col_opt_text(row, "broadcast_id"),
         "senderId": db::col_text(row, "sender_id"),
         "senderName": db::col_text(row, "sender_name"),
-        "message": db::col_text(row, "message"),
+        "message": if deleted { String::new() } else { db::col_text(row, "message") },
         "createdAt": db::col_text(row, "created_at"),
-        "deleted": db::col_bool(row, "deleted"),
+        "deleted": deleted,
     })
 }
 
@@ -52,13 +55,17 @@ struct ChatTarget {
 }
 
 /// The chat of `/api/streams/{id}`: the tenant's broadcast with that streamId, else its
-/// scheduled event's stream. A private broadcast is only its owner's.
-fn stream_target(ctx: &Ctx, db: &Db) -> Result<ChatTarget, ApiError> {
-    let tenant = ctx.tenant()?;
-    let stream_id = ids::parse_uuid(ctx.param("id"))
+/// scheduled event's stream. A private broadcast's chat is only for those who may watch it.
+fn stream_target(
+    call: &Call,
+    tenant: &Tenant,
+    viewer: Viewer<'_>,
+    db: &Db,
+) -> Result<ChatTarget, ApiError> {
+    let stream_id = ids::parse_uuid(call.param("id"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the stream id must be a UUID"))?;
     if let Some(b) = broadcasts::load_by_stream(db, &tenant.client_id, &stream_id)? {
-        check_visible(ctx, &b)?;
+        broadcasts::check_can_watch(db, &b, viewer)?;
         return Ok(ChatTarget {
             client_id: tenant.client_id.clone(),
             stream_id,
@@ -79,19 +86,10 @@ fn stream_target(ctx: &Ctx, db: &Db) -> Result<ChatTarget, ApiError> {
     })
 }
 
-/// A private broadcast's chat is 404 to everyone but its owner (and to anonymous readers).
-fn check_visible(ctx: &Ctx, b: &Broadcast) -> Result<(), ApiError> {
-    match ctx.user() {
-        Ok(user) => broadcasts::audience_of(b, &user.id).map(|_| ()),
-        Err(_) if b.visibility == "private" => Err(ApiError::not_found("broadcast")),
-        Err(_) => Ok(()),
-    }
-}
-
-fn broadcast_target(ctx: &Ctx, db: &Db) -> Result<ChatTarget, ApiError> {
-    let tenant = ctx.tenant()?;
+fn broadcast_target(ctx: &UserCtx, db: &Db) -> Result<ChatTarget, ApiError> {
+    let tenant = &ctx.tenant;
     let b = broadcasts::load(db, &tenant.client_id, ctx.param("id"))?;
-    check_visible(ctx, &b)?;
+    broadcasts::check_can_watch(db, &b, Viewer::User(&ctx.user.id))?;
     Ok(ChatTarget {
         client_id: tenant.client_id.clone(),
         stream_id: b.identity.stream_id.clone(),
@@ -100,7 +98,7 @@ fn broadcast_target(ctx: &Ctx, db: &Db) -> Result<ChatTarget, ApiError> {
 }
 
 /// Messages of a target, newest `limit` after skipping `offset` newest, oldest first.
-fn history(ctx: &Ctx, db: &Db, target: &ChatTarget) -> Result<Response, ApiError> {
+fn history(ctx: &Call, db: &Db, target: &ChatTarget) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let broadcast_id = target.broadcast.as_ref().map(|b| b.id.clone());
     let filter = "client_id = ? AND (stream_id = ? OR broadcast_id = ?)";
@@ -123,12 +121,12 @@ fn history(ctx: &Ctx, db: &Db, target: &ChatTarget) -> Result<Response, ApiError
 
 /// Stores a message from the signed-in user.
 fn post(
-    ctx: &Ctx,
+    ctx: &UserCtx,
     db: &Db,
     target: &ChatTarget,
     via_broadcast: bool,
 ) -> Result<Response, ApiError> {
-    let user = ctx.user()?;
+    let user = &ctx.user;
     let mut body = ctx.json()?;
     let raw = body.opt_raw_string("message", MAX_MESSAGE_CHARS * 4 + 64);
     let message = match raw.as_deref().map(clean_message) {
@@ -193,29 +191,30 @@ fn post(
     Ok(json(200, &stored))
 }
 
-/// `GET /api/streams/{id}/chat`
-pub fn stream_history(ctx: &Ctx) -> Result<Response, ApiError> {
+/// `GET /api/streams/{id}/chat`: anyone who may watch the stream (the relay reads for its
+/// sockets).
+pub fn stream_history(ctx: &CallerCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
-    let target = stream_target(ctx, &db)?;
+    let target = stream_target(ctx, &ctx.tenant, Viewer::of(&ctx.caller), &db)?;
     history(ctx, &db, &target)
 }
 
-/// `POST /api/streams/{id}/chat`
-pub fn stream_post(ctx: &Ctx) -> Result<Response, ApiError> {
+/// `POST /api/streams/{id}/chat`: as the signed-in user (the relay posts for its sockets).
+pub fn stream_post(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
-    let target = stream_target(ctx, &db)?;
+    let target = stream_target(ctx, &ctx.tenant, Viewer::User(&ctx.user.id), &db)?;
     post(ctx, &db, &target, false)
 }
 
 /// `GET /api/broadcasts/{id}/chat`: includes messages stored under its streamId.
-pub fn broadcast_history(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn broadcast_history(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let target = broadcast_target(ctx, &db)?;
     history(ctx, &db, &target)
 }
 
 /// `POST /api/broadcasts/{id}/chat`
-pub fn broadcast_post(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn broadcast_post(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let target = broadcast_target(ctx, &db)?;
     post(ctx, &db, &target, true)
@@ -248,10 +247,10 @@ fn may_delete(
 
 /// `DELETE /api/streams/{id}/chat/{messageId}`: marks the message deleted (its record
 /// stays, with `deleted: true`).
-pub fn stream_delete(ctx: &Ctx) -> Result<Response, ApiError> {
-    let user = ctx.user()?;
+pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let user = &ctx.user;
     let db = Db::open()?;
-    let target = stream_target(ctx, &db)?;
+    let target = stream_target(ctx, &ctx.tenant, Viewer::User(&user.id), &db)?;
     let message_id = ids::parse_uuid(ctx.param("messageId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the message id must be a UUID"))?;
     let sender = db
@@ -270,8 +269,9 @@ pub fn stream_delete(ctx: &Ctx) -> Result<Response, ApiError> {
             "only the sender, the owner or a co-host with canModerateChat deletes a message",
         ));
     }
+    // The text goes at once: a deleted message keeps none, in storage or in any answer.
     db.execute(
-        "UPDATE chat_messages SET deleted = 1, deleted_at = COALESCE(deleted_at, ?), deleted_by = COALESCE(deleted_by, ?) WHERE id = ?",
+        "UPDATE chat_messages SET deleted = 1, message = '', deleted_at = COALESCE(deleted_at, ?), deleted_by = COALESCE(deleted_by, ?) WHERE id = ?",
         &[db::text(time::now_rfc3339()), db::text(&user.id), db::text(&message_id)],
     )?;
     Ok(json(200, &json!({ "success": true, "id": message_id })))

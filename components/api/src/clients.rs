@@ -3,7 +3,7 @@
 use common::ApiError;
 use common::ids;
 use common::spin::db::{self, Db};
-use common::spin::http::{Ctx, json};
+use common::spin::http::{AdminCtx, json};
 use common::validate::{self, JsonBody};
 use serde::Serialize;
 use spin_sdk::http::Response;
@@ -87,7 +87,7 @@ struct Registered {
 }
 
 /// `POST /api/admin/sdk-clients`
-pub fn register(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn register(ctx: &AdminCtx) -> Result<Response, ApiError> {
     let reg = parse_registration(ctx.json()?)?;
     let client_id = ids::uuid();
     let api_key = format!("pk_{}", ids::random_base62(32));

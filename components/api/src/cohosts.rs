@@ -1,11 +1,11 @@
 //! Co-hosting of a streaming session: the grid layout, joining (capped permissions, or an
 //! invite's), invites, managing co-hosts, SFU presence from LiveKit webhooks, and metrics.
 
-use crate::broadcasts::{self, Audience, Broadcast};
+use crate::broadcasts::{self, Audience, Broadcast, Viewer};
 use common::domain::broadcast::Status;
 use common::domain::cohost::{self as rules, Layout, Permissions};
 use common::spin::db::{self, Db, Row};
-use common::spin::http::{Ctx, json};
+use common::spin::http::{ActorCtx, SfuCtx, UserCtx, json};
 use common::validate::JsonBody;
 use common::{ApiError, ids, time};
 use serde_json::{Value, json};
@@ -114,10 +114,10 @@ fn actor_of(db: &Db, b: &Broadcast, user_id: &str) -> Result<Actor, ApiError> {
 }
 
 /// The session the signed-in user may see (a private one is 404 to others).
-fn load_session(ctx: &Ctx, db: &Db) -> Result<(Broadcast, Audience), ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+fn load_session(ctx: &UserCtx, db: &Db) -> Result<(Broadcast, Audience), ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let b = broadcasts::load(db, &tenant.client_id, ctx.param("id"))?;
-    let audience = broadcasts::audience_of(&b, &user.id)?;
+    let audience = broadcasts::audience(db, &b, Viewer::User(&user.id))?;
     Ok((b, audience))
 }
 
@@ -161,8 +161,47 @@ fn refused(status: u16, code: &str, message: impl Into<String>) -> Result<Respon
     ))
 }
 
+/// The parts of an SFU participant event the platform uses.
+#[derive(Debug)]
+struct ParticipantEvent {
+    id: String,
+    kind: String,
+    room: String,
+    identity: String,
+    metadata: String,
+}
+
+impl ParticipantEvent {
+    /// Reads a (verified) LiveKit webhook event.
+    fn read(event: &Value) -> Result<Self, ApiError> {
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        let parsed = ParticipantEvent {
+            id: text(&event["id"]),
+            kind: text(&event["event"]),
+            room: text(&event["room"]["name"]),
+            identity: text(&event["participant"]["identity"]),
+            metadata: text(&event["participant"]["metadata"]),
+        };
+        if parsed.id.is_empty() || parsed.kind.is_empty() {
+            return Err(ApiError::new(
+                422,
+                "invalid_webhook",
+                "the webhook needs an id and an event",
+            ));
+        }
+        if parsed.kind.starts_with("participant_") && parsed.identity.is_empty() {
+            return Err(ApiError::new(
+                422,
+                "invalid_webhook",
+                "a participant event needs the participant's identity",
+            ));
+        }
+        Ok(parsed)
+    }
+}
+
 /// `GET /api/streaming/sessions/{id}/multihost`
-pub fn multihost(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn multihost(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let (b, audience) = load_session(ctx, &db)?;
     let layout = layout_of(&db, &b)?;
@@ -191,11 +230,11 @@ pub fn multihost(ctx: &Ctx) -> Result<Response, ApiError> {
 
 /// `PUT /api/streaming/sessions/{id}/layout`: any of the layout's fields; the result must
 /// fit (columns x rows hold maxHosts) and hold the co-hosts already there.
-pub fn update_layout(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn update_layout(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let db = Db::open()?;
     let (b, _) = load_session(ctx, &db)?;
-    let actor = actor_of(&db, &b, &ctx.user()?.id)?;
+    let actor = actor_of(&db, &b, &ctx.user.id)?;
     if !actor.permissions().can_control_layout {
         return Err(ApiError::forbidden(
             "only the owner or a co-host with canControlLayout changes the layout",
@@ -252,14 +291,14 @@ pub fn update_layout(ctx: &Ctx) -> Result<Response, ApiError> {
 
 /// `POST /api/streaming/sessions/{id}/invites`: `{userId, permissions?}` → a single-use
 /// invite token for that user, valid for 10 minutes.
-pub fn invite(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn invite(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let invitee = body.string("userId", 64);
     let granted = permissions_field(&mut body, "permissions").unwrap_or(Permissions::DEFAULT);
     body.finish()?;
     let db = Db::open()?;
     let (b, _) = load_session(ctx, &db)?;
-    let actor = actor_of(&db, &b, &ctx.user()?.id)?;
+    let actor = actor_of(&db, &b, &ctx.user.id)?;
     if !actor.permissions().can_invite_others {
         return Err(ApiError::forbidden(
             "only the owner or a co-host with canInviteOthers invites",
@@ -300,7 +339,7 @@ pub fn invite(ctx: &Ctx) -> Result<Response, ApiError> {
             db::text(&b.id),
             db::text(&invitee),
             db::text(serde_json::to_string(&granted).unwrap_or_default()),
-            db::text(&ctx.user()?.id),
+            db::text(&ctx.user.id),
             db::int(expires_at),
         ],
     )?;
@@ -360,15 +399,87 @@ fn redeem_invite(
     Ok(Ok(serde_json::from_str(&permissions).unwrap_or_default()))
 }
 
+/// Why a join without an invite cannot go ahead, by the broadcast's co-host policy and the
+/// joiner's history; `None` when it may (as a request, or at once under `open`).
+fn uninvited_refusal(
+    policy: &str,
+    existing: Option<&CoHost>,
+) -> Option<(&'static str, &'static str)> {
+    match existing.map(|c| c.status.as_str()) {
+        Some("removed") => {
+            return Some((
+                "removed",
+                "you were removed from this session; join again with a new invite",
+            ));
+        }
+        Some("declined") => {
+            return Some((
+                "declined",
+                "the host declined your request; join again with an invite",
+            ));
+        }
+        _ => {}
+    }
+    (policy == "invite_only").then_some((
+        "invite_required",
+        "this session takes co-hosts by invite only",
+    ))
+}
+
+/// Stores the joiner's co-host row (new, or the earlier one reused) with `status`.
+fn upsert_cohost(
+    db: &Db,
+    b: &Broadcast,
+    existing: Option<CoHost>,
+    user_id: &str,
+    user_name: &str,
+    permissions: Permissions,
+    status: &str,
+) -> Result<CoHost, ApiError> {
+    let now = time::now_rfc3339();
+    let id = existing.map(|c| c.id).unwrap_or_else(ids::uuid);
+    db.execute(
+        "INSERT INTO cohosts (id, client_id, broadcast_id, user_id, user_name, permissions, status, joined_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
+         ON CONFLICT (broadcast_id, user_id) DO UPDATE SET user_name = excluded.user_name, \
+           permissions = excluded.permissions, status = excluded.status, joined_at = excluded.joined_at, \
+           removed_at = NULL, removed_by = NULL",
+        &[
+            db::text(&id),
+            db::text(&b.client_id),
+            db::text(&b.id),
+            db::text(user_id),
+            db::text(user_name),
+            db::text(serde_json::to_string(&permissions).unwrap_or_default()),
+            db::text(status),
+            db::text(&now),
+        ],
+    )?;
+    cohost_of_user(db, b, user_id)?.ok_or_else(|| ApiError::internal("the co-host was not stored"))
+}
+
+/// Takes the broadcast's write lock for the rest of the transaction, so decisions that
+/// count co-hosts (the last free slot) are made one at a time.
+fn lock_session(db: &Db, b: &Broadcast) -> Result<(), ApiError> {
+    db.execute(
+        "UPDATE broadcasts SET updated_at = updated_at WHERE client_id = ? AND id = ?",
+        &[db::text(&b.client_id), db::text(&b.id)],
+    )?;
+    Ok(())
+}
+
 /// `POST /api/streaming/sessions/{id}/join-cohost`: `{userName, permissions?, inviteToken?}`.
-/// Without an invite the joiner gets the default preset whatever they ask for.
-pub fn join(ctx: &Ctx) -> Result<Response, ApiError> {
+/// With a valid invite the user joins at once with the invite's permissions. Without one,
+/// the broadcast's `cohostPolicy` decides: `approval` (the default) stores a request that
+/// the host approves or declines, `open` joins at once with the default preset,
+/// `invite_only` refuses.
+pub fn join(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let user_name = body.string("userName", 100);
     let requested = permissions_field(&mut body, "permissions");
     let invite_token = body.opt_string("inviteToken", 100);
     body.finish()?;
-    let user = ctx.user()?;
+    let user = &ctx.user;
     let db = Db::open()?;
     let (b, _) = load_session(ctx, &db)?;
     if b.owner_id.as_deref() == Some(user.id.as_str()) {
@@ -383,56 +494,74 @@ pub fn join(ctx: &Ctx) -> Result<Response, ApiError> {
     }
     // The event goes out after the commit, so no socket hears of a join that was undone.
     let (response, event) = db.transaction(|db| {
+        lock_session(db, &b)?;
         let existing = cohost_of_user(db, &b, &user.id)?;
-        if existing.as_ref().is_some_and(CoHost::is_active) {
-            return Ok((refused(409, "already_cohost", "you are already a co-host of this session")?, None));
+        match existing.as_ref().map(|c| c.status.as_str()) {
+            Some("active") => {
+                return Ok((
+                    refused(
+                        409,
+                        "already_cohost",
+                        "you are already a co-host of this session",
+                    )?,
+                    None,
+                ));
+            }
+            Some("requested") if invite_token.is_none() => {
+                let view = existing.as_ref().map(|c| c.view(false));
+                let message = "your request to co-host is waiting for the host";
+                return Ok((
+                    json(
+                        200,
+                        &json!({ "success": true, "message": message, "coHost": view }),
+                    ),
+                    None,
+                ));
+            }
+            _ => {}
         }
-        let active = active_cohosts(db, &b)?;
-        if rules::free_slots(&layout_of(db, &b)?, active) == 0 {
-            return Ok((refused(409, "session_full", "the session has no free co-host slot")?, None));
-        }
-        let granted = match invite_token.as_deref() {
+        let (granted, status) = match invite_token.as_deref() {
             Some(token) => match redeem_invite(db, &b, &user.id, token)? {
-                Ok(p) => p,
+                Ok(p) => (p, "active"),
                 Err(why) => return Ok((refused(403, "invalid_invite", why)?, None)),
             },
-            None if existing.is_some() => {
-                return Ok((refused(
-                    403,
-                    "removed",
-                    "you were removed from this session; join again with a new invite",
-                )?, None));
+            None => {
+                if let Some((code, why)) = uninvited_refusal(&b.cohost_policy, existing.as_ref()) {
+                    return Ok((refused(403, code, why)?, None));
+                }
+                let status = if b.cohost_policy == "open" {
+                    "active"
+                } else {
+                    "requested"
+                };
+                (Permissions::DEFAULT, status)
             }
-            None => Permissions::DEFAULT,
         };
+        if status == "active" {
+            let active = active_cohosts(db, &b)?;
+            if rules::free_slots(&layout_of(db, &b)?, active) == 0 {
+                return Ok((
+                    refused(409, "session_full", "the session has no free co-host slot")?,
+                    None,
+                ));
+            }
+        }
         let capped = requested.is_some_and(|r| !r.is_within(granted));
-        let now = time::now_rfc3339();
-        let id = existing.map(|c| c.id).unwrap_or_else(ids::uuid);
-        db.execute(
-            "INSERT INTO cohosts (id, client_id, broadcast_id, user_id, user_name, permissions, status, joined_at) \
-             VALUES (?, ?, ?, ?, ?, ?, 'active', ?) \
-             ON CONFLICT (broadcast_id, user_id) DO UPDATE SET user_name = excluded.user_name, \
-               permissions = excluded.permissions, status = 'active', joined_at = excluded.joined_at, \
-               removed_at = NULL, removed_by = NULL",
-            &[
-                db::text(&id),
-                db::text(&b.client_id),
-                db::text(&b.id),
-                db::text(&user.id),
-                db::text(&user_name),
-                db::text(serde_json::to_string(&granted).unwrap_or_default()),
-                db::text(&now),
-            ],
-        )?;
-        let cohost = cohost_of_user(db, &b, &user.id)?
-            .ok_or_else(|| ApiError::internal("the co-host was not stored"))?;
-        let message = if capped {
-            "joined as a co-host; the requested permissions were reduced to what you may hold"
-        } else {
-            "joined as a co-host"
+        let cohost = upsert_cohost(db, &b, existing, &user.id, &user_name, granted, status)?;
+        let message = match (status, capped) {
+            ("requested", _) => "asked to co-host; the host approves or declines the request",
+            (_, true) => {
+                "joined as a co-host; the requested permissions were reduced to what you may hold"
+            }
+            _ => "joined as a co-host",
         };
         let view = cohost.view(false);
-        let event = json!({ "kind": "cohost", "action": "joined", "coHost": view });
+        let action = if status == "active" {
+            "joined"
+        } else {
+            "requested"
+        };
+        let event = json!({ "kind": "cohost", "action": action, "coHost": view });
         Ok((
             json(
                 200,
@@ -447,29 +576,173 @@ pub fn join(ctx: &Ctx) -> Result<Response, ApiError> {
     Ok(response)
 }
 
+/// The request a decision names, and whether the actor may decide it: the owner, or a
+/// co-host with canInviteOthers.
+fn pending_request(ctx: &UserCtx, db: &Db) -> Result<(Broadcast, Actor, CoHost), ApiError> {
+    let (b, _) = load_session(ctx, db)?;
+    let actor = actor_of(db, &b, &ctx.user.id)?;
+    if !actor.permissions().can_invite_others {
+        return Err(ApiError::forbidden(
+            "only the owner or a co-host with canInviteOthers decides co-host requests",
+        ));
+    }
+    let target = cohost_by_id(db, &b, ctx.param("coHostId"))?;
+    if target.status != "requested" {
+        return Err(ApiError::conflict(
+            "not_requested",
+            format!("this co-host is {}, not asking to join", target.status),
+        ));
+    }
+    Ok((b, actor, target))
+}
+
+/// `POST /api/streaming/sessions/{id}/cohosts/{coHostId}/approve`: `{permissions?}` (at
+/// most the approver's own; the default preset when omitted). Takes a free slot.
+pub fn approve(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let mut body = ctx.json()?;
+    let permissions = permissions_field(&mut body, "permissions").unwrap_or(Permissions::DEFAULT);
+    body.finish()?;
+    let db = Db::open()?;
+    let (b, actor, target) = pending_request(ctx, &db)?;
+    if !permissions.is_within(actor.permissions()) {
+        return Err(ApiError::forbidden(
+            "you cannot grant permissions you do not hold",
+        ));
+    }
+    if b.status != Status::Active {
+        return Err(ApiError::conflict(
+            "not_live",
+            format!("the session is {}", b.status.as_str()),
+        ));
+    }
+    let approved = db.transaction(|db| {
+        lock_session(db, &b)?;
+        let active = active_cohosts(db, &b)?;
+        if rules::free_slots(&layout_of(db, &b)?, active) == 0 {
+            return Err(ApiError::conflict(
+                "session_full",
+                "the session has no free co-host slot",
+            ));
+        }
+        let moved = db.execute(
+            "UPDATE cohosts SET status = 'active', permissions = ?, joined_at = ? \
+             WHERE client_id = ? AND id = ? AND status = 'requested' RETURNING id",
+            &[
+                db::text(serde_json::to_string(&permissions).unwrap_or_default()),
+                db::text(time::now_rfc3339()),
+                db::text(&b.client_id),
+                db::text(&target.id),
+            ],
+        )?;
+        if moved.rows.is_empty() {
+            return Err(ApiError::conflict(
+                "not_requested",
+                "the request was decided meanwhile",
+            ));
+        }
+        cohost_of_user(db, &b, &target.user_id)?.ok_or_else(|| ApiError::not_found("co-host"))
+    })?;
+    let view = approved.view(false);
+    crate::realtime::publish(
+        &b.identity.stream_id,
+        json!({ "kind": "cohost", "action": "approved", "coHost": view }),
+    );
+    Ok(json(200, &json!({ "success": true, "coHost": view })))
+}
+
+/// `POST /api/streaming/sessions/{id}/cohosts/{coHostId}/decline`: the request is declined;
+/// the user may come back only with an invite.
+pub fn decline(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let db = Db::open()?;
+    let (b, _, target) = pending_request(ctx, &db)?;
+    let moved = db.execute(
+        "UPDATE cohosts SET status = 'declined', removed_at = ?, removed_by = ? \
+         WHERE client_id = ? AND id = ? AND status = 'requested' RETURNING id",
+        &[
+            db::text(time::now_rfc3339()),
+            db::text(&ctx.user.id),
+            db::text(&b.client_id),
+            db::text(&target.id),
+        ],
+    )?;
+    if moved.rows.is_empty() {
+        return Err(ApiError::conflict(
+            "not_requested",
+            "the request was decided meanwhile",
+        ));
+    }
+    crate::realtime::publish(
+        &b.identity.stream_id,
+        json!({ "kind": "cohost", "action": "declined", "coHostId": target.id, "userId": target.user_id }),
+    );
+    Ok(json(
+        200,
+        &json!({ "success": true, "id": target.id, "status": "declined" }),
+    ))
+}
+
+/// The co-host row a path's `coHostId` names, in this session.
+fn cohost_by_id(db: &Db, b: &Broadcast, raw_id: &str) -> Result<CoHost, ApiError> {
+    let id = ids::parse_uuid(raw_id)
+        .ok_or_else(|| ApiError::bad_request("invalid_id", "the co-host id must be a UUID"))?;
+    db.query_one(
+        "SELECT * FROM cohosts WHERE client_id = ? AND broadcast_id = ? AND id = ?",
+        &[db::text(&b.client_id), db::text(&b.id), db::text(&id)],
+        cohost_from_row,
+    )?
+    .ok_or_else(|| ApiError::not_found("co-host"))
+}
+
+/// What `user_id` may do in `b`: everything for the owner, an active co-host's grants;
+/// `None` for anyone else.
+pub fn permissions_of(
+    db: &Db,
+    b: &Broadcast,
+    user_id: &str,
+) -> Result<Option<Permissions>, ApiError> {
+    Ok(match actor_of(db, b, user_id)? {
+        Actor::Other => None,
+        actor => Some(actor.permissions()),
+    })
+}
+
+/// Whether `user_id` is a co-host of `b` (active, or asking to join) or holds an unexpired,
+/// unused invite to it: who may watch a private broadcast besides its owner.
+pub fn is_invited_or_host(
+    db: &Db,
+    b: &Broadcast,
+    user_id: &str,
+    now: i64,
+) -> Result<bool, ApiError> {
+    let scope = [db::text(&b.client_id), db::text(&b.id), db::text(user_id)];
+    let hosts = db.count(
+        "SELECT COUNT(*) FROM cohosts WHERE client_id = ? AND broadcast_id = ? AND user_id = ? \
+         AND status IN ('active', 'requested')",
+        &scope,
+    )?;
+    if hosts > 0 {
+        return Ok(true);
+    }
+    let mut params = scope.to_vec();
+    params.push(db::int(now));
+    Ok(db.count(
+        "SELECT COUNT(*) FROM cohost_invites WHERE client_id = ? AND broadcast_id = ? AND user_id = ? \
+         AND used_at IS NULL AND expires_at > ?",
+        &params,
+    )? > 0)
+}
+
 /// Loads the co-host a management call names, checking the actor may act on them: the
 /// owner, or a co-host holding `needed` and at least every permission of the target.
 fn managed_cohost(
-    ctx: &Ctx,
+    ctx: &UserCtx,
     db: &Db,
     needed: fn(&Permissions) -> bool,
     what: &str,
 ) -> Result<(Broadcast, Actor, CoHost), ApiError> {
     let (b, _) = load_session(ctx, db)?;
-    let user = ctx.user()?;
-    let actor = actor_of(db, &b, &user.id)?;
-    let target_id = ids::parse_uuid(ctx.param("coHostId"))
-        .ok_or_else(|| ApiError::bad_request("invalid_id", "the co-host id must be a UUID"))?;
-    let target = db
-        .query_one(
-            "SELECT * FROM cohosts WHERE client_id = ? AND broadcast_id = ? AND id = ?",
-            &[
-                db::text(&b.client_id),
-                db::text(&b.id),
-                db::text(&target_id),
-            ],
-            cohost_from_row,
-        )?
+    let actor = actor_of(db, &b, &ctx.user.id)?;
+    let target = Some(cohost_by_id(db, &b, ctx.param("coHostId"))?)
         .filter(CoHost::is_active)
         .ok_or_else(|| ApiError::not_found("co-host"))?;
     let allowed = match &actor {
@@ -496,7 +769,7 @@ fn managed_cohost(
 
 /// `PUT /api/streaming/sessions/{id}/cohosts/{coHostId}`: `{permissions}`. A co-host with
 /// canInviteOthers may change co-hosts who hold no more than they do, and grant no more.
-pub fn update_cohost(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn update_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let permissions = permissions_field(&mut body, "permissions");
     if permissions.is_none() && !body.has_errors_for(&["permissions"]) {
@@ -540,7 +813,7 @@ pub fn update_cohost(ctx: &Ctx) -> Result<Response, ApiError> {
 /// `DELETE /api/streaming/sessions/{id}/cohosts/{coHostId}`: the owner, or a co-host with
 /// canRemoveOthers, removes a co-host; the SFU token endpoint stops giving them publisher
 /// tokens.
-pub fn remove_cohost(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn remove_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let (b, _, target) = managed_cohost(ctx, &db, |p| p.can_remove_others, "remove")?;
     let now = time::now_rfc3339();
@@ -548,7 +821,7 @@ pub fn remove_cohost(ctx: &Ctx) -> Result<Response, ApiError> {
         "UPDATE cohosts SET status = 'removed', removed_at = ?, removed_by = ? WHERE client_id = ? AND id = ?",
         &[
             db::text(&now),
-            db::text(&ctx.user()?.id),
+            db::text(&ctx.user.id),
             db::text(&b.client_id),
             db::text(&target.id),
         ],
@@ -565,14 +838,17 @@ pub fn remove_cohost(ctx: &Ctx) -> Result<Response, ApiError> {
 
 /// `GET /api/streaming/sessions/{id}/metrics`: for the owner and co-hosts with
 /// canAccessAnalytics.
-pub fn metrics(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn metrics(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
-    let (b, _) = load_session(ctx, &db)?;
-    let actor = actor_of(&db, &b, &ctx.user()?.id)?;
-    if !actor.is_host() || !actor.permissions().can_access_analytics {
-        return Err(ApiError::forbidden(
-            "only the owner or a co-host with canAccessAnalytics sees metrics",
-        ));
+    let b = broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"))?;
+    if let Some(user) = ctx.user() {
+        let actor = actor_of(&db, &b, &user.id)?;
+        if !actor.is_host() || !actor.permissions().can_access_analytics {
+            broadcasts::check_can_watch(&db, &b, Viewer::User(&user.id))?;
+            return Err(ApiError::forbidden(
+                "only the owner or a co-host with canAccessAnalytics sees metrics",
+            ));
+        }
     }
     let scope = [db::text(&b.client_id), db::text(&b.id)];
     let (peak, joins, leaves, seconds) = db
@@ -618,8 +894,8 @@ pub fn metrics(ctx: &Ctx) -> Result<Response, ApiError> {
 /// `POST /api/streaming/sessions/{id}/participants/events`: the SFU's webhook (LiveKit's
 /// JSON, signed as LiveKit signs webhooks). Joined and left participants update presence
 /// and the co-host metrics; other events are acknowledged and ignored.
-pub fn participant_event(ctx: &Ctx) -> Result<Response, ApiError> {
-    let event = crate::webhooks::verified_event(ctx)?;
+pub fn participant_event(ctx: &SfuCtx) -> Result<Response, ApiError> {
+    let event = ParticipantEvent::read(&ctx.event)?;
     let id = ids::parse_uuid(ctx.param("id"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the session id must be a UUID"))?;
     let db = Db::open()?;

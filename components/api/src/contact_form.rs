@@ -2,7 +2,7 @@
 //! limited per client address.
 
 use common::spin::db::{self, Db};
-use common::spin::http::{Ctx, json};
+use common::spin::http::{PublicCtx, json};
 use common::spin::rate_limit;
 use common::{ApiError, ids, time, validate};
 use serde_json::json;
@@ -22,7 +22,7 @@ pub fn client_ip(addr: &str) -> &str {
 }
 
 /// `POST /api/contact`
-pub fn submit(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn submit(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let name = body.string("name", validate::MAX_NAME);
     let email = body.string("email", 254);

@@ -4,7 +4,7 @@
 use crate::users;
 use common::pagination::{Page, Paged};
 use common::spin::db::{self, Db, Row};
-use common::spin::http::{Ctx, json};
+use common::spin::http::{UserCtx, json};
 use common::validate;
 use common::{ApiError, ids, time};
 use serde::Serialize;
@@ -95,8 +95,8 @@ fn load(db: &Db, client_id: &str, owner: &str, contact_id: &str) -> Result<Conta
 }
 
 /// `GET /api/contacts`
-pub fn list(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let page = Page::from_query(ctx.query())?;
     let db = Db::open()?;
     let scope = [db::text(&tenant.client_id), db::text(&user.id)];
@@ -118,8 +118,8 @@ pub fn list(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `PUT /api/contacts/{id}`: the owner's display fields for this contact.
-pub fn update(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let mut body = ctx.json()?;
     let phone = body.opt_string("phoneNumber", 40);
     let display_name = body.opt_string("displayName", validate::MAX_NAME);
@@ -161,8 +161,8 @@ pub fn update(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `DELETE /api/contacts/{id}/follow`: unfollows the contact's user.
-pub fn unfollow(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = Db::open()?;
     let existing = load(&db, &tenant.client_id, &user.id, ctx.param("id"))?;
     users::unfollow_user(&db, &tenant.client_id, &user.id, &existing.user_id)?;

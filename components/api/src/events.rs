@@ -6,7 +6,7 @@ use crate::links::Links;
 use common::domain::broadcast::StreamIdentity;
 use common::pagination::{Page, Paged};
 use common::spin::db::{self, Db, Row};
-use common::spin::http::{Ctx, json};
+use common::spin::http::{UserCtx, json};
 use common::validate::{self, JsonBody};
 use common::{ApiError, ids, time};
 use serde_json::{Value, json};
@@ -151,8 +151,8 @@ fn load(db: &Db, client_id: &str, raw_id: &str) -> Result<Event, ApiError> {
 }
 
 /// Loads an event the user may see: their own, or another's that is not private.
-fn load_visible(ctx: &Ctx, db: &Db) -> Result<Event, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+fn load_visible(ctx: &UserCtx, db: &Db) -> Result<Event, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let event = load(db, &tenant.client_id, ctx.param("id"))?;
     if event.owner_id != user.id && event.visibility == "private" {
         return Err(ApiError::not_found("event"));
@@ -161,8 +161,8 @@ fn load_visible(ctx: &Ctx, db: &Db) -> Result<Event, ApiError> {
 }
 
 /// `POST /api/events`
-pub fn create(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let mut body = ctx.json()?;
     let new = parse_new(&mut body, time::now());
     body.finish()?;
@@ -196,17 +196,17 @@ pub fn create(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `GET /api/events/{id}`
-pub fn get(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let event = load_visible(ctx, &db)?;
-    let owner = event.owner_id == ctx.user()?.id;
+    let owner = event.owner_id == ctx.user.id;
     Ok(json(200, &event.view(&Links::load(), owner)))
 }
 
 /// `GET /api/events`: the tenant's events the user may see (their own and public ones),
 /// soonest first; `?upcoming=true` leaves out those whose time has passed.
-pub fn list(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let page = Page::from_query(ctx.query())?;
     let since = match ctx.query_value("upcoming").as_deref() {
         None | Some("false") => i64::MIN,
@@ -241,10 +241,10 @@ pub fn list(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `DELETE /api/events/{id}` (owner only).
-pub fn delete(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let event = load_visible(ctx, &db)?;
-    if event.owner_id != ctx.user()?.id {
+    if event.owner_id != ctx.user.id {
         return Err(ApiError::forbidden("only the event's owner may delete it"));
     }
     db.execute(

@@ -2,13 +2,13 @@
 //! SQLite, the public media endpoint (CORS, ETag, single byte ranges, retries when the
 //! bytes are late), the owner's tenant's download and the user's list.
 
-use crate::incoming::{self, BodyStream};
 use crate::links::Links;
 use crate::media::{self, Chunker, RangeAsk};
 use common::pagination::{Page, Paged};
 use common::spin::config;
 use common::spin::db::{self, Db, Row};
-use common::spin::http::{Ctx, json, problem};
+use common::spin::http::{Call, PublicCtx, UserCtx, json, problem};
+use common::spin::incoming::{self, BodyStream, Source};
 use common::{ApiError, ids, time};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -95,14 +95,6 @@ fn bad_id() -> ApiError {
     ApiError::bad_request("invalid_id", "the file id must be a UUID")
 }
 
-/// Where an upload's bytes come from.
-pub enum Source {
-    /// The request body, read as it arrives.
-    Stream(BodyStream),
-    /// Bytes already read (a multipart part or a poster).
-    Bytes(Vec<u8>, std::ops::Range<usize>),
-}
-
 /// What an upload is stored as.
 pub struct NewFile {
     pub filename: String,
@@ -168,13 +160,13 @@ fn hex_of(bytes: &[u8]) -> String {
 /// Stores an upload: the row is `uploading` while chunks are written and `ready` only once
 /// all are stored; on any failure the chunks and the row are removed.
 pub async fn store(
-    ctx: &Ctx,
+    ctx: &UserCtx,
     db: &Db,
     new: &NewFile,
     source: Source,
     max: u64,
 ) -> Result<FileRow, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let id = ids::uuid();
     db.execute(
         "INSERT INTO files (id, client_id, owner_id, filename, content_type, size, sha256, chunk_count, \
@@ -265,6 +257,33 @@ pub fn remove(db: &Db, file: &FileRow) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Removes up to `batch` uploads still `uploading` that were created before `cutoff`
+/// (RFC 3339): abandoned by an instance that stopped mid-upload. Their chunk count was
+/// never recorded, so chunks are deleted in order until one is missing.
+pub fn remove_abandoned(db: &Db, cutoff: &str, batch: i64) -> Result<i64, ApiError> {
+    let abandoned = db.query(
+        "SELECT client_id, id FROM files WHERE status = 'uploading' AND created_at < ? LIMIT ?",
+        &[db::text(cutoff), db::int(batch)],
+        |row| (db::col_text(row, "client_id"), db::col_text(row, "id")),
+    )?;
+    let store = open_store()?;
+    let max_chunks = media::chunk_count(max_upload()) + 1;
+    for (client_id, id) in &abandoned {
+        for n in 0..max_chunks {
+            let key = chunk_key(client_id, id, n);
+            if !store.exists(&key).map_err(kv_error)? {
+                break;
+            }
+            store.delete(&key).map_err(kv_error)?;
+        }
+        db.execute(
+            "DELETE FROM files WHERE client_id = ? AND id = ? AND status = 'uploading'",
+            &[db::text(client_id), db::text(id)],
+        )?;
+    }
+    Ok(abandoned.len() as i64)
+}
+
 /// An upload's declared shape: raw body or `multipart/form-data`.
 pub enum Upload {
     Raw { content_type: String },
@@ -348,7 +367,7 @@ fn flag(value: Option<String>) -> Result<bool, ApiError> {
 /// `POST /api/files`: a raw body (`Content-Type` the file's, `?filename=`) streamed into
 /// chunks, or `multipart/form-data` with one file part; `public=true` in the query or a
 /// form field makes it public.
-pub async fn upload(ctx: &Ctx, body: Source) -> Result<Response, ApiError> {
+pub async fn upload(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
     let max = max_upload();
     let head = &ctx.req;
     if incoming::content_length(head).is_some_and(|n| n > max + MULTIPART_OVERHEAD) {
@@ -451,7 +470,7 @@ fn read_with_retries(file: &FileRow, start: u64, end: u64) -> Result<Vec<u8>, Ap
 
 /// The body of a file answer (whole, one range, 304 or 416).
 fn file_response(
-    ctx: &Ctx,
+    ctx: &Call,
     file: &FileRow,
     extra: &[(&str, String)],
 ) -> Result<Response, ApiError> {
@@ -485,7 +504,7 @@ fn file_response(
                 format!("the file has {} bytes", file.size),
             )
             .with_header("content-range", format!("bytes */{}", file.size));
-            let mut response = problem(&err);
+            let mut response = problem(&err, ctx.request_id());
             for (name, value) in extra {
                 response.set_header(*name, value.as_str());
             }
@@ -521,7 +540,7 @@ fn cors_headers() -> Vec<(&'static str, String)> {
 
 /// `GET /api/files/{id}/public`: no authentication, public files only, CORS headers on
 /// every answer (errors included).
-pub fn public(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn public(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let mut headers = cors_headers();
     headers.push(("cache-control", "public, max-age=3600".into()));
     let answer = (|| {
@@ -537,7 +556,7 @@ pub fn public(ctx: &Ctx) -> Result<Response, ApiError> {
         file_response(ctx, &file, &headers)
     })();
     Ok(answer.unwrap_or_else(|err| {
-        let mut response = problem(&err);
+        let mut response = problem(&err, ctx.request_id());
         for (name, value) in cors_headers() {
             response.set_header(name, value);
         }
@@ -546,7 +565,7 @@ pub fn public(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `OPTIONS /api/files/{id}/public`: the CORS preflight.
-pub fn preflight(_ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn preflight(_ctx: &PublicCtx) -> Result<Response, ApiError> {
     let mut builder = Response::builder();
     builder.status(204);
     for (name, value) in CORS {
@@ -562,15 +581,21 @@ pub fn preflight(_ctx: &Ctx) -> Result<Response, ApiError> {
         .build())
 }
 
-fn load_for_user(ctx: &Ctx, db: &Db) -> Result<FileRow, ApiError> {
+/// The signed-in user's own file: another user's is as unknown (404) as a missing one,
+/// public or not (public files are served by `/public`).
+fn load_own(ctx: &UserCtx, db: &Db) -> Result<FileRow, ApiError> {
     let id = ids::parse_uuid(ctx.param("id")).ok_or_else(bad_id)?;
-    load_ready(db, &ctx.tenant()?.client_id, &id)
+    let file = load_ready(db, &ctx.tenant.client_id, &id)?;
+    if file.owner_id != ctx.user.id {
+        return Err(ApiError::not_found("file"));
+    }
+    Ok(file)
 }
 
-/// `GET /api/files/{id}/download`: any user of the file's tenant; an attachment.
-pub fn download(ctx: &Ctx) -> Result<Response, ApiError> {
+/// `GET /api/files/{id}/download`: the owner's download, as an attachment.
+pub fn download(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
-    let file = load_for_user(ctx, &db)?;
+    let file = load_own(ctx, &db)?;
     let disposition = format!(
         "attachment; filename=\"{}\"; filename*=UTF-8''{}",
         file.filename
@@ -587,27 +612,24 @@ pub fn download(ctx: &Ctx) -> Result<Response, ApiError> {
     )
 }
 
-/// `GET /api/files/{id}`: the metadata, for any user of the tenant.
-pub fn get(ctx: &Ctx) -> Result<Response, ApiError> {
+/// `GET /api/files/{id}`: the metadata, for the owner.
+pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
-    let file = load_for_user(ctx, &db)?;
+    let file = load_own(ctx, &db)?;
     Ok(json(200, &file.view(&Links::load())))
 }
 
 /// `DELETE /api/files/{id}` (owner only): chunks and row.
-pub fn delete(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
-    let file = load_for_user(ctx, &db)?;
-    if file.owner_id != ctx.user()?.id {
-        return Err(ApiError::forbidden("only the file's owner may delete it"));
-    }
+    let file = load_own(ctx, &db)?;
     remove(&db, &file)?;
     Ok(json(200, &json!({ "success": true, "id": file.id })))
 }
 
 /// `GET /api/files`: the user's files, newest first.
-pub fn list(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let page = Page::from_query(ctx.query())?;
     let scope = [db::text(&tenant.client_id), db::text(&user.id)];
     let filter = "client_id = ? AND owner_id = ? AND status = 'ready'";

@@ -1,14 +1,14 @@
 //! Playlists: a user's named, ordered lists of tracks (an uploaded file or an external
 //! URL each), with a poster image stored as a public file. Only the owner changes one.
 
-use crate::files::{self, NewFile, Source};
-use crate::incoming;
+use crate::files::{self, NewFile};
 use crate::links::Links;
 use crate::media;
 use common::pagination::{Page, Paged};
 use common::problem::FieldError;
 use common::spin::db::{self, Db, Row};
-use common::spin::http::{Ctx, json};
+use common::spin::http::{UserCtx, json};
+use common::spin::incoming::{self, Source};
 use common::validate::{self, JsonBody};
 use common::{ApiError, ids, time};
 use serde_json::{Value, json};
@@ -134,8 +134,8 @@ fn load(db: &Db, client_id: &str, raw_id: &str) -> Result<Playlist, ApiError> {
 }
 
 /// A playlist the user may see: their own, or another's that is not private.
-fn load_visible(ctx: &Ctx, db: &Db) -> Result<Playlist, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+fn load_visible(ctx: &UserCtx, db: &Db) -> Result<Playlist, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let playlist = load(db, &tenant.client_id, ctx.param("id"))?;
     if playlist.owner_id != user.id && playlist.visibility == "private" {
         return Err(ApiError::not_found("playlist"));
@@ -144,9 +144,9 @@ fn load_visible(ctx: &Ctx, db: &Db) -> Result<Playlist, ApiError> {
 }
 
 /// A playlist the user owns: others' visible ones are 403, private ones 404.
-fn load_owned(ctx: &Ctx, db: &Db) -> Result<Playlist, ApiError> {
+fn load_owned(ctx: &UserCtx, db: &Db) -> Result<Playlist, ApiError> {
     let playlist = load_visible(ctx, db)?;
-    if playlist.owner_id != ctx.user()?.id {
+    if playlist.owner_id != ctx.user.id {
         return Err(ApiError::forbidden(
             "only the playlist's owner may change it",
         ));
@@ -187,8 +187,8 @@ fn touch(db: &Db, playlist: &Playlist) -> Result<(), ApiError> {
 }
 
 /// `POST /api/playlists`: name, description, visibility (public by default).
-pub fn create(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let mut body = ctx.json()?;
     let name = body.string("name", validate::MAX_NAME);
     let description = body.opt_string("description", MAX_DESCRIPTION);
@@ -216,7 +216,7 @@ pub fn create(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `GET /api/playlists/{id}`: with its tracks in order.
-pub fn get(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let playlist = load_visible(ctx, &db)?;
     Ok(json(200, &full_view(&db, &playlist)?))
@@ -224,8 +224,8 @@ pub fn get(ctx: &Ctx) -> Result<Response, ApiError> {
 
 /// `GET /api/playlists?userId=`: a user's playlists (the caller's when no userId); all of
 /// them for the owner, the public ones for anyone else. Newest first, paginated.
-pub fn list(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let page = Page::from_query(ctx.query())?;
     let owner = match ctx.query_value("userId") {
         None => user.id.clone(),
@@ -260,7 +260,7 @@ pub fn list(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `PUT /api/playlists/{id}`: any of name, description, visibility.
-pub fn update(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let playlist = load_owned(ctx, &db)?;
     let mut body = ctx.json()?;
@@ -294,7 +294,7 @@ pub fn update(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `DELETE /api/playlists/{id}`: the playlist, its tracks and its poster.
-pub fn delete(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let playlist = load_owned(ctx, &db)?;
     let scope = [db::text(&playlist.client_id), db::text(&playlist.id)];
@@ -385,10 +385,10 @@ fn parse_track(index: usize, value: &Value, errors: &mut Vec<FieldError>) -> Opt
 
 /// `POST /api/playlists/{id}/tracks`: `{"tracks": [...]}` appended in order. A `fileId`
 /// must name a file of the tenant that the user owns or that is public.
-pub fn add_tracks(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn add_tracks(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let playlist = load_owned(ctx, &db)?;
-    let user = ctx.user()?;
+    let user = &ctx.user;
     let mut body = ctx.json()?;
     let tracks = body.opt_value("tracks");
     body.finish()?;
@@ -472,7 +472,7 @@ fn invalid(field: &str, message: &str) -> ApiError {
 }
 
 /// `DELETE /api/playlists/{id}/tracks/{trackId}`
-pub fn remove_track(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn remove_track(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let playlist = load_owned(ctx, &db)?;
     let track_id = ids::parse_uuid(ctx.param("trackId")).ok_or_else(|| bad_id("track"))?;
@@ -501,7 +501,7 @@ pub fn remove_track(ctx: &Ctx) -> Result<Response, ApiError> {
 
 /// `PUT /api/playlists/{id}/tracks/reorder`: `{"trackIds": [...]}`, the complete new
 /// order; anything else is a 422 and the order stays as it was.
-pub fn reorder(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn reorder(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let playlist = load_owned(ctx, &db)?;
     let mut body = ctx.json()?;
@@ -538,7 +538,7 @@ pub fn reorder(ctx: &Ctx) -> Result<Response, ApiError> {
 /// `POST /api/playlists/{id}/poster`: a PNG, JPEG or WebP image (raw body or multipart),
 /// at most 5 MiB, recognised by its magic bytes; stored as a public file that replaces
 /// the previous poster.
-pub async fn poster(ctx: &Ctx, body: Source) -> Result<Response, ApiError> {
+pub async fn poster(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
     let db = Db::open()?;
     let playlist = load_owned(ctx, &db)?;
     let head = &ctx.req;

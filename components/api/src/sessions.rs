@@ -1,11 +1,11 @@
 //! Streaming sessions (the SFU provider API). A streaming session is a broadcast: one
 //! record and one id, whichever endpoint created it; this module adds the SFU view.
 
-use crate::broadcasts::{self, Audience, Broadcast};
+use crate::broadcasts::{self, Audience, Broadcast, Viewer};
 use common::ApiError;
 use common::domain::sfu::client_url;
 use common::spin::db::Db;
-use common::spin::http::{Ctx, json};
+use common::spin::http::{UserCtx, json};
 use common::spin::sfu::SfuConfig;
 use serde_json::Value;
 use spin_sdk::http::Response;
@@ -27,8 +27,8 @@ fn session_view(db: &Db, b: &Broadcast, audience: Audience) -> Result<Value, Api
 
 /// `POST /api/streaming/sessions`: `title`, `visibility`, `maxParticipants` (1..1000,
 /// default 100), and any other broadcast creation field.
-pub fn create(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let mut body = ctx.json()?;
     let mut new = broadcasts::parse_new(&mut body);
     new.max_participants = body
@@ -41,10 +41,10 @@ pub fn create(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `GET /api/streaming/sessions/{id}`
-pub fn get(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = Db::open()?;
     let b = broadcasts::load(&db, &tenant.client_id, ctx.param("id"))?;
-    let audience = broadcasts::audience_of(&b, &user.id)?;
+    let audience = broadcasts::audience(&db, &b, Viewer::User(&user.id))?;
     Ok(json(200, &session_view(&db, &b, audience)?))
 }

@@ -3,7 +3,7 @@
 use common::ApiError;
 use common::domain::sfu::{client_url, ice_urls, turn_credential};
 use common::spin::config;
-use common::spin::http::{Ctx, json};
+use common::spin::http::{AppCtx, PublicCtx, json};
 use common::spin::outbound::{self, OutboundRequest};
 use common::spin::sfu::SfuConfig;
 use common::time;
@@ -23,7 +23,7 @@ struct Provider {
 }
 
 /// `GET /api/streaming/providers`
-pub fn providers(_ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn providers(_ctx: &AppCtx) -> Result<Response, ApiError> {
     let sfu = SfuConfig::load();
     let livekit = Provider {
         provider: "livekit",
@@ -48,7 +48,7 @@ struct Health {
 
 /// `GET /api/sfu/health`: 200 when the SFU answers (or none is configured), else 503.
 /// Without an API key and secret the SFU cannot be used, so it is not probed.
-pub fn health(_ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn health(_ctx: &PublicCtx) -> Result<Response, ApiError> {
     let sfu = SfuConfig::load();
     let Some(url) = sfu.server_url.as_deref().filter(|_| sfu.is_configured()) else {
         return Ok(json(
@@ -100,8 +100,8 @@ fn ice_variable(name: &str, schemes: &[&str]) -> Result<Vec<String>, ApiError> {
 
 /// `GET /api/streaming/ice-config`: STUN servers, and TURN servers with credentials that
 /// expire after `turn_credential_ttl` seconds (when `turn_urls` and `turn_secret` are set).
-pub fn ice_config(ctx: &Ctx) -> Result<Response, ApiError> {
-    let tenant = ctx.tenant()?;
+pub fn ice_config(ctx: &AppCtx) -> Result<Response, ApiError> {
+    let tenant = &ctx.tenant;
     let stun = ice_variable("stun_urls", &["stun", "stuns"])?;
     let turn = ice_variable("turn_urls", &["turn", "turns"])?;
     let mut servers: Vec<Value> = Vec::new();

@@ -5,7 +5,7 @@ use common::jwt::{self, USER_TOKEN_TTL_SECS};
 use common::pagination::{Page, Paged};
 use common::spin::config;
 use common::spin::db::{self, Db, Row};
-use common::spin::http::{Ctx, json};
+use common::spin::http::{AppCtx, ServerCtx, UserCtx, json};
 use common::spin::rate_limit;
 use common::validate;
 use common::{ApiError, ids, time};
@@ -176,8 +176,8 @@ fn issue_session(
 }
 
 /// `POST /api/users/signup`
-pub fn signup(ctx: &Ctx) -> Result<Response, ApiError> {
-    let tenant = ctx.tenant()?;
+pub fn signup(ctx: &AppCtx) -> Result<Response, ApiError> {
+    let tenant = &ctx.tenant;
     let mut body = ctx.json()?;
     let username = body.string("username", 32);
     let email = body.string("email", 254);
@@ -235,8 +235,8 @@ pub fn signup(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `POST /api/users/login`: by `email` or `username`, with `password`.
-pub fn login(ctx: &Ctx) -> Result<Response, ApiError> {
-    let tenant = ctx.tenant()?;
+pub fn login(ctx: &AppCtx) -> Result<Response, ApiError> {
+    let tenant = &ctx.tenant;
     let mut body = ctx.json()?;
     let email = body.opt_string("email", 254);
     let username = body.opt_string("username", 254);
@@ -257,25 +257,41 @@ pub fn login(ctx: &Ctx) -> Result<Response, ApiError> {
 
     let db = Db::open()?;
     let now = time::now();
+    // Attempts count per login string and, once it names an account, per account too: the
+    // e-mail and the username of one account share its budget.
     let bucket = format!("login:{}:{login}", tenant.client_id);
-    rate_limit::check(&db, &bucket, LOGIN_FAILURES_ALLOWED, LOGIN_WINDOW_SECS, now)?;
+    rate_limit::attempt(&db, &bucket, LOGIN_FAILURES_ALLOWED, LOGIN_WINDOW_SECS, now)?;
     let found = db.query_one(
         &format!("SELECT id, password_hash, token_version FROM users WHERE client_id = ? AND {column} = ?"),
         &[db::text(&tenant.client_id), db::text(&login)],
         |row| (db::col_text(row, "id"), db::col_text(row, "password_hash"), db::col_int(row, "token_version")),
     )?;
+    let account_bucket = found
+        .as_ref()
+        .map(|(id, _, _)| format!("login-account:{}:{id}", tenant.client_id));
+    if let Some(account_bucket) = &account_bucket {
+        rate_limit::attempt(
+            &db,
+            account_bucket,
+            LOGIN_FAILURES_ALLOWED,
+            LOGIN_WINDOW_SECS,
+            now,
+        )?;
+    }
     let (hash, known) = match &found {
         Some((_, hash, _)) => (hash.as_str(), true),
         None => (passwords::decoy_hash(), false),
     };
     if !(passwords::verify(&password, hash) && known) {
-        rate_limit::record(&db, &bucket, now)?;
         return Err(ApiError::unauthorized(
             "invalid_credentials",
             "the login or password is not correct",
         ));
     }
     rate_limit::clear(&db, &bucket)?;
+    if let Some(account_bucket) = &account_bucket {
+        rate_limit::clear(&db, account_bucket)?;
+    }
     let (user_id, _, version) = found.unwrap_or_default();
     Ok(json(
         200,
@@ -285,8 +301,8 @@ pub fn login(ctx: &Ctx) -> Result<Response, ApiError> {
 
 /// `POST /api/users/refresh`: trades a refresh token for a new pair. A token that was
 /// already rotated is a sign of theft: its whole family is revoked.
-pub fn refresh(ctx: &Ctx) -> Result<Response, ApiError> {
-    let tenant = ctx.tenant()?;
+pub fn refresh(ctx: &AppCtx) -> Result<Response, ApiError> {
+    let tenant = &ctx.tenant;
     let mut body = ctx.json()?;
     let token = body.string("refreshToken", 200);
     body.finish()?;
@@ -341,8 +357,8 @@ pub fn refresh(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `GET /api/users/profile/full`
-pub fn full_profile(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn full_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = Db::open()?;
     let profile = load_profile(&db, &tenant.client_id, &user.id)?;
     let followers = db.count(
@@ -360,8 +376,8 @@ pub fn full_profile(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `PUT /api/users/profile`: changes the fields sent; others stay as they are.
-pub fn update_profile(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn update_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let mut body = ctx.json()?;
     let username = body.opt_string("username", 32);
     let email = body.opt_string("email", 254);
@@ -428,8 +444,8 @@ pub fn update_profile(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `DELETE /api/users/profile`: removes the user and everything that is theirs.
-pub fn delete_profile(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn delete_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = Db::open()?;
     let (c, u) = (db::text(&tenant.client_id), db::text(&user.id));
     db.transaction(|db| {
@@ -470,8 +486,8 @@ pub fn delete_profile(ctx: &Ctx) -> Result<Response, ApiError> {
 
 /// `POST /api/users/change-password`: checks the current password, revokes every other
 /// session, and answers a fresh token pair.
-pub fn change_password(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn change_password(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let mut body = ctx.json()?;
     let current = body.opt_raw_string("currentPassword", passwords::MAX_LENGTH + 1);
     let new = body.opt_raw_string("newPassword", passwords::MAX_LENGTH + 1);
@@ -532,8 +548,8 @@ fn other_user(db: &Db, client_id: &str, raw_id: &str) -> Result<String, ApiError
 }
 
 /// `POST /api/users/follow/{id}`: idempotent.
-pub fn follow(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn follow(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = Db::open()?;
     let target = other_user(&db, &tenant.client_id, ctx.param("id"))?;
     if target == user.id {
@@ -557,8 +573,8 @@ pub fn follow(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `DELETE /api/users/follow/{id}`: idempotent.
-pub fn unfollow(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = Db::open()?;
     let target = other_user(&db, &tenant.client_id, ctx.param("id"))?;
     unfollow_user(&db, &tenant.client_id, &user.id, &target)?;
@@ -584,8 +600,18 @@ pub fn unfollow_user(
 }
 
 /// `GET /api/users/{id}/followers` and `/following`.
-pub fn follow_list(ctx: &Ctx, followers: bool) -> Result<Response, ApiError> {
-    let tenant = ctx.tenant()?;
+/// `GET /api/users/{id}/followers`
+pub fn followers(ctx: &UserCtx) -> Result<Response, ApiError> {
+    follow_list(ctx, true)
+}
+
+/// `GET /api/users/{id}/following`
+pub fn following(ctx: &UserCtx) -> Result<Response, ApiError> {
+    follow_list(ctx, false)
+}
+
+fn follow_list(ctx: &UserCtx, followers: bool) -> Result<Response, ApiError> {
+    let tenant = &ctx.tenant;
     let page = Page::from_query(ctx.query())?;
     let db = Db::open()?;
     let id = other_user(&db, &tenant.client_id, ctx.param("id"))?;
@@ -612,8 +638,8 @@ pub fn follow_list(ctx: &Ctx, followers: bool) -> Result<Response, ApiError> {
 }
 
 /// `GET /api/v1/users`: the tenant's users, for the SDK client's back end.
-pub fn list_for_client(ctx: &Ctx) -> Result<Response, ApiError> {
-    let tenant = ctx.tenant()?;
+pub fn list_for_client(ctx: &ServerCtx) -> Result<Response, ApiError> {
+    let tenant = &ctx.tenant;
     let page = Page::from_query(ctx.query())?;
     let db = Db::open()?;
     let c = db::text(&tenant.client_id);

@@ -68,6 +68,12 @@ pub fn verify<T: DeserializeOwned + Clone>(
         .claims()
         .validate_expiration(&options)
         .map_err(|_| ApiError::unauthorized("token_expired", "the token has expired"))?;
+    if token.claims().not_before.is_some() {
+        token
+            .claims()
+            .validate_maturity(&options)
+            .map_err(|_| invalid("not valid yet"))?;
+    }
     Ok(token.claims().custom.clone())
 }
 

@@ -1,46 +1,110 @@
-//! A route table: method, path pattern, the authentication it needs, and an endpoint tag.
+//! A route table: method, path pattern, and the endpoint, which knows its tier (who may
+//! call it).
 //!
 //! Components declare their routes as one `const` table so a reader can check every
-//! endpoint's authentication against the spec in one place. Patterns use `{name}`
+//! endpoint's tier against the spec in one place. Patterns use `{name}`
 //! segments; a literal segment is more specific than a parameter, so
 //! `/api/broadcasts/live` wins over `/api/broadcasts/{id}`. A last segment `{*name}` takes
 //! the rest of the path (one segment or more), and the method `*` takes any method; both
 //! are for proxies.
 
-/// What a request must carry before its handler runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Auth {
-    /// Nothing: the contact form, public files, SFU health.
+/// Who may call a route: what the request must prove before its handler runs. The
+/// design's trust model: the API key is public (every app ships it), so it names the
+/// tenant and proves nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tier {
+    /// Nothing: the contact form, public files, SFU health, pages.
     Public,
-    /// `Authorization: Bearer <admin_token>`, unless `registration_mode` is `open`.
+    /// `Authorization: Bearer <admin_token>` (the operator), unless registration is open.
     Admin,
-    /// `X-API-Key` naming the tenant (and a valid signature when one is sent or required).
-    ApiKey,
-    /// `X-API-Key`, and a user's Bearer JWT when one is sent (it must then be valid):
-    /// reads that anonymous callers may make too.
-    OptionalUser,
-    /// `X-API-Key` plus a user's Bearer JWT of the same tenant.
+    /// `X-API-Key` alone: names the tenant.
+    App,
+    /// `X-API-Key` plus a user's Bearer JWT of that tenant: one user.
     User,
+    /// `X-API-Key` plus a valid HMAC signature with the secret key: the tenant's backend.
+    Server,
+    /// A user or the tenant's server; the handler sees which.
+    UserOrServer,
+    /// The app, a user or the tenant's server; the handler sees which.
+    Caller,
+    /// A user, directly or through the chat relay (`X-Relay-Secret` plus the user's JWT).
+    RelayUser,
+    /// Any caller, or the chat relay (with the user's JWT, or naming the tenant with
+    /// `X-Tenant-Id` for anonymous reads).
+    RelayCaller,
+    /// The SFU: a LiveKit webhook JWT signed with the SFU API secret over the body.
+    Sfu,
+    /// The scheduler: `Authorization: Bearer <jobs_token>` (or `?token=`).
+    Jobs,
+}
+
+impl Tier {
+    /// Every tier, in the order the documentation lists them.
+    pub const ALL: [Tier; 11] = [
+        Tier::Public,
+        Tier::Admin,
+        Tier::App,
+        Tier::User,
+        Tier::Server,
+        Tier::UserOrServer,
+        Tier::Caller,
+        Tier::RelayUser,
+        Tier::RelayCaller,
+        Tier::Sfu,
+        Tier::Jobs,
+    ];
+
+    /// The tier as the route tables in the documentation name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Public => "public",
+            Tier::Admin => "admin",
+            Tier::App => "app",
+            Tier::User => "user",
+            Tier::Server => "server",
+            Tier::UserOrServer => "user, server",
+            Tier::Caller => "app, user, server",
+            Tier::RelayUser => "user, relay",
+            Tier::RelayCaller => "app, user, server, relay",
+            Tier::Sfu => "sfu",
+            Tier::Jobs => "jobs",
+        }
+    }
+
+    /// Whether the tenant's `X-API-Key` names the tenant on this tier.
+    pub fn needs_api_key(self) -> bool {
+        !matches!(self, Tier::Public | Tier::Admin | Tier::Sfu | Tier::Jobs)
+    }
+
+    /// Whether the chat relay's `X-Relay-Secret` counts on this tier (nowhere else).
+    pub fn accepts_relay(self) -> bool {
+        matches!(self, Tier::RelayUser | Tier::RelayCaller)
+    }
+}
+
+/// What a route table entry runs; it knows the tier its handler was written for.
+pub trait Endpoint {
+    fn tier(&self) -> Tier;
 }
 
 #[derive(Debug)]
 pub struct Route<E: 'static> {
     pub method: &'static str,
     pub pattern: &'static str,
-    pub auth: Auth,
     pub endpoint: E,
 }
 
-pub const fn route<E>(
-    method: &'static str,
-    pattern: &'static str,
-    auth: Auth,
-    endpoint: E,
-) -> Route<E> {
+impl<E: Endpoint> Route<E> {
+    /// The tier the route's handler needs.
+    pub fn tier(&self) -> Tier {
+        self.endpoint.tier()
+    }
+}
+
+pub const fn route<E>(method: &'static str, pattern: &'static str, endpoint: E) -> Route<E> {
     Route {
         method,
         pattern,
-        auth,
         endpoint,
     }
 }
@@ -161,10 +225,10 @@ mod tests {
     }
 
     const ROUTES: &[Route<E>] = &[
-        route("GET", "/api/broadcasts/{id}", Auth::User, E::Get),
-        route("GET", "/api/broadcasts/live", Auth::ApiKey, E::Live),
-        route("POST", "/api/broadcasts/{id}/status", Auth::User, E::Status),
-        route("GET", "/api/broadcasts", Auth::User, E::List),
+        route("GET", "/api/broadcasts/{id}", E::Get),
+        route("GET", "/api/broadcasts/live", E::Live),
+        route("POST", "/api/broadcasts/{id}/status", E::Status),
+        route("GET", "/api/broadcasts", E::List),
     ];
 
     #[test]
@@ -201,8 +265,8 @@ mod tests {
     }
 
     const PROXY_ROUTES: &[Route<P>] = &[
-        route("GET", "/api/music/link", Auth::User, P::Link),
-        route(ANY_METHOD, "/api/music/proxy/{*path}", Auth::User, P::Proxy),
+        route("GET", "/api/music/link", P::Link),
+        route(ANY_METHOD, "/api/music/proxy/{*path}", P::Proxy),
     ];
 
     #[test]

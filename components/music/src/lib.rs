@@ -9,56 +9,48 @@ mod proxy;
 mod sealed;
 mod search;
 
-use common::ApiError;
-use common::routing::{ANY_METHOD, Auth::User, Route, route};
-use common::spin::http::{Ctx, serve};
-use spin_sdk::http::{Request, Response};
+use common::routing::{ANY_METHOD, Route, route};
+use common::spin::http::{Handler, handle_incoming};
+use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
 
-/// Every endpoint this component serves.
-#[derive(Debug, Clone, Copy)]
-enum Endpoint {
-    Authenticate,
-    GetLink,
-    CreateLink,
-    UpdateLink,
-    DeleteLink,
-    RefreshToken,
-    Search,
-    LinkExisting,
-    Proxy,
-}
+use Handler::User;
 
-use Endpoint::*;
-
-/// The route table: method, path, the authentication it needs, endpoint.
-const ROUTES: &[Route<Endpoint>] = &[
-    route("POST", "/api/users/music/authenticate", User, Authenticate),
-    route("GET", "/api/users/music/link", User, GetLink),
-    route("POST", "/api/users/music/link", User, CreateLink),
-    route("PUT", "/api/users/music/link", User, UpdateLink),
-    route("DELETE", "/api/users/music/link", User, DeleteLink),
-    route("POST", "/api/users/music/refresh-token", User, RefreshToken),
-    route("GET", "/api/users/music/search", User, Search),
-    route("POST", "/api/users/music/link-existing", User, LinkExisting),
-    route(ANY_METHOD, "/api/users/music/proxy/{*path}", User, Proxy),
+/// The route table: method, path, and the handler, whose variant is the route's tier:
+/// every music route acts for one signed-in user.
+pub const ROUTES: &[Route<Handler>] = &[
+    route(
+        "POST",
+        "/api/users/music/authenticate",
+        User(links::authenticate),
+    ),
+    route("GET", "/api/users/music/link", User(links::get)),
+    route(
+        "POST",
+        "/api/users/music/link",
+        User(links::create_or_update),
+    ),
+    route("PUT", "/api/users/music/link", User(links::update)),
+    route("DELETE", "/api/users/music/link", User(links::delete)),
+    route(
+        "POST",
+        "/api/users/music/refresh-token",
+        User(links::refresh),
+    ),
+    route("GET", "/api/users/music/search", User(search::search)),
+    route(
+        "POST",
+        "/api/users/music/link-existing",
+        User(link_existing::link_existing),
+    ),
+    route(
+        ANY_METHOD,
+        "/api/users/music/proxy/{*path}",
+        User(proxy::proxy),
+    ),
 ];
 
-fn dispatch(endpoint: Endpoint, ctx: &Ctx) -> Result<Response, ApiError> {
-    match endpoint {
-        Authenticate => links::authenticate(ctx),
-        GetLink => links::get(ctx),
-        CreateLink => links::create_or_update(ctx),
-        UpdateLink => links::update(ctx),
-        DeleteLink => links::delete(ctx),
-        RefreshToken => links::refresh(ctx),
-        Search => search::search(ctx),
-        LinkExisting => link_existing::link_existing(ctx),
-        Proxy => proxy::proxy(ctx),
-    }
-}
-
 #[http_component]
-fn handle(req: Request) -> Response {
-    serve(req, ROUTES, dispatch)
+async fn handle(req: IncomingRequest, out: ResponseOutparam) {
+    handle_incoming(req, out, ROUTES).await
 }

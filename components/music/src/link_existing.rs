@@ -13,7 +13,7 @@ use crate::platform::{self, MusicPlatform};
 use crate::sealed;
 use common::problem::FieldError;
 use common::spin::db::Db;
-use common::spin::http::{Ctx, json};
+use common::spin::http::{UserCtx, json};
 use common::spin::rate_limit;
 use common::validate::{self, JsonBody};
 use common::{ApiError, time};
@@ -86,8 +86,8 @@ fn password_rejected() -> ApiError {
 }
 
 /// `POST /api/users/music/link-existing`: 200 with the link record.
-pub fn link_existing(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn link_existing(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let req = read(ctx.json()?)?;
     if hint_requires_password(&req, &user.email) {
         return Err(password_required());
@@ -122,6 +122,9 @@ pub fn link_existing(ctx: &Ctx) -> Result<Response, ApiError> {
         return Ok(json(200, &LinkRecord::new(link, user)));
     }
     let password = req.password.as_deref().ok_or_else(password_required)?;
+    // Every password tried counts before it is checked, so concurrent guesses cannot all
+    // slip under the limit; a success forgets them.
+    rate_limit::attempt(&db, &bucket, FAILURES_ALLOWED, FAILURE_WINDOW_SECS, now)?;
     let key = links::token_key()?;
     let answer = music.send(
         "POST",
@@ -136,7 +139,6 @@ pub fn link_existing(ctx: &Ctx) -> Result<Response, ApiError> {
         .filter(|s| platform::is_success(*s))
         .and_then(|_| platform::parse_token(&answer.body));
     let Some(token) = token else {
-        rate_limit::record(&db, &bucket, now)?;
         return Err(password_rejected());
     };
     rate_limit::clear(&db, &bucket)?;

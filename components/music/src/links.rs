@@ -11,7 +11,7 @@ use crate::sealed::{self, TokenKey};
 use common::spin::auth::{CurrentUser, Tenant, bearer_token};
 use common::spin::config;
 use common::spin::db::{self, Db, Row};
-use common::spin::http::{Ctx, json};
+use common::spin::http::{UserCtx, json};
 use common::{ApiError, ids, time};
 use serde::Serialize;
 use serde_json::json;
@@ -120,7 +120,7 @@ pub fn token_key() -> Result<TokenKey, ApiError> {
 }
 
 /// The caller's service JWT (the Bearer token the request was authenticated with).
-pub fn service_jwt(ctx: &Ctx) -> Result<String, ApiError> {
+pub fn service_jwt(ctx: &UserCtx) -> Result<String, ApiError> {
     bearer_token(&ctx.req)
         .map(str::to_string)
         .ok_or_else(|| ApiError::unauthorized("missing_token", "a user token is required"))
@@ -147,8 +147,8 @@ fn stored_token(
 
 /// What the caller's requests to the platform carry as Bearer: the stored music token of
 /// an active link, else the service JWT (which the platform accepts, as in authenticate).
-pub fn credential(ctx: &Ctx) -> Result<String, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn credential(ctx: &UserCtx) -> Result<String, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = Db::open()?;
     match load(&db, tenant, user)? {
         Some(link) => match stored_token(&link, tenant, user)? {
@@ -160,14 +160,14 @@ pub fn credential(ctx: &Ctx) -> Result<String, ApiError> {
 }
 
 /// `GET /api/users/music/link`: the link, or 404.
-pub fn get(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let link = load_existing(&Db::open()?, tenant, user)?;
     Ok(json(200, &LinkRecord::new(link, user)))
 }
 
 /// Reads the body of `POST`/`PUT /link`: only `isActive` may be set by the client.
-fn is_active_of(ctx: &Ctx) -> Result<Option<bool>, ApiError> {
+fn is_active_of(ctx: &UserCtx) -> Result<Option<bool>, ApiError> {
     let mut body = ctx.json()?;
     let is_active = body.opt_bool("isActive");
     for field in ["platformMusicUserId", "platformUserId", "platformUserEmail"] {
@@ -206,8 +206,8 @@ fn answer_with_active(
 
 /// `POST /api/users/music/link`: creates the caller's link (with no music account yet)
 /// or updates it; body `{"isActive"?: bool}`.
-pub fn create_or_update(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn create_or_update(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let is_active = is_active_of(ctx)?;
     let db = Db::open()?;
     let now = time::now_rfc3339();
@@ -227,8 +227,8 @@ pub fn create_or_update(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `PUT /api/users/music/link`: updates an existing link's metadata (`isActive`).
-pub fn update(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let is_active = is_active_of(ctx)?;
     let db = Db::open()?;
     load_existing(&db, tenant, user)?;
@@ -236,8 +236,8 @@ pub fn update(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `DELETE /api/users/music/link`: unlinks; the row and its sealed token are deleted.
-pub fn delete(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = Db::open()?;
     load_existing(&db, tenant, user)?;
     db.execute(
@@ -253,8 +253,8 @@ pub fn delete(ctx: &Ctx) -> Result<Response, ApiError> {
 /// `POST /api/users/music/authenticate`: the platform takes the user's service JWT and
 /// answers its music account (creating one when there is none) and a music token; the
 /// link is created or updated with them.
-pub fn authenticate(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn authenticate(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let key = token_key()?;
     let jwt = service_jwt(ctx)?;
     let music = MusicPlatform::from_config()?;
@@ -276,8 +276,8 @@ pub fn authenticate(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `POST /api/users/music/refresh-token`: trades the stored music token for a new one.
-pub fn refresh(ctx: &Ctx) -> Result<Response, ApiError> {
-    let (tenant, user) = (ctx.tenant()?, ctx.user()?);
+pub fn refresh(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = Db::open()?;
     let link = load_existing(&db, tenant, user)?;
     if !link.is_active {

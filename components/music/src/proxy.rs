@@ -15,7 +15,7 @@
 use crate::links;
 use crate::platform::MusicPlatform;
 use common::ApiError;
-use common::spin::http::Ctx;
+use common::spin::http::UserCtx;
 use percent_encoding::percent_decode_str;
 use spin_sdk::http::Response;
 
@@ -190,7 +190,7 @@ pub fn response_headers(headers: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)>
 }
 
 /// `* /api/users/music/proxy/{path}`
-pub fn proxy(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn proxy(ctx: &UserCtx) -> Result<Response, ApiError> {
     let method = ctx.req.method().to_string();
     if matches!(method.as_str(), "CONNECT" | "TRACE") {
         return Err(ApiError::new(

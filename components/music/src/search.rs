@@ -5,7 +5,7 @@ use crate::links;
 use crate::platform::{self, MusicPlatform};
 use common::ApiError;
 use common::problem::FieldError;
-use common::spin::http::{Ctx, json};
+use common::spin::http::{UserCtx, json};
 use spin_sdk::http::Response;
 
 pub const MIN_QUERY_CHARS: usize = 2;
@@ -34,7 +34,7 @@ pub fn search_text(q: Option<&str>) -> Result<String, ApiError> {
 }
 
 /// `GET /api/users/music/search?q=`: 200 with an array of search results.
-pub fn search(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn search(ctx: &UserCtx) -> Result<Response, ApiError> {
     let q = search_text(ctx.query_value("q").as_deref())?;
     let music = MusicPlatform::from_config()?;
     let bearer = links::credential(ctx)?;

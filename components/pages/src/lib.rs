@@ -11,47 +11,41 @@ mod params;
 mod render;
 mod web;
 
-use common::ApiError;
-use common::routing::{Auth, Route, route};
-use common::spin::http::{Ctx, serve};
-use spin_sdk::http::{Request, Response};
+use common::routing::{Route, route};
+use common::spin::http::{Handler, PublicCtx, Reply, handle_incoming};
+use spin_sdk::http::{IncomingRequest, Response, ResponseOutparam};
 use spin_sdk::http_component;
 
-#[derive(Debug, Clone, Copy)]
-enum Endpoint {
-    Record,
-    EgressPlayer,
-    Watch,
-    SfuTest,
-    Asset,
-    VendorAsset,
-}
+use Handler::Public;
 
-use Auth::Public;
-use Endpoint::*;
-
-/// The route table. `/static/...` holds content-hashed names only (see `assets`).
-const ROUTES: &[Route<Endpoint>] = &[
-    route("GET", "/streams/{id}/record", Public, Record),
-    route("GET", "/egress-player", Public, EgressPlayer),
-    route("GET", "/watch/{id}", Public, Watch),
-    route("GET", "/sfu-test", Public, SfuTest),
-    route("GET", "/static/{file}", Public, Asset),
-    route("GET", "/static/vendor/{file}", Public, VendorAsset),
+/// The route table: every page is public (a private broadcast's recording page checks the
+/// SFU token egress sends). `/static/...` holds content-hashed names only (see `assets`).
+pub const ROUTES: &[Route<Handler>] = &[
+    route("GET", "/streams/{id}/record", Public(pages::record)),
+    route("GET", "/egress-player", Public(egress_player)),
+    route("GET", "/watch/{id}", Public(pages::watch)),
+    route("GET", "/sfu-test", Public(sfu_test)),
+    route("GET", "/static/{file}", Public(asset)),
+    route("GET", "/static/vendor/{file}", Public(vendor_asset)),
 ];
 
-fn dispatch(endpoint: Endpoint, ctx: &Ctx) -> Result<Response, ApiError> {
-    match endpoint {
-        Record => Ok(pages::record(ctx)),
-        EgressPlayer => Ok(pages::egress_player(ctx)),
-        Watch => pages::watch(ctx),
-        SfuTest => Ok(pages::sfu_test(ctx)),
-        Asset => Ok(static_file(ctx, ctx.param("file").to_string())),
-        VendorAsset => Ok(static_file(ctx, format!("vendor/{}", ctx.param("file")))),
-    }
+fn egress_player(ctx: &PublicCtx) -> Reply {
+    Ok(pages::egress_player(ctx))
 }
 
-fn static_file(ctx: &Ctx, hashed: String) -> Response {
+fn sfu_test(ctx: &PublicCtx) -> Reply {
+    Ok(pages::sfu_test(ctx))
+}
+
+fn asset(ctx: &PublicCtx) -> Reply {
+    Ok(static_file(ctx, ctx.param("file").to_string()))
+}
+
+fn vendor_asset(ctx: &PublicCtx) -> Reply {
+    Ok(static_file(ctx, format!("vendor/{}", ctx.param("file"))))
+}
+
+fn static_file(ctx: &PublicCtx, hashed: String) -> Response {
     assets::serve(
         &hashed,
         ctx.header("accept-encoding"),
@@ -60,6 +54,6 @@ fn static_file(ctx: &Ctx, hashed: String) -> Response {
 }
 
 #[http_component]
-fn handle(req: Request) -> Response {
-    serve(req, ROUTES, dispatch)
+async fn handle(req: IncomingRequest, out: ResponseOutparam) {
+    handle_incoming(req, out, ROUTES).await
 }

@@ -5,9 +5,11 @@ use crate::web::{self, PageHeaders};
 use crate::{assets, render};
 use common::ApiError;
 use common::domain::broadcast::{self as rules, REACTIONS, Status, StreamBases};
+use common::domain::sfu as sfu_rules;
 use common::spin::config;
 use common::spin::db::{self, Db};
-use common::spin::http::Ctx;
+use common::spin::http::PublicCtx;
+use common::spin::sfu::SfuConfig;
 use common::time;
 use minijinja::context;
 use spin_sdk::http::Response;
@@ -18,44 +20,79 @@ const RECORD_CSP: &[&str] = &[
     "media-src 'self' blob: mediastream:",
 ];
 
-/// `GET /streams/{id}/record`: the page depends only on the stream id and the layout
-/// parameters (never on `url`/`token`), so edges may cache it.
-pub fn record(ctx: &Ctx) -> Response {
+/// `GET /streams/{id}/record`: the recording page of a broadcast's or a scheduled event's
+/// SFU room. An unknown room is 404. A private broadcast's page renders only with a valid
+/// SFU token for its room in `token` (what LiveKit egress sends), and is never cached by
+/// shared caches; other pages depend only on the stream id and the layout parameters, so
+/// edges may cache them.
+pub fn record(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let stream_id = ctx.param("id");
     if !params::valid_stream_id(stream_id) {
-        return web::text(400, "the stream id is not valid");
+        return Ok(web::text(400, "the stream id is not valid"));
+    }
+    let Some(stream) = stream_of_room(stream_id)? else {
+        return Ok(web::text(404, "no such stream"));
+    };
+    if stream.private && !token_opens_room(ctx, stream_id) {
+        return Ok(web::text(404, "no such stream"));
     }
     let system_resolution = config::var("default_resolution");
     let p = match params::record_params(ctx.query(), system_resolution.as_deref()) {
         Ok(p) => p,
-        Err(message) => return web::text(400, &message),
+        Err(message) => return Ok(web::text(400, &message)),
     };
     let tag = web::etag(&[assets::BUILD_ID, "record", stream_id, &p.cache_key()]);
     let csp = web::csp(RECORD_CSP);
     let headers = PageHeaders {
         etag: &tag,
-        cache_control: web::CACHE_PAGE,
+        cache_control: if stream.private {
+            web::CACHE_NONE
+        } else {
+            web::CACHE_PAGE
+        },
         csp: &csp,
     };
     // The tenant follows from the stream id, so the ETag (from the inputs) still holds.
-    web::conditional_html(ctx.header("if-none-match"), &headers, || {
-        render_record(stream_id, &tenant_of_stream(stream_id), &p)
-    })
+    Ok(web::conditional_html(
+        ctx.header("if-none-match"),
+        &headers,
+        || render_record(stream_id, &stream.client_id, &p),
+    ))
 }
 
-/// The tenant (client id) of a stream, which the relay needs for read-only sockets; empty
-/// when the stream is unknown or the database cannot say.
-fn tenant_of_stream(stream_id: &str) -> String {
-    let lookup = || -> Result<Option<String>, ApiError> {
-        let db = Db::open()?;
-        db.query_one(
-            "SELECT client_id FROM broadcasts WHERE stream_id = ?1 \
-             UNION ALL SELECT client_id FROM scheduled_events WHERE stream_id = ?1 LIMIT 1",
-            &[db::text(stream_id)],
-            |row| db::col_text(row, "client_id"),
-        )
+/// What the recording page needs to know of the room it records.
+struct RecordedStream {
+    /// The tenant, which the relay needs for read-only sockets.
+    client_id: String,
+    private: bool,
+}
+
+/// The broadcast (by streamId) or scheduled event (by streamId or room name) whose SFU
+/// room is `room`.
+fn stream_of_room(room: &str) -> Result<Option<RecordedStream>, ApiError> {
+    let db = Db::open()?;
+    db.query_one(
+        "SELECT client_id, visibility FROM broadcasts WHERE stream_id = ?1 \
+         UNION ALL SELECT client_id, visibility FROM scheduled_events WHERE stream_id = ?1 OR room_name = ?1 \
+         LIMIT 1",
+        &[db::text(room)],
+        |row| RecordedStream {
+            client_id: db::col_text(row, "client_id"),
+            private: db::col_text(row, "visibility") == "private",
+        },
+    )
+}
+
+/// Whether the request's `token` is an SFU access token for `room`, signed with the SFU's
+/// API secret.
+fn token_opens_room(ctx: &PublicCtx, room: &str) -> bool {
+    let Some(token) = ctx.query_value("token") else {
+        return false;
     };
-    lookup().ok().flatten().unwrap_or_default()
+    let Ok(sfu) = SfuConfig::load().credentials() else {
+        return false;
+    };
+    sfu_rules::is_token_for_room(&sfu.api_key, &sfu.api_secret, &token, room, time::now())
 }
 
 fn render_record(stream_id: &str, client_id: &str, p: &RecordParams) -> Result<String, String> {
@@ -82,7 +119,7 @@ fn render_record(stream_id: &str, client_id: &str, p: &RecordParams) -> Result<S
 }
 
 /// `GET /egress-player?file&type`: plays a public media file in a loop.
-pub fn egress_player(ctx: &Ctx) -> Response {
+pub fn egress_player(ctx: &PublicCtx) -> Response {
     let p = match params::egress_params(ctx.query()) {
         Ok(p) => p,
         Err(message) => return web::text(400, &message),
@@ -167,7 +204,7 @@ struct Watched {
 }
 
 /// `GET /watch/{shortId}`: a public or unlisted broadcast; private and unknown ones are 404.
-pub fn watch(ctx: &Ctx) -> Result<Response, ApiError> {
+pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let short_id = ctx.param("id");
     if !params::valid_stream_id(short_id) {
         return Ok(web::text(404, "no such broadcast"));
@@ -247,7 +284,7 @@ pub fn watch(ctx: &Ctx) -> Result<Response, ApiError> {
 }
 
 /// `GET /sfu-test`: a development page, served only when `enable_dev_pages` is true.
-pub fn sfu_test(_ctx: &Ctx) -> Response {
+pub fn sfu_test(_ctx: &PublicCtx) -> Response {
     if !config::flag("enable_dev_pages") {
         return web::text(404, "not found");
     }

@@ -8,42 +8,38 @@ mod rooms;
 
 use common::ApiError;
 use common::domain::sfu::{self, Role, TokenRequest};
-use common::routing::{Auth, Route, route};
+use common::routing::{Route, route};
 use common::spin::db::Db;
-use common::spin::http::{Ctx, json, serve};
+use common::spin::http::{Caller, CallerCtx, Handler, Reply, handle_incoming, json};
 use common::spin::sfu::SfuConfig;
 use common::{ids, time};
+use rooms::{CoHostStanding, Room};
 use serde_json::json;
-use spin_sdk::http::{Request, Response};
+use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
 
 /// Longest participant identity and display name accepted.
 const MAX_IDENTITY: usize = 128;
 const MAX_DISPLAY_NAME: usize = 100;
 
-#[derive(Debug, Clone, Copy)]
-enum Endpoint {
-    MintToken,
-}
-
-const ROUTES: &[Route<Endpoint>] = &[route(
+/// The route table: one route, for any caller of the tenant (the token it gets depends on
+/// what it proved; see [`mint`]).
+pub const ROUTES: &[Route<Handler>] = &[route(
     "POST",
     "/api/streaming/sessions/{id}/token",
-    Auth::ApiKey,
-    Endpoint::MintToken,
+    Handler::Caller(mint),
 )];
 
-fn dispatch(endpoint: Endpoint, ctx: &Ctx) -> Result<Response, ApiError> {
-    match endpoint {
-        Endpoint::MintToken => mint(ctx),
-    }
+/// What a token request asks for.
+struct Ask {
+    user_id: Option<String>,
+    role: Role,
+    display_name: String,
 }
 
-/// `{userId, role, name?}` → `{token, serverUrl}`.
-fn mint(ctx: &Ctx) -> Result<Response, ApiError> {
-    let tenant = ctx.tenant()?;
+fn read_ask(ctx: &CallerCtx) -> Result<Ask, ApiError> {
     let mut body = ctx.json()?;
-    let identity = body.string("userId", MAX_IDENTITY);
+    let user_id = body.opt_string("userId", MAX_IDENTITY);
     let role_text = body.string("role", 20);
     let role = Role::parse(&role_text);
     if role.is_none() && !role_text.is_empty() {
@@ -53,17 +49,80 @@ fn mint(ctx: &Ctx) -> Result<Response, ApiError> {
         .opt_string("name", MAX_DISPLAY_NAME)
         .unwrap_or_default();
     body.finish()?;
-    let requested = role.unwrap_or(Role::Subscriber);
+    Ok(Ask {
+        user_id,
+        role: role.unwrap_or(Role::Subscriber),
+        display_name,
+    })
+}
 
-    let db = Db::open()?;
-    let room = rooms::resolve(&db, &tenant.client_id, ctx.param("id"))?;
-    let role = if requested.publishes() {
-        room.ensure_publishable()?;
-        let standing = rooms::cohost_standing(&db, &tenant.client_id, &room, &identity)?;
-        room.publisher_role(&identity, standing)?
-    } else {
-        requested
+/// The identity a token is minted for, from what the caller proved: the tenant's server
+/// names any identity (`userId`, required); a user is its JWT's subject (a `userId` naming
+/// someone else is 403); a guest gets a generated `guest-` identity and may only watch.
+fn identity_of(ctx: &CallerCtx, ask: &Ask) -> Result<String, ApiError> {
+    match &ctx.caller {
+        Caller::Server => ask.user_id.clone().ok_or_else(|| {
+            ApiError::invalid_fields(vec![common::problem::FieldError {
+                field: "userId".into(),
+                message: "is required: the server names the participant".into(),
+            }])
+        }),
+        Caller::User(user) => match &ask.user_id {
+            Some(named) if *named != user.id => Err(ApiError::new(
+                403,
+                "identity_mismatch",
+                "a user gets tokens for its own identity only",
+            )),
+            _ => Ok(user.id.clone()),
+        },
+        Caller::Guest if ask.role.publishes() => Err(ApiError::unauthorized(
+            "publisher_requires_user",
+            "publishing needs a signed-in host (Bearer token) or the tenant's server",
+        )),
+        Caller::Guest => Ok(format!("guest-{}", ids::random_base62(16))),
+    }
+}
+
+/// The role the token grants in `room`, or why none: publishers are the owner and approved
+/// co-hosts (any identity the server names); watchers of a private room are its owner,
+/// co-hosts and invitees (and whoever the server names); anything the caller may not see
+/// is 404.
+fn grant(
+    ctx: &CallerCtx,
+    db: &Db,
+    room: &Room,
+    identity: &str,
+    asked: Role,
+) -> Result<Role, ApiError> {
+    let client_id = &ctx.tenant.client_id;
+    let may_watch = match &ctx.caller {
+        Caller::Server => true,
+        Caller::User(user) => rooms::user_may_watch(db, client_id, room, &user.id, time::now())?,
+        Caller::Guest => room.visibility != "private",
     };
+    if !may_watch {
+        return Err(ApiError::not_found("session"));
+    }
+    if !asked.publishes() {
+        return Ok(Role::Subscriber);
+    }
+    room.ensure_publishable()?;
+    let standing = rooms::cohost_standing(db, client_id, room, identity)?;
+    match &ctx.caller {
+        Caller::Server if standing == CoHostStanding::Active => Ok(Role::CoHost),
+        Caller::Server => Ok(Role::Publisher),
+        Caller::User(_) => room.publisher_role(identity, standing),
+        Caller::Guest => Err(ApiError::internal("a guest reached publishing")),
+    }
+}
+
+/// `{userId?, role, name?}` → `{token, serverUrl, room, sessionId, role, identity, expiresAt}`.
+fn mint(ctx: &CallerCtx) -> Reply {
+    let ask = read_ask(ctx)?;
+    let identity = identity_of(ctx, &ask)?;
+    let db = Db::open()?;
+    let room = rooms::resolve(&db, &ctx.tenant.client_id, ctx.param("id"))?;
+    let role = grant(ctx, &db, &room, &identity, ask.role)?;
     let sfu = SfuConfig::load().credentials()?;
     let now = time::now();
     let token = sfu::mint_token(
@@ -71,7 +130,7 @@ fn mint(ctx: &Ctx) -> Result<Response, ApiError> {
             api_key: &sfu.api_key,
             api_secret: &sfu.api_secret,
             identity: &identity,
-            display_name: &display_name,
+            display_name: &ask.display_name,
             room: &room.name,
             role,
             max_participants: room.max_participants,
@@ -87,12 +146,13 @@ fn mint(ctx: &Ctx) -> Result<Response, ApiError> {
             "room": room.name,
             "sessionId": room.session_id,
             "role": role.as_str(),
+            "identity": identity,
             "expiresAt": time::format_rfc3339(now + sfu::TOKEN_TTL_SECS),
         }),
     ))
 }
 
 #[http_component]
-fn handle(req: Request) -> Response {
-    serve(req, ROUTES, dispatch)
+async fn handle(req: IncomingRequest, out: ResponseOutparam) {
+    handle_incoming(req, out, ROUTES).await
 }

@@ -51,13 +51,18 @@ pub struct Room {
     /// A broadcast's status; events have none.
     pub status: Option<Status>,
     pub max_participants: u32,
+    /// public, unlisted or private.
+    pub visibility: String,
 }
 
 /// A participant's standing as a co-host of a broadcast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CoHostStanding {
     None,
+    /// Asked to join; the host has not approved yet.
+    Requested,
     Active,
+    /// Removed, or the request was declined.
     Removed,
 }
 
@@ -76,21 +81,29 @@ impl Room {
         }
     }
 
-    /// Who may publish: the owner (as `publisher`) and active co-hosts (as `co_host`); in
-    /// a session without an owner, any participant the API key names.
+    /// Whether `identity` owns the room's broadcast or event.
+    pub fn is_owned_by(&self, identity: &str) -> bool {
+        self.owner_id.as_deref() == Some(identity)
+    }
+
+    /// Which publishing role a signed-in user gets: the owner `publisher`, an approved
+    /// co-host `co_host`; nobody else publishes (a session the tenant's server created has
+    /// no owner: its publishers get their tokens from the server).
     pub fn publisher_role(
         &self,
         identity: &str,
         standing: CoHostStanding,
     ) -> Result<Role, ApiError> {
-        let Some(owner) = &self.owner_id else {
-            return Ok(Role::Publisher);
-        };
-        if owner == identity {
+        if self.is_owned_by(identity) {
             return Ok(Role::Publisher);
         }
         match standing {
             CoHostStanding::Active => Ok(Role::CoHost),
+            CoHostStanding::Requested => Err(ApiError::new(
+                403,
+                "cohost_not_approved",
+                "the host has not approved this co-host request yet",
+            )),
             CoHostStanding::Removed => Err(ApiError::new(
                 403,
                 "cohost_removed",
@@ -126,9 +139,45 @@ pub fn cohost_standing(
     )?;
     Ok(match status.as_deref() {
         Some("active") => CoHostStanding::Active,
+        Some("requested") => CoHostStanding::Requested,
         Some(_) => CoHostStanding::Removed,
         None => CoHostStanding::None,
     })
+}
+
+/// Whether a signed-in user may watch the room: anyone of the tenant for a public or
+/// unlisted one; a private one only its owner, its co-hosts (active or asking to join), and
+/// users holding an unexpired invite.
+pub fn user_may_watch(
+    db: &Db,
+    client_id: &str,
+    room: &Room,
+    user_id: &str,
+    now: i64,
+) -> Result<bool, ApiError> {
+    if room.visibility != "private" || room.is_owned_by(user_id) {
+        return Ok(true);
+    }
+    if room.kind != Kind::Broadcast {
+        return Ok(false);
+    }
+    if matches!(
+        cohost_standing(db, client_id, room, user_id)?,
+        CoHostStanding::Active | CoHostStanding::Requested
+    ) {
+        return Ok(true);
+    }
+    let invites = db.count(
+        "SELECT COUNT(*) FROM cohost_invites WHERE client_id = ? AND broadcast_id = ? AND user_id = ? \
+         AND used_at IS NULL AND expires_at > ?",
+        &[
+            db::text(client_id),
+            db::text(&room.session_id),
+            db::text(user_id),
+            db::int(now),
+        ],
+    )?;
+    Ok(invites > 0)
 }
 
 fn broadcast_room(row: &db::Row<'_>) -> Room {
@@ -139,6 +188,7 @@ fn broadcast_room(row: &db::Row<'_>) -> Room {
         owner_id: db::col_opt_text(row, "owner_id"),
         status: Status::parse(&db::col_text(row, "status")),
         max_participants: u32::try_from(db::col_int(row, "max_participants")).unwrap_or(1),
+        visibility: db::col_text(row, "visibility"),
     }
 }
 
@@ -150,13 +200,14 @@ fn event_room(row: &db::Row<'_>) -> Room {
         owner_id: db::col_opt_text(row, "owner_id"),
         status: None,
         max_participants: EVENT_MAX_PARTICIPANTS,
+        visibility: db::col_text(row, "visibility"),
     }
 }
 
 /// Finds the tenant's room for `raw_id`: broadcasts by id, then by streamId, then scheduled
 /// events by room name (or, for a short id, broadcasts then events by short id).
 pub fn resolve(db: &Db, client_id: &str, raw_id: &str) -> Result<Room, ApiError> {
-    let broadcast_columns = "id, owner_id, stream_id, status, max_participants";
+    let broadcast_columns = "id, owner_id, stream_id, status, max_participants, visibility";
     let found = match classify(raw_id)? {
         IdForm::Uuid(id) => {
             let scope = [db::text(client_id), db::text(&id)];
@@ -170,7 +221,7 @@ pub fn resolve(db: &Db, client_id: &str, raw_id: &str) -> Result<Room, ApiError>
             )? {
                 Some(room) => Some(room),
                 None => db.query_one(
-                    "SELECT id, owner_id, room_name FROM scheduled_events WHERE client_id = ? AND room_name = ?",
+                    "SELECT id, owner_id, room_name, visibility FROM scheduled_events WHERE client_id = ? AND room_name = ?",
                     &scope,
                     event_room,
                 )?,
@@ -187,7 +238,7 @@ pub fn resolve(db: &Db, client_id: &str, raw_id: &str) -> Result<Room, ApiError>
             )? {
                 Some(room) => Some(room),
                 None => db.query_one(
-                    "SELECT id, owner_id, room_name FROM scheduled_events WHERE client_id = ? AND short_id = ?",
+                    "SELECT id, owner_id, room_name, visibility FROM scheduled_events WHERE client_id = ? AND short_id = ?",
                     &scope,
                     event_room,
                 )?,
@@ -233,6 +284,7 @@ mod tests {
             owner_id: Some("owner".into()),
             status,
             max_participants: 100,
+            visibility: "public".into(),
         };
         assert!(room(Some(Status::Active)).ensure_publishable().is_ok());
         assert!(room(Some(Status::Pending)).ensure_publishable().is_ok());
@@ -252,6 +304,7 @@ mod tests {
             owner_id: Some("owner".into()),
             status: Some(Status::Active),
             max_participants: 100,
+            visibility: "public".into(),
         };
         use CoHostStanding::*;
         assert_eq!(room.publisher_role("owner", None).unwrap(), Role::Publisher);
@@ -264,10 +317,15 @@ mod tests {
             room.publisher_role("eve", None).unwrap_err().code,
             "not_a_host"
         );
+        assert_eq!(
+            room.publisher_role("ann", Requested).unwrap_err().code,
+            "cohost_not_approved"
+        );
+        // A session the tenant's server created has no owner: no user publishes to it.
         room.owner_id = Option::None;
         assert_eq!(
-            room.publisher_role("anyone", None).unwrap(),
-            Role::Publisher
+            room.publisher_role("anyone", None).unwrap_err().code,
+            "not_a_host"
         );
     }
 }

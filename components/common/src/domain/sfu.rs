@@ -181,6 +181,44 @@ pub fn ice_urls<'a>(list: &'a str, schemes: &[&str]) -> Result<Vec<String>, &'a 
     Ok(urls)
 }
 
+/// The parts of an SFU access token that say which room it opens.
+#[derive(Debug, Clone, serde::Deserialize)]
+struct RoomTokenClaims {
+    iss: String,
+    video: RoomTokenGrant,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RoomTokenGrant {
+    #[serde(default)]
+    room_join: bool,
+    #[serde(default)]
+    room: String,
+}
+
+/// Whether `token` (with or without our `sfu_` prefix) is a valid SFU access token for
+/// `room`: signed with the SFU API secret, issued by its API key, current at `now` (`nbf`
+/// and `exp`), and
+/// granting `roomJoin` to exactly that room. LiveKit egress sends such a token to the
+/// recording page.
+pub fn is_token_for_room(
+    api_key: &str,
+    api_secret: &str,
+    token: &str,
+    room: &str,
+    now: i64,
+) -> bool {
+    let token = token.strip_prefix(TOKEN_PREFIX).unwrap_or(token);
+    let Ok(claims) = jwt::verify::<RoomTokenClaims>(api_secret.as_bytes(), token, now) else {
+        return false;
+    };
+    claims.iss == api_key
+        && claims.video.room_join
+        && !room.is_empty()
+        && claims.video.room == room
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,5 +297,46 @@ mod tests {
         assert_eq!(ice_urls("", &stun), Ok(vec![]));
         assert_eq!(ice_urls("stun:a,http://x", &stun), Err("http://x"));
         assert_eq!(ice_urls("turn:", &["turn"]), Err("turn:"));
+    }
+
+    #[test]
+    fn room_tokens_open_only_their_room() {
+        let (key, secret, now) = (
+            "APIkey",
+            "a-secret-long-enough-for-hs256-0123456789",
+            1_700_000_000,
+        );
+        let request = |room| TokenRequest {
+            api_key: key,
+            api_secret: secret,
+            identity: "egress",
+            display_name: "",
+            room,
+            role: Role::Subscriber,
+            max_participants: 10,
+            jti: "j",
+        };
+        let token = mint_token(&request("room-a"), now);
+        assert!(is_token_for_room(key, secret, &token, "room-a", now));
+        let bare = token.strip_prefix(TOKEN_PREFIX).unwrap();
+        assert!(is_token_for_room(key, secret, bare, "room-a", now));
+        assert!(!is_token_for_room(key, secret, &token, "room-b", now));
+        assert!(!is_token_for_room("other", secret, &token, "room-a", now));
+        assert!(!is_token_for_room(
+            key,
+            "another-secret-long-enough-0123456789",
+            &token,
+            "room-a",
+            now
+        ));
+        assert!(!is_token_for_room(
+            key,
+            secret,
+            &token,
+            "room-a",
+            now + TOKEN_TTL_SECS + 1
+        ));
+        assert!(!is_token_for_room(key, secret, &token, "room-a", now - 10));
+        assert!(!is_token_for_room(key, secret, "garbage", "room-a", now));
     }
 }

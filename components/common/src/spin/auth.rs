@@ -1,14 +1,13 @@
-//! Authentication of incoming requests, as each route's [`Auth`] demands.
+//! The credentials of each tier: the API key (and HMAC signature), user JWTs, the relay's
+//! service credential, the admin and jobs tokens, and the SFU's webhook signature.
 
 use super::config;
 use super::db::{self, Db};
 use crate::ApiError;
 use crate::ids::sha256_hex;
 use crate::jwt::{self, UserClaims};
-use crate::routing::Auth;
 use crate::signing;
 use spin_sdk::http::Request;
-use spin_sdk::key_value as kv;
 use subtle::ConstantTimeEq;
 
 /// The SDK client (tenant) named by the request's API key.
@@ -30,46 +29,30 @@ pub struct CurrentUser {
     pub token_version: i64,
 }
 
-/// Who is calling, as far as the route needed to know.
-#[derive(Debug, Default)]
-pub struct Caller {
-    pub tenant: Option<Tenant>,
+/// The tenant named by `X-API-Key`, and whether the request is signed with its secret key
+/// (a signature that is sent must verify; a client registered with `requireSignature`
+/// refuses unsigned calls on every route).
+pub fn tenant(req: &Request) -> Result<(Tenant, bool), ApiError> {
+    let tenant = tenant_from_api_key(req)?;
+    let signed = check_signature(req, &tenant)?;
+    Ok((tenant, signed))
+}
+
+/// What the chat relay proved: the tenant, and the user whose JWT it forwards (none for
+/// anonymous reads).
+pub struct RelayCall {
+    pub tenant: Tenant,
     pub user: Option<CurrentUser>,
 }
 
-/// Checks the credentials `auth` asks for.
-pub fn authenticate(req: &Request, auth: Auth) -> Result<Caller, ApiError> {
-    match auth {
-        Auth::Public => Ok(Caller::default()),
-        Auth::Admin => check_admin(req).map(|()| Caller::default()),
-        Auth::ApiKey | Auth::OptionalUser | Auth::User => {
-            let tenant = match header(req, "x-relay-secret") {
-                Some(secret) => tenant_for_relay(req, secret)?,
-                None => {
-                    let tenant = tenant_from_api_key(req)?;
-                    check_signature(req, &tenant)?;
-                    tenant
-                }
-            };
-            let user = match auth {
-                Auth::User => Some(user_from_bearer(req, &tenant)?),
-                Auth::OptionalUser if bearer_token(req).is_some() => {
-                    Some(user_from_bearer(req, &tenant)?)
-                }
-                _ => None,
-            };
-            Ok(Caller {
-                tenant: Some(tenant),
-                user,
-            })
-        }
-    }
-}
-
-/// The chat relay's service credential: `X-Relay-Secret` (the shared `relay_secret`) in
-/// place of the API key. The tenant is the Bearer JWT's, or for anonymous reads the one
-/// `X-Tenant-Id` names.
-fn tenant_for_relay(req: &Request, secret: &str) -> Result<Tenant, ApiError> {
+/// The chat relay's service credential, on the routes whose tier accepts it:
+/// `X-Relay-Secret` (the shared `relay_secret`) in place of the API key. The tenant is the
+/// forwarded Bearer JWT's, or for anonymous reads the one `X-Tenant-Id` names. `None` when
+/// the request does not claim to come from the relay.
+pub fn relay_call(req: &Request) -> Result<Option<RelayCall>, ApiError> {
+    let Some(secret) = header(req, "x-relay-secret") else {
+        return Ok(None);
+    };
     let expected = config::required("relay_secret")?;
     if !secure_eq(secret.trim(), &expected) {
         return Err(ApiError::unauthorized(
@@ -95,12 +78,18 @@ fn tenant_for_relay(req: &Request, secret: &str) -> Result<Tenant, ApiError> {
             .to_string(),
     };
     let db = Db::open()?;
-    db.query_one(
-        "SELECT client_id, name, secret_key, require_signature FROM sdk_clients WHERE client_id = ?",
-        &[db::text(&client_id)],
-        tenant_from_row,
-    )?
-    .ok_or_else(|| ApiError::unauthorized("invalid_tenant", "no such client"))
+    let tenant = db
+        .query_one(
+            "SELECT client_id, name, secret_key, require_signature FROM sdk_clients WHERE client_id = ?",
+            &[db::text(&client_id)],
+            tenant_from_row,
+        )?
+        .ok_or_else(|| ApiError::unauthorized("invalid_tenant", "no such client"))?;
+    let user = match bearer_token(req) {
+        Some(_) => Some(user_from_bearer(req, &tenant)?),
+        None => None,
+    };
+    Ok(Some(RelayCall { tenant, user }))
 }
 
 fn tenant_from_row(row: &spin_sdk::sqlite::Row<'_>) -> Tenant {
@@ -113,13 +102,13 @@ fn tenant_from_row(row: &spin_sdk::sqlite::Row<'_>) -> Tenant {
 }
 
 /// Verifies `X-Signature`/`X-Timestamp` when sent (or required by the client), and refuses
-/// a signature already seen within the timestamp window.
-fn check_signature(req: &Request, tenant: &Tenant) -> Result<(), ApiError> {
+/// a signature already seen within the timestamp window. Answers whether it is signed.
+fn check_signature(req: &Request, tenant: &Tenant) -> Result<bool, ApiError> {
     let signature = header(req, "x-signature");
     let timestamp = header(req, "x-timestamp");
     let (signature, timestamp) = match (signature, timestamp) {
         (Some(s), Some(t)) => (s.trim(), t.trim()),
-        (None, None) if !tenant.require_signature => return Ok(()),
+        (None, None) if !tenant.require_signature => return Ok(false),
         (None, None) => {
             return Err(ApiError::unauthorized(
                 "signature_required",
@@ -145,37 +134,39 @@ fn check_signature(req: &Request, tenant: &Tenant) -> Result<(), ApiError> {
         now,
     )
     .map_err(|e| ApiError::unauthorized(e.code(), e.message()))?;
-    remember_signature(&tenant.client_id, signature, now)
+    remember_signature(&tenant.client_id, signature, now)?;
+    Ok(true)
 }
 
-/// Records a verified signature; a second use within the window is a replay.
+/// Records a verified signature; a second use within the window is a replay. One
+/// statement decides, so of two concurrent uses exactly one is accepted.
 fn remember_signature(client_id: &str, signature: &str, now: i64) -> Result<(), ApiError> {
-    let store = kv::Store::open_default()
-        .map_err(|e| ApiError::internal(format!("key-value store unavailable: {e}")))?;
-    let key = format!("sig:{client_id}:{signature}");
-    let kv_error = |e: kv::Error| ApiError::internal(format!("key-value store error: {e}"));
-    if let Some(value) = store.get(&key).map_err(kv_error)? {
-        let expires: i64 = std::str::from_utf8(&value)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        if expires > now {
-            return Err(ApiError::unauthorized(
-                "signature_replayed",
-                "this signature has already been used",
-            ));
-        }
-    }
     // Seen signatures are kept for twice the skew window: a timestamp can be up to
     // MAX_SKEW_SECS in the future and then stays valid for as long again.
     let expires = now + 2 * signing::MAX_SKEW_SECS;
-    store
-        .set(&key, expires.to_string().as_bytes())
-        .map_err(kv_error)
+    let db = Db::open()?;
+    let fresh = db.execute(
+        "INSERT INTO seen_signatures (client_id, signature, expires_at) VALUES (?, ?, ?) \
+         ON CONFLICT (client_id, signature) DO UPDATE SET expires_at = excluded.expires_at \
+         WHERE seen_signatures.expires_at <= ? RETURNING signature",
+        &[
+            db::text(client_id),
+            db::text(signature),
+            db::int(expires),
+            db::int(now),
+        ],
+    )?;
+    if fresh.rows.is_empty() {
+        return Err(ApiError::unauthorized(
+            "signature_replayed",
+            "this signature has already been used",
+        ));
+    }
+    Ok(())
 }
 
 /// Verifies the Bearer JWT and loads its user from the API key's tenant.
-fn user_from_bearer(req: &Request, tenant: &Tenant) -> Result<CurrentUser, ApiError> {
+pub fn user_from_bearer(req: &Request, tenant: &Tenant) -> Result<CurrentUser, ApiError> {
     let token = bearer_token(req).ok_or_else(|| {
         ApiError::unauthorized("missing_token", "Authorization: Bearer <token> is required")
     })?;
@@ -229,7 +220,7 @@ pub fn bearer_token(req: &Request) -> Option<&str> {
 
 /// Registration is open locally (`registration_mode = "open"`); otherwise it needs the
 /// admin token.
-fn check_admin(req: &Request) -> Result<(), ApiError> {
+pub fn check_admin(req: &Request) -> Result<(), ApiError> {
     if config::var_or("registration_mode", "admin") == "open" {
         return Ok(());
     }
@@ -271,4 +262,69 @@ fn tenant_from_api_key(req: &Request) -> Result<Tenant, ApiError> {
         tenant_from_row,
     )?
     .ok_or_else(|| ApiError::unauthorized("invalid_api_key", "the API key is not valid"))
+}
+
+/// The scheduler's credential: `Authorization: Bearer <jobs_token>`, or `?token=` for
+/// schedulers that cannot set headers.
+pub fn check_jobs_token(req: &Request) -> Result<(), ApiError> {
+    let expected = config::var("jobs_token").ok_or_else(|| {
+        ApiError::unavailable("not_configured", "jobs are off: jobs_token is not set")
+    })?;
+    let query_token = crate::validate::query_value(req.query(), "token");
+    let sent = bearer_token(req).map(str::to_string).or(query_token);
+    match sent {
+        Some(token) if secure_eq(&token, &expected) => Ok(()),
+        Some(_) => Err(ApiError::unauthorized(
+            "invalid_jobs_token",
+            "the jobs token is not valid",
+        )),
+        None => Err(ApiError::unauthorized(
+            "missing_jobs_token",
+            "Authorization: Bearer <jobs token> is required",
+        )),
+    }
+}
+
+/// Largest SFU webhook body accepted.
+const MAX_SFU_WEBHOOK_BODY: usize = 64 * 1024;
+
+#[derive(Debug, Clone, serde::Deserialize)]
+struct SfuWebhookClaims {
+    iss: String,
+    sha256: String,
+}
+
+/// The SFU's (LiveKit's) webhook: the `Authorization` header is a JWT signed with the SFU
+/// API secret, issued by the SFU API key, whose `sha256` claim is the base64 SHA-256 of the
+/// exact body. Answers the verified body.
+pub fn verified_sfu_webhook(req: &Request) -> Result<serde_json::Value, ApiError> {
+    use base64::Engine;
+    use sha2::Digest;
+    let unauthorized = |why: &str| {
+        ApiError::unauthorized(
+            "invalid_webhook",
+            format!("the webhook is not authentic: {why}"),
+        )
+    };
+    let body = req.body();
+    if body.len() > MAX_SFU_WEBHOOK_BODY {
+        return Err(ApiError::payload_too_large(MAX_SFU_WEBHOOK_BODY));
+    }
+    let sfu = super::sfu::SfuConfig::load().credentials()?;
+    let header =
+        header(req, "authorization").ok_or_else(|| unauthorized("no Authorization header"))?;
+    let token = header.strip_prefix("Bearer ").unwrap_or(header).trim();
+    let claims: SfuWebhookClaims =
+        jwt::verify(sfu.api_secret.as_bytes(), token, crate::time::now())
+            .map_err(|_| unauthorized("bad signature or expired"))?;
+    if !secure_eq(&claims.iss, &sfu.api_key) {
+        return Err(unauthorized("issued by another API key"));
+    }
+    let digest = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(body));
+    if !secure_eq(&claims.sha256, &digest) {
+        return Err(unauthorized("the body does not match its digest"));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request("malformed_json", format!("the webhook is not JSON: {e}"))
+    })
 }

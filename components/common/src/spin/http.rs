@@ -1,21 +1,31 @@
-//! The request context and the dispatch loop every component's entry point uses.
+//! The request contexts, one per tier, and the dispatch loop every component's entry point
+//! uses.
+//!
+//! A route names its handler as a [`Handler`] variant, and each variant takes the context
+//! of its tier: a handler written for [`UserCtx`] can only sit on a route that
+//! authenticated a user, so asking for an identity the route did not prove does not
+//! compile.
 
 use super::auth::{self, CurrentUser, Tenant};
+use super::incoming::{self, BodyStream};
 use crate::problem::{ApiError, PROBLEM_CONTENT_TYPE};
-use crate::routing::{self, Auth, Miss, Route};
+use crate::routing::{self, Endpoint, Miss, Route, Tier};
 use crate::validate::{self, JsonBody};
 use serde::Serialize;
-use spin_sdk::http::{Request, Response};
+use spin_sdk::http::{IncomingRequest, Request, Response, ResponseOutparam};
+use std::ops::Deref;
 
-/// Everything a handler needs: the request, its path parameters and who is calling.
-pub struct Ctx {
+/// What a handler answers.
+pub type Reply = Result<Response, ApiError>;
+
+/// The request itself: what every tier's context holds.
+pub struct Call {
     pub req: Request,
     params: routing::Params,
-    tenant: Option<Tenant>,
-    user: Option<CurrentUser>,
+    request_id: String,
 }
 
-impl Ctx {
+impl Call {
     /// A path parameter of the matched route.
     pub fn param(&self, name: &str) -> &str {
         self.params
@@ -36,23 +46,14 @@ impl Ctx {
         self.req.header(name).and_then(|v| v.as_str())
     }
 
-    /// The calling tenant; routes declared with `Auth::ApiKey` or `Auth::User` always have one.
-    pub fn tenant(&self) -> Result<&Tenant, ApiError> {
-        self.tenant
-            .as_ref()
-            .ok_or_else(|| ApiError::unauthorized("missing_api_key", "X-API-Key is required"))
-    }
-
-    /// The signed-in user; routes declared with `Auth::User` always have one.
-    pub fn user(&self) -> Result<&CurrentUser, ApiError> {
-        self.user
-            .as_ref()
-            .ok_or_else(|| ApiError::unauthorized("missing_token", "a user token is required"))
-    }
-
     /// The client's address as the host reports it.
     pub fn client_addr(&self) -> &str {
         self.header("spin-client-addr").unwrap_or("unknown")
+    }
+
+    /// This request's id, as answered in error bodies and logged with their causes.
+    pub fn request_id(&self) -> &str {
+        &self.request_id
     }
 
     /// The body as a JSON object; a declared non-JSON content type is a 415.
@@ -71,6 +72,150 @@ impl Ctx {
     }
 }
 
+/// A public route's context: the request, nobody proven.
+pub type PublicCtx = Call;
+
+/// The operator, proven by the admin token (or open registration).
+pub struct AdminCtx {
+    call: Call,
+}
+
+/// The tenant named by its public API key; nothing else is proven.
+pub struct AppCtx {
+    call: Call,
+    pub tenant: Tenant,
+}
+
+/// One signed-in user of the tenant.
+pub struct UserCtx {
+    call: Call,
+    pub tenant: Tenant,
+    pub user: CurrentUser,
+}
+
+/// The tenant's own backend, proven by an HMAC signature with the secret key.
+pub struct ServerCtx {
+    call: Call,
+    pub tenant: Tenant,
+}
+
+/// A user or the tenant's server.
+pub enum Actor {
+    User(CurrentUser),
+    Server,
+}
+
+pub struct ActorCtx {
+    call: Call,
+    pub tenant: Tenant,
+    pub actor: Actor,
+}
+
+impl ActorCtx {
+    /// The signed-in user, when the caller is one.
+    pub fn user(&self) -> Option<&CurrentUser> {
+        match &self.actor {
+            Actor::User(user) => Some(user),
+            Actor::Server => None,
+        }
+    }
+}
+
+/// Whoever may call with the tenant's API key: an anonymous app user (a guest), a
+/// signed-in user, or the tenant's server.
+pub enum Caller {
+    Guest,
+    User(CurrentUser),
+    Server,
+}
+
+pub struct CallerCtx {
+    call: Call,
+    pub tenant: Tenant,
+    pub caller: Caller,
+}
+
+impl CallerCtx {
+    /// The signed-in user, when the caller is one.
+    pub fn user(&self) -> Option<&CurrentUser> {
+        match &self.caller {
+            Caller::User(user) => Some(user),
+            _ => None,
+        }
+    }
+}
+
+/// The SFU, proven by its webhook signature; `event` is the verified JSON body.
+pub struct SfuCtx {
+    call: Call,
+    pub event: serde_json::Value,
+}
+
+/// The scheduler, proven by the jobs token.
+pub struct JobsCtx {
+    call: Call,
+}
+
+macro_rules! calls {
+    ($($ctx:ty),*) => {$(
+        impl Deref for $ctx {
+            type Target = Call;
+            fn deref(&self) -> &Call {
+                &self.call
+            }
+        }
+    )*};
+}
+calls!(
+    AdminCtx, AppCtx, UserCtx, ServerCtx, ActorCtx, CallerCtx, SfuCtx, JobsCtx
+);
+
+/// A route's handler, by tier. `Upload` routes (user tier) read their body themselves,
+/// as a stream, after authentication; the component runs them with [`prepare_upload`].
+#[derive(Clone, Copy)]
+pub enum Handler<U: Copy + 'static = NoUploads> {
+    Public(fn(&PublicCtx) -> Reply),
+    Admin(fn(&AdminCtx) -> Reply),
+    App(fn(&AppCtx) -> Reply),
+    User(fn(&UserCtx) -> Reply),
+    Server(fn(&ServerCtx) -> Reply),
+    UserOrServer(fn(&ActorCtx) -> Reply),
+    Caller(fn(&CallerCtx) -> Reply),
+    RelayUser(fn(&UserCtx) -> Reply),
+    RelayCaller(fn(&CallerCtx) -> Reply),
+    Sfu(fn(&SfuCtx) -> Reply),
+    Jobs(fn(&JobsCtx) -> Reply),
+    Upload(U),
+}
+
+/// For components without streamed uploads.
+#[derive(Debug, Clone, Copy)]
+pub enum NoUploads {}
+
+impl<U: Copy> Endpoint for Handler<U> {
+    fn tier(&self) -> Tier {
+        match self {
+            Handler::Public(_) => Tier::Public,
+            Handler::Admin(_) => Tier::Admin,
+            Handler::App(_) => Tier::App,
+            Handler::User(_) | Handler::Upload(_) => Tier::User,
+            Handler::Server(_) => Tier::Server,
+            Handler::UserOrServer(_) => Tier::UserOrServer,
+            Handler::Caller(_) => Tier::Caller,
+            Handler::RelayUser(_) => Tier::RelayUser,
+            Handler::RelayCaller(_) => Tier::RelayCaller,
+            Handler::Sfu(_) => Tier::Sfu,
+            Handler::Jobs(_) => Tier::Jobs,
+        }
+    }
+}
+
+impl<U: Copy> std::fmt::Debug for Handler<U> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Handler({})", self.tier().name())
+    }
+}
+
 /// A JSON answer.
 pub fn json<T: Serialize>(status: u16, value: &T) -> Response {
     match serde_json::to_vec(value) {
@@ -79,81 +224,321 @@ pub fn json<T: Serialize>(status: u16, value: &T) -> Response {
             .header("content-type", "application/json")
             .body(body)
             .build(),
-        Err(e) => problem(&ApiError::internal(format!(
-            "could not encode the answer: {e}"
-        ))),
+        Err(e) => problem(
+            &ApiError::internal(format!("could not encode the answer: {e}")),
+            &crate::ids::random_hex(8),
+        ),
     }
 }
 
-/// A problem+json answer; server errors are logged with their cause.
-pub fn problem(err: &ApiError) -> Response {
+/// A problem+json answer. Server errors are logged with their cause and answered with the
+/// request id only: no database or host text reaches the caller.
+pub fn problem(err: &ApiError, request_id: &str) -> Response {
+    let mut doc = err.to_json();
     if err.status >= 500 {
-        eprintln!("error: {err}");
+        eprintln!("error [{request_id}]: {err}");
+        if err.code == "internal_error" {
+            doc["detail"] = "internal error".into();
+        }
+        doc["requestId"] = request_id.into();
     }
-    let body = serde_json::to_vec(&err.to_json()).unwrap_or_default();
+    let body = serde_json::to_vec(&doc).unwrap_or_default();
     let mut builder = Response::builder();
     builder
         .status(err.status)
-        .header("content-type", PROBLEM_CONTENT_TYPE);
+        .header("content-type", PROBLEM_CONTENT_TYPE)
+        .header("x-request-id", request_id);
     for (name, value) in &err.headers {
         builder.header(name.as_str(), value.as_str());
     }
     builder.body(body).build()
 }
 
-/// Routes a request, authenticates it as its route demands, and runs the handler.
-pub fn serve<E: Copy>(
+/// The whole entry point of a component without uploads: reads the body (bounded), routes,
+/// authenticates as the route's tier demands, runs the handler, and sends the answer.
+pub async fn handle_incoming(
+    req: IncomingRequest,
+    out: ResponseOutparam,
+    routes: &'static [Route<Handler>],
+) {
+    let request_id = crate::ids::random_hex(8);
+    let head = incoming::head_of(&req);
+    let body = incoming::body_stream(req);
+    let response = match incoming::buffered(head, body).await {
+        Ok(req) => serve(req, routes, &request_id),
+        Err(e) => problem(&e, &request_id),
+    };
+    incoming::send(out, response).await;
+}
+
+/// Routes a buffered request, authenticates it as its route demands, and runs the handler.
+pub fn serve<U: Copy>(
     req: Request,
-    routes: &'static [Route<E>],
-    dispatch: impl FnOnce(E, &Ctx) -> Result<Response, ApiError>,
+    routes: &'static [Route<Handler<U>>],
+    request_id: &str,
 ) -> Response {
-    match route_and_run(req, routes, dispatch) {
-        Ok(response) => response,
-        Err(err) => problem(&err),
+    let answer = prepare(req, routes, validate::MAX_JSON_BODY, request_id)
+        .and_then(|prepared| prepared.run());
+    answer.unwrap_or_else(|err| problem(&err, request_id))
+}
+
+/// A request routed and authenticated, ready to run.
+pub enum Prepared<U> {
+    Public(fn(&PublicCtx) -> Reply, PublicCtx),
+    Admin(fn(&AdminCtx) -> Reply, AdminCtx),
+    App(fn(&AppCtx) -> Reply, AppCtx),
+    User(fn(&UserCtx) -> Reply, UserCtx),
+    Server(fn(&ServerCtx) -> Reply, ServerCtx),
+    Actor(fn(&ActorCtx) -> Reply, ActorCtx),
+    Caller(fn(&CallerCtx) -> Reply, CallerCtx),
+    Sfu(fn(&SfuCtx) -> Reply, SfuCtx),
+    Jobs(fn(&JobsCtx) -> Reply, JobsCtx),
+    Upload(U, UserCtx),
+}
+
+impl<U> Prepared<U> {
+    /// Runs the handler. An upload is not run here (see [`prepare_upload`]).
+    pub fn run(self) -> Reply {
+        match self {
+            Prepared::Public(f, ctx) => f(&ctx),
+            Prepared::Admin(f, ctx) => f(&ctx),
+            Prepared::App(f, ctx) => f(&ctx),
+            Prepared::User(f, ctx) => f(&ctx),
+            Prepared::Server(f, ctx) => f(&ctx),
+            Prepared::Actor(f, ctx) => f(&ctx),
+            Prepared::Caller(f, ctx) => f(&ctx),
+            Prepared::Sfu(f, ctx) => f(&ctx),
+            Prepared::Jobs(f, ctx) => f(&ctx),
+            Prepared::Upload(..) => Err(ApiError::internal("an upload was run as a JSON call")),
+        }
     }
 }
 
-fn route_and_run<E: Copy>(
-    req: Request,
-    routes: &'static [Route<E>],
-    dispatch: impl FnOnce(E, &Ctx) -> Result<Response, ApiError>,
-) -> Result<Response, ApiError> {
-    let (endpoint, ctx) = prepare(req, routes, validate::MAX_JSON_BODY)?;
-    dispatch(endpoint, &ctx)
+/// Finds the route of `method` and `path`, or the 404/405 answer.
+pub fn find<'a, U: Copy>(
+    routes: &'a [Route<Handler<U>>],
+    method: &str,
+    path: &str,
+) -> Result<routing::Matched<'a, Handler<U>>, ApiError> {
+    routing::find(routes, method, path).map_err(|miss| match miss {
+        Miss::NotFound => ApiError::not_found("route"),
+        Miss::MethodNotAllowed(allowed) => ApiError::new(
+            405,
+            "method_not_allowed",
+            format!("{method} is not allowed here"),
+        )
+        .with_header("allow", allowed.join(", ")),
+    })
 }
 
-/// Routes a request and authenticates it as its route demands, answering the endpoint and
-/// the context its handler needs; for entry points that run some handlers themselves
-/// (e.g. streamed uploads, whose body is read after authentication). A body longer than
-/// `max_body` is a 413 unless the route is public.
-pub fn prepare<E: Copy>(
+/// Routes a request and authenticates it as its route's tier demands. A body longer than
+/// `max_body` is a 413 (before any credential is looked at).
+pub fn prepare<U: Copy>(
     req: Request,
-    routes: &'static [Route<E>],
+    routes: &'static [Route<Handler<U>>],
     max_body: usize,
-) -> Result<(E, Ctx), ApiError> {
+    request_id: &str,
+) -> Result<Prepared<U>, ApiError> {
     let method = req.method().to_string();
-    let matched = match routing::find(routes, &method, req.path()) {
-        Ok(m) => m,
-        Err(Miss::NotFound) => return Err(ApiError::not_found("route")),
-        Err(Miss::MethodNotAllowed(allowed)) => {
-            return Err(ApiError::new(
-                405,
-                "method_not_allowed",
-                format!("{method} is not allowed here"),
-            )
-            .with_header("allow", allowed.join(", ")));
-        }
-    };
-    if req.body().len() > max_body && matched.route.auth != Auth::Public {
+    let matched = find(routes, &method, req.path())?;
+    if req.body().len() > max_body {
         return Err(ApiError::payload_too_large(max_body));
     }
-    let caller = auth::authenticate(&req, matched.route.auth)?;
-    let endpoint = matched.route.endpoint;
-    let ctx = Ctx {
+    let handler = matched.route.endpoint;
+    let call = Call {
         req,
         params: matched.params,
-        tenant: caller.tenant,
-        user: caller.user,
+        request_id: request_id.to_string(),
     };
-    Ok((endpoint, ctx))
+    authenticate(handler, call)
+}
+
+/// Checks what `handler`'s tier demands and builds its context.
+fn authenticate<U: Copy>(handler: Handler<U>, call: Call) -> Result<Prepared<U>, ApiError> {
+    let req = &call.req;
+    Ok(match handler {
+        Handler::Public(f) => Prepared::Public(f, call),
+        Handler::Admin(f) => {
+            auth::check_admin(req)?;
+            Prepared::Admin(f, AdminCtx { call })
+        }
+        Handler::Jobs(f) => {
+            auth::check_jobs_token(req)?;
+            Prepared::Jobs(f, JobsCtx { call })
+        }
+        Handler::Sfu(f) => {
+            let event = auth::verified_sfu_webhook(req)?;
+            Prepared::Sfu(f, SfuCtx { call, event })
+        }
+        Handler::App(f) => {
+            let (tenant, _) = auth::tenant(req)?;
+            Prepared::App(f, AppCtx { call, tenant })
+        }
+        Handler::User(f) => {
+            let (tenant, user) = user_of(req)?;
+            Prepared::User(f, UserCtx { call, tenant, user })
+        }
+        Handler::Upload(u) => {
+            let (tenant, user) = user_of(req)?;
+            Prepared::Upload(u, UserCtx { call, tenant, user })
+        }
+        Handler::Server(f) => {
+            let tenant = server_of(req)?;
+            Prepared::Server(f, ServerCtx { call, tenant })
+        }
+        Handler::UserOrServer(f) => {
+            let (tenant, signed) = auth::tenant(req)?;
+            let actor = if signed {
+                Actor::Server
+            } else {
+                Actor::User(auth::user_from_bearer(req, &tenant)?)
+            };
+            Prepared::Actor(
+                f,
+                ActorCtx {
+                    call,
+                    tenant,
+                    actor,
+                },
+            )
+        }
+        Handler::Caller(f) => {
+            let (tenant, caller) = caller_of(req)?;
+            Prepared::Caller(
+                f,
+                CallerCtx {
+                    call,
+                    tenant,
+                    caller,
+                },
+            )
+        }
+        Handler::RelayUser(f) => {
+            let (tenant, user) = match auth::relay_call(req)? {
+                Some(relay) => {
+                    let auth::RelayCall { tenant, user } = relay;
+                    let user = user.ok_or_else(|| {
+                        ApiError::unauthorized(
+                            "missing_token",
+                            "the relay writes as the user whose token it forwards",
+                        )
+                    })?;
+                    (tenant, user)
+                }
+                None => user_of(req)?,
+            };
+            Prepared::User(f, UserCtx { call, tenant, user })
+        }
+        Handler::RelayCaller(f) => {
+            let (tenant, caller) = match auth::relay_call(req)? {
+                Some(auth::RelayCall { tenant, user }) => {
+                    (tenant, user.map_or(Caller::Guest, Caller::User))
+                }
+                None => caller_of(req)?,
+            };
+            Prepared::Caller(
+                f,
+                CallerCtx {
+                    call,
+                    tenant,
+                    caller,
+                },
+            )
+        }
+    })
+}
+
+/// The tenant and the user of its Bearer JWT.
+fn user_of(req: &Request) -> Result<(Tenant, CurrentUser), ApiError> {
+    let (tenant, _) = auth::tenant(req)?;
+    let user = auth::user_from_bearer(req, &tenant)?;
+    Ok((tenant, user))
+}
+
+/// The tenant, when the request carries its valid signature.
+fn server_of(req: &Request) -> Result<Tenant, ApiError> {
+    match auth::tenant(req)? {
+        (tenant, true) => Ok(tenant),
+        (_, false) => Err(ApiError::unauthorized(
+            "signature_required",
+            "this route is for the tenant's server: sign the request (X-Signature and X-Timestamp)",
+        )),
+    }
+}
+
+/// A signed call is the server; else a Bearer JWT (which must then be valid) is a user;
+/// else a guest of the app.
+fn caller_of(req: &Request) -> Result<(Tenant, Caller), ApiError> {
+    let (tenant, signed) = auth::tenant(req)?;
+    let caller = if signed {
+        Caller::Server
+    } else if auth::bearer_token(req).is_some() {
+        Caller::User(auth::user_from_bearer(req, &tenant)?)
+    } else {
+        Caller::Guest
+    };
+    Ok((tenant, caller))
+}
+
+/// For components with streamed uploads: reads the request head, and for an `Upload`
+/// route authenticates the user before any of the body is read (a signed upload is read
+/// whole first, up to `max_signed_body`, since its signature covers the body). Other routes
+/// are buffered (bounded) and served as usual.
+pub enum Entry<U> {
+    /// An upload to run with its context and its body.
+    Upload(U, UserCtx, incoming::Source),
+    /// Any other request, already answered.
+    Answered(Response),
+}
+
+pub async fn prepare_upload<U: Copy>(
+    req: IncomingRequest,
+    routes: &'static [Route<Handler<U>>],
+    max_signed_body: u64,
+    request_id: &str,
+) -> Entry<U> {
+    let head = incoming::head_of(&req);
+    let body: BodyStream = incoming::body_stream(req);
+    let method = head.method().to_string();
+    let is_upload = routing::find(routes, &method, head.path())
+        .is_ok_and(|m| matches!(m.route.endpoint, Handler::Upload(_)));
+    if !is_upload {
+        let response = match incoming::buffered(head, body).await {
+            Ok(req) => serve(req, routes, request_id),
+            Err(e) => problem(&e, request_id),
+        };
+        return Entry::Answered(response);
+    }
+    let signed = head.header("x-signature").is_some();
+    let prepared = if signed {
+        match incoming::collect(&head, body, max_signed_body).await {
+            Ok(bytes) => {
+                let mut req = head;
+                *req.body_mut() = bytes;
+                let max = usize::try_from(max_signed_body).unwrap_or(usize::MAX);
+                prepare(req, routes, max, request_id).map(|p| (p, None))
+            }
+            Err(e) => Err(e),
+        }
+    } else {
+        prepare(head, routes, 0, request_id).map(|p| (p, Some(body)))
+    };
+    match prepared {
+        Ok((Prepared::Upload(u, mut ctx), stream)) => {
+            let source = match stream {
+                Some(stream) => incoming::Source::Stream(stream),
+                None => {
+                    let bytes = std::mem::take(ctx.call.req.body_mut());
+                    let len = bytes.len();
+                    incoming::Source::Bytes(bytes, 0..len)
+                }
+            };
+            Entry::Upload(u, ctx, source)
+        }
+        Ok(_) => Entry::Answered(problem(
+            &ApiError::internal("not an upload route"),
+            request_id,
+        )),
+        Err(e) => Entry::Answered(problem(&e, request_id)),
+    }
 }

@@ -4,6 +4,7 @@ pub mod auth;
 pub mod config;
 pub mod db;
 pub mod http;
+pub mod incoming;
 pub mod outbound;
 pub mod rate_limit;
 pub mod sfu;

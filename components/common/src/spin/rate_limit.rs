@@ -1,8 +1,15 @@
 //! Sliding-window rate limits kept in SQL, so every instance of every component sees the
 //! same counts.
+//!
+//! Every check records first and counts after, so concurrent requests cannot all pass a
+//! check that none of them has been counted in yet: of `n` racing requests, the one whose
+//! event is stored `k`-th counts at least `k` events.
 
 use super::db::{self, Db};
 use crate::ApiError;
+
+/// How long events are kept at most (the longest window in use is shorter).
+const KEEP_SECS: i64 = 86_400;
 
 /// Counts events of `bucket` in the last `window_secs`; without recording anything.
 pub fn recent(db: &Db, bucket: &str, window_secs: i64, now: i64) -> Result<i64, ApiError> {
@@ -12,11 +19,20 @@ pub fn recent(db: &Db, bucket: &str, window_secs: i64, now: i64) -> Result<i64, 
     )
 }
 
-/// Records one event of `bucket` at `now`.
-pub fn record(db: &Db, bucket: &str, now: i64) -> Result<(), ApiError> {
+/// Records one event of `bucket` at `now`; answers its id.
+fn record(db: &Db, bucket: &str, now: i64) -> Result<String, ApiError> {
+    let id = crate::ids::random_hex(12);
     db.execute(
-        "INSERT INTO rate_events (bucket, at) VALUES (?, ?)",
-        &[db::text(bucket), db::int(now)],
+        "INSERT INTO rate_events (bucket, at, nonce) VALUES (?, ?, ?)",
+        &[db::text(bucket), db::int(now), db::text(&id)],
+    )?;
+    Ok(id)
+}
+
+fn forget(db: &Db, bucket: &str, id: &str) -> Result<(), ApiError> {
+    db.execute(
+        "DELETE FROM rate_events WHERE bucket = ? AND nonce = ?",
+        &[db::text(bucket), db::text(id)],
     )?;
     Ok(())
 }
@@ -30,29 +46,65 @@ pub fn clear(db: &Db, bucket: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Allows at most `max` events of `bucket` per `window_secs`: records this one, or answers
-/// 429 with `Retry-After` (seconds until the oldest event in the window leaves it).
-pub fn hit(db: &Db, bucket: &str, max: i64, window_secs: i64, now: i64) -> Result<(), ApiError> {
-    // Old events of every bucket are dropped as we go; the table stays small.
-    db.execute(
-        "DELETE FROM rate_events WHERE at <= ?",
-        &[db::int(now - 86_400)],
+/// Removes events older than any window (the prune job's share); answers how many.
+pub fn prune(db: &Db, now: i64, batch: i64) -> Result<i64, ApiError> {
+    let removed = db.execute(
+        "DELETE FROM rate_events WHERE nonce IN \
+           (SELECT nonce FROM rate_events WHERE at <= ? LIMIT ?) RETURNING nonce",
+        &[db::int(now - KEEP_SECS), db::int(batch)],
     )?;
-    check(db, bucket, max, window_secs, now)?;
-    record(db, bucket, now)
+    Ok(removed.rows.len() as i64)
 }
 
-/// Answers 429 when `bucket` already has `max` events in the window.
+/// Allows at most `max` events of `bucket` per `window_secs`: records this one, or answers
+/// 429 with `Retry-After` (seconds until the oldest counted event leaves the window). A
+/// refused event is not counted.
+pub fn hit(db: &Db, bucket: &str, max: i64, window_secs: i64, now: i64) -> Result<(), ApiError> {
+    let id = record(db, bucket, now)?;
+    if recent(db, bucket, window_secs, now)? <= max {
+        return Ok(());
+    }
+    forget(db, bucket, &id)?;
+    Err(too_many(db, bucket, max, window_secs, now)?)
+}
+
+/// Counts an attempt of `bucket` (e.g. a login), refused or not: answers 429 once more than
+/// `max` attempts were made in the window. [`clear`] forgets them after a success.
+pub fn attempt(
+    db: &Db,
+    bucket: &str,
+    max: i64,
+    window_secs: i64,
+    now: i64,
+) -> Result<(), ApiError> {
+    record(db, bucket, now)?;
+    if recent(db, bucket, window_secs, now)? <= max {
+        return Ok(());
+    }
+    Err(too_many(db, bucket, max, window_secs, now)?)
+}
+
+/// Answers 429 when `bucket` already has `max` events in the window (records nothing).
 pub fn check(db: &Db, bucket: &str, max: i64, window_secs: i64, now: i64) -> Result<(), ApiError> {
     if recent(db, bucket, window_secs, now)? < max {
         return Ok(());
     }
+    Err(too_many(db, bucket, max, window_secs, now)?)
+}
+
+fn too_many(
+    db: &Db,
+    bucket: &str,
+    max: i64,
+    window_secs: i64,
+    now: i64,
+) -> Result<ApiError, ApiError> {
     let oldest = db.count(
-        "SELECT MIN(at) FROM (SELECT at FROM rate_events WHERE bucket = ? AND at > ? ORDER BY at DESC LIMIT ?)",
+        "SELECT MIN(at) FROM (SELECT at FROM rate_events WHERE bucket = ? AND at > ? ORDER BY at DESC LIMIT ?) recent",
         &[db::text(bucket), db::int(now - window_secs), db::int(max)],
     )?;
     let retry_after = (oldest + window_secs - now).max(1);
-    Err(
+    Ok(
         ApiError::new(429, "rate_limited", "too many requests; try again later")
             .with_header("retry-after", retry_after.to_string()),
     )

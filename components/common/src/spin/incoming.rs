@@ -1,16 +1,25 @@
-//! The component's entry: reads request bodies from the host's stream. JSON endpoints get
-//! their body buffered (at most 1 MiB, refused early from `Content-Length`); upload
-//! endpoints are authenticated first and then read their body chunk by chunk.
+//! Reading request bodies from the host's stream, bounded before they are buffered: JSON
+//! endpoints get their body buffered (at most 1 MiB, refused from `Content-Length` before
+//! anything is read, else as soon as the bytes pass the limit); upload endpoints are
+//! authenticated first and then read their body chunk by chunk.
 
-use common::ApiError;
-use common::spin::http::problem;
-use common::validate::MAX_JSON_BODY;
+use super::http::problem;
+use crate::ApiError;
+use crate::validate::MAX_JSON_BODY;
 use futures::{Stream, StreamExt};
 use spin_sdk::http::{IncomingRequest, OutgoingResponse, Request, Response, ResponseOutparam};
 use std::pin::Pin;
 
 /// A request body as it arrives.
 pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Vec<u8>, String>>>>;
+
+/// Where an upload's bytes come from.
+pub enum Source {
+    /// The request body, read as it arrives.
+    Stream(BodyStream),
+    /// Bytes already read (a signed upload, a multipart part or a poster).
+    Bytes(Vec<u8>, std::ops::Range<usize>),
+}
 
 /// The request head (method, URI, headers) with an empty body.
 pub fn head_of(req: &IncomingRequest) -> Request {
@@ -79,9 +88,11 @@ pub async fn send(out: ResponseOutparam, mut response: Response) {
         }
         Err(e) => {
             eprintln!("error: could not build the response: {e}");
-            if let Ok(head) = OutgoingResponse::try_from(problem(&ApiError::internal(
-                "the response could not be built",
-            ))) {
+            let fallback = problem(
+                &ApiError::internal("the response could not be built"),
+                "response",
+            );
+            if let Ok(head) = OutgoingResponse::try_from(fallback) {
                 let _ = out.set_with_body(head, Vec::new()).await;
             }
         }
