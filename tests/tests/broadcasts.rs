@@ -13,15 +13,24 @@ async fn platform_with_sfu() -> Platform {
     Platform::start_with(&[("sfu_api_key", SFU_KEY), ("sfu_api_secret", SFU_SECRET)]).await
 }
 
-/// Asks for a token for `session` and answers `(status, body)`.
+/// Asks for a token for `session` as the tenant's server (which names any identity) and
+/// answers `(status, body)`.
 async fn token(p: &Platform, t: &Tenant, session: &str, user_id: &str, role: &str) -> (u16, Value) {
+    let path = format!("/api/streaming/sessions/{session}/token");
+    let body = json!({"userId": user_id, "role": role});
     let (status, body) = p
-        .as_client(
-            t,
-            Method::POST,
-            &format!("/api/streaming/sessions/{session}/token"),
-        )
-        .send_json(&json!({"userId": user_id, "role": role}))
+        .as_server(t, Method::POST, &path, Some(&body))
+        .answer()
+        .await;
+    (status.as_u16(), body)
+}
+
+/// Asks for a token for `session` as the signed-in `user` (for its own identity).
+async fn user_token(p: &Platform, user: &User, session: &str, role: &str) -> (u16, Value) {
+    let path = format!("/api/streaming/sessions/{session}/token");
+    let (status, body) = p
+        .as_user(user, Method::POST, &path)
+        .send_json(&json!({"role": role}))
         .await;
     (status.as_u16(), body)
 }
@@ -111,7 +120,7 @@ async fn the_recommended_order_runs_end_to_end() {
     );
 
     // 2. Connect to the SFU room named by streamId and publish.
-    let (status, answer) = token(&p, &t, &id, &ada.id, "publisher").await;
+    let (status, answer) = user_token(&p, &ada, &id, "publisher").await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["serverUrl"], "ws://127.0.0.1:7880");
     let claims = verified(&answer);

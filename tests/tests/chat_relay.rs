@@ -826,8 +826,8 @@ async fn rest_changes_reach_the_sockets_as_events() {
         (Some("viewers"), Some(12))
     );
 
-    p.as_client(
-        &t,
+    p.as_user(
+        &bob,
         Method::POST,
         &format!("/api/v1/sessions/{id}/reactions"),
     )
@@ -851,7 +851,23 @@ async fn rest_changes_reach_the_sockets_as_events() {
     let e = expect_event(frame_of(&mut ws, "event").await);
     assert_eq!(
         (e["kind"].as_str(), e["action"].as_str()),
-        (Some("cohost"), Some("joined"))
+        (Some("cohost"), Some("requested"))
     );
     assert_eq!(e["coHost"]["userId"], bob.id.as_str());
+    let request = joined["coHost"]["id"].as_str().unwrap();
+    let (status, approved) = p
+        .as_user(
+            &ada,
+            Method::POST,
+            &format!("/api/streaming/sessions/{id}/cohosts/{request}/approve"),
+        )
+        .send_json(&json!({}))
+        .await;
+    assert_eq!(status, 200, "{approved}");
+    let e = expect_event(frame_of(&mut ws, "event").await);
+    assert_eq!(
+        (e["kind"].as_str(), e["action"].as_str()),
+        (Some("cohost"), Some("approved"))
+    );
+    assert_eq!(e["coHost"]["status"], "active");
 }

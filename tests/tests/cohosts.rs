@@ -4,7 +4,7 @@
 
 use base64::Engine;
 use livekit_api::access_token::{AccessToken, TokenVerifier};
-use platform_tests::{Exchange, Method, Platform, Tenant, User};
+use platform_tests::{Exchange, Method, Platform, User};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -47,15 +47,16 @@ impl Session<'_> {
         self.call(u, Method::POST, "/join-cohost", body).await
     }
 
-    async fn token(&self, t: &Tenant, user_id: &str, role: &str) -> (u16, Value) {
+    /// An SFU token for `u` itself, asked for with its own credentials.
+    async fn token(&self, u: &User, role: &str) -> (u16, Value) {
         let (status, body) = self
             .p
-            .as_client(
-                t,
+            .as_user(
+                u,
                 Method::POST,
                 &format!("/api/streaming/sessions/{}/token", self.id),
             )
-            .send_json(&json!({"userId": user_id, "role": role}))
+            .send_json(&json!({"role": role}))
             .await;
         (status.as_u16(), body)
     }
@@ -213,7 +214,8 @@ async fn a_full_cohosted_session() {
         .await;
     assert_eq!(status, 409, "{reused}");
 
-    // Dave joins without an invite and gets the default preset, whatever he asks for.
+    // Dave asks without an invite: a request the host decides, with the default preset
+    // whatever he asks for, and no publish rights until approved.
     let (status, joined) = s
         .join(
             &dave,
@@ -222,14 +224,62 @@ async fn a_full_cohosted_session() {
         )
         .await;
     assert_eq!(status, 200, "{joined}");
+    assert_eq!(joined["coHost"]["status"], "requested");
     assert_eq!(joined["coHost"]["permissions"]["canTriggerAds"], false);
     let dave_id = cohost_id(&joined);
-    // The grid holds four hosts: Erin finds it full.
-    let (status, full) = s.join(&erin, "Erin", Value::Null).await;
+    let (status, pending) = s.token(&dave, "publisher").await;
     assert_eq!(
-        (status, full["success"].clone(), full["code"].as_str()),
-        (409, json!(false), Some("session_full"))
+        (status, pending["code"].as_str()),
+        (403, Some("cohost_not_approved"))
     );
+    let (status, _) = s
+        .call(
+            &carol,
+            Method::POST,
+            &format!("/cohosts/{dave_id}/approve"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 403, "a default co-host cannot approve");
+    let (status, approved) = s
+        .call(
+            &ada,
+            Method::POST,
+            &format!("/cohosts/{dave_id}/approve"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{approved}");
+    assert_eq!(approved["coHost"]["status"], "active");
+    let (status, again) = s
+        .call(
+            &ada,
+            Method::POST,
+            &format!("/cohosts/{dave_id}/approve"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (status, again["code"].as_str()),
+        (409, Some("not_requested"))
+    );
+    // The grid holds four hosts: Erin's request cannot be approved while it is full.
+    let (status, asked) = s.join(&erin, "Erin", Value::Null).await;
+    assert_eq!(
+        (status, asked["coHost"]["status"].as_str()),
+        (200, Some("requested")),
+        "{asked}"
+    );
+    let erin_id = cohost_id(&asked);
+    let (status, full) = s
+        .call(
+            &ada,
+            Method::POST,
+            &format!("/cohosts/{erin_id}/approve"),
+            json!({}),
+        )
+        .await;
+    assert_eq!((status, full["code"].as_str()), (409, Some("session_full")));
     let (status, bad) = s
         .join(&erin, "Erin", json!({"permissions": {"canFly": true}}))
         .await;
@@ -303,7 +353,7 @@ async fn a_full_cohosted_session() {
     assert_eq!(status, 200, "a moderator invites with what he holds");
 
     // Bob removes Carol: she loses her SFU publish rights and cannot rejoin uninvited.
-    let (status, token) = s.token(&t, &carol.id, "publisher").await;
+    let (status, token) = s.token(&carol, "publisher").await;
     assert_eq!(status, 200, "{token}");
     let (status, removed) = s
         .call(
@@ -314,21 +364,21 @@ async fn a_full_cohosted_session() {
         )
         .await;
     assert_eq!(status, 200, "{removed}");
-    let (status, refused) = s.token(&t, &carol.id, "publisher").await;
+    let (status, refused) = s.token(&carol, "publisher").await;
     assert_eq!(
         (status, refused["code"].as_str()),
         (403, Some("cohost_removed"))
     );
-    let (status, _) = s.token(&t, &carol.id, "subscriber").await;
+    let (status, _) = s.token(&carol, "subscriber").await;
     assert_eq!(status, 200, "she may still watch");
     let (status, back) = s.join(&carol, "Carol", Value::Null).await;
     assert_eq!((status, back["code"].as_str()), (403, Some("removed")));
-    let (status, _) = s.token(&t, &erin.id, "publisher").await;
+    let (status, _) = s.token(&erin, "publisher").await;
     assert_eq!(status, 403, "not a co-host");
 
     // Publisher tokens name the role the SFU reports back in webhooks.
     let verifier = TokenVerifier::with_api_key(SFU_KEY, SFU_SECRET);
-    let (_, bob_token) = s.token(&t, &bob.id, "publisher").await;
+    let (_, bob_token) = s.token(&bob, "publisher").await;
     let claims = verifier
         .verify(
             bob_token["token"]
@@ -340,7 +390,7 @@ async fn a_full_cohosted_session() {
         .unwrap();
     assert_eq!(claims.metadata, r#"{"role":"co_host"}"#);
     assert_eq!(claims.video.can_publish, Some(true));
-    let (_, ada_token) = s.token(&t, &ada.id, "publisher").await;
+    let (_, ada_token) = s.token(&ada, "publisher").await;
     let claims = verifier
         .verify(
             ada_token["token"]
@@ -401,7 +451,12 @@ async fn a_full_cohosted_session() {
         .collect();
     assert_eq!(
         statuses,
-        [("Bob", "active"), ("Carol", "removed"), ("Dave", "active")]
+        [
+            ("Bob", "active"),
+            ("Carol", "removed"),
+            ("Dave", "active"),
+            ("Erin", "requested")
+        ]
     );
 
     // Presence from the SFU's signed webhooks.

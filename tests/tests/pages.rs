@@ -15,7 +15,8 @@ use std::time::Duration;
 const LAYOUTS: [&str; 6] = [
     "default", "grid3x3", "grid4x4", "battle", "onebig", "active",
 ];
-const STREAM: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+/// A stream id no broadcast or event has.
+const UNKNOWN_STREAM: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
 
 async fn get(p: &Platform, path: &str) -> platform_tests::Response {
     p.request(Method::GET, path).send().await.expect("request")
@@ -61,13 +62,14 @@ fn asset_urls(html: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn record_page_parameters_and_defaults() {
     let p = Platform::start().await;
-    let path = format!("/streams/{STREAM}/record");
+    let stream = recorded_stream(&p).await;
+    let path = format!("/streams/{stream}/record");
 
     let r = get(&p, &path).await;
     assert_eq!(r.status(), 200);
     assert_eq!(header(&r, "content-type"), "text/html; charset=utf-8");
     let html = r.text().await.unwrap();
-    assert_eq!(data_attr(&html, "stream-id"), STREAM);
+    assert_eq!(data_attr(&html, "stream-id"), stream);
     // The four reaction glyphs ship with the page.
     for reaction in ["heart", "sparkle", "thumbs_up", "surprised"] {
         assert!(
@@ -148,7 +150,8 @@ async fn record_page_parameters_and_defaults() {
 #[tokio::test(flavor = "multi_thread")]
 async fn resolution_follows_the_system_setting() {
     let p = Platform::start_with(&[("default_resolution", "720p")]).await;
-    let path = format!("/streams/{STREAM}/record");
+    let stream = recorded_stream(&p).await;
+    let path = format!("/streams/{stream}/record");
     let html = get(&p, &path).await.text().await.unwrap();
     assert_eq!(data_attr(&html, "resolution"), "720p");
     // The page size keeps the spec's defaults; an explicit resolution wins.
@@ -164,7 +167,8 @@ async fn resolution_follows_the_system_setting() {
 #[tokio::test(flavor = "multi_thread")]
 async fn record_page_is_edge_cacheable() {
     let p = Platform::start().await;
-    let path = format!("/streams/{STREAM}/record?layout=grid3x3&width=1280&height=720");
+    let stream = recorded_stream(&p).await;
+    let path = format!("/streams/{stream}/record?layout=grid3x3&width=1280&height=720");
 
     let r = get(&p, &path).await;
     assert_eq!(
@@ -193,20 +197,21 @@ async fn record_page_is_edge_cacheable() {
     assert!(!other.contains("secret") && !other.contains("sfu.example"));
 
     // Parameter order and spelled-out defaults do not change it either.
-    let reordered = "/streams/".to_string()
-        + STREAM
-        + "/record?height=720&width=1280&orientation=portrait&layout=grid3x3&resolution=1080p";
+    let reordered = format!(
+        "/streams/{stream}/record?height=720&width=1280&orientation=portrait&layout=grid3x3&resolution=1080p"
+    );
     assert_eq!(header(&get(&p, &reordered).await, "etag"), etag);
     // Other parameters or another stream do.
     let r = get(
         &p,
-        &format!("/streams/{STREAM}/record?layout=grid4x4&width=1280&height=720"),
+        &format!("/streams/{stream}/record?layout=grid4x4&width=1280&height=720"),
     )
     .await;
     assert_ne!(header(&r, "etag"), etag);
+    let another = recorded_stream(&p).await;
     let r = get(
         &p,
-        "/streams/another-room/record?layout=grid3x3&width=1280&height=720",
+        &format!("/streams/{another}/record?layout=grid3x3&width=1280&height=720"),
     )
     .await;
     assert_ne!(header(&r, "etag"), etag);
@@ -234,7 +239,8 @@ async fn record_page_is_edge_cacheable() {
 #[tokio::test(flavor = "multi_thread")]
 async fn assets_are_hashed_immutable_and_exact() {
     let p = Platform::start().await;
-    let html = get(&p, &format!("/streams/{STREAM}/record"))
+    let stream = recorded_stream(&p).await;
+    let html = get(&p, &format!("/streams/{stream}/record"))
         .await
         .text()
         .await
@@ -428,6 +434,17 @@ async fn create_broadcast(
     (created, short)
 }
 
+/// The streamId of a new public broadcast (a tenant and a user of their own each time):
+/// what a recording page records.
+async fn recorded_stream(p: &Platform) -> String {
+    let t = p.register_client("Recorder").await;
+    let user = p
+        .signup(&t, &format!("rec{}", platform_tests::unix_now()))
+        .await;
+    let (created, _) = create_broadcast(p, &user, json!({"title": "Recorded"})).await;
+    created["streamId"].as_str().expect("streamId").to_string()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn watch_page_by_short_id() {
     let p = Platform::start_with(&[("playback_hls_base", "https://cdn.example/hls")]).await;
@@ -454,7 +471,7 @@ async fn watch_page_by_short_id() {
     assert_eq!(data_attr(&html, "status"), "upcoming");
     assert_eq!(data_attr(&html, "stream-id"), stream_id);
     // The page names the stream's tenant, which the relay needs for a read-only socket;
-    // so does the recording page of the same stream, and of an unknown stream nothing.
+    // so does the recording page of the same stream; an unknown stream has no page.
     let claims = ada.token.split('.').nth(1).unwrap();
     let claims: Value = serde_json::from_slice(
         &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, claims).unwrap(),
@@ -468,8 +485,8 @@ async fn watch_page_by_short_id() {
         .await
         .unwrap();
     assert_eq!(data_attr(&record, "client-id"), tenant);
-    let unknown = get(&p, "/streams/0f8fad5b-d9cb-469f-a165-70867728950e/record").await;
-    assert_eq!(data_attr(&unknown.text().await.unwrap(), "client-id"), "");
+    let unknown = get(&p, &format!("/streams/{UNKNOWN_STREAM}/record")).await;
+    assert_eq!(unknown.status(), 404);
     assert_eq!(
         data_attr(&html, "hls-url"),
         format!("https:&#x2f;&#x2f;cdn.example&#x2f;hls&#x2f;{stream_id}&#x2f;index.m3u8")
@@ -685,6 +702,7 @@ fn screenshot_dir() -> std::path::PathBuf {
 #[tokio::test(flavor = "multi_thread")]
 async fn layouts_in_the_browser() {
     let p = Platform::start().await;
+    let stream = recorded_stream(&p).await;
     let mut browser = Browser::launch(&[]).await;
     let sizes: [(i64, i64, &[usize]); 2] = [(1080, 1920, &[1, 4, 9, 16]), (1280, 720, &[2, 9])];
     let mut tab = None;
@@ -692,7 +710,7 @@ async fn layouts_in_the_browser() {
         for layout in LAYOUTS {
             for &n in counts {
                 let url = p.url(&format!(
-                    "/streams/{STREAM}/record?layout={layout}&width={width}&height={height}&simulate={n}"
+                    "/streams/{stream}/record?layout={layout}&width={width}&height={height}&simulate={n}"
                 ));
                 let t = match tab.take() {
                     None => browser.open(&url, width as u32, height as u32).await,
@@ -735,10 +753,11 @@ async fn layouts_in_the_browser() {
 #[tokio::test(flavor = "multi_thread")]
 async fn relayout_reactions_and_the_recording_contract() {
     let p = Platform::start().await;
+    let stream = recorded_stream(&p).await;
     let mut browser = Browser::launch(&[]).await;
     let (w, h) = (720, 1280);
     let url = p.url(&format!(
-        "/streams/{STREAM}/record?layout=active&width={w}&height={h}&simulate=3&react=1&end=4000"
+        "/streams/{stream}/record?layout=active&width={w}&height={h}&simulate=3&react=1&end=4000"
     ));
     let t = browser.open(&url, w, h).await;
     let report = browser
@@ -841,7 +860,7 @@ async fn relayout_reactions_and_the_recording_contract() {
     browser
         .navigate(
             &t,
-            &p.url(&format!("/streams/{STREAM}/record?width={w}&height={h}")),
+            &p.url(&format!("/streams/{stream}/record?width={w}&height={h}")),
         )
         .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -856,7 +875,7 @@ async fn relayout_reactions_and_the_recording_contract() {
     let sfu = format!("ws://{}", closed.local_addr().unwrap());
     drop(closed);
     let with_sfu = format!(
-        "/streams/{STREAM}/record?width={w}&height={h}&url={}&token=not-a-token",
+        "/streams/{stream}/record?width={w}&height={h}&url={}&token=not-a-token",
         sfu.replace(':', "%3A").replace('/', "%2F")
     );
     browser.navigate(&t, &p.url(&with_sfu)).await;

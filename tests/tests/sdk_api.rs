@@ -1,17 +1,21 @@
-//! The SDK client's own API under /api/v1/: users and sessions, seen through the API key.
+//! The tenant's own API under /api/v1/ (server tier: signed requests): users and sessions.
 
 use platform_tests::{Exchange, Method, Platform};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
-async fn sessions_through_the_api_key() {
+async fn sessions_through_the_tenants_server() {
     let p = Platform::start().await;
     let t = p.register_client("Acme").await;
     let ada = p.signup(&t, "ada").await;
 
     let (status, created) = p
-        .as_client(&t, Method::POST, "/api/v1/sessions")
-        .json(&json!({"title": "Launch", "metadata": {"sku": "42"}, "tags": ["news"]}))
+        .as_server(
+            &t,
+            Method::POST,
+            "/api/v1/sessions",
+            Some(&json!({"title": "Launch", "metadata": {"sku": "42"}, "tags": ["news"]})),
+        )
         .answer()
         .await;
     assert_eq!(status, 200, "{created}");
@@ -25,7 +29,7 @@ async fn sessions_through_the_api_key() {
         .answer()
         .await;
     let (status, list) = p
-        .as_client(&t, Method::GET, "/api/v1/sessions")
+        .as_server(&t, Method::GET, "/api/v1/sessions", None)
         .answer()
         .await;
     assert_eq!(status, 200);
@@ -41,28 +45,44 @@ async fn sessions_through_the_api_key() {
     // PATCH: merge metadata, move status; a refused move changes nothing.
     let path = format!("/api/v1/sessions/{id}");
     let (status, patched) = p
-        .as_client(&t, Method::PATCH, &path)
-        .json(&json!({"status": "active", "metadata": {"sku": null, "camera": "front"}}))
+        .as_server(
+            &t,
+            Method::PATCH,
+            &path,
+            Some(&json!({"status": "active", "metadata": {"sku": null, "camera": "front"}})),
+        )
         .answer()
         .await;
     assert_eq!(status, 200, "{patched}");
     assert_eq!(patched["status"], "active");
     assert_eq!(patched["metadata"], json!({"camera": "front"}));
     let (status, refused) = p
-        .as_client(&t, Method::PATCH, &path)
-        .json(&json!({"status": "pending", "metadata": {"x": "y"}}))
+        .as_server(
+            &t,
+            Method::PATCH,
+            &path,
+            Some(&json!({"status": "pending", "metadata": {"x": "y"}})),
+        )
         .answer()
         .await;
     assert_eq!(status, 422, "pending cannot be requested: {refused}");
     let (status, _) = p
-        .as_client(&t, Method::PATCH, &path)
-        .json(&json!({"status": "completed"}))
+        .as_server(
+            &t,
+            Method::PATCH,
+            &path,
+            Some(&json!({"status": "completed"})),
+        )
         .answer()
         .await;
     assert_eq!(status, 200);
     let (status, refused) = p
-        .as_client(&t, Method::PATCH, &path)
-        .json(&json!({"status": "active", "metadata": {"x": "y"}}))
+        .as_server(
+            &t,
+            Method::PATCH,
+            &path,
+            Some(&json!({"status": "active", "metadata": {"x": "y"}})),
+        )
         .answer()
         .await;
     assert_eq!(
@@ -70,7 +90,7 @@ async fn sessions_through_the_api_key() {
         (409, Some("invalid_transition"))
     );
     let (_, list) = p
-        .as_client(&t, Method::GET, "/api/v1/sessions")
+        .as_server(&t, Method::GET, "/api/v1/sessions", None)
         .answer()
         .await;
     let stored = list["items"]
@@ -93,15 +113,13 @@ async fn sessions_through_the_api_key() {
     );
     for kind in ["heart", "heart", "sparkle"] {
         let status = p
-            .as_client(&t, Method::POST, &react)
-            .json(&json!({"reaction": kind}))
+            .as_server(&t, Method::POST, &react, Some(&json!({"reaction": kind})))
             .status()
             .await;
         assert_eq!(status, 200);
     }
     let (status, body) = p
-        .as_client(&t, Method::POST, &react)
-        .json(&json!({"reaction": "poop"}))
+        .as_server(&t, Method::POST, &react, Some(&json!({"reaction": "poop"})))
         .answer()
         .await;
     assert_eq!(status, 422, "{body}");
@@ -127,7 +145,7 @@ async fn users_of_the_client_are_paginated() {
         p.signup(&t, name).await;
     }
     let (status, body) = p
-        .as_client(&t, Method::GET, "/api/v1/users?limit=2&offset=1")
+        .as_server(&t, Method::GET, "/api/v1/users?limit=2&offset=1", None)
         .answer()
         .await;
     assert_eq!(status, 200);
@@ -145,7 +163,7 @@ async fn users_of_the_client_are_paginated() {
         "no private fields in the list"
     );
     assert_eq!(
-        p.as_client(&t, Method::GET, "/api/v1/users?limit=500")
+        p.as_server(&t, Method::GET, "/api/v1/users?limit=500", None)
             .status()
             .await,
         400

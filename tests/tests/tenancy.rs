@@ -21,8 +21,12 @@ async fn tenants_cannot_see_or_touch_each_other() {
         .await;
     let b = broadcast["id"].as_str().unwrap();
     let (_, session) = p
-        .as_client(&acme, Method::POST, "/api/v1/sessions")
-        .json(&json!({"title": "Acme session"}))
+        .as_server(
+            &acme,
+            Method::POST,
+            "/api/v1/sessions",
+            Some(&json!({"title": "Acme session"})),
+        )
         .answer()
         .await;
     let s = session["id"].as_str().unwrap();
@@ -80,17 +84,20 @@ async fn tenants_cannot_see_or_touch_each_other() {
             json!({"reaction": "heart"}),
         ),
     ] {
-        let status = p.as_client(&zeta, method, &path).json(&body).status().await;
+        let status = p
+            .as_server(&zeta, method, &path, Some(&body))
+            .status()
+            .await;
         assert_eq!(status, 404, "{path}");
     }
     // Lists never show the other tenant's rows.
     let (_, list) = p
-        .as_client(&zeta, Method::GET, "/api/v1/sessions")
+        .as_server(&zeta, Method::GET, "/api/v1/sessions", None)
         .answer()
         .await;
     assert_eq!(list["total"], 0);
     let (_, users) = p
-        .as_client(&zeta, Method::GET, "/api/v1/users")
+        .as_server(&zeta, Method::GET, "/api/v1/users", None)
         .answer()
         .await;
     assert_eq!(users["total"], 2);
@@ -135,7 +142,7 @@ async fn tenants_cannot_see_or_touch_each_other() {
         .await;
     assert_eq!(profile["followerCount"], 0);
     let (_, s_seen) = p
-        .as_client(&acme, Method::GET, "/api/v1/sessions")
+        .as_server(&acme, Method::GET, "/api/v1/sessions", None)
         .answer()
         .await;
     let stored = s_seen["items"]

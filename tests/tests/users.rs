@@ -499,6 +499,9 @@ async fn bad_bodies_are_rejected_and_nothing_is_stored() {
     assert_eq!(status, 415);
     let status = p.as_client(&t, Method::POST, "/api/users/signup").json(&json!({"username": "x".repeat(300), "email": "a@example.com", "password": "long enough"})).status().await;
     assert_eq!(status, 422);
-    let (_, body) = p.as_client(&t, Method::GET, "/api/v1/users").answer().await;
+    let (_, body) = p
+        .as_server(&t, Method::GET, "/api/v1/users", None)
+        .answer()
+        .await;
     assert_eq!(body["total"], 0);
 }

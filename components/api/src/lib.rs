@@ -259,3 +259,16 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     };
     common::spin::incoming::send(out, response).await;
 }
+
+#[cfg(test)]
+mod route_table {
+    #[test]
+    fn the_readme_lists_every_route_with_its_tier() {
+        let readme = include_str!("../../../README.md");
+        let problems = common::routing::undocumented(readme, "api", super::ROUTES);
+        assert!(
+            problems.is_empty(),
+            "README, Who may call what: {problems:#?}"
+        );
+    }
+}

@@ -212,6 +212,97 @@ fn match_pattern(pattern: &'static str, segments: &[&str]) -> Option<(Vec<bool>,
     Some((literal, params))
 }
 
+/// The heading of the README section whose table lists every route with its tier.
+pub const ROUTE_TABLE_HEADING: &str = "## Who may call what";
+
+/// One row of the README's route table: `| component | method | path | tier |`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentedRoute {
+    pub component: String,
+    pub method: String,
+    pub path: String,
+    pub tier: String,
+}
+
+/// The rows of the route table under [`ROUTE_TABLE_HEADING`] in `readme` (code spans and
+/// surrounding spaces removed).
+pub fn documented_routes(readme: &str) -> Vec<DocumentedRoute> {
+    let Some(start) = readme.find(ROUTE_TABLE_HEADING) else {
+        return Vec::new();
+    };
+    let section = &readme[start + ROUTE_TABLE_HEADING.len()..];
+    let section = section.find("\n## ").map_or(section, |end| &section[..end]);
+    section
+        .lines()
+        .filter(|line| line.starts_with('|'))
+        .filter_map(|line| {
+            let cells: Vec<String> = line
+                .trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().trim_matches('`').to_string())
+                .collect();
+            match cells.as_slice() {
+                [component, method, path, tier] if path.starts_with('/') => Some(DocumentedRoute {
+                    component: component.clone(),
+                    method: method.clone(),
+                    path: path.clone(),
+                    tier: tier.clone(),
+                }),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// How a route's method is written in the documentation (`ANY` for every method).
+pub fn documented_method(method: &str) -> &str {
+    if method == ANY_METHOD { "ANY" } else { method }
+}
+
+/// The differences between `component`'s route table and the README's rows for it: each
+/// route must appear once with its tier, and no row may name a route the table lacks.
+pub fn undocumented<E: Endpoint>(
+    readme: &str,
+    component: &str,
+    routes: &[Route<E>],
+) -> Vec<String> {
+    let documented: Vec<DocumentedRoute> = documented_routes(readme)
+        .into_iter()
+        .filter(|r| r.component == component)
+        .collect();
+    let mut problems = Vec::new();
+    for route in routes {
+        let expected = DocumentedRoute {
+            component: component.to_string(),
+            method: documented_method(route.method).to_string(),
+            path: route.pattern.to_string(),
+            tier: route.tier().name().to_string(),
+        };
+        let rows = documented
+            .iter()
+            .filter(|r| r.method == expected.method && r.path == expected.path)
+            .count();
+        if rows != 1 || !documented.contains(&expected) {
+            problems.push(format!(
+                "expected exactly one row: | {} | {} | `{}` | {} |",
+                expected.component, expected.method, expected.path, expected.tier
+            ));
+        }
+    }
+    for row in &documented {
+        let known = routes
+            .iter()
+            .any(|r| documented_method(r.method) == row.method && r.pattern == row.path);
+        if !known {
+            problems.push(format!(
+                "the README names {} {} of {}, which its route table lacks",
+                row.method, row.path, row.component
+            ));
+        }
+    }
+    problems
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,5 +397,29 @@ mod tests {
             find(ROUTES, "POST", "/api/broadcasts//status").unwrap_err(),
             Miss::NotFound
         );
+    }
+
+    impl Endpoint for E {
+        fn tier(&self) -> Tier {
+            match self {
+                E::Live => Tier::App,
+                _ => Tier::User,
+            }
+        }
+    }
+
+    #[test]
+    fn the_readme_table_is_checked_both_ways() {
+        let readme = "# X\n\n## Who may call what\n\n| component | method | path | tier |\n|---|---|---|---|\n\
+            | api | GET | `/api/broadcasts/{id}` | user |\n\
+            | api | GET | `/api/broadcasts/live` | app |\n\
+            | api | POST | `/api/broadcasts/{id}/status` | server |\n\
+            | api | GET | `/api/gone` | user |\n\
+            | music | GET | `/api/broadcasts` | user |\n\n## Next\n| api | GET | `/api/broadcasts` | user |\n";
+        let problems = undocumented(readme, "api", ROUTES);
+        assert_eq!(problems.len(), 3, "{problems:#?}");
+        assert!(problems[0].contains("/api/broadcasts/{id}/status` | user"));
+        assert!(problems[1].contains("`/api/broadcasts` | user"));
+        assert!(problems[2].contains("GET /api/gone"));
     }
 }

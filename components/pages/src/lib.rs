@@ -57,3 +57,16 @@ fn static_file(ctx: &PublicCtx, hashed: String) -> Response {
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     handle_incoming(req, out, ROUTES).await
 }
+
+#[cfg(test)]
+mod route_table {
+    #[test]
+    fn the_readme_lists_every_route_with_its_tier() {
+        let readme = include_str!("../../../README.md");
+        let problems = common::routing::undocumented(readme, "pages", super::ROUTES);
+        assert!(
+            problems.is_empty(),
+            "README, Who may call what: {problems:#?}"
+        );
+    }
+}

@@ -213,10 +213,7 @@ pub fn is_token_for_room(
     let Ok(claims) = jwt::verify::<RoomTokenClaims>(api_secret.as_bytes(), token, now) else {
         return false;
     };
-    claims.iss == api_key
-        && claims.video.room_join
-        && !room.is_empty()
-        && claims.video.room == room
+    claims.iss == api_key && claims.video.room_join && !room.is_empty() && claims.video.room == room
 }
 
 #[cfg(test)]

@@ -486,7 +486,7 @@ fn caller_of(req: &Request) -> Result<(Tenant, Caller), ApiError> {
 /// are buffered (bounded) and served as usual.
 pub enum Entry<U> {
     /// An upload to run with its context and its body.
-    Upload(U, UserCtx, incoming::Source),
+    Upload(U, Box<UserCtx>, incoming::Source),
     /// Any other request, already answered.
     Answered(Response),
 }
@@ -533,12 +533,35 @@ pub async fn prepare_upload<U: Copy>(
                     incoming::Source::Bytes(bytes, 0..len)
                 }
             };
-            Entry::Upload(u, ctx, source)
+            Entry::Upload(u, Box::new(ctx), source)
         }
         Ok(_) => Entry::Answered(problem(
             &ApiError::internal("not an upload route"),
             request_id,
         )),
         Err(e) => Entry::Answered(problem(&e, request_id)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_errors_name_the_request_and_hide_their_cause() {
+        let response = problem(
+            &ApiError::internal("database error: no such table: users"),
+            "req-1",
+        );
+        assert_eq!(*response.status(), 500);
+        let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+        assert_eq!(body["detail"], "internal error");
+        assert_eq!(body["requestId"], "req-1");
+        assert!(!String::from_utf8_lossy(response.body()).contains("no such table"));
+        // Client errors keep their detail and carry no request id in the body.
+        let response = problem(&ApiError::not_found("broadcast"), "req-2");
+        let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+        assert_eq!(body["detail"], "broadcast not found");
+        assert!(body.get("requestId").is_none());
     }
 }

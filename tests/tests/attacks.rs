@@ -1,0 +1,877 @@
+//! The hostile suite: each test performs an attack against the real application in edgehost
+//! over loopback and shows it refused, with nothing changed. The API key is public (every
+//! app ships it), so every attack starts from it.
+//!
+//! Covered: the trust model's numbered attacks (token takeover with the API key, the
+//! tenant's `/api/v1/` without a signature, co-hosting without consent, another user's
+//! private file, the relay secret as a master key), and the wider classes of the OWASP API
+//! Top 10 (2023): broken object level authorization (API1), broken authentication (API2),
+//! unrestricted resource consumption (API4), broken function level authorization (API5).
+
+use livekit_api::access_token::{AccessToken, VideoGrants};
+use platform_tests::{Exchange, Method, Platform, Tenant, User, sign, unix_now};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const SFU_KEY: &str = "APIattackkey";
+const SFU_SECRET: &str = "attack-sfu-secret-long-enough-0123456789abcdef";
+const RELAY_SECRET: &str = "relay-secret-for-the-hostile-suite-0123456789";
+const JOBS_TOKEN: &str = "jobs-token-for-the-hostile-suite-0123456789";
+
+async fn platform() -> Platform {
+    Platform::start_with(&[
+        ("sfu_api_key", SFU_KEY),
+        ("sfu_api_secret", SFU_SECRET),
+        ("relay_secret", RELAY_SECRET),
+        ("jobs_token", JOBS_TOKEN),
+    ])
+    .await
+}
+
+/// A tenant with a host (ada) and another user (eve).
+async fn cast(p: &Platform) -> (Tenant, User, User) {
+    let t = p.register_client("Victim").await;
+    let ada = p.signup(&t, "ada").await;
+    let eve = p.signup(&t, "eve").await;
+    (t, ada, eve)
+}
+
+/// A broadcast of `owner` with `visibility`, moved to `active`.
+async fn live_broadcast(p: &Platform, owner: &User, visibility: &str) -> Value {
+    let (status, b) = p
+        .as_user(owner, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "Show", "visibility": visibility}))
+        .await;
+    assert_eq!(status, 200, "{b}");
+    let id = b["id"].as_str().unwrap();
+    let (status, live) = p
+        .as_user(owner, Method::POST, &format!("/api/broadcasts/{id}/status"))
+        .send_json(&json!({"status": "active"}))
+        .await;
+    assert_eq!(status, 200, "{live}");
+    live
+}
+
+async fn owner_view(p: &Platform, owner: &User, id: &str) -> Value {
+    let (status, b) = p
+        .as_user(owner, Method::GET, &format!("/api/broadcasts/{id}"))
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{b}");
+    b
+}
+
+fn code(body: &Value) -> &str {
+    body["code"].as_str().unwrap_or_default()
+}
+
+/// Sends a token request built by `builder` with `body` (`None`: the builder holds it).
+async fn token(builder: reqwest::RequestBuilder, body: Option<Value>) -> (u16, Value) {
+    let (status, answer) = match body {
+        Some(body) => builder.send_json(&body).await,
+        None => builder.answer().await,
+    };
+    (status.as_u16(), answer)
+}
+
+fn token_path(id: &str) -> String {
+    format!("/api/streaming/sessions/{id}/token")
+}
+
+/// Attack 1: publisher and private viewer tokens from the public API key alone, and a user
+/// minting tokens for someone else's identity or broadcast.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_key_alone_mints_no_publisher_and_no_private_viewer() {
+    let p = platform().await;
+    let (t, ada, eve) = cast(&p).await;
+    let public = live_broadcast(&p, &ada, "public").await;
+    let private = live_broadcast(&p, &ada, "private").await;
+    let public_id = public["id"].as_str().unwrap();
+    let private_id = private["id"].as_str().unwrap();
+
+    // The API key and the owner's id: no publisher token.
+    let (status, body) = token(
+        p.as_client(&t, Method::POST, &token_path(public_id)),
+        Some(json!({"userId": ada.id, "role": "publisher"})),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&body)),
+        (401, "publisher_requires_user"),
+        "{body}"
+    );
+
+    // The API key: no viewer token for a private broadcast (as unknown as a missing one).
+    for id in [
+        private_id,
+        private["streamId"].as_str().unwrap(),
+        private["shortId"].as_str().unwrap(),
+    ] {
+        let (status, body) = token(
+            p.as_client(&t, Method::POST, &token_path(id)),
+            Some(json!({"userId": ada.id, "role": "subscriber"})),
+        )
+        .await;
+        assert_eq!(status, 404, "{body}");
+    }
+
+    // A guest of a public broadcast gets a generated identity, whatever it names.
+    let (status, body) = token(
+        p.as_client(&t, Method::POST, &token_path(public_id)),
+        Some(json!({"userId": ada.id, "role": "subscriber", "name": "Guest"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let identity = body["identity"].as_str().unwrap();
+    assert!(
+        identity.starts_with("guest-") && identity != ada.id,
+        "{body}"
+    );
+    assert_eq!(body["role"], "subscriber");
+
+    // Eve, signed in, cannot publish to Ada's broadcast, nor mint for Ada's identity.
+    let (status, body) = token(
+        p.as_user(&eve, Method::POST, &token_path(public_id)),
+        Some(json!({"role": "publisher"})),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (403, "not_a_host"), "{body}");
+    let (status, body) = token(
+        p.as_user(&eve, Method::POST, &token_path(public_id)),
+        Some(json!({"userId": ada.id, "role": "subscriber"})),
+    )
+    .await;
+    assert_eq!((status, code(&body)), (403, "identity_mismatch"), "{body}");
+    let (status, body) = token(
+        p.as_user(&eve, Method::POST, &token_path(private_id)),
+        Some(json!({"role": "subscriber"})),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+
+    // The owner and the tenant's server still get what they may.
+    let (status, body) = token(
+        p.as_user(&ada, Method::POST, &token_path(private_id)),
+        Some(json!({"role": "publisher"})),
+    )
+    .await;
+    assert_eq!(
+        (status, body["identity"].as_str()),
+        (200, Some(ada.id.as_str())),
+        "{body}"
+    );
+    let (status, body) = token(
+        p.as_server(
+            &t,
+            Method::POST,
+            &token_path(private_id),
+            Some(&json!({"userId": "recorder-1", "role": "subscriber"})),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, body["identity"].as_str()),
+        (200, Some("recorder-1")),
+        "{body}"
+    );
+}
+
+/// Attack 2: the tenant's `/api/v1/` with the API key alone (or with a user's token).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tenant_api_refuses_unsigned_calls_and_changes_nothing() {
+    let p = platform().await;
+    let (t, ada, _eve) = cast(&p).await;
+    let live = live_broadcast(&p, &ada, "private").await;
+    let id = live["id"].as_str().unwrap();
+
+    for (method, path) in [
+        (Method::GET, "/api/v1/sessions".to_string()),
+        (Method::GET, "/api/v1/users".to_string()),
+        (Method::POST, "/api/v1/sessions".to_string()),
+        (Method::PATCH, format!("/api/v1/sessions/{id}")),
+    ] {
+        let body = json!({"status": "completed", "title": "Hijack"});
+        let (status, answer) = p
+            .as_client(&t, method.clone(), &path)
+            .send_json(&body)
+            .await;
+        assert_eq!(
+            (status.as_u16(), code(&answer)),
+            (401, "signature_required"),
+            "{method} {path}: {answer}"
+        );
+        // A user's token is no signature either.
+        let (status, answer) = p
+            .as_user(&ada, method.clone(), &path)
+            .send_json(&body)
+            .await;
+        assert_eq!(
+            (status.as_u16(), code(&answer)),
+            (401, "signature_required"),
+            "{method} {path}: {answer}"
+        );
+    }
+    // A signature made with the public key, or a wrong secret, is refused.
+    let ts = unix_now().to_string();
+    let forged = sign(&t.api_key, &format!("GET/api/v1/users{ts}"));
+    let (status, answer) = p
+        .as_client(&t, Method::GET, "/api/v1/users")
+        .header("x-timestamp", &ts)
+        .header("x-signature", forged)
+        .answer()
+        .await;
+    assert_eq!(
+        (status.as_u16(), code(&answer)),
+        (401, "signature_mismatch"),
+        "{answer}"
+    );
+
+    // Nothing changed: still live, still titled as before, no session was created.
+    let b = owner_view(&p, &ada, id).await;
+    assert_eq!(
+        (b["status"].as_str(), b["title"].as_str()),
+        (Some("active"), Some("Show"))
+    );
+    let (status, list) = p
+        .as_server(&t, Method::GET, "/api/v1/sessions", None)
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["total"], 1, "{list}");
+}
+
+/// Attack 3: joining someone's live broadcast as co-host without consent, then publishing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cohost_needs_the_hosts_consent_before_publishing() {
+    let p = platform().await;
+    let (_t, ada, eve) = cast(&p).await;
+    let live = live_broadcast(&p, &ada, "public").await;
+    let id = live["id"].as_str().unwrap();
+    let session = |tail: &str| format!("/api/streaming/sessions/{id}{tail}");
+
+    let (status, joined) = p
+        .as_user(&eve, Method::POST, &session("/join-cohost"))
+        .send_json(&json!({"userName": "Eve", "permissions": "moderator"}))
+        .await;
+    assert_eq!(status, 200, "{joined}");
+    assert_eq!(joined["coHost"]["status"], "requested", "{joined}");
+    assert_eq!(joined["success"], true);
+    let request_id = joined["coHost"]["id"].as_str().unwrap().to_string();
+
+    // Asking twice changes nothing; asking for a publisher token is refused.
+    let (status, again) = p
+        .as_user(&eve, Method::POST, &session("/join-cohost"))
+        .send_json(&json!({"userName": "Eve"}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), again["coHost"]["id"].as_str()),
+        (200, Some(request_id.as_str()))
+    );
+    let (status, body) = token(
+        p.as_user(&eve, Method::POST, &token_path(id)),
+        Some(json!({"role": "publisher"})),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&body)),
+        (403, "cohost_not_approved"),
+        "{body}"
+    );
+
+    // She cannot approve herself, nor can she change the layout or remove anyone.
+    let (status, body) = p
+        .as_user(
+            &eve,
+            Method::POST,
+            &session(&format!("/cohosts/{request_id}/approve")),
+        )
+        .send_json(&json!({"permissions": "moderator"}))
+        .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, multihost) = p
+        .as_user(&ada, Method::GET, &session("/multihost"))
+        .answer()
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(multihost["activeCoHosts"], 0, "{multihost}");
+
+    // The host approves (with no more than the default preset): now she publishes.
+    let (status, approved) = p
+        .as_user(
+            &ada,
+            Method::POST,
+            &session(&format!("/cohosts/{request_id}/approve")),
+        )
+        .send_json(&json!({}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), approved["coHost"]["status"].as_str()),
+        (200, Some("active")),
+        "{approved}"
+    );
+    assert_eq!(approved["coHost"]["permissions"]["canRemoveOthers"], false);
+    let (status, body) = token(
+        p.as_user(&eve, Method::POST, &token_path(id)),
+        Some(json!({"role": "publisher"})),
+    )
+    .await;
+    assert_eq!(
+        (status, body["role"].as_str()),
+        (200, Some("co_host")),
+        "{body}"
+    );
+}
+
+/// Attack 4 and API1 (object level authorization): another user's private objects.
+#[tokio::test(flavor = "multi_thread")]
+async fn another_users_objects_are_unknown_or_refused() {
+    let p = platform().await;
+    let (t, ada, eve) = cast(&p).await;
+    let other_tenant = p.register_client("Other").await;
+    let mallory = p.signup(&other_tenant, "mallory").await;
+
+    // A private file: its metadata and download are 404 to everyone but its owner.
+    let (status, file) = p
+        .as_user(&ada, Method::POST, "/api/files?filename=secret.txt")
+        .header("content-type", "text/plain")
+        .body("ada's secret")
+        .answer()
+        .await;
+    assert_eq!(status, 201, "{file}");
+    let file_id = file["id"].as_str().unwrap();
+    for path in [
+        format!("/api/files/{file_id}"),
+        format!("/api/files/{file_id}/download"),
+        format!("/api/files/{file_id}/public"),
+    ] {
+        for intruder in [&eve, &mallory] {
+            let status = p.as_user(intruder, Method::GET, &path).status().await;
+            assert_eq!(status, 404, "{path}");
+        }
+    }
+    assert_eq!(
+        p.as_user(&eve, Method::DELETE, &format!("/api/files/{file_id}"))
+            .status()
+            .await,
+        404
+    );
+    let download = p
+        .as_user(&ada, Method::GET, &format!("/api/files/{file_id}/download"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(download.status(), 200);
+    assert_eq!(download.text().await.unwrap(), "ada's secret");
+
+    // A public broadcast: Eve sees it but changes nothing of it.
+    let live = live_broadcast(&p, &ada, "public").await;
+    let id = live["id"].as_str().unwrap();
+    for (method, path, body) in [
+        (
+            Method::POST,
+            format!("/api/broadcasts/{id}/status"),
+            json!({"status": "completed"}),
+        ),
+        (
+            Method::PATCH,
+            format!("/api/broadcasts/{id}"),
+            json!({"title": "Owned"}),
+        ),
+        (
+            Method::POST,
+            format!("/api/sessions/{id}/heartbeat"),
+            json!({}),
+        ),
+        (
+            Method::POST,
+            format!("/api/broadcasts/{id}/viewer-count"),
+            json!({"viewerCount": 1}),
+        ),
+        (
+            Method::POST,
+            format!("/api/broadcasts/{id}/stream-key/reset"),
+            json!({}),
+        ),
+        (
+            Method::PUT,
+            format!("/api/streaming/sessions/{id}/layout"),
+            json!({"maxHosts": 1}),
+        ),
+    ] {
+        let (status, answer) = p
+            .as_user(&eve, method.clone(), &path)
+            .send_json(&body)
+            .await;
+        assert_eq!(status, 403, "{method} {path}: {answer}");
+        let (status, _) = p
+            .as_user(&mallory, method.clone(), &path)
+            .send_json(&body)
+            .await;
+        assert_eq!(status, 404, "{method} {path} across tenants");
+    }
+    let (status, answer) = p
+        .as_user(
+            &eve,
+            Method::GET,
+            &format!("/api/broadcasts/{id}/analytics"),
+        )
+        .answer()
+        .await;
+    assert_eq!(status, 403, "{answer}");
+    let after = owner_view(&p, &ada, id).await;
+    assert_eq!(
+        (
+            after["status"].as_str(),
+            after["title"].as_str(),
+            after["streamKey"].as_str()
+        ),
+        (Some("active"), Some("Show"), live["streamKey"].as_str())
+    );
+    let (status, seen) = p
+        .as_user(&eve, Method::GET, &format!("/api/broadcasts/{id}"))
+        .answer()
+        .await;
+    assert_eq!(status, 200);
+    assert!(
+        seen.get("streamKey").is_none() && seen.get("rtmpUrl").is_none(),
+        "{seen}"
+    );
+
+    // A private broadcast is unknown to Eve, whatever she tries.
+    let private = live_broadcast(&p, &ada, "private").await;
+    let pid = private["id"].as_str().unwrap();
+    let stream = private["streamId"].as_str().unwrap();
+    for path in [
+        format!("/api/broadcasts/{pid}"),
+        format!("/api/broadcasts/{pid}/chat"),
+        format!("/api/streams/{stream}/chat"),
+        format!("/api/streaming/sessions/{pid}/multihost"),
+        format!("/api/broadcasts/{pid}/analytics"),
+    ] {
+        let (status, answer) = p.as_user(&eve, Method::GET, &path).answer().await;
+        assert_eq!(status, 404, "{path}: {answer}");
+    }
+    let (status, _) = p
+        .as_user(&eve, Method::POST, &format!("/api/streams/{stream}/chat"))
+        .send_json(&json!({"message": "hi"}))
+        .await;
+    assert_eq!(status, 404);
+
+    // Chat: Eve cannot delete Ada's message; a deleted message keeps no text.
+    let (status, msg) = p
+        .as_user(&ada, Method::POST, &format!("/api/broadcasts/{id}/chat"))
+        .send_json(&json!({"message": "my words"}))
+        .await;
+    assert_eq!(status, 200, "{msg}");
+    let stream_id = live["streamId"].as_str().unwrap();
+    let msg_path = format!(
+        "/api/streams/{stream_id}/chat/{}",
+        msg["id"].as_str().unwrap()
+    );
+    assert_eq!(
+        p.as_user(&eve, Method::DELETE, &msg_path).status().await,
+        403
+    );
+    assert_eq!(
+        p.as_user(&ada, Method::DELETE, &msg_path).status().await,
+        200
+    );
+    let (_, history) = p
+        .as_client(&t, Method::GET, &format!("/api/streams/{stream_id}/chat"))
+        .answer()
+        .await;
+    let item = &history["items"][0];
+    assert_eq!(
+        (item["deleted"].as_bool(), item["message"].as_str()),
+        (Some(true), Some("")),
+        "{history}"
+    );
+    assert!(!history.to_string().contains("my words"));
+}
+
+/// Attack 5: the relay's secret is no master key.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_relay_secret_counts_only_on_the_chat_routes() {
+    let p = platform().await;
+    let (t, ada, _eve) = cast(&p).await;
+    let private = live_broadcast(&p, &ada, "private").await;
+    let public = live_broadcast(&p, &ada, "public").await;
+    let relay = |method: Method, path: &str| {
+        p.request(method, path)
+            .header("x-relay-secret", RELAY_SECRET)
+            .header("x-tenant-id", &t.client_id)
+    };
+
+    // Elsewhere the header counts for nothing.
+    for (method, path) in [
+        (Method::GET, "/api/v1/sessions".to_string()),
+        (Method::POST, "/api/v1/sessions".to_string()),
+        (Method::GET, "/api/broadcasts/live".to_string()),
+        (Method::GET, "/api/v1/users".to_string()),
+        (Method::POST, token_path(public["id"].as_str().unwrap())),
+    ] {
+        let (status, answer) = relay(method.clone(), &path)
+            .send_json(&json!({"title": "x", "role": "subscriber"}))
+            .await;
+        assert_eq!(
+            (status.as_u16(), code(&answer)),
+            (401, "missing_api_key"),
+            "{method} {path}: {answer}"
+        );
+    }
+    // On the chat routes: anonymous reads see public streams only, and writes need a user.
+    let private_chat = format!(
+        "/api/streams/{}/chat",
+        private["streamId"].as_str().unwrap()
+    );
+    let public_chat = format!("/api/streams/{}/chat", public["streamId"].as_str().unwrap());
+    assert_eq!(relay(Method::GET, &private_chat).status().await, 404);
+    assert_eq!(relay(Method::GET, &public_chat).status().await, 200);
+    let (status, answer) = relay(Method::POST, &public_chat)
+        .send_json(&json!({"message": "spoof"}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), code(&answer)),
+        (401, "missing_token"),
+        "{answer}"
+    );
+    // With a wrong secret, nothing.
+    let (status, _) = p
+        .request(Method::GET, &public_chat)
+        .header("x-relay-secret", "guess")
+        .header("x-tenant-id", &t.client_id)
+        .answer()
+        .await;
+    assert_eq!(status, 401);
+    // Acting as a user, the relay is that user and no more.
+    let (status, posted) = relay(Method::POST, &public_chat)
+        .bearer_auth(&ada.token)
+        .send_json(&json!({"message": "through the relay"}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), posted["senderId"].as_str()),
+        (200, Some(ada.id.as_str())),
+        "{posted}"
+    );
+}
+
+/// API5: function level authorization: admin, jobs and SFU routes refuse other credentials.
+#[tokio::test(flavor = "multi_thread")]
+async fn operator_scheduler_and_sfu_routes_refuse_everyone_else() {
+    let p = Platform::start_with(&[
+        ("registration_mode", "admin"),
+        ("admin_token", "admin-token-for-the-hostile-suite-0123"),
+        ("jobs_token", JOBS_TOKEN),
+        ("sfu_api_key", SFU_KEY),
+        ("sfu_api_secret", SFU_SECRET),
+    ])
+    .await;
+    let registration = json!({"name": "Acme", "contactEmail": "a@example.com", "agreeTerms": true, "agreeDataProcessing": true});
+    let (status, _) = p
+        .request(Method::POST, "/api/admin/sdk-clients")
+        .send_json(&registration)
+        .await;
+    assert_eq!(status, 401);
+    let (status, _) = p
+        .request(Method::POST, "/api/admin/sdk-clients")
+        .bearer_auth(JOBS_TOKEN)
+        .send_json(&registration)
+        .await;
+    assert_eq!(status, 401);
+    let (status, created) = p
+        .request(Method::POST, "/api/admin/sdk-clients")
+        .bearer_auth("admin-token-for-the-hostile-suite-0123")
+        .send_json(&registration)
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let t = Tenant {
+        api_key: created["apiKey"].as_str().unwrap().into(),
+        secret_key: created["secretKey"].as_str().unwrap().into(),
+        client_id: created["clientId"].as_str().unwrap().into(),
+    };
+    let ada = p.signup(&t, "ada").await;
+
+    // Jobs: only with the jobs token (header or query).
+    for builder in [
+        p.request(Method::POST, "/api/jobs/prune"),
+        p.as_user(&ada, Method::POST, "/api/jobs/prune"),
+        p.request(Method::POST, "/api/jobs/prune?token=wrong"),
+        p.as_server(&t, Method::POST, "/api/jobs/prune", None),
+    ] {
+        assert_eq!(builder.status().await, 401);
+    }
+    let (status, pruned) = p
+        .request(Method::POST, "/api/jobs/prune")
+        .bearer_auth(JOBS_TOKEN)
+        .answer()
+        .await;
+    assert_eq!(
+        (status.as_u16(), pruned["job"].as_str()),
+        (200, Some("prune")),
+        "{pruned}"
+    );
+    let (status, _) = p
+        .request(Method::POST, &format!("/api/jobs/prune?token={JOBS_TOKEN}"))
+        .answer()
+        .await;
+    assert_eq!(status, 200);
+
+    // SFU webhooks: unsigned, or signed with another secret, change nothing.
+    let live = live_broadcast(&p, &ada, "public").await;
+    let id = live["id"].as_str().unwrap();
+    let body = json!({
+        "id": "EV_forged", "event": "participant_joined",
+        "room": {"name": live["streamId"]}, "participant": {"identity": "eve", "metadata": "{\"role\":\"co_host\"}"},
+    })
+    .to_string();
+    let forged = AccessToken::with_api_key(SFU_KEY, "not-the-sfu-secret-0123456789abcdef")
+        .to_jwt()
+        .unwrap();
+    for auth in [None, Some(forged)] {
+        let mut builder = p
+            .request(
+                Method::POST,
+                &format!("/api/streaming/sessions/{id}/participants/events"),
+            )
+            .header("content-type", "application/json")
+            .body(body.clone());
+        if let Some(auth) = auth {
+            builder = builder.header("authorization", auth);
+        }
+        assert_eq!(builder.status().await, 401);
+    }
+    let (status, metrics) = p
+        .as_user(
+            &ada,
+            Method::GET,
+            &format!("/api/streaming/sessions/{id}/metrics"),
+        )
+        .answer()
+        .await;
+    assert_eq!(
+        (status.as_u16(), metrics["currentParticipants"].as_u64()),
+        (200, Some(0)),
+        "{metrics}"
+    );
+}
+
+/// API2: replayed signatures, even 64 at once, and password guessing, even 64 at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn replays_and_guesses_in_parallel_are_counted() {
+    let p = platform().await;
+    let (t, ada, _eve) = cast(&p).await;
+
+    // One signed request, sent 64 times at once: exactly one is accepted.
+    let body = json!({"title": "Once"}).to_string();
+    let ts = unix_now().to_string();
+    let signature = sign(&t.secret_key, &format!("POST/api/v1/sessions{body}{ts}"));
+    let sends = (0..64).map(|_| {
+        p.as_client(&t, Method::POST, "/api/v1/sessions")
+            .header("x-timestamp", &ts)
+            .header("x-signature", &signature)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .answer()
+    });
+    let answers = futures_util::future::join_all(sends).await;
+    let accepted = answers.iter().filter(|(s, _)| *s == 200).count();
+    let replayed = answers
+        .iter()
+        .filter(|(s, b)| *s == 401 && code(b) == "signature_replayed")
+        .count();
+    assert_eq!((accepted, replayed), (1, 63), "{answers:?}");
+    let (_, list) = p
+        .as_server(&t, Method::GET, "/api/v1/sessions", None)
+        .answer()
+        .await;
+    assert_eq!(list["total"], 1, "{list}");
+
+    // 64 wrong passwords at once, by e-mail and by username: at most 5 are even checked.
+    let guesses = (0..64).map(|i| {
+        let login = if i % 2 == 0 {
+            json!({"email": "ADA@example.com"})
+        } else {
+            json!({"username": "ada"})
+        };
+        let mut body = login;
+        body["password"] = json!(format!("guess number {i}"));
+        p.as_client(&t, Method::POST, "/api/users/login")
+            .json(&body)
+            .answer()
+    });
+    let answers = futures_util::future::join_all(guesses).await;
+    let checked = answers.iter().filter(|(s, _)| *s == 401).count();
+    let limited = answers.iter().filter(|(s, _)| *s == 429).count();
+    assert!(checked <= 5, "{checked} guesses were checked");
+    assert_eq!(checked + limited, 64);
+    // The account stays locked for the window, even with the right password.
+    let (status, _) = p
+        .as_client(&t, Method::POST, "/api/users/login")
+        .send_json(&json!({"username": "Ada", "password": "correct horse battery"}))
+        .await;
+    assert_eq!(status, 429);
+    // Ada's existing token still works: nothing else changed.
+    assert_eq!(
+        p.as_user(&ada, Method::GET, "/api/users/profile/full")
+            .status()
+            .await,
+        200
+    );
+}
+
+/// API4: unrestricted resource consumption: bodies far over the limit are refused before
+/// they are read, and reactions are rate limited per user.
+#[tokio::test(flavor = "multi_thread")]
+async fn oversized_bodies_and_floods_are_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let p = platform().await;
+    let (t, ada, eve) = cast(&p).await;
+
+    // 100 MB declared on JSON routes of every component: 413 before a byte of it is sent.
+    for path in [
+        "/api/broadcasts",
+        "/api/users/music/link",
+        "/api/streaming/sessions/x/token",
+    ] {
+        let mut socket = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: {}\r\nx-api-key: {}\r\nauthorization: Bearer {}\r\n\
+             content-type: application/json\r\ncontent-length: 104857600\r\n\r\n",
+            p.addr(),
+            t.api_key,
+            ada.token
+        );
+        socket.write_all(head.as_bytes()).await.unwrap();
+        let mut reply = vec![0u8; 12];
+        tokio::time::timeout(Duration::from_secs(10), socket.read_exact(&mut reply))
+            .await
+            .expect("the platform answers before the body arrives")
+            .unwrap();
+        assert_eq!(&reply[9..12], b"413", "{path}");
+    }
+    // A chunked body with no declared length is cut off once it passes the limit.
+    let big = vec![b' '; 3 * 1024 * 1024];
+    let stream = futures_util::stream::iter(
+        big.chunks(64 * 1024)
+            .map(|c| Ok::<_, std::io::Error>(c.to_vec()))
+            .collect::<Vec<_>>(),
+    );
+    let status = p
+        .as_user(&ada, Method::POST, "/api/broadcasts")
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(stream))
+        .status()
+        .await;
+    assert_eq!(status, 413);
+    let (_, mine) = p
+        .as_user(&ada, Method::GET, "/api/broadcasts")
+        .answer()
+        .await;
+    assert_eq!(mine["total"], 0);
+
+    // Reactions: a viewer is limited; the tenant's server is not.
+    let live = live_broadcast(&p, &ada, "public").await;
+    let path = format!(
+        "/api/v1/sessions/{}/reactions",
+        live["id"].as_str().unwrap()
+    );
+    let mut statuses = Vec::new();
+    for _ in 0..25 {
+        statuses.push(
+            p.as_user(&eve, Method::POST, &path)
+                .send_json(&json!({"reaction": "heart"}))
+                .await
+                .0
+                .as_u16(),
+        );
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        20,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 429).count(),
+        5,
+        "{statuses:?}"
+    );
+    let (status, counted) = p
+        .as_server(&t, Method::POST, &path, Some(&json!({"reaction": "heart"})))
+        .answer()
+        .await;
+    assert_eq!(
+        (status.as_u16(), counted["count"].as_i64()),
+        (200, Some(21)),
+        "{counted}"
+    );
+    // A guest (API key alone) reacts not at all.
+    let (status, _) = p
+        .as_client(&t, Method::POST, &path)
+        .send_json(&json!({"reaction": "heart"}))
+        .await;
+    assert_eq!(status, 401);
+}
+
+async fn record_page(p: &Platform, stream: &str, query: &str) -> reqwest::Response {
+    let path = format!("/streams/{stream}/record{query}");
+    p.request(Method::GET, &path).send().await.unwrap()
+}
+
+/// The recording page of a private broadcast renders only for egress (a valid SFU token
+/// for its room); unknown streams are 404.
+#[tokio::test(flavor = "multi_thread")]
+async fn private_recording_pages_need_the_egress_token() {
+    let p = platform().await;
+    let (_t, ada, _eve) = cast(&p).await;
+    let private = live_broadcast(&p, &ada, "private").await;
+    let public = live_broadcast(&p, &ada, "public").await;
+    let room = private["streamId"].as_str().unwrap();
+    let egress_token = |secret: &str, room: &str| {
+        AccessToken::with_api_key(SFU_KEY, secret)
+            .with_identity("EG_recorder")
+            .with_grants(VideoGrants {
+                room_join: true,
+                room: room.to_string(),
+                can_subscribe: Some(true),
+                hidden: true,
+                recorder: true,
+                ..Default::default()
+            })
+            .to_jwt()
+            .unwrap()
+    };
+
+    assert_eq!(
+        record_page(&p, "00000000-0000-4000-8000-000000000000", "")
+            .await
+            .status(),
+        404
+    );
+    assert_eq!(record_page(&p, room, "").await.status(), 404);
+    assert_eq!(record_page(&p, room, "?token=garbage").await.status(), 404);
+    let other_room = public["streamId"].as_str().unwrap();
+    let wrong_room = egress_token(SFU_SECRET, other_room);
+    assert_eq!(
+        record_page(&p, room, &format!("?token={wrong_room}"))
+            .await
+            .status(),
+        404
+    );
+    let wrong_secret = egress_token("another-sfu-secret-0123456789abcdef", room);
+    assert_eq!(
+        record_page(&p, room, &format!("?token={wrong_secret}"))
+            .await
+            .status(),
+        404
+    );
+
+    let good = egress_token(SFU_SECRET, room);
+    for token in [good.clone(), format!("sfu_{good}")] {
+        let answer = record_page(&p, room, &format!("?token={token}&url=wss://sfu.example")).await;
+        assert_eq!(answer.status(), 200);
+        assert_eq!(answer.headers()["cache-control"], "no-store");
+    }
+    let open = record_page(&p, other_room, "").await;
+    assert_eq!(open.status(), 200);
+}
