@@ -70,13 +70,31 @@ impl Platform {
             .await
             .expect("edgehost starts");
         let base = format!("http://{}", server.local_addr());
-        Platform {
+        let jobs_token = server
+            .variable("jobs_token")
+            .unwrap_or_default()
+            .to_string();
+        let platform = Platform {
             server: Some(server),
             state,
             variables,
             base,
             http: Client::new(),
-        }
+        };
+        // The schema is the application's own: its migrate job applies it.
+        let migrated = platform
+            .request(Method::POST, "/api/jobs/migrate")
+            .bearer_auth(jobs_token)
+            .send()
+            .await
+            .expect("migrate request");
+        assert_eq!(
+            migrated.status(),
+            200,
+            "migrations: {:?}",
+            migrated.text().await
+        );
+        platform
     }
 
     /// Stops the server and starts a new one on the same state directory.

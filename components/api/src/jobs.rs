@@ -46,6 +46,23 @@ fn pending(db: &Db, table: &str, filter: &str, params: &[db::Value]) -> Result<i
     )
 }
 
+/// `POST /api/jobs/migrate`: applies the schema migrations not applied yet, on whichever
+/// back end `database` names. Safe to run twice and concurrently.
+pub fn migrate(_ctx: &JobsCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    let report = common::store::migrate::run(&db, time::now())?;
+    Ok(json(
+        200,
+        &json!({
+            "job": "migrate",
+            "done": report.applied.len(),
+            "remaining": 0,
+            "applied": report.applied,
+            "alreadyApplied": report.already,
+        }),
+    ))
+}
+
 /// `POST /api/jobs/prune`: removes what has outlived its use: seen signatures (replay
 /// keys), expired refresh tokens, rate-limit events, old SFU webhook ids, expired invites,
 /// and abandoned uploads (with their chunks).

@@ -236,6 +236,7 @@ pub const ROUTES: &[Route<Handler<Upload>>] = &[
         UserOrServer(broadcasts::analytics),
     ),
     // Scheduled jobs
+    route("POST", "/api/jobs/migrate", Handler::Jobs(jobs::migrate)),
     route("POST", "/api/jobs/prune", Handler::Jobs(jobs::prune)),
 ];
 

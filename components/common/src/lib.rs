@@ -11,6 +11,7 @@ pub mod pagination;
 pub mod problem;
 pub mod routing;
 pub mod signing;
+pub mod store;
 pub mod time;
 pub mod validate;
 

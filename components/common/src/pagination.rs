@@ -12,6 +12,16 @@ pub struct Page {
     pub offset: u32,
 }
 
+impl Default for Page {
+    /// The first page of the default size.
+    fn default() -> Self {
+        Page {
+            limit: DEFAULT_LIMIT,
+            offset: 0,
+        }
+    }
+}
+
 impl Page {
     /// Reads `limit` and `offset` from a query string; a bad value is a 400 naming it.
     pub fn from_query(query: &str) -> Result<Self, ApiError> {

@@ -23,6 +23,7 @@ pub struct Call {
     pub req: Request,
     params: routing::Params,
     request_id: String,
+    now: i64,
 }
 
 impl Call {
@@ -54,6 +55,12 @@ impl Call {
     /// This request's id, as answered in error bodies and logged with their causes.
     pub fn request_id(&self) -> &str {
         &self.request_id
+    }
+
+    /// The time of this request (epoch seconds), read once when it arrived: every rule and
+    /// store the handler calls gets this clock.
+    pub fn now(&self) -> i64 {
+        self.now
     }
 
     /// The body as a JSON object; a declared non-JSON content type is a 415.
@@ -349,6 +356,7 @@ pub fn prepare<U: Copy>(
         req,
         params: matched.params,
         request_id: request_id.to_string(),
+        now: crate::time::now(),
     };
     authenticate(handler, call)
 }

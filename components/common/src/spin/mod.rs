@@ -8,3 +8,4 @@ pub mod incoming;
 pub mod outbound;
 pub mod rate_limit;
 pub mod sfu;
+pub mod store;

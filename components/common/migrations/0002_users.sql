@@ -11,7 +11,7 @@ CREATE TABLE IF NOT EXISTS users (
     last_name TEXT,
     avatar_url TEXT,
     phone_number TEXT,
-    token_version INTEGER NOT NULL DEFAULT 0,
+    token_version BIGINT NOT NULL DEFAULT 0,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     UNIQUE (client_id, username_key),
@@ -25,9 +25,9 @@ CREATE TABLE IF NOT EXISTS refresh_tokens (
     client_id TEXT NOT NULL,
     user_id TEXT NOT NULL,
     family_id TEXT NOT NULL,
-    expires_at INTEGER NOT NULL,
-    rotated INTEGER NOT NULL DEFAULT 0,
-    revoked INTEGER NOT NULL DEFAULT 0,
+    expires_at BIGINT NOT NULL,
+    rotated BIGINT NOT NULL DEFAULT 0,
+    revoked BIGINT NOT NULL DEFAULT 0,
     created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS refresh_tokens_user ON refresh_tokens (client_id, user_id);
@@ -72,6 +72,6 @@ CREATE TABLE IF NOT EXISTS contact_messages (
 -- Events counted by rate limits (login failures, contact form posts, chat messages).
 CREATE TABLE IF NOT EXISTS rate_events (
     bucket TEXT NOT NULL,
-    at INTEGER NOT NULL
+    at BIGINT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS rate_events_bucket ON rate_events (bucket, at);

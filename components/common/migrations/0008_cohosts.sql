@@ -28,8 +28,8 @@ CREATE TABLE IF NOT EXISTS cohost_invites (
     user_id TEXT NOT NULL,
     permissions TEXT NOT NULL,
     invited_by TEXT NOT NULL,
-    expires_at INTEGER NOT NULL,
-    used_at INTEGER
+    expires_at BIGINT NOT NULL,
+    used_at BIGINT
 );
 
 -- Who is in the SFU room now, from the SFU's participant webhooks.
@@ -37,22 +37,22 @@ CREATE TABLE IF NOT EXISTS sfu_participants (
     broadcast_id TEXT NOT NULL,
     identity TEXT NOT NULL,
     client_id TEXT NOT NULL,
-    is_cohost INTEGER NOT NULL,
-    joined_at INTEGER NOT NULL,
+    is_cohost BIGINT NOT NULL,
+    joined_at BIGINT NOT NULL,
     PRIMARY KEY (broadcast_id, identity)
 );
 
 CREATE TABLE IF NOT EXISTS session_metrics (
     broadcast_id TEXT PRIMARY KEY,
     client_id TEXT NOT NULL,
-    peak_cohosts INTEGER NOT NULL DEFAULT 0,
-    joins INTEGER NOT NULL DEFAULT 0,
-    leaves INTEGER NOT NULL DEFAULT 0,
-    cohost_seconds INTEGER NOT NULL DEFAULT 0
+    peak_cohosts BIGINT NOT NULL DEFAULT 0,
+    joins BIGINT NOT NULL DEFAULT 0,
+    leaves BIGINT NOT NULL DEFAULT 0,
+    cohost_seconds BIGINT NOT NULL DEFAULT 0
 );
 
 -- Webhook deliveries already applied (the SFU retries).
 CREATE TABLE IF NOT EXISTS sfu_webhook_events (
     id TEXT PRIMARY KEY,
-    received_at INTEGER NOT NULL
+    received_at BIGINT NOT NULL
 );

@@ -12,23 +12,23 @@ CREATE TABLE IF NOT EXISTS broadcasts (
     tags TEXT NOT NULL DEFAULT '[]',
     metadata TEXT NOT NULL DEFAULT '{}',
     status TEXT NOT NULL,
-    device_width INTEGER,
-    device_height INTEGER,
+    device_width BIGINT,
+    device_height BIGINT,
     device_type TEXT,
     operating_system TEXT,
     orientation TEXT NOT NULL DEFAULT 'portrait',
-    recording_width INTEGER,
-    recording_height INTEGER,
-    max_participants INTEGER NOT NULL DEFAULT 100,
-    viewer_count INTEGER NOT NULL DEFAULT 0,
-    peak_viewers INTEGER NOT NULL DEFAULT 0,
-    viewer_reports INTEGER NOT NULL DEFAULT 0,
-    viewer_total INTEGER NOT NULL DEFAULT 0,
+    recording_width BIGINT,
+    recording_height BIGINT,
+    max_participants BIGINT NOT NULL DEFAULT 100,
+    viewer_count BIGINT NOT NULL DEFAULT 0,
+    peak_viewers BIGINT NOT NULL DEFAULT 0,
+    viewer_reports BIGINT NOT NULL DEFAULT 0,
+    viewer_total BIGINT NOT NULL DEFAULT 0,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     started_at TEXT,
     ended_at TEXT,
-    last_heartbeat INTEGER
+    last_heartbeat BIGINT
 );
 CREATE INDEX IF NOT EXISTS broadcasts_owner ON broadcasts (client_id, owner_id, created_at);
 CREATE INDEX IF NOT EXISTS broadcasts_status ON broadcasts (client_id, status, created_at);
@@ -37,6 +37,6 @@ CREATE TABLE IF NOT EXISTS broadcast_reactions (
     client_id TEXT NOT NULL,
     broadcast_id TEXT NOT NULL,
     kind TEXT NOT NULL,
-    count INTEGER NOT NULL DEFAULT 0,
+    count BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (broadcast_id, kind)
 );

@@ -9,8 +9,8 @@ CREATE TABLE IF NOT EXISTS chat_messages (
     sender_name TEXT NOT NULL,
     message TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    created_ms INTEGER NOT NULL,
-    deleted INTEGER NOT NULL DEFAULT 0,
+    created_ms BIGINT NOT NULL,
+    deleted BIGINT NOT NULL DEFAULT 0,
     deleted_at TEXT,
     deleted_by TEXT
 );

@@ -7,7 +7,7 @@ CREATE TABLE IF NOT EXISTS scheduled_events (
     title TEXT NOT NULL,
     description TEXT,
     visibility TEXT NOT NULL,
-    scheduled_for INTEGER NOT NULL,
+    scheduled_for BIGINT NOT NULL,
     playback_url TEXT,
     playback_type TEXT,
     short_id TEXT NOT NULL UNIQUE,

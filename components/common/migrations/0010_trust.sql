@@ -4,7 +4,7 @@
 CREATE TABLE IF NOT EXISTS seen_signatures (
     client_id TEXT NOT NULL,
     signature TEXT NOT NULL,
-    expires_at INTEGER NOT NULL,
+    expires_at BIGINT NOT NULL,
     PRIMARY KEY (client_id, signature)
 );
 CREATE INDEX IF NOT EXISTS seen_signatures_expiry ON seen_signatures (expires_at);

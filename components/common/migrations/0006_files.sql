@@ -7,10 +7,10 @@ CREATE TABLE IF NOT EXISTS files (
     owner_id TEXT NOT NULL,
     filename TEXT NOT NULL,
     content_type TEXT NOT NULL,
-    size INTEGER NOT NULL,
+    size BIGINT NOT NULL,
     sha256 TEXT NOT NULL,
-    chunk_count INTEGER NOT NULL,
-    is_public INTEGER NOT NULL,
+    chunk_count BIGINT NOT NULL,
+    is_public BIGINT NOT NULL,
     status TEXT NOT NULL,
     created_at TEXT NOT NULL
 );
@@ -35,10 +35,10 @@ CREATE TABLE IF NOT EXISTS playlist_tracks (
     id TEXT PRIMARY KEY,
     client_id TEXT NOT NULL,
     playlist_id TEXT NOT NULL,
-    position INTEGER NOT NULL,
+    position BIGINT NOT NULL,
     title TEXT NOT NULL,
     artist TEXT,
-    duration_seconds INTEGER,
+    duration_seconds BIGINT,
     file_id TEXT,
     url TEXT,
     created_at TEXT NOT NULL

@@ -8,7 +8,7 @@ CREATE TABLE IF NOT EXISTS music_links (
     user_id TEXT NOT NULL,
     music_user_id TEXT,
     music_token TEXT,
-    is_active INTEGER NOT NULL DEFAULT 1,
+    is_active BIGINT NOT NULL DEFAULT 1,
     linked_at TEXT,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,

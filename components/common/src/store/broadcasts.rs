@@ -1,0 +1,531 @@
+//! Broadcasts: one record whichever endpoint created it, read by one loader that applies
+//! the staleness rule (an active broadcast without a heartbeat for 90 s becomes `error` when
+//! read) for every component.
+
+use super::{Db, Row, Value};
+use crate::ApiError;
+use crate::domain::broadcast::{self as rules, Status, StreamIdentity};
+use crate::ids;
+use crate::pagination::Page;
+use crate::time;
+use serde_json::{Map, Value as Json};
+use std::collections::HashMap;
+
+/// A stored broadcast.
+#[derive(Debug, Clone)]
+pub struct Broadcast {
+    pub id: String,
+    pub client_id: String,
+    /// None for sessions the tenant's server created.
+    pub owner_id: Option<String>,
+    /// streamId (the SFU room), streamKey and shortId.
+    pub identity: StreamIdentity,
+    pub title: String,
+    pub visibility: String,
+    pub tags: Json,
+    pub metadata: Json,
+    pub status: Status,
+    pub device_width: Option<i64>,
+    pub device_height: Option<i64>,
+    pub device_type: Option<String>,
+    pub operating_system: Option<String>,
+    pub orientation: String,
+    pub recording: Option<(i64, i64)>,
+    pub max_participants: i64,
+    pub viewer_count: i64,
+    pub peak_viewers: i64,
+    pub viewer_reports: i64,
+    pub viewer_total: i64,
+    pub created_at: String,
+    pub updated_at: String,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    pub last_heartbeat: Option<i64>,
+    /// How co-hosts join: `approval`, `open` or `invite_only`.
+    pub cohost_policy: String,
+}
+
+impl Broadcast {
+    pub fn is_owned_by(&self, user_id: &str) -> bool {
+        self.owner_id.as_deref() == Some(user_id)
+    }
+}
+
+/// The stream identity columns every table with a stream shares.
+pub fn stream_identity_of(row: &Row) -> StreamIdentity {
+    StreamIdentity {
+        stream_id: row.text("stream_id"),
+        stream_key: row.text("stream_key"),
+        short_id: row.text("short_id"),
+    }
+}
+
+fn from_row(row: &Row) -> Broadcast {
+    let json = |column: &str, empty: Json| {
+        row.opt_text(column)
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(empty)
+    };
+    Broadcast {
+        id: row.text("id"),
+        client_id: row.text("client_id"),
+        owner_id: row.opt_text("owner_id"),
+        identity: stream_identity_of(row),
+        title: row.text("title"),
+        visibility: row.text("visibility"),
+        tags: json("tags", Json::Array(Vec::new())),
+        metadata: json("metadata", Json::Object(Map::new())),
+        status: Status::parse(&row.text("status")).unwrap_or(Status::Error),
+        device_width: row.opt_int("device_width"),
+        device_height: row.opt_int("device_height"),
+        device_type: row.opt_text("device_type"),
+        operating_system: row.opt_text("operating_system"),
+        orientation: row.text("orientation"),
+        recording: row
+            .opt_int("recording_width")
+            .zip(row.opt_int("recording_height")),
+        max_participants: row.int("max_participants"),
+        viewer_count: row.int("viewer_count"),
+        peak_viewers: row.int("peak_viewers"),
+        viewer_reports: row.int("viewer_reports"),
+        viewer_total: row.int("viewer_total"),
+        created_at: row.text("created_at"),
+        updated_at: row.text("updated_at"),
+        started_at: row.opt_text("started_at"),
+        ended_at: row.opt_text("ended_at"),
+        last_heartbeat: row.opt_int("last_heartbeat"),
+        cohost_policy: row.text("cohost_policy"),
+    }
+}
+
+/// What a new broadcast is made of.
+#[derive(Debug, Default)]
+pub struct NewBroadcast {
+    pub title: String,
+    pub visibility: String,
+    pub tags: Vec<String>,
+    pub metadata: Map<String, Json>,
+    pub device: Option<(i64, i64)>,
+    pub device_type: Option<String>,
+    pub operating_system: Option<String>,
+    pub orientation: String,
+    pub max_participants: i64,
+    pub cohost_policy: String,
+}
+
+/// Stores a new pending broadcast with a fresh stream identity.
+pub fn insert(
+    db: &Db,
+    client_id: &str,
+    owner_id: Option<&str>,
+    new: &NewBroadcast,
+    now: i64,
+) -> Result<Broadcast, ApiError> {
+    let identity = StreamIdentity::generate();
+    let id = ids::uuid();
+    let at = time::format_rfc3339(now);
+    let recording = rules::recording_size(new.device, new.orientation == "portrait");
+    db.execute(
+        "INSERT INTO broadcasts (id, client_id, owner_id, short_id, stream_id, stream_key, title, visibility, tags, metadata, status, \
+           device_width, device_height, device_type, operating_system, orientation, recording_width, recording_height, max_participants, \
+           created_at, updated_at, cohost_policy) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        &[
+            id.clone().into(),
+            client_id.into(),
+            owner_id.into(),
+            identity.short_id.clone().into(),
+            identity.stream_id.clone().into(),
+            identity.stream_key.clone().into(),
+            new.title.clone().into(),
+            new.visibility.clone().into(),
+            serde_json::to_string(&new.tags)
+                .unwrap_or_else(|_| "[]".into())
+                .into(),
+            Json::Object(new.metadata.clone()).to_string().into(),
+            Status::Pending.as_str().into(),
+            new.device.map(|d| d.0).into(),
+            new.device.map(|d| d.1).into(),
+            new.device_type.clone().into(),
+            new.operating_system.clone().into(),
+            new.orientation.clone().into(),
+            recording.map(|r| r.0).into(),
+            recording.map(|r| r.1).into(),
+            Value::Int(new.max_participants),
+            at.clone().into(),
+            at.into(),
+            new.cohost_policy.clone().into(),
+        ],
+    )?;
+    load(db, client_id, &id, now)
+}
+
+/// The tenant's broadcast `id` (a UUID; 400 otherwise), moved to `error` first when it
+/// went stale.
+pub fn load(db: &Db, client_id: &str, raw_id: &str, now: i64) -> Result<Broadcast, ApiError> {
+    let id = ids::parse_uuid(raw_id)
+        .ok_or_else(|| ApiError::bad_request("invalid_id", "the broadcast id must be a UUID"))?;
+    find(
+        db,
+        "client_id = ? AND id = ?",
+        &[client_id.into(), id.into()],
+        now,
+    )?
+    .ok_or_else(|| ApiError::not_found("broadcast"))
+}
+
+/// The tenant's broadcast whose SFU room (streamId) is `stream_id`, if any.
+pub fn load_by_stream(
+    db: &Db,
+    client_id: &str,
+    stream_id: &str,
+    now: i64,
+) -> Result<Option<Broadcast>, ApiError> {
+    find(
+        db,
+        "client_id = ? AND stream_id = ?",
+        &[client_id.into(), stream_id.into()],
+        now,
+    )
+}
+
+/// The tenant's broadcast named by its id or its streamId (a UUID), or by its shortId.
+pub fn load_by_any_id(
+    db: &Db,
+    client_id: &str,
+    id: &str,
+    now: i64,
+) -> Result<Option<Broadcast>, ApiError> {
+    find(
+        db,
+        "client_id = ?1 AND (id = ?2 OR stream_id = ?2 OR short_id = ?2)",
+        &[client_id.into(), id.into()],
+        now,
+    )
+}
+
+/// The broadcast (of any tenant) whose SFU room is `stream_id`: for callers that prove
+/// something about the room rather than the tenant (the SFU, the recording page).
+pub fn load_by_room(db: &Db, stream_id: &str, now: i64) -> Result<Option<Broadcast>, ApiError> {
+    find(db, "stream_id = ?", &[stream_id.into()], now)
+}
+
+/// The broadcast (of any tenant) whose short id is `short_id`: the watch page.
+pub fn load_by_short_id(db: &Db, short_id: &str, now: i64) -> Result<Option<Broadcast>, ApiError> {
+    find(db, "short_id = ?", &[short_id.into()], now)
+}
+
+fn find(db: &Db, filter: &str, params: &[Value], now: i64) -> Result<Option<Broadcast>, ApiError> {
+    db.query_one(&format!("SELECT * FROM broadcasts WHERE {filter}"), params)?
+        .map(|row| expire_if_stale(db, from_row(&row), now))
+        .transpose()
+}
+
+/// The staleness rule, in the one place every reader passes: an active broadcast whose
+/// last heartbeat is older than 90 s is moved to `error`.
+fn expire_if_stale(db: &Db, mut b: Broadcast, now: i64) -> Result<Broadcast, ApiError> {
+    if rules::is_stale(b.status, b.last_heartbeat.unwrap_or(0), now) {
+        let at = time::format_rfc3339(now);
+        db.execute(
+            "UPDATE broadcasts SET status = 'error', ended_at = COALESCE(ended_at, ?), updated_at = ? \
+             WHERE id = ? AND status = 'active'",
+            &[at.clone().into(), at.clone().into(), b.id.clone().into()],
+        )?;
+        b.status = Status::Error;
+        b.ended_at = b.ended_at.or(Some(at));
+    }
+    Ok(b)
+}
+
+/// One page of the tenant's broadcasts (all, or one owner's), newest first, stale ones
+/// expired; and how many there are.
+pub fn page_of_tenant(
+    db: &Db,
+    client_id: &str,
+    owner_id: Option<&str>,
+    page: Page,
+    now: i64,
+) -> Result<(Vec<Broadcast>, i64), ApiError> {
+    let (rows, total) = match owner_id {
+        Some(owner) => db.page(
+            "broadcasts",
+            "client_id = ? AND owner_id = ?",
+            &[client_id.into(), owner.into()],
+            "created_at DESC, id",
+            page,
+        )?,
+        None => db.page(
+            "broadcasts",
+            "client_id = ?",
+            &[client_id.into()],
+            "created_at DESC, id",
+            page,
+        )?,
+    };
+    let items = rows
+        .iter()
+        .map(|row| expire_if_stale(db, from_row(row), now))
+        .collect::<Result<_, _>>()?;
+    Ok((items, total))
+}
+
+/// One page of the tenant's live broadcasts: public, active and not stale, newest first.
+pub fn page_of_live(
+    db: &Db,
+    client_id: &str,
+    page: Page,
+    now: i64,
+) -> Result<(Vec<Broadcast>, i64), ApiError> {
+    let (rows, total) = db.page(
+        "broadcasts",
+        "client_id = ? AND status = 'active' AND visibility = 'public' AND last_heartbeat >= ?",
+        &[client_id.into(), Value::Int(now - rules::STALE_AFTER_SECS)],
+        "started_at DESC, id",
+        page,
+    )?;
+    Ok((rows.iter().map(from_row).collect(), total))
+}
+
+/// Moves `b` to `to` if it is still in the status it was read in; `false` when a
+/// concurrent change won.
+pub fn move_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<bool, ApiError> {
+    let at = time::format_rfc3339(now);
+    let (started, ended, heartbeat) = match to {
+        Status::Active => (Some(at.clone()), None, Some(now)),
+        _ => (None, Some(at.clone()), None),
+    };
+    // The status in the WHERE clause makes concurrent moves safe: only one wins.
+    let moved = db.query(
+        "UPDATE broadcasts SET status = ?, started_at = COALESCE(started_at, ?), ended_at = COALESCE(?, ended_at), \
+           last_heartbeat = COALESCE(?, last_heartbeat), updated_at = ? \
+         WHERE id = ? AND status = ? RETURNING id",
+        &[
+            to.as_str().into(),
+            started.into(),
+            ended.into(),
+            heartbeat.into(),
+            at.into(),
+            b.id.clone().into(),
+            b.status.as_str().into(),
+        ],
+    )?;
+    Ok(!moved.is_empty())
+}
+
+/// Records a heartbeat.
+pub fn heartbeat(db: &Db, b: &Broadcast, now: i64) -> Result<(), ApiError> {
+    db.execute(
+        "UPDATE broadcasts SET last_heartbeat = ? WHERE id = ?",
+        &[Value::Int(now), b.id.clone().into()],
+    )
+}
+
+/// Records a viewer-count report: the current count, the peak, and the running sum and
+/// number of reports the average comes from.
+pub fn report_viewers(db: &Db, b: &Broadcast, count: i64) -> Result<(), ApiError> {
+    db.execute(
+        "UPDATE broadcasts SET viewer_count = ?1, \
+           peak_viewers = CASE WHEN peak_viewers > ?1 THEN peak_viewers ELSE ?1 END, \
+           viewer_reports = viewer_reports + 1, viewer_total = viewer_total + ?1 WHERE id = ?2",
+        &[Value::Int(count), b.id.clone().into()],
+    )
+}
+
+/// Gives `b` a new ingest key.
+pub fn reset_stream_key(db: &Db, b: &Broadcast, key: &str, now: i64) -> Result<(), ApiError> {
+    db.execute(
+        "UPDATE broadcasts SET stream_key = ?, updated_at = ? WHERE id = ?",
+        &[
+            key.into(),
+            time::format_rfc3339(now).into(),
+            b.id.clone().into(),
+        ],
+    )
+}
+
+/// The fields an owner may change; `None` keeps the stored value.
+#[derive(Debug, Default)]
+pub struct Changes {
+    pub title: Option<String>,
+    pub visibility: Option<String>,
+    pub tags: Option<Vec<String>>,
+    pub cohost_policy: Option<String>,
+    pub metadata: Option<Map<String, Json>>,
+}
+
+/// Applies `changes` to `b`.
+pub fn update(db: &Db, b: &Broadcast, changes: &Changes, now: i64) -> Result<(), ApiError> {
+    db.execute(
+        "UPDATE broadcasts SET title = COALESCE(?, title), visibility = COALESCE(?, visibility), \
+           tags = COALESCE(?, tags), cohost_policy = COALESCE(?, cohost_policy), \
+           metadata = COALESCE(?, metadata), updated_at = ? \
+         WHERE client_id = ? AND id = ?",
+        &[
+            changes.title.clone().into(),
+            changes.visibility.clone().into(),
+            changes
+                .tags
+                .as_ref()
+                .map(|t| serde_json::to_string(t).unwrap_or_else(|_| "[]".into()))
+                .into(),
+            changes.cohost_policy.clone().into(),
+            changes
+                .metadata
+                .as_ref()
+                .map(|m| Json::Object(m.clone()).to_string())
+                .into(),
+            time::format_rfc3339(now).into(),
+            b.client_id.clone().into(),
+            b.id.clone().into(),
+        ],
+    )
+}
+
+/// Takes the broadcast's row lock for the rest of the transaction (on SQLite the write
+/// lock is already held), so decisions that count (the last free co-host slot) are made
+/// one at a time on every back end.
+pub fn lock(db: &Db, b: &Broadcast) -> Result<(), ApiError> {
+    db.execute(
+        "UPDATE broadcasts SET updated_at = updated_at WHERE client_id = ? AND id = ?",
+        &[b.client_id.clone().into(), b.id.clone().into()],
+    )
+}
+
+/// Counts one reaction of `kind`; answers the new count.
+pub fn add_reaction(db: &Db, b: &Broadcast, kind: &str) -> Result<i64, ApiError> {
+    db.count(
+        "INSERT INTO broadcast_reactions (client_id, broadcast_id, kind, count) VALUES (?, ?, ?, 1) \
+         ON CONFLICT (broadcast_id, kind) DO UPDATE SET count = broadcast_reactions.count + 1 RETURNING count",
+        &[b.client_id.clone().into(), b.id.clone().into(), kind.into()],
+    )
+}
+
+/// Reaction counts per broadcast, every kind (zero when none), for many broadcasts in one
+/// query.
+pub fn reaction_counts(
+    db: &Db,
+    broadcast_ids: &[&str],
+) -> Result<HashMap<String, Map<String, Json>>, ApiError> {
+    let mut counts: HashMap<String, Map<String, Json>> = broadcast_ids
+        .iter()
+        .map(|id| {
+            let zeros = rules::REACTIONS
+                .iter()
+                .map(|k| (k.to_string(), 0.into()))
+                .collect();
+            (id.to_string(), zeros)
+        })
+        .collect();
+    if broadcast_ids.is_empty() {
+        return Ok(counts);
+    }
+    let placeholders = vec!["?"; broadcast_ids.len()].join(", ");
+    let params: Vec<Value> = broadcast_ids.iter().map(|id| (*id).into()).collect();
+    let rows = db.query(
+        &format!(
+            "SELECT broadcast_id, kind, count FROM broadcast_reactions WHERE broadcast_id IN ({placeholders})"
+        ),
+        &params,
+    )?;
+    for row in rows {
+        if let Some(map) = counts.get_mut(&row.text("broadcast_id")) {
+            map.insert(row.text("kind"), row.int("count").into());
+        }
+    }
+    Ok(counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing;
+
+    fn new(title: &str) -> NewBroadcast {
+        NewBroadcast {
+            title: title.into(),
+            visibility: "public".into(),
+            orientation: "portrait".into(),
+            max_participants: 100,
+            cohost_policy: "approval".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_reader_expires_a_stale_broadcast() {
+        let db = testing::db();
+        let t0 = 1_800_000_000;
+        let b = insert(&db, "c1", Some("ada"), &new("Show"), t0).unwrap();
+        assert!(move_status(&db, &b, Status::Active, t0).unwrap());
+        let live = load(&db, "c1", &b.id, t0 + 60).unwrap();
+        assert_eq!(live.status, Status::Active);
+        assert_eq!(
+            page_of_live(&db, "c1", Page::default(), t0 + 60).unwrap().1,
+            1
+        );
+        // 91 s without a heartbeat: gone from the live list, and `error` when read, by
+        // whichever reader comes first.
+        assert_eq!(
+            page_of_live(&db, "c1", Page::default(), t0 + 91).unwrap().1,
+            0
+        );
+        let by_room = load_by_room(&db, &b.identity.stream_id, t0 + 91)
+            .unwrap()
+            .unwrap();
+        assert_eq!(by_room.status, Status::Error);
+        assert_eq!(
+            by_room.ended_at.as_deref(),
+            Some(time::format_rfc3339(t0 + 91).as_str())
+        );
+        assert_eq!(
+            load(&db, "c1", &b.id, t0 + 200).unwrap().status,
+            Status::Error
+        );
+    }
+
+    #[test]
+    fn a_status_move_is_won_once() {
+        let db = testing::db();
+        let b = insert(&db, "c1", None, &new("Race"), 10).unwrap();
+        assert!(move_status(&db, &b, Status::Active, 11).unwrap());
+        // A second mover that read the same `pending` broadcast loses.
+        assert!(!move_status(&db, &b, Status::Completed, 12).unwrap());
+        assert_eq!(load(&db, "c1", &b.id, 12).unwrap().status, Status::Active);
+    }
+
+    #[test]
+    fn tenants_and_id_forms() {
+        let db = testing::db();
+        let b = insert(&db, "c1", Some("ada"), &new("Mine"), 10).unwrap();
+        for id in [&b.id, &b.identity.stream_id, &b.identity.short_id] {
+            assert_eq!(load_by_any_id(&db, "c1", id, 10).unwrap().unwrap().id, b.id);
+            assert!(load_by_any_id(&db, "c2", id, 10).unwrap().is_none());
+        }
+        assert_eq!(load(&db, "c2", &b.id, 10).unwrap_err().status, 404);
+        assert_eq!(load(&db, "c1", "nope", 10).unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn viewer_reports_keep_the_peak_and_the_average() {
+        let db = testing::db();
+        let b = insert(&db, "c1", Some("ada"), &new("Counted"), 10).unwrap();
+        for count in [5, 12, 7] {
+            report_viewers(&db, &b, count).unwrap();
+        }
+        let b = load(&db, "c1", &b.id, 10).unwrap();
+        assert_eq!(
+            (
+                b.viewer_count,
+                b.peak_viewers,
+                b.viewer_reports,
+                b.viewer_total
+            ),
+            (7, 12, 3, 24)
+        );
+        assert_eq!(add_reaction(&db, &b, "heart").unwrap(), 1);
+        assert_eq!(add_reaction(&db, &b, "heart").unwrap(), 2);
+        let counts = reaction_counts(&db, &[&b.id]).unwrap();
+        assert_eq!(counts[&b.id]["heart"], 2);
+        assert_eq!(counts[&b.id]["sparkle"], 0);
+    }
+}

@@ -1,0 +1,322 @@
+//! The store layer: every SQL statement of the platform lives in the modules below, one per
+//! aggregate, as typed functions (typed rows out, the clock passed in). Handlers never hold
+//! SQL text.
+//!
+//! Statements are written once, in SQL that SQLite and PostgreSQL both run unchanged, with
+//! `?` placeholders (or `?N` for a parameter used twice); [`Db`] rewrites them to `$N` for
+//! PostgreSQL. Integers are 64-bit everywhere (`BIGINT` columns), booleans are 0/1
+//! integers, times are RFC 3339 text or epoch seconds. The back end is a [`Backend`]: Spin's
+//! SQLite or PostgreSQL interface in the components (`crate::spin::db`), an embedded SQLite
+//! in this crate's unit tests.
+
+pub mod broadcasts;
+pub mod migrate;
+pub mod outbox;
+pub mod sql;
+
+use crate::ApiError;
+use crate::pagination::Page;
+use serde::de::DeserializeOwned;
+use std::rc::Rc;
+
+/// The SQL dialect a back end speaks; statements are written for both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// A parameter or a column value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::Text(s.to_string())
+    }
+}
+
+impl From<&String> for Value {
+    fn from(s: &String) -> Self {
+        Value::Text(s.clone())
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::Text(s)
+    }
+}
+
+impl From<i64> for Value {
+    fn from(n: i64) -> Self {
+        Value::Int(n)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(b: bool) -> Self {
+        Value::Int(i64::from(b))
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Value::Null, Into::into)
+    }
+}
+
+/// Builds a parameter list: `params![a, b, c]`.
+#[macro_export]
+macro_rules! params {
+    ($($value:expr),* $(,)?) => {
+        &[$($crate::store::Value::from($value)),*][..]
+    };
+}
+
+/// A result row, its values addressed by column name.
+#[derive(Debug, Clone)]
+pub struct Row {
+    columns: Rc<[String]>,
+    values: Vec<Value>,
+}
+
+impl Row {
+    pub fn new(columns: Rc<[String]>, values: Vec<Value>) -> Row {
+        Row { columns, values }
+    }
+
+    pub fn get(&self, column: &str) -> Option<&Value> {
+        let at = self.columns.iter().position(|c| c == column)?;
+        self.values.get(at)
+    }
+
+    /// The first column's value.
+    pub fn first(&self) -> Option<&Value> {
+        self.values.first()
+    }
+
+    /// A text column; NULL or absent is "".
+    pub fn text(&self, column: &str) -> String {
+        self.opt_text(column).unwrap_or_default()
+    }
+
+    pub fn opt_text(&self, column: &str) -> Option<String> {
+        match self.get(column)? {
+            Value::Text(s) => Some(s.clone()),
+            Value::Int(n) => Some(n.to_string()),
+            Value::Blob(b) => String::from_utf8(b.clone()).ok(),
+            Value::Real(r) => Some(r.to_string()),
+            Value::Null => None,
+        }
+    }
+
+    /// An integer column; NULL or absent is 0.
+    pub fn int(&self, column: &str) -> i64 {
+        self.opt_int(column).unwrap_or_default()
+    }
+
+    pub fn opt_int(&self, column: &str) -> Option<i64> {
+        self.get(column).and_then(Value::as_int)
+    }
+
+    /// A 0/1 column as a boolean.
+    pub fn bool(&self, column: &str) -> bool {
+        self.int(column) != 0
+    }
+
+    /// A JSON text column; unreadable or NULL is the type's default.
+    pub fn json<T: DeserializeOwned + Default>(&self, column: &str) -> T {
+        self.opt_text(column)
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Value {
+    /// The value as an integer: integers, and numeric text (PostgreSQL answers `SUM` of
+    /// integers as a decimal).
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Value::Int(n) => Some(*n),
+            Value::Text(s) => s
+                .parse::<i64>()
+                .ok()
+                .or_else(|| s.strip_suffix(".0").and_then(|t| t.parse().ok())),
+            Value::Real(r) if r.fract() == 0.0 => Some(*r as i64),
+            _ => None,
+        }
+    }
+}
+
+/// A database the store can talk to.
+pub trait Backend {
+    fn dialect(&self) -> Dialect;
+    /// Runs one statement and answers its rows.
+    fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, String>;
+    /// Runs one statement that answers no rows (DDL, transaction control, writes without
+    /// `RETURNING`).
+    fn execute(&self, sql: &str, params: &[Value]) -> Result<(), String> {
+        self.query(sql, params).map(|_| ())
+    }
+}
+
+/// A connection to the platform's database.
+pub struct Db {
+    backend: Box<dyn Backend>,
+}
+
+fn failed(e: String) -> ApiError {
+    ApiError::internal(format!("database error: {e}"))
+}
+
+impl Db {
+    pub fn new(backend: Box<dyn Backend>) -> Db {
+        Db { backend }
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.backend.dialect()
+    }
+
+    /// Runs one statement (placeholders rewritten for the back end) and answers its rows.
+    pub fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, ApiError> {
+        let statement = sql::for_dialect(sql, self.dialect());
+        self.backend.query(&statement, params).map_err(failed)
+    }
+
+    /// Runs one statement that answers no rows (use [`Db::query`] for `RETURNING`).
+    pub fn execute(&self, sql: &str, params: &[Value]) -> Result<(), ApiError> {
+        let statement = sql::for_dialect(sql, self.dialect());
+        self.backend.execute(&statement, params).map_err(failed)
+    }
+
+    /// The first row, if there is one.
+    pub fn query_one(&self, sql: &str, params: &[Value]) -> Result<Option<Row>, ApiError> {
+        Ok(self.query(sql, params)?.into_iter().next())
+    }
+
+    /// A single integer (e.g. `SELECT COUNT(*) ...`); 0 when there is no row or it is NULL.
+    pub fn count(&self, sql: &str, params: &[Value]) -> Result<i64, ApiError> {
+        Ok(self
+            .query_one(sql, params)?
+            .and_then(|row| row.first().and_then(Value::as_int))
+            .unwrap_or(0))
+    }
+
+    /// One page of `SELECT * FROM {table} WHERE {filter} ORDER BY {order}`, and how many
+    /// rows match in all.
+    pub fn page(
+        &self,
+        table: &str,
+        filter: &str,
+        scope: &[Value],
+        order: &str,
+        page: Page,
+    ) -> Result<(Vec<Row>, i64), ApiError> {
+        let total = self.count(
+            &format!("SELECT COUNT(*) FROM {table} WHERE {filter}"),
+            scope,
+        )?;
+        let mut params = scope.to_vec();
+        params.extend([
+            Value::Int(page.limit.into()),
+            Value::Int(page.offset.into()),
+        ]);
+        let rows = self.query(
+            &format!("SELECT * FROM {table} WHERE {filter} ORDER BY {order} LIMIT ? OFFSET ?"),
+            &params,
+        )?;
+        Ok((rows, total))
+    }
+
+    /// Runs `work` inside a transaction: committed when it succeeds, rolled back otherwise.
+    /// On SQLite the transaction takes the write lock at once (`BEGIN IMMEDIATE`), so two
+    /// writers never deadlock upgrading a read lock.
+    pub fn transaction<T>(
+        &self,
+        work: impl FnOnce(&Db) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let begin = match self.dialect() {
+            Dialect::Sqlite => "BEGIN IMMEDIATE",
+            Dialect::Postgres => "BEGIN",
+        };
+        self.execute(begin, &[])?;
+        match work(self) {
+            Ok(value) => {
+                self.execute("COMMIT", &[])?;
+                Ok(value)
+            }
+            Err(err) => {
+                let _ = self.execute("ROLLBACK", &[]);
+                Err(err)
+            }
+        }
+    }
+}
+
+/// An embedded SQLite back end for this crate's unit tests: the stores run against a real
+/// database, migrated like the platform's.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+
+    pub struct Embedded(rusqlite::Connection);
+
+    impl Backend for Embedded {
+        fn dialect(&self) -> Dialect {
+            Dialect::Sqlite
+        }
+
+        fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, String> {
+            use rusqlite::types::{Value as V, ValueRef};
+            let mut statement = self.0.prepare(sql).map_err(|e| e.to_string())?;
+            let columns: Rc<[String]> = statement
+                .column_names()
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+            let bound: Vec<V> = params
+                .iter()
+                .map(|p| match p {
+                    Value::Null => V::Null,
+                    Value::Int(n) => V::Integer(*n),
+                    Value::Real(r) => V::Real(*r),
+                    Value::Text(s) => V::Text(s.clone()),
+                    Value::Blob(b) => V::Blob(b.clone()),
+                })
+                .collect();
+            let mut rows = statement
+                .query(rusqlite::params_from_iter(bound))
+                .map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().map_err(|e| e.to_string())? {
+                let values = (0..columns.len())
+                    .map(|i| match row.get_ref(i) {
+                        Ok(ValueRef::Integer(n)) => Value::Int(n),
+                        Ok(ValueRef::Real(r)) => Value::Real(r),
+                        Ok(ValueRef::Text(t)) => Value::Text(String::from_utf8_lossy(t).into()),
+                        Ok(ValueRef::Blob(b)) => Value::Blob(b.to_vec()),
+                        _ => Value::Null,
+                    })
+                    .collect();
+                out.push(Row::new(columns.clone(), values));
+            }
+            Ok(out)
+        }
+    }
+
+    /// A fresh in-memory database with every migration applied.
+    pub fn db() -> Db {
+        let conn = rusqlite::Connection::open_in_memory().expect("in-memory SQLite");
+        let db = Db::new(Box::new(Embedded(conn)));
+        migrate::run(&db, 0).expect("migrations apply");
+        db
+    }
+}
