@@ -1,15 +1,15 @@
 //! Persisted chat of streams and broadcasts. The chat relay stores every WebSocket message
 //! through `POST /api/streams/{id}/chat`, so these rules are the only ones.
 
-use crate::broadcasts::{self, Broadcast, Viewer};
-use common::domain::cohost::Permissions;
+use crate::broadcasts::{self, Viewer};
 use common::pagination::{Page, Paged};
 use common::spin::auth::Tenant;
-use common::spin::db::{self, Db, Row};
 use common::spin::http::{Call, CallerCtx, UserCtx, json};
-use common::spin::rate_limit;
-use common::{ApiError, ids, time};
-use serde_json::{Value, json};
+use common::store::broadcasts::{self as broadcast_store, Broadcast};
+use common::store::chat::{self as store, NewMessage, Target};
+use common::store::{Db, cohosts, rate_limits, rooms};
+use common::{ApiError, ids};
+use serde_json::json;
 use spin_sdk::http::Response;
 
 /// Longest message, in characters after trimming.
@@ -31,27 +31,22 @@ pub fn clean_message(raw: &str) -> Result<String, String> {
     }
 }
 
-/// A message as every answer shows it: a deleted one keeps no text.
-fn from_row(row: &Row<'_>) -> Value {
-    let deleted = db::col_bool(row, "deleted");
-    json!({
-        "id": db::col_text(row, "id"),
-        "streamId": db::col_text(row, "stream_id"),
-        "broadcastId": db::col_opt_text(row, "broadcast_id"),
-        "senderId": db::col_text(row, "sender_id"),
-        "senderName": db::col_text(row, "sender_name"),
-        "message": if deleted { String::new() } else { db::col_text(row, "message") },
-        "createdAt": db::col_text(row, "created_at"),
-        "deleted": deleted,
-    })
-}
-
 /// Where a chat lives: a stream (a broadcast's or a scheduled event's streamId), and the
 /// broadcast behind it when there is one.
 struct ChatTarget {
     client_id: String,
     stream_id: String,
     broadcast: Option<Broadcast>,
+}
+
+impl ChatTarget {
+    fn store(&self) -> Target<'_> {
+        Target {
+            client_id: &self.client_id,
+            stream_id: &self.stream_id,
+            broadcast_id: self.broadcast.as_ref().map(|b| b.id.as_str()),
+        }
+    }
 }
 
 /// The chat of `/api/streams/{id}`: the tenant's broadcast with that streamId, else its
@@ -64,19 +59,16 @@ fn stream_target(
 ) -> Result<ChatTarget, ApiError> {
     let stream_id = ids::parse_uuid(call.param("id"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the stream id must be a UUID"))?;
-    if let Some(b) = broadcasts::load_by_stream(db, &tenant.client_id, &stream_id)? {
-        broadcasts::check_can_watch(db, &b, viewer)?;
+    if let Some(b) = broadcast_store::load_by_stream(db, &tenant.client_id, &stream_id, call.now())?
+    {
+        broadcasts::check_can_watch(db, &b, viewer, call.now())?;
         return Ok(ChatTarget {
             client_id: tenant.client_id.clone(),
             stream_id,
             broadcast: Some(b),
         });
     }
-    let event = db.count(
-        "SELECT COUNT(*) FROM scheduled_events WHERE client_id = ? AND stream_id = ? AND visibility <> 'private'",
-        &[db::text(&tenant.client_id), db::text(&stream_id)],
-    )?;
-    if event == 0 {
+    if !rooms::has_visible_event_stream(db, &tenant.client_id, &stream_id)? {
         return Err(ApiError::not_found("stream"));
     }
     Ok(ChatTarget {
@@ -87,11 +79,10 @@ fn stream_target(
 }
 
 fn broadcast_target(ctx: &UserCtx, db: &Db) -> Result<ChatTarget, ApiError> {
-    let tenant = &ctx.tenant;
-    let b = broadcasts::load(db, &tenant.client_id, ctx.param("id"))?;
-    broadcasts::check_can_watch(db, &b, Viewer::User(&ctx.user.id))?;
+    let b = broadcast_store::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
+    broadcasts::check_can_watch(db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
     Ok(ChatTarget {
-        client_id: tenant.client_id.clone(),
+        client_id: ctx.tenant.client_id.clone(),
         stream_id: b.identity.stream_id.clone(),
         broadcast: Some(b),
     })
@@ -100,22 +91,7 @@ fn broadcast_target(ctx: &UserCtx, db: &Db) -> Result<ChatTarget, ApiError> {
 /// Messages of a target, newest `limit` after skipping `offset` newest, oldest first.
 fn history(ctx: &Call, db: &Db, target: &ChatTarget) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
-    let broadcast_id = target.broadcast.as_ref().map(|b| b.id.clone());
-    let filter = "client_id = ? AND (stream_id = ? OR broadcast_id = ?)";
-    let scope = [
-        db::text(&target.client_id),
-        db::text(&target.stream_id),
-        db::opt_text(broadcast_id.as_deref()),
-    ];
-    let (mut items, total) = db.page(
-        "chat_messages",
-        filter,
-        &scope,
-        "created_ms DESC, id DESC",
-        page,
-        from_row,
-    )?;
-    items.reverse();
+    let (items, total) = store::history(db, &target.store(), page)?;
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
@@ -152,70 +128,55 @@ fn post(
             format!("the broadcast is {}; its chat is closed", b.status.as_str()),
         ));
     }
-    let now_ms = time::now_millis();
-    rate_limit::hit(
+    rate_limits::hit(
         db,
         &format!("chat:{}:{}", target.client_id, user.id),
         RATE_MAX,
         RATE_WINDOW_SECS,
-        now_ms / 1000,
+        ctx.now(),
     )?;
     let id = ids::uuid();
     let broadcast_id = target
         .broadcast
         .as_ref()
         .filter(|_| via_broadcast)
-        .map(|b| b.id.clone());
-    db.execute(
-        "INSERT INTO chat_messages (id, client_id, stream_id, broadcast_id, sender_id, sender_name, message, created_at, created_ms) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        &[
-            db::text(&id),
-            db::text(&target.client_id),
-            db::text(&target.stream_id),
-            db::opt_text(broadcast_id.as_deref()),
-            db::text(&user.id),
-            db::text(&user.username),
-            db::text(&message),
-            db::text(time::format_rfc3339_millis(now_ms)),
-            db::int(now_ms),
-        ],
-    )?;
-    let stored = db
-        .query_one(
-            "SELECT * FROM chat_messages WHERE id = ?",
-            &[db::text(&id)],
-            from_row,
-        )?
-        .ok_or_else(|| ApiError::internal("the message was not stored"))?;
+        .map(|b| b.id.as_str());
+    let new = NewMessage {
+        id: &id,
+        broadcast_id,
+        sender_id: &user.id,
+        sender_name: &user.username,
+        text: &message,
+    };
+    let stored = store::insert(db, &target.store(), &new, ctx.now_millis())?;
     Ok(json(200, &stored))
 }
 
 /// `GET /api/streams/{id}/chat`: anyone who may watch the stream (the relay reads for its
 /// sockets).
 pub fn stream_history(ctx: &CallerCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = common::spin::store::open()?;
     let target = stream_target(ctx, &ctx.tenant, Viewer::of(&ctx.caller), &db)?;
     history(ctx, &db, &target)
 }
 
 /// `POST /api/streams/{id}/chat`: as the signed-in user (the relay posts for its sockets).
 pub fn stream_post(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = common::spin::store::open()?;
     let target = stream_target(ctx, &ctx.tenant, Viewer::User(&ctx.user.id), &db)?;
     post(ctx, &db, &target, false)
 }
 
 /// `GET /api/broadcasts/{id}/chat`: includes messages stored under its streamId.
 pub fn broadcast_history(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = common::spin::store::open()?;
     let target = broadcast_target(ctx, &db)?;
     history(ctx, &db, &target)
 }
 
 /// `POST /api/broadcasts/{id}/chat`
 pub fn broadcast_post(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = common::spin::store::open()?;
     let target = broadcast_target(ctx, &db)?;
     post(ctx, &db, &target, true)
 }
@@ -234,55 +195,30 @@ fn may_delete(
     let Some(b) = &target.broadcast else {
         return Ok(false);
     };
-    if b.owner_id.as_deref() == Some(user_id) {
+    if b.is_owned_by(user_id) {
         return Ok(true);
     }
-    let permissions = db.query_one(
-        "SELECT permissions FROM cohosts WHERE client_id = ? AND broadcast_id = ? AND user_id = ? AND status = 'active'",
-        &[db::text(&target.client_id), db::text(&b.id), db::text(user_id)],
-        |row| serde_json::from_str::<Permissions>(&db::col_text(row, "permissions")).unwrap_or_default(),
-    )?;
-    Ok(permissions.is_some_and(|p| p.can_moderate_chat))
+    Ok(cohosts::of_user(db, b, user_id)?
+        .is_some_and(|c| c.is_active() && c.permissions.can_moderate_chat))
 }
 
 /// `DELETE /api/streams/{id}/chat/{messageId}`: marks the message deleted (its record
-/// stays, with `deleted: true`).
+/// stays, with `deleted: true` and no text).
 pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     let user = &ctx.user;
-    let db = Db::open()?;
+    let db = common::spin::store::open()?;
     let target = stream_target(ctx, &ctx.tenant, Viewer::User(&user.id), &db)?;
     let message_id = ids::parse_uuid(ctx.param("messageId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the message id must be a UUID"))?;
-    let sender = db
-        .query_one(
-            "SELECT sender_id FROM chat_messages WHERE client_id = ? AND stream_id = ? AND id = ?",
-            &[
-                db::text(&target.client_id),
-                db::text(&target.stream_id),
-                db::text(&message_id),
-            ],
-            |row| db::col_text(row, "sender_id"),
-        )?
+    let sender = store::sender_of(&db, &target.store(), &message_id)?
         .ok_or_else(|| ApiError::not_found("message"))?;
     if !may_delete(&db, &target, &user.id, &sender)? {
         return Err(ApiError::forbidden(
             "only the sender, the owner or a co-host with canModerateChat deletes a message",
         ));
     }
-    // The text goes at once: a deleted message keeps none, in storage or in any answer.
-    db.execute(
-        "UPDATE chat_messages SET deleted = 1, message = '', deleted_at = COALESCE(deleted_at, ?), deleted_by = COALESCE(deleted_by, ?) WHERE id = ?",
-        &[db::text(time::now_rfc3339()), db::text(&user.id), db::text(&message_id)],
-    )?;
+    store::delete(&db, &target.client_id, &message_id, &user.id, ctx.now())?;
     Ok(json(200, &json!({ "success": true, "id": message_id })))
-}
-
-/// The number of chat messages of a broadcast (its stream's and its own), for analytics.
-pub fn count_for(db: &Db, b: &Broadcast) -> Result<i64, ApiError> {
-    db.count(
-        "SELECT COUNT(*) FROM chat_messages WHERE client_id = ? AND (stream_id = ? OR broadcast_id = ?) AND deleted = 0",
-        &[db::text(&b.client_id), db::text(&b.identity.stream_id), db::text(&b.id)],
-    )
 }
 
 #[cfg(test)]

@@ -50,7 +50,11 @@ fn from_row(row: &Row<'_>) -> Event {
         visibility: db::col_text(row, "visibility"),
         scheduled_for: db::col_int(row, "scheduled_for"),
         playback,
-        identity: crate::broadcasts::stream_identity_of(row),
+        identity: common::domain::broadcast::StreamIdentity {
+            stream_id: db::col_text(row, "stream_id"),
+            stream_key: db::col_text(row, "stream_key"),
+            short_id: db::col_text(row, "short_id"),
+        },
         room_name: db::col_text(row, "room_name"),
         created_at: db::col_text(row, "created_at"),
     }

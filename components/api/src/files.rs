@@ -260,7 +260,8 @@ pub fn remove(db: &Db, file: &FileRow) -> Result<(), ApiError> {
 /// Removes up to `batch` uploads still `uploading` that were created before `cutoff`
 /// (RFC 3339): abandoned by an instance that stopped mid-upload. Their chunk count was
 /// never recorded, so chunks are deleted in order until one is missing.
-pub fn remove_abandoned(db: &Db, cutoff: &str, batch: i64) -> Result<i64, ApiError> {
+pub fn remove_abandoned(cutoff: &str, batch: i64) -> Result<i64, ApiError> {
+    let db = Db::open()?;
     let abandoned = db.query(
         "SELECT client_id, id FROM files WHERE status = 'uploading' AND created_at < ? LIMIT ?",
         &[db::text(cutoff), db::int(batch)],

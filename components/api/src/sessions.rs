@@ -1,12 +1,13 @@
 //! Streaming sessions (the SFU provider API). A streaming session is a broadcast: one
 //! record and one id, whichever endpoint created it; this module adds the SFU view.
 
-use crate::broadcasts::{self, Audience, Broadcast, Viewer};
+use crate::broadcasts::{self, Audience, Viewer};
 use common::ApiError;
 use common::domain::sfu::client_url;
-use common::spin::db::Db;
 use common::spin::http::{UserCtx, json};
 use common::spin::sfu::SfuConfig;
+use common::store::Db;
+use common::store::broadcasts::{self as store, Broadcast};
 use serde_json::Value;
 use spin_sdk::http::Response;
 
@@ -28,23 +29,27 @@ fn session_view(db: &Db, b: &Broadcast, audience: Audience) -> Result<Value, Api
 /// `POST /api/streaming/sessions`: `title`, `visibility`, `maxParticipants` (1..1000,
 /// default 100), and any other broadcast creation field.
 pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let mut body = ctx.json()?;
-    let mut new = broadcasts::parse_new(&mut body);
+    let mut new = broadcasts::new_broadcast(&mut body);
     new.max_participants = body
         .opt_int("maxParticipants", 1..=MAX_PARTICIPANTS)
         .unwrap_or(DEFAULT_MAX_PARTICIPANTS);
     body.finish()?;
-    let db = Db::open()?;
-    let b = broadcasts::insert(&db, &tenant.client_id, Some(&user.id), &new)?;
+    let db = common::spin::store::open()?;
+    let b = store::insert(
+        &db,
+        &ctx.tenant.client_id,
+        Some(&ctx.user.id),
+        &new,
+        ctx.now(),
+    )?;
     Ok(json(200, &session_view(&db, &b, Audience::Owner)?))
 }
 
 /// `GET /api/streaming/sessions/{id}`
 pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = Db::open()?;
-    let b = broadcasts::load(&db, &tenant.client_id, ctx.param("id"))?;
-    let audience = broadcasts::audience(&db, &b, Viewer::User(&user.id))?;
+    let db = common::spin::store::open()?;
+    let b = store::load(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
+    let audience = broadcasts::audience(&db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
     Ok(json(200, &session_view(&db, &b, audience)?))
 }

@@ -7,10 +7,9 @@ use common::ApiError;
 use common::domain::broadcast::{self as rules, REACTIONS, Status, StreamBases};
 use common::domain::sfu as sfu_rules;
 use common::spin::config;
-use common::spin::db::{self, Db};
 use common::spin::http::PublicCtx;
 use common::spin::sfu::SfuConfig;
-use common::time;
+use common::store::{broadcasts, rooms};
 use minijinja::context;
 use spin_sdk::http::Response;
 
@@ -30,7 +29,7 @@ pub fn record(ctx: &PublicCtx) -> Result<Response, ApiError> {
     if !params::valid_stream_id(stream_id) {
         return Ok(web::text(400, "the stream id is not valid"));
     }
-    let Some(stream) = stream_of_room(stream_id)? else {
+    let Some(stream) = stream_of_room(stream_id, ctx.now())? else {
         return Ok(web::text(404, "no such stream"));
     };
     if stream.private && !token_opens_room(ctx, stream_id) {
@@ -69,17 +68,19 @@ struct RecordedStream {
 
 /// The broadcast (by streamId) or scheduled event (by streamId or room name) whose SFU
 /// room is `room`.
-fn stream_of_room(room: &str) -> Result<Option<RecordedStream>, ApiError> {
-    let db = Db::open()?;
-    db.query_one(
-        "SELECT client_id, visibility FROM broadcasts WHERE stream_id = ?1 \
-         UNION ALL SELECT client_id, visibility FROM scheduled_events WHERE stream_id = ?1 OR room_name = ?1 \
-         LIMIT 1",
-        &[db::text(room)],
-        |row| RecordedStream {
-            client_id: db::col_text(row, "client_id"),
-            private: db::col_text(row, "visibility") == "private",
-        },
+fn stream_of_room(room: &str, now: i64) -> Result<Option<RecordedStream>, ApiError> {
+    let db = common::spin::store::open()?;
+    Ok(
+        rooms::by_room_name(&db, room, now)?.map(|found| match found {
+            rooms::Room::Broadcast(b) => RecordedStream {
+                client_id: b.client_id,
+                private: b.visibility == "private",
+            },
+            rooms::Room::Event(e) => RecordedStream {
+                client_id: e.client_id,
+                private: e.visibility == "private",
+            },
+        }),
     )
 }
 
@@ -92,7 +93,7 @@ fn token_opens_room(ctx: &PublicCtx, room: &str) -> bool {
     let Ok(sfu) = SfuConfig::load().credentials() else {
         return false;
     };
-    sfu_rules::is_token_for_room(&sfu.api_key, &sfu.api_secret, &token, room, time::now())
+    sfu_rules::is_token_for_room(&sfu.api_key, &sfu.api_secret, &token, room, ctx.now())
 }
 
 fn render_record(stream_id: &str, client_id: &str, p: &RecordParams) -> Result<String, String> {
@@ -194,38 +195,18 @@ impl WatchState {
     }
 }
 
-struct Watched {
-    client_id: String,
-    stream_id: String,
-    title: String,
-    status: Status,
-    visibility: String,
-    last_heartbeat: Option<i64>,
-}
-
 /// `GET /watch/{shortId}`: a public or unlisted broadcast; private and unknown ones are 404.
 pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let short_id = ctx.param("id");
     if !params::valid_stream_id(short_id) {
         return Ok(web::text(404, "no such broadcast"));
     }
-    let db = Db::open()?;
-    let found = db.query_one(
-        "SELECT client_id, stream_id, title, status, visibility, last_heartbeat FROM broadcasts WHERE short_id = ?",
-        &[db::text(short_id)],
-        |row| Watched {
-            client_id: db::col_text(row, "client_id"),
-            stream_id: db::col_text(row, "stream_id"),
-            title: db::col_text(row, "title"),
-            status: Status::parse(&db::col_text(row, "status")).unwrap_or(Status::Error),
-            visibility: db::col_text(row, "visibility"),
-            last_heartbeat: row.get::<i64>("last_heartbeat"),
-        },
-    )?;
+    let db = common::spin::store::open()?;
+    let found = broadcasts::load_by_short_id(&db, short_id, ctx.now())?;
     let Some(b) = found.filter(|b| b.visibility != "private") else {
         return Ok(web::text(404, "no such broadcast"));
     };
-    let state = WatchState::of(b.status, b.last_heartbeat, time::now());
+    let state = WatchState::of(b.status, b.last_heartbeat, ctx.now());
     let hls_base = config::var_or("playback_hls_base", "http://127.0.0.1:8080/hls");
     let hls_origin = params::http_origin(&hls_base);
     let hls_url = match &hls_origin {
@@ -235,7 +216,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
                 rtmp_ingest_base: "",
                 playback_hls_base: &hls_base,
             },
-            &b.stream_id,
+            &b.identity.stream_id,
         ),
         None => String::new(),
     };
@@ -247,7 +228,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
         assets::BUILD_ID,
         "watch",
         short_id,
-        &b.stream_id,
+        &b.identity.stream_id,
         &b.title,
         state.key(),
         &hls_url,
@@ -265,7 +246,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
                 "watch.html",
                 context! {
                     client_id => b.client_id,
-                    stream_id => b.stream_id,
+                    stream_id => b.identity.stream_id,
                     title => b.title,
                     status => state.key(),
                     status_label => state.label(),

@@ -9,9 +9,9 @@ mod rooms;
 use common::ApiError;
 use common::domain::sfu::{self, Role, TokenRequest};
 use common::routing::{Route, route};
-use common::spin::db::Db;
 use common::spin::http::{Caller, CallerCtx, Handler, Reply, handle_incoming, json};
 use common::spin::sfu::SfuConfig;
+use common::store::Db;
 use common::{ids, time};
 use rooms::{CoHostStanding, Room};
 use serde_json::json;
@@ -97,7 +97,7 @@ fn grant(
     let client_id = &ctx.tenant.client_id;
     let may_watch = match &ctx.caller {
         Caller::Server => true,
-        Caller::User(user) => rooms::user_may_watch(db, client_id, room, &user.id, time::now())?,
+        Caller::User(user) => rooms::user_may_watch(db, client_id, room, &user.id, ctx.now())?,
         Caller::Guest => room.visibility != "private",
     };
     if !may_watch {
@@ -120,11 +120,11 @@ fn grant(
 fn mint(ctx: &CallerCtx) -> Reply {
     let ask = read_ask(ctx)?;
     let identity = identity_of(ctx, &ask)?;
-    let db = Db::open()?;
-    let room = rooms::resolve(&db, &ctx.tenant.client_id, ctx.param("id"))?;
+    let db = common::spin::store::open()?;
+    let room = rooms::resolve(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
     let role = grant(ctx, &db, &room, &identity, ask.role)?;
     let sfu = SfuConfig::load().credentials()?;
-    let now = time::now();
+    let now = ctx.now();
     let token = sfu::mint_token(
         &TokenRequest {
             api_key: &sfu.api_key,

@@ -4,7 +4,7 @@ use common::ApiError;
 use common::domain::broadcast::Status;
 use common::domain::sfu::Role;
 use common::ids;
-use common::spin::db::{self, Db};
+use common::store::{Db, cohosts, rooms};
 
 /// Participants allowed in a room created for a scheduled event.
 const EVENT_MAX_PARTICIPANTS: u32 = 100;
@@ -128,21 +128,14 @@ pub fn cohost_standing(
     if room.kind != Kind::Broadcast {
         return Ok(CoHostStanding::None);
     }
-    let status = db.query_one(
-        "SELECT status FROM cohosts WHERE client_id = ? AND broadcast_id = ? AND user_id = ?",
-        &[
-            db::text(client_id),
-            db::text(&room.session_id),
-            db::text(identity),
-        ],
-        |row| db::col_text(row, "status"),
-    )?;
-    Ok(match status.as_deref() {
-        Some("active") => CoHostStanding::Active,
-        Some("requested") => CoHostStanding::Requested,
-        Some(_) => CoHostStanding::Removed,
-        None => CoHostStanding::None,
-    })
+    Ok(
+        match cohosts::status_of(db, client_id, &room.session_id, identity)?.as_deref() {
+            Some("active") => CoHostStanding::Active,
+            Some("requested") => CoHostStanding::Requested,
+            Some(_) => CoHostStanding::Removed,
+            None => CoHostStanding::None,
+        },
+    )
 }
 
 /// Whether a signed-in user may watch the room: anyone of the tenant for a public or
@@ -161,91 +154,40 @@ pub fn user_may_watch(
     if room.kind != Kind::Broadcast {
         return Ok(false);
     }
-    if matches!(
-        cohost_standing(db, client_id, room, user_id)?,
-        CoHostStanding::Active | CoHostStanding::Requested
-    ) {
-        return Ok(true);
-    }
-    let invites = db.count(
-        "SELECT COUNT(*) FROM cohost_invites WHERE client_id = ? AND broadcast_id = ? AND user_id = ? \
-         AND used_at IS NULL AND expires_at > ?",
-        &[
-            db::text(client_id),
-            db::text(&room.session_id),
-            db::text(user_id),
-            db::int(now),
-        ],
-    )?;
-    Ok(invites > 0)
+    cohosts::is_invited_or_host(db, client_id, &room.session_id, user_id, now)
 }
 
-fn broadcast_room(row: &db::Row<'_>) -> Room {
-    Room {
-        name: db::col_text(row, "stream_id"),
-        kind: Kind::Broadcast,
-        session_id: db::col_text(row, "id"),
-        owner_id: db::col_opt_text(row, "owner_id"),
-        status: Status::parse(&db::col_text(row, "status")),
-        max_participants: u32::try_from(db::col_int(row, "max_participants")).unwrap_or(1),
-        visibility: db::col_text(row, "visibility"),
-    }
-}
-
-fn event_room(row: &db::Row<'_>) -> Room {
-    Room {
-        name: db::col_text(row, "room_name"),
-        kind: Kind::Event,
-        session_id: db::col_text(row, "id"),
-        owner_id: db::col_opt_text(row, "owner_id"),
-        status: None,
-        max_participants: EVENT_MAX_PARTICIPANTS,
-        visibility: db::col_text(row, "visibility"),
-    }
-}
-
-/// Finds the tenant's room for `raw_id`: broadcasts by id, then by streamId, then scheduled
-/// events by room name (or, for a short id, broadcasts then events by short id).
-pub fn resolve(db: &Db, client_id: &str, raw_id: &str) -> Result<Room, ApiError> {
-    let broadcast_columns = "id, owner_id, stream_id, status, max_participants, visibility";
-    let found = match classify(raw_id)? {
-        IdForm::Uuid(id) => {
-            let scope = [db::text(client_id), db::text(&id)];
-            match db.query_one(
-                &format!(
-                    "SELECT {broadcast_columns} FROM broadcasts WHERE client_id = ?1 AND (id = ?2 OR stream_id = ?2) \
-                     ORDER BY id = ?2 DESC LIMIT 1"
-                ),
-                &scope,
-                broadcast_room,
-            )? {
-                Some(room) => Some(room),
-                None => db.query_one(
-                    "SELECT id, owner_id, room_name, visibility FROM scheduled_events WHERE client_id = ? AND room_name = ?",
-                    &scope,
-                    event_room,
-                )?,
-            }
-        }
-        IdForm::ShortId(short) => {
-            let scope = [db::text(client_id), db::text(&short)];
-            match db.query_one(
-                &format!(
-                    "SELECT {broadcast_columns} FROM broadcasts WHERE client_id = ? AND short_id = ?"
-                ),
-                &scope,
-                broadcast_room,
-            )? {
-                Some(room) => Some(room),
-                None => db.query_one(
-                    "SELECT id, owner_id, room_name, visibility FROM scheduled_events WHERE client_id = ? AND short_id = ?",
-                    &scope,
-                    event_room,
-                )?,
-            }
-        }
+/// Finds the tenant's room for `raw_id` (any id form of a broadcast or a scheduled event).
+/// A broadcast is read through the one broadcast loader, so a stale one is already `error`.
+pub fn resolve(db: &Db, client_id: &str, raw_id: &str, now: i64) -> Result<Room, ApiError> {
+    let id = match classify(raw_id)? {
+        IdForm::Uuid(id) | IdForm::ShortId(id) => id,
     };
-    found.ok_or_else(|| ApiError::not_found("session"))
+    let room = match rooms::find(db, client_id, &id, now)? {
+        Some(rooms::Room::Broadcast(b)) => {
+            let b = *b;
+            Room {
+                name: b.identity.stream_id,
+                kind: Kind::Broadcast,
+                session_id: b.id,
+                owner_id: b.owner_id,
+                status: Some(b.status),
+                max_participants: u32::try_from(b.max_participants).unwrap_or(1),
+                visibility: b.visibility,
+            }
+        }
+        Some(rooms::Room::Event(e)) => Room {
+            name: e.room_name,
+            kind: Kind::Event,
+            session_id: e.id,
+            owner_id: Some(e.owner_id),
+            status: None,
+            max_participants: EVENT_MAX_PARTICIPANTS,
+            visibility: e.visibility,
+        },
+        None => return Err(ApiError::not_found("session")),
+    };
+    Ok(room)
 }
 
 #[cfg(test)]

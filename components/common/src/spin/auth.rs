@@ -138,25 +138,13 @@ fn check_signature(req: &Request, tenant: &Tenant) -> Result<bool, ApiError> {
     Ok(true)
 }
 
-/// Records a verified signature; a second use within the window is a replay. One
-/// statement decides, so of two concurrent uses exactly one is accepted.
+/// Records a verified signature; a second use within the window is a replay.
 fn remember_signature(client_id: &str, signature: &str, now: i64) -> Result<(), ApiError> {
     // Seen signatures are kept for twice the skew window: a timestamp can be up to
     // MAX_SKEW_SECS in the future and then stays valid for as long again.
     let expires = now + 2 * signing::MAX_SKEW_SECS;
-    let db = Db::open()?;
-    let fresh = db.execute(
-        "INSERT INTO seen_signatures (client_id, signature, expires_at) VALUES (?, ?, ?) \
-         ON CONFLICT (client_id, signature) DO UPDATE SET expires_at = excluded.expires_at \
-         WHERE seen_signatures.expires_at <= ? RETURNING signature",
-        &[
-            db::text(client_id),
-            db::text(signature),
-            db::int(expires),
-            db::int(now),
-        ],
-    )?;
-    if fresh.rows.is_empty() {
+    let db = super::store::open()?;
+    if !crate::store::replay::first_use(&db, client_id, signature, expires, now)? {
         return Err(ApiError::unauthorized(
             "signature_replayed",
             "this signature has already been used",
@@ -178,18 +166,14 @@ pub fn user_from_bearer(req: &Request, tenant: &Tenant) -> Result<CurrentUser, A
             "the token belongs to another client",
         ));
     }
-    let db = Db::open()?;
-    let user = db
-        .query_one(
-            "SELECT id, username, email, token_version FROM users WHERE client_id = ? AND id = ?",
-            &[db::text(&tenant.client_id), db::text(&claims.sub)],
-            |row| CurrentUser {
-                id: db::col_text(row, "id"),
-                username: db::col_text(row, "username"),
-                email: db::col_text(row, "email"),
-                token_version: db::col_int(row, "token_version"),
-            },
-        )?
+    let db = super::store::open()?;
+    let user = crate::store::users::by_id(&db, &tenant.client_id, &claims.sub)?
+        .map(|u| CurrentUser {
+            id: u.id,
+            username: u.username,
+            email: u.email,
+            token_version: u.token_version,
+        })
         .ok_or_else(|| {
             ApiError::unauthorized("invalid_token", "the token's user no longer exists")
         })?;

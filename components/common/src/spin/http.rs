@@ -23,7 +23,7 @@ pub struct Call {
     pub req: Request,
     params: routing::Params,
     request_id: String,
-    now: i64,
+    now_ms: i64,
 }
 
 impl Call {
@@ -60,7 +60,12 @@ impl Call {
     /// The time of this request (epoch seconds), read once when it arrived: every rule and
     /// store the handler calls gets this clock.
     pub fn now(&self) -> i64 {
-        self.now
+        self.now_ms.div_euclid(1000)
+    }
+
+    /// The time of this request in epoch milliseconds (the same clock as [`Call::now`]).
+    pub fn now_millis(&self) -> i64 {
+        self.now_ms
     }
 
     /// The body as a JSON object; a declared non-JSON content type is a 415.
@@ -356,7 +361,7 @@ pub fn prepare<U: Copy>(
         req,
         params: matched.params,
         request_id: request_id.to_string(),
-        now: crate::time::now(),
+        now_ms: crate::time::now_millis(),
     };
     authenticate(handler, call)
 }

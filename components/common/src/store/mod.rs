@@ -10,9 +10,15 @@
 //! in this crate's unit tests.
 
 pub mod broadcasts;
+pub mod chat;
+pub mod cohosts;
 pub mod migrate;
 pub mod outbox;
+pub mod rate_limits;
+pub mod replay;
+pub mod rooms;
 pub mod sql;
+pub mod users;
 
 use crate::ApiError;
 use crate::pagination::Page;

@@ -1,0 +1,102 @@
+//! The tenant's server's view of broadcasts (`/api/v1/sessions`, signed requests), and
+//! reactions, which viewers send too.
+
+use super::access::{Audience, Viewer, check_can_watch, ensure_not_final};
+use super::{change_status, input, owner_page, view};
+use common::ApiError;
+use common::domain::broadcast::{self as rules};
+use common::spin::http::{Actor, ActorCtx, ServerCtx, json};
+use common::store::broadcasts::{self as store, Changes};
+use common::store::rate_limits;
+use serde_json::json;
+use spin_sdk::http::Response;
+
+/// Reactions one user may send per window to one broadcast.
+const REACTIONS_PER_WINDOW: i64 = 20;
+const REACTION_WINDOW_SECS: i64 = 10;
+
+/// `POST /api/v1/sessions`: a broadcast session owned by the tenant itself.
+pub fn v1_create(ctx: &ServerCtx) -> Result<Response, ApiError> {
+    let mut body = ctx.json()?;
+    let new = input::new_broadcast(&mut body);
+    body.finish()?;
+    let db = common::spin::store::open()?;
+    let b = store::insert(&db, &ctx.tenant.client_id, None, &new, ctx.now())?;
+    Ok(json(200, &view::one(&db, &b, Audience::Owner)?))
+}
+
+/// `GET /api/v1/sessions`: every session of the tenant, newest first.
+pub fn v1_list(ctx: &ServerCtx) -> Result<Response, ApiError> {
+    owner_page(ctx, &ctx.tenant.client_id, None)
+}
+
+/// `PATCH /api/v1/sessions/{id}`: `status` through the state machine, `metadata` as a JSON
+/// merge patch (a null value removes a key).
+pub fn v1_patch(ctx: &ServerCtx) -> Result<Response, ApiError> {
+    let mut body = ctx.json()?;
+    let status = body.opt_string("status", 20);
+    let patch_value = body.opt_value("metadata");
+    let patch = input::metadata(&mut body, patch_value.clone(), true);
+    if status.is_none() && patch_value.is_none() {
+        body.error("status", "send status, metadata or both");
+    }
+    body.finish()?;
+    let to = status.as_deref().map(input::requested_status).transpose()?;
+    let db = common::spin::store::open()?;
+    let now = ctx.now();
+    let mut b = store::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
+    // Check the move before writing anything, so a refused status changes nothing.
+    if let Some(to) = to {
+        rules::transition(b.status, to)?;
+    }
+    if patch_value.is_some() {
+        let merged = input::merge_metadata(&b.metadata, patch)?;
+        let changes = Changes {
+            metadata: Some(merged),
+            ..Changes::default()
+        };
+        store::update(&db, &b, &changes, now)?;
+        b = store::load(&db, &b.client_id, &b.id, now)?;
+    }
+    if let Some(to) = to {
+        b = change_status(&db, &b, to, now)?;
+    }
+    Ok(json(200, &view::one(&db, &b, Audience::Owner)?))
+}
+
+/// `POST /api/v1/sessions/{id}/reactions`: `{"reaction": "heart"}`; counted per session.
+/// The tenant's server, or a user who may watch the broadcast (rate limited per user).
+pub fn react(ctx: &ActorCtx) -> Result<Response, ApiError> {
+    let mut body = ctx.json()?;
+    let reaction = body.string("reaction", 20);
+    if !reaction.is_empty() && !rules::REACTIONS.contains(&reaction.as_str()) {
+        body.error(
+            "reaction",
+            "must be one of heart, sparkle, thumbs_up, surprised",
+        );
+    }
+    body.finish()?;
+    let db = common::spin::store::open()?;
+    let now = ctx.now();
+    let b = store::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
+    check_can_watch(&db, &b, Viewer::of_actor(&ctx.actor), now)?;
+    ensure_not_final(&b)?;
+    if let Actor::User(user) = &ctx.actor {
+        rate_limits::hit(
+            &db,
+            &format!("react:{}:{}:{}", b.client_id, b.id, user.id),
+            REACTIONS_PER_WINDOW,
+            REACTION_WINDOW_SECS,
+            now,
+        )?;
+    }
+    let count = store::add_reaction(&db, &b, &reaction)?;
+    crate::realtime::publish(
+        &b.identity.stream_id,
+        json!({ "kind": "reaction", "reaction": reaction, "count": count }),
+    );
+    Ok(json(
+        200,
+        &json!({ "success": true, "sessionId": b.id, "reaction": reaction, "count": count }),
+    ))
+}

@@ -1,0 +1,66 @@
+//! A broadcast as the API answers it.
+
+use super::access::Audience;
+use crate::links::Links;
+use common::ApiError;
+use common::store::Db;
+use common::store::broadcasts::{self as store, Broadcast};
+use serde_json::{Value, json};
+
+/// The broadcast as `audience` sees it, with its reaction counts: the owner also gets the
+/// ingest credentials (from `links`), metadata and device details.
+pub fn of(b: &Broadcast, links: &Links, reactions: Value, audience: Audience) -> Value {
+    let mut view = json!({
+        "id": b.id,
+        "title": b.title,
+        "status": b.status.as_str(),
+        "visibility": b.visibility,
+        "tags": b.tags,
+        "ownerId": b.owner_id,
+        "viewerCount": b.viewer_count,
+        "maxParticipants": b.max_participants,
+        "orientation": b.orientation,
+        "recordingWidth": b.recording.map(|r| r.0),
+        "recordingHeight": b.recording.map(|r| r.1),
+        "createdAt": b.created_at,
+        "startedAt": b.started_at,
+        "endedAt": b.ended_at,
+        "reactions": reactions,
+        "cohostPolicy": b.cohost_policy,
+    });
+    let owner = audience == Audience::Owner;
+    links.add_stream_addresses(&mut view, &b.identity, owner);
+    if owner {
+        view["metadata"] = b.metadata.clone();
+        view["deviceWidth"] = b.device_width.into();
+        view["deviceHeight"] = b.device_height.into();
+        view["deviceType"] = b.device_type.clone().into();
+        view["operatingSystem"] = b.operating_system.clone().into();
+        view["updatedAt"] = b.updated_at.clone().into();
+    }
+    view
+}
+
+/// The views of `items` (each as `audience_for` decides), with their reaction counts.
+pub fn many(
+    db: &Db,
+    items: &[Broadcast],
+    audience_for: impl Fn(&Broadcast) -> Audience,
+) -> Result<Vec<Value>, ApiError> {
+    let links = Links::load();
+    let ids: Vec<&str> = items.iter().map(|b| b.id.as_str()).collect();
+    let mut counts = store::reaction_counts(db, &ids)?;
+    Ok(items
+        .iter()
+        .map(|b| {
+            let reactions = counts.remove(&b.id).map_or(Value::Null, Value::Object);
+            of(b, &links, reactions, audience_for(b))
+        })
+        .collect())
+}
+
+/// One broadcast's view, with its reaction counts.
+pub fn one(db: &Db, b: &Broadcast, audience: Audience) -> Result<Value, ApiError> {
+    let mut views = many(db, std::slice::from_ref(b), |_| audience)?;
+    Ok(views.pop().unwrap_or(Value::Null))
+}
