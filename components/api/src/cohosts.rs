@@ -5,6 +5,7 @@
 use crate::broadcasts::{self, Audience, Viewer};
 use common::domain::broadcast::Status;
 use common::domain::cohost::{self as rules, Permissions};
+use common::realtime::{CohostAction, Event};
 use common::spin::http::{ActorCtx, SfuCtx, UserCtx, json};
 use common::store::Db;
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
@@ -165,7 +166,13 @@ pub fn update_layout(ctx: &UserCtx) -> Result<Response, ApiError> {
     store::save_layout(&db, &b, &layout, ctx.now())?;
     crate::realtime::publish(
         &b.identity.stream_id,
-        json!({ "kind": "cohost", "action": "layout", "grid": layout }),
+        Event::Cohost {
+            action: CohostAction::Layout,
+            co_host: None,
+            co_host_id: None,
+            user_id: None,
+            grid: serde_json::to_value(&layout).ok(),
+        },
     );
     Ok(json(200, &json!({ "success": true, "layout": layout })))
 }
@@ -373,11 +380,11 @@ pub fn join(ctx: &UserCtx) -> Result<Response, ApiError> {
         };
         let view = view(&cohost, false);
         let action = if status == "active" {
-            "joined"
+            CohostAction::Joined
         } else {
-            "requested"
+            CohostAction::Requested
         };
-        let event = json!({ "kind": "cohost", "action": action, "coHost": view });
+        let event = Event::cohost(action, view.clone());
         Ok((
             json(
                 200,
@@ -460,7 +467,7 @@ pub fn approve(ctx: &UserCtx) -> Result<Response, ApiError> {
     let view = view(&approved, false);
     crate::realtime::publish(
         &b.identity.stream_id,
-        json!({ "kind": "cohost", "action": "approved", "coHost": view }),
+        Event::cohost(CohostAction::Approved, view.clone()),
     );
     Ok(json(200, &json!({ "success": true, "coHost": view })))
 }
@@ -475,7 +482,7 @@ pub fn decline(ctx: &UserCtx) -> Result<Response, ApiError> {
     }
     crate::realtime::publish(
         &b.identity.stream_id,
-        json!({ "kind": "cohost", "action": "declined", "coHostId": target.id, "userId": target.user_id }),
+        Event::cohost_gone(CohostAction::Declined, &target.id, &target.user_id),
     );
     Ok(json(
         200,
@@ -546,7 +553,7 @@ pub fn update_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
     let connected = store::connected(&db, &b)?.contains(&updated.user_id);
     crate::realtime::publish(
         &b.identity.stream_id,
-        json!({ "kind": "cohost", "action": "updated", "coHost": view(&updated, connected) }),
+        Event::cohost(CohostAction::Updated, view(&updated, connected)),
     );
     Ok(json(
         200,
@@ -563,7 +570,7 @@ pub fn remove_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
     store::remove(&db, &b, &target.id, &ctx.user.id, ctx.now())?;
     crate::realtime::publish(
         &b.identity.stream_id,
-        json!({ "kind": "cohost", "action": "removed", "coHostId": target.id, "userId": target.user_id }),
+        Event::cohost_gone(CohostAction::Removed, &target.id, &target.user_id),
     );
     Ok(json(
         200,

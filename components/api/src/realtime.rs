@@ -3,16 +3,16 @@
 //! hold sockets, so the relay's internal endpoint is the way out. Publishing is best
 //! effort: the REST call that caused an event succeeds even when the relay is down.
 
+use common::realtime::Event;
 use common::spin::config;
 use common::spin::outbound::{self, OutboundRequest};
-use serde_json::Value;
 use std::time::Duration;
 
 /// How long a push may take before it is given up.
 const PUSH_TIMEOUT: Duration = Duration::from_millis(300);
 
-/// Sends `event` (an object with a string `kind`) to the sockets of `stream_id`.
-pub fn publish(stream_id: &str, event: Value) {
+/// Sends `event` to the sockets of `stream_id`.
+pub fn publish(stream_id: &str, event: Event) {
     let (Some(relay_url), Some(secret)) = (config::var("relay_url"), config::var("relay_secret"))
     else {
         return;
@@ -21,7 +21,7 @@ pub fn publish(stream_id: &str, event: Value) {
         "{}/internal/streams/{stream_id}/events",
         relay_url.trim_end_matches('/')
     );
-    let body = event.to_string();
+    let body = serde_json::to_string(&event).unwrap_or_default();
     let request = OutboundRequest {
         method: "POST",
         headers: vec![

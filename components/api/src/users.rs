@@ -4,9 +4,10 @@ use crate::{contacts, passwords};
 use common::jwt::{self, USER_TOKEN_TTL_SECS};
 use common::pagination::{Page, Paged};
 use common::spin::config;
-use common::spin::db::{self, Db, Row};
+use common::spin::db::{self as old_db, Db as OldDb};
 use common::spin::http::{AppCtx, ServerCtx, UserCtx, json};
-use common::spin::rate_limit;
+use common::store::users::{self as store, Login, NewUser, ProfileChanges, Side};
+use common::store::{Db, rate_limits};
 use common::validate;
 use common::{ApiError, ids, time};
 use serde::Serialize;
@@ -46,30 +47,32 @@ pub struct Profile {
     pub updated_at: String,
 }
 
-pub const PUBLIC_COLUMNS: &str = "id, username, first_name, last_name, avatar_url, created_at";
-
-pub fn public_user(row: &Row<'_>) -> PublicUser {
-    PublicUser {
-        id: db::col_text(row, "id"),
-        username: db::col_text(row, "username"),
-        first_name: db::col_opt_text(row, "first_name"),
-        last_name: db::col_opt_text(row, "last_name"),
-        avatar_url: db::col_opt_text(row, "avatar_url"),
-        created_at: db::col_text(row, "created_at"),
+impl PublicUser {
+    pub fn of(u: &store::User) -> Self {
+        PublicUser {
+            id: u.id.clone(),
+            username: u.username.clone(),
+            first_name: u.first_name.clone(),
+            last_name: u.last_name.clone(),
+            avatar_url: u.avatar_url.clone(),
+            created_at: u.created_at.clone(),
+        }
     }
 }
 
-fn profile(row: &Row<'_>) -> Profile {
-    Profile {
-        id: db::col_text(row, "id"),
-        username: db::col_text(row, "username"),
-        email: db::col_text(row, "email"),
-        first_name: db::col_opt_text(row, "first_name"),
-        last_name: db::col_opt_text(row, "last_name"),
-        avatar_url: db::col_opt_text(row, "avatar_url"),
-        phone_number: db::col_opt_text(row, "phone_number"),
-        created_at: db::col_text(row, "created_at"),
-        updated_at: db::col_text(row, "updated_at"),
+impl Profile {
+    fn of(u: &store::User) -> Self {
+        Profile {
+            id: u.id.clone(),
+            username: u.username.clone(),
+            email: u.email.clone(),
+            first_name: u.first_name.clone(),
+            last_name: u.last_name.clone(),
+            avatar_url: u.avatar_url.clone(),
+            phone_number: u.phone_number.clone(),
+            created_at: u.created_at.clone(),
+            updated_at: u.updated_at.clone(),
+        }
     }
 }
 
@@ -89,12 +92,17 @@ pub fn username_problem(name: &str) -> Option<&'static str> {
 }
 
 fn load_profile(db: &Db, client_id: &str, user_id: &str) -> Result<Profile, ApiError> {
-    db.query_one(
-        "SELECT * FROM users WHERE client_id = ? AND id = ?",
-        &[db::text(client_id), db::text(user_id)],
-        profile,
-    )?
-    .ok_or_else(|| ApiError::not_found("user"))
+    store::by_id(db, client_id, user_id)?
+        .map(|u| Profile::of(&u))
+        .ok_or_else(|| ApiError::not_found("user"))
+}
+
+fn taken(field: &'static str) -> ApiError {
+    let (code, message) = match field {
+        "username" => ("username_taken", "this username is already taken"),
+        _ => ("email_taken", "this e-mail address is already registered"),
+    };
+    ApiError::conflict(code, message).with_extra("field", field)
 }
 
 /// Answers 409 when `username` or `email` is taken in the tenant by someone other than `except`.
@@ -105,40 +113,24 @@ fn ensure_unique(
     email: Option<&str>,
     except: &str,
 ) -> Result<(), ApiError> {
-    if let Some(username) = username {
-        let taken = db.count(
-            "SELECT COUNT(*) FROM users WHERE client_id = ? AND username_key = ? AND id <> ?",
-            &[
-                db::text(client_id),
-                db::text(username.to_lowercase()),
-                db::text(except),
-            ],
-        )?;
-        if taken > 0 {
-            return Err(
-                ApiError::conflict("username_taken", "this username is already taken")
-                    .with_extra("field", "username"),
-            );
-        }
+    if let Some(username) = username
+        && store::login_taken(db, client_id, Login::Username(username), except)?
+    {
+        return Err(taken("username"));
     }
-    if let Some(email) = email {
-        let taken = db.count(
-            "SELECT COUNT(*) FROM users WHERE client_id = ? AND email_key = ? AND id <> ?",
-            &[
-                db::text(client_id),
-                db::text(email.to_lowercase()),
-                db::text(except),
-            ],
-        )?;
-        if taken > 0 {
-            return Err(ApiError::conflict(
-                "email_taken",
-                "this e-mail address is already registered",
-            )
-            .with_extra("field", "email"));
-        }
+    if let Some(email) = email
+        && store::login_taken(db, client_id, Login::Email(email), except)?
+    {
+        return Err(taken("email"));
     }
     Ok(())
+}
+
+fn taken_meanwhile() -> ApiError {
+    ApiError::conflict(
+        "username_or_email_taken",
+        "this username or e-mail address is already registered",
+    )
 }
 
 /// A fresh access token and a refresh token in `family` (a new family when `None`).
@@ -148,22 +140,20 @@ fn issue_session(
     user_id: &str,
     token_version: i64,
     family: Option<&str>,
+    now: i64,
 ) -> Result<serde_json::Value, ApiError> {
     let secret = config::required("jwt_secret")?;
-    let now = time::now();
     let token = jwt::issue_user_token(secret.as_bytes(), user_id, client_id, token_version, now);
     let refresh = format!("rt_{}", ids::random_base62(48));
     let family = family.map_or_else(ids::uuid, str::to_string);
-    db.execute(
-        "INSERT INTO refresh_tokens (token_hash, client_id, user_id, family_id, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        &[
-            db::text(ids::sha256_hex(refresh.as_bytes())),
-            db::text(client_id),
-            db::text(user_id),
-            db::text(family),
-            db::int(now + REFRESH_TTL_SECS),
-            db::text(time::now_rfc3339()),
-        ],
+    store::add_refresh_token(
+        db,
+        client_id,
+        user_id,
+        &ids::sha256_hex(refresh.as_bytes()),
+        &family,
+        now + REFRESH_TTL_SECS,
+        now,
     )?;
     let user = load_profile(db, client_id, user_id)?;
     Ok(json!({
@@ -204,33 +194,25 @@ pub fn signup(ctx: &AppCtx) -> Result<Response, ApiError> {
     body.finish()?;
     let password = password.unwrap_or_default();
 
-    let db = Db::open()?;
+    let db = common::spin::store::open()?;
     ensure_unique(&db, &tenant.client_id, Some(&username), Some(&email), "")?;
     let id = ids::uuid();
-    let now = time::now_rfc3339();
     let hash = passwords::hash(&password)?;
-    db.execute(
-        "INSERT INTO users (id, client_id, username, username_key, email, email_key, password_hash, first_name, last_name, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        &[
-            db::text(&id),
-            db::text(&tenant.client_id),
-            db::text(&username),
-            db::text(username.to_lowercase()),
-            db::text(&email),
-            db::text(email.to_lowercase()),
-            db::text(hash),
-            db::opt_text(first_name.as_deref()),
-            db::opt_text(last_name.as_deref()),
-            db::text(&now),
-            db::text(&now),
-        ],
-    )
+    let new = NewUser {
+        id: &id,
+        username: &username,
+        email: &email,
+        password_hash: &hash,
+        first_name: first_name.as_deref(),
+        last_name: last_name.as_deref(),
+    };
     // Two sign-ups racing for one name: the unique index decides.
-    .map_err(|_| ApiError::conflict("username_or_email_taken", "this username or e-mail address is already registered"))?;
+    if !store::insert(&db, &tenant.client_id, &new, ctx.now())? {
+        return Err(taken_meanwhile());
+    }
     Ok(json(
         200,
-        &issue_session(&db, &tenant.client_id, &id, 0, None)?,
+        &issue_session(&db, &tenant.client_id, &id, 0, None, ctx.now())?,
     ))
 }
 
@@ -248,29 +230,27 @@ pub fn login(ctx: &AppCtx) -> Result<Response, ApiError> {
         body.error("password", "is required");
     }
     body.finish()?;
-    let (column, login) = match (&email, &username) {
-        (Some(e), _) => ("email_key", e.to_lowercase()),
-        (None, Some(u)) => ("username_key", u.to_lowercase()),
-        (None, None) => unreachable!("checked above"),
+    let login = match &email {
+        Some(e) => Login::Email(e),
+        None => Login::Username(username.as_deref().unwrap_or_default()),
     };
     let password = password.unwrap_or_default();
 
-    let db = Db::open()?;
-    let now = time::now();
+    let db = common::spin::store::open()?;
+    let now = ctx.now();
     // Attempts count per login string and, once it names an account, per account too: the
     // e-mail and the username of one account share its budget.
-    let bucket = format!("login:{}:{login}", tenant.client_id);
-    rate_limit::attempt(&db, &bucket, LOGIN_FAILURES_ALLOWED, LOGIN_WINDOW_SECS, now)?;
-    let found = db.query_one(
-        &format!("SELECT id, password_hash, token_version FROM users WHERE client_id = ? AND {column} = ?"),
-        &[db::text(&tenant.client_id), db::text(&login)],
-        |row| (db::col_text(row, "id"), db::col_text(row, "password_hash"), db::col_int(row, "token_version")),
-    )?;
+    let key = match login {
+        Login::Email(e) | Login::Username(e) => e.to_lowercase(),
+    };
+    let bucket = format!("login:{}:{key}", tenant.client_id);
+    rate_limits::attempt(&db, &bucket, LOGIN_FAILURES_ALLOWED, LOGIN_WINDOW_SECS, now)?;
+    let found = store::by_login(&db, &tenant.client_id, login)?;
     let account_bucket = found
         .as_ref()
-        .map(|(id, _, _)| format!("login-account:{}:{id}", tenant.client_id));
+        .map(|u| format!("login-account:{}:{}", tenant.client_id, u.id));
     if let Some(account_bucket) = &account_bucket {
-        rate_limit::attempt(
+        rate_limits::attempt(
             &db,
             account_bucket,
             LOGIN_FAILURES_ALLOWED,
@@ -278,29 +258,44 @@ pub fn login(ctx: &AppCtx) -> Result<Response, ApiError> {
             now,
         )?;
     }
-    let (hash, known) = match &found {
-        Some((_, hash, _)) => (hash.as_str(), true),
-        None => (passwords::decoy_hash(), false),
-    };
-    if !(passwords::verify(&password, hash) && known) {
+    let hash = found
+        .as_ref()
+        .map_or(passwords::decoy_hash(), |u| u.password_hash.as_str());
+    let Some(user) = found
+        .as_ref()
+        .filter(|_| passwords::verify(&password, hash))
+    else {
         return Err(ApiError::unauthorized(
             "invalid_credentials",
             "the login or password is not correct",
         ));
-    }
-    rate_limit::clear(&db, &bucket)?;
+    };
+    rate_limits::clear(&db, &bucket)?;
     if let Some(account_bucket) = &account_bucket {
-        rate_limit::clear(&db, account_bucket)?;
+        rate_limits::clear(&db, account_bucket)?;
     }
-    let (user_id, _, version) = found.unwrap_or_default();
     Ok(json(
         200,
-        &issue_session(&db, &tenant.client_id, &user_id, version, None)?,
+        &issue_session(
+            &db,
+            &tenant.client_id,
+            &user.id,
+            user.token_version,
+            None,
+            now,
+        )?,
     ))
 }
 
-/// `POST /api/users/refresh`: trades a refresh token for a new pair. A token that was
-/// already rotated is a sign of theft: its whole family is revoked.
+/// What a refresh came to.
+enum Refreshed {
+    Session(serde_json::Value),
+    Reused,
+}
+
+/// `POST /api/users/refresh`: trades a refresh token for a new pair. A token used twice is
+/// a sign of theft: its whole family is revoked, the pair the first use got included. Of
+/// concurrent uses exactly one rotates the token; the others count as reuse.
 pub fn refresh(ctx: &AppCtx) -> Result<Response, ApiError> {
     let tenant = &ctx.tenant;
     let mut body = ctx.json()?;
@@ -308,67 +303,53 @@ pub fn refresh(ctx: &AppCtx) -> Result<Response, ApiError> {
     body.finish()?;
     let invalid =
         || ApiError::unauthorized("invalid_refresh_token", "the refresh token is not valid");
-    let db = Db::open()?;
-    let hash = ids::sha256_hex(token.as_bytes());
-    let row = db
-        .query_one(
-            "SELECT r.user_id, r.family_id, r.expires_at, r.rotated, r.revoked, u.token_version \
-             FROM refresh_tokens r JOIN users u ON u.id = r.user_id AND u.client_id = r.client_id \
-             WHERE r.token_hash = ? AND r.client_id = ?",
-            &[db::text(&hash), db::text(&tenant.client_id)],
-            |row| {
-                (
-                    db::col_text(row, "user_id"),
-                    db::col_text(row, "family_id"),
-                    db::col_int(row, "expires_at"),
-                    db::col_bool(row, "rotated"),
-                    db::col_bool(row, "revoked"),
-                    db::col_int(row, "token_version"),
-                )
-            },
-        )?
-        .ok_or_else(invalid)?;
-    let (user_id, family, expires_at, rotated, revoked, version) = row;
-    if rotated {
-        db.execute(
-            "UPDATE refresh_tokens SET revoked = 1 WHERE family_id = ?",
-            &[db::text(&family)],
-        )?;
-        return Err(ApiError::unauthorized(
+    let reused = || {
+        ApiError::unauthorized(
             "refresh_token_reused",
             "this refresh token was already used; its session has been revoked",
-        ));
+        )
+    };
+    let now = ctx.now();
+    let db = common::spin::store::open()?;
+    let hash = ids::sha256_hex(token.as_bytes());
+    let found = store::refresh_token(&db, &tenant.client_id, &hash)?.ok_or_else(invalid)?;
+    if found.rotated {
+        store::revoke_family(&db, &found.family_id)?;
+        return Err(reused());
     }
-    if revoked || expires_at <= time::now() {
+    if found.revoked || found.expires_at <= now {
         return Err(invalid());
     }
-    // Only one concurrent use may rotate the token.
-    let claimed = db.execute(
-        "UPDATE refresh_tokens SET rotated = 1 WHERE token_hash = ? AND rotated = 0 RETURNING token_hash",
-        &[db::text(&hash)],
-    )?;
-    if claimed.rows.is_empty() {
-        return Err(invalid());
+    // Rotation and the new token commit together, so a concurrent loser that revokes the
+    // family after the winner's commit revokes the winner's new token too.
+    let outcome = db.transaction(|tx| {
+        if !store::rotate(tx, &hash)? {
+            store::revoke_family(tx, &found.family_id)?;
+            return Ok(Refreshed::Reused);
+        }
+        let session = issue_session(
+            tx,
+            &tenant.client_id,
+            &found.user_id,
+            found.token_version,
+            Some(&found.family_id),
+            now,
+        )?;
+        Ok(Refreshed::Session(session))
+    })?;
+    match outcome {
+        Refreshed::Session(session) => Ok(json(200, &session)),
+        Refreshed::Reused => Err(reused()),
     }
-    Ok(json(
-        200,
-        &issue_session(&db, &tenant.client_id, &user_id, version, Some(&family))?,
-    ))
 }
 
 /// `GET /api/users/profile/full`
 pub fn full_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = Db::open()?;
+    let db = common::spin::store::open()?;
     let profile = load_profile(&db, &tenant.client_id, &user.id)?;
-    let followers = db.count(
-        "SELECT COUNT(*) FROM follows WHERE client_id = ? AND followee_id = ?",
-        &[db::text(&tenant.client_id), db::text(&user.id)],
-    )?;
-    let following = db.count(
-        "SELECT COUNT(*) FROM follows WHERE client_id = ? AND follower_id = ?",
-        &[db::text(&tenant.client_id), db::text(&user.id)],
-    )?;
+    let followers = store::follow_count(&db, &tenant.client_id, &user.id, Side::Followers)?;
+    let following = store::follow_count(&db, &tenant.client_id, &user.id, Side::Following)?;
     let mut doc = serde_json::to_value(profile).map_err(|e| ApiError::internal(e.to_string()))?;
     doc["followerCount"] = followers.into();
     doc["followingCount"] = following.into();
@@ -404,7 +385,7 @@ pub fn update_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
         );
     }
     body.finish()?;
-    let db = Db::open()?;
+    let db = common::spin::store::open()?;
     ensure_unique(
         &db,
         &tenant.client_id,
@@ -412,72 +393,27 @@ pub fn update_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
         email.as_deref(),
         &user.id,
     )?;
-    db.execute(
-        "UPDATE users SET \
-           username = COALESCE(?, username), username_key = COALESCE(?, username_key), \
-           email = COALESCE(?, email), email_key = COALESCE(?, email_key), \
-           first_name = COALESCE(?, first_name), last_name = COALESCE(?, last_name), \
-           avatar_url = COALESCE(?, avatar_url), phone_number = COALESCE(?, phone_number), \
-           updated_at = ? \
-         WHERE client_id = ? AND id = ?",
-        &[
-            db::opt_text(username.as_deref()),
-            db::opt_text(username.as_deref().map(str::to_lowercase).as_deref()),
-            db::opt_text(email.as_deref()),
-            db::opt_text(email.as_deref().map(str::to_lowercase).as_deref()),
-            db::opt_text(first_name.as_deref()),
-            db::opt_text(last_name.as_deref()),
-            db::opt_text(avatar_url.as_deref()),
-            db::opt_text(phone.as_deref()),
-            db::text(time::now_rfc3339()),
-            db::text(&tenant.client_id),
-            db::text(&user.id),
-        ],
-    )
-    .map_err(|_| {
-        ApiError::conflict(
-            "username_or_email_taken",
-            "this username or e-mail address is already registered",
-        )
-    })?;
+    let changes = ProfileChanges {
+        username: username.as_deref(),
+        email: email.as_deref(),
+        first_name: first_name.as_deref(),
+        last_name: last_name.as_deref(),
+        avatar_url: avatar_url.as_deref(),
+        phone_number: phone.as_deref(),
+    };
+    let applied = store::update_profile(&db, &tenant.client_id, &user.id, &changes, ctx.now())
+        .map_err(|_| taken_meanwhile())?;
+    if !applied {
+        return Err(taken_meanwhile());
+    }
     Ok(json(200, &load_profile(&db, &tenant.client_id, &user.id)?))
 }
 
 /// `DELETE /api/users/profile`: removes the user and everything that is theirs.
 pub fn delete_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = Db::open()?;
-    let (c, u) = (db::text(&tenant.client_id), db::text(&user.id));
-    db.transaction(|db| {
-        let owner_and_user = [c.clone(), u.clone()];
-        let either_side = [c.clone(), u.clone(), u.clone()];
-        db.execute(
-            "DELETE FROM refresh_tokens WHERE client_id = ? AND user_id = ?",
-            &owner_and_user,
-        )?;
-        db.execute(
-            "DELETE FROM contacts WHERE client_id = ? AND (owner_id = ? OR contact_user_id = ?)",
-            &either_side,
-        )?;
-        db.execute(
-            "DELETE FROM follows WHERE client_id = ? AND (follower_id = ? OR followee_id = ?)",
-            &either_side,
-        )?;
-        db.execute(
-            "DELETE FROM broadcasts WHERE client_id = ? AND owner_id = ?",
-            &owner_and_user,
-        )?;
-        // The music link and its sealed token go with the account.
-        db.execute(
-            "DELETE FROM music_links WHERE client_id = ? AND user_id = ?",
-            &owner_and_user,
-        )?;
-        db.execute(
-            "DELETE FROM users WHERE client_id = ? AND id = ?",
-            &owner_and_user,
-        )?;
-        Ok(())
-    })?;
+    let db = common::spin::store::open()?;
+    db.transaction(|db| store::delete_account(db, &tenant.client_id, &user.id))?;
     Ok(json(
         200,
         &json!({ "success": true, "message": "the account has been deleted" }),
@@ -503,15 +439,10 @@ pub fn change_password(ctx: &UserCtx) -> Result<Response, ApiError> {
         }
     }
     body.finish()?;
-    let db = Db::open()?;
-    let stored = db
-        .query_one(
-            "SELECT password_hash FROM users WHERE client_id = ? AND id = ?",
-            &[db::text(&tenant.client_id), db::text(&user.id)],
-            |row| db::col_text(row, "password_hash"),
-        )?
+    let db = common::spin::store::open()?;
+    let stored = store::by_id(&db, &tenant.client_id, &user.id)?
         .ok_or_else(|| ApiError::not_found("user"))?;
-    if !passwords::verify(&current.unwrap_or_default(), &stored) {
+    if !passwords::verify(&current.unwrap_or_default(), &stored.password_hash) {
         return Err(ApiError::unauthorized(
             "invalid_credentials",
             "the current password is not correct",
@@ -519,27 +450,20 @@ pub fn change_password(ctx: &UserCtx) -> Result<Response, ApiError> {
     }
     let hash = passwords::hash(&new.unwrap_or_default())?;
     let version = user.token_version + 1;
-    db.execute(
-        "UPDATE users SET password_hash = ?, token_version = ?, updated_at = ? WHERE client_id = ? AND id = ?",
-        &[db::text(hash), db::int(version), db::text(time::now_rfc3339()), db::text(&tenant.client_id), db::text(&user.id)],
-    )?;
-    db.execute(
-        "UPDATE refresh_tokens SET revoked = 1 WHERE client_id = ? AND user_id = ?",
-        &[db::text(&tenant.client_id), db::text(&user.id)],
-    )?;
+    store::set_password(&db, &tenant.client_id, &user.id, &hash, version, ctx.now())?;
     Ok(json(
         200,
-        &issue_session(&db, &tenant.client_id, &user.id, version, None)?,
+        &issue_session(&db, &tenant.client_id, &user.id, version, None, ctx.now())?,
     ))
 }
 
 /// The id path parameter as a UUID of a user in the caller's tenant (404 otherwise).
-fn other_user(db: &Db, client_id: &str, raw_id: &str) -> Result<String, ApiError> {
+fn other_user(db: &OldDb, client_id: &str, raw_id: &str) -> Result<String, ApiError> {
     let id = ids::parse_uuid(raw_id)
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the user id must be a UUID"))?;
     let exists = db.count(
         "SELECT COUNT(*) FROM users WHERE client_id = ? AND id = ?",
-        &[db::text(client_id), db::text(&id)],
+        &[old_db::text(client_id), old_db::text(&id)],
     )?;
     if exists == 0 {
         return Err(ApiError::not_found("user"));
@@ -550,7 +474,7 @@ fn other_user(db: &Db, client_id: &str, raw_id: &str) -> Result<String, ApiError
 /// `POST /api/users/follow/{id}`: idempotent.
 pub fn follow(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = Db::open()?;
+    let db = OldDb::open()?;
     let target = other_user(&db, &tenant.client_id, ctx.param("id"))?;
     if target == user.id {
         return Err(ApiError::new(
@@ -562,7 +486,7 @@ pub fn follow(ctx: &UserCtx) -> Result<Response, ApiError> {
     db.transaction(|db| {
         db.execute(
             "INSERT INTO follows (client_id, follower_id, followee_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            &[db::text(&tenant.client_id), db::text(&user.id), db::text(&target), db::text(time::now_rfc3339())],
+            &[old_db::text(&tenant.client_id), old_db::text(&user.id), old_db::text(&target), old_db::text(time::now_rfc3339())],
         )?;
         contacts::link(db, &tenant.client_id, &user.id, &target)
     })?;
@@ -575,7 +499,7 @@ pub fn follow(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `DELETE /api/users/follow/{id}`: idempotent.
 pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = Db::open()?;
+    let db = OldDb::open()?;
     let target = other_user(&db, &tenant.client_id, ctx.param("id"))?;
     unfollow_user(&db, &tenant.client_id, &user.id, &target)?;
     Ok(json(
@@ -585,7 +509,7 @@ pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 pub fn unfollow_user(
-    db: &Db,
+    db: &OldDb,
     client_id: &str,
     follower: &str,
     followee: &str,
@@ -593,7 +517,11 @@ pub fn unfollow_user(
     db.transaction(|db| {
         db.execute(
             "DELETE FROM follows WHERE client_id = ? AND follower_id = ? AND followee_id = ?",
-            &[db::text(client_id), db::text(follower), db::text(followee)],
+            &[
+                old_db::text(client_id),
+                old_db::text(follower),
+                old_db::text(followee),
+            ],
         )?;
         contacts::unlink_if_unrelated(db, client_id, follower, followee)
     })
@@ -611,47 +539,29 @@ pub fn following(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 fn follow_list(ctx: &UserCtx, followers: bool) -> Result<Response, ApiError> {
-    let tenant = &ctx.tenant;
     let page = Page::from_query(ctx.query())?;
-    let db = Db::open()?;
-    let id = other_user(&db, &tenant.client_id, ctx.param("id"))?;
-    let (mine, theirs) = if followers {
-        ("followee_id", "follower_id")
+    let db = common::spin::store::open()?;
+    let id = ids::parse_uuid(ctx.param("id"))
+        .ok_or_else(|| ApiError::bad_request("invalid_id", "the user id must be a UUID"))?;
+    if !store::exists(&db, &ctx.tenant.client_id, &id)? {
+        return Err(ApiError::not_found("user"));
+    }
+    let side = if followers {
+        Side::Followers
     } else {
-        ("follower_id", "followee_id")
+        Side::Following
     };
-    let c = db::text(&tenant.client_id);
-    let total = db.count(
-        &format!("SELECT COUNT(*) FROM follows WHERE client_id = ? AND {mine} = ?"),
-        &[c.clone(), db::text(&id)],
-    )?;
-    let items = db.query(
-        &format!(
-            "SELECT u.id, u.username, u.first_name, u.last_name, u.avatar_url, u.created_at \
-             FROM follows f JOIN users u ON u.client_id = f.client_id AND u.id = f.{theirs} \
-             WHERE f.client_id = ? AND f.{mine} = ? ORDER BY f.created_at DESC, u.id LIMIT ? OFFSET ?"
-        ),
-        &[c, db::text(&id), db::int(page.limit.into()), db::int(page.offset.into())],
-        public_user,
-    )?;
+    let (users, total) = store::follow_page(&db, &ctx.tenant.client_id, &id, side, page)?;
+    let items: Vec<PublicUser> = users.iter().map(PublicUser::of).collect();
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
-/// `GET /api/v1/users`: the tenant's users, for the SDK client's back end.
+/// `GET /api/v1/users`: the tenant's users, for the tenant's server.
 pub fn list_for_client(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let tenant = &ctx.tenant;
     let page = Page::from_query(ctx.query())?;
-    let db = Db::open()?;
-    let c = db::text(&tenant.client_id);
-    let total = db.count(
-        "SELECT COUNT(*) FROM users WHERE client_id = ?",
-        std::slice::from_ref(&c),
-    )?;
-    let items = db.query(
-        &format!("SELECT {PUBLIC_COLUMNS} FROM users WHERE client_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?"),
-        &[c, db::int(page.limit.into()), db::int(page.offset.into())],
-        public_user,
-    )?;
+    let db = common::spin::store::open()?;
+    let (users, total) = store::page_of_tenant(&db, &ctx.tenant.client_id, page)?;
+    let items: Vec<PublicUser> = users.iter().map(PublicUser::of).collect();
     Ok(json(200, &Paged::new(items, total, page)))
 }
 

@@ -9,6 +9,7 @@ pub mod ids;
 pub mod jwt;
 pub mod pagination;
 pub mod problem;
+pub mod realtime;
 pub mod routing;
 pub mod signing;
 pub mod store;

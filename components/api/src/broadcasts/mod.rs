@@ -13,6 +13,7 @@ pub use view::one as view_one;
 
 use common::domain::broadcast::{self as rules, Status, Transition};
 use common::pagination::{Page, Paged};
+use common::realtime::Event;
 use common::spin::http::{Actor, ActorCtx, AppCtx, Call, UserCtx, json};
 use common::store::broadcasts::{self as store, Broadcast, Changes};
 use common::store::{Db, chat, cohosts};
@@ -108,7 +109,10 @@ pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Bro
             }
             crate::realtime::publish(
                 &b.identity.stream_id,
-                json!({ "kind": "status", "status": to.as_str(), "broadcastId": b.id }),
+                Event::Status {
+                    status: to.as_str().into(),
+                    broadcast_id: b.id.clone(),
+                },
             );
             store::load(db, &b.client_id, &b.id, now)
         }
@@ -154,7 +158,9 @@ pub fn viewer_count(ctx: &UserCtx) -> Result<Response, ApiError> {
     store::report_viewers(&db, &b, count)?;
     crate::realtime::publish(
         &b.identity.stream_id,
-        json!({ "kind": "viewers", "viewerCount": count }),
+        Event::Viewers {
+            viewer_count: count,
+        },
     );
     Ok(json(
         200,

@@ -5,6 +5,7 @@ use super::access::{Audience, Viewer, check_can_watch, ensure_not_final};
 use super::{change_status, input, owner_page, view};
 use common::ApiError;
 use common::domain::broadcast::{self as rules};
+use common::realtime::Event;
 use common::spin::http::{Actor, ActorCtx, ServerCtx, json};
 use common::store::broadcasts::{self as store, Changes};
 use common::store::rate_limits;
@@ -93,7 +94,10 @@ pub fn react(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let count = store::add_reaction(&db, &b, &reaction)?;
     crate::realtime::publish(
         &b.identity.stream_id,
-        json!({ "kind": "reaction", "reaction": reaction, "count": count }),
+        Event::Reaction {
+            reaction: reaction.clone(),
+            count,
+        },
     );
     Ok(json(
         200,

@@ -1,0 +1,193 @@
+//! Races the back ends could decide differently, decided the same on each: concurrent
+//! status changes, concurrent co-host approvals for the last slot, and concurrent uses of
+//! one refresh token. (The suite runs on SQLite, and on PostgreSQL when the test command
+//! selects it.)
+
+use futures_util::future::join_all;
+use platform_tests::{Exchange, Method, Platform, User};
+use serde_json::{Value, json};
+
+fn code(body: &Value) -> &str {
+    body["code"].as_str().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_status_changes_move_a_broadcast_once() {
+    let p = Platform::start().await;
+    let t = p.register_client("Race").await;
+    let ada = p.signup(&t, "ada").await;
+    for round in 0..3 {
+        let (_, b) = p
+            .as_user(&ada, Method::POST, "/api/broadcasts")
+            .send_json(&json!({"title": format!("Round {round}")}))
+            .await;
+        let path = format!("/api/broadcasts/{}/status", b["id"].as_str().unwrap());
+        // Half ask to go live, half to complete: the first move decides, and every other
+        // answer is either the same state (no-op) or a refusal; never a second move.
+        let moves = (0..16).map(|i| {
+            let status = if i % 2 == 0 { "active" } else { "completed" };
+            p.as_user(&ada, Method::POST, &path)
+                .send_json(&json!({"status": status}))
+        });
+        let answers = join_all(moves).await;
+        for (status, body) in &answers {
+            assert!(
+                *status == 200
+                    || (*status == 409
+                        && ["invalid_transition", "concurrent_update"].contains(&code(body))),
+                "{status}: {body}"
+            );
+        }
+        let (_, after) = p
+            .as_user(
+                &ada,
+                Method::GET,
+                &format!("/api/broadcasts/{}", b["id"].as_str().unwrap()),
+            )
+            .answer()
+            .await;
+        let final_status = after["status"].as_str().unwrap();
+        // Every 200 answer reports a state the broadcast really went through.
+        for (status, body) in &answers {
+            if *status == 200 {
+                let s = body["status"].as_str().unwrap();
+                assert!(
+                    s == final_status || (s == "active" && final_status == "completed"),
+                    "{s} then {final_status}"
+                );
+            }
+        }
+        assert!(["active", "completed"].contains(&final_status));
+    }
+}
+
+async fn session_with_requests(
+    p: &Platform,
+    host: &User,
+    guests: &[User],
+    max_hosts: i64,
+) -> (String, Vec<String>) {
+    let (_, s) = p
+        .as_user(host, Method::POST, "/api/streaming/sessions")
+        .send_json(&json!({"title": "Panel"}))
+        .await;
+    let id = s["id"].as_str().unwrap().to_string();
+    let (status, _) = p
+        .as_user(host, Method::POST, &format!("/api/broadcasts/{id}/status"))
+        .send_json(&json!({"status": "active"}))
+        .await;
+    assert_eq!(status, 200);
+    let columns = max_hosts.min(2);
+    let rows = (max_hosts + columns - 1) / columns;
+    let (status, layout) = p
+        .as_user(
+            host,
+            Method::PUT,
+            &format!("/api/streaming/sessions/{id}/layout"),
+        )
+        .send_json(&json!({"maxHosts": max_hosts, "gridColumns": columns, "gridRows": rows}))
+        .await;
+    assert_eq!(status, 200, "{layout}");
+    let mut requests = Vec::new();
+    for guest in guests {
+        let (status, asked) = p
+            .as_user(
+                guest,
+                Method::POST,
+                &format!("/api/streaming/sessions/{id}/join-cohost"),
+            )
+            .send_json(&json!({"userName": "Guest"}))
+            .await;
+        assert_eq!(
+            (status.as_u16(), asked["coHost"]["status"].as_str()),
+            (200, Some("requested"))
+        );
+        requests.push(asked["coHost"]["id"].as_str().unwrap().to_string());
+    }
+    (id, requests)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_approvals_for_the_last_slot_give_it_once() {
+    let p = Platform::start().await;
+    let t = p.register_client("Slots").await;
+    let ada = p.signup(&t, "ada").await;
+    let mut guests = Vec::new();
+    for i in 0..8 {
+        guests.push(p.signup(&t, &format!("guest{i}")).await);
+    }
+    // Two hosts fit: the owner and one co-host. Eight requests are approved at once.
+    let (id, requests) = session_with_requests(&p, &ada, &guests, 2).await;
+    let approvals = requests.iter().map(|request| {
+        p.as_user(
+            &ada,
+            Method::POST,
+            &format!("/api/streaming/sessions/{id}/cohosts/{request}/approve"),
+        )
+        .send_json(&json!({}))
+    });
+    let answers = join_all(approvals).await;
+    let approved = answers.iter().filter(|(s, _)| *s == 200).count();
+    let full = answers
+        .iter()
+        .filter(|(s, b)| *s == 409 && code(b) == "session_full")
+        .count();
+    assert_eq!((approved, full), (1, 7), "{answers:?}");
+    let (_, multi) = p
+        .as_user(
+            &ada,
+            Method::GET,
+            &format!("/api/streaming/sessions/{id}/multihost"),
+        )
+        .answer()
+        .await;
+    assert_eq!(multi["activeCoHosts"], 1, "{multi}");
+    assert_eq!(multi["freeSlots"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_uses_of_one_refresh_token_revoke_its_family() {
+    let p = Platform::start().await;
+    let t = p.register_client("Tokens").await;
+    let ada = p.signup(&t, "ada").await;
+    let uses = (0..16).map(|_| {
+        p.as_client(&t, Method::POST, "/api/users/refresh")
+            .send_json(&json!({"refreshToken": ada.refresh_token}))
+    });
+    let answers = join_all(uses).await;
+    let won: Vec<&Value> = answers
+        .iter()
+        .filter(|(s, _)| *s == 200)
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(
+        won.len(),
+        1,
+        "exactly one use rotates the token: {answers:?}"
+    );
+    for (status, body) in answers.iter().filter(|(s, _)| *s != 200) {
+        assert_eq!(
+            (status.as_u16(), code(body)),
+            (401, "refresh_token_reused"),
+            "{body}"
+        );
+    }
+    // The reuse revoked the family, the winner's new refresh token included.
+    let fresh = won[0]["refreshToken"].as_str().unwrap();
+    let (status, body) = p
+        .as_client(&t, Method::POST, "/api/users/refresh")
+        .send_json(&json!({"refreshToken": fresh}))
+        .await;
+    assert_eq!(status, 401, "{body}");
+    // Logging in again starts a new family that works.
+    let (status, login) = p
+        .as_client(&t, Method::POST, "/api/users/login")
+        .send_json(&json!({"username": "ada", "password": "correct horse battery"}))
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = p
+        .as_client(&t, Method::POST, "/api/users/refresh")
+        .send_json(&json!({"refreshToken": login["refreshToken"]}))
+        .await;
+    assert_eq!(status, 200);
+}
