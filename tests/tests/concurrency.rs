@@ -27,7 +27,8 @@ async fn concurrent_status_changes_move_a_broadcast_once() {
         let moves = (0..16).map(|i| {
             let status = if i % 2 == 0 { "active" } else { "completed" };
             p.as_user(&ada, Method::POST, &path)
-                .send_json(&json!({"status": status}))
+                .json(&json!({"status": status}))
+                .answer()
         });
         let answers = join_all(moves).await;
         for (status, body) in &answers {
@@ -124,7 +125,8 @@ async fn concurrent_approvals_for_the_last_slot_give_it_once() {
             Method::POST,
             &format!("/api/streaming/sessions/{id}/cohosts/{request}/approve"),
         )
-        .send_json(&json!({}))
+        .json(&json!({}))
+        .answer()
     });
     let answers = join_all(approvals).await;
     let approved = answers.iter().filter(|(s, _)| *s == 200).count();
@@ -152,7 +154,8 @@ async fn concurrent_uses_of_one_refresh_token_revoke_its_family() {
     let ada = p.signup(&t, "ada").await;
     let uses = (0..16).map(|_| {
         p.as_client(&t, Method::POST, "/api/users/refresh")
-            .send_json(&json!({"refreshToken": ada.refresh_token}))
+            .json(&json!({"refreshToken": ada.refresh_token}))
+            .answer()
     });
     let answers = join_all(uses).await;
     let won: Vec<&Value> = answers
