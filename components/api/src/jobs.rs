@@ -107,8 +107,8 @@ pub fn prune(_ctx: &JobsCtx) -> Reply {
     let events = rate_limit::prune(&db, now, BATCH)?;
     done += events;
     detail.insert("rate_events".into(), events.into());
-    let cutoff = time::format_rfc3339(now - ABANDONED_UPLOAD_SECS);
-    let uploads = crate::files::remove_abandoned(&db, &cutoff, BATCH)?;
+    let store = common::spin::store::open()?;
+    let uploads = crate::files::remove_abandoned(&store, now - ABANDONED_UPLOAD_SECS, BATCH)?;
     done += uploads;
     detail.insert("abandoned_uploads".into(), uploads.into());
     Ok(json(

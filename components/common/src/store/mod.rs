@@ -10,9 +10,15 @@
 //! in this crate's unit tests.
 
 pub mod broadcasts;
+pub mod contacts;
+pub mod events;
+pub mod files;
 pub mod migrate;
+pub mod music_links;
 pub mod outbox;
+pub mod playlists;
 pub mod sql;
+pub mod tenants;
 
 use crate::ApiError;
 use crate::pagination::Page;
