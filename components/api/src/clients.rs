@@ -2,30 +2,12 @@
 
 use common::ApiError;
 use common::ids;
-use common::spin::db::{self, Db};
 use common::spin::http::{AdminCtx, json};
+use common::spin::store as database;
+use common::store::tenants::{self, Registration, StoredCredentials};
 use common::validate::{self, JsonBody};
 use serde::Serialize;
 use spin_sdk::http::Response;
-
-/// A validated registration request.
-#[derive(Debug, Default, PartialEq)]
-pub struct Registration {
-    pub name: String,
-    pub website: Option<String>,
-    pub description: Option<String>,
-    pub contact_name: Option<String>,
-    pub contact_title: Option<String>,
-    pub contact_email: String,
-    pub contact_phone: Option<String>,
-    pub expected_apps: Option<String>,
-    pub use_case: Option<String>,
-    pub expected_users: Option<String>,
-    pub agree_terms: bool,
-    pub agree_marketing: bool,
-    pub agree_data_processing: bool,
-    pub require_signature: bool,
-}
 
 /// Reads and checks the registration fields. `name`, `contactEmail`, `agreeTerms` and
 /// `agreeDataProcessing` (both true) are required; every string is capped.
@@ -89,38 +71,15 @@ struct Registered {
 /// `POST /api/admin/sdk-clients`
 pub fn register(ctx: &AdminCtx) -> Result<Response, ApiError> {
     let reg = parse_registration(ctx.json()?)?;
-    let client_id = ids::uuid();
     let api_key = format!("pk_{}", ids::random_base62(32));
     let secret_key = format!("sk_{}", ids::random_base62(48));
-    let db = Db::open()?;
-    db.execute(
-        "INSERT INTO sdk_clients (client_id, name, website, description, contact_name, \
-         contact_title, contact_email, contact_phone, expected_apps, use_case, expected_users, \
-         agree_terms, agree_marketing, agree_data_processing, require_signature, api_key_hash, \
-         api_key_prefix, secret_key, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        &[
-            db::text(&client_id),
-            db::text(&reg.name),
-            db::opt_text(reg.website.as_deref()),
-            db::opt_text(reg.description.as_deref()),
-            db::opt_text(reg.contact_name.as_deref()),
-            db::opt_text(reg.contact_title.as_deref()),
-            db::text(&reg.contact_email),
-            db::opt_text(reg.contact_phone.as_deref()),
-            db::opt_text(reg.expected_apps.as_deref()),
-            db::opt_text(reg.use_case.as_deref()),
-            db::opt_text(reg.expected_users.as_deref()),
-            db::boolean(reg.agree_terms),
-            db::boolean(reg.agree_marketing),
-            db::boolean(reg.agree_data_processing),
-            db::boolean(reg.require_signature),
-            db::text(ids::sha256_hex(api_key.as_bytes())),
-            db::text(&api_key[..7]),
-            db::text(&secret_key),
-            db::text(common::time::now_rfc3339()),
-        ],
-    )?;
+    let credentials = StoredCredentials {
+        api_key_hash: ids::sha256_hex(api_key.as_bytes()),
+        api_key_prefix: api_key[..7].to_string(),
+        secret_key: secret_key.clone(),
+    };
+    let db = database::open()?;
+    let client_id = tenants::insert(&db, &reg, &credentials, ctx.now())?;
     Ok(json(
         200,
         &Registered {

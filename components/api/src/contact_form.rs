@@ -1,10 +1,10 @@
 //! The public contact form: no authentication, so it is validated strictly and rate
 //! limited per client address.
 
-use common::spin::db::{self, Db};
 use common::spin::http::{PublicCtx, json};
-use common::spin::rate_limit;
-use common::{ApiError, ids, time, validate};
+use common::store::rate_limits;
+use common::store::tenants::{self, ContactMessage};
+use common::{ApiError, validate};
 use serde_json::json;
 use spin_sdk::http::Response;
 
@@ -31,20 +31,22 @@ pub fn submit(ctx: &PublicCtx) -> Result<Response, ApiError> {
         body.error("email", "must be an e-mail address");
     }
     body.finish()?;
-    let db = Db::open()?;
     let ip = client_ip(ctx.client_addr());
-    rate_limit::hit(
+    let db = common::spin::store::open()?;
+    rate_limits::hit(
         &db,
         &format!("contact:{ip}"),
         POSTS_PER_MINUTE,
         60,
-        time::now(),
+        ctx.now(),
     )?;
-    let id = ids::uuid();
-    db.execute(
-        "INSERT INTO contact_messages (id, name, email, message, client_addr, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        &[db::text(&id), db::text(name), db::text(email), db::text(message), db::text(ip), db::text(time::now_rfc3339())],
-    )?;
+    let message = ContactMessage {
+        name,
+        email,
+        message,
+        client_addr: ip.to_string(),
+    };
+    let id = tenants::insert_contact_message(&db, &message, ctx.now())?;
     Ok(json(
         200,
         &json!({ "success": true, "id": id, "message": "Thank you, your message has been received." }),

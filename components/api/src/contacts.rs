@@ -3,17 +3,20 @@
 
 use crate::users;
 use common::pagination::{Page, Paged};
-use common::spin::db::{self, Db, Row};
 use common::spin::http::{UserCtx, json};
+use common::spin::store as database;
+use common::store::Db;
+use common::store::contacts::{self as stored, Contact, Notes};
 use common::validate;
-use common::{ApiError, ids, time};
+use common::{ApiError, ids};
 use serde::Serialize;
 use serde_json::json;
 use spin_sdk::http::Response;
 
+/// A contact as the API answers it.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Contact {
+struct ContactView {
     id: String,
     user_id: String,
     username: String,
@@ -29,91 +32,39 @@ struct Contact {
     updated_at: String,
 }
 
-const CONTACT_QUERY: &str = "SELECT c.id, c.contact_user_id, u.username, c.display_name, \
-       COALESCE(c.first_name, u.first_name) AS first_name, COALESCE(c.last_name, u.last_name) AS last_name, \
-       c.email, c.phone_number, u.avatar_url, c.created_at, c.updated_at, \
-       EXISTS (SELECT 1 FROM follows f WHERE f.client_id = c.client_id AND f.follower_id = c.owner_id AND f.followee_id = c.contact_user_id) AS following, \
-       EXISTS (SELECT 1 FROM follows f WHERE f.client_id = c.client_id AND f.follower_id = c.contact_user_id AND f.followee_id = c.owner_id) AS followed_by \
-     FROM contacts c JOIN users u ON u.client_id = c.client_id AND u.id = c.contact_user_id \
-     WHERE c.client_id = ? AND c.owner_id = ?";
-
-fn contact(row: &Row<'_>) -> Contact {
-    Contact {
-        id: db::col_text(row, "id"),
-        user_id: db::col_text(row, "contact_user_id"),
-        username: db::col_text(row, "username"),
-        display_name: db::col_opt_text(row, "display_name"),
-        first_name: db::col_opt_text(row, "first_name"),
-        last_name: db::col_opt_text(row, "last_name"),
-        email: db::col_opt_text(row, "email"),
-        phone_number: db::col_opt_text(row, "phone_number"),
-        avatar_url: db::col_opt_text(row, "avatar_url"),
-        following: db::col_bool(row, "following"),
-        followed_by: db::col_bool(row, "followed_by"),
-        created_at: db::col_text(row, "created_at"),
-        updated_at: db::col_text(row, "updated_at"),
+impl From<Contact> for ContactView {
+    fn from(c: Contact) -> Self {
+        ContactView {
+            id: c.id,
+            user_id: c.user_id,
+            username: c.username,
+            display_name: c.display_name,
+            first_name: c.first_name,
+            last_name: c.last_name,
+            email: c.email,
+            phone_number: c.phone_number,
+            avatar_url: c.avatar_url,
+            following: c.following,
+            followed_by: c.followed_by,
+            created_at: c.created_at,
+            updated_at: c.updated_at,
+        }
     }
-}
-
-/// Makes `a` and `b` contacts of each other (after one followed the other).
-pub fn link(db: &Db, client_id: &str, a: &str, b: &str) -> Result<(), ApiError> {
-    let now = time::now_rfc3339();
-    for (owner, other) in [(a, b), (b, a)] {
-        db.execute(
-            "INSERT INTO contacts (id, client_id, owner_id, contact_user_id, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            &[db::text(ids::uuid()), db::text(client_id), db::text(owner), db::text(other), db::text(&now), db::text(&now)],
-        )?;
-    }
-    Ok(())
-}
-
-/// Removes the two contact entries once neither user follows the other.
-pub fn unlink_if_unrelated(db: &Db, client_id: &str, a: &str, b: &str) -> Result<(), ApiError> {
-    let remaining = db.count(
-        "SELECT COUNT(*) FROM follows WHERE client_id = ? AND ((follower_id = ? AND followee_id = ?) OR (follower_id = ? AND followee_id = ?))",
-        &[db::text(client_id), db::text(a), db::text(b), db::text(b), db::text(a)],
-    )?;
-    if remaining == 0 {
-        db.execute(
-            "DELETE FROM contacts WHERE client_id = ? AND ((owner_id = ? AND contact_user_id = ?) OR (owner_id = ? AND contact_user_id = ?))",
-            &[db::text(client_id), db::text(a), db::text(b), db::text(b), db::text(a)],
-        )?;
-    }
-    Ok(())
 }
 
 fn load(db: &Db, client_id: &str, owner: &str, contact_id: &str) -> Result<Contact, ApiError> {
     let id = ids::parse_uuid(contact_id)
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the contact id must be a UUID"))?;
-    db.query_one(
-        &format!("{CONTACT_QUERY} AND c.id = ?"),
-        &[db::text(client_id), db::text(owner), db::text(id)],
-        contact,
-    )?
-    .ok_or_else(|| ApiError::not_found("contact"))
+    stored::load(db, client_id, owner, &id)?.ok_or_else(|| ApiError::not_found("contact"))
 }
 
 /// `GET /api/contacts`
 pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let page = Page::from_query(ctx.query())?;
-    let db = Db::open()?;
-    let scope = [db::text(&tenant.client_id), db::text(&user.id)];
-    let total = db.count(
-        "SELECT COUNT(*) FROM contacts WHERE client_id = ? AND owner_id = ?",
-        &scope,
-    )?;
-    let items = db.query(
-        &format!("{CONTACT_QUERY} ORDER BY u.username_key LIMIT ? OFFSET ?"),
-        &[
-            scope[0].clone(),
-            scope[1].clone(),
-            db::int(page.limit.into()),
-            db::int(page.offset.into()),
-        ],
-        contact,
-    )?;
+    let db = database::open()?;
+    let (contacts, total) = stored::page_of_owner(&db, &tenant.client_id, &user.id, page)?;
+    let items: Vec<ContactView> = contacts.into_iter().map(ContactView::from).collect();
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
@@ -136,34 +87,31 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
         );
     }
     body.finish()?;
-    let db = Db::open()?;
+    let db = database::open()?;
     let existing = load(&db, &tenant.client_id, &user.id, ctx.param("id"))?;
-    db.execute(
-        "UPDATE contacts SET phone_number = COALESCE(?, phone_number), display_name = COALESCE(?, display_name), \
-           first_name = COALESCE(?, first_name), last_name = COALESCE(?, last_name), email = COALESCE(?, email), updated_at = ? \
-         WHERE client_id = ? AND owner_id = ? AND id = ?",
-        &[
-            db::opt_text(phone.as_deref()),
-            db::opt_text(display_name.as_deref()),
-            db::opt_text(first_name.as_deref()),
-            db::opt_text(last_name.as_deref()),
-            db::opt_text(email.as_deref()),
-            db::text(time::now_rfc3339()),
-            db::text(&tenant.client_id),
-            db::text(&user.id),
-            db::text(&existing.id),
-        ],
+    let notes = Notes {
+        display_name,
+        first_name,
+        last_name,
+        email,
+        phone_number: phone,
+    };
+    stored::update(
+        &db,
+        &tenant.client_id,
+        &user.id,
+        &existing.id,
+        &notes,
+        ctx.now(),
     )?;
-    Ok(json(
-        200,
-        &load(&db, &tenant.client_id, &user.id, &existing.id)?,
-    ))
+    let updated = load(&db, &tenant.client_id, &user.id, &existing.id)?;
+    Ok(json(200, &ContactView::from(updated)))
 }
 
 /// `DELETE /api/contacts/{id}/follow`: unfollows the contact's user.
 pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = Db::open()?;
+    let db = database::open()?;
     let existing = load(&db, &tenant.client_id, &user.id, ctx.param("id"))?;
     users::unfollow_user(&db, &tenant.client_id, &user.id, &existing.user_id)?;
     Ok(json(

@@ -3,10 +3,11 @@
 //! the egress player plays into the room.
 
 use crate::links::Links;
-use common::domain::broadcast::StreamIdentity;
 use common::pagination::{Page, Paged};
-use common::spin::db::{self, Db, Row};
 use common::spin::http::{UserCtx, json};
+use common::spin::store as database;
+use common::store::Db;
+use common::store::events::{self as stored, Event, NewEvent, Playback};
 use common::validate::{self, JsonBody};
 use common::{ApiError, ids, time};
 use serde_json::{Value, json};
@@ -16,86 +17,32 @@ const MAX_TITLE: usize = 200;
 const MAX_DESCRIPTION: usize = 2000;
 const MAX_URL: usize = 2048;
 
-pub struct Event {
-    pub id: String,
-    pub client_id: String,
-    pub owner_id: String,
-    pub title: String,
-    pub description: Option<String>,
-    pub visibility: String,
-    pub scheduled_for: i64,
-    pub playback: Option<Playback>,
-    pub identity: StreamIdentity,
-    pub room_name: String,
-    pub created_at: String,
-}
-
-/// A media file the egress player streams into the event's room.
-pub struct Playback {
-    pub url: String,
-    pub kind: String,
-}
-
-fn from_row(row: &Row<'_>) -> Event {
-    let playback = db::col_opt_text(row, "playback_url").map(|url| Playback {
-        url,
-        kind: db::col_opt_text(row, "playback_type").unwrap_or_else(|| "video".into()),
+/// The event as the API answers it; the owner also sees the ingest addresses.
+fn view(event: &Event, links: &Links, owner: bool) -> Value {
+    let mut view = json!({
+        "id": event.id,
+        "title": event.title,
+        "description": event.description,
+        "visibility": event.visibility,
+        "scheduledFor": time::format_rfc3339(event.scheduled_for),
+        "ownerId": event.owner_id,
+        "roomName": event.room_name,
+        "createdAt": event.created_at,
+        "playbackFile": null,
+        "egressPlayerUrl": null,
     });
-    Event {
-        id: db::col_text(row, "id"),
-        client_id: db::col_text(row, "client_id"),
-        owner_id: db::col_text(row, "owner_id"),
-        title: db::col_text(row, "title"),
-        description: db::col_opt_text(row, "description"),
-        visibility: db::col_text(row, "visibility"),
-        scheduled_for: db::col_int(row, "scheduled_for"),
-        playback,
-        identity: common::domain::broadcast::StreamIdentity {
-            stream_id: db::col_text(row, "stream_id"),
-            stream_key: db::col_text(row, "stream_key"),
-            short_id: db::col_text(row, "short_id"),
-        },
-        room_name: db::col_text(row, "room_name"),
-        created_at: db::col_text(row, "created_at"),
+    if let Some(p) = &event.playback {
+        view["playbackFile"] = json!({ "url": p.url, "type": p.kind });
+        view["egressPlayerUrl"] = format!(
+            "{}/egress-player?file={}&type={}",
+            links.base_url(),
+            validate::percent_encode(&p.url),
+            p.kind
+        )
+        .into();
     }
-}
-
-impl Event {
-    fn view(&self, links: &Links, owner: bool) -> Value {
-        let mut view = json!({
-            "id": self.id,
-            "title": self.title,
-            "description": self.description,
-            "visibility": self.visibility,
-            "scheduledFor": time::format_rfc3339(self.scheduled_for),
-            "ownerId": self.owner_id,
-            "roomName": self.room_name,
-            "createdAt": self.created_at,
-            "playbackFile": null,
-            "egressPlayerUrl": null,
-        });
-        if let Some(p) = &self.playback {
-            view["playbackFile"] = json!({ "url": p.url, "type": p.kind });
-            view["egressPlayerUrl"] = format!(
-                "{}/egress-player?file={}&type={}",
-                links.base_url(),
-                validate::percent_encode(&p.url),
-                p.kind
-            )
-            .into();
-        }
-        links.add_stream_addresses(&mut view, &self.identity, owner);
-        view
-    }
-}
-
-/// A validated creation request.
-pub struct NewEvent {
-    pub title: String,
-    pub description: Option<String>,
-    pub visibility: String,
-    pub scheduled_for: i64,
-    pub playback: Option<Playback>,
+    links.add_stream_addresses(&mut view, &event.identity, owner);
+    view
 }
 
 /// Reads and checks a creation request; `now` decides what counts as the past.
@@ -146,12 +93,7 @@ pub fn parse_new(body: &mut JsonBody, now: i64) -> NewEvent {
 fn load(db: &Db, client_id: &str, raw_id: &str) -> Result<Event, ApiError> {
     let id = ids::parse_uuid(raw_id)
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the event id must be a UUID"))?;
-    db.query_one(
-        "SELECT * FROM scheduled_events WHERE client_id = ? AND id = ?",
-        &[db::text(client_id), db::text(&id)],
-        from_row,
-    )?
-    .ok_or_else(|| ApiError::not_found("event"))
+    stored::load(db, client_id, &id)?.ok_or_else(|| ApiError::not_found("event"))
 }
 
 /// Loads an event the user may see: their own, or another's that is not private.
@@ -168,43 +110,19 @@ fn load_visible(ctx: &UserCtx, db: &Db) -> Result<Event, ApiError> {
 pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let mut body = ctx.json()?;
-    let new = parse_new(&mut body, time::now());
+    let new = parse_new(&mut body, ctx.now());
     body.finish()?;
-    let db = Db::open()?;
-    let identity = StreamIdentity::generate();
-    let id = ids::uuid();
-    db.execute(
-        "INSERT INTO scheduled_events (id, client_id, owner_id, title, description, visibility, scheduled_for, \
-           playback_url, playback_type, short_id, stream_id, stream_key, room_name, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        &[
-            db::text(&id),
-            db::text(&tenant.client_id),
-            db::text(&user.id),
-            db::text(&new.title),
-            db::opt_text(new.description.as_deref()),
-            db::text(&new.visibility),
-            db::int(new.scheduled_for),
-            db::opt_text(new.playback.as_ref().map(|p| p.url.as_str())),
-            db::opt_text(new.playback.as_ref().map(|p| p.kind.as_str())),
-            db::text(&identity.short_id),
-            db::text(&identity.stream_id),
-            db::text(&identity.stream_key),
-            // The SFU room is named by the streamId, as for a broadcast.
-            db::text(&identity.stream_id),
-            db::text(time::now_rfc3339()),
-        ],
-    )?;
-    let event = load(&db, &tenant.client_id, &id)?;
-    Ok(json(200, &event.view(&Links::load(), true)))
+    let db = database::open()?;
+    let event = stored::insert(&db, &tenant.client_id, &user.id, &new, ctx.now())?;
+    Ok(json(200, &view(&event, &Links::load(), true)))
 }
 
 /// `GET /api/events/{id}`
 pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = database::open()?;
     let event = load_visible(ctx, &db)?;
-    let owner = event.owner_id == ctx.user.id;
-    Ok(json(200, &event.view(&Links::load(), owner)))
+    let owner = event.is_owned_by(&ctx.user.id);
+    Ok(json(200, &view(&event, &Links::load(), owner)))
 }
 
 /// `GET /api/events`: the tenant's events the user may see (their own and public ones),
@@ -214,7 +132,7 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let since = match ctx.query_value("upcoming").as_deref() {
         None | Some("false") => i64::MIN,
-        Some("true") => time::now(),
+        Some("true") => ctx.now(),
         Some(_) => {
             return Err(ApiError::bad_request(
                 "invalid_query",
@@ -222,39 +140,24 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
             ));
         }
     };
-    let filter = "client_id = ? AND (owner_id = ? OR visibility = 'public') AND scheduled_for >= ?";
-    let scope = [
-        db::text(&tenant.client_id),
-        db::text(&user.id),
-        db::int(since),
-    ];
-    let db = Db::open()?;
+    let db = database::open()?;
     let links = Links::load();
-    let (items, total) = db.page(
-        "scheduled_events",
-        filter,
-        &scope,
-        "scheduled_for, id",
-        page,
-        |row| {
-            let event = from_row(row);
-            event.view(&links, event.owner_id == user.id)
-        },
-    )?;
+    let (events, total) = stored::page_visible_to(&db, &tenant.client_id, &user.id, since, page)?;
+    let items = events
+        .iter()
+        .map(|e| view(e, &links, e.is_owned_by(&user.id)))
+        .collect();
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
 /// `DELETE /api/events/{id}` (owner only).
 pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = database::open()?;
     let event = load_visible(ctx, &db)?;
-    if event.owner_id != ctx.user.id {
+    if !event.is_owned_by(&ctx.user.id) {
         return Err(ApiError::forbidden("only the event's owner may delete it"));
     }
-    db.execute(
-        "DELETE FROM scheduled_events WHERE client_id = ? AND id = ?",
-        &[db::text(&event.client_id), db::text(&event.id)],
-    )?;
+    stored::delete(&db, &event)?;
     Ok(json(200, &json!({ "success": true, "id": event.id })))
 }
 

@@ -1,15 +1,16 @@
 //! Files: uploads stored in the key-value store in 1 MiB chunks with their metadata in
-//! SQLite, the public media endpoint (CORS, ETag, single byte ranges, retries when the
+//! the database (`store::files`), the public media endpoint (CORS, ETag, single byte ranges, retries when the
 //! bytes are late), the owner's tenant's download and the user's list.
 
 use crate::links::Links;
 use crate::media::{self, Chunker, RangeAsk};
 use common::pagination::{Page, Paged};
-use common::spin::config;
-use common::spin::db::{self, Db, Row};
 use common::spin::http::{Call, PublicCtx, UserCtx, json, problem};
 use common::spin::incoming::{self, BodyStream, Source};
-use common::{ApiError, ids, time};
+use common::spin::{config, store as database};
+use common::store::Db;
+use common::store::files::{self as stored, Content, FileKey};
+use common::{ApiError, ids};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -28,54 +29,26 @@ pub fn max_upload() -> u64 {
         .unwrap_or(DEFAULT_MAX_UPLOAD)
 }
 
-/// A stored file's metadata.
-pub struct FileRow {
-    pub id: String,
-    pub client_id: String,
-    pub owner_id: String,
-    pub filename: String,
-    pub content_type: String,
-    pub size: u64,
-    pub sha256: String,
-    pub chunk_count: u64,
-    pub is_public: bool,
-    pub created_at: String,
-}
-
-fn from_row(row: &Row<'_>) -> FileRow {
-    FileRow {
-        id: db::col_text(row, "id"),
-        client_id: db::col_text(row, "client_id"),
-        owner_id: db::col_text(row, "owner_id"),
-        filename: db::col_text(row, "filename"),
-        content_type: db::col_text(row, "content_type"),
-        size: u64::try_from(db::col_int(row, "size")).unwrap_or(0),
-        sha256: db::col_text(row, "sha256"),
-        chunk_count: u64::try_from(db::col_int(row, "chunk_count")).unwrap_or(0),
-        is_public: db::col_bool(row, "is_public"),
-        created_at: db::col_text(row, "created_at"),
-    }
-}
+pub use common::store::files::{FileRow, NewFile};
 
 pub fn public_url(links: &Links, id: &str) -> String {
     format!("{}/api/files/{id}/public", links.base_url())
 }
 
-impl FileRow {
-    pub fn view(&self, links: &Links) -> Value {
-        json!({
-            "id": self.id,
-            "filename": self.filename,
-            "contentType": self.content_type,
-            "size": self.size,
-            "sha256": self.sha256,
-            "public": self.is_public,
-            "publicUrl": self.is_public.then(|| public_url(links, &self.id)),
-            "downloadUrl": format!("{}/api/files/{}/download", links.base_url(), self.id),
-            "ownerId": self.owner_id,
-            "createdAt": self.created_at,
-        })
-    }
+/// A file's metadata as the API answers it.
+pub fn view(file: &FileRow, links: &Links) -> Value {
+    json!({
+        "id": file.id,
+        "filename": file.filename,
+        "contentType": file.content_type,
+        "size": file.size,
+        "sha256": file.sha256,
+        "public": file.is_public,
+        "publicUrl": file.is_public.then(|| public_url(links, &file.id)),
+        "downloadUrl": format!("{}/api/files/{}/download", links.base_url(), file.id),
+        "ownerId": file.owner_id,
+        "createdAt": file.created_at,
+    })
 }
 
 fn chunk_key(client_id: &str, file_id: &str, n: u64) -> String {
@@ -93,13 +66,6 @@ fn kv_error(e: spin_sdk::key_value::Error) -> ApiError {
 
 fn bad_id() -> ApiError {
     ApiError::bad_request("invalid_id", "the file id must be a UUID")
-}
-
-/// What an upload is stored as.
-pub struct NewFile {
-    pub filename: String,
-    pub content_type: String,
-    pub is_public: bool,
 }
 
 /// Writes chunks to the key-value store as they fill, hashing as it goes.
@@ -134,13 +100,16 @@ impl ChunkWriter {
         Ok(())
     }
 
-    /// Writes the last chunk and answers (size, sha256, chunk count).
-    fn finish(&mut self) -> Result<(u64, String, u64), ApiError> {
+    /// Writes the last chunk and answers what was written.
+    fn finish(&mut self) -> Result<Content, ApiError> {
         if let Some(last) = std::mem::take(&mut self.chunker).finish() {
             self.write(&last)?;
         }
-        let sha = hex_of(self.hasher.clone().finalize().as_slice());
-        Ok((self.size, sha, self.written))
+        Ok(Content {
+            size: self.size,
+            sha256: hex_of(self.hasher.clone().finalize().as_slice()),
+            chunk_count: self.written,
+        })
     }
 
     /// Removes every chunk written so far.
@@ -167,20 +136,7 @@ pub async fn store(
     max: u64,
 ) -> Result<FileRow, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let id = ids::uuid();
-    db.execute(
-        "INSERT INTO files (id, client_id, owner_id, filename, content_type, size, sha256, chunk_count, \
-           is_public, status, created_at) VALUES (?, ?, ?, ?, ?, 0, '', 0, ?, 'uploading', ?)",
-        &[
-            db::text(&id),
-            db::text(&tenant.client_id),
-            db::text(&user.id),
-            db::text(&new.filename),
-            db::text(&new.content_type),
-            db::boolean(new.is_public),
-            db::text(time::now_rfc3339()),
-        ],
-    )?;
+    let id = stored::insert(db, &tenant.client_id, &user.id, new, ctx.now())?;
     let mut writer = ChunkWriter {
         store: open_store()?,
         client_id: tenant.client_id.clone(),
@@ -194,27 +150,13 @@ pub async fn store(
     let written = fill(&mut writer, source)
         .await
         .and_then(|()| writer.finish())
-        .and_then(|(size, sha, chunks)| {
-            debug_assert_eq!(chunks, media::chunk_count(size));
-            db.execute(
-                "UPDATE files SET size = ?, sha256 = ?, chunk_count = ?, status = 'ready' \
-                 WHERE client_id = ? AND id = ?",
-                &[
-                    db::int(i64::try_from(size).unwrap_or(i64::MAX)),
-                    db::text(&sha),
-                    db::int(i64::try_from(chunks).unwrap_or(i64::MAX)),
-                    db::text(&tenant.client_id),
-                    db::text(&id),
-                ],
-            )
-            .map(|_| ())
+        .and_then(|content| {
+            debug_assert_eq!(content.chunk_count, media::chunk_count(content.size));
+            stored::mark_ready(db, &tenant.client_id, &id, &content)
         });
     if let Err(err) = written {
         writer.abort();
-        let _ = db.execute(
-            "DELETE FROM files WHERE client_id = ? AND id = ?",
-            &[db::text(&tenant.client_id), db::text(&id)],
-        );
+        let _ = stored::delete(db, &tenant.client_id, &id);
         return Err(err);
     }
     load_ready(db, &tenant.client_id, &id)
@@ -234,12 +176,7 @@ async fn fill(writer: &mut ChunkWriter, source: Source) -> Result<(), ApiError> 
 
 /// Loads a ready file of the tenant.
 pub fn load_ready(db: &Db, client_id: &str, id: &str) -> Result<FileRow, ApiError> {
-    db.query_one(
-        "SELECT * FROM files WHERE client_id = ? AND id = ? AND status = 'ready'",
-        &[db::text(client_id), db::text(id)],
-        from_row,
-    )?
-    .ok_or_else(|| ApiError::not_found("file"))
+    stored::load_ready(db, client_id, id)?.ok_or_else(|| ApiError::not_found("file"))
 }
 
 /// Removes a file's chunks and its row.
@@ -250,26 +187,18 @@ pub fn remove(db: &Db, file: &FileRow) -> Result<(), ApiError> {
             .delete(&chunk_key(&file.client_id, &file.id, n))
             .map_err(kv_error)?;
     }
-    db.execute(
-        "DELETE FROM files WHERE client_id = ? AND id = ?",
-        &[db::text(&file.client_id), db::text(&file.id)],
-    )?;
-    Ok(())
+    stored::delete(db, &file.client_id, &file.id)
 }
 
 /// Removes up to `batch` uploads still `uploading` that were created before `cutoff`
-/// (RFC 3339): abandoned by an instance that stopped mid-upload. Their chunk count was
-/// never recorded, so chunks are deleted in order until one is missing.
-pub fn remove_abandoned(cutoff: &str, batch: i64) -> Result<i64, ApiError> {
-    let db = Db::open()?;
-    let abandoned = db.query(
-        "SELECT client_id, id FROM files WHERE status = 'uploading' AND created_at < ? LIMIT ?",
-        &[db::text(cutoff), db::int(batch)],
-        |row| (db::col_text(row, "client_id"), db::col_text(row, "id")),
-    )?;
+/// (epoch seconds): abandoned by an instance that stopped mid-upload. Their chunk count
+/// was never recorded, so chunks are deleted in order until one is missing.
+pub fn remove_abandoned(db: &Db, cutoff: i64, batch: i64) -> Result<i64, ApiError> {
+    let abandoned = stored::abandoned(db, cutoff, batch)?;
     let store = open_store()?;
     let max_chunks = media::chunk_count(max_upload()) + 1;
-    for (client_id, id) in &abandoned {
+    for file in &abandoned {
+        let FileKey { client_id, id } = file;
         for n in 0..max_chunks {
             let key = chunk_key(client_id, id, n);
             if !store.exists(&key).map_err(kv_error)? {
@@ -277,10 +206,7 @@ pub fn remove_abandoned(cutoff: &str, batch: i64) -> Result<i64, ApiError> {
             }
             store.delete(&key).map_err(kv_error)?;
         }
-        db.execute(
-            "DELETE FROM files WHERE client_id = ? AND id = ? AND status = 'uploading'",
-            &[db::text(client_id), db::text(id)],
-        )?;
+        stored::delete_abandoned(db, file)?;
     }
     Ok(abandoned.len() as i64)
 }
@@ -419,9 +345,9 @@ pub async fn upload(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
             (new, Source::Bytes(form.bytes, form.data))
         }
     };
-    let db = Db::open()?;
+    let db = database::open()?;
     let file = store(ctx, &db, &new, source, max).await?;
-    Ok(json(201, &file.view(&Links::load())))
+    Ok(json(201, &view(&file, &Links::load())))
 }
 
 /// Reads bytes `start..=end` of a file, or `None` when a chunk is missing or short.
@@ -546,14 +472,8 @@ pub fn public(ctx: &PublicCtx) -> Result<Response, ApiError> {
     headers.push(("cache-control", "public, max-age=3600".into()));
     let answer = (|| {
         let id = ids::parse_uuid(ctx.param("id")).ok_or_else(bad_id)?;
-        let db = Db::open()?;
-        let file = db
-            .query_one(
-                "SELECT * FROM files WHERE id = ? AND status = 'ready' AND is_public = 1",
-                &[db::text(&id)],
-                from_row,
-            )?
-            .ok_or_else(|| ApiError::not_found("file"))?;
+        let db = database::open()?;
+        let file = stored::load_public(&db, &id)?.ok_or_else(|| ApiError::not_found("file"))?;
         file_response(ctx, &file, &headers)
     })();
     Ok(answer.unwrap_or_else(|err| {
@@ -595,7 +515,7 @@ fn load_own(ctx: &UserCtx, db: &Db) -> Result<FileRow, ApiError> {
 
 /// `GET /api/files/{id}/download`: the owner's download, as an attachment.
 pub fn download(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = database::open()?;
     let file = load_own(ctx, &db)?;
     let disposition = format!(
         "attachment; filename=\"{}\"; filename*=UTF-8''{}",
@@ -615,14 +535,14 @@ pub fn download(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `GET /api/files/{id}`: the metadata, for the owner.
 pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = database::open()?;
     let file = load_own(ctx, &db)?;
-    Ok(json(200, &file.view(&Links::load())))
+    Ok(json(200, &view(&file, &Links::load())))
 }
 
 /// `DELETE /api/files/{id}` (owner only): chunks and row.
 pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = database::open()?;
     let file = load_own(ctx, &db)?;
     remove(&db, &file)?;
     Ok(json(200, &json!({ "success": true, "id": file.id })))
@@ -632,17 +552,9 @@ pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
 pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let page = Page::from_query(ctx.query())?;
-    let scope = [db::text(&tenant.client_id), db::text(&user.id)];
-    let filter = "client_id = ? AND owner_id = ? AND status = 'ready'";
-    let db = Db::open()?;
+    let db = database::open()?;
     let links = Links::load();
-    let (items, total) = db.page(
-        "files",
-        filter,
-        &scope,
-        "created_at DESC, id",
-        page,
-        |row| from_row(row).view(&links),
-    )?;
+    let (files, total) = stored::page_of_owner(&db, &tenant.client_id, &user.id, page)?;
+    let items = files.iter().map(|f| view(f, &links)).collect();
     Ok(json(200, &Paged::new(items, total, page)))
 }

@@ -5,7 +5,6 @@
 
 use common::spin::http::{JobsCtx, Reply, json};
 use common::store::{cohosts, rate_limits, replay, users};
-use common::time;
 use serde_json::json;
 
 /// Rows each kind of record may lose per call.
@@ -19,9 +18,9 @@ const ABANDONED_UPLOAD_SECS: i64 = 86_400;
 
 /// `POST /api/jobs/migrate`: applies the schema migrations not applied yet, on whichever
 /// back end `database` names. Safe to run twice and concurrently.
-pub fn migrate(_ctx: &JobsCtx) -> Reply {
+pub fn migrate(ctx: &JobsCtx) -> Reply {
     let db = common::spin::store::open()?;
-    let report = common::store::migrate::run(&db, time::now())?;
+    let report = common::store::migrate::run(&db, ctx.now())?;
     Ok(json(
         200,
         &json!({
@@ -57,10 +56,7 @@ pub fn prune(ctx: &JobsCtx) -> Reply {
         ),
         (
             "abandoned_uploads",
-            crate::files::remove_abandoned(
-                &time::format_rfc3339(now - ABANDONED_UPLOAD_SECS),
-                BATCH,
-            )?,
+            crate::files::remove_abandoned(&db, now - ABANDONED_UPLOAD_SECS, BATCH)?,
         ),
     ];
     let done: i64 = counts.iter().map(|(_, n)| n).sum();

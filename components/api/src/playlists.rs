@@ -6,11 +6,13 @@ use crate::links::Links;
 use crate::media;
 use common::pagination::{Page, Paged};
 use common::problem::FieldError;
-use common::spin::db::{self, Db, Row};
 use common::spin::http::{UserCtx, json};
 use common::spin::incoming::{self, Source};
+use common::spin::store as database;
+use common::store::Db;
+use common::store::playlists::{self as stored, Appended, Fields, NewTrack, Playlist, Track};
 use common::validate::{self, JsonBody};
-use common::{ApiError, ids, time};
+use common::{ApiError, ids};
 use serde_json::{Value, json};
 use spin_sdk::http::Response;
 use std::collections::HashSet;
@@ -24,63 +26,33 @@ pub const MAX_TRACKS: i64 = 1000;
 const MAX_DESCRIPTION: usize = 2000;
 const MAX_URL: usize = 2048;
 
-pub struct Playlist {
-    pub id: String,
-    pub client_id: String,
-    pub owner_id: String,
-    pub name: String,
-    pub description: Option<String>,
-    pub visibility: String,
-    pub poster_file_id: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
-}
-
-fn from_row(row: &Row<'_>) -> Playlist {
-    Playlist {
-        id: db::col_text(row, "id"),
-        client_id: db::col_text(row, "client_id"),
-        owner_id: db::col_text(row, "owner_id"),
-        name: db::col_text(row, "name"),
-        description: db::col_opt_text(row, "description"),
-        visibility: db::col_text(row, "visibility"),
-        poster_file_id: db::col_opt_text(row, "poster_file_id"),
-        created_at: db::col_text(row, "created_at"),
-        updated_at: db::col_text(row, "updated_at"),
-    }
-}
-
-impl Playlist {
-    fn view(&self, links: &Links, track_count: i64) -> Value {
-        json!({
-            "id": self.id,
-            "name": self.name,
-            "description": self.description,
-            "visibility": self.visibility,
-            "ownerId": self.owner_id,
-            "posterFileId": self.poster_file_id,
-            "posterUrl": self.poster_file_id.as_ref().map(|f| files::public_url(links, f)),
-            "trackCount": track_count,
-            "createdAt": self.created_at,
-            "updatedAt": self.updated_at,
-        })
-    }
-}
-
-fn track_view(row: &Row<'_>, links: &Links) -> Value {
-    let file_id = db::col_opt_text(row, "file_id");
-    let url = db::col_opt_text(row, "url").or_else(|| {
-        file_id
-            .as_ref()
-            .map(|f| format!("{}/api/files/{f}/public", links.base_url()))
-    });
+fn view(playlist: &Playlist, links: &Links, track_count: i64) -> Value {
     json!({
-        "id": db::col_text(row, "id"),
-        "position": db::col_int(row, "position"),
-        "title": db::col_text(row, "title"),
-        "artist": db::col_opt_text(row, "artist"),
-        "durationSeconds": row.get::<i64>("duration_seconds"),
-        "fileId": file_id,
+        "id": playlist.id,
+        "name": playlist.name,
+        "description": playlist.description,
+        "visibility": playlist.visibility,
+        "ownerId": playlist.owner_id,
+        "posterFileId": playlist.poster_file_id,
+        "posterUrl": playlist.poster_file_id.as_ref().map(|f| files::public_url(links, f)),
+        "trackCount": track_count,
+        "createdAt": playlist.created_at,
+        "updatedAt": playlist.updated_at,
+    })
+}
+
+fn track_view(track: &Track, links: &Links) -> Value {
+    let url = track
+        .url
+        .clone()
+        .or_else(|| track.file_id.as_ref().map(|f| files::public_url(links, f)));
+    json!({
+        "id": track.id,
+        "position": track.position,
+        "title": track.title,
+        "artist": track.artist,
+        "durationSeconds": track.duration_seconds,
+        "fileId": track.file_id,
         "url": url,
     })
 }
@@ -125,12 +97,7 @@ fn bad_id(what: &str) -> ApiError {
 
 fn load(db: &Db, client_id: &str, raw_id: &str) -> Result<Playlist, ApiError> {
     let id = ids::parse_uuid(raw_id).ok_or_else(|| bad_id("playlist"))?;
-    db.query_one(
-        "SELECT * FROM playlists WHERE client_id = ? AND id = ?",
-        &[db::text(client_id), db::text(&id)],
-        from_row,
-    )?
-    .ok_or_else(|| ApiError::not_found("playlist"))
+    stored::load(db, client_id, &id)?.ok_or_else(|| ApiError::not_found("playlist"))
 }
 
 /// A playlist the user may see: their own, or another's that is not private.
@@ -154,36 +121,21 @@ fn load_owned(ctx: &UserCtx, db: &Db) -> Result<Playlist, ApiError> {
     Ok(playlist)
 }
 
-fn track_ids(db: &Db, playlist: &Playlist) -> Result<Vec<String>, ApiError> {
-    db.query(
-        "SELECT id FROM playlist_tracks WHERE client_id = ? AND playlist_id = ? ORDER BY position, id",
-        &[db::text(&playlist.client_id), db::text(&playlist.id)],
-        |row| db::col_text(row, "id"),
-    )
-}
-
+/// The playlist as the API answers it, with its tracks in order.
 fn full_view(db: &Db, playlist: &Playlist) -> Result<Value, ApiError> {
     let links = Links::load();
-    let tracks = db.query(
-        "SELECT * FROM playlist_tracks WHERE client_id = ? AND playlist_id = ? ORDER BY position, id",
-        &[db::text(&playlist.client_id), db::text(&playlist.id)],
-        |row| track_view(row, &links),
-    )?;
-    let mut view = playlist.view(&links, tracks.len() as i64);
+    let tracks: Vec<Value> = stored::tracks(db, playlist)?
+        .iter()
+        .map(|t| track_view(t, &links))
+        .collect();
+    let mut view = view(playlist, &links, tracks.len() as i64);
     view["tracks"] = Value::Array(tracks);
     Ok(view)
 }
 
-fn touch(db: &Db, playlist: &Playlist) -> Result<(), ApiError> {
-    db.execute(
-        "UPDATE playlists SET updated_at = ? WHERE client_id = ? AND id = ?",
-        &[
-            db::text(time::now_rfc3339()),
-            db::text(&playlist.client_id),
-            db::text(&playlist.id),
-        ],
-    )
-    .map(|_| ())
+/// The playlist as stored now, as the API answers it.
+fn fresh_view(db: &Db, playlist: &Playlist) -> Result<Value, ApiError> {
+    full_view(db, &load(db, &playlist.client_id, &playlist.id)?)
 }
 
 /// `POST /api/playlists`: name, description, visibility (public by default).
@@ -194,30 +146,19 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     let description = body.opt_string("description", MAX_DESCRIPTION);
     let visibility = visibility(&mut body, true).unwrap_or_default();
     body.finish()?;
-    let db = Db::open()?;
-    let id = ids::uuid();
-    let now = time::now_rfc3339();
-    db.execute(
-        "INSERT INTO playlists (id, client_id, owner_id, name, description, visibility, poster_file_id, \
-           created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
-        &[
-            db::text(&id),
-            db::text(&tenant.client_id),
-            db::text(&user.id),
-            db::text(&name),
-            db::opt_text(description.as_deref()),
-            db::text(&visibility),
-            db::text(&now),
-            db::text(&now),
-        ],
-    )?;
-    let playlist = load(&db, &tenant.client_id, &id)?;
+    let db = database::open()?;
+    let fields = Fields {
+        name,
+        description,
+        visibility,
+    };
+    let playlist = stored::insert(&db, &tenant.client_id, &user.id, &fields, ctx.now())?;
     Ok(json(201, &full_view(&db, &playlist)?))
 }
 
 /// `GET /api/playlists/{id}`: with its tracks in order.
 pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = database::open()?;
     let playlist = load_visible(ctx, &db)?;
     Ok(json(200, &full_view(&db, &playlist)?))
 }
@@ -233,35 +174,21 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
             ApiError::bad_request("invalid_query", "userId must be a user id (UUID)")
         })?,
     };
-    let filter = if owner == user.id {
-        "client_id = ? AND owner_id = ?"
-    } else {
-        "client_id = ? AND owner_id = ? AND visibility = 'public'"
-    };
-    let scope = [db::text(&tenant.client_id), db::text(&owner)];
-    let db = Db::open()?;
-    let total = db.count(
-        &format!("SELECT COUNT(*) FROM playlists WHERE {filter}"),
-        &scope,
-    )?;
-    let mut params = scope.to_vec();
-    params.extend([db::int(page.limit.into()), db::int(page.offset.into())]);
+    let public_only = owner != user.id;
+    let db = database::open()?;
     let links = Links::load();
-    let rows = db.query(
-        &format!(
-            "SELECT p.*, (SELECT COUNT(*) FROM playlist_tracks t WHERE t.client_id = p.client_id \
-               AND t.playlist_id = p.id) AS track_count \
-             FROM playlists p WHERE {filter} ORDER BY created_at DESC, id LIMIT ? OFFSET ?"
-        ),
-        &params,
-        |row| from_row(row).view(&links, db::col_int(row, "track_count")),
-    )?;
-    Ok(json(200, &Paged::new(rows, total, page)))
+    let (playlists, total) =
+        stored::page_of_owner(&db, &tenant.client_id, &owner, public_only, page)?;
+    let items = playlists
+        .iter()
+        .map(|(p, track_count)| view(p, &links, *track_count))
+        .collect();
+    Ok(json(200, &Paged::new(items, total, page)))
 }
 
 /// `PUT /api/playlists/{id}`: any of name, description, visibility.
 pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = database::open()?;
     let playlist = load_owned(ctx, &db)?;
     let mut body = ctx.json()?;
     let name = body
@@ -277,38 +204,20 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
     };
     let visibility = visibility(&mut body, false);
     body.finish()?;
-    db.execute(
-        "UPDATE playlists SET name = ?, description = ?, visibility = ?, updated_at = ? \
-         WHERE client_id = ? AND id = ?",
-        &[
-            db::text(name.unwrap_or(playlist.name.clone())),
-            db::opt_text(description.as_deref()),
-            db::text(visibility.unwrap_or(playlist.visibility.clone())),
-            db::text(time::now_rfc3339()),
-            db::text(&playlist.client_id),
-            db::text(&playlist.id),
-        ],
-    )?;
-    let playlist = load(&db, &playlist.client_id, &playlist.id)?;
-    Ok(json(200, &full_view(&db, &playlist)?))
+    let fields = Fields {
+        name: name.unwrap_or_else(|| playlist.name.clone()),
+        description,
+        visibility: visibility.unwrap_or_else(|| playlist.visibility.clone()),
+    };
+    stored::update(&db, &playlist, &fields, ctx.now())?;
+    Ok(json(200, &fresh_view(&db, &playlist)?))
 }
 
 /// `DELETE /api/playlists/{id}`: the playlist, its tracks and its poster.
 pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = database::open()?;
     let playlist = load_owned(ctx, &db)?;
-    let scope = [db::text(&playlist.client_id), db::text(&playlist.id)];
-    db.transaction(|db| {
-        db.execute(
-            "DELETE FROM playlist_tracks WHERE client_id = ? AND playlist_id = ?",
-            &scope,
-        )?;
-        db.execute(
-            "DELETE FROM playlists WHERE client_id = ? AND id = ?",
-            &scope,
-        )
-        .map(|_| ())
-    })?;
+    stored::delete(&db, &playlist)?;
     remove_poster(&db, &playlist)?;
     Ok(json(200, &json!({ "success": true, "id": playlist.id })))
 }
@@ -320,15 +229,6 @@ fn remove_poster(db: &Db, playlist: &Playlist) -> Result<(), ApiError> {
         files::remove(db, &file)?;
     }
     Ok(())
-}
-
-/// A validated track to add.
-struct NewTrack {
-    title: String,
-    artist: Option<String>,
-    duration: Option<i64>,
-    file_id: Option<String>,
-    url: Option<String>,
 }
 
 /// Reads one track object; field errors are named `tracks[i].field`.
@@ -386,7 +286,7 @@ fn parse_track(index: usize, value: &Value, errors: &mut Vec<FieldError>) -> Opt
 /// `POST /api/playlists/{id}/tracks`: `{"tracks": [...]}` appended in order. A `fileId`
 /// must name a file of the tenant that the user owns or that is public.
 pub fn add_tracks(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = database::open()?;
     let playlist = load_owned(ctx, &db)?;
     let user = &ctx.user;
     let mut body = ctx.json()?;
@@ -423,45 +323,14 @@ pub fn add_tracks(ctx: &UserCtx) -> Result<Response, ApiError> {
     if !errors.is_empty() {
         return Err(ApiError::invalid_fields(errors));
     }
-    let scope = [db::text(&playlist.client_id), db::text(&playlist.id)];
-    let count = db.count(
-        "SELECT COUNT(*) FROM playlist_tracks WHERE client_id = ? AND playlist_id = ?",
-        &scope,
-    )?;
-    if count + parsed.len() as i64 > MAX_TRACKS {
-        return Err(ApiError::conflict(
+    let new: Vec<NewTrack> = parsed.into_iter().flatten().collect();
+    match stored::append_tracks(&db, &playlist, &new, MAX_TRACKS, ctx.now())? {
+        Appended::Added => Ok(json(200, &fresh_view(&db, &playlist)?)),
+        Appended::Full => Err(ApiError::conflict(
             "playlist_full",
             format!("a playlist holds at most {MAX_TRACKS} tracks"),
-        ));
+        )),
     }
-    let next = db.count(
-        "SELECT COALESCE(MAX(position) + 1, 0) FROM playlist_tracks WHERE client_id = ? AND playlist_id = ?",
-        &scope,
-    )?;
-    let now = time::now_rfc3339();
-    db.transaction(|db| {
-        for (offset, track) in parsed.iter().flatten().enumerate() {
-            db.execute(
-                "INSERT INTO playlist_tracks (id, client_id, playlist_id, position, title, artist, \
-                   duration_seconds, file_id, url, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                &[
-                    db::text(ids::uuid()),
-                    db::text(&playlist.client_id),
-                    db::text(&playlist.id),
-                    db::int(next + offset as i64),
-                    db::text(&track.title),
-                    db::opt_text(track.artist.as_deref()),
-                    track.duration.map_or(db::null(), db::int),
-                    db::opt_text(track.file_id.as_deref()),
-                    db::opt_text(track.url.as_deref()),
-                    db::text(&now),
-                ],
-            )?;
-        }
-        Ok(())
-    })?;
-    touch(&db, &playlist)?;
-    Ok(json(200, &full_view(&db, &playlist)?))
 }
 
 fn invalid(field: &str, message: &str) -> ApiError {
@@ -473,36 +342,19 @@ fn invalid(field: &str, message: &str) -> ApiError {
 
 /// `DELETE /api/playlists/{id}/tracks/{trackId}`
 pub fn remove_track(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = database::open()?;
     let playlist = load_owned(ctx, &db)?;
     let track_id = ids::parse_uuid(ctx.param("trackId")).ok_or_else(|| bad_id("track"))?;
-    let removed = db.count(
-        "SELECT COUNT(*) FROM playlist_tracks WHERE client_id = ? AND playlist_id = ? AND id = ?",
-        &[
-            db::text(&playlist.client_id),
-            db::text(&playlist.id),
-            db::text(&track_id),
-        ],
-    )?;
-    if removed == 0 {
+    if !stored::remove_track(&db, &playlist, &track_id, ctx.now())? {
         return Err(ApiError::not_found("track"));
     }
-    db.execute(
-        "DELETE FROM playlist_tracks WHERE client_id = ? AND playlist_id = ? AND id = ?",
-        &[
-            db::text(&playlist.client_id),
-            db::text(&playlist.id),
-            db::text(&track_id),
-        ],
-    )?;
-    touch(&db, &playlist)?;
-    Ok(json(200, &full_view(&db, &playlist)?))
+    Ok(json(200, &fresh_view(&db, &playlist)?))
 }
 
 /// `PUT /api/playlists/{id}/tracks/reorder`: `{"trackIds": [...]}`, the complete new
 /// order; anything else is a 422 and the order stays as it was.
 pub fn reorder(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = database::open()?;
     let playlist = load_owned(ctx, &db)?;
     let mut body = ctx.json()?;
     let requested = body.opt_value("trackIds");
@@ -515,31 +367,17 @@ pub fn reorder(ctx: &UserCtx) -> Result<Response, ApiError> {
         .map(|v| v.as_str().and_then(ids::parse_uuid))
         .collect::<Option<_>>()
         .ok_or_else(|| invalid("trackIds", "must hold track ids (UUIDs)"))?;
-    let current = track_ids(&db, &playlist)?;
+    let current = stored::track_ids(&db, &playlist)?;
     check_order(&current, &requested).map_err(|m| invalid("trackIds", &m))?;
-    db.transaction(|db| {
-        for (position, id) in requested.iter().enumerate() {
-            db.execute(
-                "UPDATE playlist_tracks SET position = ? WHERE client_id = ? AND playlist_id = ? AND id = ?",
-                &[
-                    db::int(position as i64),
-                    db::text(&playlist.client_id),
-                    db::text(&playlist.id),
-                    db::text(id),
-                ],
-            )?;
-        }
-        Ok(())
-    })?;
-    touch(&db, &playlist)?;
-    Ok(json(200, &full_view(&db, &playlist)?))
+    stored::reorder(&db, &playlist, &requested, ctx.now())?;
+    Ok(json(200, &fresh_view(&db, &playlist)?))
 }
 
 /// `POST /api/playlists/{id}/poster`: a PNG, JPEG or WebP image (raw body or multipart),
 /// at most 5 MiB, recognised by its magic bytes; stored as a public file that replaces
 /// the previous poster.
 pub async fn poster(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
-    let db = Db::open()?;
+    let db = database::open()?;
     let playlist = load_owned(ctx, &db)?;
     let head = &ctx.req;
     let stream: incoming::BodyStream = match body {
@@ -570,18 +408,9 @@ pub async fn poster(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
         is_public: true,
     };
     let file = files::store(ctx, &db, &new, Source::Bytes(bytes, data), MAX_POSTER).await?;
-    db.execute(
-        "UPDATE playlists SET poster_file_id = ?, updated_at = ? WHERE client_id = ? AND id = ?",
-        &[
-            db::text(&file.id),
-            db::text(time::now_rfc3339()),
-            db::text(&playlist.client_id),
-            db::text(&playlist.id),
-        ],
-    )?;
+    stored::set_poster(&db, &playlist, &file.id, ctx.now())?;
     remove_poster(&db, &playlist)?;
-    let playlist = load(&db, &playlist.client_id, &playlist.id)?;
-    Ok(json(200, &full_view(&db, &playlist)?))
+    Ok(json(200, &fresh_view(&db, &playlist)?))
 }
 
 #[cfg(test)]

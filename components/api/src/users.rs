@@ -1,15 +1,15 @@
 //! Users: sign-up, login, refresh tokens, profile, password change, follows.
 
-use crate::{contacts, passwords};
+use crate::passwords;
 use common::jwt::{self, USER_TOKEN_TTL_SECS};
 use common::pagination::{Page, Paged};
 use common::spin::config;
-use common::spin::db::{self as old_db, Db as OldDb};
 use common::spin::http::{AppCtx, ServerCtx, UserCtx, json};
+use common::store::contacts;
 use common::store::users::{self as store, Login, NewUser, ProfileChanges, Side};
 use common::store::{Db, rate_limits};
 use common::validate;
-use common::{ApiError, ids, time};
+use common::{ApiError, ids};
 use serde::Serialize;
 use serde_json::json;
 use spin_sdk::http::Response;
@@ -458,23 +458,19 @@ pub fn change_password(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 /// The id path parameter as a UUID of a user in the caller's tenant (404 otherwise).
-fn other_user(db: &OldDb, client_id: &str, raw_id: &str) -> Result<String, ApiError> {
+fn other_user(db: &Db, client_id: &str, raw_id: &str) -> Result<String, ApiError> {
     let id = ids::parse_uuid(raw_id)
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the user id must be a UUID"))?;
-    let exists = db.count(
-        "SELECT COUNT(*) FROM users WHERE client_id = ? AND id = ?",
-        &[old_db::text(client_id), old_db::text(&id)],
-    )?;
-    if exists == 0 {
+    if !store::exists(db, client_id, &id)? {
         return Err(ApiError::not_found("user"));
     }
     Ok(id)
 }
 
-/// `POST /api/users/follow/{id}`: idempotent.
+/// `POST /api/users/follow/{id}`: idempotent; following makes both users contacts.
 pub fn follow(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = OldDb::open()?;
+    let db = common::spin::store::open()?;
     let target = other_user(&db, &tenant.client_id, ctx.param("id"))?;
     if target == user.id {
         return Err(ApiError::new(
@@ -484,11 +480,8 @@ pub fn follow(ctx: &UserCtx) -> Result<Response, ApiError> {
         ));
     }
     db.transaction(|db| {
-        db.execute(
-            "INSERT INTO follows (client_id, follower_id, followee_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            &[old_db::text(&tenant.client_id), old_db::text(&user.id), old_db::text(&target), old_db::text(time::now_rfc3339())],
-        )?;
-        contacts::link(db, &tenant.client_id, &user.id, &target)
+        store::follow(db, &tenant.client_id, &user.id, &target, ctx.now())?;
+        contacts::link(db, &tenant.client_id, &user.id, &target, ctx.now())
     })?;
     Ok(json(
         200,
@@ -499,7 +492,7 @@ pub fn follow(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `DELETE /api/users/follow/{id}`: idempotent.
 pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = OldDb::open()?;
+    let db = common::spin::store::open()?;
     let target = other_user(&db, &tenant.client_id, ctx.param("id"))?;
     unfollow_user(&db, &tenant.client_id, &user.id, &target)?;
     Ok(json(
@@ -508,21 +501,15 @@ pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
     ))
 }
 
+/// Ends a follow; the two stay contacts while either still follows the other.
 pub fn unfollow_user(
-    db: &OldDb,
+    db: &Db,
     client_id: &str,
     follower: &str,
     followee: &str,
 ) -> Result<(), ApiError> {
     db.transaction(|db| {
-        db.execute(
-            "DELETE FROM follows WHERE client_id = ? AND follower_id = ? AND followee_id = ?",
-            &[
-                old_db::text(client_id),
-                old_db::text(follower),
-                old_db::text(followee),
-            ],
-        )?;
+        store::unfollow(db, client_id, follower, followee)?;
         contacts::unlink_if_unrelated(db, client_id, follower, followee)
     })
 }

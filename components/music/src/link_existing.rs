@@ -11,12 +11,12 @@
 use crate::links::{self, LinkRecord};
 use crate::platform::{self, MusicPlatform};
 use crate::sealed;
+use common::ApiError;
 use common::problem::FieldError;
-use common::spin::db::Db;
 use common::spin::http::{UserCtx, json};
-use common::spin::rate_limit;
+use common::spin::store as database;
+use common::store::rate_limits;
 use common::validate::{self, JsonBody};
-use common::{ApiError, time};
 use spin_sdk::http::Response;
 
 /// Failed password checks allowed per user in [`FAILURE_WINDOW_SECS`].
@@ -92,10 +92,10 @@ pub fn link_existing(ctx: &UserCtx) -> Result<Response, ApiError> {
     if hint_requires_password(&req, &user.email) {
         return Err(password_required());
     }
-    let db = Db::open()?;
+    let limits = common::spin::store::open()?;
     let bucket = format!("music-link:{}:{}", tenant.client_id, user.id);
-    let now = time::now();
-    rate_limit::check(&db, &bucket, FAILURES_ALLOWED, FAILURE_WINDOW_SECS, now)?;
+    let now = ctx.now();
+    rate_limits::check(&limits, &bucket, FAILURES_ALLOWED, FAILURE_WINDOW_SECS, now)?;
 
     let music = MusicPlatform::from_config()?;
     let bearer = links::credential(ctx)?;
@@ -118,13 +118,13 @@ pub fn link_existing(ctx: &UserCtx) -> Result<Response, ApiError> {
         .ok_or_else(|| platform::unreadable("the account look-up"))?;
 
     if emails_match(&account.email, &user.email) {
-        let link = links::attach(&db, tenant, user, &account.id, None)?;
+        let link = links::attach(&database::open()?, ctx, &account.id, None)?;
         return Ok(json(200, &LinkRecord::new(link, user)));
     }
     let password = req.password.as_deref().ok_or_else(password_required)?;
     // Every password tried counts before it is checked, so concurrent guesses cannot all
     // slip under the limit; a success forgets them.
-    rate_limit::attempt(&db, &bucket, FAILURES_ALLOWED, FAILURE_WINDOW_SECS, now)?;
+    rate_limits::attempt(&limits, &bucket, FAILURES_ALLOWED, FAILURE_WINDOW_SECS, now)?;
     let key = links::token_key()?;
     let answer = music.send(
         "POST",
@@ -141,9 +141,9 @@ pub fn link_existing(ctx: &UserCtx) -> Result<Response, ApiError> {
     let Some(token) = token else {
         return Err(password_rejected());
     };
-    rate_limit::clear(&db, &bucket)?;
+    rate_limits::clear(&limits, &bucket)?;
     let sealed = key.seal(&token, &sealed::row_context(&tenant.client_id, &user.id))?;
-    let link = links::attach(&db, tenant, user, &account.id, Some(&sealed))?;
+    let link = links::attach(&database::open()?, ctx, &account.id, Some(&sealed))?;
     Ok(json(200, &LinkRecord::new(link, user)))
 }
 

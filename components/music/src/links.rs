@@ -8,25 +8,18 @@
 
 use crate::platform::{self, MusicPlatform};
 use crate::sealed::{self, TokenKey};
+use common::ApiError;
 use common::spin::auth::{CurrentUser, Tenant, bearer_token};
 use common::spin::config;
-use common::spin::db::{self, Db, Row};
 use common::spin::http::{UserCtx, json};
-use common::{ApiError, ids, time};
+use common::spin::store as database;
+use common::store::Db;
+use common::store::music_links as stored;
 use serde::Serialize;
 use serde_json::json;
 use spin_sdk::http::Response;
 
-/// A link as stored.
-#[derive(Debug, Clone)]
-pub struct Link {
-    pub id: String,
-    pub music_user_id: Option<String>,
-    /// The sealed music token.
-    pub sealed_token: Option<String>,
-    pub is_active: bool,
-    pub linked_at: Option<String>,
-}
+pub use common::store::music_links::Link;
 
 /// The link record the API answers.
 #[derive(Debug, Serialize)]
@@ -53,24 +46,9 @@ impl LinkRecord {
     }
 }
 
-fn link_of(row: &Row<'_>) -> Link {
-    Link {
-        id: db::col_text(row, "id"),
-        music_user_id: db::col_opt_text(row, "music_user_id"),
-        sealed_token: db::col_opt_text(row, "music_token"),
-        is_active: db::col_bool(row, "is_active"),
-        linked_at: db::col_opt_text(row, "linked_at"),
-    }
-}
-
 /// The caller's link, if any.
 pub fn load(db: &Db, tenant: &Tenant, user: &CurrentUser) -> Result<Option<Link>, ApiError> {
-    db.query_one(
-        "SELECT id, music_user_id, music_token, is_active, linked_at FROM music_links \
-         WHERE client_id = ? AND user_id = ?",
-        &[db::text(&tenant.client_id), db::text(&user.id)],
-        link_of,
-    )
+    stored::load(db, &tenant.client_id, &user.id)
 }
 
 fn load_existing(db: &Db, tenant: &Tenant, user: &CurrentUser) -> Result<Link, ApiError> {
@@ -82,36 +60,18 @@ fn load_existing(db: &Db, tenant: &Tenant, user: &CurrentUser) -> Result<Link, A
 /// the music account stays the same. `linkedAt` changes only with the account.
 pub fn attach(
     db: &Db,
-    tenant: &Tenant,
-    user: &CurrentUser,
+    ctx: &UserCtx,
     music_user_id: &str,
     sealed_token: Option<&str>,
 ) -> Result<Link, ApiError> {
-    let now = time::now_rfc3339();
-    db.execute(
-        "INSERT INTO music_links (id, client_id, user_id, music_user_id, music_token, is_active, linked_at, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?) \
-         ON CONFLICT (client_id, user_id) DO UPDATE SET \
-           music_token = CASE WHEN excluded.music_token IS NOT NULL THEN excluded.music_token \
-                              WHEN music_links.music_user_id = excluded.music_user_id THEN music_links.music_token \
-                              ELSE NULL END, \
-           linked_at = CASE WHEN music_links.music_user_id = excluded.music_user_id AND music_links.linked_at IS NOT NULL \
-                            THEN music_links.linked_at ELSE excluded.linked_at END, \
-           music_user_id = excluded.music_user_id, \
-           is_active = 1, \
-           updated_at = excluded.updated_at",
-        &[
-            db::text(ids::uuid()),
-            db::text(&tenant.client_id),
-            db::text(&user.id),
-            db::text(music_user_id),
-            db::opt_text(sealed_token),
-            db::text(&now),
-            db::text(&now),
-            db::text(&now),
-        ],
-    )?;
-    load_existing(db, tenant, user)
+    stored::attach(
+        db,
+        &ctx.tenant.client_id,
+        &ctx.user.id,
+        music_user_id,
+        sealed_token,
+        ctx.now(),
+    )
 }
 
 /// The key that seals music tokens (`music_token_key`).
@@ -149,7 +109,7 @@ fn stored_token(
 /// an active link, else the service JWT (which the platform accepts, as in authenticate).
 pub fn credential(ctx: &UserCtx) -> Result<String, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = Db::open()?;
+    let db = database::open()?;
     match load(&db, tenant, user)? {
         Some(link) => match stored_token(&link, tenant, user)? {
             Some(token) => Ok(token),
@@ -162,7 +122,7 @@ pub fn credential(ctx: &UserCtx) -> Result<String, ApiError> {
 /// `GET /api/users/music/link`: the link, or 404.
 pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let link = load_existing(&Db::open()?, tenant, user)?;
+    let link = load_existing(&database::open()?, tenant, user)?;
     Ok(json(200, &LinkRecord::new(link, user)))
 }
 
@@ -185,20 +145,12 @@ fn is_active_of(ctx: &UserCtx) -> Result<Option<bool>, ApiError> {
 /// Applies an `isActive` change (if any) and answers the link record.
 fn answer_with_active(
     db: &Db,
-    tenant: &Tenant,
-    user: &CurrentUser,
+    ctx: &UserCtx,
     is_active: Option<bool>,
 ) -> Result<Response, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     if let Some(active) = is_active {
-        db.execute(
-            "UPDATE music_links SET is_active = ?, updated_at = ? WHERE client_id = ? AND user_id = ?",
-            &[
-                db::boolean(active),
-                db::text(time::now_rfc3339()),
-                db::text(&tenant.client_id),
-                db::text(&user.id),
-            ],
-        )?;
+        stored::set_active(db, &tenant.client_id, &user.id, active, ctx.now())?;
     }
     let link = load_existing(db, tenant, user)?;
     Ok(json(200, &LinkRecord::new(link, user)))
@@ -209,41 +161,32 @@ fn answer_with_active(
 pub fn create_or_update(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let is_active = is_active_of(ctx)?;
-    let db = Db::open()?;
-    let now = time::now_rfc3339();
-    db.execute(
-        "INSERT INTO music_links (id, client_id, user_id, is_active, created_at, updated_at) \
-         VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (client_id, user_id) DO NOTHING",
-        &[
-            db::text(ids::uuid()),
-            db::text(&tenant.client_id),
-            db::text(&user.id),
-            db::boolean(is_active.unwrap_or(true)),
-            db::text(&now),
-            db::text(&now),
-        ],
+    let db = database::open()?;
+    stored::create(
+        &db,
+        &tenant.client_id,
+        &user.id,
+        is_active.unwrap_or(true),
+        ctx.now(),
     )?;
-    answer_with_active(&db, tenant, user, is_active)
+    answer_with_active(&db, ctx, is_active)
 }
 
 /// `PUT /api/users/music/link`: updates an existing link's metadata (`isActive`).
 pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let is_active = is_active_of(ctx)?;
-    let db = Db::open()?;
+    let db = database::open()?;
     load_existing(&db, tenant, user)?;
-    answer_with_active(&db, tenant, user, is_active)
+    answer_with_active(&db, ctx, is_active)
 }
 
 /// `DELETE /api/users/music/link`: unlinks; the row and its sealed token are deleted.
 pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = Db::open()?;
+    let db = database::open()?;
     load_existing(&db, tenant, user)?;
-    db.execute(
-        "DELETE FROM music_links WHERE client_id = ? AND user_id = ?",
-        &[db::text(&tenant.client_id), db::text(&user.id)],
-    )?;
+    stored::delete(&db, &tenant.client_id, &user.id)?;
     Ok(json(
         200,
         &json!({ "success": true, "message": "the music account has been unlinked" }),
@@ -271,14 +214,14 @@ pub fn authenticate(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (token, account) = platform::parse_authenticated(&answer.body)
         .ok_or_else(|| platform::unreadable("authenticate"))?;
     let sealed = key.seal(&token, &sealed::row_context(&tenant.client_id, &user.id))?;
-    let link = attach(&Db::open()?, tenant, user, &account.id, Some(&sealed))?;
+    let link = attach(&database::open()?, ctx, &account.id, Some(&sealed))?;
     Ok(json(200, &LinkRecord::new(link, user)))
 }
 
 /// `POST /api/users/music/refresh-token`: trades the stored music token for a new one.
 pub fn refresh(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = Db::open()?;
+    let db = database::open()?;
     let link = load_existing(&db, tenant, user)?;
     if !link.is_active {
         return Err(ApiError::conflict(
@@ -306,15 +249,7 @@ pub fn refresh(ctx: &UserCtx) -> Result<Response, ApiError> {
     let token =
         platform::parse_token(&answer.body).ok_or_else(|| platform::unreadable("refresh-token"))?;
     let sealed = token_key()?.seal(&token, &sealed::row_context(&tenant.client_id, &user.id))?;
-    db.execute(
-        "UPDATE music_links SET music_token = ?, updated_at = ? WHERE client_id = ? AND user_id = ?",
-        &[
-            db::text(sealed),
-            db::text(time::now_rfc3339()),
-            db::text(&tenant.client_id),
-            db::text(&user.id),
-        ],
-    )?;
+    stored::set_token(&db, &tenant.client_id, &user.id, &sealed, ctx.now())?;
     Ok(json(
         200,
         &LinkRecord::new(load_existing(&db, tenant, user)?, user),

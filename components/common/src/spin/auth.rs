@@ -2,22 +2,16 @@
 //! service credential, the admin and jobs tokens, and the SFU's webhook signature.
 
 use super::config;
-use super::db::{self, Db};
 use crate::ApiError;
 use crate::ids::sha256_hex;
 use crate::jwt::{self, UserClaims};
 use crate::signing;
+use crate::store::tenants;
 use spin_sdk::http::Request;
 use subtle::ConstantTimeEq;
 
 /// The SDK client (tenant) named by the request's API key.
-#[derive(Debug, Clone)]
-pub struct Tenant {
-    pub client_id: String,
-    pub name: String,
-    pub secret_key: String,
-    pub require_signature: bool,
-}
+pub use crate::store::tenants::Tenant;
 
 /// The user a Bearer JWT names, checked against the database on every request so that a
 /// deleted user's or a revoked token stops working at once.
@@ -77,28 +71,14 @@ pub fn relay_call(req: &Request) -> Result<Option<RelayCall>, ApiError> {
             })?
             .to_string(),
     };
-    let db = Db::open()?;
-    let tenant = db
-        .query_one(
-            "SELECT client_id, name, secret_key, require_signature FROM sdk_clients WHERE client_id = ?",
-            &[db::text(&client_id)],
-            tenant_from_row,
-        )?
+    let db = super::store::open()?;
+    let tenant = tenants::by_id(&db, &client_id)?
         .ok_or_else(|| ApiError::unauthorized("invalid_tenant", "no such client"))?;
     let user = match bearer_token(req) {
         Some(_) => Some(user_from_bearer(req, &tenant)?),
         None => None,
     };
     Ok(Some(RelayCall { tenant, user }))
-}
-
-fn tenant_from_row(row: &spin_sdk::sqlite::Row<'_>) -> Tenant {
-    Tenant {
-        client_id: db::col_text(row, "client_id"),
-        name: db::col_text(row, "name"),
-        secret_key: db::col_text(row, "secret_key"),
-        require_signature: db::col_bool(row, "require_signature"),
-    }
 }
 
 /// Verifies `X-Signature`/`X-Timestamp` when sent (or required by the client), and refuses
@@ -239,13 +219,9 @@ fn tenant_from_api_key(req: &Request) -> Result<Tenant, ApiError> {
             "the API key is not valid",
         ));
     }
-    let db = Db::open()?;
-    db.query_one(
-        "SELECT client_id, name, secret_key, require_signature FROM sdk_clients WHERE api_key_hash = ?",
-        &[db::text(sha256_hex(key.as_bytes()))],
-        tenant_from_row,
-    )?
-    .ok_or_else(|| ApiError::unauthorized("invalid_api_key", "the API key is not valid"))
+    let db = super::store::open()?;
+    tenants::by_api_key_hash(&db, &sha256_hex(key.as_bytes()))?
+        .ok_or_else(|| ApiError::unauthorized("invalid_api_key", "the API key is not valid"))
 }
 
 /// The scheduler's credential: `Authorization: Bearer <jobs_token>`, or `?token=` for

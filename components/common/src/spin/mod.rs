@@ -2,10 +2,8 @@
 
 pub mod auth;
 pub mod config;
-pub mod db;
 pub mod http;
 pub mod incoming;
 pub mod outbound;
-pub mod rate_limit;
 pub mod sfu;
 pub mod store;

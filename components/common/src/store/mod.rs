@@ -6,18 +6,24 @@
 //! `?` placeholders (or `?N` for a parameter used twice); [`Db`] rewrites them to `$N` for
 //! PostgreSQL. Integers are 64-bit everywhere (`BIGINT` columns), booleans are 0/1
 //! integers, times are RFC 3339 text or epoch seconds. The back end is a [`Backend`]: Spin's
-//! SQLite or PostgreSQL interface in the components (`crate::spin::db`), an embedded SQLite
+//! SQLite or PostgreSQL interface in the components (`crate::spin::store`), an embedded SQLite
 //! in this crate's unit tests.
 
 pub mod broadcasts;
 pub mod chat;
 pub mod cohosts;
+pub mod contacts;
+pub mod events;
+pub mod files;
 pub mod migrate;
+pub mod music_links;
 pub mod outbox;
+pub mod playlists;
 pub mod rate_limits;
 pub mod replay;
 pub mod rooms;
 pub mod sql;
+pub mod tenants;
 pub mod users;
 
 use crate::ApiError;
@@ -324,5 +330,54 @@ pub mod testing {
         let db = Db::new(Box::new(Embedded(conn)));
         migrate::run(&db, 0).expect("migrations apply");
         db
+    }
+}
+
+/// The store is the only place with SQL: no other source file of any component holds a
+/// statement.
+#[cfg(test)]
+mod only_here {
+    use std::path::{Path, PathBuf};
+
+    fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn no_sql_outside_the_store() {
+        let components = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let store = components.join("common/src/store");
+        let mut files = Vec::new();
+        sources(&components, &mut files);
+        let statement = [
+            "\"SELECT ",
+            "\"INSERT INTO",
+            "\"DELETE FROM",
+            "\"UPDATE ",
+            "\"CREATE TABLE",
+        ];
+        let offenders: Vec<String> = files
+            .iter()
+            .filter(|f| {
+                !f.starts_with(&store) && !f.components().any(|c| c.as_os_str() == "target")
+            })
+            .filter(|f| {
+                let text = std::fs::read_to_string(f).unwrap_or_default();
+                statement.iter().any(|s| text.contains(s))
+            })
+            .map(|f| f.display().to_string())
+            .collect();
+        assert!(files.len() > 20, "the sources were found");
+        assert!(
+            offenders.is_empty(),
+            "SQL outside the store: {offenders:#?}"
+        );
     }
 }

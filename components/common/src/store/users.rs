@@ -231,10 +231,7 @@ pub fn delete_account(db: &Db, client_id: &str, id: &str) -> Result<(), ApiError
         "DELETE FROM refresh_tokens WHERE client_id = ? AND user_id = ?",
         &own,
     )?;
-    db.execute(
-        "DELETE FROM contacts WHERE client_id = ? AND (owner_id = ? OR contact_user_id = ?)",
-        &either,
-    )?;
+    super::contacts::forget_user(db, client_id, id)?;
     db.execute(
         "DELETE FROM follows WHERE client_id = ? AND (follower_id = ? OR followee_id = ?)",
         &either,
@@ -243,10 +240,7 @@ pub fn delete_account(db: &Db, client_id: &str, id: &str) -> Result<(), ApiError
         "DELETE FROM broadcasts WHERE client_id = ? AND owner_id = ?",
         &own,
     )?;
-    db.execute(
-        "DELETE FROM music_links WHERE client_id = ? AND user_id = ?",
-        &own,
-    )?;
+    super::music_links::delete(db, client_id, id)?;
     db.execute("DELETE FROM users WHERE client_id = ? AND id = ?", &own)
 }
 
