@@ -12,5 +12,7 @@ wasmtime::component::bindgen!({
         "fermyon:spin/key-value.store": crate::kv::KvStoreHandle,
         "fermyon:spin/sqlite.connection": crate::sqlite::SqliteConn,
         "spin:sqlite/sqlite.connection": crate::sqlite::SqliteConn,
+        "spin:postgres/postgres@3.0.0.connection": crate::pg::PgConn,
+        "spin:postgres/postgres@4.0.0.connection": crate::pg::PgConn,
     },
 });

@@ -4,8 +4,9 @@
 //! instantiates a fresh component instance per request from pre-compiled, pre-linked
 //! components, and implements the Spin host interfaces the SDK imports
 //! (`fermyon:spin/{key-value,sqlite,variables}@2.0.0`, `spin:sqlite@3.0.0`,
-//! `wasi:config/store`) on embedded SQLite, with outbound HTTP limited to each
-//! component's `allowed_outbound_hosts`.
+//! `spin:postgres@3.0.0` and `@4.0.0`, `wasi:config/store`) on embedded SQLite, Redis
+//! (key-value, through runtime config) and PostgreSQL, with outbound HTTP and PostgreSQL
+//! connections limited to each component's `allowed_outbound_hosts`.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
@@ -32,6 +33,7 @@ mod cache;
 mod kv;
 mod manifest;
 mod outbound;
+mod pg;
 mod routes;
 mod runtime_config;
 mod server;
@@ -74,9 +76,10 @@ pub struct Options {
     /// default `<manifest dir>/.spin`.
     pub state_dir: Option<PathBuf>,
     /// A Spin runtime config file. Read: `[[config_provider]] type = "env"` (with
-    /// `prefix`), `[key_value_store.NAME]` and `[sqlite_database.NAME]` of `type = "spin"`
-    /// (with `path`, relative to the file), and the edgehost extension `[variables]`
-    /// (`name = "value"`, which Spin itself does not accept).
+    /// `prefix`), `[key_value_store.NAME]` of `type = "spin"` (with `path`, relative to the
+    /// file) or `type = "redis"` (with `url`), `[sqlite_database.NAME]` of `type = "spin"`,
+    /// and the edgehost extension `[variables]` (`name = "value"`, which Spin itself does
+    /// not accept).
     pub runtime_config_file: Option<PathBuf>,
     /// Variable values with the highest precedence (name, value).
     pub variables: Vec<(String, String)>,

@@ -11,11 +11,16 @@
 //! [variables]
 //! jwt_secret = "dev-secret"
 //!
-//! # Spin: extra key-value stores and SQLite databases (type "spin" only); relative
-//! # paths are relative to this file's directory.
+//! # Spin: extra key-value stores and SQLite databases (type "spin"); relative paths
+//! # are relative to this file's directory.
 //! [key_value_store.cache]
 //! type = "spin"
 //! path = "cache.db"          # omit for an in-memory store
+//!
+//! # Spin: a key-value store in Redis (its whole database is the store).
+//! [key_value_store.default]
+//! type = "redis"
+//! url = "redis://127.0.0.1:6379/0"
 //!
 //! [sqlite_database.default]
 //! type = "spin"
@@ -37,10 +42,19 @@ pub const DEFAULT_ENV_PREFIX: &str = "SPIN_VARIABLE";
 pub struct RuntimeConfig {
     env_prefixes: Vec<String>,
     pub variables: BTreeMap<String, String>,
-    /// Label -> store file (`None`: in memory).
-    pub key_value_stores: BTreeMap<String, Option<PathBuf>>,
+    /// Label -> where the store lives.
+    pub key_value_stores: BTreeMap<String, KvStoreConfig>,
     /// Label -> database file.
     pub sqlite_databases: BTreeMap<String, PathBuf>,
+}
+
+/// Where a key-value store lives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KvStoreConfig {
+    /// `type = "spin"`: an SQLite file (`None`: in memory).
+    Sqlite(Option<PathBuf>),
+    /// `type = "redis"`: a Redis database.
+    Redis { url: String },
 }
 
 #[derive(Deserialize)]
@@ -63,6 +77,8 @@ struct Backend {
     kind: String,
     #[serde(default)]
     path: Option<PathBuf>,
+    #[serde(default)]
+    url: Option<String>,
     #[serde(flatten)]
     _other: BTreeMap<String, toml::Value>,
 }
@@ -111,13 +127,16 @@ impl RuntimeConfig {
         }
         let resolve = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
         for (label, b) in raw.key_value_store {
-            if b.kind != "spin" {
-                bail!(
-                    "[key_value_store.{label}]: type {:?} is not supported by edgehost; use type = \"spin\"",
-                    b.kind
-                );
-            }
-            cfg.key_value_stores.insert(label, b.path.map(resolve));
+            let store = match (b.kind.as_str(), b.url) {
+                ("spin", _) => KvStoreConfig::Sqlite(b.path.map(resolve)),
+                ("redis", Some(url)) => KvStoreConfig::Redis { url },
+                ("redis", None) => bail!("[key_value_store.{label}]: type \"redis\" needs a `url`"),
+                (other, _) => bail!(
+                    "[key_value_store.{label}]: type {other:?} is not supported by edgehost; \
+                     use type = \"spin\" or \"redis\""
+                ),
+            };
+            cfg.key_value_stores.insert(label, store);
         }
         for (label, b) in raw.sqlite_database {
             if b.kind != "spin" {
@@ -160,6 +179,9 @@ type = "spin"
 path = "cache.db"
 [key_value_store.mem]
 type = "spin"
+[key_value_store.shared]
+type = "redis"
+url = "redis://127.0.0.1:6379/2"
 [sqlite_database.other]
 type = "spin"
 path = "/abs/other.db"
@@ -171,14 +193,25 @@ path = "/abs/other.db"
         assert_eq!(cfg.variables["a"], "1");
         assert_eq!(
             cfg.key_value_stores["cache"],
-            Some(PathBuf::from("/cfg/cache.db"))
+            KvStoreConfig::Sqlite(Some(PathBuf::from("/cfg/cache.db")))
         );
-        assert_eq!(cfg.key_value_stores["mem"], None);
+        assert_eq!(cfg.key_value_stores["mem"], KvStoreConfig::Sqlite(None));
+        assert_eq!(
+            cfg.key_value_stores["shared"],
+            KvStoreConfig::Redis {
+                url: "redis://127.0.0.1:6379/2".into()
+            }
+        );
         assert_eq!(
             cfg.sqlite_databases["other"],
             PathBuf::from("/abs/other.db")
         );
         let err = RuntimeConfig::parse("[key_value_store.x]\ntype = \"redis\"", Path::new("/"));
-        assert!(format!("{:#}", err.unwrap_err()).contains("redis"));
+        assert!(format!("{:#}", err.unwrap_err()).contains("needs a `url`"));
+        let err = RuntimeConfig::parse(
+            "[key_value_store.x]\ntype = \"azure_cosmos\"",
+            Path::new("/"),
+        );
+        assert!(format!("{:#}", err.unwrap_err()).contains("azure_cosmos"));
     }
 }

@@ -182,7 +182,7 @@ async fn load_app(opts: &Options) -> Result<App> {
         let pre = match linker.instantiate_pre(&component) {
             Ok(pre) => pre,
             Err(e) => {
-                // Spin provides interfaces edgehost does not (llm, redis, postgres, ...):
+                // Spin provides interfaces edgehost does not (llm, redis, mysql, ...):
                 // let such a component run, trapping only if it calls one.
                 warn(format_args!(
                     "component `{id}`: {e:#}; unsupported imports will trap when called"
@@ -210,7 +210,11 @@ async fn load_app(opts: &Options) -> Result<App> {
         name: manifest.application.name.clone(),
         router,
         components,
-        services: Arc::new(Services { kv, sqlite }),
+        services: Arc::new(Services {
+            kv,
+            sqlite,
+            pg: Default::default(),
+        }),
         websocket: opts.websocket.clone(),
         variables: vars.values.clone(),
         log_requests: opts.log_requests,

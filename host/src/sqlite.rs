@@ -1,19 +1,34 @@
 //! `fermyon:spin/sqlite@2.0.0` and `spin:sqlite/sqlite@3.0.0` over embedded SQLite files,
 //! plus the start-up migrations of `sql/`.
 //!
-//! A guest `connection` holds one real SQLite connection from first use until it is
-//! dropped, so `BEGIN` ... `COMMIT` across `execute` calls behaves as on Spin. Connections
-//! come from a small per-database pool; one returned with an open transaction (a guest
-//! that trapped mid-transaction) is rolled back first.
+//! Each database has one writer connection and a pool of reader connections (WAL mode, so
+//! readers never wait for the writer):
+//!
+//! - A statement outside a transaction that only reads (SQLite's `sqlite3_stmt_readonly`)
+//!   runs on a reader. Any other statement waits its turn for the writer (a FIFO queue, not
+//!   SQLite's busy-wait loop) and runs there, in its own implicit transaction.
+//! - A guest's `BEGIN` (deferred, as guests send it) takes the writer for the whole
+//!   transaction and runs as `BEGIN IMMEDIATE`; every statement of the transaction runs on
+//!   the writer until it ends (`COMMIT`, `ROLLBACK`, or an error that rolls it back). So
+//!   writers never fail with `SQLITE_BUSY` against each other, and nobody holds the write
+//!   lock across a guest's awaits except inside that guest's own transaction.
+//! - A guest that goes away mid-transaction (a trap, a dropped connection) has its
+//!   transaction rolled back before the writer passes on.
+//!
+//! `last_insert_rowid` and `changes` are kept per guest connection, as if it had its own.
+//! Connection-level state (a `PRAGMA` setting, a `TEMP` table) persists only within a
+//! transaction: outside one, consecutive statements may run on different connections.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use rusqlite::Connection;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use sha2::{Digest, Sha256};
+use tokio::sync::OwnedMutexGuard;
 use wasmtime::component::Resource;
 
 use crate::bindings::fermyon::spin::sqlite as v2;
@@ -22,10 +37,14 @@ use crate::state::InstanceState;
 
 /// How many connections one instance may hold open at once (Spin's default capacity).
 pub const MAX_OPEN_CONNECTIONS: usize = 256;
-/// Idle connections kept per database.
-const MAX_IDLE: usize = 8;
+/// Idle reader connections kept per database.
+const MAX_IDLE_READERS: usize = 8;
 /// Largest query result handed to a guest.
 const MAX_RESULT_BYTES: usize = 128 * 1024 * 1024;
+/// How long a statement waits for a lock: SQLite's busy timeout (another process holding
+/// the file), and the wait for this process's writer (after which the guest sees
+/// SQLite's own "database is locked").
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The databases the host knows, by label.
 #[derive(Default)]
@@ -59,11 +78,13 @@ impl Databases {
     }
 }
 
-/// A database file and its idle connections.
+/// A database file: its writer connection and its idle reader connections.
 pub struct DbPool {
     label: String,
     path: PathBuf,
-    idle: Mutex<Vec<Connection>>,
+    readers: Mutex<Vec<Connection>>,
+    /// tokio's mutex queues waiters in order, so writers are served first come, first served.
+    writer: Arc<tokio::sync::Mutex<Connection>>,
 }
 
 impl DbPool {
@@ -72,45 +93,101 @@ impl DbPool {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        let pool = Arc::new(DbPool {
-            label: label.to_string(),
-            path: path.to_path_buf(),
-            idle: Mutex::new(Vec::new()),
-        });
-        let conn = pool.connect().with_context(|| {
+        let writer = connect(path).with_context(|| {
             format!(
                 "cannot open SQLite database `{label}` at {}",
                 path.display()
             )
         })?;
-        // WAL: readers do not block the writer, which matters with concurrent requests.
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        pool.release(conn);
-        Ok(pool)
+        // WAL: readers do not block the writer, nor the writer the readers.
+        writer.pragma_update(None, "journal_mode", "WAL")?;
+        Ok(Arc::new(DbPool {
+            label: label.to_string(),
+            path: path.to_path_buf(),
+            readers: Mutex::new(Vec::new()),
+            writer: Arc::new(tokio::sync::Mutex::new(writer)),
+        }))
     }
 
-    fn connect(&self) -> rusqlite::Result<Connection> {
-        let conn = Connection::open(&self.path)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        Ok(conn)
+    /// A reader connection (idle or new); it returns to the pool when dropped.
+    pub fn reader(self: &Arc<Self>) -> rusqlite::Result<ReaderConn> {
+        let idle = self.readers.lock().ok().and_then(|mut v| v.pop());
+        let conn = match idle {
+            Some(c) => c,
+            None => connect(&self.path)?,
+        };
+        Ok(ReaderConn {
+            pool: self.clone(),
+            conn: Some(conn),
+        })
     }
 
-    pub fn acquire(&self) -> rusqlite::Result<Connection> {
-        let idle = self.idle.lock().ok().and_then(|mut v| v.pop());
-        match idle {
-            Some(c) => Ok(c),
-            None => self.connect(),
+    /// The writer, once every earlier waiter has had it.
+    async fn writer(&self) -> Result<WriterLease, String> {
+        match tokio::time::timeout(BUSY_TIMEOUT, self.writer.clone().lock_owned()).await {
+            Ok(guard) => Ok(WriterLease(guard)),
+            Err(_) => Err("database is locked".to_string()),
         }
     }
 
-    pub fn release(&self, conn: Connection) {
+    /// The writer if nobody holds it (start-up work such as migrations).
+    fn try_writer(&self) -> Result<WriterLease> {
+        match self.writer.clone().try_lock_owned() {
+            Ok(guard) => Ok(WriterLease(guard)),
+            Err(_) => bail!("the writer of database `{}` is busy", self.label),
+        }
+    }
+}
+
+/// Opens a connection to `path`: the one place edgehost opens SQLite databases for guests.
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    Ok(conn)
+}
+
+/// A pooled reader connection.
+pub struct ReaderConn {
+    pool: Arc<DbPool>,
+    conn: Option<Connection>,
+}
+
+impl std::ops::Deref for ReaderConn {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for ReaderConn {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
         if !conn.is_autocommit() && conn.execute_batch("ROLLBACK").is_err() {
             return; // do not pool a connection in an unknown state
         }
-        if let Ok(mut idle) = self.idle.lock()
-            && idle.len() < MAX_IDLE
+        if let Ok(mut idle) = self.pool.readers.lock()
+            && idle.len() < MAX_IDLE_READERS
         {
             idle.push(conn);
+        }
+    }
+}
+
+/// Exclusive use of a database's writer connection. Dropping it rolls back a transaction
+/// left open, then lets the next waiter in.
+pub struct WriterLease(OwnedMutexGuard<Connection>);
+
+impl std::ops::Deref for WriterLease {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        &self.0
+    }
+}
+
+impl Drop for WriterLease {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit() {
+            let _ = self.0.execute_batch("ROLLBACK");
         }
     }
 }
@@ -118,49 +195,170 @@ impl DbPool {
 /// The resource behind a guest's `connection` handle (both interface versions).
 pub struct SqliteConn {
     pool: Arc<DbPool>,
-    conn: Arc<Mutex<Option<Connection>>>,
+    session: Session,
+}
+
+/// What a guest connection carries between calls.
+#[derive(Default)]
+struct Session {
+    /// Held from a `BEGIN` until the transaction ends.
+    writer: Option<WriterLease>,
+    /// This connection's own `last_insert_rowid()` and `changes()`.
+    last_insert_rowid: i64,
+    changes: u64,
+}
+
+/// Where a statement runs, judged from its text before it is prepared.
+#[derive(Debug, PartialEq)]
+enum Route {
+    /// Starts a transaction: runs on the writer, which it keeps. The string is the
+    /// statement to run (a deferred `BEGIN` becomes `BEGIN IMMEDIATE`).
+    Begin(String),
+    /// Changes the database: runs on the writer.
+    Write,
+    /// Probably reads only: tried on a reader, moved to the writer if SQLite says it writes.
+    Read,
+}
+
+/// The first `n` keywords of `sql`, upper-cased, skipping whitespace and comments; and
+/// the text after them.
+fn leading_keywords(sql: &str, n: usize) -> (Vec<String>, &str) {
+    let mut words = Vec::new();
+    let mut rest = sql;
+    while words.len() < n {
+        rest = rest.trim_start();
+        if let Some(after) = rest.strip_prefix("--") {
+            rest = after.split_once('\n').map_or("", |(_, r)| r);
+            continue;
+        }
+        if let Some(after) = rest.strip_prefix("/*") {
+            rest = after.split_once("*/").map_or("", |(_, r)| r);
+            continue;
+        }
+        let end = rest
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .unwrap_or(rest.len());
+        if end == 0 {
+            break;
+        }
+        words.push(rest[..end].to_ascii_uppercase());
+        rest = &rest[end..];
+    }
+    (words, rest)
+}
+
+fn first_keyword(sql: &str) -> Option<String> {
+    leading_keywords(sql, 1).0.into_iter().next()
+}
+
+fn route(sql: &str) -> Route {
+    let (words, rest) = leading_keywords(sql, 4);
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    match words.first() {
+        Some(&"BEGIN") => {
+            let deferred = matches!(
+                words.as_slice(),
+                ["BEGIN"]
+                    | ["BEGIN", "TRANSACTION"]
+                    | ["BEGIN", "DEFERRED"]
+                    | ["BEGIN", "DEFERRED", "TRANSACTION"]
+            );
+            if deferred && rest.trim().trim_end_matches(';').trim().is_empty() {
+                Route::Begin("BEGIN IMMEDIATE".into())
+            } else {
+                Route::Begin(sql.to_string())
+            }
+        }
+        Some(&"SAVEPOINT") => Route::Begin(sql.to_string()),
+        Some(
+            &("INSERT" | "UPDATE" | "DELETE" | "REPLACE" | "CREATE" | "DROP" | "ALTER" | "REINDEX"
+            | "VACUUM" | "ANALYZE"),
+        ) => Route::Write,
+        _ => Route::Read,
+    }
+}
+
+/// Whether a statement sets SQLite's `changes()`: a top-level INSERT, UPDATE or DELETE.
+fn counts_changes(sql: &str, readonly: bool) -> bool {
+    !readonly
+        && matches!(
+            first_keyword(sql).as_deref(),
+            Some("INSERT" | "UPDATE" | "DELETE" | "REPLACE" | "WITH")
+        )
+}
+
+/// Runs one guest statement: on a reader when it only reads and no transaction is open,
+/// otherwise on the writer. Answers the session (to keep) and the result.
+async fn run_statement(
+    pool: Arc<DbPool>,
+    mut session: Session,
+    sql: String,
+    params: Vec<SqlValue>,
+) -> (Session, Result<QueryOutput, String>) {
+    let in_transaction = session.writer.is_some();
+    let (sql, params) = match (in_transaction, route(&sql)) {
+        (true, _) => (sql, params),
+        (false, Route::Begin(statement)) => (statement, params),
+        (false, Route::Write) => (sql, params),
+        (false, Route::Read) => {
+            let reader_pool = pool.clone();
+            let attempt = tokio::task::spawn_blocking(move || {
+                let conn = match reader_pool.reader() {
+                    Ok(c) => c,
+                    Err(e) => return ReadOutcome::Answered(Err(e.to_string())),
+                };
+                match run_query(&conn, &sql, params, true) {
+                    Ran::Done(result) => ReadOutcome::Answered(result.map(|(out, _)| out)),
+                    Ran::Writes(params) => ReadOutcome::NeedsWriter(sql, params),
+                }
+            })
+            .await;
+            match attempt {
+                Ok(ReadOutcome::NeedsWriter(sql, params)) => (sql, params),
+                Ok(ReadOutcome::Answered(result)) => return (session, result),
+                Err(e) => return (session, Err(format!("sqlite task failed: {e}"))),
+            }
+        }
+    };
+    let lease = match session.writer.take() {
+        Some(lease) => lease,
+        None => match pool.writer().await {
+            Ok(lease) => lease,
+            Err(e) => return (session, Err(e)),
+        },
+    };
+    let task = tokio::task::spawn_blocking(move || {
+        // This guest's own last_insert_rowid, as if the connection were its alone.
+        // SAFETY: the handle belongs to the connection we hold exclusively here.
+        unsafe {
+            rusqlite::ffi::sqlite3_set_last_insert_rowid(lease.handle(), session.last_insert_rowid)
+        };
+        let result = match run_query(&lease, &sql, params, false) {
+            Ran::Done(result) => result,
+            Ran::Writes(_) => Err("internal error: statement refused on the writer".into()),
+        };
+        if let Ok((_, readonly)) = &result {
+            session.last_insert_rowid = lease.last_insert_rowid();
+            if counts_changes(&sql, *readonly) {
+                session.changes = lease.changes();
+            }
+        }
+        if !lease.is_autocommit() {
+            session.writer = Some(lease);
+        }
+        (session, result.map(|(out, _)| out))
+    });
+    match task.await {
+        Ok(done) => done,
+        Err(e) => (Session::default(), Err(format!("sqlite task failed: {e}"))),
+    }
 }
 
 impl SqliteConn {
     fn new(pool: Arc<DbPool>) -> SqliteConn {
         SqliteConn {
             pool,
-            conn: Arc::new(Mutex::new(None)),
-        }
-    }
-}
-
-/// Runs `f` on a handle's connection (taken from the pool on first use), off the async
-/// threads.
-async fn with_conn<T: Send + 'static>(
-    pool: Arc<DbPool>,
-    slot: Arc<Mutex<Option<Connection>>>,
-    f: impl FnOnce(&Connection) -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(move || {
-        let mut slot = slot
-            .lock()
-            .map_err(|_| "connection lock poisoned".to_string())?;
-        let conn = match slot.take() {
-            Some(c) => c,
-            None => pool.acquire().map_err(|e| e.to_string())?,
-        };
-        let result = f(&conn);
-        *slot = Some(conn);
-        result
-    })
-    .await
-    .map_err(|e| format!("sqlite task failed: {e}"))?
-}
-
-impl Drop for SqliteConn {
-    fn drop(&mut self) {
-        // `try_lock`: if a query still runs (its request was abandoned), the connection
-        // is simply closed when that query finishes instead of returning to the pool.
-        if let Ok(mut slot) = self.conn.try_lock()
-            && let Some(conn) = slot.take()
-        {
-            self.pool.release(conn);
+            session: Session::default(),
         }
     }
 }
@@ -170,17 +368,48 @@ struct QueryOutput {
     rows: Vec<Vec<SqlValue>>,
 }
 
-fn run_query(conn: &Connection, sql: &str, params: Vec<SqlValue>) -> Result<QueryOutput, String> {
-    let mut stmt = conn.prepare_cached(sql).map_err(|e| e.to_string())?;
+/// What running a statement on one connection gave.
+enum Ran {
+    /// The statement ran (or failed); with whether it was read-only.
+    Done(Result<(QueryOutput, bool), String>),
+    /// Only reads were allowed and the statement writes: it did not run.
+    Writes(Vec<SqlValue>),
+}
+
+/// The outcome of trying a statement on a reader.
+enum ReadOutcome {
+    Answered(Result<QueryOutput, String>),
+    NeedsWriter(String, Vec<SqlValue>),
+}
+
+fn run_query(conn: &Connection, sql: &str, params: Vec<SqlValue>, only_reads: bool) -> Ran {
+    let mut stmt = match conn.prepare_cached(sql) {
+        Ok(s) => s,
+        Err(e) => return Ran::Done(Err(e.to_string())),
+    };
+    let readonly = stmt.readonly();
+    if only_reads && !readonly {
+        return Ran::Writes(params);
+    }
     let columns: Vec<String> = stmt.column_names().into_iter().map(String::from).collect();
+    let result = collect_rows(&mut stmt, columns.len(), params)
+        .map(|rows| (QueryOutput { columns, rows }, readonly));
+    Ran::Done(result)
+}
+
+fn collect_rows(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    width: usize,
+    params: Vec<SqlValue>,
+) -> Result<Vec<Vec<SqlValue>>, String> {
     let mut rows_out = Vec::new();
     let mut bytes = 0usize;
     let mut rows = stmt
         .query(rusqlite::params_from_iter(params))
         .map_err(|e| e.to_string())?;
     while let Some(row) = rows.next().map_err(|e| e.to_string())? {
-        let mut values = Vec::with_capacity(columns.len());
-        for i in 0..columns.len() {
+        let mut values = Vec::with_capacity(width);
+        for i in 0..width {
             let v = match row.get_ref(i).map_err(|e| e.to_string())? {
                 ValueRef::Null => SqlValue::Null,
                 ValueRef::Integer(n) => SqlValue::Integer(n),
@@ -202,10 +431,7 @@ fn run_query(conn: &Connection, sql: &str, params: Vec<SqlValue>) -> Result<Quer
         }
         rows_out.push(values);
     }
-    Ok(QueryOutput {
-        columns,
-        rows: rows_out,
-    })
+    Ok(rows_out)
 }
 
 // The two interface versions have identical value and result shapes; convert both.
@@ -285,9 +511,12 @@ impl InstanceState {
         sql: String,
         params: Vec<SqlValue>,
     ) -> wasmtime::Result<Result<QueryOutput, String>> {
-        let handle = self.table.get(conn)?;
-        let (pool, slot) = (handle.pool.clone(), handle.conn.clone());
-        Ok(with_conn(pool, slot, move |c| run_query(c, &sql, params)).await)
+        let handle = self.table.get_mut(conn)?;
+        let pool = handle.pool.clone();
+        let session = std::mem::take(&mut handle.session);
+        let (session, result) = run_statement(pool, session, sql, params).await;
+        self.table.get_mut(conn)?.session = session;
+        Ok(result)
     }
 
     fn sqlite_drop(&mut self, conn: Resource<SqliteConn>) -> wasmtime::Result<()> {
@@ -359,21 +588,11 @@ impl v3::HostConnection for InstanceState {
     }
 
     async fn last_insert_rowid(&mut self, conn: Resource<SqliteConn>) -> wasmtime::Result<i64> {
-        let handle = self.table.get(&conn)?;
-        let slot = handle
-            .conn
-            .lock()
-            .map_err(|_| wasmtime::format_err!("lock poisoned"))?;
-        Ok(slot.as_ref().map(|c| c.last_insert_rowid()).unwrap_or(0))
+        Ok(self.table.get(&conn)?.session.last_insert_rowid)
     }
 
     async fn changes(&mut self, conn: Resource<SqliteConn>) -> wasmtime::Result<u64> {
-        let handle = self.table.get(&conn)?;
-        let slot = handle
-            .conn
-            .lock()
-            .map_err(|_| wasmtime::format_err!("lock poisoned"))?;
-        Ok(slot.as_ref().map(|c| c.changes()).unwrap_or(0))
+        Ok(self.table.get(&conn)?.session.changes)
     }
 
     async fn drop(&mut self, conn: Resource<SqliteConn>) -> wasmtime::Result<()> {
@@ -396,7 +615,7 @@ pub fn apply_migrations(pool: &DbPool, dir: &Path) -> Result<Vec<String>> {
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
     };
     files.sort();
-    let conn = pool.acquire()?;
+    let conn = pool.try_writer()?;
     conn.execute_batch(&format!(
         "CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (
             name TEXT PRIMARY KEY,
@@ -434,7 +653,6 @@ pub fn apply_migrations(pool: &DbPool, dir: &Path) -> Result<Vec<String>> {
             .with_context(|| format!("migration {} failed", path.display()))?;
         applied.push(name);
     }
-    pool.release(conn);
     Ok(applied)
 }
 
@@ -470,6 +688,56 @@ mod tests {
     use super::*;
 
     #[test]
+    fn statements_are_routed_by_their_leading_keyword() {
+        let immediate = Route::Begin("BEGIN IMMEDIATE".into());
+        for deferred in [
+            "BEGIN",
+            "begin;",
+            "  Begin Transaction ",
+            "BEGIN DEFERRED",
+            "-- a comment\nBEGIN DEFERRED TRANSACTION;",
+            "/* c */ begin",
+        ] {
+            assert_eq!(route(deferred), immediate, "{deferred:?}");
+        }
+        for as_written in [
+            "BEGIN EXCLUSIVE",
+            "BEGIN IMMEDIATE TRANSACTION",
+            "SAVEPOINT a",
+        ] {
+            assert_eq!(route(as_written), Route::Begin(as_written.into()));
+        }
+        for write in [
+            "INSERT INTO t VALUES (1)",
+            " update t set x = 1",
+            "DELETE FROM t",
+            "create table x (y)",
+            "/* hi */ DROP TABLE x",
+        ] {
+            assert_eq!(route(write), Route::Write, "{write:?}");
+        }
+        for read in [
+            "SELECT 1",
+            "WITH a AS (SELECT 1) SELECT * FROM a",
+            "COMMIT",
+            "PRAGMA user_version",
+            "",
+        ] {
+            assert_eq!(route(read), Route::Read, "{read:?}");
+        }
+        assert!(counts_changes(
+            "WITH a AS (SELECT 1) INSERT INTO t SELECT * FROM a",
+            false
+        ));
+        assert!(counts_changes("insert into t values (1)", false));
+        assert!(!counts_changes("CREATE TABLE t (x)", false));
+        assert!(!counts_changes(
+            "WITH a AS (SELECT 1) SELECT * FROM a",
+            true
+        ));
+    }
+
+    #[test]
     fn migrations_apply_once_and_fail_clearly() {
         let dir = std::env::temp_dir().join(format!("edgehost-mig-{}", std::process::id()));
         let sql = dir.join("sql");
@@ -493,7 +761,7 @@ mod tests {
         std::fs::write(sql.join("003_bad.sql"), "CREATE TABLE c (; ").unwrap();
         let err = format!("{:#}", apply_migrations(&pool, &sql).unwrap_err());
         assert!(err.contains("003_bad.sql"), "{err}");
-        let c = pool.acquire().unwrap();
+        let c = pool.reader().unwrap();
         let n: i64 = c
             .query_row("SELECT count(*) FROM a", [], |r| r.get(0))
             .unwrap();

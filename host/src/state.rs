@@ -13,6 +13,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::kv::KvStores;
 use crate::outbound::{AllowedHosts, OutboundHooks};
+use crate::pg::PgPools;
 use crate::sqlite::Databases;
 
 /// What one component may use, fixed at start-up.
@@ -33,6 +34,7 @@ pub struct ComponentEnv {
 pub struct Services {
     pub kv: KvStores,
     pub sqlite: Databases,
+    pub pg: PgPools,
 }
 
 pub struct InstanceState {
@@ -44,6 +46,7 @@ pub struct InstanceState {
     pub services: Arc<Services>,
     pub open_stores: usize,
     pub open_connections: usize,
+    pub open_pg_connections: usize,
 }
 
 impl InstanceState {
@@ -75,6 +78,7 @@ impl InstanceState {
             services,
             open_stores: 0,
             open_connections: 0,
+            open_pg_connections: 0,
         })
     }
 }

@@ -1,7 +1,9 @@
 //! The test harness: builds the wasm components once per test process, then runs the
 //! real application (`spin.toml` at the workspace root) in `edgehost` on an ephemeral
-//! loopback port with a fresh state directory.
+//! loopback port with a fresh state directory, on the data back end `PLATFORM_BACKEND`
+//! selects (see [`backends`]).
 
+pub mod backends;
 pub mod load;
 
 use serde_json::{Value, json};
@@ -35,6 +37,8 @@ pub struct Platform {
     server: Option<edgehost::Server>,
     state: tempfile::TempDir,
     variables: Vec<(String, String)>,
+    /// The platform's PostgreSQL and Redis databases (`PLATFORM_BACKEND=postgres`).
+    pub backends: Option<backends::ServerBackends>,
     pub base: String,
     pub http: Client,
 }
@@ -52,17 +56,36 @@ impl Platform {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Self::launch(state, variables).await
+        let backends = match backends::Backend::selected() {
+            backends::Backend::Sqlite => None,
+            backends::Backend::Postgres => Some(backends::ServerBackends::fresh().await),
+        };
+        Self::launch(state, variables, backends).await
     }
 
-    async fn launch(state: tempfile::TempDir, variables: Vec<(String, String)>) -> Platform {
+    async fn launch(
+        state: tempfile::TempDir,
+        variables: Vec<(String, String)>,
+        backends: Option<backends::ServerBackends>,
+    ) -> Platform {
         let manifest = workspace_root().join("spin.toml");
         tokio::task::block_in_place(|| build_once(&manifest));
+        // The back end's variables first, so that a test's own values win.
+        let mut all_variables = Vec::new();
+        let mut runtime_config_file = None;
+        if let Some(b) = &backends {
+            all_variables.extend(b.variables());
+            let path = state.path().join("runtime-config.toml");
+            std::fs::write(&path, b.runtime_config()).expect("write the runtime config");
+            runtime_config_file = Some(path);
+        }
+        all_variables.extend(variables.iter().cloned());
         let options = edgehost::Options {
             manifest,
             listen: "127.0.0.1:0".parse().expect("loopback address"),
             state_dir: Some(state.path().to_path_buf()),
-            variables: variables.clone(),
+            runtime_config_file,
+            variables: all_variables,
             log_requests: false,
             ..Default::default()
         };
@@ -78,6 +101,7 @@ impl Platform {
             server: Some(server),
             state,
             variables,
+            backends,
             base,
             http: Client::new(),
         };
@@ -103,7 +127,8 @@ impl Platform {
             server.shutdown().await.expect("clean shutdown");
         }
         let state = std::mem::replace(&mut self.state, tempfile::tempdir().expect("tempdir"));
-        Self::launch(state, std::mem::take(&mut self.variables)).await
+        let backends = self.backends.take();
+        Self::launch(state, std::mem::take(&mut self.variables), backends).await
     }
 
     pub fn state_dir(&self) -> &Path {
@@ -152,13 +177,18 @@ impl Platform {
 
 impl Drop for Platform {
     fn drop(&mut self) {
-        if let Some(server) = self.server.take() {
-            // Shut down in the background; the test's runtime may already be ending.
-            if let Ok(handle) = tokio::runtime::Handle::try_current() {
-                handle.spawn(async move {
+        let (server, backends) = (self.server.take(), self.backends.take());
+        // Shut down in the background (the test's runtime may already be ending), then
+        // drop the platform's database.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                if let Some(server) = server {
                     let _ = server.shutdown().await;
-                });
-            }
+                }
+                if let Some(backends) = backends {
+                    backends.discard().await;
+                }
+            });
         }
     }
 }

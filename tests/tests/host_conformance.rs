@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Once};
 
+use platform_tests::backends::{APP_ROLE, PostgresCluster, RedisServer};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -189,15 +190,9 @@ async fn routes_and_spin_headers() {
     p.stop().await;
 }
 
-#[tokio::test]
-async fn key_value() {
-    setup().await;
-    let state = tempfile::tempdir().expect("tempdir");
-    let p = Probe::start(state.path(), &[]).await;
-    let kv = p.json("/probe/kv").await;
-    assert_eq!(
-        kv,
-        json!({
+/// What `/probe/kv` answers on any back end.
+fn kv_suite_answer() -> Value {
+    json!({
             "set": "ok",
             "get": "alpha",
             "get_binary": [0, 1, 2, 255],
@@ -215,8 +210,15 @@ async fn key_value() {
             // 256 stores per instance, like Spin; the probe already holds one.
             "table_full": { "after": 256, "error": "store-table-full" },
             "reopen_after_drop": "ok",
-        })
-    );
+    })
+}
+
+#[tokio::test]
+async fn key_value() {
+    setup().await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let p = Probe::start(state.path(), &[]).await;
+    assert_eq!(p.json("/probe/kv").await, kv_suite_answer());
     // A component without `key_value_stores` may open nothing.
     assert_eq!(
         p.json("/restricted/probe/kv").await,
@@ -672,4 +674,253 @@ async fn start_up_errors_are_clear() {
     .expect("start-up fails");
     let msg = format!("{err:#}");
     assert!(msg.contains("002_broken.sql"), "{msg}");
+}
+
+/// The probe with PostgreSQL allowed, and the address of a fresh database for it.
+async fn probe_on_postgres(state: &Path) -> (Probe, String) {
+    let cluster = PostgresCluster::shared().await;
+    let database = cluster.create_database().await;
+    let p = Probe::start(state, &[("postgres_host", &cluster.host())]).await;
+    (p, cluster.url(APP_ROLE, &database))
+}
+
+#[tokio::test]
+async fn postgres_values_errors_and_transactions() {
+    setup().await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let (p, address) = probe_on_postgres(state.path()).await;
+    let s = p.json(&format!("/probe/pg?{address}")).await;
+    assert_eq!(s["create"], 0);
+    assert_eq!(s["insert"], 1);
+    assert_eq!(
+        s["select"],
+        json!({
+            "columns": [
+                ["id", "Int64"], ["b", "Boolean"], ["i2", "Int16"], ["i4", "Int32"],
+                ["i8", "Int64"], ["f4", "Floating32"], ["f8", "Floating64"], ["t", "Str"],
+                ["v", "Str"], ["c", "Str"], ["by", "Binary"], ["j", "Jsonb"],
+                ["ts", "Datetime"], ["d", "Date"], ["tm", "Time"], ["u", "Uuid"],
+                ["n", "Decimal"], ["ai", "ArrayInt32"], ["al", "ArrayInt64"],
+                ["at", "ArrayStr"], ["iv", "Interval"], ["nul", "Str"]
+            ],
+            "rows": [[
+                { "int64": 1 },
+                { "boolean": true },
+                { "int16": -2 },
+                { "int32": -3 },
+                { "int64": -9_007_199_254_740_993_i64 },
+                { "floating32": 1.5 },
+                { "floating64": -0.125 },
+                { "str": "héllo ✓" },
+                { "str": "vc" },
+                // char(3) is blank-padded by PostgreSQL.
+                { "str": "ab " },
+                { "binary": [0, 1, 254, 255] },
+                // jsonb comes back re-serialised, compact, as on Spin.
+                { "jsonb": r#"{"a":"x","b":[1,2]}"# },
+                { "datetime": [2024, 2, 29, 23, 59, 58, 123_456_000] },
+                { "date": [1999, 12, 31] },
+                { "time": [12, 34, 56, 789_000_000] },
+                { "uuid": "0195c8a4-7b1e-7cc3-9f3c-1f2e3d4c5b6a" },
+                { "decimal": "-12345.678" },
+                { "array-int32": [1, null, -3] },
+                { "array-int64": [i64::MAX] },
+                { "array-str": ["a", null] },
+                { "interval": [3_600_000_001_i64, 2, 14] },
+                "null"
+            ]]
+        })
+    );
+    assert_eq!(
+        s["params_echo"],
+        json!({
+            "columns": [["t", "Str"], ["n", "Int64"], ["d", "Decimal"]],
+            "rows": [[{ "str": "x" }, { "int64": 42 }, { "decimal": "0.50" }]]
+        })
+    );
+    // As on Spin, the columns of a result come from its first row.
+    assert_eq!(s["empty"], json!({ "columns": [], "rows": [] }));
+    assert_eq!(s["updated"], 1);
+
+    let syntax = &s["syntax_error"]["error"]["query-failed"];
+    assert_eq!(syntax["code"], "42601", "{s}");
+    assert_eq!(syntax["severity"], "ERROR");
+    let as_text = syntax["as_text"].as_str().unwrap_or_default();
+    assert!(as_text.contains("syntax error"), "{s}");
+    let duplicate = &s["duplicate"]["error"]["query-failed"];
+    assert_eq!(duplicate["code"], "23505", "{s}");
+    assert_eq!(duplicate["extras"]["constraint"], "probe_values_pkey");
+    assert_eq!(duplicate["extras"]["table"], "probe_values");
+    // A parameter must have the column's type (text is not int8), as on Spin.
+    let wrong_type = s["wrong_type"]["error"]["query-failed"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        wrong_type.contains("WrongType") && wrong_type.contains("Int8"),
+        "{s}"
+    );
+    let bad_uuid = s["bad_uuid"]["error"]["bad-parameter"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(bad_uuid.contains("not-a-uuid"), "{s}");
+    // timestamptz cannot be read through the interface (Spin reads it as timestamp too).
+    assert!(s["timestamptz"]["error"]["query-failed"].is_string(), "{s}");
+
+    assert_eq!(s["inside_tx"], 2);
+    assert_eq!(
+        s["outside_tx"], 0,
+        "uncommitted rows are not visible elsewhere"
+    );
+    assert_eq!(s["after_rollback"], 0);
+    assert_eq!(s["after_commit"], 1);
+
+    let v3 = p.json(&format!("/probe/pg3?{address}")).await;
+    assert_eq!(v3["create"], 0);
+    assert_eq!(v3["insert"], 1);
+    assert_eq!(
+        v3["select"],
+        json!({
+            "columns": [["i", "Int32"], ["t", "Str"], ["ts", "Datetime"], ["j", "Other"]],
+            "rows": [[
+                { "int32": 7 }, { "str": "seven" },
+                { "datetime": [2001, 2, 3, 4, 5, 6, 0] }, "unsupported"
+            ]]
+        })
+    );
+    let syntax = v3["syntax_error"]["query-failed"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        syntax.contains("42601") || syntax.contains("syntax"),
+        "{v3}"
+    );
+    p.stop().await;
+}
+
+#[tokio::test]
+async fn postgres_trap_mid_transaction_rolls_back_before_reuse() {
+    setup().await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let (p, address) = probe_on_postgres(state.path()).await;
+    assert_eq!(
+        p.json(&format!("/probe/pg-lock-setup?{address}")).await,
+        json!({ "insert": 1 })
+    );
+    for round in 1..=3 {
+        let (status, _) = p.get(&format!("/probe/pg-lock-trap?{address}")).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        // The trapped transaction's row lock is gone and its increment undone; the
+        // session setting it made does not reach the next guest.
+        let bump = p.json(&format!("/probe/pg-lock-bump?{address}")).await;
+        assert_eq!(bump["bump"], 1, "round {round}: {bump}");
+        assert_eq!(
+            bump["counter"]["rows"],
+            json!([[{ "int64": round }]]),
+            "round {round}: {bump}"
+        );
+        assert_ne!(
+            bump["application_name"]["rows"],
+            json!([[{ "str": "left-behind" }]]),
+            "{bump}"
+        );
+    }
+    p.stop().await;
+}
+
+#[tokio::test]
+async fn postgres_connections_are_limited_to_allowed_hosts() {
+    setup().await;
+    let cluster = PostgresCluster::shared().await;
+    let database = cluster.create_database().await;
+    let address = cluster.url(APP_ROLE, &database);
+    let state = tempfile::tempdir().expect("tempdir");
+    // postgres_host keeps its default (localhost:5432): this server is not allowed.
+    let p = Probe::start(state.path(), &[]).await;
+    let refused = format!("address postgres://{} is not permitted", cluster.host());
+    for path in [
+        format!("/probe/pg?{address}"),
+        format!("/restricted/probe/pg?{address}"),
+    ] {
+        let r = p.json(&path).await;
+        assert_eq!(
+            r,
+            json!({ "open": { "connection-failed": refused } }),
+            "{path}"
+        );
+    }
+    p.stop().await;
+
+    let p = Probe::start(state.path(), &[("postgres_host", &cluster.host())]).await;
+    let r = p.json(&format!("/restricted/probe/pg?{address}")).await;
+    assert_eq!(r, json!({ "open": { "connection-failed": refused } }));
+    // Another port of the same host is another host.
+    let other_port = address.replace(&cluster.host(), "127.0.0.1:1");
+    let r = p.json(&format!("/probe/pg?{other_port}")).await;
+    assert_eq!(
+        r,
+        json!({ "open": { "connection-failed": "address postgres://127.0.0.1:1 is not permitted" } })
+    );
+    // No TLS in edgehost: a connection that requires it is refused, not downgraded.
+    let tls = address.replace("sslmode=disable", "sslmode=require");
+    let r = p.json(&format!("/probe/pg?{tls}")).await;
+    let e = r["open"]["connection-failed"].as_str().unwrap_or_default();
+    assert!(e.contains("TLS"), "{r}");
+    // A wrong password fails at open.
+    let wrong = format!(
+        "postgres://{APP_ROLE}:wrong-password@{}/{database}?sslmode=disable",
+        cluster.host()
+    );
+    let r = p.json(&format!("/probe/pg?{wrong}")).await;
+    assert!(r["open"]["connection-failed"].is_string(), "{r}");
+    p.stop().await;
+}
+
+#[tokio::test]
+async fn key_value_on_redis() {
+    setup().await;
+    let redis = RedisServer::shared().await;
+    let (default_url, second_url) = (redis.fresh_database(), redis.fresh_database());
+    let state = tempfile::tempdir().expect("tempdir");
+    let config = state.path().join("runtime-config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[key_value_store.default]\ntype = \"redis\"\nurl = \"{default_url}\"\n\
+             [key_value_store.second]\ntype = \"redis\"\nurl = \"{second_url}\"\n"
+        ),
+    )
+    .expect("write runtime config");
+    let mut options = opts(&fixture(), state.path(), &[]);
+    options.runtime_config_file = Some(config);
+    let p = Probe::try_start(options).await.expect("edgehost starts");
+
+    assert_eq!(p.json("/probe/kv").await, kv_suite_answer());
+
+    // Keys and values are binary-safe.
+    let every_byte = |i: u8| (0..=255u8).map(|b| b.wrapping_add(i)).collect::<Vec<u8>>();
+    let mut keys = vec!["line\nbreak", "nul\0byte", "with space", "ключ 🔑"];
+    keys.sort();
+    assert_eq!(
+        p.json("/probe/kv-binary?default").await,
+        json!({
+            "keys": keys,
+            "values": [every_byte(0), every_byte(1), every_byte(2), every_byte(3)],
+            "exists": true,
+        })
+    );
+
+    // The store is the Redis database its URL names: the key is there, as written, and
+    // not in the other store's database.
+    p.json("/probe/kv-set?probe-raw=v1").await;
+    assert_eq!(
+        RedisServer::get(&default_url, b"probe-raw").as_deref(),
+        Some(&b"v1"[..])
+    );
+    assert_eq!(RedisServer::get(&second_url, b"probe-raw"), None);
+    assert_eq!(
+        p.json("/probe/kv-keys?default").await,
+        json!({ "keys": ["probe-raw"] })
+    );
+    assert_eq!(p.json("/probe/kv-keys?second").await, json!({ "keys": [] }));
+    p.stop().await;
 }

@@ -8,6 +8,13 @@
 //! | `/routes/...`, `/probe/headers` | echoes the `spin-*` request headers |
 //! | `/probe/kv` | key-value get/set/delete/exists/get-keys, undeclared and unknown stores, table-full |
 //! | `/probe/kv-set?KEY=VALUE`, `/probe/kv-get?KEY` | state that must survive a restart |
+//! | `/probe/kv-binary?STORE` | keys with unusual characters, values of every byte |
+//! | `/probe/kv-keys?STORE` | the keys of a store |
+//! | `/probe/pg?ADDRESS` | `spin:postgres@4.0.0`: value round trips, errors, transactions across calls |
+//! | `/probe/pg3?ADDRESS` | the basics through `spin:postgres@3.0.0` |
+//! | `/probe/pg-lock-setup?ADDRESS` | a one-row counter table at 0 |
+//! | `/probe/pg-lock-trap?ADDRESS` | takes the counter's row lock in a transaction, then traps |
+//! | `/probe/pg-lock-bump?ADDRESS` | increments the counter (waiting at most 3 s for its lock) |
 //! | `/probe/sqlite` | value round trips, SQL error, transactions, undeclared/unknown databases |
 //! | `/probe/sqlite3` | the same basics through `spin:sqlite@3.0.0` |
 //! | `/probe/migrations` | rows of the fixture migration and of `_edgehost_migrations` |
@@ -36,6 +43,13 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         "/probe/kv" => kv_suite(),
         "/probe/kv-set" => kv_set(&query),
         "/probe/kv-get" => kv_get(&query),
+        "/probe/kv-binary" => kv_binary(&query),
+        "/probe/kv-keys" => kv_keys(&query),
+        "/probe/pg" => pg::suite(&query),
+        "/probe/pg3" => pg::suite_v3(&query),
+        "/probe/pg-lock-setup" => pg::lock_setup(&query),
+        "/probe/pg-lock-trap" => pg::lock_trap(&query),
+        "/probe/pg-lock-bump" => pg::lock_bump(&query),
         "/probe/sqlite" => sqlite_suite(),
         "/probe/sqlite3" => sqlite3_suite(),
         "/probe/migrations" => migrations(),
@@ -198,6 +212,56 @@ fn kv_get(query: &str) -> Json {
     }
 }
 
+/// Keys that are awkward to store: spaces, control characters, NUL, non-ASCII.
+const AWKWARD_KEYS: [&str; 4] = ["with space", "line\nbreak", "nul\0byte", "ключ 🔑"];
+
+/// Stores every awkward key with a value of all 256 byte values (rotated per key), reads
+/// them back and lists them; deletes them afterwards.
+fn kv_binary(label: &str) -> Json {
+    let store = match Store::open(label) {
+        Ok(s) => s,
+        Err(e) => return json!({ "open": kv_error(&e) }),
+    };
+    let value = |i: usize| {
+        (0..=255u8)
+            .map(|b| b.wrapping_add(i as u8))
+            .collect::<Vec<u8>>()
+    };
+    let mut read_back = Vec::new();
+    for (i, key) in AWKWARD_KEYS.iter().enumerate() {
+        if let Err(e) = store.set(key, &value(i)) {
+            return json!({ "set": kv_error(&e) });
+        }
+    }
+    for key in AWKWARD_KEYS {
+        read_back.push(match store.get(key) {
+            Ok(v) => json!(v),
+            Err(e) => json!({ "error": kv_error(&e) }),
+        });
+    }
+    let mut keys = store.get_keys().unwrap_or_default();
+    keys.retain(|k| AWKWARD_KEYS.contains(&k.as_str()));
+    keys.sort();
+    let exists = AWKWARD_KEYS
+        .iter()
+        .all(|k| store.exists(k).unwrap_or(false));
+    for key in AWKWARD_KEYS {
+        let _ = store.delete(key);
+    }
+    json!({ "keys": keys, "values": read_back, "exists": exists })
+}
+
+/// `?label`: the sorted keys of that store.
+fn kv_keys(label: &str) -> Json {
+    match Store::open(label).and_then(|s| s.get_keys()) {
+        Ok(mut keys) => {
+            keys.sort();
+            json!({ "keys": keys })
+        }
+        Err(e) => json!({ "error": kv_error(&e) }),
+    }
+}
+
 fn sql_error(e: &sqlite::Error) -> String {
     match e {
         sqlite::Error::NoSuchDatabase => "no-such-database".into(),
@@ -340,6 +404,8 @@ fn migrations() -> Json {
         "applied": q("SELECT name FROM _edgehost_migrations ORDER BY name"),
     })
 }
+
+mod pg;
 
 fn var_error(e: &variables::Error) -> String {
     match e {

@@ -1,0 +1,747 @@
+//! `spin:postgres/postgres@4.0.0` and `@3.0.0` (Spin's PostgreSQL interface) over
+//! tokio-postgres.
+//!
+//! - `open(address)`: the address (a `postgres://` URL or a `key=value` string) must name
+//!   hosts the component's `allowed_outbound_hosts` allow for the `postgres` scheme, checked
+//!   as Spin checks them: each `host` with the port at the same index (or the only port;
+//!   none means 5432). Unix sockets are refused. edgehost also checks any `hostaddr`, which
+//!   tokio-postgres would connect to instead of resolving `host`.
+//! - No TLS: `sslmode=disable` and `prefer` (the default) connect in plain text,
+//!   `sslmode=require` is refused with `connection-failed`.
+//! - Each guest `connection` holds one real PostgreSQL connection from `open` until it is
+//!   dropped, so `BEGIN` ... `COMMIT` across calls works. Connections are pooled per
+//!   address across instances (at most 64 open per address); one that a guest used is reset
+//!   (`ROLLBACK`, session state cleared) before it is reused, so a guest that trapped
+//!   mid-transaction leaves nothing behind.
+//! - Statements are prepared once per pooled connection and reused.
+//! - Values, errors and the columns of a result (taken from its first row, so an empty
+//!   result has none) follow Spin's `factor-outbound-pg`.
+
+mod values;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::TryStreamExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, NoTls, Statement};
+use wasmtime::component::Resource;
+
+use crate::bindings::spin::postgres3_0_0::postgres as v3;
+use crate::bindings::spin::postgres4_0_0::postgres as v4;
+use crate::outbound::AllowedHosts;
+use crate::state::InstanceState;
+
+/// How many PostgreSQL connections one instance may hold open at once.
+pub const MAX_OPEN_CONNECTIONS: usize = 256;
+/// Connections open at once per address, across instances (Spin's pool size).
+const POOL_SIZE: usize = 64;
+/// Idle connections kept per address.
+const MAX_IDLE: usize = 16;
+/// Addresses with a pool at once; the least recently used pool goes beyond that.
+const MAX_POOLS: usize = 16;
+/// Prepared statements kept per connection.
+const MAX_CACHED_STATEMENTS: usize = 256;
+/// Largest query result handed to a guest.
+const MAX_RESULT_BYTES: usize = 128 * 1024 * 1024;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `open` waits for a connection when the address's pool is exhausted.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Run on a connection a guest used, before the next guest gets it: ends any transaction
+/// and clears what a session can carry (the statements edgehost prepared stay).
+const RESET: &str = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; \
+                     UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES";
+
+/// The connection pools of an application, by address.
+#[derive(Default)]
+pub struct PgPools {
+    pools: Mutex<HashMap<String, Arc<PgPool>>>,
+}
+
+impl PgPools {
+    fn pool(&self, address: &str, config: Config) -> Arc<PgPool> {
+        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pool) = pools.get(address) {
+            pool.touch();
+            return pool.clone();
+        }
+        if pools.len() >= MAX_POOLS {
+            let oldest = pools
+                .iter()
+                .min_by_key(|(_, p)| p.last_used())
+                .map(|(a, _)| a.clone());
+            if let Some(oldest) = oldest {
+                pools.remove(&oldest);
+            }
+        }
+        let pool = Arc::new(PgPool {
+            config,
+            idle: Mutex::new(Vec::new()),
+            slots: Arc::new(Semaphore::new(POOL_SIZE)),
+            last_used: Mutex::new(Instant::now()),
+        });
+        pools.insert(address.to_string(), pool.clone());
+        pool
+    }
+}
+
+/// The connections to one address.
+struct PgPool {
+    config: Config,
+    idle: Mutex<Vec<PgSession>>,
+    slots: Arc<Semaphore>,
+    last_used: Mutex<Instant>,
+}
+
+impl PgPool {
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    fn last_used(&self) -> Instant {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// An idle connection, or a new one once the pool has room.
+    async fn acquire(&self) -> Result<PgSession, String> {
+        loop {
+            let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            match idle {
+                Some(session) if !session.client.is_closed() => return Ok(session),
+                Some(_) => continue,
+                None => break,
+            }
+        }
+        let permit = tokio::time::timeout(ACQUIRE_TIMEOUT, self.slots.clone().acquire_owned())
+            .await
+            .map_err(|_| format!("no free connection: all {POOL_SIZE} are in use"))?
+            .map_err(|e| e.to_string())?;
+        let (client, connection) =
+            tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(NoTls))
+                .await
+                .map_err(|_| "timed out connecting".to_string())?
+                .map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            // Ends when the client is dropped or the server goes away.
+            let _ = connection.await;
+        });
+        Ok(PgSession {
+            client,
+            statements: HashMap::new(),
+            used: false,
+            _slot: permit,
+        })
+    }
+
+    /// Takes a connection back: at once if unused, else after the reset (in the
+    /// background, so the guest does not wait for it).
+    fn release(self: &Arc<Self>, mut session: PgSession) {
+        if session.client.is_closed() {
+            return;
+        }
+        if !session.used {
+            self.keep_idle(session);
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // no runtime to reset it on: close it
+        };
+        let pool = self.clone();
+        runtime.spawn(async move {
+            match session.client.batch_execute(RESET).await {
+                Ok(()) => {
+                    session.used = false;
+                    pool.keep_idle(session);
+                }
+                // Closed instead of reused.
+                Err(e) => eprintln!("edgehost: resetting a PostgreSQL connection failed: {e}"),
+            }
+        });
+    }
+
+    fn keep_idle(&self, session: PgSession) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push(session);
+        }
+    }
+}
+
+/// One real connection, with the statements prepared on it.
+struct PgSession {
+    client: Client,
+    statements: HashMap<String, Statement>,
+    /// A guest ran something on it since it was last reset.
+    used: bool,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl PgSession {
+    async fn prepared(&mut self, sql: &str) -> Result<Statement, tokio_postgres::Error> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let statement = self.client.prepare(sql).await?;
+        if self.statements.len() >= MAX_CACHED_STATEMENTS {
+            self.statements.clear();
+        }
+        self.statements.insert(sql.to_string(), statement.clone());
+        Ok(statement)
+    }
+
+    /// Prepares (or reuses) `sql` and runs it (as a query when `rows`). A prepared
+    /// statement the server no longer accepts (dropped, or its plan outdated by a schema
+    /// change) is prepared again and run once more, unless that happened inside a
+    /// transaction (which the error aborted): then the guest gets the error.
+    async fn run(
+        &mut self,
+        sql: &str,
+        params: &[values::Param],
+        rows: bool,
+    ) -> Result<Outcome, tokio_postgres::Error> {
+        self.used = true;
+        let refs = param_refs(params);
+        let statement = self.prepared(sql).await?;
+        let first = match self.run_prepared(&statement, &refs, rows).await {
+            Err(e) if is_stale_statement(&e) => e,
+            done => return done,
+        };
+        self.statements.clear();
+        let statement = self.prepared(sql).await?;
+        match self.run_prepared(&statement, &refs, rows).await {
+            Err(e) if e.code() == Some(&SqlState::IN_FAILED_SQL_TRANSACTION) => Err(first),
+            done => done,
+        }
+    }
+
+    async fn run_prepared(
+        &self,
+        statement: &Statement,
+        refs: &[&(dyn ToSql + Sync)],
+        rows: bool,
+    ) -> Result<Outcome, tokio_postgres::Error> {
+        if rows {
+            let stream = self
+                .client
+                .query_raw(statement, refs.iter().copied())
+                .await?;
+            Ok(Outcome::Rows(stream))
+        } else {
+            Ok(Outcome::Count(self.client.execute(statement, refs).await?))
+        }
+    }
+
+    async fn execute(&mut self, sql: &str, params: &[values::Param]) -> Result<u64, v4::Error> {
+        match self.run(sql, params, false).await.map_err(query_failed)? {
+            Outcome::Count(n) => Ok(n),
+            Outcome::Rows(_) => Err(v4::Error::Other("internal error: rows from execute".into())),
+        }
+    }
+
+    async fn query(
+        &mut self,
+        sql: &str,
+        params: &[values::Param],
+    ) -> Result<v4::RowSet, v4::Error> {
+        let rows = match self.run(sql, params, true).await.map_err(query_failed)? {
+            Outcome::Rows(rows) => rows,
+            Outcome::Count(_) => {
+                return Err(v4::Error::Other(
+                    "internal error: no rows from query".into(),
+                ));
+            }
+        };
+        let mut rows = std::pin::pin!(rows);
+        let mut columns = Vec::new();
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        while let Some(row) = rows.try_next().await.map_err(query_failed)? {
+            if out.is_empty() {
+                columns = row
+                    .columns()
+                    .iter()
+                    .map(|c| v4::Column {
+                        name: c.name().to_string(),
+                        data_type: values::data_type(c.type_()),
+                    })
+                    .collect();
+            }
+            let mut converted = Vec::with_capacity(row.len());
+            for i in 0..row.len() {
+                let value = values::db_value(&row, i)
+                    .map_err(|e| v4::Error::QueryFailed(v4::QueryError::Text(format!("{e:?}"))))?;
+                bytes += values::size_of(&value);
+                converted.push(value);
+            }
+            if bytes > MAX_RESULT_BYTES {
+                return Err(v4::Error::QueryFailed(v4::QueryError::Text(format!(
+                    "query result exceeds limit of {MAX_RESULT_BYTES} bytes"
+                ))));
+            }
+            out.push(converted);
+        }
+        Ok(v4::RowSet { columns, rows: out })
+    }
+}
+
+/// What running a statement gave.
+enum Outcome {
+    Count(u64),
+    Rows(tokio_postgres::RowStream),
+}
+
+fn param_refs(params: &[values::Param]) -> Vec<&(dyn ToSql + Sync)> {
+    params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect()
+}
+
+/// The server no longer has the prepared statement, or cannot run its cached plan.
+fn is_stale_statement(e: &tokio_postgres::Error) -> bool {
+    match e.as_db_error() {
+        Some(db) if *db.code() == SqlState::INVALID_SQL_STATEMENT_NAME => true,
+        Some(db) if *db.code() == SqlState::FEATURE_NOT_SUPPORTED => {
+            db.message().contains("cached plan")
+        }
+        _ => false,
+    }
+}
+
+/// A tokio-postgres error as Spin reports it.
+fn query_failed(e: tokio_postgres::Error) -> v4::Error {
+    let as_text = format!("{e:?}");
+    v4::Error::QueryFailed(match e.as_db_error() {
+        None => v4::QueryError::Text(as_text),
+        Some(db) => {
+            let mut extras = Vec::new();
+            let mut extra = |name: &str, value: Option<String>| {
+                if let Some(v) = value {
+                    extras.push((name.to_string(), v));
+                }
+            };
+            extra("column", db.column().map(str::to_string));
+            extra("constraint", db.constraint().map(str::to_string));
+            extra("routine", db.routine().map(str::to_string));
+            extra("hint", db.hint().map(str::to_string));
+            extra("table", db.table().map(str::to_string));
+            extra("datatype", db.datatype().map(str::to_string));
+            extra("schema", db.schema().map(str::to_string));
+            extra("file", db.file().map(str::to_string));
+            extra("line", db.line().map(|l| l.to_string()));
+            extra("where_", db.where_().map(str::to_string));
+            v4::QueryError::DbError(v4::DbError {
+                as_text,
+                severity: db.severity().to_string(),
+                code: db.code().code().to_string(),
+                message: db.message().to_string(),
+                detail: db.detail().map(str::to_string),
+                extras,
+            })
+        }
+    })
+}
+
+/// Checks every host an address names against the allowed hosts, as Spin does; answers
+/// the refusal message.
+fn check_address(config: &Config, allowed: &AllowedHosts) -> Result<(), String> {
+    let ports = config.get_ports();
+    // The port at the host's index, or the only port given; none means the default.
+    let port_for = |i: usize| {
+        ports
+            .get(i)
+            .or(if ports.len() == 1 {
+                ports.first()
+            } else {
+                None
+            })
+            .copied()
+    };
+    let refuse = |host: &str, port: Option<u16>| {
+        let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+        format!("address postgres://{host}{port} is not permitted")
+    };
+    for (i, host) in config.get_hosts().iter().enumerate() {
+        match host {
+            Host::Tcp(name) => {
+                if !allowed.allows("postgres", name, port_for(i)) {
+                    return Err(refuse(name, port_for(i)));
+                }
+            }
+            #[cfg(unix)]
+            Host::Unix(_) => return Err("Unix sockets are not supported on WebAssembly".into()),
+        }
+    }
+    for (i, addr) in config.get_hostaddrs().iter().enumerate() {
+        let addr = addr.to_string();
+        if !allowed.allows("postgres", &addr, port_for(i)) {
+            return Err(refuse(&addr, port_for(i)));
+        }
+    }
+    Ok(())
+}
+
+/// The resource behind a guest's `connection` handle (both interface versions).
+pub struct PgConn {
+    pool: Arc<PgPool>,
+    session: Option<PgSession>,
+}
+
+impl Drop for PgConn {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            self.pool.release(session);
+        }
+    }
+}
+
+impl InstanceState {
+    async fn pg_open(
+        &mut self,
+        address: String,
+    ) -> wasmtime::Result<Result<Resource<PgConn>, v4::Error>> {
+        let failed = |m: String| Ok(Err(v4::Error::ConnectionFailed(m)));
+        let config = match address.parse::<Config>() {
+            Ok(c) => c,
+            Err(e) => return failed(e.to_string()),
+        };
+        if let Err(refusal) = check_address(&config, &self.env.allowed_hosts) {
+            eprintln!(
+                "edgehost: component `{}`: PostgreSQL {refusal} by its allowed_outbound_hosts",
+                self.env.id
+            );
+            return failed(refusal);
+        }
+        if !matches!(config.get_ssl_mode(), SslMode::Disable | SslMode::Prefer) {
+            return failed(
+                "edgehost connects to PostgreSQL without TLS and cannot honour this sslmode; \
+                 use sslmode=disable or prefer"
+                    .into(),
+            );
+        }
+        if self.open_pg_connections >= MAX_OPEN_CONNECTIONS {
+            return failed("too many connections".into());
+        }
+        let pool = self.services.pg.pool(&address, config);
+        let session = match pool.acquire().await {
+            Ok(s) => s,
+            Err(e) => return failed(e),
+        };
+        let handle = self.table.push(PgConn {
+            pool,
+            session: Some(session),
+        })?;
+        self.open_pg_connections += 1;
+        Ok(Ok(handle))
+    }
+
+    /// Takes the connection's session out for a call; it goes back with `pg_return`.
+    fn pg_session(&mut self, conn: &Resource<PgConn>) -> wasmtime::Result<Option<PgSession>> {
+        Ok(self.table.get_mut(conn)?.session.take())
+    }
+
+    fn pg_return(&mut self, conn: &Resource<PgConn>, session: PgSession) -> wasmtime::Result<()> {
+        self.table.get_mut(conn)?.session = Some(session);
+        Ok(())
+    }
+
+    async fn pg_execute(
+        &mut self,
+        conn: &Resource<PgConn>,
+        statement: String,
+        params: Vec<v4::ParameterValue>,
+    ) -> wasmtime::Result<Result<u64, v4::Error>> {
+        let params = match params
+            .into_iter()
+            .map(values::param)
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(v4::Error::BadParameter(e))),
+        };
+        let Some(mut session) = self.pg_session(conn)? else {
+            return Ok(Err(v4::Error::ConnectionFailed(
+                "no connection found".into(),
+            )));
+        };
+        let result = session.execute(&statement, &params).await;
+        self.pg_return(conn, session)?;
+        Ok(result)
+    }
+
+    async fn pg_query(
+        &mut self,
+        conn: &Resource<PgConn>,
+        statement: String,
+        params: Vec<v4::ParameterValue>,
+    ) -> wasmtime::Result<Result<v4::RowSet, v4::Error>> {
+        let params = match params
+            .into_iter()
+            .map(values::param)
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(v4::Error::BadParameter(e))),
+        };
+        let Some(mut session) = self.pg_session(conn)? else {
+            return Ok(Err(v4::Error::ConnectionFailed(
+                "no connection found".into(),
+            )));
+        };
+        let result = session.query(&statement, &params).await;
+        self.pg_return(conn, session)?;
+        Ok(result)
+    }
+
+    fn pg_drop(&mut self, conn: Resource<PgConn>) -> wasmtime::Result<()> {
+        self.table.delete(conn)?;
+        self.open_pg_connections = self.open_pg_connections.saturating_sub(1);
+        Ok(())
+    }
+}
+
+impl v4::Host for InstanceState {}
+
+impl v4::HostConnection for InstanceState {
+    async fn open(
+        &mut self,
+        address: String,
+    ) -> wasmtime::Result<Result<Resource<PgConn>, v4::Error>> {
+        self.pg_open(address).await
+    }
+
+    async fn query(
+        &mut self,
+        conn: Resource<PgConn>,
+        statement: String,
+        params: Vec<v4::ParameterValue>,
+    ) -> wasmtime::Result<Result<v4::RowSet, v4::Error>> {
+        self.pg_query(&conn, statement, params).await
+    }
+
+    async fn execute(
+        &mut self,
+        conn: Resource<PgConn>,
+        statement: String,
+        params: Vec<v4::ParameterValue>,
+    ) -> wasmtime::Result<Result<u64, v4::Error>> {
+        self.pg_execute(&conn, statement, params).await
+    }
+
+    async fn drop(&mut self, conn: Resource<PgConn>) -> wasmtime::Result<()> {
+        self.pg_drop(conn)
+    }
+}
+
+impl v3::Host for InstanceState {}
+
+impl v3::HostConnection for InstanceState {
+    async fn open(
+        &mut self,
+        address: String,
+    ) -> wasmtime::Result<Result<Resource<PgConn>, v3::Error>> {
+        Ok(self.pg_open(address).await?.map_err(Into::into))
+    }
+
+    async fn query(
+        &mut self,
+        conn: Resource<PgConn>,
+        statement: String,
+        params: Vec<v3::ParameterValue>,
+    ) -> wasmtime::Result<Result<v3::RowSet, v3::Error>> {
+        let params = params.into_iter().map(Into::into).collect();
+        Ok(self
+            .pg_query(&conn, statement, params)
+            .await?
+            .map(Into::into)
+            .map_err(Into::into))
+    }
+
+    async fn execute(
+        &mut self,
+        conn: Resource<PgConn>,
+        statement: String,
+        params: Vec<v3::ParameterValue>,
+    ) -> wasmtime::Result<Result<u64, v3::Error>> {
+        let params = params.into_iter().map(Into::into).collect();
+        Ok(self
+            .pg_execute(&conn, statement, params)
+            .await?
+            .map_err(Into::into))
+    }
+
+    async fn drop(&mut self, conn: Resource<PgConn>) -> wasmtime::Result<()> {
+        self.pg_drop(conn)
+    }
+}
+
+// spin:postgres@3.0.0 is @4.0.0 with fewer types: what @3 cannot carry becomes
+// `unsupported` / `other`, as in Spin.
+
+impl From<v3::ParameterValue> for v4::ParameterValue {
+    fn from(v: v3::ParameterValue) -> v4::ParameterValue {
+        use v3::ParameterValue as P3;
+        use v4::ParameterValue as P4;
+        match v {
+            P3::Boolean(v) => P4::Boolean(v),
+            P3::Int8(v) => P4::Int8(v),
+            P3::Int16(v) => P4::Int16(v),
+            P3::Int32(v) => P4::Int32(v),
+            P3::Int64(v) => P4::Int64(v),
+            P3::Floating32(v) => P4::Floating32(v),
+            P3::Floating64(v) => P4::Floating64(v),
+            P3::Str(v) => P4::Str(v),
+            P3::Binary(v) => P4::Binary(v),
+            P3::Date(v) => P4::Date(v),
+            P3::Time(v) => P4::Time(v),
+            P3::Datetime(v) => P4::Datetime(v),
+            P3::Timestamp(v) => P4::Timestamp(v),
+            P3::DbNull => P4::DbNull,
+        }
+    }
+}
+
+impl From<v4::DbValue> for v3::DbValue {
+    fn from(v: v4::DbValue) -> v3::DbValue {
+        use v3::DbValue as D3;
+        use v4::DbValue as D4;
+        match v {
+            D4::Boolean(v) => D3::Boolean(v),
+            D4::Int8(v) => D3::Int8(v),
+            D4::Int16(v) => D3::Int16(v),
+            D4::Int32(v) => D3::Int32(v),
+            D4::Int64(v) => D3::Int64(v),
+            D4::Floating32(v) => D3::Floating32(v),
+            D4::Floating64(v) => D3::Floating64(v),
+            D4::Str(v) => D3::Str(v),
+            D4::Binary(v) => D3::Binary(v),
+            D4::Date(v) => D3::Date(v),
+            D4::Time(v) => D3::Time(v),
+            D4::Datetime(v) => D3::Datetime(v),
+            D4::Timestamp(v) => D3::Timestamp(v),
+            D4::DbNull => D3::DbNull,
+            _ => D3::Unsupported,
+        }
+    }
+}
+
+impl From<v4::DbDataType> for v3::DbDataType {
+    fn from(t: v4::DbDataType) -> v3::DbDataType {
+        use v3::DbDataType as T3;
+        use v4::DbDataType as T4;
+        match t {
+            T4::Boolean => T3::Boolean,
+            T4::Int8 => T3::Int8,
+            T4::Int16 => T3::Int16,
+            T4::Int32 => T3::Int32,
+            T4::Int64 => T3::Int64,
+            T4::Floating32 => T3::Floating32,
+            T4::Floating64 => T3::Floating64,
+            T4::Str => T3::Str,
+            T4::Binary => T3::Binary,
+            T4::Date => T3::Date,
+            T4::Time => T3::Time,
+            T4::Datetime => T3::Datetime,
+            T4::Timestamp => T3::Timestamp,
+            _ => T3::Other,
+        }
+    }
+}
+
+impl From<v4::RowSet> for v3::RowSet {
+    fn from(r: v4::RowSet) -> v3::RowSet {
+        v3::RowSet {
+            columns: r
+                .columns
+                .into_iter()
+                .map(|c| v3::Column {
+                    name: c.name,
+                    data_type: c.data_type.into(),
+                })
+                .collect(),
+            rows: r
+                .rows
+                .into_iter()
+                .map(|row| row.into_iter().map(Into::into).collect())
+                .collect(),
+        }
+    }
+}
+
+impl From<v4::Error> for v3::Error {
+    fn from(e: v4::Error) -> v3::Error {
+        match e {
+            v4::Error::ConnectionFailed(m) => v3::Error::ConnectionFailed(m),
+            v4::Error::BadParameter(m) => v3::Error::BadParameter(m),
+            v4::Error::QueryFailed(v4::QueryError::Text(m)) => v3::Error::QueryFailed(m),
+            v4::Error::QueryFailed(v4::QueryError::DbError(db)) => {
+                v3::Error::QueryFailed(db.as_text)
+            }
+            v4::Error::ValueConversionFailed(m) => v3::Error::ValueConversionFailed(m),
+            v4::Error::Other(m) => v3::Error::Other(m),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allowed(entries: &[&str]) -> AllowedHosts {
+        let entries: Vec<String> = entries.iter().map(|s| s.to_string()).collect();
+        AllowedHosts::parse(&entries, &Default::default()).unwrap()
+    }
+
+    fn check(address: &str, entries: &[&str]) -> Result<(), String> {
+        check_address(&address.parse().unwrap(), &allowed(entries))
+    }
+
+    #[test]
+    fn addresses_are_checked_like_spin() {
+        let db = &["postgres://db.example.com:5432"];
+        assert_eq!(check("postgres://u:p@db.example.com/app", db), Ok(()));
+        assert_eq!(check("postgres://db.example.com:5432/app", db), Ok(()));
+        assert_eq!(check("host=db.example.com dbname=app user=u", db), Ok(()));
+        assert_eq!(
+            check("postgres://db.example.com:6543/app", db),
+            Err("address postgres://db.example.com:6543 is not permitted".into())
+        );
+        assert_eq!(
+            check("postgres://other.example.com/app", db),
+            Err("address postgres://other.example.com:5432 is not permitted".into())
+        );
+        // Every host of a multi-host address, each with its own port.
+        let two = &["postgres://a.example.com:1", "postgres://b.example.com:2"];
+        assert_eq!(
+            check("host=a.example.com,b.example.com port=1,2", two),
+            Ok(())
+        );
+        assert!(check("host=a.example.com,b.example.com port=1,3", two).is_err());
+        assert!(check("host=/var/run/postgresql dbname=x", &["*://*:*"]).is_err());
+        // `hostaddr` is where tokio-postgres connects, so it is checked too.
+        assert!(check("host=db.example.com hostaddr=10.0.0.5 dbname=x", db).is_err());
+        assert_eq!(
+            check(
+                "host=db.example.com hostaddr=127.0.0.1",
+                &["postgres://db.example.com", "postgres://127.0.0.1"]
+            ),
+            Ok(())
+        );
+        // The scheme must be postgres (or `*`).
+        assert!(
+            check(
+                "postgres://db.example.com/app",
+                &["mysql://db.example.com:5432"]
+            )
+            .is_err()
+        );
+        assert_eq!(
+            check("postgres://127.0.0.1:9/x", &["*://127.0.0.1:*"]),
+            Ok(())
+        );
+    }
+}
