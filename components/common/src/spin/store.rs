@@ -5,7 +5,9 @@
 use super::config;
 use crate::ApiError;
 use crate::store::{Backend, Db, Dialect, Row, Value};
-use spin_sdk::pg4 as pg;
+// `spin:postgres@3.0.0`: the newest PostgreSQL interface every Spin 3.x and 4.x and Fermyon
+// Wasm Functions accept (see docs/data.md).
+use spin_sdk::pg3 as pg;
 use spin_sdk::sqlite;
 use std::rc::Rc;
 
@@ -120,10 +122,8 @@ impl Backend for SpinPostgres {
                         pg::DbValue::Int64(n) => Value::Int(n),
                         pg::DbValue::Floating32(r) => Value::Real(r.into()),
                         pg::DbValue::Floating64(r) => Value::Real(r),
-                        pg::DbValue::Str(s) | pg::DbValue::Decimal(s) | pg::DbValue::Uuid(s) => {
-                            Value::Text(s)
-                        }
-                        pg::DbValue::Binary(b) | pg::DbValue::Jsonb(b) => Value::Blob(b),
+                        pg::DbValue::Str(s) => Value::Text(s),
+                        pg::DbValue::Binary(b) => Value::Blob(b),
                         pg::DbValue::Timestamp(n) => Value::Int(n),
                         _ => Value::Null,
                     })
