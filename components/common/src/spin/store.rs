@@ -87,17 +87,7 @@ fn pg_params(params: &[Value]) -> Vec<pg::ParameterValue> {
 }
 
 fn pg_error(e: pg::PgError) -> String {
-    match e {
-        pg::PgError::QueryFailed(pg::QueryError::DbError(db)) => {
-            format!(
-                "{} ({}): {}",
-                db.message,
-                db.code,
-                db.detail.unwrap_or_default()
-            )
-        }
-        other => format!("{other:?}"),
-    }
+    format!("{e:?}")
 }
 
 impl Backend for SpinPostgres {
