@@ -370,7 +370,7 @@ pub fn join(ctx: &UserCtx) -> Result<Response, ApiError> {
             permissions: granted,
             status,
         };
-        let cohost = store::upsert(db, &b, &joining, now)?;
+        let cohost = store::upsert(db, &b, &joining, ctx.now_millis())?;
         let message = match (status, capped) {
             ("requested", _) => "asked to co-host; the host approves or declines the request",
             (_, true) => {
@@ -459,7 +459,7 @@ pub fn approve(ctx: &UserCtx) -> Result<Response, ApiError> {
                 "the session has no free co-host slot",
             ));
         }
-        if !store::approve(db, &b, &target.id, permissions, ctx.now())? {
+        if !store::approve(db, &b, &target.id, permissions, ctx.now_millis())? {
             return Err(decided_meanwhile());
         }
         store::by_id(db, &b, &target.id)?.ok_or_else(|| ApiError::not_found("co-host"))

@@ -136,8 +136,14 @@ pub struct Joining<'a> {
     pub status: &'a str,
 }
 
-/// Stores a co-host row (one row per user and broadcast: an earlier one is reused).
-pub fn upsert(db: &Db, b: &Broadcast, joining: &Joining<'_>, now: i64) -> Result<CoHost, ApiError> {
+/// Stores a co-host row (one row per user and broadcast: an earlier one is reused), joined
+/// at `now_ms` (milliseconds, so co-hosts list in the order they joined).
+pub fn upsert(
+    db: &Db,
+    b: &Broadcast,
+    joining: &Joining<'_>,
+    now_ms: i64,
+) -> Result<CoHost, ApiError> {
     db.execute(
         "INSERT INTO cohosts (id, client_id, broadcast_id, user_id, user_name, permissions, status, joined_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
@@ -152,7 +158,7 @@ pub fn upsert(db: &Db, b: &Broadcast, joining: &Joining<'_>, now: i64) -> Result
             joining.user_name.into(),
             permissions_text(joining.permissions).into(),
             joining.status.into(),
-            time::format_rfc3339(now).into(),
+            time::format_rfc3339_millis(now_ms).into(),
         ],
     )?;
     of_user(db, b, joining.user_id)?.ok_or_else(|| ApiError::internal("the co-host was not stored"))
@@ -162,21 +168,21 @@ fn permissions_text(p: Permissions) -> String {
     serde_json::to_string(&p).unwrap_or_default()
 }
 
-/// Moves a request to `active` with `permissions`; `false` when it was not (or no longer)
-/// a request.
+/// Moves a request to `active` with `permissions`, joined at `now_ms`; `false` when it was
+/// not (or no longer) a request.
 pub fn approve(
     db: &Db,
     b: &Broadcast,
     id: &str,
     permissions: Permissions,
-    now: i64,
+    now_ms: i64,
 ) -> Result<bool, ApiError> {
     let moved = db.query(
         "UPDATE cohosts SET status = 'active', permissions = ?, joined_at = ? \
          WHERE client_id = ? AND id = ? AND status = 'requested' RETURNING id",
         &[
             permissions_text(permissions).into(),
-            time::format_rfc3339(now).into(),
+            time::format_rfc3339_millis(now_ms).into(),
             b.client_id.clone().into(),
             id.into(),
         ],
@@ -492,11 +498,11 @@ mod tests {
             permissions: Permissions::DEFAULT,
             status: "requested",
         };
-        let asked = upsert(&db, &b, &joining, 100).unwrap();
+        let asked = upsert(&db, &b, &joining, 100_000).unwrap();
         assert_eq!(count_active(&db, &b).unwrap(), 0);
         assert!(is_invited_or_host(&db, "c1", &b.id, "bob", 100).unwrap());
-        assert!(approve(&db, &b, &asked.id, Permissions::MODERATOR, 101).unwrap());
-        assert!(!approve(&db, &b, &asked.id, Permissions::MODERATOR, 102).unwrap());
+        assert!(approve(&db, &b, &asked.id, Permissions::MODERATOR, 101_000).unwrap());
+        assert!(!approve(&db, &b, &asked.id, Permissions::MODERATOR, 102_000).unwrap());
         assert!(!decline(&db, &b, &asked.id, "ada", 102).unwrap());
         let bob = of_user(&db, &b, "bob").unwrap().unwrap();
         assert_eq!(
