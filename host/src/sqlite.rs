@@ -143,7 +143,10 @@ async fn with_conn<T: Send + 'static>(
             .map_err(|_| "connection lock poisoned".to_string())?;
         let conn = match slot.take() {
             Some(c) => c,
-            None => pool.acquire().map_err(|e| e.to_string())?,
+            None => pool
+                .acquire()
+                .and_then(|c| crate::sql_guard::restrict_guest_sql(&c).map(|()| c))
+                .map_err(|e| e.to_string())?,
         };
         let result = f(&conn);
         *slot = Some(conn);
