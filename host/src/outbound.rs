@@ -457,21 +457,18 @@ async fn send(
         .unwrap_or_else(|| "/".into());
     *request.uri_mut() = http::Uri::try_from(path).map_err(|_| HttpError::HttpRequestUriInvalid)?;
 
-    let mut conn = Box::pin(conn);
-    let response = tokio::time::timeout(first_byte_timeout, async {
-        tokio::select! {
-            biased;
-            resp = sender.send_request(request) => resp.map_err(HttpError::from),
-            // The connection ended before a response arrived.
-            ended = conn.as_mut() => Err(match ended {
-                Err(e) => HttpError::from(e),
-                Ok(()) => HttpError::HttpResponseIncomplete,
-            }),
+    // The connection runs in its own task; its result is the I/O future's.
+    let driver = tokio::spawn(conn);
+    let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
+        .await
+        .map_err(|_| HttpError::ConnectionReadTimeout)?
+        .map_err(HttpError::from)?;
+    let io = async move {
+        match driver.await {
+            Ok(result) => result.map_err(HttpError::from),
+            Err(_) => Err(HttpError::ConnectionTerminated),
         }
-    })
-    .await
-    .map_err(|_| HttpError::ConnectionReadTimeout)??;
-    let io = async move { conn.await.map_err(HttpError::from) };
+    };
     let response = response.map(|incoming| {
         TimedBody {
             incoming,

@@ -1304,3 +1304,37 @@ async fn production_check_lists_the_platform_local_defaults() {
     // spin.toml itself defaults to admin registration.
     assert!(!msg.contains("registration_mode"), "{msg}");
 }
+
+#[tokio::test]
+async fn https_requests_open_tls_with_the_host_name_and_check_the_certificate() {
+    setup().await;
+    // A loopback "server" that records the first bytes a client sends, then hangs up.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (first_bytes, received) = tokio::sync::oneshot::channel::<Vec<u8>>();
+    tokio::spawn(async move {
+        if let Ok((mut stream, _)) = listener.accept().await {
+            let mut buf = vec![0u8; 4096];
+            let n = stream.read(&mut buf).await.unwrap_or(0);
+            buf.truncate(n);
+            let _ = first_bytes.send(buf);
+        }
+    });
+    let state = tempfile::tempdir().expect("tempdir");
+    let p = Probe::start(state.path(), &[("upstream", "https://localhost:*")]).await;
+    let r = p
+        .json(&format!("/probe/outbound?https://localhost:{port}/x"))
+        .await;
+    // No certificate came back, so the request fails; what was sent is a TLS ClientHello
+    // (record type 22) naming the host (SNI).
+    assert!(r["error"].is_string(), "{r}");
+    let hello = received.await.expect("the client connected");
+    assert_eq!(hello.first(), Some(&22), "{hello:?}");
+    assert!(
+        hello.windows(b"localhost".len()).any(|w| w == b"localhost"),
+        "SNI names the host"
+    );
+    p.stop().await;
+}

@@ -514,7 +514,7 @@ fn count_job_call(name: &str) -> Result<(i64, i64), String> {
     exec(
         "UPDATE probe_jobs SET calls = calls + 1, inflight = inflight + 1, \
          max_inflight = max(max_inflight, inflight + 1) WHERE name = ?",
-        &[name_v.clone()],
+        std::slice::from_ref(&name_v),
     )?;
     if name.starts_with("slow") {
         std::thread::sleep(std::time::Duration::from_millis(300));
