@@ -41,6 +41,8 @@ use crate::limits::parse_duration;
 const DEFAULT_MAX_ROUNDS: u32 = 20;
 /// Largest job answer read.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// The scheduler's `User-Agent` (its calls stay out of the request log).
+pub const USER_AGENT: &str = "edgehost-scheduler";
 /// Time to connect to our own listener.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -205,7 +207,7 @@ impl JobClient {
                 format!("Bearer {}", self.token),
             )
             .header(hyper::header::CONTENT_LENGTH, "0")
-            .header(hyper::header::USER_AGENT, "edgehost-scheduler")
+            .header(hyper::header::USER_AGENT, USER_AGENT)
             .body(Empty::<Bytes>::new())?;
         let response = sender.send_request(request).await?;
         let status = response.status();
@@ -239,7 +241,7 @@ struct LogState {
 /// The line to log for `now`, given what came before; `None` keeps quiet. A failure is
 /// logged when it starts or changes and after 10, 100, 1000 ... repetitions; a recovery
 /// is logged once.
-fn log_line(name: &str, state: &LogState, now: &Outcome) -> Option<String> {
+fn log_line(name: &str, periodic: bool, state: &LogState, now: &Outcome) -> Option<String> {
     let same = state.last.as_ref() == Some(now)
         || matches!(
             (&state.last, now),
@@ -259,7 +261,12 @@ fn log_line(name: &str, state: &LogState, now: &Outcome) -> Option<String> {
             .is_some_and(Outcome::is_failure)
             .then(|| format!("job `{name}`: {route} works again")),
         Outcome::NotFound => Some(format!(
-            "job `{name}`: {route} answered 404 (no such route yet); retried on schedule"
+            "job `{name}`: {route} answered 404 (no such route yet){}",
+            if periodic {
+                "; retried on schedule"
+            } else {
+                ""
+            }
         )),
         Outcome::Status(code) => Some(format!("job `{name}`: {route} answered {code}")),
         Outcome::Unreachable(why) => Some(format!("job `{name}`: {route} failed: {why}")),
@@ -290,7 +297,7 @@ impl Runner {
                 return;
             }
             let outcome = self.client.call(&job.name).await;
-            self.record(&job.name, &outcome);
+            self.record(job, &outcome);
             match outcome {
                 Outcome::Done { done, remaining } if remaining > 0 && done > 0 => {
                     if round == job.max_rounds {
@@ -306,7 +313,8 @@ impl Runner {
         }
     }
 
-    fn record(&self, name: &str, outcome: &Outcome) {
+    fn record(&self, job: &JobSpec, outcome: &Outcome) {
+        let name = job.name.as_str();
         self.update(name, |s| {
             s.calls += 1;
             if outcome.is_failure() {
@@ -323,7 +331,7 @@ impl Runner {
             return;
         };
         let state = logs.entry(name.to_string()).or_default();
-        if let Some(line) = log_line(name, state, outcome) {
+        if let Some(line) = log_line(name, job.every.is_some(), state, outcome) {
             eprintln!("edgehost: {line}");
         }
         if state.last.as_ref() == Some(outcome) {
@@ -488,7 +496,7 @@ max_rounds = 3
         let mut state = LogState::default();
         let mut lines = Vec::new();
         let mut feed = |state: &mut LogState, o: Outcome| {
-            lines.push(log_line("prune", state, &o));
+            lines.push(log_line("prune", true, state, &o));
             if state.last.as_ref() == Some(&o) {
                 state.repeats += 1;
             } else {

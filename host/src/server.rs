@@ -224,6 +224,7 @@ async fn load_app(opts: &Options) -> Result<App> {
             return Err(production::refusal(&problems));
         }
     }
+    vars.save_new_secrets(&state_dir)?;
     announce_local_values(&vars, &state_dir);
     let jobs_file = match &opts.jobs_file {
         Some(path) => Some(path.clone()),
@@ -487,8 +488,15 @@ impl App {
         let start = Instant::now();
         let method = req.method().clone();
         let path = req.uri().path().to_string();
+        // The scheduler logs its own failures; its calls every few seconds would drown
+        // the request log.
+        let from_scheduler = req
+            .headers()
+            .get(hyper::header::USER_AGENT)
+            .is_some_and(|ua| ua == jobs::USER_AGENT)
+            && client.ip().is_loopback();
         let (target, response) = self.dispatch(req, client).await;
-        if self.log_requests {
+        if self.log_requests && !from_scheduler {
             eprintln!(
                 "{method} {path} -> {target} {} {:.1}ms",
                 response.status().as_u16(),

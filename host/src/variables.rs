@@ -104,9 +104,24 @@ pub struct AppVariables {
     pub new_secrets: Vec<(String, String)>,
     /// Variables that took a local-mode default, in name order.
     pub local_defaults: Vec<String>,
+    /// Every generated secret of the state dir, when this start made new ones (written by
+    /// `save_new_secrets`).
+    pub(crate) to_save: Option<BTreeMap<String, String>>,
 }
 
-/// Resolves every application variable, generating and persisting local secrets.
+impl AppVariables {
+    /// Writes the secrets this start generated to the state dir (mode 0600); called once
+    /// start-up goes ahead, so a refused start leaves no secret that was never shown.
+    pub fn save_new_secrets(&self, state_dir: &Path) -> Result<()> {
+        match &self.to_save {
+            Some(all) => save_generated(&state_dir.join(GENERATED_FILE), all),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Resolves every application variable, generating local secrets (kept by
+/// `AppVariables::save_new_secrets`).
 /// `local_defaults` (name, value) apply where nothing but the manifest default would.
 pub fn resolve_app_variables(
     manifest: &Manifest,
@@ -177,7 +192,7 @@ pub fn resolve_app_variables(
         );
     }
     if stored_changed {
-        save_generated(&generated_path, &stored)?;
+        out.to_save = Some(stored);
     }
     Ok(out)
 }
@@ -335,6 +350,11 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let rc = RuntimeConfig::default();
         let first = resolve_app_variables(&manifest, &[], &rc, &dir, &[]).unwrap();
+        assert!(
+            !dir.join(GENERATED_FILE).exists(),
+            "saved only when start-up goes ahead"
+        );
+        first.save_new_secrets(&dir).unwrap();
         assert_eq!(first.generated, vec!["s"]);
         assert_eq!(first.new_secrets.len(), 1);
         let secret = first.values["s"].clone();
@@ -344,6 +364,7 @@ mod tests {
         assert_eq!(mode, 0o600);
 
         let second = resolve_app_variables(&manifest, &[], &rc, &dir, &[]).unwrap();
+        second.save_new_secrets(&dir).unwrap();
         assert_eq!(second.values["s"], secret);
         assert_eq!(second.generated, vec!["s"]);
         assert!(

@@ -1303,6 +1303,8 @@ async fn production_check_lists_the_platform_local_defaults() {
     }
     // spin.toml itself defaults to admin registration.
     assert!(!msg.contains("registration_mode"), "{msg}");
+    // A refused start keeps no secret it generated (it would never have been shown).
+    assert!(!state.path().join("generated-variables.toml").exists());
 }
 
 #[tokio::test]
