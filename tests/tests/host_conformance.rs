@@ -62,6 +62,19 @@ impl Probe {
             .expect("edgehost starts")
     }
 
+    /// The fixture in a fresh state directory, with `configure` applied to the options
+    /// (it also gets the state directory, e.g. to write a runtime config there).
+    async fn configured(
+        variables: &[(&str, &str)],
+        configure: impl FnOnce(&mut edgehost::Options, &Path),
+    ) -> (tempfile::TempDir, Probe) {
+        let state = tempfile::tempdir().expect("tempdir");
+        let mut options = opts(&fixture(), state.path(), variables);
+        configure(&mut options, state.path());
+        let p = Self::try_start(options).await.expect("edgehost starts");
+        (state, p)
+    }
+
     async fn try_start(options: edgehost::Options) -> anyhow::Result<Probe> {
         let server = edgehost::Server::start(options).await?;
         Ok(Probe {
@@ -357,12 +370,22 @@ async fn no_request_sees_the_memory_of_an_earlier_one() {
 
 /// A minimal HTTP/1.1 server on loopback answering every request with `body`.
 async fn upstream(body: &'static str) -> std::net::SocketAddr {
+    upstream_raw(format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    ))
+    .await
+}
+
+/// A loopback server answering every request with the raw HTTP response `response`.
+async fn upstream_raw(response: String) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
+            let response = response.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 1024];
@@ -372,11 +395,7 @@ async fn upstream(body: &'static str) -> std::net::SocketAddr {
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
                 }
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(resp.as_bytes()).await;
+                let _ = stream.write_all(response.as_bytes()).await;
             });
         }
     });
@@ -679,10 +698,10 @@ async fn start_up_errors_are_clear() {
 #[tokio::test]
 async fn a_guest_past_its_memory_limit_fails_alone() {
     setup().await;
-    let state = tempfile::tempdir().expect("tempdir");
-    let mut options = opts(&fixture(), state.path(), &[]);
-    options.max_instance_memory = Some(32 << 20);
-    let p = Probe::try_start(options).await.expect("starts");
+    let (_state, p) = Probe::configured(&[], |o, _| {
+        o.max_instance_memory = Some(32 << 20);
+    })
+    .await;
     assert_eq!(
         p.json("/probe/grow?mib=8").await,
         json!({ "grown_mib": 8, "touched": 2048 })
@@ -726,10 +745,10 @@ async fn a_guest_past_its_memory_limit_fails_alone() {
 #[tokio::test]
 async fn a_guest_running_past_its_deadline_is_interrupted() {
     setup().await;
-    let state = tempfile::tempdir().expect("tempdir");
-    let mut options = opts(&fixture(), state.path(), &[]);
-    options.request_timeout = std::time::Duration::from_secs(1);
-    let p = Probe::try_start(options).await.expect("starts");
+    let (_state, p) = Probe::configured(&[], |o, _| {
+        o.request_timeout = std::time::Duration::from_secs(1);
+    })
+    .await;
 
     // A guest computing forever, and one waiting longer than the deadline, are both cut
     // off with 504; requests served meanwhile are unaffected.
@@ -774,10 +793,10 @@ async fn a_guest_running_past_its_deadline_is_interrupted() {
 #[tokio::test]
 async fn requests_beyond_the_free_instance_slots_get_503_at_once() {
     setup().await;
-    let state = tempfile::tempdir().expect("tempdir");
-    let mut options = opts(&fixture(), state.path(), &[]);
-    options.max_concurrent_instances = 2;
-    let p = Probe::try_start(options).await.expect("starts");
+    let (_state, p) = Probe::configured(&[], |o, _| {
+        o.max_concurrent_instances = 2;
+    })
+    .await;
     let sleepers: Vec<_> = (0..2)
         .map(|_| {
             let (http, base) = (p.http.clone(), p.base.clone());
@@ -868,31 +887,6 @@ async fn guest_sql_cannot_attach_vacuum_load_extensions_or_write_pragmas() {
 
 // --- Outbound network policy ---------------------------------------------------------
 
-/// A loopback server answering every request with the raw HTTP response `response`.
-async fn upstream_raw(response: String) -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let response = response.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 1024];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                let _ = stream.write_all(response.as_bytes()).await;
-            });
-        }
-    });
-    addr
-}
-
 fn runtime_config(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("runtime-config.toml");
     std::fs::write(&path, text).expect("write runtime config");
@@ -907,13 +901,13 @@ async fn blocked_networks_are_refused_at_connect_time() {
     // Allowed by allowed_outbound_hosts, so only the network policy can refuse it.
     let allow_loopback = [("upstream", "http://*:*")];
 
-    let state = tempfile::tempdir().expect("tempdir");
-    let mut options = opts(&fixture(), state.path(), &allow_loopback);
-    options.runtime_config_file = Some(runtime_config(
-        state.path(),
-        "[outbound_networking]\nblock_networks = [\"private\"]\n",
-    ));
-    let p = Probe::try_start(options).await.expect("starts");
+    let (_state, p) = Probe::configured(&allow_loopback, |o, dir| {
+        o.runtime_config_file = Some(runtime_config(
+            dir,
+            "[outbound_networking]\nblock_networks = [\"private\"]\n",
+        ));
+    })
+    .await;
     for blocked in [
         format!("{target_url}/x"),
         // Resolved by name: the check runs on the resolved address.
@@ -929,13 +923,13 @@ async fn blocked_networks_are_refused_at_connect_time() {
     p.stop().await;
 
     // A policy that does not cover loopback lets the same request through.
-    let state = tempfile::tempdir().expect("tempdir");
-    let mut options = opts(&fixture(), state.path(), &allow_loopback);
-    options.runtime_config_file = Some(runtime_config(
-        state.path(),
-        "[outbound_networking]\nblock_networks = [\"10.0.0.0/8\", \"169.254.169.254/32\"]\n",
-    ));
-    let p = Probe::try_start(options).await.expect("starts");
+    let (_state, p) = Probe::configured(&allow_loopback, |o, dir| {
+        o.runtime_config_file = Some(runtime_config(
+            dir,
+            "[outbound_networking]\nblock_networks = [\"10.0.0.0/8\", \"169.254.169.254/32\"]\n",
+        ));
+    })
+    .await;
     assert_eq!(
         p.json(&format!("/probe/outbound?{target_url}/x")).await,
         json!({ "status": 200, "body": "reached" })
@@ -1104,10 +1098,10 @@ async fn scheduled_jobs_run_on_schedule_never_overlap_and_stop_on_shutdown() {
 #[tokio::test]
 async fn without_the_scheduler_only_start_up_jobs_run() {
     setup().await;
-    let state = tempfile::tempdir().expect("tempdir");
-    let mut options = opts(&fixture(), state.path(), &[]);
-    options.jobs_file = Some(jobs_file(state.path(), JOBS));
-    let p = Probe::try_start(options).await.expect("starts");
+    let (_state, p) = Probe::configured(&[], |o, dir| {
+        o.jobs_file = Some(jobs_file(dir, JOBS));
+    })
+    .await;
     tokio::time::sleep(std::time::Duration::from_millis(700)).await;
     let calls = p.json("/probe/jobs").await;
     let names: Vec<&String> = calls.as_object().expect("object").keys().collect();
