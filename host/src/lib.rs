@@ -26,22 +26,33 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 mod bindings;
 mod builder;
 mod cache;
+mod jobs;
 mod kv;
+mod limits;
 mod manifest;
+mod network_policy;
 mod outbound;
 mod pg;
+mod production;
 mod routes;
 mod runtime_config;
 mod server;
+mod sql_guard;
 mod sqlite;
 mod state;
 mod variables;
 
 pub use builder::{build_components, component_interfaces};
+pub use jobs::JobStats;
+pub use limits::{
+    DEFAULT_INSTANCE_MEMORY, DEFAULT_MAX_CONCURRENT_INSTANCES, DEFAULT_REQUEST_TIMEOUT,
+    parse_bytes, parse_duration,
+};
 pub use server::Server;
 #[doc(hidden)]
 pub use server::bench_instantiation;
@@ -87,6 +98,36 @@ pub struct Options {
     pub websocket: Option<WebSocketHandler>,
     /// Log one line per request to stderr.
     pub log_requests: bool,
+    /// Bytes of linear memory one instance may hold, all its memories together; a guest
+    /// growing past it fails its request (500). `None`: the runtime config's
+    /// `max_instance_memory`, else [`DEFAULT_INSTANCE_MEMORY`] (128 MiB).
+    pub max_instance_memory: Option<usize>,
+    /// Deadline of one request, from instantiation until its response body is written; an
+    /// instance still running then is interrupted (504). Default 30 s.
+    pub request_timeout: Duration,
+    /// Instances that may run at once; a request finding none free answers 503 with
+    /// `Retry-After` at once. Default [`DEFAULT_MAX_CONCURRENT_INSTANCES`].
+    pub max_concurrent_instances: usize,
+    /// Run the periodic jobs of the jobs file (`edgehost up` does; off by default here).
+    /// Start-up jobs (`at_start = true`) run in any case, before `Server::start` returns.
+    pub scheduler: bool,
+    /// The jobs file; `None`: `jobs.toml` next to the manifest, when it exists.
+    pub jobs_file: Option<PathBuf>,
+    /// Local development (the default) or production.
+    pub mode: Mode,
+}
+
+/// Which defaults edgehost applies, and what it refuses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Local development: `registration_mode` is `open` unless something set it, and
+    /// start-up says so; missing secrets are generated.
+    #[default]
+    Local,
+    /// `edgehost up --production`: no local defaults; start-up fails, listing each, while
+    /// local values are left in place (open registration, generated secrets,
+    /// `webhook_allow_http`, loopback URLs).
+    Production,
 }
 
 impl Default for Options {
@@ -99,6 +140,12 @@ impl Default for Options {
             variables: Vec::new(),
             websocket: None,
             log_requests: false,
+            max_instance_memory: None,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            max_concurrent_instances: DEFAULT_MAX_CONCURRENT_INSTANCES,
+            scheduler: false,
+            jobs_file: None,
+            mode: Mode::Local,
         }
     }
 }
@@ -116,6 +163,12 @@ impl std::fmt::Debug for Options {
             )
             .field("websocket", &self.websocket.is_some())
             .field("log_requests", &self.log_requests)
+            .field("max_instance_memory", &self.max_instance_memory)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_concurrent_instances", &self.max_concurrent_instances)
+            .field("scheduler", &self.scheduler)
+            .field("jobs_file", &self.jobs_file)
+            .field("mode", &self.mode)
             .finish()
     }
 }

@@ -3,6 +3,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use std::time::Duration;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -37,6 +39,24 @@ enum Cmd {
         /// Spin runtime config file (variables, key-value stores, SQLite databases).
         #[arg(long)]
         runtime_config_file: Option<PathBuf>,
+        /// Memory limit of one component instance: bytes (as Spin takes it) or e.g. 128MiB
+        /// [default: the runtime config's max_instance_memory, else 128MiB].
+        #[arg(long, value_parser = parse_bytes)]
+        max_instance_memory: Option<usize>,
+        /// Deadline of one request, e.g. 30s or 500ms; a component still running then is
+        /// interrupted and the request answers 504.
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        request_timeout: Duration,
+        /// Component instances that may run at once; beyond, requests answer 503.
+        #[arg(long, default_value_t = edgehost::DEFAULT_MAX_CONCURRENT_INSTANCES)]
+        max_concurrent_instances: usize,
+        /// Do not run the periodic jobs of jobs.toml (start-up jobs still run).
+        #[arg(long)]
+        no_scheduler: bool,
+        /// Refuse to start while local defaults are left in place (open registration,
+        /// generated secrets, webhook_allow_http, loopback URLs), and list them.
+        #[arg(long)]
+        production: bool,
     },
     /// Run each component's build command (like `spin build`).
     Build {
@@ -74,6 +94,11 @@ async fn main() -> Result<()> {
             state_dir,
             from,
             runtime_config_file,
+            max_instance_memory,
+            request_timeout,
+            max_concurrent_instances,
+            no_scheduler,
+            production,
         } => {
             if build {
                 edgehost::build_components(&from)?;
@@ -88,6 +113,15 @@ async fn main() -> Result<()> {
                 runtime_config_file,
                 websocket: Some(relay.handler()),
                 log_requests: true,
+                max_instance_memory,
+                request_timeout,
+                max_concurrent_instances,
+                scheduler: !no_scheduler,
+                mode: if production {
+                    edgehost::Mode::Production
+                } else {
+                    edgehost::Mode::Local
+                },
                 ..Default::default()
             })
             .await?;
@@ -112,4 +146,12 @@ async fn main() -> Result<()> {
             server.shutdown().await
         }
     }
+}
+
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    edgehost::parse_bytes(text).map_err(|e| format!("{e:#}"))
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    edgehost::parse_duration(text).map_err(|e| format!("{e:#}"))
 }

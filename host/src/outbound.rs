@@ -1,14 +1,29 @@
 //! Outbound HTTP: `allowed_outbound_hosts` with Spin's syntax and matching rules
 //! (`scheme://host[:port]`; `*` for any scheme, any port, or as a `*.` subdomain prefix;
 //! port ranges `a..b`; CIDR blocks; default ports 80/443; `self` for the app itself;
-//! `{{ variable }}` templates), and the `wasi:http` hooks that enforce it.
+//! `{{ variable }}` templates), and the `wasi:http` hooks that enforce it together with
+//! the runtime config's blocked networks (`network_policy.rs`).
+//!
+//! Requests are sent by edgehost itself rather than by wasmtime's default sender, so that
+//! the address checked against the blocked networks is the address connected to: the
+//! host name is resolved once, blocked addresses are dropped, and the TCP connection goes
+//! to one of the remaining ones (no second lookup, so no DNS-rebinding window). One
+//! request, one response: redirects are never followed, as `wasi:http` specifies.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock};
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Frame, Incoming};
+use tokio::net::TcpStream;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
+use crate::network_policy::BlockedNetworks;
 use crate::variables::Template;
 
 /// The hosts a component may call.
@@ -252,12 +267,14 @@ fn default_port(scheme: Option<&str>) -> Option<u16> {
     }
 }
 
-/// Per-instance `wasi:http` hooks: enforce the component's allowed hosts, and send
-/// requests addressed to the app itself (no authority, or `self.alt`) to our listener.
+/// Per-instance `wasi:http` hooks: enforce the component's allowed hosts and the blocked
+/// networks, and send requests addressed to the app itself (no authority, or `self.alt`)
+/// to our listener.
 pub struct OutboundHooks {
     pub component: Arc<str>,
     pub allowed: Arc<AllowedHosts>,
     pub self_addr: SocketAddr,
+    pub blocked: Arc<BlockedNetworks>,
 }
 
 impl WasiHttpHooks for OutboundHooks {
@@ -302,6 +319,14 @@ impl WasiHttpHooks for OutboundHooks {
             );
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
+        let destination = if is_self {
+            Destination::Addr(self.self_addr)
+        } else {
+            match Destination::of(&uri, &scheme) {
+                Ok(d) => d,
+                Err(e) => return Box::new(async move { Err(e) }),
+            }
+        };
         if is_self {
             // The app itself: plain HTTP to our own listener.
             let addr = self.self_addr.to_string();
@@ -320,14 +345,213 @@ impl WasiHttpHooks for OutboundHooks {
             }
         }
         _ = fut;
+        let (blocked, component) = (self.blocked.clone(), self.component.clone());
         Box::new(async move {
-            use http_body_util::BodyExt;
-            let (resp, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
-            Ok((
-                resp.map(BodyExt::boxed_unsync),
-                Box::new(io) as Box<dyn Future<Output = _> + Send>,
-            ))
+            let (resp, io) = send(request, options, destination, &blocked, &component).await?;
+            Ok((resp, Box::new(io) as Box<dyn Future<Output = _> + Send>))
         })
+    }
+}
+
+/// Where a request goes: a host name or IP literal and port (with TLS or not), or a fixed
+/// address (the application itself).
+enum Destination {
+    Host { host: String, port: u16, tls: bool },
+    Addr(SocketAddr),
+}
+
+impl Destination {
+    fn of(uri: &http::Uri, scheme: &str) -> Result<Destination, HttpError> {
+        let tls = match scheme {
+            "https" => true,
+            "http" => false,
+            _ => return Err(HttpError::HttpProtocolError),
+        };
+        let host = uri
+            .host()
+            .filter(|h| !h.is_empty())
+            .ok_or(HttpError::HttpRequestUriInvalid)?;
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        Ok(Destination::Host { host, port, tls })
+    }
+}
+
+/// wasmtime's defaults for requests that set no timeouts.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Resolves, drops blocked addresses, connects to a remaining one, and sends the request
+/// over HTTP/1.1 (TLS for https). Answers the response and the connection's I/O future.
+async fn send(
+    mut request: http::Request<WasiBody>,
+    options: Option<RequestOptions>,
+    destination: Destination,
+    blocked: &BlockedNetworks,
+    component: &str,
+) -> Result<
+    (
+        http::Response<WasiBody>,
+        impl Future<Output = Result<(), HttpError>> + Send + use<>,
+    ),
+    HttpError,
+> {
+    let option = |pick: fn(&RequestOptions) -> Option<Duration>| {
+        options.as_ref().and_then(pick).unwrap_or(DEFAULT_TIMEOUT)
+    };
+    let connect_timeout = option(|o| o.connect_timeout);
+    let first_byte_timeout = option(|o| o.first_byte_timeout);
+    let between_bytes_timeout = option(|o| o.between_bytes_timeout);
+
+    let connect = async {
+        let (mut addrs, tls) = match &destination {
+            Destination::Addr(a) => (vec![*a], None),
+            Destination::Host { host, port, tls } => {
+                (resolve(host, *port).await?, tls.then_some(host.as_str()))
+            }
+        };
+        let removed = blocked.remove_blocked(&mut addrs);
+        if addrs.is_empty() && !removed.is_empty() {
+            eprintln!(
+                "edgehost: component `{component}`: every address of the destination is                  blocked by the runtime config's block_networks ({removed:?})"
+            );
+            return Err(HttpError::DestinationIpProhibited);
+        }
+        let tcp = TcpStream::connect(&addrs[..])
+            .await
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::ConnectionRefused => HttpError::ConnectionRefused,
+                _ => HttpError::Connect(e),
+            })?;
+        let _ = tcp.set_nodelay(true);
+        let stream: Box<dyn Stream> = match tls {
+            None => Box::new(tcp),
+            Some(host) => {
+                let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                    .map_err(|_| HttpError::HttpRequestUriInvalid)?;
+                let config = TLS_CONFIG
+                    .clone()
+                    .map_err(|e| HttpError::InternalError(Some(e)))?;
+                let tls = tokio_rustls::TlsConnector::from(config)
+                    .connect(name, tcp)
+                    .await
+                    .map_err(HttpError::Tls)?;
+                Box::new(tls)
+            }
+        };
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(HttpError::from)
+    };
+    let (mut sender, conn) = tokio::time::timeout(connect_timeout, connect)
+        .await
+        .map_err(|_| HttpError::ConnectionTimeout)??;
+
+    // The origin server gets the path and query only (absolute form is for proxies).
+    let path = request
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    *request.uri_mut() = http::Uri::try_from(path).map_err(|_| HttpError::HttpRequestUriInvalid)?;
+
+    // The connection runs in its own task; its result is the I/O future's.
+    let driver = tokio::spawn(conn);
+    let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
+        .await
+        .map_err(|_| HttpError::ConnectionReadTimeout)?
+        .map_err(HttpError::from)?;
+    let io = async move {
+        match driver.await {
+            Ok(result) => result.map_err(HttpError::from),
+            Err(_) => Err(HttpError::ConnectionTerminated),
+        }
+    };
+    let response = response.map(|incoming| {
+        TimedBody {
+            incoming,
+            idle: between_bytes_timeout,
+            timer: Box::pin(tokio::time::sleep(between_bytes_timeout)),
+        }
+        .boxed_unsync()
+    });
+    Ok((response, io))
+}
+
+async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, HttpError> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|_| dns_error())?
+        .collect();
+    if addrs.is_empty() {
+        return Err(dns_error());
+    }
+    Ok(addrs)
+}
+
+fn dns_error() -> HttpError {
+    HttpError::DnsError {
+        rcode: Some("address not available".into()),
+        info_code: Some(0),
+    }
+}
+
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Stream for T {}
+
+/// TLS with the webpki roots (what wasmtime's default sender trusts), on `ring`.
+static TLS_CONFIG: LazyLock<Result<Arc<rustls::ClientConfig>, String>> = LazyLock::new(|| {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map(|b| Arc::new(b.with_root_certificates(roots).with_no_client_auth()))
+        .map_err(|e| format!("TLS client configuration: {e}"))
+});
+
+/// A response body that fails when no data arrives for `idle`.
+struct TimedBody {
+    incoming: Incoming,
+    idle: Duration,
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl hyper::body::Body for TimedBody {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
+        match Pin::new(&mut self.incoming).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let next = tokio::time::Instant::now() + self.idle;
+                self.timer.as_mut().reset(next);
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(HttpError::from(e)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match self.timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(HttpError::ConnectionReadTimeout))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.incoming.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.incoming.size_hint()
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
@@ -17,19 +17,24 @@ use hyper::header::{HOST, HeaderName, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use wasmtime::Store;
 use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyPre};
 
+use crate::jobs::{JobClient, JobStats, Scheduler};
+use crate::limits::{InstanceLimiter, RunLimits};
 use crate::manifest::{FileMount, Manifest, warn};
+use crate::network_policy::BlockedNetworks;
 use crate::outbound::AllowedHosts;
 use crate::routes::Router;
 use crate::runtime_config::RuntimeConfig;
 use crate::state::{ComponentEnv, InstanceState, Services};
-use crate::{Options, WebSocketHandler, cache, kv, sqlite, variables};
+use crate::{
+    Mode, Options, WebSocketHandler, cache, jobs, kv, limits, production, sqlite, variables,
+};
 
 /// Response body type of the server.
 type Body = UnsyncBoxBody<Bytes, anyhow::Error>;
@@ -45,19 +50,37 @@ pub struct Server {
     variables: HashMap<String, String>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
+    scheduler: Option<Scheduler>,
 }
 
 impl Server {
     /// Loads the manifest, resolves variables, opens state, applies migrations, compiles
-    /// the components (cached), binds and spawns the serve loop; returns once listening.
+    /// the components (cached), binds and spawns the serve loop, runs the start-up jobs;
+    /// returns once listening. With `Options.scheduler`, the periodic jobs start too.
     pub async fn start(opts: Options) -> Result<Server> {
         let app = load_app(&opts).await?;
         let local_addr = app.local_addr;
         let app_name = app.name.clone();
         let routes = app.router.routes().to_vec();
         let variables = app.variables.clone();
+        let jobs = app.jobs.clone();
+        let request_timeout = app.limits.timeout;
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(serve(app, stop_rx));
+        let scheduler = match variables.get("jobs_token") {
+            _ if jobs.is_empty() => None,
+            Some(token) => {
+                let client = JobClient::new(local_addr, token, request_timeout);
+                Some(Scheduler::start(jobs, client, opts.scheduler).await)
+            }
+            None => {
+                warn(format_args!(
+                    "the jobs file lists jobs but the manifest declares no `jobs_token` \
+                     variable; jobs are not run"
+                ));
+                None
+            }
+        };
         Ok(Server {
             app_name,
             local_addr,
@@ -65,6 +88,7 @@ impl Server {
             variables,
             stop,
             task: Some(task),
+            scheduler,
         })
     }
 
@@ -89,8 +113,20 @@ impl Server {
         self.variables.get(name).map(String::as_str)
     }
 
-    /// Stops accepting connections and waits (up to 10 s) for in-flight requests.
+    /// Counters of each scheduled job called so far (empty without a jobs file).
+    pub fn jobs(&self) -> Vec<JobStats> {
+        self.scheduler
+            .as_ref()
+            .map(Scheduler::stats)
+            .unwrap_or_default()
+    }
+
+    /// Stops the job scheduler, then stops accepting connections and waits (up to 10 s)
+    /// for in-flight requests.
     pub async fn shutdown(mut self) -> Result<()> {
+        if let Some(scheduler) = self.scheduler.take() {
+            scheduler.shutdown(SHUTDOWN_GRACE).await;
+        }
         let _ = self.stop.send(true);
         if let Some(task) = self.task.take() {
             task.await.context("server task failed")?;
@@ -115,6 +151,43 @@ struct App {
     log_requests: bool,
     listener: Option<TcpListener>,
     local_addr: SocketAddr,
+    limits: RunLimits,
+    /// One permit per instance that may run at once.
+    slots: Arc<Semaphore>,
+    /// The jobs file's jobs (empty without one).
+    jobs: Vec<jobs::JobSpec>,
+}
+
+/// Why a request did not get its component's answer.
+enum CallError {
+    /// No free instance slot (503).
+    Busy,
+    /// The instance ran past its deadline (504).
+    Timeout,
+    /// Instantiation failed or the guest trapped (500).
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for CallError {
+    fn from(e: anyhow::Error) -> Self {
+        CallError::Failed(e)
+    }
+}
+
+impl From<wasmtime::Error> for CallError {
+    fn from(e: wasmtime::Error) -> Self {
+        CallError::Failed(e.into())
+    }
+}
+
+impl From<CallError> for anyhow::Error {
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::Busy => anyhow!("every instance slot is busy"),
+            CallError::Timeout => anyhow!("the instance ran past its deadline"),
+            CallError::Failed(e) => e,
+        }
+    }
 }
 
 struct LoadedComponent {
@@ -134,13 +207,33 @@ async fn load_app(opts: &Options) -> Result<App> {
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("cannot create state dir {}", state_dir.display()))?;
 
-    let vars = variables::resolve_app_variables(&manifest, &opts.variables, &runtime, &state_dir)?;
-    for (name, value) in &vars.generated {
-        eprintln!(
-            "edgehost: local secret `{name}` = {value} (generated; kept in {})",
-            state_dir.join(variables::GENERATED_FILE).display()
-        );
+    let local_defaults = match opts.mode {
+        Mode::Local => production::LOCAL_DEFAULTS,
+        Mode::Production => &[],
+    };
+    let vars = variables::resolve_app_variables(
+        &manifest,
+        &opts.variables,
+        &runtime,
+        &state_dir,
+        local_defaults,
+    )?;
+    if opts.mode == Mode::Production {
+        let problems = production::local_defaults_left(&vars);
+        if !problems.is_empty() {
+            return Err(production::refusal(&problems));
+        }
     }
+    vars.save_new_secrets(&state_dir)?;
+    announce_local_values(&vars, &state_dir);
+    let jobs_file = match &opts.jobs_file {
+        Some(path) => Some(path.clone()),
+        None => Some(manifest.dir.join("jobs.toml")).filter(|p| p.is_file()),
+    };
+    let jobs = match jobs_file {
+        Some(path) => jobs::load(&path)?,
+        None => Vec::new(),
+    };
 
     let kv_extra: Vec<_> = runtime.key_value_stores.clone().into_iter().collect();
     let kv = kv::KvStores::open(&state_dir.join("sqlite_key_value.db"), &kv_extra)?;
@@ -162,10 +255,12 @@ async fn load_app(opts: &Options) -> Result<App> {
     let engine = cache::engine()?;
     let linker = crate::state::linker(engine)?;
     let used: BTreeSet<&str> = router.routes().iter().map(|(_, c)| c.as_str()).collect();
+    let blocked_networks = Arc::new(runtime.blocked_networks.clone());
     let mut components = HashMap::new();
     for id in used {
         let c = &manifest.components[id];
-        let env = component_env(&manifest, id, &vars, &kv, &sqlite)?;
+        let mut env = component_env(&manifest, id, &vars, &kv, &sqlite)?;
+        env.blocked_networks = blocked_networks.clone();
         let path = manifest
             .source_path(id)
             .ok_or_else(|| anyhow!("component `{id}` has no local source"))?;
@@ -206,7 +301,17 @@ async fn load_app(opts: &Options) -> Result<App> {
         );
     }
 
+    let limits = RunLimits {
+        memory: opts
+            .max_instance_memory
+            .or(runtime.max_instance_memory)
+            .unwrap_or(limits::DEFAULT_INSTANCE_MEMORY),
+        timeout: opts.request_timeout,
+    };
     Ok(App {
+        limits,
+        slots: Arc::new(Semaphore::new(opts.max_concurrent_instances.max(1))),
+        jobs,
         name: manifest.application.name.clone(),
         router,
         components,
@@ -257,7 +362,40 @@ fn component_env(
         allowed_hosts: Arc::new(allowed),
         environment: c.environment.clone().into_iter().collect(),
         mounts: file_mounts(&manifest.dir, id, &c.files)?,
+        blocked_networks: Arc::new(BlockedNetworks::default()),
     })
+}
+
+/// Says which values are edgehost's local ones: secrets generated by this start (with
+/// their values: shown this once), those kept from earlier starts (names only), and
+/// local-mode defaults.
+fn announce_local_values(vars: &variables::AppVariables, state_dir: &Path) {
+    let file = state_dir.join(variables::GENERATED_FILE);
+    for (name, value) in &vars.new_secrets {
+        eprintln!(
+            "edgehost: generated local secret `{name}` = {value} (shown once; kept in {}, mode 0600)",
+            file.display()
+        );
+    }
+    let kept: Vec<&str> = vars
+        .generated
+        .iter()
+        .filter(|n| !vars.new_secrets.iter().any(|(new, _)| new == *n))
+        .map(String::as_str)
+        .collect();
+    if !kept.is_empty() {
+        eprintln!(
+            "edgehost: using generated local secrets {} from {}",
+            kept.join(", "),
+            file.display()
+        );
+    }
+    if vars.local_defaults.iter().any(|n| n == "registration_mode") {
+        eprintln!(
+            "edgehost: registration is open: local mode (set registration_mode, or start \
+             with --production)"
+        );
+    }
 }
 
 /// Maps `files` to read-only directory mounts. Spin copies the matched files; edgehost
@@ -354,8 +492,15 @@ impl App {
         let start = Instant::now();
         let method = req.method().clone();
         let path = req.uri().path().to_string();
+        // The scheduler logs its own failures; its calls every few seconds would drown
+        // the request log.
+        let from_scheduler = req
+            .headers()
+            .get(hyper::header::USER_AGENT)
+            .is_some_and(|ua| ua == jobs::USER_AGENT)
+            && client.ip().is_loopback();
         let (target, response) = self.dispatch(req, client).await;
-        if self.log_requests {
+        if self.log_requests && !from_scheduler {
             eprintln!(
                 "{method} {path} -> {target} {} {:.1}ms",
                 response.status().as_u16(),
@@ -403,9 +548,21 @@ impl App {
                 );
             }
         };
-        match self.call(component, req).await {
+        // Refuse at once rather than queue without bound when every slot is taken.
+        let Ok(slot) = self.slots.clone().try_acquire_owned() else {
+            return (id, busy());
+        };
+        match self.call(component, req, slot).await {
             Ok(resp) => (id, resp),
-            Err(e) => {
+            Err(CallError::Busy) => (id, busy()),
+            Err(CallError::Timeout) => {
+                eprintln!(
+                    "edgehost: component `{id}` interrupted at its deadline ({:?})",
+                    self.limits.timeout
+                );
+                (id, deadline_passed(self.limits.timeout))
+            }
+            Err(CallError::Failed(e)) => {
                 eprintln!("edgehost: component `{id}` failed: {e:#}");
                 (
                     id,
@@ -415,30 +572,50 @@ impl App {
         }
     }
 
-    /// Instantiates the component and runs its `wasi:http/incoming-handler`.
-    async fn call(&self, c: &LoadedComponent, req: Request<Incoming>) -> Result<Response<Body>> {
-        let (store, proxy) = self.instantiate(c).await?;
-        run_handler(&c.env.id, store, proxy, req).await
+    /// Instantiates the component and runs its `wasi:http/incoming-handler`; `slot` is
+    /// held until the guest has finished.
+    async fn call(
+        &self,
+        c: &LoadedComponent,
+        req: Request<Incoming>,
+        slot: OwnedSemaphorePermit,
+    ) -> Result<Response<Body>, CallError> {
+        let deadline = Instant::now() + self.limits.timeout;
+        let (store, proxy) = self.instantiate(c, deadline).await?;
+        run_handler(&c.env.id, store, proxy, req, deadline, slot).await
     }
 
-    /// A fresh instance of `c` (from its pre-linked `ProxyPre`).
-    async fn instantiate(&self, c: &LoadedComponent) -> Result<(Store<InstanceState>, Proxy)> {
-        let state = InstanceState::new(c.env.clone(), self.services.clone(), self.local_addr)?;
+    /// A fresh instance of `c` (from its pre-linked `ProxyPre`), under the memory limit
+    /// and with its deadline armed.
+    async fn instantiate(
+        &self,
+        c: &LoadedComponent,
+        deadline: Instant,
+    ) -> Result<(Store<InstanceState>, Proxy), CallError> {
+        let mut state = InstanceState::new(c.env.clone(), self.services.clone(), self.local_addr)?;
+        state.limits = InstanceLimiter::new(self.limits.memory);
         let mut store = Store::new(c.pre.engine(), state);
-        // Yield to the runtime at every epoch tick instead of hogging a worker thread.
-        store.epoch_deadline_async_yield_and_update(1);
-        let proxy = c.pre.instantiate_async(&mut store).await?;
-        Ok((store, proxy))
+        store.limiter(|s| &mut s.limits);
+        limits::arm_deadline(&mut store, deadline);
+        match c.pre.instantiate_async(&mut store).await {
+            Ok(proxy) => Ok((store, proxy)),
+            Err(e) if limits::is_pool_exhausted(&e) => Err(CallError::Busy),
+            Err(e) => Err(CallError::Failed(anyhow::Error::from(e))),
+        }
     }
 }
 
-/// Calls an instance's `wasi:http/incoming-handler` and waits for the response head.
+/// Calls an instance's `wasi:http/incoming-handler` and waits for the response head. The
+/// guest, response body included, must finish by `deadline`: a guest computing past it
+/// is interrupted at the next epoch tick, one waiting on I/O is dropped.
 async fn run_handler<B>(
     id: &Arc<str>,
     mut store: Store<InstanceState>,
     proxy: Proxy,
     req: Request<B>,
-) -> Result<Response<Body>>
+    deadline: Instant,
+    slot: OwnedSemaphorePermit,
+) -> Result<Response<Body>, CallError>
 where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<wasmtime_wasi_http::Error>,
@@ -452,10 +629,18 @@ where
     // The guest keeps running after it sets the response head (it streams the body),
     // so it runs in its own task.
     let guest = tokio::spawn(async move {
-        proxy
+        let _slot = slot;
+        let handle = proxy
             .wasi_http_incoming_handler()
-            .call_handle(&mut store, incoming, outparam)
-            .await
+            .call_handle(&mut store, incoming, outparam);
+        match tokio::time::timeout_at(deadline.into(), handle).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) if limits::is_deadline_trap(&e) => Err(CallError::Timeout),
+            Ok(Err(e)) => Err(CallError::Failed(
+                anyhow::Error::from(e).context("component trapped"),
+            )),
+            Err(_elapsed) => Err(CallError::Timeout),
+        }
     });
     match rx.await {
         Ok(Ok(resp)) => {
@@ -463,8 +648,12 @@ where
             tokio::spawn(async move {
                 match guest.await {
                     Ok(Ok(())) => {}
+                    Ok(Err(CallError::Timeout)) => eprintln!(
+                        "edgehost: component `{id}` interrupted at its deadline while sending its response body"
+                    ),
                     Ok(Err(e)) => eprintln!(
-                        "edgehost: component `{id}` failed after sending its response head: {e:#}"
+                        "edgehost: component `{id}` failed after sending its response head: {:#}",
+                        anyhow::Error::from(e)
                     ),
                     Err(e) => eprintln!("edgehost: component `{id}` task failed: {e}"),
                 }
@@ -473,12 +662,12 @@ where
         }
         Ok(Err(code)) => {
             let _ = guest.await;
-            bail!("component responded with error code {code:?}")
+            Err(anyhow!("component responded with error code {code:?}").into())
         }
         Err(_) => match guest.await {
-            Ok(Ok(())) => bail!("component returned without setting a response"),
-            Ok(Err(e)) => Err(anyhow::Error::from(e).context("component trapped")),
-            Err(e) => Err(anyhow!("component task failed: {e}")),
+            Ok(Ok(())) => Err(anyhow!("component returned without setting a response").into()),
+            Ok(Err(e)) => Err(e),
+            Err(e) => Err(anyhow!("component task failed: {e}").into()),
         },
     }
 }
@@ -500,7 +689,8 @@ pub async fn bench_instantiation(
     let mut out = Vec::with_capacity(iterations);
     for _ in 0..iterations {
         let start = Instant::now();
-        let (store, proxy) = app.instantiate(c).await?;
+        let slot = app.slots.clone().try_acquire_owned()?;
+        let (store, proxy) = app.instantiate(c, start + app.limits.timeout).await?;
         let instantiated = start.elapsed();
         let req = Request::builder()
             .uri(format!("http://localhost{path}"))
@@ -508,7 +698,15 @@ pub async fn bench_instantiation(
                 http_body_util::Empty::<Bytes>::new()
                     .map_err(|never| -> wasmtime_wasi_http::Error { match never {} }),
             )?;
-        let resp = run_handler(&c.env.id, store, proxy, req).await?;
+        let resp = run_handler(
+            &c.env.id,
+            store,
+            proxy,
+            req,
+            start + app.limits.timeout,
+            slot,
+        )
+        .await?;
         resp.into_body().collect().await?;
         out.push((instantiated, start.elapsed()));
     }
@@ -554,6 +752,27 @@ fn prepare_request(
         }
     }
     Ok(Request::from_parts(parts, body))
+}
+
+/// 503 for a request that found every instance slot busy.
+fn busy() -> Response<Body> {
+    let mut resp = text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Service Unavailable: every instance slot is busy; retry shortly",
+    );
+    resp.headers_mut()
+        .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
+}
+
+/// 504 for a request whose instance ran past its deadline: the component, the "upstream"
+/// behind edgehost, did not answer in time. (503 is kept for "busy, retry": a retry of a
+/// request that timed out would most likely time out again.)
+fn deadline_passed(timeout: Duration) -> Response<Body> {
+    text(
+        StatusCode::GATEWAY_TIMEOUT,
+        &format!("Gateway Timeout: the component did not finish within {timeout:?}"),
+    )
 }
 
 fn text(status: StatusCode, body: &str) -> Response<Body> {

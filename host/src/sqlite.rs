@@ -99,8 +99,6 @@ impl DbPool {
                 path.display()
             )
         })?;
-        // WAL: readers do not block the writer, nor the writer the readers.
-        writer.pragma_update(None, "journal_mode", "WAL")?;
         Ok(Arc::new(DbPool {
             label: label.to_string(),
             path: path.to_path_buf(),
@@ -139,10 +137,14 @@ impl DbPool {
     }
 }
 
-/// Opens a connection to `path`: the one place edgehost opens SQLite databases for guests.
+/// Opens a connection to `path`: the one place edgehost opens SQLite databases for guests,
+/// so every guest connection carries the SQL guard (`sql_guard.rs`).
 fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // WAL: readers do not block the writer, nor the writer the readers.
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    crate::sql_guard::restrict_guest_sql(&conn)?;
     Ok(conn)
 }
 

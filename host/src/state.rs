@@ -28,6 +28,8 @@ pub struct ComponentEnv {
     pub environment: Vec<(String, String)>,
     /// Read-only directory mounts from `files`: (host dir, guest path).
     pub mounts: Vec<(PathBuf, String)>,
+    /// The runtime config's `[outbound_networking] block_networks` (app-wide, as in Spin).
+    pub blocked_networks: Arc<crate::network_policy::BlockedNetworks>,
 }
 
 /// State shared by every instance of the app.
@@ -47,6 +49,8 @@ pub struct InstanceState {
     pub open_stores: usize,
     pub open_connections: usize,
     pub open_pg_connections: usize,
+    /// The instance's memory limit (see `limits.rs`); set by the server.
+    pub limits: crate::limits::InstanceLimiter,
 }
 
 impl InstanceState {
@@ -73,12 +77,14 @@ impl InstanceState {
                 component: env.id.clone(),
                 allowed: env.allowed_hosts.clone(),
                 self_addr,
+                blocked: env.blocked_networks.clone(),
             },
             env,
             services,
             open_stores: 0,
             open_connections: 0,
             open_pg_connections: 0,
+            limits: Default::default(),
         })
     }
 }

@@ -63,6 +63,19 @@ impl Probe {
             .expect("edgehost starts")
     }
 
+    /// The fixture in a fresh state directory, with `configure` applied to the options
+    /// (it also gets the state directory, e.g. to write a runtime config there).
+    async fn configured(
+        variables: &[(&str, &str)],
+        configure: impl FnOnce(&mut edgehost::Options, &Path),
+    ) -> (tempfile::TempDir, Probe) {
+        let state = tempfile::tempdir().expect("tempdir");
+        let mut options = opts(&fixture(), state.path(), variables);
+        configure(&mut options, state.path());
+        let p = Self::try_start(options).await.expect("edgehost starts");
+        (state, p)
+    }
+
     async fn try_start(options: edgehost::Options) -> anyhow::Result<Probe> {
         let server = edgehost::Server::start(options).await?;
         Ok(Probe {
@@ -359,12 +372,22 @@ async fn no_request_sees_the_memory_of_an_earlier_one() {
 
 /// A minimal HTTP/1.1 server on loopback answering every request with `body`.
 async fn upstream(body: &'static str) -> std::net::SocketAddr {
+    upstream_raw(format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    ))
+    .await
+}
+
+/// A loopback server answering every request with the raw HTTP response `response`.
+async fn upstream_raw(response: String) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
+            let response = response.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 1024];
@@ -374,11 +397,7 @@ async fn upstream(body: &'static str) -> std::net::SocketAddr {
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
                 }
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(resp.as_bytes()).await;
+                let _ = stream.write_all(response.as_bytes()).await;
             });
         }
     });
@@ -875,6 +894,55 @@ async fn postgres_connections_are_limited_to_allowed_hosts() {
     p.stop().await;
 }
 
+// --- Bounded instances -------------------------------------------------------------
+
+#[tokio::test]
+async fn a_guest_past_its_memory_limit_fails_alone() {
+    setup().await;
+    let (_state, p) = Probe::configured(&[], |o, _| {
+        o.max_instance_memory = Some(32 << 20);
+    })
+    .await;
+    assert_eq!(
+        p.json("/probe/grow?mib=8").await,
+        json!({ "grown_mib": 8, "touched": 2048 })
+    );
+    assert_eq!(
+        p.get("/probe/grow?mib=64").await.0,
+        StatusCode::INTERNAL_SERVER_ERROR
+    );
+    // Concurrent requests: only the greedy ones fail.
+    let paths: Vec<&str> = (0..12)
+        .map(|i| {
+            if i % 3 == 0 {
+                "/probe/grow?mib=64"
+            } else {
+                "/hello"
+            }
+        })
+        .collect();
+    for (path, status, _) in p.get_concurrently(&paths).await {
+        let want = if path == "/hello" {
+            StatusCode::OK
+        } else {
+            StatusCode::INTERNAL_SERVER_ERROR
+        };
+        assert_eq!(status, want, "{path}");
+    }
+    p.stop().await;
+
+    // The default limit is 128 MiB.
+    let state = tempfile::tempdir().expect("tempdir");
+    let p = Probe::start(state.path(), &[]).await;
+    assert_eq!(p.json("/probe/grow?mib=96").await["grown_mib"], 96);
+    assert_eq!(
+        p.get("/probe/grow?mib=160").await.0,
+        StatusCode::INTERNAL_SERVER_ERROR
+    );
+    assert_eq!(p.get("/hello").await.1, "hello");
+    p.stop().await;
+}
+
 #[tokio::test]
 async fn key_value_on_redis() {
     setup().await;
@@ -922,5 +990,598 @@ async fn key_value_on_redis() {
         json!({ "keys": ["probe-raw"] })
     );
     assert_eq!(p.json("/probe/kv-keys?second").await, json!({ "keys": [] }));
+    p.stop().await;
+}
+
+#[tokio::test]
+async fn a_guest_running_past_its_deadline_is_interrupted() {
+    setup().await;
+    let (_state, p) = Probe::configured(&[], |o, _| {
+        o.request_timeout = std::time::Duration::from_secs(1);
+    })
+    .await;
+
+    // A guest computing forever, and one waiting longer than the deadline, are both cut
+    // off with 504; requests served meanwhile are unaffected.
+    let looping = {
+        let (http, base) = (p.http.clone(), p.base.clone());
+        tokio::spawn(async move {
+            let r = http
+                .get(format!("{base}/probe/loop"))
+                .send()
+                .await
+                .expect("request");
+            (r.status(), r.text().await.expect("body"))
+        })
+    };
+    let waiting = {
+        let (http, base) = (p.http.clone(), p.base.clone());
+        tokio::spawn(async move {
+            let r = http
+                .get(format!("{base}/probe/sleep?ms=10000"))
+                .send()
+                .await
+                .expect("request");
+            r.status()
+        })
+    };
+    for _ in 0..5 {
+        assert_eq!(p.get("/hello").await, (StatusCode::OK, "hello".to_string()));
+    }
+    let (status, body) = looping.await.expect("task");
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    assert!(body.contains("did not finish within 1s"), "{body}");
+    assert_eq!(waiting.await.expect("task"), StatusCode::GATEWAY_TIMEOUT);
+    // Work within the deadline still completes.
+    assert_eq!(
+        p.json("/probe/sleep?ms=100").await,
+        json!({ "slept_ms": 100 })
+    );
+    assert_eq!(p.get("/hello").await.1, "hello");
+    p.stop().await;
+}
+
+#[tokio::test]
+async fn requests_beyond_the_free_instance_slots_get_503_at_once() {
+    setup().await;
+    let (_state, p) = Probe::configured(&[], |o, _| {
+        o.max_concurrent_instances = 2;
+    })
+    .await;
+    let sleepers: Vec<_> = (0..2)
+        .map(|_| {
+            let (http, base) = (p.http.clone(), p.base.clone());
+            tokio::spawn(async move {
+                let r = http
+                    .get(format!("{base}/probe/sleep?ms=3000"))
+                    .send()
+                    .await
+                    .expect("request");
+                r.status()
+            })
+        })
+        .collect();
+    // Wait until both sleepers hold their slots.
+    let mut refused = None;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let r = p
+            .http
+            .get(format!("{}/hello", p.base))
+            .send()
+            .await
+            .expect("request");
+        if r.status() == StatusCode::SERVICE_UNAVAILABLE {
+            refused = Some(r);
+            break;
+        }
+    }
+    let refused = refused.expect("a request finds every slot busy");
+    assert_eq!(
+        refused
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    // Answered while both sleepers still run: refused at once, not queued behind them.
+    assert!(sleepers.iter().all(|s| !s.is_finished()));
+    for s in sleepers {
+        assert_eq!(s.await.expect("task"), StatusCode::OK);
+    }
+    assert_eq!(p.get("/hello").await.1, "hello");
+    p.stop().await;
+}
+
+// --- Guest SQL ----------------------------------------------------------------------
+
+#[tokio::test]
+async fn guest_sql_cannot_attach_vacuum_load_extensions_or_write_pragmas() {
+    setup().await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let p = Probe::start(state.path(), &[]).await;
+    let dir = state.path().display().to_string();
+    let r = p.json(&format!("/probe/sql-guard?{dir}")).await;
+    let refused = r["refused"].as_object().expect("refused statements");
+    assert_eq!(refused.len(), 7, "{r}");
+    for (sql, outcome) in refused {
+        let err = outcome["error"].as_str().unwrap_or_default();
+        assert!(
+            err.starts_with("io: ")
+                && (err.contains("not authorized")
+                    || err.contains("authorization denied")
+                    || err.contains("too many attached")),
+            "{sql}: {outcome}"
+        );
+    }
+    // Nothing changed: no file was written, the pragmas kept their values, and
+    // harmless pragma reads still work.
+    for file in ["attached.db", "copy.db"] {
+        assert!(!state.path().join(file).exists(), "{file}");
+    }
+    assert_eq!(r["user_version"]["ok"]["rows"], json!([[{ "integer": 0 }]]));
+    assert_eq!(
+        r["journal_mode"]["ok"]["rows"],
+        json!([[{ "text": "wal" }]])
+    );
+    assert_eq!(
+        r["table_info"]["ok"]["rows"][0][1],
+        json!({ "text": "name" })
+    );
+    // The host's own SQL (the migrations) is not guest SQL.
+    assert_eq!(
+        p.json("/probe/migrations").await["seeded"]["rows"],
+        json!([[{ "text": "seed-1" }], [{ "text": "seed-2" }]])
+    );
+    p.stop().await;
+}
+
+// --- Outbound network policy ---------------------------------------------------------
+
+fn runtime_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("runtime-config.toml");
+    std::fs::write(&path, text).expect("write runtime config");
+    path
+}
+
+#[tokio::test]
+async fn blocked_networks_are_refused_at_connect_time() {
+    setup().await;
+    let target = upstream("reached").await;
+    let target_url = format!("http://127.0.0.1:{}", target.port());
+    // Allowed by allowed_outbound_hosts, so only the network policy can refuse it.
+    let allow_loopback = [("upstream", "http://*:*")];
+
+    let (_state, p) = Probe::configured(&allow_loopback, |o, dir| {
+        o.runtime_config_file = Some(runtime_config(
+            dir,
+            "[outbound_networking]\nblock_networks = [\"private\"]\n",
+        ));
+    })
+    .await;
+    for blocked in [
+        format!("{target_url}/x"),
+        // Resolved by name: the check runs on the resolved address.
+        format!("http://localhost:{}/x", target.port()),
+        format!("http://[::ffff:127.0.0.1]:{}/x", target.port()),
+        // As in Spin, the app's own loopback listener counts too.
+        "http://self.alt/hello".to_string(),
+    ] {
+        let r = p.json(&format!("/probe/outbound?{blocked}")).await;
+        let e = r["error"].as_str().unwrap_or_default();
+        assert!(e.contains("DestinationIpProhibited"), "{blocked}: {r}");
+    }
+    p.stop().await;
+
+    // A policy that does not cover loopback lets the same request through.
+    let (_state, p) = Probe::configured(&allow_loopback, |o, dir| {
+        o.runtime_config_file = Some(runtime_config(
+            dir,
+            "[outbound_networking]\nblock_networks = [\"10.0.0.0/8\", \"169.254.169.254/32\"]\n",
+        ));
+    })
+    .await;
+    assert_eq!(
+        p.json(&format!("/probe/outbound?{target_url}/x")).await,
+        json!({ "status": 200, "body": "reached" })
+    );
+    for blocked in [
+        "http://10.1.2.3/x",
+        "http://169.254.169.254/latest/meta-data/",
+    ] {
+        let r = p.json(&format!("/probe/outbound?{blocked}")).await;
+        let e = r["error"].as_str().unwrap_or_default();
+        assert!(e.contains("DestinationIpProhibited"), "{blocked}: {r}");
+    }
+    p.stop().await;
+}
+
+#[tokio::test]
+async fn redirects_are_not_followed() {
+    setup().await;
+    let forbidden = upstream("must not be reached").await;
+    let redirect = upstream_raw(format!(
+        "HTTP/1.1 302 Found\r\nlocation: http://127.0.0.1:{}/secret\r\ncontent-length: 5\r\nconnection: close\r\n\r\nmoved",
+        forbidden.port()
+    ))
+    .await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let p = Probe::start(state.path(), &[("upstream", "http://127.0.0.1:*")]).await;
+    let r = p
+        .json(&format!(
+            "/probe/outbound?http://127.0.0.1:{}/start",
+            redirect.port()
+        ))
+        .await;
+    assert_eq!(r, json!({ "status": 302, "body": "moved" }));
+    p.stop().await;
+}
+
+// --- Scheduled jobs -----------------------------------------------------------------
+
+fn jobs_file(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("jobs.toml");
+    std::fs::write(&path, text).expect("write jobs file");
+    path
+}
+
+/// Job counters straight from the probe's SQLite file (works with the server stopped).
+fn job_calls(state: &Path) -> Value {
+    let db = rusqlite::Connection::open(state.join("sqlite_db.db")).expect("open db");
+    let mut stmt = db
+        .prepare("SELECT name, calls, remaining, max_inflight FROM probe_jobs ORDER BY name")
+        .expect("prepare");
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                json!({ "calls": r.get::<_, i64>(1)?, "remaining": r.get::<_, i64>(2)?, "max_inflight": r.get::<_, i64>(3)? }),
+            ))
+        })
+        .expect("query")
+        .collect::<Result<serde_json::Map<_, _>, _>>()
+        .expect("rows");
+    Value::Object(rows)
+}
+
+const JOBS: &str = r#"
+[[job]]
+name = "boot"
+at_start = true
+
+[[job]]
+name = "drain-some"
+at_start = true
+max_rounds = 4
+
+[[job]]
+name = "drain-all"
+at_start = true
+
+[[job]]
+name = "tick"
+every = "200ms"
+
+[[job]]
+name = "slow"
+every = "100ms"
+
+[[job]]
+name = "missing"
+at_start = true
+every = "150ms"
+"#;
+
+#[tokio::test]
+async fn scheduled_jobs_run_on_schedule_never_overlap_and_stop_on_shutdown() {
+    setup().await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let mut options = opts(
+        &fixture(),
+        state.path(),
+        &[("jobs_token", "test-jobs-token")],
+    );
+    options.jobs_file = Some(jobs_file(state.path(), JOBS));
+    options.scheduler = true;
+    let p = Probe::try_start(options).await.expect("starts");
+
+    // Start-up jobs ran before start returned; a job reporting work remaining was called
+    // again at once, up to its max_rounds.
+    let first = p.json("/probe/jobs").await;
+    assert_eq!(
+        first["boot"],
+        json!({ "calls": 1, "remaining": 0, "max_inflight": 1 })
+    );
+    assert_eq!(first["drain-some"]["calls"], 4);
+    assert_eq!(first["drain-some"]["remaining"], 6);
+    assert_eq!(first["drain-all"]["calls"], 10);
+    assert_eq!(first["drain-all"]["remaining"], 0);
+
+    // The route needs the token, as the platform's job routes do.
+    let denied = p
+        .http
+        .post(format!("{}/api/jobs/boot", p.base))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(denied.status(), StatusCode::UNAUTHORIZED);
+    let by_query = p
+        .http
+        .post(format!(
+            "{}/api/jobs/by-query?token=test-jobs-token",
+            p.base
+        ))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(by_query.status(), StatusCode::OK);
+
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let server = p.server.as_ref().expect("server");
+    let stats = server.jobs();
+    let missing = stats
+        .iter()
+        .find(|s| s.name == "missing")
+        .expect("the missing job was called");
+    // A 404 does not stop the schedule: it is retried.
+    assert!(missing.calls >= 3, "{missing:?}");
+    assert_eq!(missing.failures, missing.calls);
+    assert_eq!(missing.last_status, Some(404));
+    let boot = stats.iter().find(|s| s.name == "boot").expect("boot");
+    assert_eq!((boot.runs, boot.calls, boot.failures), (1, 1, 0));
+
+    p.stop().await;
+    let stopped = job_calls(state.path());
+    assert_eq!(stopped["boot"]["calls"], 1, "start-up jobs run once");
+    let ticks = stopped["tick"]["calls"].as_i64().expect("tick ran");
+    assert!(ticks >= 3, "{stopped}");
+    // `slow` takes 300 ms and is due every 100 ms: its runs queue up, never overlap.
+    let slow = &stopped["slow"];
+    assert!(slow["calls"].as_i64().expect("slow ran") >= 2, "{stopped}");
+    assert_eq!(slow["max_inflight"], 1, "{stopped}");
+    assert_eq!(stopped["by-query"]["calls"], 1);
+
+    // Nothing runs after shutdown.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(job_calls(state.path()), stopped);
+}
+
+#[tokio::test]
+async fn without_the_scheduler_only_start_up_jobs_run() {
+    setup().await;
+    let (_state, p) = Probe::configured(&[], |o, dir| {
+        o.jobs_file = Some(jobs_file(dir, JOBS));
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let calls = p.json("/probe/jobs").await;
+    let names: Vec<&String> = calls.as_object().expect("object").keys().collect();
+    assert_eq!(
+        names,
+        ["boot", "drain-all", "drain-some", "missing"],
+        "{calls}"
+    );
+    // A start-up job whose route answers 404 is logged, not fatal.
+    let stats = p.server.as_ref().expect("server").jobs();
+    let missing = stats.iter().find(|s| s.name == "missing").expect("called");
+    assert_eq!((missing.calls, missing.last_status), (1, Some(404)));
+    p.stop().await;
+
+    // Nor is a start-up job that fails otherwise (here 401: this component cannot read
+    // the token), and a manifest without `jobs_token` runs no jobs at all.
+    let app = temp_app("jobs_token = { default = \"t\" }", "probe");
+    let mut options = opts(
+        &app.path().join("spin.toml"),
+        &app.path().join(".spin"),
+        &[],
+    );
+    let start_job = "[[job]]\nname = \"migrate\"\nat_start = true\n";
+    options.jobs_file = Some(jobs_file(app.path(), start_job));
+    let p = Probe::try_start(options).await.expect("starts");
+    let stats = p.server.as_ref().expect("server").jobs();
+    assert_eq!(stats.len(), 1);
+    assert_eq!((stats[0].failures, stats[0].last_status), (1, Some(401)));
+    assert_eq!(p.get("/hello").await.1, "hello");
+    p.stop().await;
+    let app = temp_app("", "probe");
+    let mut options = opts(
+        &app.path().join("spin.toml"),
+        &app.path().join(".spin"),
+        &[],
+    );
+    options.jobs_file = Some(jobs_file(app.path(), start_job));
+    let p = Probe::try_start(options)
+        .await
+        .expect("starts without a jobs_token");
+    assert!(p.server.as_ref().expect("server").jobs().is_empty());
+    p.stop().await;
+}
+
+// --- Local mode, production, runtime config ------------------------------------------
+
+#[tokio::test]
+async fn local_mode_opens_registration_and_production_refuses_local_defaults() {
+    setup().await;
+    let vars = r#"
+registration_mode = { default = "admin" }
+api_secret = { required = true, secret = true }
+base_url = { default = "http://127.0.0.1:3000" }
+webhook_allow_http = { default = "false" }
+"#;
+    let app = temp_app(vars, "probe");
+    let manifest = app.path().join("spin.toml");
+    let state = app.path().join(".spin");
+
+    let p = Probe::try_start(opts(&manifest, &state, &[]))
+        .await
+        .expect("local mode starts");
+    let server = p.server.as_ref().expect("server");
+    assert_eq!(server.variable("registration_mode"), Some("open"));
+    p.stop().await;
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(state.join("generated-variables.toml"))
+            .expect("generated secrets file")
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+
+    // Set explicitly, registration stays as set.
+    let p = Probe::try_start(opts(&manifest, &state, &[("registration_mode", "admin")]))
+        .await
+        .expect("starts");
+    assert_eq!(
+        p.server
+            .as_ref()
+            .expect("server")
+            .variable("registration_mode"),
+        Some("admin")
+    );
+    p.stop().await;
+
+    let production = |vars: &[(&str, &str)]| {
+        let mut o = opts(&manifest, &state, vars);
+        o.mode = edgehost::Mode::Production;
+        o
+    };
+    let err = Probe::try_start(production(&[
+        ("registration_mode", "open"),
+        ("webhook_allow_http", "true"),
+    ]))
+    .await
+    .err()
+    .expect("production refuses local defaults");
+    let msg = format!("{err:#}");
+    for needle in [
+        "--production",
+        "registration_mode",
+        "api_secret",
+        "webhook_allow_http",
+        "base_url",
+    ] {
+        assert!(msg.contains(needle), "{needle}: {msg}");
+    }
+    // Without local mode the manifest default (admin) stands; a generated secret left in
+    // the state directory and the loopback URL are still listed.
+    let msg = format!(
+        "{:#}",
+        Probe::try_start(production(&[]))
+            .await
+            .err()
+            .expect("refused")
+    );
+    assert!(
+        !msg.contains("registration_mode")
+            && msg.contains("api_secret")
+            && msg.contains("base_url"),
+        "{msg}"
+    );
+
+    let p = Probe::try_start(production(&[
+        ("api_secret", "a real secret"),
+        ("base_url", "https://live.example.com"),
+    ]))
+    .await
+    .expect("a production configuration starts");
+    assert_eq!(
+        p.server
+            .as_ref()
+            .expect("server")
+            .variable("registration_mode"),
+        Some("admin")
+    );
+    p.stop().await;
+}
+
+#[tokio::test]
+async fn runtime_config_variable_providers_follow_spin() {
+    setup().await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let mut options = opts(&fixture(), state.path(), &[]);
+    options.runtime_config_file = Some(runtime_config(
+        state.path(),
+        r#"
+# Unknown keys are warned about, not fatal.
+[something_new]
+x = 1
+
+[[variables_provider]]
+type = "static"
+values = { greeting = "from a static provider", from_env = "static beats the environment" }
+"#,
+    ));
+    let p = Probe::try_start(options).await.expect("starts");
+    let v = p.json("/probe/vars").await;
+    assert_eq!(v["greeting"], json!({ "value": "from a static provider" }));
+    // As in Spin, configured providers come before the default SPIN_VARIABLE_ environment.
+    assert_eq!(
+        v["from_env"],
+        json!({ "value": "static beats the environment" })
+    );
+    p.stop().await;
+}
+
+#[tokio::test]
+async fn production_check_lists_the_platform_local_defaults() {
+    setup().await;
+    // The check runs right after the variables are resolved, before any component is
+    // loaded, so the real manifest needs no build here.
+    let manifest = workspace().join("spin.toml");
+    let state = tempfile::tempdir().expect("tempdir");
+    let mut options = opts(&manifest, state.path(), &[]);
+    options.mode = edgehost::Mode::Production;
+    options.jobs_file = Some(jobs_file(state.path(), ""));
+    let msg = format!(
+        "{:#}",
+        Probe::try_start(options).await.err().expect("refused")
+    );
+    for needle in [
+        "jwt_secret",
+        "admin_token",
+        "relay_secret",
+        "jobs_token",
+        "base_url",
+        "api_url",
+        "relay_url",
+        "sfu_server_url",
+    ] {
+        assert!(msg.contains(needle), "{needle}: {msg}");
+    }
+    // spin.toml itself defaults to admin registration.
+    assert!(!msg.contains("registration_mode"), "{msg}");
+    // A refused start keeps no secret it generated (it would never have been shown).
+    assert!(!state.path().join("generated-variables.toml").exists());
+}
+
+#[tokio::test]
+async fn https_requests_open_tls_with_the_host_name_and_check_the_certificate() {
+    setup().await;
+    // A loopback "server" that records the first bytes a client sends, then hangs up.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (first_bytes, received) = tokio::sync::oneshot::channel::<Vec<u8>>();
+    tokio::spawn(async move {
+        if let Ok((mut stream, _)) = listener.accept().await {
+            let mut buf = vec![0u8; 4096];
+            let n = stream.read(&mut buf).await.unwrap_or(0);
+            buf.truncate(n);
+            let _ = first_bytes.send(buf);
+        }
+    });
+    let state = tempfile::tempdir().expect("tempdir");
+    let p = Probe::start(state.path(), &[("upstream", "https://localhost:*")]).await;
+    let r = p
+        .json(&format!("/probe/outbound?https://localhost:{port}/x"))
+        .await;
+    // No certificate came back, so the request fails; what was sent is a TLS ClientHello
+    // (record type 22) naming the host (SNI).
+    assert!(r["error"].is_string(), "{r}");
+    let hello = received.await.expect("the client connected");
+    assert_eq!(hello.first(), Some(&22), "{hello:?}");
+    assert!(
+        hello.windows(b"localhost".len()).any(|w| w == b"localhost"),
+        "SNI names the host"
+    );
     p.stop().await;
 }

@@ -23,6 +23,12 @@
 //! | `/probe/body` | reads the whole request body; answers its length and a checksum |
 //! | `/probe/trap` | panics (a trap) |
 //! | `/probe/isolation` | reports whether a previous request's writes to static memory are visible, then makes such writes |
+//! | `/probe/grow?mib=N` | allocates and touches N MiB (past the memory limit: a trap) |
+//! | `/probe/loop` | computes forever (until the host's deadline interrupts it) |
+//! | `/probe/sleep?ms=N` | waits N ms, then answers |
+//! | `/probe/sql-guard?DIR` | statements guest SQL may not run, with their outcomes |
+//! | `/api/jobs/:name` | a scheduled-job route: checks `jobs_token`, counts calls in SQLite |
+//! | `/probe/jobs` | the job counters |
 
 use serde_json::{Value as Json, json};
 use spin_sdk::http::{IntoResponse, Method, Request, Response};
@@ -58,6 +64,15 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         "/probe/body" => body_digest(req.body()),
         "/probe/trap" => panic!("host-probe: deliberate trap"),
         "/probe/isolation" => isolation(),
+        "/probe/grow" => grow(&query),
+        "/probe/loop" => spin_forever(),
+        "/probe/sleep" => sleep(&query),
+        "/probe/sql-guard" => sql_guard(&query),
+        "/probe/jobs" => jobs(),
+        p if p.starts_with("/api/jobs/") => {
+            let name = p.trim_start_matches("/api/jobs/").to_string();
+            return Ok(job(&req, &name));
+        }
         _ => return Ok(Response::new(404, "host-probe: no such probe")),
     };
     Ok(Response::builder()
@@ -451,4 +466,165 @@ fn body_digest(body: &[u8]) -> Json {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     json!({ "len": body.len(), "fnv1a": format!("{h:016x}") })
+}
+
+/// `?mib=N`: allocates and touches N MiB (the memory limit makes a large N trap).
+fn grow(query: &str) -> Json {
+    let mib: usize = query_param(query, "mib")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut buffer = vec![0u8; mib << 20];
+    // Touch every page so the memory is really used.
+    for i in (0..buffer.len()).step_by(4096) {
+        buffer[i] = 1;
+    }
+    json!({ "grown_mib": mib, "touched": buffer.iter().filter(|b| **b == 1).count() })
+}
+
+/// Computes forever; only the host's deadline ends it.
+fn spin_forever() -> Json {
+    let mut x: u64 = 1;
+    loop {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}
+
+/// `?ms=N`: waits N ms (a host-side wait, not computation), then answers.
+fn sleep(query: &str) -> Json {
+    let ms: u64 = query_param(query, "ms")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    json!({ "slept_ms": ms })
+}
+
+fn query_param<'q>(query: &'q str, name: &str) -> Option<&'q str> {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+}
+
+/// `?<dir>`: statements guest SQL must not run, each with its outcome, and what they
+/// would have changed (files in `dir`, the user_version pragma, the journal mode).
+fn sql_guard(dir: &str) -> Json {
+    let conn = match Connection::open("default") {
+        Ok(c) => c,
+        Err(e) => return json!({ "open_default": sql_error(&e) }),
+    };
+    let run = |sql: &str| match conn.execute(sql, &[]) {
+        Ok(res) => json!({ "ok": rows_json(&res) }),
+        Err(e) => json!({ "error": sql_error(&e) }),
+    };
+    let refused = [
+        format!("ATTACH DATABASE '{dir}/attached.db' AS other"),
+        "DETACH DATABASE main".to_string(),
+        format!("VACUUM INTO '{dir}/copy.db'"),
+        "SELECT load_extension('/usr/lib/x86_64-linux-gnu/libsqlite3.so.0')".to_string(),
+        "PRAGMA user_version = 42".to_string(),
+        "PRAGMA journal_mode = DELETE".to_string(),
+        "PRAGMA writable_schema = ON".to_string(),
+    ];
+    let outcomes: serde_json::Map<String, Json> =
+        refused.iter().map(|sql| (sql.clone(), run(sql))).collect();
+    json!({
+        "refused": outcomes,
+        "user_version": run("PRAGMA user_version"),
+        "journal_mode": run("PRAGMA journal_mode"),
+        "table_info": run("PRAGMA table_info(probe_seed)"),
+    })
+}
+
+/// `POST /api/jobs/:name`, as the platform's job routes answer it: Bearer `jobs_token`
+/// (or `?token=`) required. Each call is counted in SQLite with how many calls of the
+/// same job overlapped. Names starting with `drain` begin with 10 units of work and do
+/// one per call; `slow...` takes 300 ms; `missing` answers 404 (after counting).
+fn job(req: &Request, name: &str) -> Response {
+    let token = variables::get("jobs_token").unwrap_or_default();
+    let bearer = req
+        .header("authorization")
+        .and_then(|v| v.as_str())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let query_token = query_param(req.query(), "token");
+    if token.is_empty() || (bearer != Some(token.as_str()) && query_token != Some(token.as_str())) {
+        return Response::new(401, "bad jobs token");
+    }
+    let outcome = count_job_call(name);
+    let body = match outcome {
+        Ok((done, remaining)) if name != "missing" => {
+            json!({ "job": name, "done": done, "remaining": remaining })
+        }
+        Ok(_) => return Response::new(404, "no such job"),
+        Err(e) => return Response::new(500, e),
+    };
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .build()
+}
+
+fn count_job_call(name: &str) -> Result<(i64, i64), String> {
+    let conn = Connection::open("default").map_err(|e| sql_error(&e))?;
+    let exec = |sql: &str, params: &[Value]| conn.execute(sql, params).map_err(|e| sql_error(&e));
+    exec(
+        "CREATE TABLE IF NOT EXISTS probe_jobs (name TEXT PRIMARY KEY, calls INTEGER NOT NULL, \
+         remaining INTEGER NOT NULL, inflight INTEGER NOT NULL, max_inflight INTEGER NOT NULL)",
+        &[],
+    )?;
+    let initial = if name.starts_with("drain") { 10 } else { 0 };
+    let name_v = Value::Text(name.to_string());
+    exec(
+        "INSERT OR IGNORE INTO probe_jobs VALUES (?, 0, ?, 0, 0)",
+        &[name_v.clone(), Value::Integer(initial)],
+    )?;
+    exec(
+        "UPDATE probe_jobs SET calls = calls + 1, inflight = inflight + 1, \
+         max_inflight = max(max_inflight, inflight + 1) WHERE name = ?",
+        std::slice::from_ref(&name_v),
+    )?;
+    if name.starts_with("slow") {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let done = i64::from(initial > 0);
+    exec(
+        "UPDATE probe_jobs SET inflight = inflight - 1, remaining = max(remaining - ?, 0) \
+         WHERE name = ?",
+        &[Value::Integer(done), name_v.clone()],
+    )?;
+    let res = exec("SELECT remaining FROM probe_jobs WHERE name = ?", &[name_v])?;
+    let remaining = match res.rows.first().and_then(|r| r.values.first()) {
+        Some(Value::Integer(n)) => *n,
+        _ => 0,
+    };
+    Ok((done, remaining))
+}
+
+/// Every job's counters.
+fn jobs() -> Json {
+    let conn = match Connection::open("default") {
+        Ok(c) => c,
+        Err(e) => return json!({ "open_default": sql_error(&e) }),
+    };
+    let res = conn.execute(
+        "SELECT name, calls, remaining, max_inflight FROM probe_jobs ORDER BY name",
+        &[],
+    );
+    let mut out = serde_json::Map::new();
+    if let Ok(res) = res {
+        for row in &res.rows {
+            if let [
+                Value::Text(name),
+                Value::Integer(calls),
+                Value::Integer(remaining),
+                Value::Integer(max),
+            ] = row.values.as_slice()
+            {
+                out.insert(
+                    name.clone(),
+                    json!({ "calls": calls, "remaining": remaining, "max_inflight": max }),
+                );
+            }
+        }
+    }
+    Json::Object(out)
 }
