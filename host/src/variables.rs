@@ -98,9 +98,12 @@ pub struct AppVariables {
 }
 
 /// Resolves every application variable, generating and persisting local secrets.
+/// `defaults` stand in for the manifest's defaults (edgehost's own, e.g. the embedded
+/// relay's `relay_url`): any explicit setting still wins.
 pub fn resolve_app_variables(
     manifest: &Manifest,
     overrides: &[(String, String)],
+    defaults: &[(String, String)],
     runtime: &RuntimeConfig,
     state_dir: &Path,
 ) -> Result<AppVariables> {
@@ -123,6 +126,12 @@ pub fn resolve_app_variables(
             .map(|v| v.to_string())
             .or(from_env)
             .or_else(|| runtime.variables.get(name).cloned())
+            .or_else(|| {
+                defaults
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, v)| v.clone())
+            })
             .or_else(|| decl.default.clone());
         let value = match value {
             Some(v) => v,

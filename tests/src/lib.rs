@@ -1,6 +1,7 @@
 //! The test harness: builds the wasm components once per test process, then runs the
 //! real application (`spin.toml` at the workspace root) in `edgehost` on an ephemeral
-//! loopback port with a fresh state directory.
+//! loopback port with a fresh state directory, with the chat relay embedded as
+//! `edgehost up` embeds it (its internal endpoint on another ephemeral loopback port).
 
 pub mod load;
 
@@ -63,6 +64,7 @@ impl Platform {
             listen: "127.0.0.1:0".parse().expect("loopback address"),
             state_dir: Some(state.path().to_path_buf()),
             variables: variables.clone(),
+            chat_relay: Some(edgehost::ChatRelay::ephemeral()),
             log_requests: false,
             ..Default::default()
         };
@@ -98,6 +100,19 @@ impl Platform {
             .as_ref()
             .expect("the platform is running")
             .local_addr()
+    }
+
+    /// The resolved value of application variable `name`.
+    pub fn variable(&self, name: &str) -> Option<String> {
+        self.server.as_ref()?.variable(name).map(str::to_string)
+    }
+
+    /// The embedded chat relay's internal address (`/internal/...`, `/metrics`).
+    pub fn relay_internal_addr(&self) -> std::net::SocketAddr {
+        self.server
+            .as_ref()
+            .and_then(edgehost::Server::relay_internal_addr)
+            .expect("the platform embeds the chat relay")
     }
 
     pub fn url(&self, path: &str) -> String {
