@@ -1003,7 +1003,10 @@ async fn a_socket_refreshes_its_token_and_an_expired_one_reads_but_cannot_post()
     frame(&mut ada).await;
     frame(&mut bob).await;
     say(&mut ada, "while fresh").await;
-    assert_eq!(texts(&mut bob, 1).await, ["while fresh"]);
+    let fresh_id = frame_of(&mut bob, "message").await["message"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     while common::time::now() < now + 2 {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -1016,6 +1019,12 @@ async fn a_socket_refreshes_its_token_and_an_expired_one_reads_but_cannot_post()
         (Some("token_expired"), Some(401)),
         "{err}"
     );
+    ada.send(Message::Text(
+        json!({"type": "delete", "id": fresh_id}).to_string().into(),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(frame_of(&mut ada, "error").await["code"], "token_expired");
     // ...but the socket keeps reading.
     say(&mut bob, "still reading?").await;
     assert_eq!(texts(&mut ada, 1).await, ["still reading?"]);

@@ -103,15 +103,15 @@ pub fn client_ip(headers: &HeaderMap, peer: IpAddr, trust_forwarded_for: bool) -
     if !trust_forwarded_for {
         return peer;
     }
+    // Only the very last entry counts: when it is missing or malformed, the peer does,
+    // never an earlier (client-written) hop.
     headers
         .get_all("x-forwarded-for")
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|hop| !hop.is_empty())
-        .last()
-        .and_then(parse_hop)
+        .next_back()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit(',').next())
+        .and_then(|hop| parse_hop(hop.trim()))
         .unwrap_or(peer)
 }
 
@@ -191,6 +191,16 @@ mod tests {
         let mut junk = HeaderMap::new();
         junk.insert("x-forwarded-for", HeaderValue::from_static("unknown"));
         assert_eq!(client_ip(&junk, peer, true), peer);
+        let mut trailing = HeaderMap::new();
+        trailing.insert(
+            "x-forwarded-for",
+            HeaderValue::from_static("198.51.100.4, "),
+        );
+        assert_eq!(
+            client_ip(&trailing, peer, true),
+            peer,
+            "no earlier hop counts"
+        );
         assert_eq!(client_ip(&HeaderMap::new(), peer, true), peer);
     }
 }
