@@ -84,6 +84,16 @@ async fn connect(r: &RelayServer, stream: &str, user: &User) -> Ws {
     connect_url(&ws_url(r, stream, &format!("token={}", user.token))).await
 }
 
+/// A read-only socket named by its tenant, as the pages open them.
+async fn connect_read_only(r: &RelayServer, stream: &str, tenant: &Tenant) -> Ws {
+    connect_url(&ws_url(
+        r,
+        stream,
+        &format!("clientId={}", tenant.client_id),
+    ))
+    .await
+}
+
 async fn connect_url(url: &str) -> Ws {
     let (ws, _) = tokio_tungstenite::connect_async(url)
         .await
@@ -350,12 +360,7 @@ async fn a_message_the_api_refuses_is_an_error_to_its_sender_and_reaches_nobody(
 async fn read_only_sockets_get_history_and_messages_but_cannot_send() {
     let w = world().await;
     let r = relay(&w.p).await;
-    let mut viewer = connect_url(&ws_url(
-        &r,
-        &w.stream,
-        &format!("clientId={}", w.t.client_id),
-    ))
-    .await;
+    let mut viewer = connect_read_only(&r, &w.stream, &w.t).await;
     assert_eq!(frame(&mut viewer).await["type"], "history");
     say(&mut viewer, "let me in").await;
     let err = frame(&mut viewer).await;
@@ -1092,12 +1097,7 @@ async fn a_socket_refreshes_its_token_and_an_expired_one_reads_but_cannot_post()
 async fn a_read_only_socket_signs_in_with_a_token_of_its_tenant() {
     let w = world().await;
     let r = relay(&w.p).await;
-    let mut viewer = connect_url(&ws_url(
-        &r,
-        &w.stream,
-        &format!("clientId={}", w.t.client_id),
-    ))
-    .await;
+    let mut viewer = connect_read_only(&r, &w.stream, &w.t).await;
     let mut by_key = connect_url(&ws_url(&r, &w.stream, &format!("apiKey={}", w.t.api_key))).await;
     let mut ada = connect(&r, &w.stream, &w.ada).await;
     for ws in [&mut viewer, &mut by_key, &mut ada] {

@@ -259,24 +259,23 @@ impl Relay {
         let client = limits::client_ip(req.headers(), peer, self.0.config.trust_forwarded_for);
         let slot = match self.0.limits.acquire(client) {
             Ok(slot) => slot,
-            Err(Refusal::Process) => {
-                inc(&self.0.metrics.refused_capacity);
-                let mut resp = refuse(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "too_many_connections",
-                    "the relay is full: try again later",
-                );
-                resp.headers_mut()
-                    .insert(RETRY_AFTER, HeaderValue::from_static("5"));
-                return resp;
-            }
-            Err(Refusal::PerClient) => {
-                inc(&self.0.metrics.refused_per_ip);
-                let mut resp = refuse(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "too_many_connections_from_client",
-                    "this address holds too many chat sockets",
-                );
+            Err(cap) => {
+                let (counter, status, code, detail) = match cap {
+                    Refusal::Process => (
+                        &self.0.metrics.refused_capacity,
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "too_many_connections",
+                        "the relay is full: try again later",
+                    ),
+                    Refusal::PerClient => (
+                        &self.0.metrics.refused_per_ip,
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "too_many_connections_from_client",
+                        "this address holds too many chat sockets",
+                    ),
+                };
+                inc(counter);
+                let mut resp = refuse(status, code, detail);
                 resp.headers_mut()
                     .insert(RETRY_AFTER, HeaderValue::from_static("5"));
                 return resp;
