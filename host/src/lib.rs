@@ -39,6 +39,7 @@ mod network_policy;
 mod outbound;
 mod pg;
 mod production;
+mod relay;
 mod routes;
 mod runtime_config;
 mod server;
@@ -53,6 +54,7 @@ pub use limits::{
     DEFAULT_INSTANCE_MEMORY, DEFAULT_MAX_CONCURRENT_INSTANCES, DEFAULT_REQUEST_TIMEOUT,
     parse_bytes, parse_duration,
 };
+pub use relay::ChatRelay;
 pub use server::Server;
 #[doc(hidden)]
 pub use server::bench_instantiation;
@@ -64,10 +66,10 @@ pub use {bytes, http_body_util, hyper};
 /// Response body of a [`WebSocketHandler`].
 pub type WebSocketBody = http_body_util::combinators::BoxBody<bytes::Bytes, anyhow::Error>;
 
-/// Handles requests whose path starts with `/ws/` or `/internal/` (the embedded chat
-/// relay's sockets and its internal events endpoint). It receives the raw hyper request and
-/// may take the connection over with `hyper::upgrade::on` (the server serves
-/// connections with upgrades enabled).
+/// Handles requests whose path starts with `/ws/` (the embedded chat relay's sockets).
+/// It receives the raw hyper request, with the client's TCP address as a
+/// `std::net::SocketAddr` extension, and may take the connection over with
+/// `hyper::upgrade::on` (the server serves connections with upgrades enabled).
 pub type WebSocketHandler = Arc<
     dyn Fn(
             hyper::Request<hyper::body::Incoming>,
@@ -94,8 +96,14 @@ pub struct Options {
     pub runtime_config_file: Option<PathBuf>,
     /// Variable values with the highest precedence (name, value).
     pub variables: Vec<(String, String)>,
-    /// Handler for `/ws/...` and `/internal/...` requests; `None` answers them 404.
+    /// Handler for `/ws/...` requests; `None` answers them 404. `/internal/...` is never
+    /// handed to it: on the public port it is routed like any other path.
     pub websocket: Option<WebSocketHandler>,
+    /// Embed the chat relay: `/ws/...` on this server's port (in place of `websocket`),
+    /// its internal endpoint on its own loopback listener, whose URL becomes the app's
+    /// `relay_url` unless the user set that variable (options, environment or runtime
+    /// config). See [`Server::relay`].
+    pub chat_relay: Option<ChatRelay>,
     /// Log one line per request to stderr.
     pub log_requests: bool,
     /// Bytes of linear memory one instance may hold, all its memories together; a guest
@@ -139,6 +147,7 @@ impl Default for Options {
             runtime_config_file: None,
             variables: Vec::new(),
             websocket: None,
+            chat_relay: None,
             log_requests: false,
             max_instance_memory: None,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
@@ -162,6 +171,7 @@ impl std::fmt::Debug for Options {
                 &self.variables.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             )
             .field("websocket", &self.websocket.is_some())
+            .field("chat_relay", &self.chat_relay)
             .field("log_requests", &self.log_requests)
             .field("max_instance_memory", &self.max_instance_memory)
             .field("request_timeout", &self.request_timeout)

@@ -57,6 +57,10 @@ enum Cmd {
         /// generated secrets, webhook_allow_http, loopback URLs), and list them.
         #[arg(long)]
         production: bool,
+        /// Where the embedded chat relay's internal events endpoint listens (loopback);
+        /// the app's `relay_url` defaults to it.
+        #[arg(long, default_value = chat_relay::DEFAULT_INTERNAL_LISTEN)]
+        relay_internal_listen: SocketAddr,
     },
     /// Run each component's build command (like `spin build`).
     Build {
@@ -99,19 +103,29 @@ async fn main() -> Result<()> {
             max_concurrent_instances,
             no_scheduler,
             production,
+            relay_internal_listen,
         } => {
             if build {
                 edgehost::build_components(&from)?;
             }
-            // The chat relay on the same port: `/ws/...` sockets and the internal events
-            // endpoint, configured from the application's resolved variables once known.
-            let relay = chat_relay::Embedded::new();
+            // The chat relay: sockets on this port, its internal endpoint on its own
+            // loopback listener. Its limits, origins and Redis come from the environment
+            // (ALLOWED_ORIGINS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, TRUST_PROXY,
+            // QUEUE_CAPACITY, REDIS_URL), as for the standalone relay.
+            let mut relay = edgehost::ChatRelay {
+                internal_listen: relay_internal_listen,
+                ..Default::default()
+            };
+            relay
+                .config
+                .read_env(|name| std::env::var(name).ok())
+                .map_err(|e| anyhow::anyhow!("chat relay: {e}"))?;
             let server = edgehost::Server::start(edgehost::Options {
                 manifest: from,
                 listen,
                 state_dir,
                 runtime_config_file,
-                websocket: Some(relay.handler()),
+                chat_relay: Some(relay),
                 log_requests: true,
                 max_instance_memory,
                 request_timeout,
@@ -126,17 +140,24 @@ async fn main() -> Result<()> {
             })
             .await?;
             let base = format!("http://{}", server.local_addr());
-            let var = |name: &str| server.variable(name).unwrap_or_default();
-            let mut config = chat_relay::Config::new(&base, var("jwt_secret"), var("relay_secret"));
-            config.redis_url = std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty());
-            let redis = config.redis_url.is_some();
-            relay.start(config);
             println!("Serving {} on {base}", server.app_name());
-            println!(
-                "Chat relay: ws://{}/ws/streams/:id/chat (Redis {})",
-                server.local_addr(),
-                if redis { "on" } else { "off" }
-            );
+            if let (Some(relay), Some(internal)) = (server.relay(), server.relay_internal_addr()) {
+                let config = relay.config();
+                println!(
+                    "Chat relay: ws://{}/ws/streams/:id/chat (internal http://{internal}; Redis {}; origins {})",
+                    server.local_addr(),
+                    if config.redis_url.is_some() {
+                        "on"
+                    } else {
+                        "off"
+                    },
+                    config.allowed_origins.describe(),
+                );
+                let relay_url = server.variable("relay_url").unwrap_or_default();
+                if relay_url.trim_end_matches('/') != format!("http://{internal}") {
+                    println!("  relay_url is set to {relay_url}: the API pushes events there");
+                }
+            }
             println!("Available Routes:");
             for (route, component) in server.routes() {
                 println!("  {component}: {base}{route}");

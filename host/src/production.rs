@@ -38,6 +38,11 @@ pub fn local_defaults_left(vars: &AppVariables) -> Vec<String> {
         );
     }
     for name in PUBLIC_URL_VARIABLES {
+        // The embedded relay's internal URL is loopback by design: the API calls the relay
+        // in the same process.
+        if vars.host_defaults.iter().any(|n| n == name) {
+            continue;
+        }
         if let Some(url) = values.get(*name)
             && points_at_this_machine(url)
         {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
@@ -48,6 +48,7 @@ pub struct Server {
     local_addr: SocketAddr,
     routes: Vec<(String, String)>,
     variables: HashMap<String, String>,
+    relay: Option<chat_relay::Embedded>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
     scheduler: Option<Scheduler>,
@@ -57,9 +58,25 @@ impl Server {
     /// Loads the manifest, resolves variables, opens state, applies migrations, compiles
     /// the components (cached), binds and spawns the serve loop, runs the start-up jobs;
     /// returns once listening. With `Options.scheduler`, the periodic jobs start too.
-    pub async fn start(opts: Options) -> Result<Server> {
-        let app = load_app(&opts).await?;
+    pub async fn start(mut opts: Options) -> Result<Server> {
+        let mut defaults = Vec::new();
+        let relay = match &opts.chat_relay {
+            Some(relay_opts) => {
+                if opts.websocket.is_some() {
+                    bail!("Options: set `websocket` or `chat_relay`, not both");
+                }
+                let embedded = crate::relay::bind(relay_opts).await?;
+                opts.websocket = Some(embedded.handler());
+                defaults.push(("relay_url".to_string(), embedded.internal_url()));
+                Some(embedded)
+            }
+            None => None,
+        };
+        let app = load_app(&opts, &defaults).await?;
         let local_addr = app.local_addr;
+        if let (Some(embedded), Some(relay_opts)) = (&relay, &opts.chat_relay) {
+            crate::relay::start(embedded, relay_opts, &app.variables, local_addr);
+        }
         let app_name = app.name.clone();
         let routes = app.router.routes().to_vec();
         let variables = app.variables.clone();
@@ -86,6 +103,7 @@ impl Server {
             local_addr,
             routes,
             variables,
+            relay,
             stop,
             task: Some(task),
             scheduler,
@@ -113,6 +131,16 @@ impl Server {
         self.variables.get(name).map(String::as_str)
     }
 
+    /// The embedded chat relay ([`Options::chat_relay`]), once started.
+    pub fn relay(&self) -> Option<chat_relay::Relay> {
+        self.relay.as_ref().and_then(chat_relay::Embedded::relay)
+    }
+
+    /// The address of the embedded chat relay's internal endpoint.
+    pub fn relay_internal_addr(&self) -> Option<SocketAddr> {
+        self.relay.as_ref().map(chat_relay::Embedded::internal_addr)
+    }
+
     /// Counters of each scheduled job called so far (empty without a jobs file).
     pub fn jobs(&self) -> Vec<JobStats> {
         self.scheduler
@@ -122,12 +150,16 @@ impl Server {
     }
 
     /// Stops the job scheduler, then stops accepting connections and waits (up to 10 s)
-    /// for in-flight requests.
+    /// for in-flight requests; closes
+    /// the embedded relay's sockets.
     pub async fn shutdown(mut self) -> Result<()> {
         if let Some(scheduler) = self.scheduler.take() {
             scheduler.shutdown(SHUTDOWN_GRACE).await;
         }
         let _ = self.stop.send(true);
+        if let Some(relay) = self.relay.take() {
+            relay.shutdown().await;
+        }
         if let Some(task) = self.task.take() {
             task.await.context("server task failed")?;
         }
@@ -195,7 +227,8 @@ struct LoadedComponent {
     pre: ProxyPre<InstanceState>,
 }
 
-async fn load_app(opts: &Options) -> Result<App> {
+/// `defaults`: values that stand in for manifest defaults (any explicit setting wins).
+async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> {
     let manifest_path = std::path::absolute(&opts.manifest)
         .with_context(|| format!("bad manifest path {}", opts.manifest.display()))?;
     let manifest = Manifest::load(&manifest_path)?;
@@ -217,6 +250,7 @@ async fn load_app(opts: &Options) -> Result<App> {
         &runtime,
         &state_dir,
         local_defaults,
+        defaults,
     )?;
     if opts.mode == Mode::Production {
         let problems = production::local_defaults_left(&vars);
@@ -517,9 +551,11 @@ impl App {
         client: SocketAddr,
     ) -> (String, Response<Body>) {
         let path = req.uri().path();
-        if path.starts_with("/ws/") || path.starts_with("/internal/") {
+        if path.starts_with("/ws/") {
             return match &self.websocket {
                 Some(handler) => {
+                    let mut req = req;
+                    req.extensions_mut().insert(client);
                     let resp = handler(req).await;
                     ("websocket".into(), resp.map(BodyExt::boxed_unsync))
                 }
@@ -681,7 +717,7 @@ pub async fn bench_instantiation(
     path: &str,
     iterations: usize,
 ) -> Result<Vec<(Duration, Duration)>> {
-    let app = load_app(opts).await?;
+    let app = load_app(opts, &[]).await?;
     let c = app
         .components
         .get(component)

@@ -104,6 +104,8 @@ pub struct AppVariables {
     pub new_secrets: Vec<(String, String)>,
     /// Variables that took a local-mode default, in name order.
     pub local_defaults: Vec<String>,
+    /// Variables that took one of edgehost's own defaults (the embedded relay's URL).
+    pub host_defaults: Vec<String>,
     /// Every generated secret of the state dir, when this start made new ones (written by
     /// `save_new_secrets`).
     pub(crate) to_save: Option<BTreeMap<String, String>>,
@@ -122,13 +124,16 @@ impl AppVariables {
 
 /// Resolves every application variable, generating local secrets (kept by
 /// `AppVariables::save_new_secrets`).
-/// `local_defaults` (name, value) apply where nothing but the manifest default would.
+/// `local_defaults` (name, value) apply where nothing but the manifest default would;
+/// `host_defaults` (edgehost's own, e.g. the embedded relay's `relay_url`) replace the
+/// manifest's default.
 pub fn resolve_app_variables(
     manifest: &Manifest,
     overrides: &[(String, String)],
     runtime: &RuntimeConfig,
     state_dir: &Path,
     local_defaults: &[(&str, &str)],
+    host_defaults: &[(String, String)],
 ) -> Result<AppVariables> {
     let overrides: HashMap<&str, &str> = overrides
         .iter()
@@ -158,7 +163,13 @@ pub fn resolve_app_variables(
                 out.local_defaults.push(name.clone());
                 Some(v)
             }
-            (None, None) => decl.default.clone(),
+            (None, None) => match host_defaults.iter().find(|(n, _)| n == name) {
+                Some((_, v)) => {
+                    out.host_defaults.push(name.clone());
+                    Some(v.clone())
+                }
+                None => decl.default.clone(),
+            },
         };
         let value = match value {
             Some(v) => v,
@@ -349,7 +360,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("edgehost-vars-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let rc = RuntimeConfig::default();
-        let first = resolve_app_variables(&manifest, &[], &rc, &dir, &[]).unwrap();
+        let first = resolve_app_variables(&manifest, &[], &rc, &dir, &[], &[]).unwrap();
         assert!(
             !dir.join(GENERATED_FILE).exists(),
             "saved only when start-up goes ahead"
@@ -363,7 +374,7 @@ mod tests {
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
 
-        let second = resolve_app_variables(&manifest, &[], &rc, &dir, &[]).unwrap();
+        let second = resolve_app_variables(&manifest, &[], &rc, &dir, &[], &[]).unwrap();
         second.save_new_secrets(&dir).unwrap();
         assert_eq!(second.values["s"], secret);
         assert_eq!(second.generated, vec!["s"]);
@@ -374,12 +385,12 @@ mod tests {
 
         // A file left readable by others is narrowed to the owner.
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-        resolve_app_variables(&manifest, &[], &rc, &dir, &[]).unwrap();
+        resolve_app_variables(&manifest, &[], &rc, &dir, &[], &[]).unwrap();
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
 
         // A value set from outside is not a generated secret.
-        let set = resolve_app_variables(&manifest, &[("s".into(), "mine".into())], &rc, &dir, &[])
+        let set = resolve_app_variables(&manifest, &[("s".into(), "mine".into())], &rc, &dir, &[], &[])
             .unwrap();
         assert_eq!(set.values["s"], "mine");
         assert!(set.generated.is_empty());
@@ -392,23 +403,23 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("edgehost-local-{}", std::process::id()));
         let rc = RuntimeConfig::default();
         let local = [("registration_mode", "open"), ("undeclared", "x")];
-        let v = resolve_app_variables(&manifest, &[], &rc, &dir, &local).unwrap();
+        let v = resolve_app_variables(&manifest, &[], &rc, &dir, &local, &[]).unwrap();
         assert_eq!(v.values["registration_mode"], "open");
         assert_eq!(v.local_defaults, vec!["registration_mode"]);
         assert!(!v.values.contains_key("undeclared"));
 
         let set = [("registration_mode".to_string(), "admin".to_string())];
-        let v = resolve_app_variables(&manifest, &set, &rc, &dir, &local).unwrap();
+        let v = resolve_app_variables(&manifest, &set, &rc, &dir, &local, &[]).unwrap();
         assert_eq!(v.values["registration_mode"], "admin");
         assert!(v.local_defaults.is_empty());
 
         let rc = RuntimeConfig::parse("[variables]\nregistration_mode = \"admin\"", &dir).unwrap();
-        let v = resolve_app_variables(&manifest, &[], &rc, &dir, &local).unwrap();
+        let v = resolve_app_variables(&manifest, &[], &rc, &dir, &local, &[]).unwrap();
         assert_eq!(v.values["registration_mode"], "admin");
 
         // Without local defaults (production) the manifest default stands.
         let v =
-            resolve_app_variables(&manifest, &[], &RuntimeConfig::default(), &dir, &[]).unwrap();
+            resolve_app_variables(&manifest, &[], &RuntimeConfig::default(), &dir, &[], &[]).unwrap();
         assert_eq!(v.values["registration_mode"], "admin");
         std::fs::remove_dir_all(&dir).ok();
     }

@@ -1,7 +1,8 @@
 //! Fan-out through one chat relay: N WebSocket subscribers of one stream, R frames/s pushed
 //! through the relay's internal events endpoint (the same fan-out path stored messages
 //! take after persistence), delivery latency per (frame, subscriber), and the relay's RSS
-//! per held connection. The relay runs in a child process of its own (this binary
+//! per held connection (the relay's connection caps lifted to the socket count, since all
+//! sockets come from loopback). The relay runs in a child process of its own (this binary
 //! re-executed with `CHAT_BENCH_RELAY_FOR` set), so its memory is measured alone; the
 //! platform and the clients run in this process.
 //!
@@ -43,16 +44,18 @@ fn rss_kib(pid: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The child: a relay for the platform at `api_url`; prints its address, serves until
-/// its standard input closes.
+/// The child: a relay for the platform at `api_url`; prints its public and internal
+/// addresses, serves until its standard input closes. Every bench socket comes from
+/// loopback, so the per-address cap is lifted to the socket count.
 async fn relay_child(api_url: &str) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let relay = chat_relay::serve(
-        chat_relay::Relay::new(chat_relay::Config::new(api_url, JWT, RELAY)),
-        listener,
-    )
-    .unwrap();
-    println!("{}", relay.local_addr());
+    let sockets = env("SOCKETS", 1000) as usize;
+    let mut config = chat_relay::Config::new(api_url, JWT, RELAY);
+    config.max_connections_per_ip = sockets + 1;
+    config.max_connections = config.max_connections.max(sockets + 1);
+    let public = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let internal = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay = chat_relay::serve(chat_relay::Relay::new(config), public, internal).unwrap();
+    println!("{} {}", relay.local_addr(), relay.internal_addr());
     let mut stdin = tokio::io::stdin();
     let _ = tokio::io::AsyncReadExt::read(&mut stdin, &mut [0u8; 1]).await;
     let metrics = relay.relay().metrics_text();
@@ -88,13 +91,14 @@ async fn main() {
     let relay_pid = child.id().expect("a running relay").to_string();
     let mut lines =
         tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stdout.take().unwrap()));
-    let addr: std::net::SocketAddr = lines
+    let addresses = lines
         .next_line()
         .await
         .unwrap()
-        .expect("the relay's address")
-        .parse()
-        .unwrap();
+        .expect("the relay's addresses");
+    let (addr, internal) = addresses.split_once(' ').expect("two addresses");
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    let internal: std::net::SocketAddr = internal.parse().unwrap();
 
     let rss_before = rss_kib(&relay_pid);
     let url = format!("ws://{addr}/ws/streams/{stream}/chat?token={}", ada.token);
@@ -128,7 +132,7 @@ async fn main() {
     let rss_after = rss_kib(&relay_pid);
 
     let http = reqwest::Client::new();
-    let events = format!("http://{addr}/internal/streams/{stream}/events");
+    let events = format!("http://{internal}/internal/streams/{stream}/events");
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
     let push_start = Instant::now();
     // Pushes are not awaited one by one, so the rate holds however long a push takes.

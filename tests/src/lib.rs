@@ -1,7 +1,8 @@
 //! The test harness: builds the wasm components once per test process, then runs the
 //! real application (`spin.toml` at the workspace root) in `edgehost` on an ephemeral
 //! loopback port with a fresh state directory, on the data back end `PLATFORM_BACKEND`
-//! selects (see [`backends`]).
+//! selects (see [`backends`]), with the chat relay embedded as `edgehost up` embeds it (its
+//! internal endpoint on another ephemeral loopback port).
 
 pub mod backends;
 pub mod load;
@@ -86,6 +87,7 @@ impl Platform {
             state_dir: Some(state.path().to_path_buf()),
             runtime_config_file,
             variables: all_variables,
+            chat_relay: Some(edgehost::ChatRelay::ephemeral()),
             log_requests: false,
             ..Default::default()
         };
@@ -141,6 +143,19 @@ impl Platform {
             .as_ref()
             .expect("the platform is running")
             .local_addr()
+    }
+
+    /// The resolved value of application variable `name`.
+    pub fn variable(&self, name: &str) -> Option<String> {
+        self.server.as_ref()?.variable(name).map(str::to_string)
+    }
+
+    /// The embedded chat relay's internal address (`/internal/...`, `/metrics`).
+    pub fn relay_internal_addr(&self) -> std::net::SocketAddr {
+        self.server
+            .as_ref()
+            .and_then(edgehost::Server::relay_internal_addr)
+            .expect("the platform embeds the chat relay")
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -1,8 +1,13 @@
-//! The platform's persisted-chat API, as the relay calls it: with the shared relay secret
-//! plus the user's JWT (or, for read-only sockets, the tenant).
+//! The platform's persisted-chat API, as the relay calls it. The relay secret counts only
+//! on the three chat routes called here (history, post, delete), and only together with
+//! the user's JWT (acting as that user) or, for anonymous reads, `X-Tenant-Id`; a socket
+//! opened with the public API key reads with that key alone. Every id in a path is a
+//! checked [`Uuid`].
 
 use serde_json::{Value, json};
 use std::time::Duration;
+
+use crate::protocol::Uuid;
 
 /// Who a call is made for.
 #[derive(Clone, Debug)]
@@ -10,7 +15,7 @@ pub enum Caller {
     /// A signed-in user: `Authorization: Bearer <token>`.
     User { token: String },
     /// A read-only socket of a tenant, named by its client id.
-    Tenant { client_id: String },
+    Tenant { client_id: Uuid },
     /// A read-only socket of a tenant, named by its (public) API key.
     ApiKey { api_key: String },
 }
@@ -27,15 +32,20 @@ pub struct ApiFailure {
 }
 
 impl ApiFailure {
+    /// The cause goes to the log; the client learns only that the API failed.
     fn unreachable(e: impl std::fmt::Display) -> ApiFailure {
+        eprintln!("chat-relay: chat API call failed: {e}");
         ApiFailure {
             status: 502,
             code: "api_unavailable".into(),
-            detail: format!("the chat API could not be reached: {e}"),
+            detail: "the chat API could not be reached".into(),
             retry_after: None,
         }
     }
 }
+
+/// The largest API answer the relay reads (a page of history is far below it).
+const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 
 /// A client of `{api_url}/api/streams/{id}/chat`.
 #[derive(Clone)]
@@ -72,7 +82,7 @@ impl ChatApi {
                 .bearer_auth(token),
             Caller::Tenant { client_id } => req
                 .header("x-relay-secret", &self.relay_secret)
-                .header("x-tenant-id", client_id),
+                .header("x-tenant-id", client_id.as_str()),
             // The API key is the tenant's own public credential: a plain anonymous call.
             Caller::ApiKey { api_key } => req.header("x-api-key", api_key),
         }
@@ -81,7 +91,7 @@ impl ChatApi {
     /// The newest `limit` messages, oldest first.
     pub async fn history(
         &self,
-        stream: &str,
+        stream: &Uuid,
         caller: &Caller,
         limit: u32,
     ) -> Result<Vec<Value>, ApiFailure> {
@@ -93,7 +103,7 @@ impl ChatApi {
     /// Stores `message`; answers the stored record.
     pub async fn post(
         &self,
-        stream: &str,
+        stream: &Uuid,
         caller: &Caller,
         message: &str,
     ) -> Result<Value, ApiFailure> {
@@ -110,7 +120,12 @@ impl ChatApi {
     }
 
     /// Deletes message `id`.
-    pub async fn delete(&self, stream: &str, caller: &Caller, id: &str) -> Result<(), ApiFailure> {
+    pub async fn delete(
+        &self,
+        stream: &Uuid,
+        caller: &Caller,
+        id: &Uuid,
+    ) -> Result<(), ApiFailure> {
         let path = format!("/api/streams/{stream}/chat/{id}");
         send(self.request(reqwest::Method::DELETE, &path, caller))
             .await
@@ -119,15 +134,21 @@ impl ChatApi {
 }
 
 async fn send(req: reqwest::RequestBuilder) -> Result<Value, ApiFailure> {
-    let resp = req.send().await.map_err(ApiFailure::unreachable)?;
+    let mut resp = req.send().await.map_err(ApiFailure::unreachable)?;
     let status = resp.status().as_u16();
     let retry_after = resp
         .headers()
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok());
-    let text = resp.text().await.map_err(ApiFailure::unreachable)?;
-    let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let mut text = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(ApiFailure::unreachable)? {
+        if text.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(ApiFailure::unreachable("the answer is larger than 1 MiB"));
+        }
+        text.extend_from_slice(&chunk);
+    }
+    let body: Value = serde_json::from_slice(&text).unwrap_or(Value::Null);
     if (200..300).contains(&status) {
         return Ok(body);
     }

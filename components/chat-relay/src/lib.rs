@@ -1,33 +1,42 @@
 //! The WebSocket chat relay.
 //!
-//! `GET /ws/streams/{id}/chat[?token=JWT]` upgrades to a WebSocket of JSON text frames:
-//! the server sends `{"type":"history","messages":[...]}` on connect, then
-//! `{"type":"message","message":{record}}`, `{"type":"deleted","id":...}` and
-//! `{"type":"event","event":{...}}`; a client sends `{"type":"message","message":"text"}`
-//! or `{"type":"delete","id":...}`. Each message is stored through the platform's chat API
-//! before the stored record is fanned out; failures answer the sender
-//! `{"type":"error","code":...,"message":...}` and nothing is fanned out.
+//! Two listeners. The public one serves `GET /ws/streams/{id}/chat[?token=JWT]`, which
+//! upgrades to a WebSocket of JSON text frames (see [`protocol`]): the server sends
+//! `{"type":"history","messages":[...]}` on connect, then `message`, `deleted`, `event`
+//! and answers; a client sends `message`, `delete`, `auth` (token refresh or sign-in) and
+//! `ping`. Each message is stored through the platform's chat API before the stored record
+//! is fanned out. Before the handshake the relay checks the `Origin` against an allow-list,
+//! caps connections per process and per client address, validates the stream id and
+//! authenticates.
 //!
-//! Also: `POST /internal/streams/{id}/events` (header `X-Relay-Secret`) fans an event out,
-//! `GET /healthz`, and Prometheus text on `GET /metrics`. With a Redis URL, instances share
-//! every frame over Redis pub/sub (see [`bus`]).
+//! The internal listener (loopback by default) serves `POST /internal/streams/{id}/events`
+//! (header `X-Relay-Secret`), `GET /metrics` (Prometheus text) and `GET /healthz`; the
+//! public one never routes `/internal/`. With a Redis URL, instances share every frame over
+//! Redis pub/sub (see [`bus`]).
 //!
-//! [`Relay::handle`] serves one hyper request, so the relay runs alone ([`serve`]) or
-//! inside another hyper server (edgehost routes `/ws/` and `/internal/` to it).
+//! [`serve`] runs both listeners; [`Embedded`] runs the internal one and hands the public
+//! routes to another hyper server (edgehost serves `/ws/` on its own port).
 
 pub mod api;
 pub mod bus;
+pub mod config;
 pub mod hub;
+pub mod identity;
+pub mod limits;
 pub mod metrics;
+pub mod protocol;
 mod session;
+pub mod token;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
 use hyper::body::Incoming;
-use hyper::header::{CONNECTION, CONTENT_TYPE, HeaderValue, SEC_WEBSOCKET_ACCEPT, UPGRADE};
+use hyper::header::{
+    CONNECTION, CONTENT_TYPE, HeaderValue, ORIGIN, RETRY_AFTER, SEC_WEBSOCKET_ACCEPT, UPGRADE,
+};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -38,46 +47,18 @@ use tokio::task::JoinHandle;
 
 use api::{Caller, ChatApi};
 use hub::Hub;
+use identity::Identity;
+use limits::{ConnectionLimits, Refusal};
 use metrics::{Metrics, inc};
+use protocol::Uuid;
+
+pub use config::{AllowedOrigins, Config, DEFAULT_INTERNAL_LISTEN};
 
 /// The response body type (the same as edgehost's `WebSocketBody`).
 pub type Body = BoxBody<Bytes, anyhow::Error>;
 
-/// How the relay runs.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Where the platform's API is, e.g. `http://127.0.0.1:3000`.
-    pub api_url: String,
-    /// The HS256 secret of user tokens.
-    pub jwt_secret: String,
-    /// The secret shared with the API (`X-Relay-Secret`).
-    pub relay_secret: String,
-    /// Redis for scale-out; `None` runs alone.
-    pub redis_url: Option<String>,
-    /// Frames a socket may have queued before it is disconnected as too slow.
-    pub queue_capacity: usize,
-    /// How often the server pings each socket.
-    pub ping_interval: Duration,
-    /// A socket silent (no frame, no pong) for this long is closed.
-    pub idle_timeout: Duration,
-    /// Messages of history sent on connect.
-    pub history_limit: u32,
-}
-
-impl Config {
-    pub fn new(api_url: &str, jwt_secret: &str, relay_secret: &str) -> Config {
-        Config {
-            api_url: api_url.to_string(),
-            jwt_secret: jwt_secret.to_string(),
-            relay_secret: relay_secret.to_string(),
-            redis_url: None,
-            queue_capacity: 256,
-            ping_interval: Duration::from_secs(20),
-            idle_timeout: Duration::from_secs(60),
-            history_limit: 50,
-        }
-    }
-}
+/// The largest body the events endpoint reads.
+const MAX_EVENT_BYTES: usize = 64 * 1024;
 
 /// A relay instance: its rooms, its API client, its Redis link. Cheap to clone.
 #[derive(Clone)]
@@ -90,6 +71,7 @@ struct Inner {
     metrics: Arc<Metrics>,
     bus: Option<Arc<bus::Bus>>,
     bus_task: Option<JoinHandle<()>>,
+    limits: Arc<ConnectionLimits>,
     closing: AtomicBool,
     instance: String,
     events: AtomicU64,
@@ -126,6 +108,10 @@ impl Relay {
         let bus_task = bus.clone().map(|b| tokio::spawn(b.run(hub.clone())));
         Relay(Arc::new(Inner {
             api: ChatApi::new(&config.api_url, &config.relay_secret),
+            limits: Arc::new(ConnectionLimits::new(
+                config.max_connections,
+                config.max_connections_per_ip,
+            )),
             config,
             hub,
             metrics,
@@ -179,68 +165,172 @@ impl Relay {
         self.0.hub.fan_out(stream, Some(key), frame.into());
     }
 
-    /// Serves one request: `/ws/streams/{id}/chat`, `/internal/streams/{id}/events`,
-    /// `/healthz`, `/metrics`; anything else 404.
-    pub async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+    /// Serves one request of the public listener: `GET /ws/streams/{id}/chat` and
+    /// `GET /healthz`; anything else (`/internal/...` included) 404. The client's address
+    /// is the request's `SocketAddr` extension (set by [`serve`], and by edgehost).
+    pub async fn handle_public(&self, req: Request<Incoming>) -> Response<Body> {
+        let path = req.uri().path().to_string();
+        if path == "/healthz" && req.method() == Method::GET {
+            return self.health();
+        }
+        if let Some(stream) = segment_of(&path, "/ws/streams/", "/chat") {
+            if req.method() != Method::GET {
+                return problem(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "method_not_allowed",
+                    "use GET",
+                );
+            }
+            return self.upgrade(req, stream).await;
+        }
+        problem(StatusCode::NOT_FOUND, "not_found", "no such route")
+    }
+
+    /// Serves one request of the internal listener: `POST /internal/streams/{id}/events`,
+    /// `GET /metrics`, `GET /healthz`; anything else 404.
+    pub async fn handle_internal(&self, req: Request<Incoming>) -> Response<Body> {
         let path = req.uri().path().to_string();
         match (req.method(), path.as_str()) {
-            (&Method::GET, "/healthz") => json_response(
-                StatusCode::OK,
-                &json!({"status": "ok", "redis": self.redis_state()}),
-            ),
+            (&Method::GET, "/healthz") => self.health(),
             (&Method::GET, "/metrics") => response(
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
                 self.metrics_text(),
             ),
-            _ => {
-                if let Some(stream) = stream_of(&path, "/ws/streams/", "/chat") {
-                    if req.method() != Method::GET {
-                        return problem(
-                            StatusCode::METHOD_NOT_ALLOWED,
-                            "method_not_allowed",
-                            "use GET",
-                        );
-                    }
-                    return self.upgrade(req, stream).await;
-                }
-                if let Some(stream) = stream_of(&path, "/internal/streams/", "/events") {
-                    if req.method() != Method::POST {
-                        return problem(
-                            StatusCode::METHOD_NOT_ALLOWED,
-                            "method_not_allowed",
-                            "use POST",
-                        );
-                    }
-                    return self.event(req, stream).await;
-                }
-                problem(StatusCode::NOT_FOUND, "not_found", "no such route")
-            }
+            _ => match segment_of(&path, "/internal/streams/", "/events") {
+                Some(_) if req.method() != Method::POST => problem(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "method_not_allowed",
+                    "use POST",
+                ),
+                Some(stream) => self.event(req, stream).await,
+                None => problem(StatusCode::NOT_FOUND, "not_found", "no such route"),
+            },
         }
     }
 
-    /// Authenticates, loads history, and upgrades.
-    async fn upgrade(&self, mut req: Request<Incoming>, stream: String) -> Response<Body> {
+    fn health(&self) -> Response<Body> {
+        json_response(
+            StatusCode::OK,
+            &json!({"status": "ok", "redis": self.redis_state()}),
+        )
+    }
+
+    /// Checks the request (WebSocket, origin, stream id, connection caps, credential),
+    /// loads history, and upgrades. Nothing reaches the API before the checks pass.
+    async fn upgrade(&self, mut req: Request<Incoming>, stream: &str) -> Response<Body> {
         let refuse = |status, code, detail: &str| {
             inc(&self.0.metrics.rejected_upgrades);
             problem(status, code, detail)
         };
         let is_ws =
             header_has(&req, UPGRADE, "websocket") && header_has(&req, CONNECTION, "upgrade");
-        let Some(key) = req.headers().get("sec-websocket-key").cloned() else {
-            return refuse(
-                StatusCode::UPGRADE_REQUIRED,
-                "websocket_required",
-                "a WebSocket upgrade is required",
-            );
+        let key = match req.headers().get("sec-websocket-key") {
+            Some(key) if is_ws => key.clone(),
+            _ => {
+                return refuse(
+                    StatusCode::UPGRADE_REQUIRED,
+                    "websocket_required",
+                    "a WebSocket upgrade is required",
+                );
+            }
         };
-        if !is_ws {
+        let origin = req.headers().get(ORIGIN).map(|o| o.to_str().unwrap_or(""));
+        if !self.0.config.allowed_origins.allows(origin) {
+            inc(&self.0.metrics.refused_origin);
             return refuse(
-                StatusCode::UPGRADE_REQUIRED,
-                "websocket_required",
-                "a WebSocket upgrade is required",
+                StatusCode::FORBIDDEN,
+                "origin_not_allowed",
+                "this origin may not open chat sockets",
             );
         }
+        let Some(stream) = Uuid::parse(stream) else {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "invalid_stream_id",
+                "the stream id must be a UUID",
+            );
+        };
+        let peer = req
+            .extensions()
+            .get::<SocketAddr>()
+            .map(SocketAddr::ip)
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        let client = limits::client_ip(req.headers(), peer, self.0.config.trust_forwarded_for);
+        let slot = match self.0.limits.acquire(client) {
+            Ok(slot) => slot,
+            Err(cap) => {
+                let (counter, status, code, detail) = match cap {
+                    Refusal::Process => (
+                        &self.0.metrics.refused_capacity,
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "too_many_connections",
+                        "the relay is full: try again later",
+                    ),
+                    Refusal::PerClient => (
+                        &self.0.metrics.refused_per_ip,
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "too_many_connections_from_client",
+                        "this address holds too many chat sockets",
+                    ),
+                };
+                inc(counter);
+                let mut resp = refuse(status, code, detail);
+                resp.headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from_static("5"));
+                return resp;
+            }
+        };
+        let identity = match self.identify(&req) {
+            Ok(identity) => identity,
+            Err((status, code, detail)) => return refuse(status, &code, &detail),
+        };
+        // Join before reading history so that nothing stored in between is missed; the
+        // socket skips queued messages its history already holds.
+        let membership = self.0.hub.join(stream.as_str());
+        let history = match self
+            .0
+            .api
+            .history(&stream, &identity.caller(), self.0.config.history_limit)
+            .await
+        {
+            Ok(h) => h,
+            Err(f) => {
+                self.0.hub.leave(stream.as_str(), membership.id);
+                let status = match f.status {
+                    401 | 403 | 404 => {
+                        StatusCode::from_u16(f.status).unwrap_or(StatusCode::BAD_GATEWAY)
+                    }
+                    _ => StatusCode::BAD_GATEWAY,
+                };
+                return refuse(status, &f.code, &f.detail);
+            }
+        };
+        let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+        let on_upgrade = hyper::upgrade::on(&mut req);
+        let relay = self.clone();
+        tokio::spawn(async move {
+            match on_upgrade.await {
+                Ok(upgraded) => {
+                    session::run(relay, upgraded, stream, identity, membership, history, slot).await
+                }
+                Err(_) => relay.0.hub.leave(stream.as_str(), membership.id),
+            }
+        });
+        let mut resp = Response::new(empty());
+        *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+        let h = resp.headers_mut();
+        h.insert(UPGRADE, HeaderValue::from_static("websocket"));
+        h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+        if let Ok(v) = HeaderValue::from_str(&accept) {
+            h.insert(SEC_WEBSOCKET_ACCEPT, v);
+        }
+        resp
+    }
+
+    /// Who the socket acts as: a user by `?token=` (or `Authorization: Bearer`), else
+    /// read-only by `?clientId=` (the tenant) or `?apiKey=`.
+    fn identify(&self, req: &Request<Incoming>) -> Result<Identity, (StatusCode, String, String)> {
         let query: Vec<(String, String)> =
             url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
                 .into_owned()
@@ -257,81 +347,38 @@ impl Relay {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::to_string);
-        let (caller, user) = if let Some(token) = param("token").or(bearer) {
+        let bad = |code: &str, detail: &str| {
+            (
+                StatusCode::BAD_REQUEST,
+                code.to_string(),
+                detail.to_string(),
+            )
+        };
+        if let Some(token) = param("token").or(bearer) {
             let now = common::time::now();
-            match common::jwt::verify::<common::jwt::UserClaims>(
-                self.0.config.jwt_secret.as_bytes(),
-                &token,
-                now,
-            ) {
-                Ok(claims) => (Caller::User { token }, Some(claims)),
-                Err(e) => return refuse(StatusCode::UNAUTHORIZED, e.code, &e.detail),
-            }
-        } else if let Some(client_id) = param("clientId") {
-            (Caller::Tenant { client_id }, None)
-        } else if let Some(api_key) = param("apiKey") {
-            (Caller::ApiKey { api_key }, None)
-        } else {
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "token_required",
-                "connect with ?token=<JWT>, or read-only with ?clientId= or ?apiKey=",
-            );
-        };
-        // Join before reading history so that nothing stored in between is missed; the
-        // socket skips queued messages its history already holds.
-        let membership = self.0.hub.join(&stream);
-        let history = match self
-            .0
-            .api
-            .history(&stream, &caller, self.0.config.history_limit)
-            .await
-        {
-            Ok(h) => h,
-            Err(f) => {
-                self.0.hub.leave(&stream, membership.id);
-                let status = match f.status {
-                    401 | 403 | 404 => {
-                        StatusCode::from_u16(f.status).unwrap_or(StatusCode::BAD_GATEWAY)
-                    }
-                    _ => StatusCode::BAD_GATEWAY,
-                };
-                return refuse(status, &f.code, &f.detail);
-            }
-        };
-        let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-        let on_upgrade = hyper::upgrade::on(&mut req);
-        let relay = self.clone();
-        tokio::spawn(async move {
-            match on_upgrade.await {
-                Ok(upgraded) => {
-                    session::run(
-                        relay,
-                        upgraded,
-                        stream,
-                        caller,
-                        user.is_some(),
-                        membership,
-                        history,
-                    )
-                    .await
-                }
-                Err(_) => relay.0.hub.leave(&stream, membership.id),
-            }
-        });
-        let mut resp = Response::new(empty());
-        *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-        let h = resp.headers_mut();
-        h.insert(UPGRADE, HeaderValue::from_static("websocket"));
-        h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
-        if let Ok(v) = HeaderValue::from_str(&accept) {
-            h.insert(SEC_WEBSOCKET_ACCEPT, v);
+            return token::verify(self.0.config.jwt_secret.as_bytes(), &token, now)
+                .map(Identity::User)
+                .map_err(|e| (StatusCode::UNAUTHORIZED, e.code, e.detail));
         }
-        resp
+        if let Some(client_id) = param("clientId") {
+            let client_id = Uuid::parse(&client_id)
+                .ok_or_else(|| bad("invalid_client_id", "clientId must be a UUID"))?;
+            return Ok(Identity::ReadOnly(Caller::Tenant { client_id }));
+        }
+        if let Some(api_key) = param("apiKey") {
+            let api_key = protocol::api_key(&api_key)
+                .ok_or_else(|| bad("invalid_api_key", "apiKey is not an API key"))?;
+            return Ok(Identity::ReadOnly(Caller::ApiKey { api_key }));
+        }
+        Err((
+            StatusCode::UNAUTHORIZED,
+            "token_required".into(),
+            "connect with ?token=<JWT>, or read-only with ?clientId= or ?apiKey=".into(),
+        ))
     }
 
     /// `POST /internal/streams/{id}/events`.
-    async fn event(&self, req: Request<Incoming>, stream: String) -> Response<Body> {
+    async fn event(&self, req: Request<Incoming>, stream: &str) -> Response<Body> {
         let given = req
             .headers()
             .get("x-relay-secret")
@@ -345,7 +392,17 @@ impl Relay {
                 "X-Relay-Secret is missing or wrong",
             );
         }
-        let body = match Limited::new(req.into_body(), 64 * 1024).collect().await {
+        let Some(stream) = Uuid::parse(stream) else {
+            return problem(
+                StatusCode::BAD_REQUEST,
+                "invalid_stream_id",
+                "the stream id must be a UUID",
+            );
+        };
+        let body = match Limited::new(req.into_body(), MAX_EVENT_BYTES)
+            .collect()
+            .await
+        {
             Ok(b) => b.to_bytes(),
             Err(_) => {
                 return problem(
@@ -373,10 +430,7 @@ impl Relay {
         let (key, frame) = match kind {
             // A message stored through REST: shown live like one sent over a socket.
             "chat_message" => match event["message"]["id"].as_str() {
-                Some(id) => (
-                    id.to_string(),
-                    json!({"type": "message", "message": event["message"]}),
-                ),
+                Some(id) => (id.to_string(), protocol::message(&event["message"])),
                 None => {
                     return problem(
                         StatusCode::UNPROCESSABLE_ENTITY,
@@ -389,10 +443,7 @@ impl Relay {
             "chat_deleted" => match event["id"].as_str() {
                 Some(id) => {
                     inc(&self.0.metrics.deletions);
-                    (
-                        format!("deleted:{id}"),
-                        json!({"type": "deleted", "id": id}),
-                    )
+                    (format!("deleted:{id}"), protocol::deleted(id))
                 }
                 None => {
                     return problem(
@@ -414,18 +465,21 @@ impl Relay {
                 (key, json!({"type": "event", "event": event}))
             }
         };
-        self.dispatch(&stream, &key, frame.to_string()).await;
+        self.dispatch(stream.as_str(), &key, frame.to_string())
+            .await;
         json_response(StatusCode::ACCEPTED, &json!({"accepted": true}))
+    }
+
+    /// Sockets held (open, or being upgraded).
+    pub fn connections_held(&self) -> usize {
+        self.0.limits.total()
     }
 }
 
-/// `prefix{id}suffix` → id, when id looks like a stream id.
-fn stream_of(path: &str, prefix: &str, suffix: &str) -> Option<String> {
-    let id = path.strip_prefix(prefix)?.strip_suffix(suffix)?;
-    let ok = !id.is_empty()
-        && id.len() <= 64
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-    ok.then(|| id.to_ascii_lowercase())
+/// `prefix{segment}suffix` → segment (one non-empty path segment, not yet validated).
+fn segment_of<'a>(path: &'a str, prefix: &str, suffix: &str) -> Option<&'a str> {
+    let segment = path.strip_prefix(prefix)?.strip_suffix(suffix)?;
+    (!segment.is_empty() && !segment.contains('/')).then_some(segment)
 }
 
 fn header_has(req: &Request<Incoming>, name: hyper::header::HeaderName, token: &str) -> bool {
@@ -469,17 +523,24 @@ fn problem(status: StatusCode, code: &str, detail: &str) -> Response<Body> {
     response(status, "application/problem+json", body.to_string())
 }
 
-/// A relay serving its own listener.
+/// A relay serving its own two listeners.
 pub struct RelayServer {
     relay: Relay,
     local_addr: SocketAddr,
+    internal_addr: SocketAddr,
     stop: watch::Sender<bool>,
-    task: Option<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl RelayServer {
+    /// The public listener's address (`/ws/...`).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The internal listener's address (`/internal/...`, `/metrics`).
+    pub fn internal_addr(&self) -> SocketAddr {
+        self.internal_addr
     }
 
     pub fn relay(&self) -> &Relay {
@@ -490,7 +551,7 @@ impl RelayServer {
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
         self.relay.close();
-        if let Some(task) = self.task.take() {
+        for task in self.tasks.drain(..) {
             let _ = task.await;
         }
     }
@@ -503,26 +564,62 @@ impl Drop for RelayServer {
     }
 }
 
-/// Serves `relay` on `listener` (HTTP/1.1 with upgrades) until shut down.
-pub fn serve(relay: Relay, listener: TcpListener) -> std::io::Result<RelayServer> {
-    let local_addr = listener.local_addr()?;
-    let (stop, mut stop_rx) = watch::channel(false);
+/// Serves `relay`: its public routes on `public`, its internal ones on `internal`
+/// (HTTP/1.1 with upgrades), until shut down.
+pub fn serve(
+    relay: Relay,
+    public: TcpListener,
+    internal: TcpListener,
+) -> std::io::Result<RelayServer> {
+    let local_addr = public.local_addr()?;
+    let internal_addr = internal.local_addr()?;
+    let (stop, stop_rx) = watch::channel(false);
     let r = relay.clone();
-    let task = tokio::spawn(async move {
+    let public_task = accept_loop(public, stop_rx.clone(), move |req| {
+        let r = r.clone();
+        async move { r.handle_public(req).await }
+    });
+    let r = relay.clone();
+    let internal_task = accept_loop(internal, stop_rx, move |req| {
+        let r = r.clone();
+        async move { r.handle_internal(req).await }
+    });
+    Ok(RelayServer {
+        relay,
+        local_addr,
+        internal_addr,
+        stop,
+        tasks: vec![public_task, internal_task],
+    })
+}
+
+/// Accepts connections on `listener` until `stop` flips, serving each request with
+/// `handle`; every request carries its TCP peer as a `SocketAddr` extension.
+fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    mut stop: watch::Receiver<bool>,
+    handle: F,
+) -> JoinHandle<()>
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<Body>> + Send + 'static,
+{
+    tokio::spawn(async move {
         loop {
             let accepted = tokio::select! {
                 a = listener.accept() => a,
-                _ = stop_rx.wait_for(|s| *s) => break,
+                _ = stop.wait_for(|s| *s) => break,
             };
-            let Ok((stream, _)) = accepted else {
+            let Ok((stream, peer)) = accepted else {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             };
             let _ = stream.set_nodelay(true);
-            let r = r.clone();
-            let service = hyper::service::service_fn(move |req| {
-                let r = r.clone();
-                async move { Ok::<_, std::convert::Infallible>(r.handle(req).await) }
+            let handle = handle.clone();
+            let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+                req.extensions_mut().insert(peer);
+                let answer = handle(req);
+                async move { Ok::<_, std::convert::Infallible>(answer.await) }
             });
             tokio::spawn(async move {
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -531,12 +628,6 @@ pub fn serve(relay: Relay, listener: TcpListener) -> std::io::Result<RelayServer
                     .await;
             });
         }
-    });
-    Ok(RelayServer {
-        relay,
-        local_addr,
-        stop,
-        task: Some(task),
     })
 }
 
@@ -549,32 +640,63 @@ pub type Handler = Arc<
         + Sync,
 >;
 
-/// A relay embedded in another server whose configuration is known only once that server
-/// runs (its address, its resolved secrets): hand [`Embedded::handler`] to the server,
-/// then [`Embedded::start`] the relay. Until then requests answer 503.
-#[derive(Clone, Default)]
+/// A relay embedded in another server (edgehost), whose configuration is known only once
+/// that server runs (its address, its resolved secrets). [`Embedded::bind`] opens the
+/// internal listener first (its address becomes the app's `relay_url`); hand
+/// [`Embedded::handler`] (the public routes) to the server, then [`Embedded::start`] the
+/// relay. Until then requests answer 503.
 pub struct Embedded {
     cell: Arc<std::sync::OnceLock<Relay>>,
+    internal_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
 }
 
 impl Embedded {
-    pub fn new() -> Embedded {
-        Embedded::default()
+    /// Binds the internal listener on `internal_listen` (port 0 picks a free one) and
+    /// serves it.
+    pub async fn bind(internal_listen: SocketAddr) -> std::io::Result<Embedded> {
+        let listener = TcpListener::bind(internal_listen).await?;
+        let internal_addr = listener.local_addr()?;
+        let cell: Arc<std::sync::OnceLock<Relay>> = Arc::default();
+        let (stop, stop_rx) = watch::channel(false);
+        let relay = cell.clone();
+        let task = accept_loop(listener, stop_rx, move |req| {
+            let relay = relay.get().cloned();
+            async move {
+                match relay {
+                    Some(relay) => relay.handle_internal(req).await,
+                    None => starting(),
+                }
+            }
+        });
+        Ok(Embedded {
+            cell,
+            internal_addr,
+            stop,
+            task: Some(task),
+        })
     }
 
-    /// The handler to install (edgehost: `Options::websocket`).
+    /// The internal listener's address.
+    pub fn internal_addr(&self) -> SocketAddr {
+        self.internal_addr
+    }
+
+    /// `http://{internal address}`: what the platform's `relay_url` should be.
+    pub fn internal_url(&self) -> String {
+        format!("http://{}", self.internal_addr)
+    }
+
+    /// The public routes' handler to install (edgehost: `Options::websocket`).
     pub fn handler(&self) -> Handler {
         let cell = self.cell.clone();
         Arc::new(move |req| {
             let relay = cell.get().cloned();
             Box::pin(async move {
                 match relay {
-                    Some(relay) => relay.handle(req).await,
-                    None => problem(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "relay_starting",
-                        "the chat relay is starting",
-                    ),
+                    Some(relay) => relay.handle_public(req).await,
+                    None => starting(),
                 }
             })
         })
@@ -589,4 +711,32 @@ impl Embedded {
     pub fn relay(&self) -> Option<Relay> {
         self.cell.get().cloned()
     }
+
+    /// Stops the internal listener and closes every socket.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(relay) = self.cell.get() {
+            relay.close();
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(relay) = self.cell.get() {
+            relay.close();
+        }
+    }
+}
+
+fn starting() -> Response<Body> {
+    problem(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "relay_starting",
+        "the chat relay is starting",
+    )
 }

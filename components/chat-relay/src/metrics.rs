@@ -17,6 +17,11 @@ pub struct Metrics {
     pub dropped_slow_clients: AtomicU64,
     pub reaped_connections: AtomicU64,
     pub rejected_upgrades: AtomicU64,
+    pub refused_origin: AtomicU64,
+    pub refused_capacity: AtomicU64,
+    pub refused_per_ip: AtomicU64,
+    pub auth_frames: AtomicU64,
+    pub auth_refused: AtomicU64,
     pub redis_connected: AtomicU64,
     pub redis_reconnects: AtomicU64,
     pub redis_published: AtomicU64,
@@ -109,8 +114,38 @@ impl Metrics {
         metric(
             "rejected_upgrades_total",
             "counter",
-            "WebSocket requests refused before the upgrade.",
+            "WebSocket requests refused before the upgrade (any reason).",
             get(&self.rejected_upgrades),
+        );
+        metric(
+            "refused_origin_total",
+            "counter",
+            "Upgrades refused (403) because their Origin is not allowed.",
+            get(&self.refused_origin),
+        );
+        metric(
+            "refused_capacity_total",
+            "counter",
+            "Upgrades refused (503) because the process holds MAX_CONNECTIONS sockets.",
+            get(&self.refused_capacity),
+        );
+        metric(
+            "refused_per_ip_total",
+            "counter",
+            "Upgrades refused (429) because the client holds MAX_CONNECTIONS_PER_IP sockets.",
+            get(&self.refused_per_ip),
+        );
+        metric(
+            "auth_frames_total",
+            "counter",
+            "Auth frames received (token refreshes and sign-ins).",
+            get(&self.auth_frames),
+        );
+        metric(
+            "auth_refused_total",
+            "counter",
+            "Auth frames refused (the socket kept its credential).",
+            get(&self.auth_refused),
         );
         let redis_state = if !redis_enabled {
             0

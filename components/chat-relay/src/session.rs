@@ -4,7 +4,7 @@
 use futures_util::{SinkExt, StreamExt};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,19 +18,24 @@ use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use crate::Relay;
 use crate::api::{ApiFailure, Caller};
 use crate::hub::{Membership, Outbound};
+use crate::identity::{AuthChange, Identity, Mismatch, WriteRefusal};
+use crate::limits::ConnectionSlot;
 use crate::metrics::inc;
+use crate::protocol::{self, ClientFrame, Uuid};
+use crate::token;
 
 type Socket = WebSocketStream<TokioIo<Upgraded>>;
 
-/// Runs the socket until either side ends it, then leaves the room.
+/// Runs the socket until either side ends it, then leaves the room and gives its
+/// connection slot back.
 pub async fn run(
     relay: Relay,
     upgraded: Upgraded,
-    stream: String,
-    caller: Caller,
-    can_send: bool,
+    stream: Uuid,
+    identity: Identity,
     membership: Membership,
     history: Vec<Value>,
+    slot: ConnectionSlot,
 ) {
     // A small initial read buffer (tungstenite's default is 128 KiB per socket): client
     // frames are short, and the buffer grows when one is not.
@@ -53,8 +58,7 @@ pub async fn run(
         relay.clone(),
         source,
         stream.clone(),
-        caller,
-        can_send,
+        identity,
         tx,
         last_seen,
         started,
@@ -66,8 +70,9 @@ pub async fn run(
         _ = writer => {}
         _ = reader => {}
     }
-    relay.0.hub.leave(&stream, id);
+    relay.0.hub.leave(stream.as_str(), id);
     metrics.connections.fetch_sub(1, Ordering::Relaxed);
+    drop(slot);
 }
 
 fn millis_since(start: Instant) -> u64 {
@@ -87,7 +92,7 @@ async fn write(
         .iter()
         .filter_map(|m| m["id"].as_str().map(str::to_string))
         .collect();
-    let first = json!({"type": "history", "messages": history}).to_string();
+    let first = protocol::history(&history).to_string();
     if sink.send(Message::Text(first.into())).await.is_err() {
         return;
     }
@@ -134,9 +139,8 @@ async fn write(
 async fn read(
     relay: Relay,
     mut source: futures_util::stream::SplitStream<Socket>,
-    stream: String,
-    caller: Caller,
-    can_send: bool,
+    stream: Uuid,
+    mut identity: Identity,
     tx: mpsc::Sender<Outbound>,
     last_seen: Arc<AtomicU64>,
     started: Instant,
@@ -155,40 +159,34 @@ async fn read(
             Message::Text(t) => t,
             Message::Close(_) => return,
             Message::Binary(_) => {
-                reply(error("bad_frame", "frames are JSON text", None));
+                reply(protocol::error("bad_frame", "frames are JSON text", None));
                 continue;
             }
             _ => continue,
         };
-        let Ok(frame) = serde_json::from_str::<Value>(&text) else {
-            reply(error(
-                "bad_frame",
-                "a frame is a JSON object with a `type`",
-                None,
-            ));
-            continue;
+        let frame = match protocol::parse_client_frame(&text) {
+            Ok(frame) => frame,
+            Err(answer) => {
+                reply(answer);
+                continue;
+            }
         };
-        match frame["type"].as_str() {
-            Some("message") => {
+        match frame {
+            ClientFrame::Message { message } => {
                 inc(&metrics.messages_in);
-                let Some(message) = frame["message"].as_str() else {
-                    reply(error("bad_frame", "`message` must be a string", None));
-                    continue;
+                let caller = match identity.writer(common::time::now()) {
+                    Ok(caller) => caller,
+                    Err(why) => {
+                        reply(refusal(why));
+                        continue;
+                    }
                 };
-                if !can_send {
-                    reply(error(
-                        "read_only",
-                        "sign in to chat: this socket is read-only",
-                        None,
-                    ));
-                    continue;
-                }
-                match relay.0.api.post(&stream, &caller, message).await {
+                match relay.0.api.post(&stream, &caller, &message).await {
                     Ok(record) => {
                         inc(&metrics.messages_stored);
                         let id = record["id"].as_str().unwrap_or_default().to_string();
-                        let out = json!({"type": "message", "message": record}).to_string();
-                        relay.dispatch(&stream, &id, out).await;
+                        let out = protocol::message(&record).to_string();
+                        relay.dispatch(stream.as_str(), &id, out).await;
                     }
                     Err(f) => {
                         inc(&metrics.persistence_failures);
@@ -196,24 +194,29 @@ async fn read(
                     }
                 }
             }
-            Some("delete") => {
-                let Some(id) = frame["id"].as_str() else {
-                    reply(error("bad_frame", "`id` must be a string", None));
-                    continue;
-                };
-                if !can_send {
-                    reply(error(
-                        "read_only",
-                        "sign in to moderate: this socket is read-only",
-                        None,
+            ClientFrame::Delete { id } => {
+                let Some(id) = Uuid::parse(&id) else {
+                    reply(protocol::error(
+                        "invalid_id",
+                        "`id` must be a message id (a UUID)",
+                        Some(400),
                     ));
                     continue;
-                }
-                match relay.0.api.delete(&stream, &caller, id).await {
+                };
+                let caller = match identity.writer(common::time::now()) {
+                    Ok(caller) => caller,
+                    Err(why) => {
+                        reply(refusal(why));
+                        continue;
+                    }
+                };
+                match relay.0.api.delete(&stream, &caller, &id).await {
                     Ok(()) => {
                         inc(&metrics.deletions);
-                        let out = json!({"type": "deleted", "id": id}).to_string();
-                        relay.dispatch(&stream, &format!("deleted:{id}"), out).await;
+                        let out = protocol::deleted(id.as_str()).to_string();
+                        relay
+                            .dispatch(stream.as_str(), &format!("deleted:{id}"), out)
+                            .await;
                     }
                     Err(f) => {
                         inc(&metrics.persistence_failures);
@@ -221,22 +224,68 @@ async fn read(
                     }
                 }
             }
-            Some("ping") => reply(json!({"type": "pong"})),
-            _ => reply(error("bad_frame", "unknown frame type", None)),
+            ClientFrame::Auth { token } => {
+                inc(&metrics.auth_frames);
+                let answer = authenticate(&relay, &stream, &mut identity, &token).await;
+                if answer["type"] == "error" {
+                    inc(&metrics.auth_refused);
+                }
+                reply(answer);
+            }
+            ClientFrame::Ping => reply(protocol::pong()),
         }
     }
 }
 
-fn error(code: &str, message: &str, status: Option<u16>) -> Value {
-    let mut frame = json!({"type": "error", "code": code, "message": message});
-    if let Some(s) = status {
-        frame["status"] = s.into();
+/// An `auth` frame: verifies the token and, when it fits the socket, makes it the
+/// socket's credential. Answers the frame to send back; on any error the socket keeps
+/// the credential it had.
+async fn authenticate(relay: &Relay, stream: &Uuid, identity: &mut Identity, token: &str) -> Value {
+    let now = common::time::now();
+    let new = match token::verify(relay.config().jwt_secret.as_bytes(), token, now) {
+        Ok(new) => new,
+        Err(e) => return protocol::error(&e.code, &e.detail, Some(401)),
+    };
+    match identity.accepts(&new) {
+        Err(Mismatch(why)) => protocol::error("token_mismatch", why, Some(403)),
+        Ok(AuthChange::Refresh) => {
+            let answer = protocol::authenticated(&new.user_id, new.expires_at);
+            *identity = Identity::User(new);
+            answer
+        }
+        Ok(AuthChange::SignIn) => {
+            let as_user = Caller::User {
+                token: new.token.clone(),
+            };
+            match relay.0.api.history(stream, &as_user, 1).await {
+                Ok(_) => {
+                    let answer = protocol::authenticated(&new.user_id, new.expires_at);
+                    *identity = Identity::User(new);
+                    answer
+                }
+                Err(f) => failure(&f),
+            }
+        }
     }
-    frame
+}
+
+fn refusal(why: WriteRefusal) -> Value {
+    match why {
+        WriteRefusal::ReadOnly => protocol::error(
+            "read_only",
+            "this socket is read-only: sign in with {\"type\":\"auth\",\"token\":...}",
+            None,
+        ),
+        WriteRefusal::Expired => protocol::error(
+            "token_expired",
+            "the token has expired: send {\"type\":\"auth\",\"token\":...} with a fresh one",
+            Some(401),
+        ),
+    }
 }
 
 fn failure(f: &ApiFailure) -> Value {
-    let mut frame = error(&f.code, &f.detail, Some(f.status));
+    let mut frame = protocol::error(&f.code, &f.detail, Some(f.status));
     if let Some(s) = f.retry_after {
         frame["retryAfter"] = s.into();
     }
