@@ -31,6 +31,7 @@ use std::time::Duration;
 mod bindings;
 mod builder;
 mod cache;
+mod clock;
 mod jobs;
 mod kv;
 mod limits;

@@ -49,6 +49,7 @@ pub struct Server {
     routes: Vec<(String, String)>,
     variables: HashMap<String, String>,
     relay: Option<chat_relay::Embedded>,
+    clock: crate::clock::GuestClock,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
     scheduler: Option<Scheduler>,
@@ -80,6 +81,7 @@ impl Server {
         let app_name = app.name.clone();
         let routes = app.router.routes().to_vec();
         let variables = app.variables.clone();
+        let clock = app.services.clock.clone();
         let jobs = app.jobs.clone();
         let request_timeout = app.limits.timeout;
         let (stop, stop_rx) = watch::channel(false);
@@ -104,6 +106,7 @@ impl Server {
             routes,
             variables,
             relay,
+            clock,
             stop,
             task: Some(task),
             scheduler,
@@ -129,6 +132,12 @@ impl Server {
     /// runtime config, defaults and generated local secrets).
     pub fn variable(&self, name: &str) -> Option<&str> {
         self.variables.get(name).map(String::as_str)
+    }
+
+    /// Moves the components' wall clock forward by `by` (their monotonic clock and
+    /// edgehost's own timers keep real time): tests let hours pass without waiting.
+    pub fn advance_clock(&self, by: Duration) {
+        self.clock.advance(by);
     }
 
     /// The embedded chat relay ([`Options::chat_relay`]), once started.
@@ -353,6 +362,7 @@ async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> 
             kv,
             sqlite,
             pg: Default::default(),
+            clock: Default::default(),
         }),
         websocket: opts.websocket.clone(),
         variables: vars.values.clone(),

@@ -37,6 +37,8 @@ pub struct Services {
     pub kv: KvStores,
     pub sqlite: Databases,
     pub pg: PgPools,
+    /// The guests' wall clock (`clock.rs`).
+    pub clock: crate::clock::GuestClock,
 }
 
 pub struct InstanceState {
@@ -64,6 +66,7 @@ impl InstanceState {
         // our stderr so `println!` debugging in a component shows up.
         wasi.stdout(std::io::stderr()).stderr(std::io::stderr());
         wasi.envs(&env.environment);
+        wasi.wall_clock(services.clock.clone());
         for (host, guest) in &env.mounts {
             wasi.preopened_dir(host, guest, FsPerms::ReadOnly)
                 .map_err(anyhow::Error::from)

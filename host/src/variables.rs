@@ -390,8 +390,15 @@ mod tests {
         assert_eq!(mode, 0o600);
 
         // A value set from outside is not a generated secret.
-        let set = resolve_app_variables(&manifest, &[("s".into(), "mine".into())], &rc, &dir, &[], &[])
-            .unwrap();
+        let set = resolve_app_variables(
+            &manifest,
+            &[("s".into(), "mine".into())],
+            &rc,
+            &dir,
+            &[],
+            &[],
+        )
+        .unwrap();
         assert_eq!(set.values["s"], "mine");
         assert!(set.generated.is_empty());
         std::fs::remove_dir_all(&dir).ok();
@@ -418,8 +425,8 @@ mod tests {
         assert_eq!(v.values["registration_mode"], "admin");
 
         // Without local defaults (production) the manifest default stands.
-        let v =
-            resolve_app_variables(&manifest, &[], &RuntimeConfig::default(), &dir, &[], &[]).unwrap();
+        let v = resolve_app_variables(&manifest, &[], &RuntimeConfig::default(), &dir, &[], &[])
+            .unwrap();
         assert_eq!(v.values["registration_mode"], "admin");
         std::fs::remove_dir_all(&dir).ok();
     }

@@ -1,6 +1,7 @@
 //! API throughput through edgehost over loopback: SFU tokens minted per second and
 //! broadcasts created per second, beside `/api/sfu/health` (which probes a stand-in SFU
-//! over loopback on every request).
+//! over loopback on every request). The token and create rows run on SQLite, then on
+//! PostgreSQL + Redis (throwaway servers, `platform_tests::backends`), in the same run.
 //!
 //! Run: `cargo bench -p platform-tests --bench api --profile host`. The load generator
 //! shares the machine with the server; compare the rows of one run.
@@ -8,6 +9,7 @@
 use anyhow::Result;
 use bytes::Bytes;
 use http_body_util::Full;
+use platform_tests::backends::Backend;
 use platform_tests::load::{self, Plan};
 use platform_tests::{Exchange, Method, Platform};
 use serde_json::json;
@@ -57,12 +59,50 @@ async fn fake_sfu() -> Result<String> {
 
 async fn run() -> Result<()> {
     let sfu_url = fake_sfu().await?;
-    let p = Platform::start_with(&[
-        ("sfu_server_url", &sfu_url),
-        ("sfu_api_key", "APIbench"),
-        ("sfu_api_secret", "bench-secret-bench-secret-bench-secret"),
-    ])
-    .await;
+    let plan = Plan::default();
+    plan.describe();
+    let mut health_measured = false;
+    for (backend, label) in [
+        (Backend::Sqlite, "SQLite"),
+        (Backend::Postgres, "PostgreSQL"),
+    ] {
+        let p = Platform::start_on(
+            backend,
+            &[
+                ("sfu_server_url", &sfu_url),
+                ("sfu_api_key", "APIbench"),
+                ("sfu_api_secret", "bench-secret-bench-secret-bench-secret"),
+            ],
+        )
+        .await;
+        if !health_measured {
+            measure_health(&p, plan).await?;
+            health_measured = true;
+        }
+        measure_store(&p, plan, label).await?;
+        p.stop().await;
+    }
+    Ok(())
+}
+
+fn warm_up(plan: Plan) -> Plan {
+    Plan {
+        max_requests: 300,
+        ..plan
+    }
+}
+
+async fn measure_health(p: &Platform, plan: Plan) -> Result<()> {
+    let health = |_| request("GET", "/api/sfu/health", &[], String::new());
+    load::run(p.addr(), warm_up(plan), 200, health).await?;
+    load::run(p.addr(), plan, 200, health)
+        .await?
+        .report("GET /api/sfu/health");
+    Ok(())
+}
+
+/// Token mints (reads: key, session, co-host) and broadcast creates (write transactions).
+async fn measure_store(p: &Platform, plan: Plan, label: &str) -> Result<()> {
     let tenant = p.register_client("Bench").await;
     let user = p.signup(&tenant, "bencher").await;
     let (status, broadcast) = p
@@ -70,49 +110,33 @@ async fn run() -> Result<()> {
         .send_json(&json!({"title": "Bench"}))
         .await;
     anyhow::ensure!(status == 200, "broadcast: {broadcast}");
-    let plan = Plan::default();
-    plan.describe();
     let addr = p.addr();
-    let warm_up = Plan {
-        max_requests: 300,
-        ..plan
-    };
-
-    let health = |_| request("GET", "/api/sfu/health", &[], String::new());
-    load::run(addr, warm_up, 200, health).await?;
-    load::run(addr, plan, 200, health)
-        .await?
-        .report("GET /api/sfu/health");
 
     let token_path = format!(
         "/api/streaming/sessions/{}/token",
         broadcast["id"].as_str().unwrap_or_default()
     );
-    let api_key = tenant.api_key.clone();
-    let owner_id = user.id.clone();
-    // One request in ten is the owner's publisher token, the rest viewers' tokens.
+    let (api_key, bearer) = (tenant.api_key.clone(), format!("Bearer {}", user.token));
+    // One request in ten is the owner's publisher token, the rest guests' viewer tokens.
     let mint = move |n: usize| {
-        let body = if n.is_multiple_of(10) {
-            json!({"userId": owner_id, "role": "publisher"})
+        let (body, auth) = if n.is_multiple_of(10) {
+            (json!({"role": "publisher"}), Some(bearer.as_str()))
         } else {
-            json!({"userId": format!("viewer-{n}"), "role": "subscriber"})
+            (json!({"role": "subscriber"}), None)
         };
-        request(
-            "POST",
-            &token_path,
-            &[
-                ("x-api-key", &api_key),
-                ("content-type", "application/json"),
-            ],
-            body.to_string(),
-        )
+        let mut headers = vec![
+            ("x-api-key", api_key.as_str()),
+            ("content-type", "application/json"),
+        ];
+        headers.extend(auth.map(|a| ("authorization", a)));
+        request("POST", &token_path, &headers, body.to_string())
     };
     let mint = std::sync::Arc::new(mint);
     let warm = mint.clone();
-    load::run(addr, warm_up, 200, move |n| warm(n)).await?;
+    load::run(addr, warm_up(plan), 200, move |n| warm(n)).await?;
     load::run(addr, plan, 200, move |n| mint(n))
         .await?
-        .report("POST .../token (mint)");
+        .report(&format!("{label:<10} POST .../token (mint)"));
 
     let (api_key, bearer) = (tenant.api_key.clone(), format!("Bearer {}", user.token));
     let create = move |n: usize| {
@@ -130,6 +154,6 @@ async fn run() -> Result<()> {
     };
     load::run(addr, plan, 200, create)
         .await?
-        .report("POST /api/broadcasts");
+        .report(&format!("{label:<10} POST /api/broadcasts"));
     Ok(())
 }

@@ -144,6 +144,18 @@ impl PostgresCluster {
         client
     }
 
+    /// A connection as the superuser to `database`.
+    pub async fn admin_of(&self, database: &str) -> tokio_postgres::Client {
+        let (client, connection) =
+            tokio_postgres::connect(&self.url("postgres", database), tokio_postgres::NoTls)
+                .await
+                .expect("connect to the test cluster as postgres");
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        client
+    }
+
     /// A new empty database owned by the `platform` role.
     pub async fn create_database(&self) -> String {
         let name = format!(
@@ -304,16 +316,26 @@ impl RedisServer {
     }
 }
 
+/// A Redis reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resp {
+    Status(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Resp>),
+}
+
 impl RedisServer {
-    /// The value of `key` in the database a `redis://127.0.0.1:PORT/N` URL names, read
-    /// with a plain RESP exchange (so the tests see what really is in Redis).
-    pub fn get(url: &str, key: &[u8]) -> Option<Vec<u8>> {
-        use std::io::{BufRead, BufReader, Read};
+    /// Runs one command in the database a `redis://127.0.0.1:PORT/N` URL names, with a
+    /// plain RESP exchange (so the tests see what really is in Redis).
+    pub fn command(url: &str, args: &[&[u8]]) -> Resp {
+        use std::io::BufReader;
         let rest = url.strip_prefix("redis://").expect("a redis:// URL");
         let (addr, db) = rest.split_once('/').expect("a database number in the URL");
         let mut stream = std::net::TcpStream::connect(addr).expect("connect to redis-server");
         let mut request = Vec::new();
-        for args in [&[&b"SELECT"[..], db.as_bytes()][..], &[b"GET", key]] {
+        for args in [&[&b"SELECT"[..], db.as_bytes()][..], args] {
             request.extend(format!("*{}\r\n", args.len()).into_bytes());
             for a in args {
                 request.extend(format!("${}\r\n", a.len()).into_bytes());
@@ -323,21 +345,47 @@ impl RedisServer {
         }
         stream.write_all(&request).expect("send to redis-server");
         let mut reader = BufReader::new(stream);
-        let mut line = String::new();
-        reader.read_line(&mut line).expect("SELECT reply");
-        assert_eq!(line, "+OK\r\n", "SELECT {db}");
-        line.clear();
-        reader.read_line(&mut line).expect("GET reply");
-        let len: i64 = line
-            .trim_end()
-            .strip_prefix('$')
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected GET reply {line:?}"));
-        let len = usize::try_from(len).ok()?;
-        let mut value = vec![0; len + 2];
-        reader.read_exact(&mut value).expect("GET value");
-        value.truncate(len);
-        Some(value)
+        let selected = read_resp(&mut reader);
+        assert_eq!(selected, Resp::Status("OK".into()), "SELECT {db}");
+        read_resp(&mut reader)
+    }
+
+    /// The value of `key`, if there is one.
+    pub fn get(url: &str, key: &[u8]) -> Option<Vec<u8>> {
+        match Self::command(url, &[b"GET", key]) {
+            Resp::Bulk(value) => value,
+            other => panic!("unexpected GET reply {other:?}"),
+        }
+    }
+}
+
+fn read_resp(reader: &mut impl std::io::BufRead) -> Resp {
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("a Redis reply");
+    let line = line.trim_end_matches("\r\n");
+    let (kind, rest) = line.split_at(1.min(line.len()));
+    let number = || -> i64 {
+        rest.parse()
+            .unwrap_or_else(|_| panic!("bad Redis reply {line:?}"))
+    };
+    match kind {
+        "+" => Resp::Status(rest.to_string()),
+        "-" => Resp::Error(rest.to_string()),
+        ":" => Resp::Int(number()),
+        "$" => match usize::try_from(number()) {
+            Err(_) => Resp::Bulk(None),
+            Ok(len) => {
+                let mut value = vec![0; len + 2];
+                reader.read_exact(&mut value).expect("a bulk string");
+                value.truncate(len);
+                Resp::Bulk(Some(value))
+            }
+        },
+        "*" => {
+            let n = usize::try_from(number()).unwrap_or(0);
+            Resp::Array((0..n).map(|_| read_resp(reader)).collect())
+        }
+        _ => panic!("unexpected Redis reply {line:?}"),
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod backends;
 pub mod load;
+mod storage;
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -50,14 +51,20 @@ impl Platform {
         Self::start_with(&[]).await
     }
 
-    /// The application with some variables overridden.
+    /// The application with some variables overridden, on the back end `PLATFORM_BACKEND`
+    /// selects.
     pub async fn start_with(variables: &[(&str, &str)]) -> Platform {
+        Self::start_on(backends::Backend::selected(), variables).await
+    }
+
+    /// The application on the given back end (benchmarks compare both in one run).
+    pub async fn start_on(backend: backends::Backend, variables: &[(&str, &str)]) -> Platform {
         let state = tempfile::tempdir().expect("temporary state directory");
         let variables = variables
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let backends = match backends::Backend::selected() {
+        let backends = match backend {
             backends::Backend::Sqlite => None,
             backends::Backend::Postgres => Some(backends::ServerBackends::fresh().await),
         };
@@ -95,10 +102,18 @@ impl Platform {
             .await
             .expect("edgehost starts");
         let base = format!("http://{}", server.local_addr());
-        let jobs_token = server
-            .variable("jobs_token")
-            .unwrap_or_default()
-            .to_string();
+        // The schema is the application's own: edgehost's start-up job `migrate`
+        // (jobs.toml) applied it before `start` returned.
+        let migrate = server
+            .jobs()
+            .into_iter()
+            .find(|j| j.name == "migrate")
+            .expect("jobs.toml has the migrate job");
+        assert_eq!(
+            (migrate.failures, migrate.last_status),
+            (0, Some(200)),
+            "the start-up migration failed"
+        );
         let platform = Platform {
             server: Some(server),
             state,
@@ -107,20 +122,17 @@ impl Platform {
             base,
             http: Client::new(),
         };
-        // The schema is the application's own: its migrate job applies it.
-        let migrated = platform
-            .request(Method::POST, "/api/jobs/migrate")
-            .bearer_auth(jobs_token)
-            .send()
-            .await
-            .expect("migrate request");
-        assert_eq!(
-            migrated.status(),
-            200,
-            "migrations: {:?}",
-            migrated.text().await
-        );
         platform
+    }
+
+    /// Stops the server and drops its PostgreSQL database, waiting for both.
+    pub async fn stop(mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await.expect("clean shutdown");
+        }
+        if let Some(backends) = self.backends.take() {
+            backends.discard().await;
+        }
     }
 
     /// Stops the server and starts a new one on the same state directory.
@@ -148,6 +160,15 @@ impl Platform {
     /// The resolved value of application variable `name`.
     pub fn variable(&self, name: &str) -> Option<String> {
         self.server.as_ref()?.variable(name).map(str::to_string)
+    }
+
+    /// Moves the components' wall clock forward (edgehost's `Server::advance_clock`): what
+    /// expires or falls due after `by` does so now.
+    pub fn advance_clock(&self, by: std::time::Duration) {
+        self.server
+            .as_ref()
+            .expect("the platform is running")
+            .advance_clock(by);
     }
 
     /// The embedded chat relay's internal address (`/internal/...`, `/metrics`).

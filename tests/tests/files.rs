@@ -256,15 +256,11 @@ Content-Type: audio/mpeg\r\n\r\n"
     assert_eq!(status, 200);
     let r = fetch(&p, &path, &[]).await;
     assert_eq!(r.status(), 404);
-    let kv = rusqlite::Connection::open(p.state_dir().join("sqlite_key_value.db")).unwrap();
-    let left: i64 = kv
-        .query_row(
-            "SELECT COUNT(*) FROM spin_key_value WHERE key LIKE ?1",
-            [format!("file:%:{big_id}:%")],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(left, 0);
+    let left = p.kv_keys("file:").await;
+    assert!(
+        !left.iter().any(|k| k.contains(&format!(":{big_id}:"))),
+        "{left:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -277,42 +273,30 @@ async fn late_bytes_are_retried_before_a_404() {
     assert_eq!(status, 201, "{file}");
     let id = file["id"].as_str().unwrap().to_string();
     let key = format!("file:{}:{id}:1", t.client_id);
-    let kv_path = p.state_dir().join("sqlite_key_value.db");
-    let hide = move |hidden: bool| {
-        let kv = rusqlite::Connection::open(&kv_path).unwrap();
+    let hidden_key = format!("hidden:{key}");
+    let hide = |hidden: bool| {
         let (from, to) = if hidden {
-            (key.clone(), format!("hidden:{key}"))
+            (key.as_str(), hidden_key.as_str())
         } else {
-            (format!("hidden:{key}"), key.clone())
+            (hidden_key.as_str(), key.as_str())
         };
-        let n = kv
-            .execute(
-                "UPDATE spin_key_value SET key = ?1 WHERE key = ?2",
-                [&to, &from],
-            )
-            .unwrap();
-        assert_eq!(n, 1);
+        p.kv_rename(from, to)
     };
 
     // The second chunk appears 250 ms after the request: the retries find it.
-    hide(true);
+    hide(true).await;
     let url = p.url(&format!("/api/files/{id}/public"));
     let started = Instant::now();
     let request = tokio::spawn(async move { reqwest::get(url).await.unwrap() });
     tokio::time::sleep(Duration::from_millis(250)).await;
-    tokio::task::spawn_blocking({
-        let hide = hide.clone();
-        move || hide(false)
-    })
-    .await
-    .unwrap();
+    hide(false).await;
     let r = request.await.unwrap();
     assert_eq!(r.status(), 200);
     assert!(started.elapsed() >= Duration::from_millis(250));
     assert_eq!(sha256_hex(&r.bytes().await.unwrap()), sha256_hex(&data));
 
     // Bytes that never appear: 404 after the three retries (100 + 200 + 300 ms).
-    hide(true);
+    hide(true).await;
     let started = Instant::now();
     let r = fetch(&p, &format!("/api/files/{id}/public"), &[]).await;
     assert_eq!(r.status(), 404);
@@ -439,20 +423,8 @@ async fn tenants_owners_and_bad_input() {
     assert_eq!(status, 413, "{body}");
     let (_, list) = p.as_user(&ada, Method::GET, "/api/files").answer().await;
     assert_eq!(list["total"], 1, "{list}");
-    let kv = rusqlite::Connection::open(p.state_dir().join("sqlite_key_value.db")).unwrap();
-    let chunks: i64 = kv
-        .query_row(
-            "SELECT COUNT(*) FROM spin_key_value WHERE key LIKE 'file:%'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(chunks, 1);
-    let db = rusqlite::Connection::open(p.state_dir().join("sqlite_db.db")).unwrap();
-    let rows: i64 = db
-        .query_row("SELECT COUNT(*) FROM files", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(rows, 1);
+    assert_eq!(p.kv_keys("file:").await.len(), 1);
+    assert_eq!(p.db_number("SELECT COUNT(*) FROM files", &[]).await, 1);
 }
 
 fn ids_of(playlist: &Value) -> Vec<String> {

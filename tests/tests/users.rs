@@ -163,6 +163,21 @@ async fn bearer_tokens_are_checked() {
         (status.as_u16(), body["code"].as_str()),
         (401, Some("tenant_mismatch"))
     );
+    // An access token lasts an hour (`expiresIn`): past it, the same token is refused.
+    let fresh = p
+        .as_user(&ada, Method::GET, "/api/users/profile/full")
+        .status()
+        .await;
+    assert_eq!(fresh, 200);
+    p.advance_clock(std::time::Duration::from_secs(3601));
+    let (status, body) = p
+        .as_user(&ada, Method::GET, "/api/users/profile/full")
+        .answer()
+        .await;
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (401, Some("token_expired"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

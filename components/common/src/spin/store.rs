@@ -11,8 +11,24 @@ use spin_sdk::pg3 as pg;
 use spin_sdk::sqlite;
 use std::rc::Rc;
 
-/// Opens the platform's database.
+thread_local! {
+    /// The connection this instance opened. An instance serves one request, so every
+    /// `open()` of a request shares one connection: a request holds one PostgreSQL
+    /// connection from the host's pool, not one per store call.
+    static OPENED: std::cell::RefCell<Option<Db>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The platform's database: opened on the first call, shared by the later ones.
 pub fn open() -> Result<Db, ApiError> {
+    if let Some(db) = OPENED.with(|o| o.borrow().clone()) {
+        return Ok(db);
+    }
+    let db = connect()?;
+    OPENED.with(|o| *o.borrow_mut() = Some(db.clone()));
+    Ok(db)
+}
+
+fn connect() -> Result<Db, ApiError> {
     match config::var_or("database", "sqlite").as_str() {
         "sqlite" => sqlite::Connection::open_default()
             .map(|conn| Db::new(Box::new(SpinSqlite(conn))))

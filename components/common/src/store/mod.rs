@@ -180,8 +180,10 @@ pub trait Backend {
 }
 
 /// A connection to the platform's database.
+/// A database connection; clones share it.
+#[derive(Clone)]
 pub struct Db {
-    backend: Box<dyn Backend>,
+    backend: Rc<dyn Backend>,
 }
 
 fn failed(e: String) -> ApiError {
@@ -190,7 +192,9 @@ fn failed(e: String) -> ApiError {
 
 impl Db {
     pub fn new(backend: Box<dyn Backend>) -> Db {
-        Db { backend }
+        Db {
+            backend: Rc::from(backend),
+        }
     }
 
     pub fn dialect(&self) -> Dialect {
