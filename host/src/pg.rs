@@ -49,6 +49,11 @@ const MAX_CACHED_STATEMENTS: usize = 256;
 /// Largest query result handed to a guest.
 const MAX_RESULT_BYTES: usize = 128 * 1024 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// New connections being made at once per address. A connection costs the server a
+/// process and an authentication exchange (SCRAM's key derivation on both sides): a burst
+/// of requests makes them a few at a time, and a request that waits may be handed a
+/// connection another one just gave back instead.
+const MAX_CONNECTING: usize = 4;
 /// How long `open` waits for a connection when the address's pool is exhausted.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Run on a connection a guest used, before the next guest gets it: ends any transaction
@@ -82,6 +87,7 @@ impl PgPools {
             config,
             idle: Mutex::new(Vec::new()),
             slots: Arc::new(Semaphore::new(POOL_SIZE)),
+            connecting: Semaphore::new(MAX_CONNECTING),
             last_used: Mutex::new(Instant::now()),
         });
         pools.insert(address.to_string(), pool.clone());
@@ -94,6 +100,8 @@ struct PgPool {
     config: Config,
     idle: Mutex<Vec<PgSession>>,
     slots: Arc<Semaphore>,
+    /// Connections being made (`MAX_CONNECTING`).
+    connecting: Semaphore,
     last_used: Mutex<Instant>,
 }
 
@@ -106,20 +114,35 @@ impl PgPool {
         *self.last_used.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// An idle connection, or a new one once the pool has room.
-    async fn acquire(&self) -> Result<PgSession, String> {
+    /// A live idle connection, if there is one.
+    fn take_idle(&self) -> Option<PgSession> {
         loop {
             let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
             match idle {
-                Some(session) if !session.client.is_closed() => return Ok(session),
+                Some(session) if !session.client.is_closed() => return Some(session),
                 Some(_) => continue,
-                None => break,
+                None => return None,
             }
         }
-        let permit = tokio::time::timeout(ACQUIRE_TIMEOUT, self.slots.clone().acquire_owned())
+    }
+
+    /// An idle connection, or a new one once the pool has room.
+    async fn acquire(&self) -> Result<PgSession, String> {
+        if let Some(session) = self.take_idle() {
+            return Ok(session);
+        }
+        let deadline = tokio::time::Instant::now() + ACQUIRE_TIMEOUT;
+        let permit = tokio::time::timeout_at(deadline, self.slots.clone().acquire_owned())
             .await
             .map_err(|_| format!("no free connection: all {POOL_SIZE} are in use"))?
             .map_err(|e| e.to_string())?;
+        let _connecting = tokio::time::timeout_at(deadline, self.connecting.acquire())
+            .await
+            .map_err(|_| "timed out waiting to connect".to_string())?
+            .map_err(|e| e.to_string())?;
+        if let Some(session) = self.take_idle() {
+            return Ok(session);
+        }
         let (client, connection) =
             tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(NoTls))
                 .await
