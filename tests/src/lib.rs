@@ -114,15 +114,14 @@ impl Platform {
             (0, Some(200)),
             "the start-up migration failed"
         );
-        let platform = Platform {
+        Platform {
             server: Some(server),
             state,
             variables,
             backends,
             base,
             http: Client::new(),
-        };
-        platform
+        }
     }
 
     /// Stops the server and drops its PostgreSQL database, waiting for both.
