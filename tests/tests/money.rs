@@ -11,7 +11,26 @@ use std::time::Duration;
 const JOBS_TOKEN: &str = "jobs-token-for-the-money-suite-0123456789";
 
 async fn platform() -> Platform {
-    Platform::start_with(&[("jobs_token", JOBS_TOKEN)]).await
+    Platform::start_with(&[
+        ("jobs_token", JOBS_TOKEN),
+        ("sfu_api_key", "APImoney"),
+        ("sfu_api_secret", "money-suite-sfu-secret-0123456789abcdef"),
+    ])
+    .await
+}
+
+/// `user` logged in again (a JWT lives one hour: after the clock moved past it).
+async fn log_in_again(p: &Platform, user: &User, username: &str) -> User {
+    let (status, body) = p
+        .request(Method::POST, "/api/users/login")
+        .header("x-api-key", &user.api_key)
+        .send_json(&json!({"username": username, "password": "correct horse battery"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    User {
+        token: body["token"].as_str().expect("token").to_string(),
+        ..user.clone()
+    }
 }
 
 fn code(body: &Value) -> &str {
@@ -134,7 +153,11 @@ async fn sixty_four_concurrent_gifts_from_a_wallet_for_forty_move_exactly_forty(
     let refused: Vec<_> = answers.iter().filter(|(s, _)| *s != 201).collect();
     assert_eq!(accepted, 40, "{refused:?}");
     for (status, body) in &refused {
-        assert_eq!((*status, code(body)), (409, "insufficient_funds"), "{body}");
+        assert_eq!(
+            (status.as_u16(), code(body)),
+            (409, "insufficient_funds"),
+            "{body}"
+        );
     }
     for (_, body) in answers.iter().filter(|(s, _)| *s == 201) {
         assert!(body["balance"].as_i64().unwrap() >= 0, "{body}");
@@ -507,7 +530,11 @@ async fn spending_caps_refuse_beyond_the_window_and_pass_after_it() {
     }
     assert_eq!(wallet(&p, &fan).await["tokens"], 980);
     p.advance_clock(Duration::from_secs(3601));
-    // The broadcast went stale while the clock moved: a new one.
+    // Tokens expired and the broadcast went stale while the clock moved.
+    let (host, fan) = (
+        log_in_again(&p, &host, "host").await,
+        log_in_again(&p, &fan, "fan").await,
+    );
     let live = live_broadcast(&p, &host, "public").await;
     let (status, _) = gift_request(&p, &fan, &live, &key(), &rose).answer().await;
     assert_eq!(status, 201);
@@ -734,6 +761,10 @@ async fn subscriptions_charge_renew_lapse_and_open_subscriber_broadcasts() {
     );
     let (_, again) = job(&p, "renew-subscriptions").await;
     assert_eq!(again["done"], 0, "a period is charged once");
+    // A month later the users log in again (a JWT lives an hour).
+    let rich = log_in_again(&p, &rich, "rich").await;
+    let fan = log_in_again(&p, &fan, "fan").await;
+    let poor = log_in_again(&p, &poor, "poor").await;
     assert_eq!(wallet(&p, &rich).await["tokens"], 100);
     assert_eq!(wallet(&p, &fan).await["tokens"], 150);
     assert_eq!(wallet(&p, &poor).await["tokens"], 0);
