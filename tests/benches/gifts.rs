@@ -80,9 +80,10 @@ async fn measure(p: &Platform, plan: Plan, label: &str) -> Result<()> {
     let path = format!("/api/broadcasts/{id}/gifts");
     let api_key = t.api_key.clone();
     let gift_body = json!({"giftId": "rose"}).to_string();
+    let run_label = label.to_string();
     // Request n is sender n mod 16's gift with its own key.
     let make = move |n: usize| {
-        let key = format!("{label}-gift-{n}");
+        let key = format!("{run_label}-gift-{n}");
         hyper::Request::builder()
             .method("POST")
             .uri(path.as_str())
