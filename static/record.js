@@ -6,7 +6,7 @@
  * - Logs START_RECORDING once media is playing and END_RECORDING when the room ends.
  * - Lays out every participant with StreamLayout at the page's exact size and re-lays out
  *   when participants join or leave and when the active speaker changes.
- * - Shows viewer reactions from the relay as an animated overlay.
+ * - Shows viewer reactions and gifts (static/gifts.js) from the relay as animated overlays.
  *
  * Without `url`/`token` it waits. `?simulate=N` replaces the room with N local
  * participants whose video comes from canvases (for tests and for a look at a layout),
@@ -22,6 +22,7 @@
   var waitingEl = document.getElementById('waiting');
   var overflowEl = document.getElementById('overflow');
   var reactionsEl = document.getElementById('reactions');
+  var giftsEl = document.getElementById('gifts');
   var audioEl = document.getElementById('audio');
   var glyphs = document.getElementById('reaction-glyphs');
 
@@ -210,6 +211,9 @@
       case 'cohost':
         relayout();
         break;
+      case 'gift':
+        window.GiftOverlay.show(giftsEl, event);
+        break;
       default:
         break;
     }
@@ -386,6 +390,7 @@
         var glyph = el.querySelector('svg');
         return { kind: el.dataset.reaction, box: box(el), glyph: glyph ? glyph.dataset.reaction : null };
       }),
+      gifts: window.GiftOverlay.report(giftsEl),
       relay: state.relay
     };
   }

@@ -1,6 +1,6 @@
 /*
  * The watch page: HLS playback with hls.js (native HLS where the browser has it), the
- * live state, and the live chat read-only through the relay.
+ * live state, the live chat read-only through the relay, and gifts (static/gifts.js).
  */
 (function () {
   'use strict';
@@ -12,6 +12,7 @@
   var viewers = document.getElementById('viewers');
   var chat = document.getElementById('chat');
   var chatState = document.getElementById('chat-state');
+  var giftsEl = document.getElementById('gifts');
   var hlsUrl = root.dataset.hlsUrl;
   var hls = null;
   var retryTimer = null;
@@ -111,11 +112,18 @@
       } else if (e.kind === 'viewers' && typeof e.viewerCount === 'number') {
         viewers.textContent = e.viewerCount + ' watching';
         viewers.hidden = false;
+      } else if (e.kind === 'gift') {
+        window.GiftOverlay.show(giftsEl, e);
       }
     }
   }
 
-  window.watchPage = { relayFrame: onFrame };
+  window.watchPage = {
+    relayFrame: onFrame,
+    gifts: function () {
+      return window.GiftOverlay.report(giftsEl);
+    }
+  };
   window.StreamRelay.connect(root.dataset.streamId, onFrame, function (s) {
     chatState.textContent = s === 'open' ? 'Chat connected' : 'Chat unavailable, retrying';
   }, root.dataset.clientId);

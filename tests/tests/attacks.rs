@@ -875,3 +875,114 @@ async fn private_recording_pages_need_the_egress_token() {
     let open = record_page(&p, other_room, "").await;
     assert_eq!(open.status(), 200);
 }
+
+/// Money: the API key or a user JWT cannot mint tokens, the money jobs are the
+/// scheduler's, impossible amounts and private broadcasts are refused, and nothing moves.
+#[tokio::test(flavor = "multi_thread")]
+async fn money_cannot_be_minted_forged_or_overdrawn() {
+    let p = platform().await;
+    let (t, ada, eve) = cast(&p).await;
+    let credit_path = format!("/api/v1/wallets/{}/credits", eve.id);
+    let credit = json!({"tokens": 1_000_000, "reference": "forged"});
+    // Minting tokens needs the tenant's signature: the public API key and a user's own
+    // JWT are refused.
+    for attempt in [
+        p.as_client(&t, Method::POST, &credit_path),
+        p.as_user(&eve, Method::POST, &credit_path),
+    ] {
+        let (status, body) = attempt
+            .header("idempotency-key", "forge-1")
+            .send_json(&credit)
+            .await;
+        assert_eq!(status, 401, "{body}");
+    }
+    // The money jobs answer only the scheduler's token.
+    for job in ["check-ledger", "renew-subscriptions"] {
+        let path = format!("/api/jobs/{job}");
+        assert_eq!(p.as_user(&eve, Method::POST, &path).status().await, 401);
+        assert_eq!(p.request(Method::POST, &path).status().await, 401);
+    }
+    // Negative, zero and overflowing amounts are refused.
+    for (tokens, quantity) in [(-5, 1), (0, 1), (i64::MAX, 1)] {
+        let (status, _) = p
+            .as_server(
+                &t,
+                Method::POST,
+                &credit_path,
+                Some(&json!({"tokens": tokens, "reference": format!("r{tokens}")})),
+            )
+            .header("idempotency-key", format!("neg-{tokens}-{quantity}"))
+            .answer()
+            .await;
+        assert_eq!(status, 422);
+    }
+    let gift = json!({"name": "Huge", "priceTokens": 1_000_000_000});
+    let (status, _) = p
+        .as_server(&t, Method::PUT, "/api/v1/gifts/huge", Some(&gift))
+        .answer()
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = p
+        .as_server(
+            &t,
+            Method::POST,
+            &credit_path,
+            Some(&json!({"tokens": 100, "reference": "real"})),
+        )
+        .header("idempotency-key", "real-1")
+        .answer()
+        .await;
+    assert_eq!(status, 201);
+    let public = live_broadcast(&p, &ada, "public").await;
+    let public_id = public["id"].as_str().unwrap();
+    let gifts = format!("/api/broadcasts/{public_id}/gifts");
+    let (status, body) = p
+        .as_user(&eve, Method::POST, &gifts)
+        .header("idempotency-key", "overflow")
+        .send_json(&json!({"giftId": "huge", "quantity": 9999}))
+        .await;
+    assert_eq!((status.as_u16(), code(&body)), (422, "amount_too_large"));
+    // A private broadcast of another user is unknown, and gifting it moves nothing.
+    let (status, _) = p
+        .as_server(
+            &t,
+            Method::PUT,
+            "/api/v1/gifts/rose",
+            Some(&json!({"name": "Rose", "priceTokens": 1})),
+        )
+        .answer()
+        .await;
+    assert_eq!(status, 200);
+    let private = live_broadcast(&p, &ada, "private").await;
+    let private_gifts = format!("/api/broadcasts/{}/gifts", private["id"].as_str().unwrap());
+    let (status, _) = p
+        .as_user(&eve, Method::POST, &private_gifts)
+        .header("idempotency-key", "private")
+        .send_json(&json!({"giftId": "rose"}))
+        .await;
+    assert_eq!(status, 404);
+    // A key replayed by another user answers that user's own request, never the first's.
+    let (status, first) = p
+        .as_user(&eve, Method::POST, &gifts)
+        .header("idempotency-key", "shared")
+        .send_json(&json!({"giftId": "rose"}))
+        .await;
+    assert_eq!(status, 201, "{first}");
+    let (status, theirs) = p
+        .as_user(&ada, Method::POST, &gifts)
+        .header("idempotency-key", "shared")
+        .send_json(&json!({"giftId": "rose"}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), code(&theirs)),
+        (422, "cannot_gift_yourself")
+    );
+    let (_, wallet) = p.as_user(&eve, Method::GET, "/api/wallet").answer().await;
+    assert_eq!(wallet["tokens"], 99, "one gift of 1 token, nothing else");
+    let (status, check) = p
+        .request(Method::POST, "/api/jobs/check-ledger")
+        .bearer_auth(JOBS_TOKEN)
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{check}");
+}

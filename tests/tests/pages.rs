@@ -1119,3 +1119,134 @@ async fn watch_page_in_the_browser() {
     browser.assert_clean(&tab).await;
     browser.close().await;
 }
+
+/// A gift sent through the API is seen live: the relay's `gift` event becomes an animated
+/// banner on the watch page and on the recording page, with the combo count, as text.
+#[tokio::test(flavor = "multi_thread")]
+async fn gifts_animate_live_on_the_watch_and_recording_pages() {
+    let p = Platform::start().await;
+    let t = p.register_client("Gifting").await;
+    let host = p.signup(&t, "host").await;
+    let fan = p.signup(&t, "fan").await;
+    for (id, name, animation) in [
+        ("rose", "<b>Rose</b>", "large"),
+        ("comet", "Comet", "fullscreen"),
+    ] {
+        let body = json!({"name": name, "priceTokens": 5, "animation": animation});
+        let (status, answer) = p
+            .as_server(&t, Method::PUT, &format!("/api/v1/gifts/{id}"), Some(&body))
+            .answer()
+            .await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    let credit = json!({"tokens": 100, "reference": "receipt"});
+    let (status, answer) = p
+        .as_server(
+            &t,
+            Method::POST,
+            &format!("/api/v1/wallets/{}/credits", fan.id),
+            Some(&credit),
+        )
+        .header("idempotency-key", "credit-1")
+        .answer()
+        .await;
+    assert_eq!(status, 201, "{answer}");
+    let (created, short) = create_broadcast(&p, &host, json!({"title": "Gifts"})).await;
+    let id = created["id"].as_str().unwrap();
+    let stream = created["streamId"].as_str().unwrap();
+    let (status, _) = p
+        .as_user(&host, Method::POST, &format!("/api/broadcasts/{id}/status"))
+        .send_json(&json!({"status": "active"}))
+        .await;
+    assert_eq!(status, 200);
+    let gift = |key: &'static str, body: Value| {
+        p.as_user(&fan, Method::POST, &format!("/api/broadcasts/{id}/gifts"))
+            .header("idempotency-key", key)
+            .json(&body)
+            .answer()
+    };
+
+    let mut browser = Browser::launch(&[]).await;
+    let watch = browser
+        .open(&p.url(&format!("/watch/{short}")), 1280, 720)
+        .await;
+    browser
+        .wait_for(
+            &watch,
+            "document.getElementById('chat-state').textContent === 'Chat connected' || null",
+            Duration::from_secs(10),
+        )
+        .await;
+    let (status, sent) = gift("g1", json!({"giftId": "rose", "quantity": 2})).await;
+    assert_eq!(status, 201, "{sent}");
+    let shown = browser
+        .wait_for(
+            &watch,
+            "watchPage.gifts().length > 0 ? watchPage.gifts() : null",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(shown[0]["gift"], "rose");
+    assert_eq!(shown[0]["size"], "large");
+    assert_eq!(shown[0]["text"], "fan sent <b>Rose</b> \u{d7}2");
+    assert!(shown[0]["box"]["w"].as_i64().unwrap() > 0);
+    assert_eq!(
+        browser
+            .eval(&watch, "document.querySelectorAll('#gifts b').length")
+            .await,
+        0
+    );
+    let (status, _) = gift("g2", json!({"giftId": "rose"})).await;
+    assert_eq!(status, 201);
+    let combo = browser
+        .wait_for(
+            &watch,
+            "(function(){var g = watchPage.gifts().filter(function(x){return x.combo === 2;}); return g.length ? g[0] : null;})()",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert!(
+        combo["text"].as_str().unwrap().ends_with("combo \u{d7}2"),
+        "{combo}"
+    );
+    browser
+        .screenshot(&watch, &screenshot_dir().join("watch-gift.png"))
+        .await;
+
+    // The recording page shows an anonymous fullscreen gift without a sender.
+    let (w, h) = (1280, 720);
+    let record = browser
+        .open(
+            &p.url(&format!("/streams/{stream}/record?width={w}&height={h}")),
+            w,
+            h,
+        )
+        .await;
+    browser
+        .wait_for(
+            &record,
+            "recordPage.report().relay === 'open' || null",
+            Duration::from_secs(10),
+        )
+        .await;
+    let (status, _) = gift("g3", json!({"giftId": "comet", "anonymous": true})).await;
+    assert_eq!(status, 201);
+    let shown = browser
+        .wait_for(
+            &record,
+            "(function(){var g = recordPage.report().gifts; return g.length ? g : null;})()",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(shown[0]["text"], "Someone sent Comet");
+    assert_eq!(shown[0]["size"], "fullscreen");
+    // Fullscreen covers the stage.
+    let b = &shown[0]["box"];
+    let (bw, bh) = (b["w"].as_i64().unwrap(), b["h"].as_i64().unwrap());
+    assert!(bw >= w as i64 - 2 && bh >= h as i64 - 2, "{shown}");
+    browser
+        .screenshot(&record, &screenshot_dir().join("record-gift.png"))
+        .await;
+    browser.assert_clean(&watch).await;
+    browser.close().await;
+}

@@ -7,7 +7,7 @@ use common::spin::auth::Tenant;
 use common::spin::http::{Call, CallerCtx, UserCtx, json};
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
 use common::store::chat::{self as store, NewMessage, Target};
-use common::store::{Db, cohosts, rate_limits, rooms};
+use common::store::{Db, cohosts, rate_limits, rooms, subscriptions};
 use common::{ApiError, ids};
 use serde_json::json;
 use spin_sdk::http::Response;
@@ -141,15 +141,36 @@ fn post(
         .as_ref()
         .filter(|_| via_broadcast)
         .map(|b| b.id.as_str());
+    let badge = subscriber_badge(db, target, &user.id, ctx.now())?;
     let new = NewMessage {
         id: &id,
         broadcast_id,
         sender_id: &user.id,
         sender_name: &user.username,
+        sender_badge: badge,
         text: &message,
     };
     let stored = store::insert(db, &target.store(), &new, ctx.now_millis())?;
     Ok(json(200, &stored))
+}
+
+/// `subscriber` when the sender actively subscribes to the broadcast's host.
+fn subscriber_badge(
+    db: &Db,
+    target: &ChatTarget,
+    sender: &str,
+    now: i64,
+) -> Result<Option<&'static str>, ApiError> {
+    let host = target
+        .broadcast
+        .as_ref()
+        .and_then(|b| b.owner_id.as_deref());
+    Ok(match host {
+        Some(host) if subscriptions::is_subscriber(db, &target.client_id, host, sender, now)? => {
+            Some("subscriber")
+        }
+        _ => None,
+    })
 }
 
 /// `GET /api/streams/{id}/chat`: anyone who may watch the stream (the relay reads for its

@@ -4,7 +4,7 @@
 //! scheduler calls again while `remaining` is above zero.
 
 use common::spin::http::{JobsCtx, Reply, json};
-use common::store::{cohosts, rate_limits, replay, users};
+use common::store::{cohosts, idempotency, rate_limits, replay, users};
 use serde_json::json;
 
 /// Rows each kind of record may lose per call.
@@ -34,7 +34,7 @@ pub fn migrate(ctx: &JobsCtx) -> Reply {
 }
 
 /// `POST /api/jobs/prune`: removes what has outlived its use: seen signatures (replay
-/// keys), expired refresh tokens, rate-limit events, old SFU webhook ids, expired invites,
+/// keys), money requests' idempotency keys (after 24 h), expired refresh tokens, rate-limit events, old SFU webhook ids, expired invites,
 /// and abandoned uploads (with their chunks). Each kind loses at most a batch per call.
 pub fn prune(ctx: &JobsCtx) -> Reply {
     let db = common::spin::store::open()?;
@@ -54,6 +54,7 @@ pub fn prune(ctx: &JobsCtx) -> Reply {
             "cohost_invites",
             cohosts::prune_invites(&db, now - INVITE_KEEP_SECS, BATCH)?,
         ),
+        ("idempotency_keys", idempotency::prune(&db, now, BATCH)?),
         (
             "abandoned_uploads",
             crate::files::remove_abandoned(&db, now - ABANDONED_UPLOAD_SECS, BATCH)?,

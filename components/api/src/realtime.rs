@@ -1,44 +1,4 @@
-//! Pushes a stream's real-time events (reactions, status, viewers, co-hosts, layout) to
-//! the chat relay, which fans them out to the stream's sockets. Wasm components cannot
-//! hold sockets, so the relay's internal endpoint is the way out. Publishing is best
-//! effort: the REST call that caused an event succeeds even when the relay is down.
+//! Pushes a stream's real-time events to the chat relay (shared with the money component:
+//! see `common::spin::realtime`).
 
-use common::realtime::Event;
-use common::spin::config;
-use common::spin::outbound::{self, OutboundRequest};
-use std::time::Duration;
-
-/// How long a push may take before it is given up.
-const PUSH_TIMEOUT: Duration = Duration::from_millis(300);
-
-/// Sends `event` to the sockets of `stream_id`.
-pub fn publish(stream_id: &str, event: Event) {
-    let (Some(relay_url), Some(secret)) = (config::var("relay_url"), config::var("relay_secret"))
-    else {
-        return;
-    };
-    let url = format!(
-        "{}/internal/streams/{stream_id}/events",
-        relay_url.trim_end_matches('/')
-    );
-    let body = serde_json::to_string(&event).unwrap_or_default();
-    let request = OutboundRequest {
-        method: "POST",
-        headers: vec![
-            ("content-type".into(), b"application/json".to_vec()),
-            ("x-relay-secret".into(), secret.into_bytes()),
-        ],
-        body: body.as_bytes(),
-        timeout: PUSH_TIMEOUT,
-        max_response_bytes: 4 * 1024,
-        ..OutboundRequest::get(&url)
-    };
-    match outbound::send(&request) {
-        Ok(answer) if answer.status < 300 => {}
-        Ok(answer) => eprintln!(
-            "real-time event for {stream_id}: the relay answered {}",
-            answer.status
-        ),
-        Err(e) => eprintln!("real-time event for {stream_id} not delivered: {e}"),
-    }
-}
+pub use common::spin::realtime::publish;

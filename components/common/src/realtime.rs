@@ -44,6 +44,21 @@ pub enum Event {
     ChatMessage { message: Value },
     /// A chat message deleted through REST.
     ChatDeleted { id: String },
+    /// A viewer sent a gift. `combo` counts the same sender's same gift to the same
+    /// recipient within 10 s (1 for the first); an anonymous gift names no sender.
+    Gift {
+        gift_id: String,
+        name: String,
+        /// `small`, `large` or `fullscreen`.
+        animation: String,
+        quantity: i64,
+        combo: i64,
+        recipient_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sender_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sender_name: Option<String>,
+    },
 }
 
 /// What happened to a co-host.
@@ -116,6 +131,21 @@ mod tests {
             (
                 Event::ChatDeleted { id: "m1".into() },
                 json!({"kind": "chat_deleted", "id": "m1"}),
+            ),
+            (
+                Event::Gift {
+                    gift_id: "rose".into(),
+                    name: "Rose".into(),
+                    animation: "small".into(),
+                    quantity: 2,
+                    combo: 3,
+                    recipient_id: "u2".into(),
+                    sender_id: Some("u1".into()),
+                    sender_name: Some("ada".into()),
+                },
+                json!({"kind": "gift", "giftId": "rose", "name": "Rose", "animation": "small",
+                       "quantity": 2, "combo": 3, "recipientId": "u2",
+                       "senderId": "u1", "senderName": "ada"}),
             ),
         ];
         for (event, wire) in cases {

@@ -74,7 +74,7 @@ fn stream_of_room(room: &str, now: i64) -> Result<Option<RecordedStream>, ApiErr
         rooms::by_room_name(&db, room, now)?.map(|found| match found {
             rooms::Room::Broadcast(b) => RecordedStream {
                 client_id: b.client_id,
-                private: b.visibility == "private",
+                private: common::store::subscriptions::is_gated(&b.visibility),
             },
             rooms::Room::Event(e) => RecordedStream {
                 client_id: e.client_id,
@@ -113,6 +113,7 @@ fn render_record(stream_id: &str, client_id: &str, p: &RecordParams) -> Result<S
                 livekit => assets::url_value("vendor/livekit-client.umd.js"),
                 layout => assets::url_value("layout.js"),
                 relay => assets::url_value("relay.js"),
+                gifts => assets::url_value("gifts.js"),
                 record => assets::url_value("record.js"),
             },
         },
@@ -195,7 +196,8 @@ impl WatchState {
     }
 }
 
-/// `GET /watch/{shortId}`: a public or unlisted broadcast; private and unknown ones are 404.
+/// `GET /watch/{shortId}`: a public or unlisted broadcast; private, subscribers-only and unknown
+/// ones are 404.
 pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let short_id = ctx.param("id");
     if !params::valid_stream_id(short_id) {
@@ -203,7 +205,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     }
     let db = common::spin::store::open()?;
     let found = broadcasts::load_by_short_id(&db, short_id, ctx.now())?;
-    let Some(b) = found.filter(|b| b.visibility != "private") else {
+    let Some(b) = found.filter(|b| !common::store::subscriptions::is_gated(&b.visibility)) else {
         return Ok(web::text(404, "no such broadcast"));
     };
     let state = WatchState::of(b.status, b.last_heartbeat, ctx.now());
@@ -256,6 +258,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
                         css => assets::url_value("pages.css"),
                         hls => assets::url_value("vendor/hls.light.min.js"),
                         relay => assets::url_value("relay.js"),
+                        gifts => assets::url_value("gifts.js"),
                         watch => assets::url_value("watch.js"),
                     },
                 },

@@ -98,7 +98,7 @@ fn grant(
     let may_watch = match &ctx.caller {
         Caller::Server => true,
         Caller::User(user) => rooms::user_may_watch(db, client_id, room, &user.id, ctx.now())?,
-        Caller::Guest => room.visibility != "private",
+        Caller::Guest => !common::store::subscriptions::is_gated(&room.visibility),
     };
     if !may_watch {
         return Err(ApiError::not_found("session"));

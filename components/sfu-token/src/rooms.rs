@@ -4,7 +4,7 @@ use common::ApiError;
 use common::domain::broadcast::Status;
 use common::domain::sfu::Role;
 use common::ids;
-use common::store::{Db, cohosts, rooms};
+use common::store::{Db, cohosts, rooms, subscriptions};
 
 /// Participants allowed in a room created for a scheduled event.
 const EVENT_MAX_PARTICIPANTS: u32 = 100;
@@ -51,7 +51,7 @@ pub struct Room {
     /// A broadcast's status; events have none.
     pub status: Option<Status>,
     pub max_participants: u32,
-    /// public, unlisted or private.
+    /// public, unlisted, private or subscribers.
     pub visibility: String,
 }
 
@@ -140,7 +140,8 @@ pub fn cohost_standing(
 
 /// Whether a signed-in user may watch the room: anyone of the tenant for a public or
 /// unlisted one; a private one only its owner, its co-hosts (active or asking to join), and
-/// users holding an unexpired invite.
+/// users holding an unexpired invite; a subscribers-only one those and the host's active
+/// subscribers.
 pub fn user_may_watch(
     db: &Db,
     client_id: &str,
@@ -148,13 +149,22 @@ pub fn user_may_watch(
     user_id: &str,
     now: i64,
 ) -> Result<bool, ApiError> {
-    if room.visibility != "private" || room.is_owned_by(user_id) {
+    if !subscriptions::is_gated(&room.visibility) || room.is_owned_by(user_id) {
         return Ok(true);
     }
     if room.kind != Kind::Broadcast {
         return Ok(false);
     }
-    cohosts::is_invited_or_host(db, client_id, &room.session_id, user_id, now)
+    if cohosts::is_invited_or_host(db, client_id, &room.session_id, user_id, now)? {
+        return Ok(true);
+    }
+    // A subscribers-only broadcast: also the host's active subscribers.
+    match (&room.owner_id, room.visibility.as_str()) {
+        (Some(host), "subscribers") => {
+            subscriptions::is_subscriber(db, client_id, host, user_id, now)
+        }
+        _ => Ok(false),
+    }
 }
 
 /// Finds the tenant's room for `raw_id` (any id form of a broadcast or a scheduled event).

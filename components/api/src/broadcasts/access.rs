@@ -3,7 +3,7 @@
 use common::ApiError;
 use common::spin::http::{Actor, Caller, UserCtx};
 use common::store::broadcasts::{self as store, Broadcast};
-use common::store::{Db, cohosts};
+use common::store::{Db, subscriptions};
 
 /// Who is asking to watch (or read) a broadcast.
 #[derive(Debug, Clone, Copy)]
@@ -43,15 +43,16 @@ pub enum Audience {
 /// Whether `viewer` may watch `b`: anyone of the tenant for a public or unlisted broadcast;
 /// a private one only its owner, its co-hosts (active or asking to join), users holding an
 /// unexpired invite, and the tenant's server.
+/// A `subscribers` broadcast is like a private one, and also for the host's active
+/// subscribers.
 pub fn may_watch(db: &Db, b: &Broadcast, viewer: Viewer<'_>, now: i64) -> Result<bool, ApiError> {
-    if b.visibility != "private" {
+    if !subscriptions::is_gated(&b.visibility) {
         return Ok(true);
     }
     match viewer {
         Viewer::Server => Ok(true),
         Viewer::Guest => Ok(false),
-        Viewer::User(id) if b.is_owned_by(id) => Ok(true),
-        Viewer::User(id) => cohosts::is_invited_or_host(db, &b.client_id, &b.id, id, now),
+        Viewer::User(id) => subscriptions::user_may_watch(db, b, id, now),
     }
 }
 

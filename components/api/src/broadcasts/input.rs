@@ -16,13 +16,17 @@ const MAX_METADATA_VALUE_LEN: usize = 1024;
 /// The largest viewer count a report may carry.
 pub const MAX_VIEWERS: i64 = 100_000_000;
 
-/// The `visibility` field: public (the default), unlisted or private.
+/// The `visibility` field: public (the default), unlisted, private or subscribers (the
+/// host's active subscribers, besides those who may watch a private one).
 pub fn visibility(body: &mut JsonBody) -> String {
     match body.opt_string("visibility", 20).as_deref() {
         None => "public".into(),
-        Some(v @ ("public" | "unlisted" | "private")) => v.into(),
+        Some(v @ ("public" | "unlisted" | "private" | "subscribers")) => v.into(),
         Some(_) => {
-            body.error("visibility", "must be public, unlisted or private");
+            body.error(
+                "visibility",
+                "must be public, unlisted, private or subscribers",
+            );
             "public".into()
         }
     }

@@ -5,5 +5,6 @@ pub mod config;
 pub mod http;
 pub mod incoming;
 pub mod outbound;
+pub mod realtime;
 pub mod sfu;
 pub mod store;

@@ -15,6 +15,9 @@ pub struct Message {
     pub broadcast_id: Option<String>,
     pub sender_id: String,
     pub sender_name: String,
+    /// The sender's badge when it was sent: `subscriber` (of the broadcast's host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender_badge: Option<String>,
     pub message: String,
     pub created_at: String,
     pub deleted: bool,
@@ -28,6 +31,7 @@ fn from_row(row: &Row) -> Message {
         broadcast_id: row.opt_text("broadcast_id"),
         sender_id: row.text("sender_id"),
         sender_name: row.text("sender_name"),
+        sender_badge: row.opt_text("sender_badge"),
         message: if deleted {
             String::new()
         } else {
@@ -52,6 +56,7 @@ pub struct NewMessage<'a> {
     pub broadcast_id: Option<&'a str>,
     pub sender_id: &'a str,
     pub sender_name: &'a str,
+    pub sender_badge: Option<&'a str>,
     pub text: &'a str,
 }
 
@@ -63,8 +68,8 @@ pub fn insert(
     now_ms: i64,
 ) -> Result<Message, ApiError> {
     let rows = db.query(
-        "INSERT INTO chat_messages (id, client_id, stream_id, broadcast_id, sender_id, sender_name, message, created_at, created_ms) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+        "INSERT INTO chat_messages (id, client_id, stream_id, broadcast_id, sender_id, sender_name, sender_badge, message, created_at, created_ms) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
         &[
             new.id.into(),
             target.client_id.into(),
@@ -72,6 +77,7 @@ pub fn insert(
             new.broadcast_id.into(),
             new.sender_id.into(),
             new.sender_name.into(),
+            new.sender_badge.into(),
             new.text.into(),
             time::format_rfc3339_millis(now_ms).into(),
             Value::Int(now_ms),
@@ -160,6 +166,7 @@ mod tests {
                 broadcast_id: via_broadcast.then_some("b1"),
                 sender_id: "ada",
                 sender_name: "ada",
+                sender_badge: via_broadcast.then_some("subscriber"),
                 text: id,
             };
             insert(&db, &target, &new, 1_000 + i as i64).unwrap();
@@ -175,6 +182,8 @@ mod tests {
         .unwrap();
         let ids: Vec<&str> = items.iter().map(|m| m.id.as_str()).collect();
         assert_eq!((ids, total), (vec!["m2", "m3"], 3));
+        let badges: Vec<Option<&str>> = items.iter().map(|m| m.sender_badge.as_deref()).collect();
+        assert_eq!(badges, [Some("subscriber"), None]);
         delete(&db, "c1", "m2", "ada", 5).unwrap();
         let (items, _) = history(
             &db,

@@ -47,6 +47,26 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0011_outbox",
         include_str!("../../migrations/0011_outbox.sql"),
     ),
+    (
+        "0030_ledger",
+        include_str!("../../migrations/0030_ledger.sql"),
+    ),
+    (
+        "0031_gifts",
+        include_str!("../../migrations/0031_gifts.sql"),
+    ),
+    (
+        "0032_payouts",
+        include_str!("../../migrations/0032_payouts.sql"),
+    ),
+    (
+        "0033_subscriptions",
+        include_str!("../../migrations/0033_subscriptions.sql"),
+    ),
+    (
+        "0034_chat_badges",
+        include_str!("../../migrations/0034_chat_badges.sql"),
+    ),
 ];
 
 /// The row that concurrent runners queue on.

@@ -1,0 +1,315 @@
+//! Gifts: the tenant's catalog, sending a gift on a live broadcast (the sender's tokens to
+//! the platform and new diamonds to the recipient, two transfers in one transaction), the
+//! broadcast's leaderboard and a creator's top supporters.
+
+use crate::idempotent::{self, Outcome};
+use crate::{rules, views};
+use common::ApiError;
+use common::domain::broadcast::Status;
+use common::realtime::Event;
+use common::spin::http::{AppCtx, Reply, ServerCtx, UserCtx, json};
+use common::store::gifts::{self as store, Gift, Sent};
+use common::store::ledger::{self, Currency, Leg, Overdraft, system};
+use common::store::outbox::{self, Subject};
+use common::store::{Db, broadcasts, cohosts, files, monetization, subscriptions, users};
+use common::validate::MAX_NAME;
+use serde_json::json;
+
+/// Rows a leaderboard or supporters list answers.
+const TOP: i64 = 50;
+
+/// `GET /api/gifts`: the active catalog, in display order.
+pub fn catalog(ctx: &AppCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    let items: Vec<_> = store::list(&db, &ctx.tenant.client_id, true)?
+        .iter()
+        .map(views::gift)
+        .collect();
+    Ok(json(200, &json!({ "items": items })))
+}
+
+/// `GET /api/v1/gifts`: the whole catalog, inactive entries too.
+pub fn catalog_for_server(ctx: &ServerCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    let items: Vec<_> = store::list(&db, &ctx.tenant.client_id, false)?
+        .iter()
+        .map(views::gift)
+        .collect();
+    Ok(json(200, &json!({ "items": items })))
+}
+
+/// `PUT /api/v1/gifts/{giftId}` `{name, priceTokens, imageFileId?, animation?, active?,
+/// sortOrder?}`: creates or replaces a catalog entry.
+pub fn put(ctx: &ServerCtx) -> Reply {
+    let id = ctx.param("giftId").to_string();
+    rules::require_slug(&id, "gift")?;
+    let mut body = ctx.json()?;
+    let name = body.string("name", MAX_NAME);
+    let price = rules::required_amount(&mut body, "priceTokens");
+    let image_file_id = body.opt_string("imageFileId", 64);
+    let animation = body
+        .opt_string("animation", 20)
+        .unwrap_or_else(|| "small".into());
+    if !matches!(animation.as_str(), "small" | "large" | "fullscreen") {
+        body.error("animation", "must be small, large or fullscreen");
+    }
+    let active = body.opt_bool("active").unwrap_or(true);
+    let sort_order = body.opt_int("sortOrder", 0..=1_000_000).unwrap_or(0);
+    let db = common::spin::store::open()?;
+    let client_id = &ctx.tenant.client_id;
+    if let Some(file) = &image_file_id
+        && files::load_ready(&db, client_id, file)?.is_none()
+    {
+        body.error("imageFileId", "names no file of this tenant");
+    }
+    body.finish()?;
+    let gift = Gift {
+        id,
+        name,
+        price_tokens: price,
+        image_file_id,
+        animation,
+        active,
+        sort_order,
+    };
+    store::put(&db, client_id, &gift, ctx.now())?;
+    Ok(json(200, &views::gift(&gift)))
+}
+
+/// `DELETE /api/v1/gifts/{giftId}`: removes a catalog entry (gifts sent keep their name).
+pub fn delete(ctx: &ServerCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    if store::delete(&db, &ctx.tenant.client_id, ctx.param("giftId"))? {
+        Ok(json(200, &json!({ "deleted": true })))
+    } else {
+        Err(ApiError::not_found("gift"))
+    }
+}
+
+/// What a gift request asks for.
+struct Ask {
+    gift_id: String,
+    quantity: i64,
+    recipient_id: Option<String>,
+    anonymous: bool,
+}
+
+fn read_ask(ctx: &UserCtx) -> Result<Ask, ApiError> {
+    let mut body = ctx.json()?;
+    let gift_id = body.string("giftId", 64);
+    let quantity = body
+        .opt_int("quantity", 1..=rules::MAX_QUANTITY)
+        .unwrap_or(1);
+    let recipient_id = body.opt_string("recipientId", 64);
+    let anonymous = body.opt_bool("anonymous").unwrap_or(false);
+    body.finish()?;
+    Ok(Ask {
+        gift_id,
+        quantity,
+        recipient_id,
+        anonymous,
+    })
+}
+
+/// Who receives a gift on `b`: the host unless an active co-host is named; never the
+/// sender.
+fn recipient_of(
+    db: &Db,
+    b: &broadcasts::Broadcast,
+    ask: &Ask,
+    sender: &str,
+) -> Result<String, ApiError> {
+    let recipient = match (&ask.recipient_id, &b.owner_id) {
+        (Some(named), Some(owner)) if named == owner => owner.clone(),
+        (Some(named), _) => match cohosts::of_user(db, b, named)? {
+            Some(cohost) if cohost.is_active() => named.clone(),
+            _ => {
+                return Err(ApiError::new(
+                    422,
+                    "invalid_recipient",
+                    "a gift goes to the host or an active co-host of the broadcast",
+                ));
+            }
+        },
+        (None, Some(owner)) => owner.clone(),
+        (None, None) => {
+            return Err(ApiError::new(
+                422,
+                "invalid_recipient",
+                "this broadcast has no host user: name an active co-host as recipientId",
+            ));
+        }
+    };
+    if recipient == sender {
+        return Err(ApiError::new(
+            422,
+            "cannot_gift_yourself",
+            "a gift goes to someone else",
+        ));
+    }
+    Ok(recipient)
+}
+
+/// `POST /api/broadcasts/{id}/gifts` `{giftId, quantity?, recipientId?, anonymous?}`
+/// (Idempotency-Key): only while the broadcast is live, only by someone who may watch it.
+pub fn send(ctx: &UserCtx) -> Reply {
+    let ask = read_ask(ctx)?;
+    let client_id = &ctx.tenant.client_id;
+    let sender = &ctx.user;
+    let (now, now_ms) = (ctx.now(), ctx.now_millis());
+    idempotent::run(ctx, client_id, &sender.id, |tx| {
+        let b = broadcasts::load(tx, client_id, ctx.param("id"), now)?;
+        if !subscriptions::user_may_watch(tx, &b, &sender.id, now)? {
+            return Err(ApiError::not_found("broadcast"));
+        }
+        if b.status != Status::Active {
+            return Err(ApiError::conflict(
+                "broadcast_not_live",
+                "gifts are sent while the broadcast is live",
+            ));
+        }
+        let gift = store::get(tx, client_id, &ask.gift_id)?
+            .filter(|g| g.active)
+            .ok_or_else(|| ApiError::not_found("gift"))?;
+        let recipient = recipient_of(tx, &b, &ask, &sender.id)?;
+        let tokens = rules::gift_cost(gift.price_tokens, ask.quantity).ok_or_else(|| {
+            ApiError::new(422, "amount_too_large", "that many gifts cost too much")
+        })?;
+        let settings = monetization::get(tx, client_id)?;
+        let diamonds = rules::diamonds_for(tokens, settings.diamonds_per_100_tokens);
+        let mut legs = vec![Leg::new(
+            Currency::Tokens,
+            &sender.id,
+            system::TOKENS_EARNED,
+            tokens,
+            "gift",
+        )];
+        if diamonds > 0 {
+            legs.push(Leg::new(
+                Currency::Diamonds,
+                system::DIAMONDS_ISSUED,
+                &recipient,
+                diamonds,
+                "gift",
+            ));
+        }
+        let operation = common::ids::uuid();
+        let key = ctx.header("idempotency-key");
+        ledger::post(
+            tx,
+            client_id,
+            &operation,
+            &legs,
+            Overdraft::Refused,
+            key,
+            now,
+        )?;
+        // The debit above holds the sender's account row, so these sums see every earlier
+        // gift of the sender.
+        for (window, secs, cap) in rules::cap_windows(&settings) {
+            let spent = ledger::spent_since(tx, client_id, &sender.id, now - secs + 1)?;
+            rules::check_cap(window, cap, spent)?;
+        }
+        let combo = store::next_combo(
+            tx, client_id, &b.id, &sender.id, &recipient, &gift.id, now_ms,
+        )?;
+        let sent = Sent {
+            id: common::ids::uuid(),
+            broadcast_id: b.id.clone(),
+            sender_id: sender.id.clone(),
+            recipient_id: recipient.clone(),
+            gift_id: gift.id.clone(),
+            gift_name: gift.name.clone(),
+            animation: gift.animation.clone(),
+            quantity: ask.quantity,
+            tokens,
+            diamonds,
+            anonymous: ask.anonymous,
+            combo,
+            operation_id: operation,
+            created_at_ms: now_ms,
+        };
+        store::record(tx, client_id, &sent)?;
+        let data = json!({
+            "id": sent.id,
+            "broadcastId": b.id,
+            "giftId": gift.id,
+            "giftName": gift.name,
+            "quantity": sent.quantity,
+            "tokens": tokens,
+            "diamonds": diamonds,
+            "recipientId": recipient,
+            "senderId": if ask.anonymous { None } else { Some(&sender.id) },
+            "anonymous": ask.anonymous,
+            "combo": combo,
+            "createdAt": views::millis(now_ms),
+        });
+        outbox::record(
+            tx,
+            client_id,
+            "gift.sent",
+            Subject {
+                object_type: "gift",
+                object_id: &sent.id,
+            },
+            data.clone(),
+            now,
+        )?;
+        let mut answer = data;
+        answer["balance"] = ledger::balance(tx, client_id, &sender.id, Currency::Tokens)?.into();
+        let event = Event::Gift {
+            gift_id: gift.id,
+            name: gift.name,
+            animation: gift.animation,
+            quantity: ask.quantity,
+            combo,
+            recipient_id: recipient,
+            sender_id: (!ask.anonymous).then(|| sender.id.clone()),
+            sender_name: (!ask.anonymous).then(|| sender.username.clone()),
+        };
+        Ok(Outcome {
+            status: 201,
+            body: answer,
+            event: Some((b.identity.stream_id.clone(), event)),
+        })
+    })
+}
+
+/// `GET /api/broadcasts/{id}/gifts/leaderboard`: the broadcast's top gifters.
+pub fn leaderboard(ctx: &UserCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    let client_id = &ctx.tenant.client_id;
+    let b = broadcasts::load(&db, client_id, ctx.param("id"), ctx.now())?;
+    if !subscriptions::user_may_watch(&db, &b, &ctx.user.id, ctx.now())? {
+        return Err(ApiError::not_found("broadcast"));
+    }
+    let items: Vec<_> = store::leaderboard(&db, client_id, &b.id, TOP)?
+        .iter()
+        .enumerate()
+        .map(|(i, s)| views::standing(i, s))
+        .collect();
+    Ok(json(200, &json!({ "broadcastId": b.id, "items": items })))
+}
+
+/// `GET /api/users/{id}/supporters?period=week|month|all`: a creator's top gifters.
+pub fn supporters(ctx: &UserCtx) -> Reply {
+    let period = ctx.query_value("period").unwrap_or_else(|| "all".into());
+    let since = rules::period_start_ms(&period, ctx.now_millis()).ok_or_else(|| {
+        ApiError::bad_request("invalid_query", "period must be week, month or all")
+    })?;
+    let db = common::spin::store::open()?;
+    let client_id = &ctx.tenant.client_id;
+    let creator = ctx.param("id");
+    if !users::exists(&db, client_id, creator)? {
+        return Err(ApiError::not_found("user"));
+    }
+    let items: Vec<_> = store::supporters(&db, client_id, creator, since, TOP)?
+        .iter()
+        .enumerate()
+        .map(|(i, s)| views::standing(i, s))
+        .collect();
+    Ok(json(
+        200,
+        &json!({ "userId": creator, "period": period, "items": items }),
+    ))
+}

@@ -1,0 +1,193 @@
+//! Payouts: a creator asks for diamonds to be paid out (they are held at once); the
+//! tenant's backend completes (paid) or rejects (returned) the request.
+
+use crate::idempotent::{self, Outcome};
+use crate::{rules, views};
+use common::ApiError;
+use common::pagination::{Page, Paged};
+use common::spin::http::{Reply, ServerCtx, UserCtx, json};
+use common::store::ledger::{self, Currency, Leg, Overdraft, system};
+use common::store::outbox::{self, Subject};
+use common::store::payouts::{self as store, Payout};
+use common::store::{Db, monetization};
+
+fn announce(tx: &Db, client_id: &str, event: &str, p: &Payout, now: i64) -> Result<(), ApiError> {
+    outbox::record(
+        tx,
+        client_id,
+        event,
+        Subject {
+            object_type: "payout",
+            object_id: &p.id,
+        },
+        views::payout(p),
+        now,
+    )
+    .map(|_| ())
+}
+
+/// `POST /api/wallet/payouts` `{diamonds}` (Idempotency-Key): at least the tenant's
+/// minimum, at most the wallet's diamonds.
+pub fn request(ctx: &UserCtx) -> Reply {
+    let mut body = ctx.json()?;
+    let diamonds = rules::required_amount(&mut body, "diamonds");
+    body.finish()?;
+    let client_id = &ctx.tenant.client_id;
+    let user_id = &ctx.user.id;
+    let now = ctx.now();
+    idempotent::run(ctx, client_id, user_id, |tx| {
+        let min = monetization::get(tx, client_id)?.min_payout_diamonds;
+        if diamonds < min {
+            return Err(ApiError::new(
+                422,
+                "below_minimum_payout",
+                format!("a payout is at least {min} diamonds"),
+            )
+            .with_extra("minPayoutDiamonds", min));
+        }
+        let payout = Payout {
+            id: common::ids::uuid(),
+            user_id: user_id.clone(),
+            diamonds,
+            status: "pending".into(),
+            external_reference: None,
+            reason: None,
+            requested_at: now,
+            decided_at: None,
+        };
+        let hold = Leg::new(
+            Currency::Diamonds,
+            user_id,
+            system::DIAMONDS_HELD,
+            diamonds,
+            "payout_hold",
+        );
+        let key = ctx.header("idempotency-key");
+        ledger::post(
+            tx,
+            client_id,
+            &payout.id,
+            &[hold],
+            Overdraft::Refused,
+            key,
+            now,
+        )?;
+        store::insert(tx, client_id, &payout)?;
+        announce(tx, client_id, "payout.requested", &payout, now)?;
+        Ok(Outcome::new(201, views::payout(&payout)))
+    })
+}
+
+/// `GET /api/wallet/payouts`: the user's own payout requests.
+pub fn list_own(ctx: &UserCtx) -> Reply {
+    let page = Page::from_query(ctx.query())?;
+    let db = common::spin::store::open()?;
+    let (items, total) = store::page(&db, &ctx.tenant.client_id, Some(&ctx.user.id), None, page)?;
+    let items = items.iter().map(views::payout).collect();
+    Ok(json(200, &Paged::new(items, total, page)))
+}
+
+/// `GET /api/v1/payouts?status=pending|completed|rejected`: the tenant's payouts.
+pub fn list(ctx: &ServerCtx) -> Reply {
+    let page = Page::from_query(ctx.query())?;
+    let status = ctx.query_value("status");
+    if let Some(s) = &status
+        && !matches!(s.as_str(), "pending" | "completed" | "rejected")
+    {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "status must be pending, completed or rejected",
+        ));
+    }
+    let db = common::spin::store::open()?;
+    let (items, total) = store::page(&db, &ctx.tenant.client_id, None, status.as_deref(), page)?;
+    let items = items.iter().map(views::payout).collect();
+    Ok(json(200, &Paged::new(items, total, page)))
+}
+
+/// Completes or rejects a pending payout: the held diamonds go to paid-out, or back.
+fn decide(ctx: &ServerCtx, completed: bool) -> Reply {
+    let mut body = ctx.json()?;
+    let (external_reference, reason) = if completed {
+        (Some(body.string("externalReference", 200)), None)
+    } else {
+        (None, body.opt_string("reason", 500))
+    };
+    body.finish()?;
+    let client_id = &ctx.tenant.client_id;
+    let id = ctx.param("id").to_string();
+    let now = ctx.now();
+    idempotent::run(ctx, client_id, "server", |tx| {
+        let current =
+            store::get(tx, client_id, &id)?.ok_or_else(|| ApiError::not_found("payout"))?;
+        let status = if completed { "completed" } else { "rejected" };
+        let decided = store::decide(
+            tx,
+            client_id,
+            &id,
+            status,
+            external_reference.as_deref(),
+            reason.as_deref(),
+            now,
+        )?
+        .ok_or_else(|| {
+            ApiError::conflict(
+                "payout_decided",
+                format!("this payout is {} already", current.status),
+            )
+        })?;
+        let leg = if completed {
+            Leg::new(
+                Currency::Diamonds,
+                system::DIAMONDS_HELD,
+                system::DIAMONDS_PAID_OUT,
+                decided.diamonds,
+                "payout",
+            )
+        } else {
+            Leg::new(
+                Currency::Diamonds,
+                system::DIAMONDS_HELD,
+                &decided.user_id,
+                decided.diamonds,
+                "payout_return",
+            )
+        };
+        let key = ctx.header("idempotency-key");
+        ledger::post(
+            tx,
+            client_id,
+            &decided.id,
+            &[leg],
+            Overdraft::Refused,
+            key,
+            now,
+        )?;
+        let event = if completed {
+            "payout.completed"
+        } else {
+            "payout.rejected"
+        };
+        announce(tx, client_id, event, &decided, now)?;
+        Ok(Outcome::new(200, views::payout(&decided)))
+    })
+}
+
+/// `POST /api/v1/payouts/{id}/complete` `{externalReference}`.
+pub fn complete(ctx: &ServerCtx) -> Reply {
+    decide(ctx, true)
+}
+
+/// `POST /api/v1/payouts/{id}/reject` `{reason?}`.
+pub fn reject(ctx: &ServerCtx) -> Reply {
+    decide(ctx, false)
+}
+
+/// `GET /api/wallet/payouts/{id}`: one of the user's own payouts (any other is 404).
+pub fn get_own(ctx: &UserCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    match store::get(&db, &ctx.tenant.client_id, ctx.param("id"))? {
+        Some(p) if p.user_id == ctx.user.id => Ok(json(200, &views::payout(&p))),
+        _ => Err(ApiError::not_found("payout")),
+    }
+}

@@ -1,0 +1,214 @@
+//! Subscriptions: creators publish plans (a price in tokens per 30 days); viewers
+//! subscribe (charged at once, the creator earns diamonds at the tenant's rate), list and
+//! cancel theirs (at the period's end); the `renew-subscriptions` job charges the next
+//! period or lets the subscription lapse.
+
+use crate::idempotent::{self, Outcome};
+use crate::{rules, views};
+use common::ApiError;
+use common::spin::http::{Reply, UserCtx, json};
+use common::store::ledger::{self, Currency, Leg, Overdraft, system};
+use common::store::monetization;
+use common::store::outbox::{self, Subject};
+use common::store::subscriptions::{self as store, Plan, Subscription};
+use common::store::{Db, users};
+use common::validate::MAX_NAME;
+use serde_json::json;
+
+/// The most perks a plan lists, and the longest perk.
+const MAX_PERKS: usize = 20;
+const MAX_PERK: usize = 200;
+
+pub fn announce(
+    tx: &Db,
+    client_id: &str,
+    event: &str,
+    s: &Subscription,
+    now: i64,
+) -> Result<(), ApiError> {
+    outbox::record(
+        tx,
+        client_id,
+        event,
+        Subject {
+            object_type: "subscription",
+            object_id: &s.id,
+        },
+        views::subscription(s),
+        now,
+    )
+    .map(|_| ())
+}
+
+/// Charges one period of `price` from the subscriber to the platform, the creator earning
+/// diamonds at the tenant's rate (inside the caller's transaction).
+pub fn charge(
+    tx: &Db,
+    client_id: &str,
+    subscriber: &str,
+    creator: &str,
+    price: i64,
+    operation: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    let rate = monetization::get(tx, client_id)?.diamonds_per_100_tokens;
+    let diamonds = rules::diamonds_for(price, rate);
+    let mut legs = vec![Leg::new(
+        Currency::Tokens,
+        subscriber,
+        system::TOKENS_EARNED,
+        price,
+        "subscription",
+    )];
+    if diamonds > 0 {
+        legs.push(Leg::new(
+            Currency::Diamonds,
+            system::DIAMONDS_ISSUED,
+            creator,
+            diamonds,
+            "subscription",
+        ));
+    }
+    ledger::post(
+        tx,
+        client_id,
+        operation,
+        &legs,
+        Overdraft::Refused,
+        None,
+        now,
+    )
+    .map(|_| ())
+}
+
+/// `PUT /api/users/me/subscription-plans/{planId}` `{name, priceTokens, perks?, active?}`.
+pub fn put_plan(ctx: &UserCtx) -> Reply {
+    let id = ctx.param("planId").to_string();
+    rules::require_slug(&id, "plan")?;
+    let mut body = ctx.json()?;
+    let name = body.string("name", MAX_NAME);
+    let price = rules::required_amount(&mut body, "priceTokens");
+    let perks = match body.opt_value("perks") {
+        None => Vec::new(),
+        Some(value) => match serde_json::from_value::<Vec<String>>(value) {
+            Ok(perks)
+                if perks.len() <= MAX_PERKS
+                    && perks.iter().all(|p| p.chars().count() <= MAX_PERK) =>
+            {
+                perks
+            }
+            _ => {
+                body.error(
+                    "perks",
+                    format!("must be at most {MAX_PERKS} strings of at most {MAX_PERK} characters"),
+                );
+                Vec::new()
+            }
+        },
+    };
+    let active = body.opt_bool("active").unwrap_or(true);
+    body.finish()?;
+    let plan = Plan {
+        id,
+        creator_id: ctx.user.id.clone(),
+        name,
+        price_tokens: price,
+        perks,
+        active,
+    };
+    let db = common::spin::store::open()?;
+    store::put_plan(&db, &ctx.tenant.client_id, &plan, ctx.now())?;
+    Ok(json(200, &views::plan(&plan)))
+}
+
+/// `GET /api/users/{id}/subscription-plans`: a creator's active plans (`me`: all of one's
+/// own).
+pub fn plans(ctx: &UserCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    let client_id = &ctx.tenant.client_id;
+    let (creator, own) = match ctx.param("id") {
+        "me" => (ctx.user.id.as_str(), true),
+        id => (id, id == ctx.user.id),
+    };
+    if !own && !users::exists(&db, client_id, creator)? {
+        return Err(ApiError::not_found("user"));
+    }
+    let items: Vec<_> = store::plans(&db, client_id, creator, !own)?
+        .iter()
+        .map(views::plan)
+        .collect();
+    Ok(json(200, &json!({ "creatorId": creator, "items": items })))
+}
+
+/// `POST /api/users/{id}/subscriptions` `{planId}` (Idempotency-Key): subscribes to a
+/// creator, paying the first period now.
+pub fn subscribe(ctx: &UserCtx) -> Reply {
+    let mut body = ctx.json()?;
+    let plan_id = body.string("planId", 64);
+    body.finish()?;
+    let client_id = &ctx.tenant.client_id;
+    let subscriber = &ctx.user.id;
+    let creator = ctx.param("id").to_string();
+    let now = ctx.now();
+    idempotent::run(ctx, client_id, subscriber, |tx| {
+        if creator == *subscriber {
+            return Err(ApiError::new(
+                422,
+                "cannot_subscribe_to_yourself",
+                "subscribe to someone else",
+            ));
+        }
+        let plan = store::plan(tx, client_id, &creator, &plan_id)?
+            .filter(|p| p.active)
+            .ok_or_else(|| ApiError::not_found("plan"))?;
+        let id = common::ids::uuid();
+        charge(
+            tx,
+            client_id,
+            subscriber,
+            &creator,
+            plan.price_tokens,
+            &id,
+            now,
+        )?;
+        let settings = monetization::get(tx, client_id)?;
+        for (window, secs, cap) in rules::cap_windows(&settings) {
+            let spent = ledger::spent_since(tx, client_id, subscriber, now - secs + 1)?;
+            rules::check_cap(window, cap, spent)?;
+        }
+        let started = store::start(tx, client_id, &id, &creator, subscriber, &plan, now)?
+            .ok_or_else(|| {
+                ApiError::conflict(
+                    "already_subscribed",
+                    "you already subscribe to this creator",
+                )
+            })?;
+        announce(tx, client_id, "subscription.started", &started, now)?;
+        Ok(Outcome::new(201, views::subscription(&started)))
+    })
+}
+
+/// `GET /api/users/me/subscriptions`: the user's own subscriptions.
+pub fn list_own(ctx: &UserCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    let items: Vec<_> = store::of_subscriber(&db, &ctx.tenant.client_id, &ctx.user.id)?
+        .iter()
+        .map(views::subscription)
+        .collect();
+    Ok(json(200, &json!({ "items": items })))
+}
+
+/// `DELETE /api/users/{id}/subscriptions`: cancels the user's subscription to creator
+/// `{id}` at the end of the period already paid.
+pub fn cancel(ctx: &UserCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    let client_id = &ctx.tenant.client_id;
+    let now = ctx.now();
+    let canceled = db.transaction(|tx| {
+        let s = store::cancel(tx, client_id, ctx.param("id"), &ctx.user.id, now)?
+            .ok_or_else(|| ApiError::not_found("subscription"))?;
+        announce(tx, client_id, "subscription.canceled", &s, now)?;
+        Ok(s)
+    })?;
+    Ok(json(200, &views::subscription(&canceled)))
+}

@@ -1,0 +1,193 @@
+//! Wallets: a user's balances and transactions, the tenant's credits (purchases its
+//! backend verified) and reversals (refunds, chargebacks).
+
+use crate::idempotent::{self, Outcome};
+use crate::{rules, views};
+use common::ApiError;
+use common::pagination::{Page, Paged};
+use common::spin::http::{Reply, ServerCtx, UserCtx, json};
+use common::store::ledger::{self, Currency, Leg, Overdraft, system};
+use common::store::outbox::{self, Subject};
+use common::store::{Db, payouts, users};
+use serde_json::json;
+
+/// The most characters of a purchase reference or a reason.
+const MAX_REFERENCE: usize = 200;
+const MAX_REASON: usize = 500;
+
+/// The wallet of `user_id`: balances, diamonds held for payouts, and whether a chargeback
+/// blocks spending.
+pub fn wallet_of(db: &Db, client_id: &str, user_id: &str) -> Result<serde_json::Value, ApiError> {
+    let tokens = ledger::balance(db, client_id, user_id, Currency::Tokens)?;
+    let diamonds = ledger::balance(db, client_id, user_id, Currency::Diamonds)?;
+    Ok(json!({
+        "userId": user_id,
+        "tokens": tokens,
+        "diamonds": diamonds,
+        "diamondsHeld": payouts::held(db, client_id, user_id)?,
+        "spendingBlocked": tokens < 0,
+    }))
+}
+
+/// `GET /api/wallet`.
+pub fn get(ctx: &UserCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    Ok(json(
+        200,
+        &wallet_of(&db, &ctx.tenant.client_id, &ctx.user.id)?,
+    ))
+}
+
+/// `GET /api/wallet/transactions?currency=tokens|diamonds&limit&offset`: newest first.
+pub fn transactions(ctx: &UserCtx) -> Reply {
+    let page = Page::from_query(ctx.query())?;
+    let currency = match ctx.query_value("currency") {
+        None => None,
+        Some(text) => Some(Currency::parse(&text).ok_or_else(|| {
+            ApiError::bad_request("invalid_query", "currency must be tokens or diamonds")
+        })?),
+    };
+    let db = common::spin::store::open()?;
+    let owner = &ctx.user.id;
+    let (items, total) = ledger::page_of_owner(&db, &ctx.tenant.client_id, owner, currency, page)?;
+    let items = items.iter().map(|t| views::transaction(t, owner)).collect();
+    Ok(json(200, &Paged::new(items, total, page)))
+}
+
+/// `POST /api/v1/wallets/{userId}/credits` `{tokens, reference, reason?}`: the tenant's
+/// backend credits tokens it was paid for. A reference credits once per tenant; a second
+/// credit with it is 409 naming the first.
+pub fn credit(ctx: &ServerCtx) -> Reply {
+    let mut body = ctx.json()?;
+    let tokens = rules::required_amount(&mut body, "tokens");
+    let reference = body.string("reference", MAX_REFERENCE);
+    let reason = body.opt_string("reason", MAX_REASON);
+    body.finish()?;
+    let client_id = &ctx.tenant.client_id;
+    let user_id = ctx.param("userId").to_string();
+    let now = ctx.now();
+    idempotent::run(ctx, client_id, "server", |tx| {
+        if !users::exists(tx, client_id, &user_id)? {
+            return Err(ApiError::not_found("user"));
+        }
+        let operation = common::ids::uuid();
+        let mut leg = Leg::new(
+            Currency::Tokens,
+            system::TOKENS_ISSUED,
+            &user_id,
+            tokens,
+            "credit",
+        );
+        leg.reference = Some(&reference);
+        leg.reason = reason.as_deref();
+        if let Some(first) = ledger::claim_reference(tx, client_id, &reference, &operation)? {
+            return Err(ApiError::conflict(
+                "duplicate_reference",
+                format!("reference {reference} was credited already"),
+            )
+            .with_extra("transferId", first));
+        }
+        let key = ctx.header("idempotency-key");
+        let transfer = ledger::post(
+            tx,
+            client_id,
+            &operation,
+            &[leg],
+            Overdraft::Refused,
+            key,
+            now,
+        )?
+        .remove(0);
+        ledger::name_reference(tx, client_id, &reference, &transfer.id)?;
+        let mut data = views::transfer(&transfer);
+        data["wallet"] = wallet_of(tx, client_id, &user_id)?;
+        outbox::record(
+            tx,
+            client_id,
+            "wallet.credited",
+            Subject {
+                object_type: "transfer",
+                object_id: &transfer.id,
+            },
+            data.clone(),
+            now,
+        )?;
+        Ok(Outcome::new(201, data))
+    })
+}
+
+/// `POST /api/v1/transfers/{id}/reverse` `{reason?}`: a refund or chargeback of a credit,
+/// written as the reversing transfer. It may leave the wallet in debt (the tokens were
+/// spent), which then blocks spending until later credits settle it.
+pub fn reverse(ctx: &ServerCtx) -> Reply {
+    let mut body = ctx.json()?;
+    let reason = body.opt_string("reason", MAX_REASON);
+    body.finish()?;
+    let client_id = &ctx.tenant.client_id;
+    let transfer_id = ctx.param("id").to_string();
+    let now = ctx.now();
+    idempotent::run(ctx, client_id, "server", |tx| {
+        let original = ledger::transfer(tx, client_id, &transfer_id)?
+            .ok_or_else(|| ApiError::not_found("transfer"))?;
+        if original.kind != "credit" {
+            return Err(ApiError::conflict(
+                "not_reversible",
+                "only credits are reversed (gifts and payouts have their own flows)",
+            ));
+        }
+        if let Some(reversal) = ledger::reversal_of(tx, client_id, &original.id)? {
+            return Err(ApiError::conflict(
+                "already_reversed",
+                "this transfer was reversed already",
+            )
+            .with_extra("reversalId", reversal.id));
+        }
+        let mut leg = Leg::new(
+            Currency::Tokens,
+            &original.to,
+            system::TOKENS_ISSUED,
+            original.amount,
+            "chargeback",
+        );
+        leg.reverses = Some(&original.id);
+        leg.reason = reason.as_deref();
+        let key = ctx.header("idempotency-key");
+        let operation = common::ids::uuid();
+        let reversal = ledger::post(
+            tx,
+            client_id,
+            &operation,
+            &[leg],
+            Overdraft::Chargeback,
+            key,
+            now,
+        )?
+        .remove(0);
+        let mut data = views::transfer(&reversal);
+        data["wallet"] = wallet_of(tx, client_id, &original.to)?;
+        outbox::record(
+            tx,
+            client_id,
+            "transfer.reversed",
+            Subject {
+                object_type: "transfer",
+                object_id: &original.id,
+            },
+            data.clone(),
+            now,
+        )?;
+        Ok(Outcome::new(201, data))
+    })
+}
+
+/// `GET /api/wallet/transactions/{id}`: one of the user's own transfers (any other is 404).
+pub fn transaction(ctx: &UserCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    let owner = &ctx.user.id;
+    match ledger::transfer(&db, &ctx.tenant.client_id, ctx.param("id"))? {
+        Some(t) if t.from == *owner || t.to == *owner => {
+            Ok(json(200, &views::transaction(&t, owner)))
+        }
+        _ => Err(ApiError::not_found("transaction")),
+    }
+}

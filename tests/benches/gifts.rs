@@ -1,0 +1,111 @@
+//! Gifts per second and their latency with 16 concurrent senders, each gift two ledger
+//! transfers, a guarded debit and an idempotency record in one transaction; then the
+//! ledger's invariant check. SQLite, then PostgreSQL + Redis (throwaway servers) in the
+//! same run.
+//!
+//! Run: `cargo bench -p platform-tests --bench gifts --profile host`.
+
+use anyhow::Result;
+use bytes::Bytes;
+use http_body_util::Full;
+use platform_tests::backends::Backend;
+use platform_tests::load::{self, Plan};
+use platform_tests::{Exchange, Method, Platform};
+use serde_json::json;
+
+const SENDERS: usize = 16;
+const JOBS_TOKEN: &str = "jobs-token-for-the-gift-benchmark-0123456789";
+
+fn main() -> Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run())
+}
+
+async fn run() -> Result<()> {
+    let plan = Plan {
+        connections: SENDERS,
+        ..Plan::default()
+    };
+    plan.describe();
+    for (backend, label) in [
+        (Backend::Sqlite, "SQLite"),
+        (Backend::Postgres, "PostgreSQL"),
+    ] {
+        let p = Platform::start_on(backend, &[("jobs_token", JOBS_TOKEN)]).await;
+        measure(&p, plan, label).await?;
+        p.stop().await;
+    }
+    Ok(())
+}
+
+async fn measure(p: &Platform, plan: Plan, label: &str) -> Result<()> {
+    let t = p.register_client("Bench").await;
+    let host = p.signup(&t, "host").await;
+    let body = json!({"name": "Rose", "priceTokens": 10});
+    let (status, gift) = p
+        .as_server(&t, Method::PUT, "/api/v1/gifts/rose", Some(&body))
+        .answer()
+        .await;
+    anyhow::ensure!(status == 200, "gift: {gift}");
+    let mut senders = Vec::new();
+    for i in 0..SENDERS {
+        let fan = p.signup(&t, &format!("fan{i}")).await;
+        let credit = json!({"tokens": 1_000_000, "reference": format!("bench-{i}")});
+        let (status, answer) = p
+            .as_server(
+                &t,
+                Method::POST,
+                &format!("/api/v1/wallets/{}/credits", fan.id),
+                Some(&credit),
+            )
+            .header("idempotency-key", format!("bench-credit-{i}"))
+            .answer()
+            .await;
+        anyhow::ensure!(status == 201, "credit: {answer}");
+        senders.push(format!("Bearer {}", fan.token));
+    }
+    let (status, b) = p
+        .as_user(&host, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "Bench"}))
+        .await;
+    anyhow::ensure!(status == 200, "broadcast: {b}");
+    let id = b["id"].as_str().unwrap_or_default().to_string();
+    let (status, live) = p
+        .as_user(&host, Method::POST, &format!("/api/broadcasts/{id}/status"))
+        .send_json(&json!({"status": "active"}))
+        .await;
+    anyhow::ensure!(status == 200, "live: {live}");
+    let path = format!("/api/broadcasts/{id}/gifts");
+    let api_key = t.api_key.clone();
+    let gift_body = json!({"giftId": "rose"}).to_string();
+    let run_label = label.to_string();
+    // Request n is sender n mod 16's gift with its own key.
+    let make = move |n: usize| {
+        let key = format!("{run_label}-gift-{n}");
+        hyper::Request::builder()
+            .method("POST")
+            .uri(path.as_str())
+            .header("x-api-key", api_key.as_str())
+            .header("authorization", senders[n % SENDERS].as_str())
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .body(Full::new(Bytes::from(gift_body.clone())))
+            .expect("a valid request")
+    };
+    let result = load::run(p.addr(), plan, 201, make).await?;
+    result.report(&format!("{label:<10} POST /api/broadcasts/{{id}}/gifts"));
+    let (status, check) = p
+        .request(Method::POST, "/api/jobs/check-ledger")
+        .bearer_auth(JOBS_TOKEN)
+        .answer()
+        .await;
+    anyhow::ensure!(status == 200 && check["ok"] == true, "ledger: {check}");
+    let (_, w) = p.as_user(&host, Method::GET, "/api/wallet").answer().await;
+    println!(
+        "{label:<10} ledger consistent after the run: {} accounts, {} transfers; host diamonds {}",
+        check["accounts"], check["transfers"], w["diamonds"]
+    );
+    Ok(())
+}
