@@ -47,6 +47,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0011_outbox",
         include_str!("../../migrations/0011_outbox.sql"),
     ),
+    (
+        "0070_resumable_uploads",
+        include_str!("../../migrations/0070_resumable_uploads.sql"),
+    ),
 ];
 
 /// The row that concurrent runners queue on.

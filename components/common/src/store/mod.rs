@@ -24,6 +24,7 @@ pub mod replay;
 pub mod rooms;
 pub mod sql;
 pub mod tenants;
+pub mod uploads;
 pub mod users;
 
 use crate::ApiError;
