@@ -210,10 +210,10 @@ fn variable_problems(
             (Setting::Value(_), Some(_)) if declared.secret => problems.push(format!(
                 "{name} is a secret in spin.toml: take it from a Secret, not a literal value"
             )),
-            (Setting::Secret { secret, key }, Some(keys)) => {
-                if secret != APP_SECRETS || !keys.contains(key) {
-                    problems.push(format!("{name}: the Secret {secret} has no key {key}"));
-                }
+            (Setting::Secret { secret, key }, Some(keys))
+                if secret != APP_SECRETS || !keys.contains(key) =>
+            {
+                problems.push(format!("{name}: the Secret {secret} has no key {key}"));
             }
             _ => {}
         }
