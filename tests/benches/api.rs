@@ -70,6 +70,7 @@ async fn run() -> Result<()> {
             backend,
             &[
                 ("sfu_server_url", &sfu_url),
+                ("sfu_api_url", &sfu_url),
                 ("sfu_api_key", "APIbench"),
                 ("sfu_api_secret", "bench-secret-bench-secret-bench-secret"),
             ],

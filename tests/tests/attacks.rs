@@ -986,3 +986,175 @@ async fn money_cannot_be_minted_forged_or_overdrawn() {
         .await;
     assert_eq!(status, 200, "{check}");
 }
+
+/// Declares a resumable upload of `size` bytes (hash `sha256`) as `user`; answers its id.
+async fn declare_upload(p: &Platform, user: &User, size: usize, sha256: &str) -> String {
+    let (status, upload) = p
+        .as_user(user, Method::POST, "/api/files/uploads")
+        .send_json(&json!({"filename": "x.bin", "size": size, "sha256": sha256,
+                           "contentType": "application/octet-stream"}))
+        .await;
+    assert_eq!(status, 201, "{upload}");
+    upload["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resumable_uploads_are_their_owners_and_bounded() {
+    use sha2::Digest;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let p = platform().await;
+    let (t, ada, eve) = cast(&p).await;
+    let other = p.register_client("Other").await;
+    let mallory = p.signup(&other, "mallory").await;
+    const MIB: usize = 1024 * 1024;
+    let bytes = vec![7u8; 9 * MIB];
+    let sha = hex::encode(sha2::Sha256::digest(&bytes));
+    let id = declare_upload(&p, &ada, bytes.len(), &sha).await;
+
+    // Another user of the tenant, or of another tenant, finds nothing to read, feed,
+    // complete or delete.
+    for user in [&eve, &mallory] {
+        for (method, path) in [
+            (Method::GET, format!("/api/files/uploads/{id}")),
+            (Method::POST, format!("/api/files/uploads/{id}/complete")),
+            (Method::DELETE, format!("/api/files/uploads/{id}")),
+        ] {
+            let status = p.as_user(user, method.clone(), &path).status().await;
+            assert_eq!(status, 404, "{} {method} {path}", user.id);
+        }
+        let status = p
+            .as_user(
+                user,
+                Method::PUT,
+                &format!("/api/files/uploads/{id}/parts/2"),
+            )
+            .body(vec![1u8; MIB])
+            .status()
+            .await;
+        assert_eq!(status, 404, "{}", user.id);
+    }
+    // The API key alone is no user.
+    let status = p
+        .as_client(&t, Method::PUT, &format!("/api/files/uploads/{id}/parts/2"))
+        .body(vec![1u8; MIB])
+        .status()
+        .await;
+    assert_eq!(status, 401);
+
+    // A part above 8 MiB: refused before its body when declared, and while read when not.
+    let mut socket = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
+    let head = format!(
+        "PUT /api/files/uploads/{id}/parts/1 HTTP/1.1\r\nhost: {}\r\nx-api-key: {}\r\n\
+         authorization: Bearer {}\r\ncontent-length: {}\r\n\r\n",
+        p.addr(),
+        t.api_key,
+        ada.token,
+        8 * MIB + 1
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let mut reply = vec![0u8; 12];
+    tokio::time::timeout(Duration::from_secs(10), socket.read_exact(&mut reply))
+        .await
+        .expect("the platform answers before the body arrives")
+        .unwrap();
+    assert_eq!(&reply[9..12], b"413");
+    let stream =
+        futures_util::stream::iter((0..40).map(|_| Ok::<_, std::io::Error>(vec![1u8; MIB / 4])));
+    let (status, answer) = p
+        .as_user(
+            &ada,
+            Method::PUT,
+            &format!("/api/files/uploads/{id}/parts/1"),
+        )
+        .body(reqwest::Body::wrap_stream(stream))
+        .answer()
+        .await;
+    assert_eq!(status, 413, "{answer}");
+    let staged = p.kv_keys(&format!("upload:{}:{id}:", t.client_id)).await;
+    assert!(
+        staged.is_empty(),
+        "nothing of a refused part is kept: {staged:?}"
+    );
+
+    // The total is bounded by max_upload_bytes (100 MiB here).
+    let (status, answer) = p
+        .as_user(&ada, Method::POST, "/api/files/uploads")
+        .send_json(
+            &json!({"filename": "huge.bin", "size": 100 * MIB + 1, "sha256": sha,
+                           "contentType": "application/octet-stream"}),
+        )
+        .await;
+    assert_eq!(
+        (status.as_u16(), answer["code"].as_str()),
+        (413, Some("payload_too_large"))
+    );
+
+    // A tampered file (its bytes are not the declared hash) is never made ready.
+    let mut tampered = bytes.clone();
+    tampered[5] = 0;
+    for (n, range) in [(1, 0..8 * MIB), (2, 8 * MIB..9 * MIB)] {
+        let (status, answer) = p
+            .as_user(
+                &ada,
+                Method::PUT,
+                &format!("/api/files/uploads/{id}/parts/{n}"),
+            )
+            .body(tampered[range].to_vec())
+            .answer()
+            .await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    let (status, answer) = p
+        .as_user(
+            &ada,
+            Method::POST,
+            &format!("/api/files/uploads/{id}/complete"),
+        )
+        .answer()
+        .await;
+    assert_eq!(
+        (status.as_u16(), answer["code"].as_str()),
+        (422, Some("checksum_mismatch"))
+    );
+    for path in [
+        format!("/api/files/{id}"),
+        format!("/api/files/{id}/download"),
+    ] {
+        assert_eq!(
+            p.as_user(&ada, Method::GET, &path).status().await,
+            404,
+            "{path}"
+        );
+    }
+    assert_eq!(
+        p.request(Method::GET, &format!("/api/files/{id}/public"))
+            .status()
+            .await,
+        404
+    );
+
+    // One user may hold only so many open uploads.
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        let (status, _) = p
+            .as_user(&eve, Method::POST, "/api/files/uploads")
+            .send_json(&json!({"filename": "f.bin", "size": 10, "sha256": sha,
+                               "contentType": "application/octet-stream"}))
+            .await;
+        statuses.push(status.as_u16());
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        20,
+        "{statuses:?}"
+    );
+    let (status, answer) = p
+        .as_user(&eve, Method::POST, "/api/files/uploads")
+        .send_json(&json!({"filename": "f.bin", "size": 10, "sha256": sha,
+                           "contentType": "application/octet-stream"}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), answer["code"].as_str()),
+        (409, Some("too_many_uploads"))
+    );
+}

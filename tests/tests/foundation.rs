@@ -15,9 +15,96 @@ async fn sfu_health_is_public_and_reports_an_unconfigured_sfu() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sfu_health_probes_a_configured_sfu() {
-    // A stand-in SFU: a real HTTP server on loopback that answers like LiveKit's root.
+    let addr = stand_in_sfu().await;
+    let (client_url, api_url) = (format!("ws://{addr}"), format!("http://{addr}"));
+    let vars = [
+        ("sfu_server_url", client_url.as_str()),
+        ("sfu_api_url", api_url.as_str()),
+        ("sfu_api_key", "APIkey"),
+        ("sfu_api_secret", "secret"),
+    ];
+    let p = Platform::start_with(&vars).await;
+    let (status, body) = p.request(Method::GET, "/api/sfu/health").answer().await;
+    assert_eq!(
+        (status.as_u16(), &body["status"]),
+        (200, &json!("ok")),
+        "{body}"
+    );
+    assert_eq!(body["reachable"], true);
+
+    // Configured, but nothing listens there: 503 with the reason.
+    let dead = [
+        ("sfu_server_url", "ws://127.0.0.1:9"),
+        ("sfu_api_url", "http://127.0.0.1:9"),
+        ("sfu_api_key", "APIkey"),
+        ("sfu_api_secret", "secret"),
+    ];
+    let p = Platform::start_with(&dead).await;
+    let (status, body) = p.request(Method::GET, "/api/sfu/health").answer().await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["reachable"], false);
+}
+
+/// The LiveKit URL a user actually has is `wss://...`: clients get it as it is, the server
+/// calls the http(s) `sfu_api_url`, and the platform starts (a ws/wss URL is no outbound
+/// host).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wss_sfu_url_is_handed_to_clients_and_the_server_calls_the_api_url() {
+    let addr = stand_in_sfu().await;
+    let api_url = format!("http://{addr}");
+    let vars = [
+        ("sfu_server_url", "wss://my.livekit.cloud"),
+        ("sfu_api_url", api_url.as_str()),
+        ("sfu_api_key", "APIkey"),
+        ("sfu_api_secret", "secret"),
+    ];
+    let p = Platform::start_with(&vars).await;
+    let (status, body) = p.request(Method::GET, "/api/sfu/health").answer().await;
+    assert_eq!(
+        (status.as_u16(), &body["status"]),
+        (200, &json!("ok")),
+        "{body}"
+    );
+
+    let tenant = p.register_client("Acme").await;
+    let (status, body) = p
+        .request(Method::GET, "/api/streaming/providers")
+        .header("x-api-key", &tenant.api_key)
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["providers"][0]["isConfigured"], true);
+    assert_eq!(body["providers"][0]["serverUrl"], "wss://my.livekit.cloud");
+
+    let ada = p.signup(&tenant, "ada").await;
+    let (status, session) = p
+        .as_user(&ada, Method::POST, "/api/streaming/sessions")
+        .json(&json!({"title": "Launch"}))
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{session}");
+    assert_eq!(session["serverUrl"], "wss://my.livekit.cloud");
+    let path = format!(
+        "/api/streaming/sessions/{}/token",
+        session["id"].as_str().unwrap()
+    );
+    let (status, token) = p
+        .as_user(&ada, Method::POST, &path)
+        .json(&json!({"role": "publisher"}))
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{token}");
+    assert_eq!(token["serverUrl"], "wss://my.livekit.cloud");
+    assert!(
+        token["token"].as_str().unwrap().starts_with("sfu_"),
+        "{token}"
+    );
+}
+
+/// A stand-in SFU: a real HTTP server on loopback that answers like LiveKit's root.
+async fn stand_in_sfu() -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let sfu_url = format!("http://{}", listener.local_addr().unwrap());
+    let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         loop {
             let Ok((mut socket, _)) = listener.accept().await else {
@@ -35,30 +122,7 @@ async fn sfu_health_probes_a_configured_sfu() {
             });
         }
     });
-    let vars = [
-        ("sfu_server_url", sfu_url.as_str()),
-        ("sfu_api_key", "APIkey"),
-        ("sfu_api_secret", "secret"),
-    ];
-    let p = Platform::start_with(&vars).await;
-    let (status, body) = p.request(Method::GET, "/api/sfu/health").answer().await;
-    assert_eq!(
-        (status.as_u16(), &body["status"]),
-        (200, &json!("ok")),
-        "{body}"
-    );
-    assert_eq!(body["reachable"], true);
-
-    // Configured, but nothing listens there: 503 with the reason.
-    let dead = [
-        ("sfu_server_url", "http://127.0.0.1:9"),
-        ("sfu_api_key", "APIkey"),
-        ("sfu_api_secret", "secret"),
-    ];
-    let p = Platform::start_with(&dead).await;
-    let (status, body) = p.request(Method::GET, "/api/sfu/health").answer().await;
-    assert_eq!(status, 503, "{body}");
-    assert_eq!(body["reachable"], false);
+    addr
 }
 
 #[tokio::test(flavor = "multi_thread")]

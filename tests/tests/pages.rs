@@ -407,7 +407,7 @@ async fn sfu_test_page_only_when_enabled() {
     }
     assert_eq!(
         data_attr(&html, "server-url"),
-        "http:&#x2f;&#x2f;127.0.0.1:7880"
+        "ws:&#x2f;&#x2f;127.0.0.1:7880"
     );
 }
 

@@ -51,40 +51,61 @@ pub fn view(file: &FileRow, links: &Links) -> Value {
     })
 }
 
-fn chunk_key(client_id: &str, file_id: &str, n: u64) -> String {
-    format!("file:{client_id}:{file_id}:{n}")
+/// The key prefix of a file's chunks: chunk `n` is `{prefix}:{n}`.
+pub fn chunk_prefix(client_id: &str, file_id: &str) -> String {
+    format!("file:{client_id}:{file_id}")
 }
 
-fn open_store() -> Result<Store, ApiError> {
+pub fn chunk_key(client_id: &str, file_id: &str, n: u64) -> String {
+    format!("{}:{n}", chunk_prefix(client_id, file_id))
+}
+
+pub fn open_store() -> Result<Store, ApiError> {
     Store::open_default()
         .map_err(|e| ApiError::internal(format!("key-value store unavailable: {e}")))
 }
 
-fn kv_error(e: spin_sdk::key_value::Error) -> ApiError {
+pub fn kv_error(e: spin_sdk::key_value::Error) -> ApiError {
     ApiError::internal(format!("key-value store error: {e}"))
 }
 
-fn bad_id() -> ApiError {
+pub fn bad_id() -> ApiError {
     ApiError::bad_request("invalid_id", "the file id must be a UUID")
 }
 
-/// Writes chunks to the key-value store as they fill, hashing as it goes.
-struct ChunkWriter {
+/// Writes chunks to the key-value store as they fill (chunk `n` at `{prefix}:{n}`),
+/// hashing as it goes.
+pub struct ChunkWriter {
     store: Store,
-    client_id: String,
-    file_id: String,
+    prefix: String,
     chunker: Chunker,
     hasher: Sha256,
     size: u64,
     written: u64,
     max: u64,
+    /// What a body longer than `max` is refused with.
+    too_long: fn(u64) -> ApiError,
 }
 
 impl ChunkWriter {
-    fn push(&mut self, piece: &[u8]) -> Result<(), ApiError> {
+    /// A writer of at most `max` bytes under `prefix`; a longer body is `too_long(max)`.
+    pub fn new(prefix: String, max: u64, too_long: fn(u64) -> ApiError) -> Result<Self, ApiError> {
+        Ok(ChunkWriter {
+            store: open_store()?,
+            prefix,
+            chunker: Chunker::default(),
+            hasher: Sha256::new(),
+            size: 0,
+            written: 0,
+            max,
+            too_long,
+        })
+    }
+
+    pub fn push(&mut self, piece: &[u8]) -> Result<(), ApiError> {
         self.size += piece.len() as u64;
         if self.size > self.max {
-            return Err(incoming::too_large(self.max));
+            return Err((self.too_long)(self.max));
         }
         self.hasher.update(piece);
         for chunk in self.chunker.push(piece) {
@@ -94,14 +115,14 @@ impl ChunkWriter {
     }
 
     fn write(&mut self, chunk: &[u8]) -> Result<(), ApiError> {
-        let key = chunk_key(&self.client_id, &self.file_id, self.written);
+        let key = format!("{}:{}", self.prefix, self.written);
         self.store.set(&key, chunk).map_err(kv_error)?;
         self.written += 1;
         Ok(())
     }
 
     /// Writes the last chunk and answers what was written.
-    fn finish(&mut self) -> Result<Content, ApiError> {
+    pub fn finish(&mut self) -> Result<Content, ApiError> {
         if let Some(last) = std::mem::take(&mut self.chunker).finish() {
             self.write(&last)?;
         }
@@ -113,16 +134,14 @@ impl ChunkWriter {
     }
 
     /// Removes every chunk written so far.
-    fn abort(&self) {
+    pub fn abort(&self) {
         for n in 0..self.written {
-            let _ = self
-                .store
-                .delete(&chunk_key(&self.client_id, &self.file_id, n));
+            let _ = self.store.delete(&format!("{}:{n}", self.prefix));
         }
     }
 }
 
-fn hex_of(bytes: &[u8]) -> String {
+pub fn hex_of(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -137,16 +156,11 @@ pub async fn store(
 ) -> Result<FileRow, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let id = stored::insert(db, &tenant.client_id, &user.id, new, ctx.now())?;
-    let mut writer = ChunkWriter {
-        store: open_store()?,
-        client_id: tenant.client_id.clone(),
-        file_id: id.clone(),
-        chunker: Chunker::default(),
-        hasher: Sha256::new(),
-        size: 0,
-        written: 0,
+    let mut writer = ChunkWriter::new(
+        chunk_prefix(&tenant.client_id, &id),
         max,
-    };
+        incoming::too_large,
+    )?;
     let written = fill(&mut writer, source)
         .await
         .and_then(|()| writer.finish())
@@ -162,7 +176,7 @@ pub async fn store(
     load_ready(db, &tenant.client_id, &id)
 }
 
-async fn fill(writer: &mut ChunkWriter, source: Source) -> Result<(), ApiError> {
+pub async fn fill(writer: &mut ChunkWriter, source: Source) -> Result<(), ApiError> {
     match source {
         Source::Bytes(bytes, range) => writer.push(bytes.get(range).unwrap_or_default()),
         Source::Stream(mut body) => {
@@ -273,18 +287,18 @@ pub async fn read_form(
     })
 }
 
-fn invalid(field: &str, message: &str) -> ApiError {
+pub fn invalid(field: &str, message: &str) -> ApiError {
     ApiError::invalid_fields(vec![common::problem::FieldError {
         field: field.into(),
         message: message.into(),
     }])
 }
 
-fn check_name(name: &str) -> Result<String, ApiError> {
+pub fn check_name(name: &str) -> Result<String, ApiError> {
     media::check_filename(name).map_err(|m| invalid("filename", m))
 }
 
-fn flag(value: Option<String>) -> Result<bool, ApiError> {
+pub fn flag(value: Option<String>) -> Result<bool, ApiError> {
     match value {
         None => Ok(false),
         Some(v) => media::parse_flag(&v).ok_or_else(|| invalid("public", "must be true or false")),

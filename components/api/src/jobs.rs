@@ -9,6 +9,8 @@ use serde_json::json;
 
 /// Rows each kind of record may lose per call.
 const BATCH: i64 = 500;
+/// Expired resumable uploads removed per call (each removes up to 8 chunks per attempt).
+const UPLOAD_BATCH: i64 = 50;
 /// Seen SFU webhook ids are kept this long (LiveKit retries within minutes).
 const SFU_EVENT_KEEP_SECS: i64 = 7 * 86_400;
 /// Invites are kept this long after they expire.
@@ -34,38 +36,49 @@ pub fn migrate(ctx: &JobsCtx) -> Reply {
 }
 
 /// `POST /api/jobs/prune`: removes what has outlived its use: seen signatures (replay
-/// keys), money requests' idempotency keys (after 24 h), expired refresh tokens, rate-limit events, old SFU webhook ids, expired invites,
-/// and abandoned uploads (with their chunks). Each kind loses at most a batch per call.
+/// keys), money requests' idempotency keys (after 24 h), expired refresh tokens, rate-limit
+/// events, old SFU webhook ids, expired invites, abandoned uploads (with their chunks) and
+/// expired resumable uploads (with their parts). Each kind loses at most a batch per call.
 pub fn prune(ctx: &JobsCtx) -> Reply {
     let db = common::spin::store::open()?;
     let now = ctx.now();
+    // (kind, removed, batch)
     let counts = [
-        ("seen_signatures", replay::prune(&db, now, BATCH)?),
+        ("seen_signatures", replay::prune(&db, now, BATCH)?, BATCH),
         (
             "refresh_tokens",
             users::prune_refresh_tokens(&db, now, BATCH)?,
+            BATCH,
         ),
-        ("rate_events", rate_limits::prune(&db, now, BATCH)?),
+        ("rate_events", rate_limits::prune(&db, now, BATCH)?, BATCH),
         (
             "sfu_webhook_events",
             cohosts::prune_deliveries(&db, now - SFU_EVENT_KEEP_SECS, BATCH)?,
+            BATCH,
         ),
         (
             "cohost_invites",
             cohosts::prune_invites(&db, now - INVITE_KEEP_SECS, BATCH)?,
+            BATCH,
         ),
         ("idempotency_keys", idempotency::prune(&db, now, BATCH)?),
         (
             "abandoned_uploads",
             crate::files::remove_abandoned(&db, now - ABANDONED_UPLOAD_SECS, BATCH)?,
+            BATCH,
+        ),
+        (
+            "expired_resumable_uploads",
+            crate::uploads::remove_expired(&db, now, UPLOAD_BATCH)?,
+            UPLOAD_BATCH,
         ),
     ];
-    let done: i64 = counts.iter().map(|(_, n)| n).sum();
+    let done: i64 = counts.iter().map(|(_, n, _)| n).sum();
     // A kind that filled its batch may have more: the scheduler calls again.
-    let remaining = counts.iter().filter(|(_, n)| *n == BATCH).count();
+    let remaining = counts.iter().filter(|(_, n, batch)| n == batch).count();
     let removed: serde_json::Map<String, serde_json::Value> = counts
         .iter()
-        .map(|(kind, n)| (kind.to_string(), (*n).into()))
+        .map(|(kind, n, _)| (kind.to_string(), (*n).into()))
         .collect();
     Ok(json(
         200,

@@ -16,6 +16,7 @@ mod playlists;
 mod realtime;
 mod sessions;
 mod sfu;
+mod uploads;
 mod users;
 
 use common::routing::{Route, route};
@@ -27,6 +28,8 @@ use spin_sdk::http_component;
 #[derive(Debug, Clone, Copy)]
 pub enum Upload {
     File,
+    /// A part of a resumable upload.
+    Part,
     PlaylistPoster,
 }
 
@@ -130,6 +133,20 @@ pub const ROUTES: &[Route<Handler<Upload>>] = &[
     route("DELETE", "/api/events/{id}", User(events::delete)),
     // Files (uploads are streamed: see `handle`)
     route("POST", "/api/files", Handler::Upload(Upload::File)),
+    // Resumable uploads (parts of at most 8 MiB; the file is ready once completed)
+    route("POST", "/api/files/uploads", User(uploads::create)),
+    route("GET", "/api/files/uploads/{id}", User(uploads::get)),
+    route("DELETE", "/api/files/uploads/{id}", User(uploads::abort)),
+    route(
+        "PUT",
+        "/api/files/uploads/{id}/parts/{n}",
+        Handler::Upload(Upload::Part),
+    ),
+    route(
+        "POST",
+        "/api/files/uploads/{id}/complete",
+        User(uploads::complete),
+    ),
     route("GET", "/api/files", User(files::list)),
     route("GET", "/api/files/{id}", User(files::get)),
     route("DELETE", "/api/files/{id}", User(files::delete)),
@@ -253,6 +270,7 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
         Entry::Upload(kind, ctx, source) => {
             let answer = match kind {
                 Upload::File => files::upload(&ctx, source).await,
+                Upload::Part => uploads::put_part(&ctx, source).await,
                 Upload::PlaylistPoster => playlists::poster(&ctx, source).await,
             };
             answer.unwrap_or_else(|e| http::problem(&e, &request_id))

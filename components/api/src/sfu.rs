@@ -47,10 +47,11 @@ struct Health {
 }
 
 /// `GET /api/sfu/health`: 200 when the SFU answers (or none is configured), else 503.
-/// Without an API key and secret the SFU cannot be used, so it is not probed.
+/// Without an API key and secret the SFU cannot be used, so it is not probed; the probe
+/// goes to `sfu_api_url` (http/https).
 pub fn health(_ctx: &PublicCtx) -> Result<Response, ApiError> {
     let sfu = SfuConfig::load();
-    let Some(url) = sfu.server_url.as_deref().filter(|_| sfu.is_configured()) else {
+    if !sfu.is_configured() {
         return Ok(json(
             200,
             &Health {
@@ -60,7 +61,9 @@ pub fn health(_ctx: &PublicCtx) -> Result<Response, ApiError> {
                 error: None,
             },
         ));
-    };
+    }
+    // The server calls the SFU's HTTP address (`sfu_api_url`), never the ws/wss one.
+    let url = sfu.api_url()?;
     let probe = OutboundRequest {
         timeout: Duration::from_secs(3),
         max_response_bytes: 64 * 1024,

@@ -10,6 +10,33 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 50;
 /// Default of `INTERNAL_LISTEN`, where the internal events endpoint listens.
 pub const DEFAULT_INTERNAL_LISTEN: &str = "127.0.0.1:3101";
+/// Default of `LISTEN`, the public listener (`/ws/...` and `/healthz`).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:3001";
+/// The path prefix of the public sockets: a proxy in front of the platform sends it to
+/// the relay and everything else to the Spin application.
+pub const PUBLIC_PATH_PREFIX: &str = "/ws/";
+
+/// Every environment variable the `chat-relay` binary reads, and whether it is required.
+/// Deployment manifests are checked against this list (`tests/tests/deploy_manifests.rs`).
+pub const ENVIRONMENT: &[(&str, bool)] = &[
+    ("LISTEN", false),
+    ("INTERNAL_LISTEN", false),
+    ("API_URL", false),
+    ("BASE_URL", false),
+    ("JWT_SECRET", true),
+    ("RELAY_SECRET", true),
+    ("REDIS_URL", false),
+    ("QUEUE_CAPACITY", false),
+    ("MAX_CONNECTIONS", false),
+    ("MAX_CONNECTIONS_PER_IP", false),
+    ("TRUST_PROXY", false),
+    ("ALLOWED_ORIGINS", false),
+];
+
+/// Whether `name` is one of the relay's environment variables.
+pub fn is_environment_variable(name: &str) -> bool {
+    ENVIRONMENT.iter().any(|(known, _)| *known == name)
+}
 
 /// How the relay runs.
 #[derive(Clone)]
@@ -201,6 +228,23 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn every_variable_the_settings_read_is_listed() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let mut config = Config::new("http://127.0.0.1:3000", "j", "r");
+        config
+            .read_env(|name| {
+                asked.borrow_mut().push(name.to_string());
+                None
+            })
+            .unwrap();
+        let asked = asked.into_inner();
+        assert!(asked.len() >= 6, "{asked:?}");
+        for name in asked {
+            assert!(is_environment_variable(&name), "{name}");
+        }
     }
 
     #[test]

@@ -52,7 +52,10 @@ use limits::{ConnectionLimits, Refusal};
 use metrics::{Metrics, inc};
 use protocol::Uuid;
 
-pub use config::{AllowedOrigins, Config, DEFAULT_INTERNAL_LISTEN};
+pub use config::{
+    AllowedOrigins, Config, DEFAULT_INTERNAL_LISTEN, DEFAULT_LISTEN, ENVIRONMENT,
+    PUBLIC_PATH_PREFIX, is_environment_variable,
+};
 
 /// The response body type (the same as edgehost's `WebSocketBody`).
 pub type Body = BoxBody<Bytes, anyhow::Error>;

@@ -11,9 +11,17 @@
 //! `QUEUE_CAPACITY` (see `docs/chat.md`).
 
 use anyhow::{Context, Result, anyhow, bail};
-use chat_relay::{Config, DEFAULT_INTERNAL_LISTEN, Relay, serve};
+use chat_relay::{
+    Config, DEFAULT_INTERNAL_LISTEN, DEFAULT_LISTEN, Relay, is_environment_variable, serve,
+};
 
+/// An environment variable; only those listed in `chat_relay::ENVIRONMENT` (which the
+/// deployment manifests are checked against) may be read.
 fn env(name: &str) -> Option<String> {
+    assert!(
+        is_environment_variable(name),
+        "{name} is missing from chat_relay::ENVIRONMENT"
+    );
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
@@ -24,7 +32,7 @@ REDIS_URL, ALLOWED_ORIGINS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, TRUST_PROXY
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let mut listen = env("LISTEN").unwrap_or_else(|| "127.0.0.1:3001".into());
+    let mut listen = env("LISTEN").unwrap_or_else(|| DEFAULT_LISTEN.into());
     let mut internal_listen =
         env("INTERNAL_LISTEN").unwrap_or_else(|| DEFAULT_INTERNAL_LISTEN.into());
     let mut api_url = env("API_URL").unwrap_or_else(|| "http://127.0.0.1:3000".into());

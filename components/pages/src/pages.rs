@@ -272,7 +272,7 @@ pub fn sfu_test(_ctx: &PublicCtx) -> Response {
     if !config::flag("enable_dev_pages") {
         return web::text(404, "not found");
     }
-    let sfu_server_url = config::var_or("sfu_server_url", "");
+    let sfu_server_url = common::domain::sfu::client_url(&config::var_or("sfu_server_url", ""));
     let csp = web::csp(&[
         "connect-src 'self' ws: wss: http: https:",
         "media-src 'self' blob: mediastream:",

@@ -130,7 +130,28 @@ pub fn mint_token(request: &TokenRequest<'_>, now: i64) -> String {
     format!("{TOKEN_PREFIX}{jwt}")
 }
 
-/// The WebSocket address clients connect to, from the SFU's HTTP base URL.
+/// The address the server calls (LiveKit's HTTP API, its health) when `sfu_api_url` is
+/// unset, from the one clients connect to: `wss` → `https`, `ws` → `http`; an http(s)
+/// URL is its own API address. `None` for any other scheme.
+pub fn derived_api_url(server_url: &str) -> Option<String> {
+    let (scheme, rest) = server_url.split_once("://")?;
+    let api_scheme = match scheme.to_ascii_lowercase().as_str() {
+        "wss" | "https" => "https",
+        "ws" | "http" => "http",
+        _ => return None,
+    };
+    (!rest.is_empty()).then(|| format!("{api_scheme}://{rest}"))
+}
+
+/// Whether a configured `sfu_api_url` is one the server may call: http or https only.
+pub fn is_api_url(url: &str) -> bool {
+    let lower = url.to_ascii_lowercase();
+    (lower.starts_with("https://") && lower.len() > 8)
+        || (lower.starts_with("http://") && lower.len() > 7)
+}
+
+/// The WebSocket address clients connect to, from `sfu_server_url` (ws/wss, or the SFU's
+/// http(s) base URL, which older configurations give).
 pub fn client_url(server_url: &str) -> String {
     if let Some(rest) = server_url.strip_prefix("https://") {
         format!("wss://{rest}")
@@ -273,6 +294,43 @@ mod tests {
         assert_eq!(client_url("https://sfu.example"), "wss://sfu.example");
         assert_eq!(client_url("http://127.0.0.1:7880"), "ws://127.0.0.1:7880");
         assert_eq!(client_url("wss://sfu.example"), "wss://sfu.example");
+    }
+
+    #[test]
+    fn the_api_url_is_derived_from_the_client_url() {
+        let derived = |url| derived_api_url(url);
+        assert_eq!(
+            derived("wss://my.livekit.cloud").as_deref(),
+            Some("https://my.livekit.cloud")
+        );
+        assert_eq!(
+            derived("ws://127.0.0.1:7880").as_deref(),
+            Some("http://127.0.0.1:7880")
+        );
+        assert_eq!(
+            derived("WSS://sfu.example:7443").as_deref(),
+            Some("https://sfu.example:7443")
+        );
+        assert_eq!(
+            derived("https://sfu.example").as_deref(),
+            Some("https://sfu.example")
+        );
+        assert_eq!(
+            derived("http://sfu.example").as_deref(),
+            Some("http://sfu.example")
+        );
+        assert_eq!(derived("ftp://sfu.example"), None);
+        assert_eq!(derived("sfu.example"), None);
+        assert_eq!(derived("wss://"), None);
+    }
+
+    #[test]
+    fn only_http_urls_are_api_urls() {
+        assert!(is_api_url("https://sfu.example"));
+        assert!(is_api_url("http://127.0.0.1:7880"));
+        assert!(!is_api_url("wss://sfu.example"));
+        assert!(!is_api_url("ws://sfu.example"));
+        assert!(!is_api_url("https://"));
     }
 
     #[test]

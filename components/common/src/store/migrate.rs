@@ -67,6 +67,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0034_chat_badges",
         include_str!("../../migrations/0034_chat_badges.sql"),
     ),
+    (
+        "0070_resumable_uploads",
+        include_str!("../../migrations/0070_resumable_uploads.sql"),
+    ),
 ];
 
 /// The row that concurrent runners queue on.

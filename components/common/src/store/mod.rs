@@ -30,6 +30,7 @@ pub mod rooms;
 pub mod sql;
 pub mod subscriptions;
 pub mod tenants;
+pub mod uploads;
 pub mod users;
 
 use crate::ApiError;

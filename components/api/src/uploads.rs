@@ -1,0 +1,428 @@
+//! Resumable uploads, for files larger than a host lets one request carry (Fermyon Wasm
+//! Functions: about 10 MiB): `POST /api/files/uploads` declares the file (name, size,
+//! SHA-256, type), `PUT .../parts/{n}` sends each part (at most 8 MiB, any order, again on
+//! failure), `GET` reports what arrived, `POST .../complete` checks size and SHA-256 and
+//! makes the file `ready` (its id is the upload's), `DELETE` gives up. Each attempt at a
+//! part writes under its own keys and becomes the part's bytes only if the upload is still
+//! open when it is recorded (`store::uploads`), so a completion never reads bytes that
+//! change under it. Expired uploads are removed by the prune job.
+
+use crate::files::{self, ChunkWriter};
+use crate::links::Links;
+use crate::media;
+use common::domain::uploads::{
+    self as rules, CHUNK_SIZE, MAX_OPEN_UPLOADS_PER_USER, MAX_PART_SIZE, PartPlan, PlanError,
+    UPLOAD_TTL_SECS,
+};
+use common::spin::http::{Reply, UserCtx, json};
+use common::spin::incoming::{self, Source};
+use common::spin::store as database;
+use common::store::Db;
+use common::store::uploads::{self as stored, NewUpload, PartOutcome, UploadRow, WrittenPart};
+use common::{ApiError, ids, validate};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use spin_sdk::http::Response;
+
+/// The key prefix of one attempt's chunks (chunk `k` at `{prefix}:{k}`).
+fn attempt_prefix(client_id: &str, upload_id: &str, attempt: &str) -> String {
+    format!("upload:{client_id}:{upload_id}:{attempt}")
+}
+
+/// Removes an attempt's chunks (a part has at most `MAX_PART_SIZE / CHUNK_SIZE`).
+fn remove_attempt_chunks(client_id: &str, upload_id: &str, attempt: &str) -> Result<(), ApiError> {
+    let store = files::open_store()?;
+    let prefix = attempt_prefix(client_id, upload_id, attempt);
+    for k in 0..MAX_PART_SIZE / CHUNK_SIZE {
+        store
+            .delete(&format!("{prefix}:{k}"))
+            .map_err(files::kv_error)?;
+    }
+    Ok(())
+}
+
+fn plan_of(upload: &UploadRow) -> PartPlan {
+    PartPlan {
+        size: upload.size,
+        part_size: upload.part_size,
+        part_count: upload.part_count,
+    }
+}
+
+/// The status as the API names it.
+fn status_name(status: &str) -> &str {
+    match status {
+        "sealed" => "completing",
+        other => other,
+    }
+}
+
+fn view(upload: &UploadRow, parts: &[stored::StoredPart], links: &Links) -> Value {
+    let received: Vec<u64> = parts.iter().map(|p| p.n).collect();
+    json!({
+        "id": upload.id,
+        "filename": upload.filename,
+        "contentType": upload.content_type,
+        "size": upload.size,
+        "sha256": upload.sha256,
+        "public": upload.is_public,
+        "partSize": upload.part_size,
+        "partCount": upload.part_count,
+        "status": status_name(&upload.status),
+        "parts": parts.iter().map(|p| json!({"n": p.n, "size": p.size, "sha256": p.sha256})).collect::<Vec<_>>(),
+        "missing": rules::missing_parts(upload.part_count, &received),
+        "receivedBytes": parts.iter().map(|p| p.size).sum::<u64>(),
+        "expiresAt": common::time::format_rfc3339(upload.expires_at),
+        "createdAt": upload.created_at,
+        "file": (upload.status == "complete")
+            .then(|| format!("{}/api/files/{}", links.base_url(), upload.id)),
+    })
+}
+
+/// The caller's own unexpired upload named by the path: another user's (or tenant's) is
+/// as unknown as a missing one.
+fn load_own(ctx: &UserCtx, db: &Db) -> Result<UploadRow, ApiError> {
+    let id = ids::parse_uuid(ctx.param("id")).ok_or_else(files::bad_id)?;
+    let upload = stored::load(db, &ctx.tenant.client_id, &id, ctx.now())?
+        .filter(|u| u.owner_id == ctx.user.id)
+        .ok_or_else(|| ApiError::not_found("upload"))?;
+    Ok(upload)
+}
+
+fn closed(upload: &UploadRow) -> ApiError {
+    ApiError::conflict(
+        "upload_closed",
+        format!(
+            "the upload is {} and takes no more parts",
+            status_name(&upload.status)
+        ),
+    )
+}
+
+/// `POST /api/files/uploads`: `{filename, size, sha256, contentType, public?, partSize?}`.
+pub fn create(ctx: &UserCtx) -> Reply {
+    let max = files::max_upload();
+    let mut body = ctx.json()?;
+    let filename = body.string("filename", validate::MAX_NAME);
+    let content_type = body.string("contentType", validate::MAX_NAME);
+    let sha256 = body.string("sha256", 64).to_ascii_lowercase();
+    let size = body.opt_int("size", 0..=i64::MAX);
+    let part_size = body.opt_int("partSize", 0..=i64::MAX);
+    let is_public = body.opt_bool("public").unwrap_or(false);
+    if !body.has_errors_for(&["size"]) && size.is_none() {
+        body.error("size", "is required");
+    }
+    if !body.has_errors_for(&["sha256"]) && !rules::is_sha256_hex(&sha256) {
+        body.error("sha256", "must be the file's SHA-256 in hex (64 digits)");
+    }
+    let filename = match media::check_filename(&filename) {
+        Ok(name) => name,
+        Err(message) if !body.has_errors_for(&["filename"]) => {
+            body.error("filename", message);
+            String::new()
+        }
+        Err(_) => String::new(),
+    };
+    let content_type = match media::check_content_type(&content_type) {
+        Some(ct) => ct,
+        None => {
+            if !body.has_errors_for(&["contentType"]) {
+                body.error("contentType", "must be a media type such as video/mp4");
+            }
+            String::new()
+        }
+    };
+    let plan = match (size, part_size) {
+        (Some(size), part_size) => {
+            let plan = PartPlan::new(size as u64, part_size.map(|p| p as u64), max);
+            match plan {
+                Err(PlanError::Size) if size as u64 > max => {
+                    return Err(incoming::too_large(max));
+                }
+                Err(PlanError::Size) => {
+                    body.error(
+                        "size",
+                        "must be at least 1 (send empty files with POST /api/files)",
+                    );
+                    None
+                }
+                Err(PlanError::PartSize) => {
+                    body.error(
+                        "partSize",
+                        "must be a whole number of MiB from 1 to 8 (1048576 to 8388608)",
+                    );
+                    None
+                }
+                Ok(plan) => Some(plan),
+            }
+        }
+        (None, _) => None,
+    };
+    body.finish()?;
+    let plan = plan.ok_or_else(|| ApiError::internal("an upload without a plan"))?;
+    let (tenant, user, now) = (&ctx.tenant, &ctx.user, ctx.now());
+    let db = database::open()?;
+    if stored::open_count(&db, &tenant.client_id, &user.id, now)? >= MAX_OPEN_UPLOADS_PER_USER {
+        return Err(ApiError::conflict(
+            "too_many_uploads",
+            format!(
+                "at most {MAX_OPEN_UPLOADS_PER_USER} uploads may be open at once: complete or delete one"
+            ),
+        ));
+    }
+    let new = NewUpload {
+        id: ids::uuid(),
+        filename,
+        content_type,
+        size: plan.size,
+        sha256,
+        part_size: plan.part_size,
+        part_count: plan.part_count,
+        is_public,
+        expires_at: now + UPLOAD_TTL_SECS,
+    };
+    let upload = stored::insert(&db, &tenant.client_id, &user.id, &new, now)?;
+    Ok(json(201, &view(&upload, &[], &Links::load())))
+}
+
+/// `GET /api/files/uploads/{id}`: the upload and the parts received.
+pub fn get(ctx: &UserCtx) -> Reply {
+    let db = database::open()?;
+    let upload = load_own(ctx, &db)?;
+    let parts = stored::stored_parts(&db, &upload.client_id, &upload.id)?;
+    Ok(json(200, &view(&upload, &parts, &Links::load())))
+}
+
+/// A part longer than expected: 413 beyond the largest part, else 422.
+fn part_too_long(expected: u64) -> ApiError {
+    if expected >= MAX_PART_SIZE {
+        incoming::too_large(MAX_PART_SIZE)
+    } else {
+        part_size_mismatch(expected)
+    }
+}
+
+fn part_size_mismatch(expected: u64) -> ApiError {
+    ApiError::new(
+        422,
+        "part_size_mismatch",
+        format!("this part must be exactly {expected} bytes"),
+    )
+    .with_extra("expectedSize", expected)
+}
+
+/// `PUT /api/files/uploads/{id}/parts/{n}`: the part's bytes as the body (any
+/// `Content-Type`), read as a stream; exactly the part's length, at most 8 MiB.
+pub async fn put_part(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
+    if incoming::content_length(&ctx.req).is_some_and(|n| n > MAX_PART_SIZE) {
+        return Err(incoming::too_large(MAX_PART_SIZE));
+    }
+    let db = database::open()?;
+    let upload = load_own(ctx, &db)?;
+    let plan = plan_of(&upload);
+    let n = ctx
+        .param("n")
+        .parse::<u64>()
+        .ok()
+        .filter(|n| plan.part_len(*n).is_some())
+        .ok_or_else(|| {
+            ApiError::new(
+                404,
+                "no_such_part",
+                format!("parts are numbered 1 to {}", upload.part_count),
+            )
+        })?;
+    let expected = plan.part_len(n).unwrap_or(0);
+    if upload.status != "open" {
+        return Err(closed(&upload));
+    }
+    if incoming::content_length(&ctx.req).is_some_and(|len| len != expected) {
+        return Err(part_size_mismatch(expected));
+    }
+    let client_id = &upload.client_id;
+    let attempt = ids::random_hex(16);
+    stored::begin_attempt(&db, client_id, &upload.id, n, &attempt, ctx.now())?;
+    let prefix = attempt_prefix(client_id, &upload.id, &attempt);
+    let mut writer = ChunkWriter::new(prefix, expected, part_too_long)?;
+    let written = files::fill(&mut writer, body)
+        .await
+        .and_then(|()| writer.finish());
+    let content = match written {
+        Ok(content) if content.size == expected => content,
+        Ok(_) => {
+            writer.abort();
+            let _ = stored::forget_attempts(&db, client_id, &[attempt]);
+            return Err(part_size_mismatch(expected));
+        }
+        Err(err) => {
+            writer.abort();
+            let _ = stored::forget_attempts(&db, client_id, &[attempt]);
+            return Err(err);
+        }
+    };
+    let part = WrittenPart {
+        upload_id: &upload.id,
+        n,
+        attempt: &attempt,
+        size: content.size,
+        sha256: &content.sha256,
+    };
+    match stored::store_attempt(&db, client_id, &part, ctx.now())? {
+        PartOutcome::Stored { superseded } => {
+            for old in &superseded {
+                remove_attempt_chunks(client_id, &upload.id, old)?;
+            }
+            stored::forget_attempts(&db, client_id, &superseded)?;
+            Ok(json(
+                200,
+                &json!({"uploadId": upload.id, "n": n, "size": content.size, "sha256": content.sha256}),
+            ))
+        }
+        PartOutcome::Closed => {
+            writer.abort();
+            stored::forget_attempts(&db, client_id, std::slice::from_ref(&attempt))?;
+            let now_closed = stored::load(&db, client_id, &upload.id, ctx.now())?;
+            Err(now_closed
+                .as_ref()
+                .map_or_else(|| ApiError::not_found("upload"), closed))
+        }
+    }
+}
+
+/// Copies the stored parts into the file's chunks, in order, hashing them; answers the
+/// SHA-256 and the number of file chunks, or an error when a part's bytes are missing.
+fn assemble(upload: &UploadRow, parts: &[stored::StoredPart]) -> Result<(String, u64), ApiError> {
+    let store = files::open_store()?;
+    let plan = plan_of(upload);
+    let mut hasher = Sha256::new();
+    let mut chunks = 0;
+    for part in parts {
+        let prefix = attempt_prefix(&upload.client_id, &upload.id, &part.attempt);
+        for k in 0..part.size.div_ceil(CHUNK_SIZE) {
+            let bytes = store
+                .get(&format!("{prefix}:{k}"))
+                .map_err(files::kv_error)?
+                .ok_or_else(|| {
+                    ApiError::internal(format!("the bytes of part {} are missing", part.n))
+                })?;
+            hasher.update(&bytes);
+            let key = files::chunk_key(&upload.client_id, &upload.id, plan.file_chunk(part.n, k));
+            store.set(&key, &bytes).map_err(files::kv_error)?;
+            chunks += 1;
+        }
+    }
+    Ok((files::hex_of(hasher.finalize().as_slice()), chunks))
+}
+
+fn remove_file_chunks(upload: &UploadRow, count: u64) {
+    if let Ok(store) = files::open_store() {
+        for n in 0..count {
+            let _ = store.delete(&files::chunk_key(&upload.client_id, &upload.id, n));
+        }
+    }
+}
+
+/// `POST /api/files/uploads/{id}/complete`: with every part received, checks the total size
+/// and the SHA-256 and answers the ready file (as `POST /api/files` does). Safe to repeat.
+/// A mismatch is a 422 and the upload stays open for corrected parts.
+pub fn complete(ctx: &UserCtx) -> Reply {
+    let db = database::open()?;
+    let upload = load_own(ctx, &db)?;
+    let client_id = &upload.client_id;
+    if upload.status == "complete" {
+        let file = files::load_ready(&db, client_id, &upload.id)?;
+        return Ok(json(200, &files::view(&file, &Links::load())));
+    }
+    let received = |db: &Db| -> Result<Vec<stored::StoredPart>, ApiError> {
+        let parts = stored::stored_parts(db, client_id, &upload.id)?;
+        let numbers: Vec<u64> = parts.iter().map(|p| p.n).collect();
+        let missing = rules::missing_parts(upload.part_count, &numbers);
+        if missing.is_empty() {
+            Ok(parts)
+        } else {
+            Err(ApiError::conflict(
+                "upload_incomplete",
+                format!(
+                    "{} of {} parts are missing",
+                    missing.len(),
+                    upload.part_count
+                ),
+            )
+            .with_extra("missing", missing))
+        }
+    };
+    received(&db)?;
+    if !stored::seal(&db, client_id, &upload.id, ctx.now())? {
+        return Err(ApiError::not_found("upload"));
+    }
+    // Sealed: no part changes from here on; read the final set.
+    let parts = received(&db)?;
+    let total: u64 = parts.iter().map(|p| p.size).sum();
+    let reopen = |err: ApiError| {
+        let _ = stored::reopen(&db, client_id, &upload.id);
+        err
+    };
+    if total != upload.size {
+        return Err(reopen(ApiError::new(
+            422,
+            "size_mismatch",
+            format!(
+                "the parts hold {total} bytes, the upload declared {}",
+                upload.size
+            ),
+        )));
+    }
+    let (sha256, chunks) = match assemble(&upload, &parts) {
+        Ok(done) => done,
+        Err(err) => {
+            remove_file_chunks(&upload, media::chunk_count(upload.size));
+            return Err(reopen(err));
+        }
+    };
+    if sha256 != upload.sha256 {
+        remove_file_chunks(&upload, chunks);
+        return Err(reopen(
+            ApiError::new(
+                422,
+                "checksum_mismatch",
+                "the parts' SHA-256 differs from the upload's: send the parts whose sha256 \
+                 (GET the upload) differs from yours again, then complete",
+            )
+            .with_extra("sha256", sha256),
+        ));
+    }
+    stored::complete(&db, &upload, chunks, ctx.now())?;
+    for part in &parts {
+        // The parts' bytes are the file's now; their staging copies go (best effort: the
+        // prune job removes what is left when the upload expires).
+        let _ = remove_attempt_chunks(client_id, &upload.id, &part.attempt);
+    }
+    let file = files::load_ready(&db, client_id, &upload.id)?;
+    Ok(json(200, &files::view(&file, &Links::load())))
+}
+
+/// Removes an upload's attempts (their bytes and rows) and its row; a completed upload's
+/// file stays.
+fn discard(db: &Db, client_id: &str, upload_id: &str) -> Result<(), ApiError> {
+    for attempt in stored::attempts(db, client_id, upload_id)? {
+        remove_attempt_chunks(client_id, upload_id, &attempt)?;
+    }
+    stored::delete(db, client_id, upload_id)
+}
+
+/// `DELETE /api/files/uploads/{id}`: gives up an upload and removes its parts.
+pub fn abort(ctx: &UserCtx) -> Reply {
+    let db = database::open()?;
+    let upload = load_own(ctx, &db)?;
+    discard(&db, &upload.client_id, &upload.id)?;
+    Ok(json(200, &json!({"success": true, "id": upload.id})))
+}
+
+/// Removes up to `batch` expired uploads with every attempt's bytes (the prune job).
+pub fn remove_expired(db: &Db, now: i64, batch: i64) -> Result<i64, ApiError> {
+    let expired = stored::expired(db, now, batch)?;
+    for key in &expired {
+        discard(db, &key.client_id, &key.id)?;
+    }
+    Ok(expired.len() as i64)
+}
