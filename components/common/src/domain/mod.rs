@@ -2,4 +2,6 @@
 
 pub mod broadcast;
 pub mod cohost;
+pub mod moderation;
 pub mod sfu;
+pub mod word_filter;

@@ -47,6 +47,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0011_outbox",
         include_str!("../../migrations/0011_outbox.sql"),
     ),
+    (
+        "0060_chat_moderation",
+        include_str!("../../migrations/0060_chat_moderation.sql"),
+    ),
 ];
 
 /// The row that concurrent runners queue on.

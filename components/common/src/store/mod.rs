@@ -16,6 +16,7 @@ pub mod contacts;
 pub mod events;
 pub mod files;
 pub mod migrate;
+pub mod moderation;
 pub mod music_links;
 pub mod outbox;
 pub mod playlists;
