@@ -842,13 +842,6 @@ pub fn report(ctx: &UserCtx) -> Result<Response, ApiError> {
     let message = chat_store::message(&db, &target.store(), &message_id)?
         .filter(|m| !m.deleted && !m.held)
         .ok_or_else(|| ApiError::not_found("message"))?;
-    rate_limits::hit(
-        &db,
-        &format!("chat-report:{}:{}", target.client_id, ctx.user.id),
-        REPORT_MAX,
-        REPORT_WINDOW_SECS,
-        ctx.now(),
-    )?;
     let filed = db.transaction(|tx| {
         let Some(filed) = store::add_report(
             tx,
@@ -867,6 +860,14 @@ pub fn report(ctx: &UserCtx) -> Result<Response, ApiError> {
                 "you reported this message already",
             ));
         };
+        // Counted with the report itself: a duplicate or refused report is not counted.
+        rate_limits::hit(
+            tx,
+            &format!("chat-report:{}:{}", target.client_id, ctx.user.id),
+            REPORT_MAX,
+            REPORT_WINDOW_SECS,
+            ctx.now(),
+        )?;
         let mut data = serde_json::to_value(&filed).unwrap_or_default();
         data["message"] = serde_json::to_value(&message).unwrap_or_default();
         outbox::record(
