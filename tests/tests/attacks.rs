@@ -1158,3 +1158,163 @@ async fn resumable_uploads_are_their_owners_and_bounded() {
         (409, Some("too_many_uploads"))
     );
 }
+
+/// Chat moderation (broken function level authorization): a co-host without
+/// canModerateChat, a plain viewer and another tenant's user and server can do none of it,
+/// and nothing changes.
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_moderation_is_for_moderators_only() {
+    let p = platform().await;
+    let (t, ada, eve) = cast(&p).await;
+    let carol = p.signup(&t, "carol").await;
+    let live = live_broadcast(&p, &ada, "public").await;
+    let id = live["id"].as_str().unwrap();
+    let chat = format!("/api/streams/{}/chat", live["streamId"].as_str().unwrap());
+    // Carol co-hosts with the default preset (no canModerateChat).
+    let session = format!("/api/streaming/sessions/{id}");
+    let (status, invite) = p
+        .as_user(&ada, Method::POST, &format!("{session}/invites"))
+        .send_json(&json!({"userId": carol.id, "permissions": "default"}))
+        .await;
+    assert_eq!(status, 200, "{invite}");
+    let (status, joined) = p
+        .as_user(&carol, Method::POST, &format!("{session}/join-cohost"))
+        .send_json(&json!({"userName": "Carol", "inviteToken": invite["inviteToken"]}))
+        .await;
+    assert_eq!(status, 200, "{joined}");
+    let (status, message) = p
+        .as_user(&ada, Method::POST, &chat)
+        .send_json(&json!({"message": "hello"}))
+        .await;
+    assert_eq!(status, 200);
+    let message_id = message["id"].as_str().unwrap();
+    let (status, report) = p
+        .as_user(&eve, Method::POST, &format!("{chat}/{message_id}/report"))
+        .send_json(&json!({"reason": "I dislike it"}))
+        .await;
+    assert_eq!(status, 201, "{report}");
+    let report_id = report["id"].as_str().unwrap();
+
+    let other = p.register_client("Attacker").await;
+    let mallory = p.signup(&other, "mallory").await;
+    let actions = [
+        (
+            Method::POST,
+            format!("{chat}/timeouts"),
+            json!({"userId": ada.id, "seconds": 60}),
+        ),
+        (
+            Method::POST,
+            format!("{chat}/timeouts"),
+            json!({"userId": eve.id, "seconds": 60}),
+        ),
+        (
+            Method::POST,
+            format!("{chat}/bans"),
+            json!({"userId": eve.id}),
+        ),
+        (
+            Method::DELETE,
+            format!("{chat}/bans/{}", eve.id),
+            Value::Null,
+        ),
+        (
+            Method::PUT,
+            format!("{chat}/settings"),
+            json!({"slowModeSeconds": 3600}),
+        ),
+        (Method::POST, format!("{chat}/clear"), Value::Null),
+        (
+            Method::PUT,
+            format!("{chat}/pin"),
+            json!({"messageId": message_id}),
+        ),
+        (Method::DELETE, format!("{chat}/pin"), Value::Null),
+        (Method::GET, format!("{chat}/reports"), Value::Null),
+        (
+            Method::POST,
+            format!("{chat}/reports/{report_id}/resolve"),
+            json!({"action": "delete"}),
+        ),
+        (Method::GET, format!("{chat}/moderation-log"), Value::Null),
+        (Method::DELETE, format!("{chat}/{message_id}"), Value::Null),
+    ];
+    for (method, path, body) in &actions {
+        for (name, who, expected) in [
+            ("carol", &carol, 403),
+            ("eve", &eve, 403),
+            ("mallory", &mallory, 404),
+        ] {
+            let builder = p.as_user(who, method.clone(), path);
+            let (status, answer) = if body.is_null() {
+                builder.answer().await
+            } else {
+                builder.send_json(body).await
+            };
+            assert_eq!(
+                status.as_u16(),
+                expected,
+                "{name} {method} {path}: {answer}"
+            );
+        }
+        // Another tenant's server names a stream it does not have.
+        let signed = p.as_server(
+            &other,
+            method.clone(),
+            path,
+            (!body.is_null()).then_some(body),
+        );
+        // (Deleting a message is the user's and the relay's alone: 401 before any lookup.)
+        let expected = if *method == Method::DELETE && path.ends_with(message_id) {
+            401
+        } else {
+            404
+        };
+        assert_eq!(signed.answer().await.0, expected, "server {method} {path}");
+    }
+    // Another tenant's user cannot report either, nor ban channel-wide across tenants.
+    let (status, _) = p
+        .as_user(
+            &mallory,
+            Method::POST,
+            &format!("{chat}/{message_id}/report"),
+        )
+        .send_json(&json!({"reason": "x"}))
+        .await;
+    assert_eq!(status, 404);
+    let (status, _) = p
+        .as_user(&mallory, Method::POST, "/api/users/me/chat/bans")
+        .send_json(&json!({"userId": eve.id}))
+        .await;
+    assert_eq!(status, 404, "another tenant's user is unknown here");
+
+    // Nothing changed: eve still posts, the modes are off, the message and report stand.
+    let (status, _) = p
+        .as_user(&eve, Method::POST, &chat)
+        .send_json(&json!({"message": "still here"}))
+        .await;
+    assert_eq!(status, 200);
+    let (_, settings) = p
+        .as_user(&ada, Method::GET, &format!("{chat}/settings"))
+        .answer()
+        .await;
+    assert_eq!(
+        (
+            settings["slowModeSeconds"].clone(),
+            settings["pinnedMessage"].clone()
+        ),
+        (json!(0), Value::Null)
+    );
+    let (_, history) = p.as_user(&ada, Method::GET, &chat).answer().await;
+    assert_eq!(history["items"][0]["message"], "hello");
+    let (_, queue) = p
+        .as_user(&ada, Method::GET, &format!("{chat}/reports"))
+        .answer()
+        .await;
+    assert_eq!(queue["total"], 1);
+    let (_, log) = p
+        .as_user(&ada, Method::GET, &format!("{chat}/moderation-log"))
+        .answer()
+        .await;
+    assert_eq!(log["total"], 0);
+}

@@ -1,8 +1,12 @@
 //! Persisted chat of streams and broadcasts. The chat relay stores every WebSocket message
-//! through `POST /api/streams/{id}/chat`, so these rules are the only ones.
+//! through `POST /api/streams/{id}/chat`, so these rules (and the moderation checks they
+//! run, `crate::moderation::screen`) are the only ones.
 
 use crate::broadcasts::{self, Viewer};
+use crate::moderation::{self, Screened};
+use crate::realtime;
 use common::pagination::{Page, Paged};
+use common::realtime::Event;
 use common::spin::auth::Tenant;
 use common::spin::http::{Call, CallerCtx, UserCtx, json};
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
@@ -31,16 +35,18 @@ pub fn clean_message(raw: &str) -> Result<String, String> {
     }
 }
 
-/// Where a chat lives: a stream (a broadcast's or a scheduled event's streamId), and the
-/// broadcast behind it when there is one.
-struct ChatTarget {
-    client_id: String,
-    stream_id: String,
-    broadcast: Option<Broadcast>,
+/// Where a chat lives: a stream (a broadcast's or a scheduled event's streamId), the
+/// broadcast behind it when there is one, and its creator (whose channel-wide bans and
+/// blocked words apply; None for a session the tenant's server made).
+pub struct ChatTarget {
+    pub client_id: String,
+    pub stream_id: String,
+    pub broadcast: Option<Broadcast>,
+    pub owner_id: Option<String>,
 }
 
 impl ChatTarget {
-    fn store(&self) -> Target<'_> {
+    pub fn store(&self) -> Target<'_> {
         Target {
             client_id: &self.client_id,
             stream_id: &self.stream_id,
@@ -49,9 +55,10 @@ impl ChatTarget {
     }
 }
 
-/// The chat of `/api/streams/{id}`: the tenant's broadcast with that streamId, else its
-/// scheduled event's stream. A private broadcast's chat is only for those who may watch it.
-fn stream_target(
+/// The chat of `/api/streams/{id}`: the tenant's broadcast with that streamId (or that
+/// id), else its scheduled event's stream. A private broadcast's chat is only for those
+/// who may watch it.
+pub fn stream_target(
     call: &Call,
     tenant: &Tenant,
     viewer: Viewer<'_>,
@@ -59,22 +66,24 @@ fn stream_target(
 ) -> Result<ChatTarget, ApiError> {
     let stream_id = ids::parse_uuid(call.param("id"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the stream id must be a UUID"))?;
-    if let Some(b) = broadcast_store::load_by_stream(db, &tenant.client_id, &stream_id, call.now())?
+    if let Some(b) = broadcast_store::load_by_any_id(db, &tenant.client_id, &stream_id, call.now())?
     {
         broadcasts::check_can_watch(db, &b, viewer, call.now())?;
         return Ok(ChatTarget {
             client_id: tenant.client_id.clone(),
-            stream_id,
+            stream_id: b.identity.stream_id.clone(),
+            owner_id: b.owner_id.clone(),
             broadcast: Some(b),
         });
     }
-    if !rooms::has_visible_event_stream(db, &tenant.client_id, &stream_id)? {
+    let Some(owner) = rooms::visible_event_stream_owner(db, &tenant.client_id, &stream_id)? else {
         return Err(ApiError::not_found("stream"));
-    }
+    };
     Ok(ChatTarget {
         client_id: tenant.client_id.clone(),
         stream_id,
         broadcast: None,
+        owner_id: Some(owner),
     })
 }
 
@@ -84,6 +93,7 @@ fn broadcast_target(ctx: &UserCtx, db: &Db) -> Result<ChatTarget, ApiError> {
     Ok(ChatTarget {
         client_id: ctx.tenant.client_id.clone(),
         stream_id: b.identity.stream_id.clone(),
+        owner_id: b.owner_id.clone(),
         broadcast: Some(b),
     })
 }
@@ -95,7 +105,8 @@ fn history(ctx: &Call, db: &Db, target: &ChatTarget) -> Result<Response, ApiErro
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
-/// Stores a message from the signed-in user.
+/// Stores a message from the signed-in user once the moderation checks let it through;
+/// a message held for review is stored unseen and answered with 202.
 fn post(
     ctx: &UserCtx,
     db: &Db,
@@ -128,6 +139,7 @@ fn post(
             format!("the broadcast is {}; its chat is closed", b.status.as_str()),
         ));
     }
+    let screened = moderation::screen(db, target, &user.id, &message, ctx.now_millis())?;
     rate_limits::hit(
         db,
         &format!("chat:{}:{}", target.client_id, user.id),
@@ -149,8 +161,25 @@ fn post(
         sender_name: &user.username,
         sender_badge: badge,
         text: &message,
+        held: screened == Screened::Hold,
     };
+    if screened == Screened::Hold {
+        let stored = db.transaction(|tx| {
+            let stored = store::insert(tx, &target.store(), &new, ctx.now_millis())?;
+            moderation::hold(tx, target, &stored, ctx.now_millis())?;
+            Ok(stored)
+        })?;
+        return Ok(json(202, &stored));
+    }
     let stored = store::insert(db, &target.store(), &new, ctx.now_millis())?;
+    // Sockets see REST posts too; the relay drops the copy of a post it made itself (the
+    // same message id).
+    realtime::publish(
+        &target.stream_id,
+        Event::ChatMessage {
+            message: serde_json::to_value(&stored).unwrap_or_default(),
+        },
+    );
     Ok(json(200, &stored))
 }
 
@@ -178,6 +207,9 @@ fn subscriber_badge(
 pub fn stream_history(ctx: &CallerCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
     let target = stream_target(ctx, &ctx.tenant, Viewer::of(&ctx.caller), &db)?;
+    if let Some(user) = ctx.user() {
+        moderation::check_not_banned(&db, &target, &user.id, ctx.now_millis())?;
+    }
     history(ctx, &db, &target)
 }
 
@@ -192,6 +224,7 @@ pub fn stream_post(ctx: &UserCtx) -> Result<Response, ApiError> {
 pub fn broadcast_history(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
     let target = broadcast_target(ctx, &db)?;
+    moderation::check_not_banned(&db, &target, &ctx.user.id, ctx.now_millis())?;
     history(ctx, &db, &target)
 }
 
@@ -202,23 +235,15 @@ pub fn broadcast_post(ctx: &UserCtx) -> Result<Response, ApiError> {
     post(ctx, &db, &target, true)
 }
 
-/// Whether `user_id` may delete a message of `sender_id` in `target`: the sender, the
-/// broadcast's owner, or one of its co-hosts with canModerateChat.
-fn may_delete(
-    db: &Db,
-    target: &ChatTarget,
-    user_id: &str,
-    sender_id: &str,
-) -> Result<bool, ApiError> {
-    if user_id == sender_id {
+/// Whether `user_id` moderates the chat of `target`: its creator, or an active co-host of
+/// its broadcast with canModerateChat.
+pub fn is_moderator(db: &Db, target: &ChatTarget, user_id: &str) -> Result<bool, ApiError> {
+    if target.owner_id.as_deref() == Some(user_id) {
         return Ok(true);
     }
     let Some(b) = &target.broadcast else {
         return Ok(false);
     };
-    if b.is_owned_by(user_id) {
-        return Ok(true);
-    }
     Ok(cohosts::of_user(db, b, user_id)?
         .is_some_and(|c| c.is_active() && c.permissions.can_moderate_chat))
 }
@@ -233,12 +258,23 @@ pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the message id must be a UUID"))?;
     let sender = store::sender_of(&db, &target.store(), &message_id)?
         .ok_or_else(|| ApiError::not_found("message"))?;
-    if !may_delete(&db, &target, &user.id, &sender)? {
+    let own = sender == user.id;
+    if !own && !is_moderator(&db, &target, &user.id)? {
         return Err(ApiError::forbidden(
             "only the sender, the owner or a co-host with canModerateChat deletes a message",
         ));
     }
-    store::delete(&db, &target.client_id, &message_id, &user.id, ctx.now())?;
+    if own {
+        store::delete(&db, &target.client_id, &message_id, &user.id, ctx.now())?;
+    } else {
+        moderation::delete_as_moderator(ctx, &db, &target, &message_id, &sender, &user.id)?;
+    }
+    realtime::publish(
+        &target.stream_id,
+        Event::ChatDeleted {
+            id: message_id.clone(),
+        },
+    );
     Ok(json(200, &json!({ "success": true, "id": message_id })))
 }
 

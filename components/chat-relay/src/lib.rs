@@ -456,6 +456,21 @@ impl Relay {
                     );
                 }
             },
+            // A ban closes the banned user's sockets once the event reaches them.
+            "moderation"
+                if event["action"] == "user_banned" && event["userId"].as_str().is_some() =>
+            {
+                let user = event["userId"].as_str().unwrap_or_default();
+                let unique = format!(
+                    "{}:{}",
+                    self.0.instance,
+                    self.0.events.fetch_add(1, Ordering::Relaxed)
+                );
+                (
+                    protocol::ban_key(user, &unique),
+                    json!({"type": "event", "event": event}),
+                )
+            }
             _ => {
                 let key = match event.get("id").and_then(Value::as_str) {
                     Some(id) => format!("event:{id}"),

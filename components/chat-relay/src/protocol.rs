@@ -95,6 +95,24 @@ pub fn message(record: &Value) -> Value {
     json!({"type": "message", "message": record})
 }
 
+/// `{"type":"held","message":{record}}`: the sender's message waits for a moderator
+/// (a blocked word); nobody else sees it.
+pub fn held(record: &Value) -> Value {
+    json!({"type": "held", "message": record})
+}
+
+/// The fan-out key of a `moderation` event that bans `user_id`: every instance's sockets
+/// of that user close once it is delivered. `unique` keeps keys of separate bans apart.
+pub fn ban_key(user_id: &str, unique: &str) -> String {
+    format!("ban:{user_id}:{unique}")
+}
+
+/// The banned user a fan-out key names, if it is a ban's.
+pub fn banned_user_of_key(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix("ban:")?;
+    rest.split(':').next().filter(|u| !u.is_empty())
+}
+
 /// `{"type":"deleted","id":...}`.
 pub fn deleted(id: &str) -> Value {
     json!({"type": "deleted", "id": id})
@@ -199,6 +217,18 @@ mod tests {
         ] {
             assert_eq!(api_key(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn ban_keys_name_the_banned_user() {
+        let key = ban_key("6f9619ff-8b86-d011-b42d-00c04fc964ff", "i1:7");
+        assert_eq!(
+            banned_user_of_key(&key),
+            Some("6f9619ff-8b86-d011-b42d-00c04fc964ff")
+        );
+        assert_eq!(banned_user_of_key("event:x"), None);
+        assert_eq!(banned_user_of_key("ban::x"), None);
+        assert_eq!(held(&json!({"id": "m"}))["type"], "held");
     }
 
     #[test]

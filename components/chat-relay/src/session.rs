@@ -6,8 +6,8 @@ use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
@@ -52,8 +52,22 @@ pub async fn run(
     let last_seen = Arc::new(AtomicU64::new(0));
     let (sink, source) = ws.split();
     let Membership { id, rx, tx, kick } = membership;
+    // The user the socket acts as, once it has one (it never changes after): a ban of
+    // that user closes the socket.
+    let user: Arc<OnceLock<String>> = Arc::default();
+    if let Identity::User(t) = &identity {
+        let _ = user.set(t.user_id.clone());
+    }
 
-    let writer = write(relay.clone(), sink, rx, history, last_seen.clone(), started);
+    let writer = write(
+        relay.clone(),
+        sink,
+        rx,
+        history,
+        last_seen.clone(),
+        started,
+        user.clone(),
+    );
     let reader = read(
         relay.clone(),
         source,
@@ -62,6 +76,7 @@ pub async fn run(
         tx,
         last_seen,
         started,
+        user,
     );
     // A kick (queue overflow, or the relay closing) drops the socket at once: a client
     // that does not read would not read a close frame either.
@@ -87,6 +102,7 @@ async fn write(
     history: Vec<Value>,
     last_seen: Arc<AtomicU64>,
     started: Instant,
+    user: Arc<OnceLock<String>>,
 ) {
     let seen: HashSet<String> = history
         .iter()
@@ -116,7 +132,25 @@ async fn write(
                 if item.key.as_deref().is_some_and(|k| seen.contains(k)) {
                     continue;
                 }
+                let banned = item
+                    .key
+                    .as_deref()
+                    .and_then(protocol::banned_user_of_key)
+                    .is_some_and(|banned| user.get().is_some_and(|me| me == banned));
                 if sink.send(Message::Text(item.text)).await.is_err() {
+                    return;
+                }
+                if banned {
+                    // The ban event went out first, so the client knows why.
+                    let close = CloseFrame {
+                        code: CloseCode::Policy,
+                        reason: "banned from this chat".into(),
+                    };
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(1),
+                        sink.send(Message::Close(Some(close))),
+                    )
+                    .await;
                     return;
                 }
             }
@@ -144,6 +178,7 @@ async fn read(
     tx: mpsc::Sender<Outbound>,
     last_seen: Arc<AtomicU64>,
     started: Instant,
+    user: Arc<OnceLock<String>>,
 ) {
     // Answers go on the socket's own queue, behind what is already queued to it.
     let reply = |frame: Value| {
@@ -182,6 +217,8 @@ async fn read(
                     }
                 };
                 match relay.0.api.post(&stream, &caller, &message).await {
+                    // Held for review by a blocked word: only the sender hears of it.
+                    Ok(record) if record["held"] == true => reply(protocol::held(&record)),
                     Ok(record) => {
                         inc(&metrics.messages_stored);
                         let id = record["id"].as_str().unwrap_or_default().to_string();
@@ -229,6 +266,8 @@ async fn read(
                 let answer = authenticate(&relay, &stream, &mut identity, &token).await;
                 if answer["type"] == "error" {
                     inc(&metrics.auth_refused);
+                } else if let Identity::User(t) = &identity {
+                    let _ = user.set(t.user_id.clone());
                 }
                 reply(answer);
             }

@@ -59,6 +59,63 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sender_name: Option<String>,
     },
+    /// A moderator acted on the stream's chat; clients hide messages and show modes.
+    Moderation {
+        action: ModerationAction,
+        /// The user acted on (timed out, banned, unbanned, whose messages went).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user_id: Option<String>,
+        /// The message deleted, pinned or unpinned.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+        /// The messages deleted at once (a user's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_ids: Option<Vec<String>>,
+        /// `stream` or `channel` (a ban or timeout over all the creator's streams).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<String>,
+        /// When a timeout ends (RFC 3339).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until: Option<String>,
+        /// The modes now in force (mode changed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        settings: Option<Value>,
+        /// The pinned message as the API answers it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<Value>,
+    },
+}
+
+/// What a moderator did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModerationAction {
+    MessageDeleted,
+    MessagesDeleted,
+    UserTimedOut,
+    UserBanned,
+    UserUnbanned,
+    ModeChanged,
+    ChatCleared,
+    MessagePinned,
+    MessageUnpinned,
+}
+
+impl ModerationAction {
+    /// The wire name (also the moderation log's action).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModerationAction::MessageDeleted => "message_deleted",
+            ModerationAction::MessagesDeleted => "messages_deleted",
+            ModerationAction::UserTimedOut => "user_timed_out",
+            ModerationAction::UserBanned => "user_banned",
+            ModerationAction::UserUnbanned => "user_unbanned",
+            ModerationAction::ModeChanged => "mode_changed",
+            ModerationAction::ChatCleared => "chat_cleared",
+            ModerationAction::MessagePinned => "message_pinned",
+            ModerationAction::MessageUnpinned => "message_unpinned",
+        }
+    }
 }
 
 /// What happened to a co-host.
@@ -75,6 +132,20 @@ pub enum CohostAction {
 }
 
 impl Event {
+    /// A moderation event with only its action set; fill in the fields that apply.
+    pub fn moderation(action: ModerationAction) -> Event {
+        Event::Moderation {
+            action,
+            user_id: None,
+            message_id: None,
+            message_ids: None,
+            scope: None,
+            until: None,
+            settings: None,
+            message: None,
+        }
+    }
+
     /// A co-host change about `co_host` (the API's view of it).
     pub fn cohost(action: CohostAction, co_host: Value) -> Event {
         Event::Cohost {
@@ -147,7 +218,37 @@ mod tests {
                        "quantity": 2, "combo": 3, "recipientId": "u2",
                        "senderId": "u1", "senderName": "ada"}),
             ),
+            (
+                Event::Moderation {
+                    action: ModerationAction::UserTimedOut,
+                    user_id: Some("u1".into()),
+                    message_id: None,
+                    message_ids: None,
+                    scope: Some("stream".into()),
+                    until: Some("2026-01-01T00:10:00Z".into()),
+                    settings: None,
+                    message: None,
+                },
+                json!({"kind": "moderation", "action": "user_timed_out", "userId": "u1",
+                       "scope": "stream", "until": "2026-01-01T00:10:00Z"}),
+            ),
+            (
+                Event::moderation(ModerationAction::ChatCleared),
+                json!({"kind": "moderation", "action": "chat_cleared"}),
+            ),
         ];
+        for action in [
+            ModerationAction::MessageDeleted,
+            ModerationAction::MessagesDeleted,
+            ModerationAction::UserBanned,
+            ModerationAction::UserUnbanned,
+            ModerationAction::ModeChanged,
+            ModerationAction::MessagePinned,
+            ModerationAction::MessageUnpinned,
+        ] {
+            let wire = serde_json::to_value(Event::moderation(action)).unwrap();
+            assert_eq!(wire["action"], action.as_str());
+        }
         for (event, wire) in cases {
             assert_eq!(serde_json::to_value(&event).unwrap(), wire);
             assert_eq!(serde_json::from_value::<Event>(wire).unwrap(), event);

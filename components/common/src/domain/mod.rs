@@ -2,5 +2,7 @@
 
 pub mod broadcast;
 pub mod cohost;
+pub mod moderation;
 pub mod sfu;
 pub mod uploads;
+pub mod word_filter;

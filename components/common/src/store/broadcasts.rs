@@ -269,6 +269,25 @@ pub fn page_of_tenant(
     Ok((items, total))
 }
 
+/// The streamIds of `owner_id`'s broadcasts that are not over (pending or active): where
+/// a channel-wide chat action is pushed live. At most `limit`, newest first.
+pub fn open_stream_ids_of_owner(
+    db: &Db,
+    client_id: &str,
+    owner_id: &str,
+    limit: i64,
+) -> Result<Vec<String>, ApiError> {
+    Ok(db
+        .query(
+            "SELECT stream_id FROM broadcasts WHERE client_id = ? AND owner_id = ? \
+             AND status IN ('pending', 'active') ORDER BY created_at DESC LIMIT ?",
+            &[client_id.into(), owner_id.into(), Value::Int(limit)],
+        )?
+        .iter()
+        .map(|row| row.text("stream_id"))
+        .collect())
+}
+
 /// One page of the tenant's live broadcasts: public, active and not stale, newest first.
 pub fn page_of_live(
     db: &Db,

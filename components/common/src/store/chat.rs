@@ -21,6 +21,9 @@ pub struct Message {
     pub message: String,
     pub created_at: String,
     pub deleted: bool,
+    /// Held for review (a blocked word): stored, shown to nobody until approved.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
 }
 
 fn from_row(row: &Row) -> Message {
@@ -39,6 +42,7 @@ fn from_row(row: &Row) -> Message {
         },
         created_at: row.text("created_at"),
         deleted,
+        held: row.bool("held"),
     }
 }
 
@@ -58,6 +62,8 @@ pub struct NewMessage<'a> {
     pub sender_name: &'a str,
     pub sender_badge: Option<&'a str>,
     pub text: &'a str,
+    /// Held for review rather than shown.
+    pub held: bool,
 }
 
 /// Stores a message at `now_ms` (epoch milliseconds) and answers the stored record.
@@ -68,8 +74,8 @@ pub fn insert(
     now_ms: i64,
 ) -> Result<Message, ApiError> {
     let rows = db.query(
-        "INSERT INTO chat_messages (id, client_id, stream_id, broadcast_id, sender_id, sender_name, sender_badge, message, created_at, created_ms) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
+        "INSERT INTO chat_messages (id, client_id, stream_id, broadcast_id, sender_id, sender_name, sender_badge, message, created_at, created_ms, held) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
         &[
             new.id.into(),
             target.client_id.into(),
@@ -81,6 +87,7 @@ pub fn insert(
             new.text.into(),
             time::format_rfc3339_millis(now_ms).into(),
             Value::Int(now_ms),
+            new.held.into(),
         ],
     )?;
     rows.first()
@@ -90,11 +97,11 @@ pub fn insert(
 
 /// The newest `page.limit` messages of a target after skipping `page.offset` newest ones,
 /// oldest first, and how many there are. A broadcast's history includes the messages
-/// stored under its streamId, each once.
+/// stored under its streamId, each once. Held messages are not shown.
 pub fn history(db: &Db, target: &Target<'_>, page: Page) -> Result<(Vec<Message>, i64), ApiError> {
     let (rows, total) = db.page(
         "chat_messages",
-        "client_id = ? AND (stream_id = ? OR broadcast_id = ?)",
+        "client_id = ? AND (stream_id = ? OR broadcast_id = ?) AND held = 0",
         &[
             target.client_id.into(),
             target.stream_id.into(),
@@ -118,6 +125,53 @@ pub fn sender_of(db: &Db, target: &Target<'_>, id: &str) -> Result<Option<String
         .map(|row| row.text("sender_id")))
 }
 
+/// Message `id` of the target's stream, if it is there.
+pub fn message(db: &Db, target: &Target<'_>, id: &str) -> Result<Option<Message>, ApiError> {
+    Ok(db
+        .query_one(
+            "SELECT * FROM chat_messages WHERE client_id = ? AND stream_id = ? AND id = ?",
+            &[target.client_id.into(), target.stream_id.into(), id.into()],
+        )?
+        .as_ref()
+        .map(from_row))
+}
+
+/// Shows a held message; answers it, or None when it was not held (or is deleted).
+pub fn release(db: &Db, client_id: &str, id: &str) -> Result<Option<Message>, ApiError> {
+    let rows = db.query(
+        "UPDATE chat_messages SET held = 0 WHERE client_id = ? AND id = ? AND held = 1 AND deleted = 0 \
+         RETURNING *",
+        &[client_id.into(), id.into()],
+    )?;
+    Ok(rows.first().map(from_row))
+}
+
+/// Marks deleted every shown message of the target's stream (or only `sender`'s);
+/// answers their ids.
+pub fn delete_many(
+    db: &Db,
+    target: &Target<'_>,
+    sender: Option<&str>,
+    by: &str,
+    now: i64,
+) -> Result<Vec<String>, ApiError> {
+    let rows = db.query(
+        "UPDATE chat_messages SET deleted = 1, message = '', deleted_at = ?, deleted_by = ? \
+         WHERE client_id = ? AND (stream_id = ? OR broadcast_id = ?) AND deleted = 0 \
+           AND (CAST(? AS TEXT) IS NULL OR sender_id = ?) RETURNING id",
+        &[
+            time::format_rfc3339(now).into(),
+            by.into(),
+            target.client_id.into(),
+            target.stream_id.into(),
+            target.broadcast_id.into(),
+            sender.into(),
+            sender.into(),
+        ],
+    )?;
+    Ok(rows.iter().map(|row| row.text("id")).collect())
+}
+
 /// Marks a message deleted by `by`; its text is removed at once.
 pub fn delete(db: &Db, client_id: &str, id: &str, by: &str, now: i64) -> Result<(), ApiError> {
     db.execute(
@@ -135,7 +189,7 @@ pub fn delete(db: &Db, client_id: &str, id: &str, by: &str, now: i64) -> Result<
 /// The number of messages of a broadcast (its stream's and its own) that are not deleted.
 pub fn count_for_broadcast(db: &Db, b: &Broadcast) -> Result<i64, ApiError> {
     db.count(
-        "SELECT COUNT(*) FROM chat_messages WHERE client_id = ? AND (stream_id = ? OR broadcast_id = ?) AND deleted = 0",
+        "SELECT COUNT(*) FROM chat_messages WHERE client_id = ? AND (stream_id = ? OR broadcast_id = ?) AND deleted = 0 AND held = 0",
         &[
             b.client_id.clone().into(),
             b.identity.stream_id.clone().into(),
@@ -168,6 +222,7 @@ mod tests {
                 sender_name: "ada",
                 sender_badge: via_broadcast.then_some("subscriber"),
                 text: id,
+                held: false,
             };
             insert(&db, &target, &new, 1_000 + i as i64).unwrap();
         }
@@ -208,5 +263,47 @@ mod tests {
             ..target
         };
         assert_eq!(history(&db, &other, Page::default()).unwrap().1, 0);
+    }
+
+    #[test]
+    fn held_messages_are_hidden_until_released_and_clearing_is_per_sender_or_all() {
+        let db = testing::db();
+        let target = Target {
+            client_id: "c1",
+            stream_id: "s1",
+            broadcast_id: None,
+        };
+        for (i, (id, sender, held)) in [
+            ("m1", "ada", false),
+            ("m2", "bob", true),
+            ("m3", "bob", false),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let new = NewMessage {
+                id,
+                broadcast_id: None,
+                sender_id: sender,
+                sender_name: sender,
+                text: "hello",
+                held,
+            };
+            insert(&db, &target, &new, 1_000 + i as i64).unwrap();
+        }
+        assert_eq!(history(&db, &target, Page::default()).unwrap().1, 2);
+        assert!(message(&db, &target, "m2").unwrap().unwrap().held);
+        assert!(release(&db, "c1", "m2").unwrap().is_some());
+        assert!(release(&db, "c1", "m2").unwrap().is_none(), "released once");
+        assert_eq!(history(&db, &target, Page::default()).unwrap().1, 3);
+        let mut gone = delete_many(&db, &target, Some("bob"), "owner", 5).unwrap();
+        gone.sort();
+        assert_eq!(gone, ["m2", "m3"]);
+        assert_eq!(delete_many(&db, &target, None, "owner", 6).unwrap(), ["m1"]);
+        let other = Target {
+            client_id: "c2",
+            ..target
+        };
+        assert!(message(&db, &other, "m1").unwrap().is_none());
     }
 }

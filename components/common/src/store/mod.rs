@@ -20,6 +20,7 @@ pub mod idempotency;
 pub mod ledger;
 pub mod migrate;
 pub mod monetization;
+pub mod moderation;
 pub mod music_links;
 pub mod outbox;
 pub mod payouts;

@@ -76,6 +76,21 @@ pub fn has_visible_event_stream(
     )? > 0)
 }
 
+/// The owner of the tenant's scheduled event streaming as `stream_id`, when that event is
+/// not private.
+pub fn visible_event_stream_owner(
+    db: &Db,
+    client_id: &str,
+    stream_id: &str,
+) -> Result<Option<String>, ApiError> {
+    Ok(db
+        .query_one(
+            "SELECT owner_id FROM scheduled_events WHERE client_id = ? AND stream_id = ? AND visibility <> 'private'",
+            &[client_id.into(), stream_id.into()],
+        )?
+        .map(|row| row.text("owner_id")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +140,16 @@ mod tests {
         assert!(
             !has_visible_event_stream(&db, "c1", "es1").unwrap(),
             "private"
+        );
+        assert_eq!(visible_event_stream_owner(&db, "c1", "es1").unwrap(), None);
+        assert_eq!(
+            broadcasts::open_stream_ids_of_owner(&db, "c1", "ada", 10).unwrap(),
+            vec![b.identity.stream_id.clone()]
+        );
+        assert!(
+            broadcasts::open_stream_ids_of_owner(&db, "c2", "ada", 10)
+                .unwrap()
+                .is_empty()
         );
     }
 }
