@@ -7,7 +7,7 @@ use common::spin::auth::Tenant;
 use common::spin::http::{Call, CallerCtx, UserCtx, json};
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
 use common::store::chat::{self as store, NewMessage, Target};
-use common::store::{Db, cohosts, rate_limits, rooms};
+use common::store::{Db, analytics, cohosts, rate_limits, rooms};
 use common::{ApiError, ids};
 use serde_json::json;
 use spin_sdk::http::Response;
@@ -148,7 +148,13 @@ fn post(
         sender_name: &user.username,
         text: &message,
     };
-    let stored = store::insert(db, &target.store(), &new, ctx.now_millis())?;
+    let stored = db.transaction(|db| {
+        let stored = store::insert(db, &target.store(), &new, ctx.now_millis())?;
+        if let Some(b) = &target.broadcast {
+            analytics::chat_message(db, b, &user.id, ctx.now())?;
+        }
+        Ok(stored)
+    })?;
     Ok(json(200, &stored))
 }
 
@@ -217,7 +223,13 @@ pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
             "only the sender, the owner or a co-host with canModerateChat deletes a message",
         ));
     }
-    store::delete(&db, &target.client_id, &message_id, &user.id, ctx.now())?;
+    db.transaction(|db| {
+        let posted_ms = store::delete(db, &target.client_id, &message_id, &user.id, ctx.now())?;
+        match (&target.broadcast, posted_ms) {
+            (Some(b), Some(ms)) => analytics::chat_message_deleted(db, b, ms.div_euclid(1000)),
+            _ => Ok(()),
+        }
+    })?;
     Ok(json(200, &json!({ "success": true, "id": message_id })))
 }
 

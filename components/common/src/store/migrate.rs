@@ -47,6 +47,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0011_outbox",
         include_str!("../../migrations/0011_outbox.sql"),
     ),
+    (
+        "0040_analytics",
+        include_str!("../../migrations/0040_analytics.sql"),
+    ),
 ];
 
 /// The row that concurrent runners queue on.

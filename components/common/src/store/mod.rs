@@ -9,6 +9,7 @@
 //! SQLite or PostgreSQL interface in the components (`crate::spin::store`), an embedded SQLite
 //! in this crate's unit tests.
 
+pub mod analytics;
 pub mod broadcasts;
 pub mod chat;
 pub mod cohosts;
