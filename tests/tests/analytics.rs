@@ -905,30 +905,9 @@ async fn the_dashboard_draws_the_known_numbers() {
 }
 
 fn format_time(t: i64) -> String {
-    let (y, m, d) = civil(t.div_euclid(DAY));
-    let s = t.rem_euclid(DAY);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        s / 3600,
-        s % 3600 / 60,
-        s % 60
-    )
+    common::time::format_rfc3339(t)
 }
 
 fn date(t: i64) -> String {
     format_time(t)[..10].to_string()
-}
-
-/// Days since the epoch as a (year, month, day) civil date.
-fn civil(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }

@@ -491,21 +491,10 @@ fn hourly(
             Period {
                 start: p.start,
                 day: DayRow {
-                    day: p.start,
                     broadcasts,
                     live_seconds,
                     watch_seconds: watch,
-                    peak_viewers: p.viewers_max.unwrap_or(0),
-                    unique_viewers: p.new_viewers,
-                    messages: p.messages,
-                    chatters: p.new_chatters,
-                    reactions: p.reactions,
-                    gifts: p.gifts,
-                    gift_tokens: p.gift_tokens,
-                    follows: p.follows,
-                    subscriptions: p.subscriptions,
-                    new_users: 0,
-                    active_users: 0,
+                    ..store::counts_of(p)
                 },
                 users: None,
             }

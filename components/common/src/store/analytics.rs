@@ -575,23 +575,33 @@ pub fn days_of_broadcast(buckets: &[Bucket], started: i64, ended: i64) -> Vec<Da
     math::fold(buckets, Granularity::Day, started, ended.max(started + 1))
         .into_iter()
         .map(|p| DayRow {
-            day: p.start,
             broadcasts: i64::from(p.start == math::day_of(started)),
             live_seconds: math::overlap(started, ended, p.start, p.start + math::DAY),
-            watch_seconds: p.watch_seconds,
-            peak_viewers: p.viewers_max.unwrap_or(0),
-            unique_viewers: p.new_viewers,
-            messages: p.messages,
-            chatters: p.new_chatters,
-            reactions: p.reactions,
-            gifts: p.gifts,
-            gift_tokens: p.gift_tokens,
-            follows: p.follows,
-            subscriptions: p.subscriptions,
-            new_users: 0,
-            active_users: 0,
+            ..counts_of(&p)
         })
         .collect()
+}
+
+/// A folded interval's counts as a channel row (broadcasts, live time and users are the
+/// caller's to set).
+pub fn counts_of(p: &math::Point) -> DayRow {
+    DayRow {
+        day: p.start,
+        broadcasts: 0,
+        live_seconds: 0,
+        watch_seconds: p.watch_seconds,
+        peak_viewers: p.viewers_max.unwrap_or(0),
+        unique_viewers: p.new_viewers,
+        messages: p.messages,
+        chatters: p.new_chatters,
+        reactions: p.reactions,
+        gifts: p.gifts,
+        gift_tokens: p.gift_tokens,
+        follows: p.follows,
+        subscriptions: p.subscriptions,
+        new_users: 0,
+        active_users: 0,
+    }
 }
 
 /// A creator's day rows from `from_day` to `to_day` (inclusive), in day order.
