@@ -475,12 +475,19 @@ max_rounds = 3
         let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
         assert_eq!(
             names,
-            ["migrate", "prune", "renew-subscriptions", "check-ledger"]
+            [
+                "migrate",
+                "prune",
+                "renew-subscriptions",
+                "check-ledger",
+                "rollup-analytics"
+            ]
         );
         assert!(jobs[0].at_start && jobs[0].every.is_none());
         assert_eq!(jobs[1].every, Some(Duration::from_secs(3600)));
         assert_eq!(jobs[2].every, Some(Duration::from_secs(600)));
         assert_eq!(jobs[3].every, Some(Duration::from_secs(3600)));
+        assert_eq!(jobs[4].every, Some(Duration::from_secs(300)));
     }
 
     #[test]

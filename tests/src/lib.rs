@@ -43,6 +43,8 @@ pub struct Platform {
     pub backends: Option<backends::ServerBackends>,
     pub base: String,
     pub http: Client,
+    /// How far [`Platform::advance_clock`] moved the components' clock (seconds).
+    clock_offset: std::sync::atomic::AtomicI64,
 }
 
 impl Platform {
@@ -121,6 +123,7 @@ impl Platform {
             backends,
             base,
             http: Client::new(),
+            clock_offset: Default::default(),
         }
     }
 
@@ -168,6 +171,16 @@ impl Platform {
             .as_ref()
             .expect("the platform is running")
             .advance_clock(by);
+        self.clock_offset.fetch_add(
+            i64::try_from(by.as_secs()).unwrap_or(i64::MAX),
+            std::sync::atomic::Ordering::SeqCst,
+        );
+    }
+
+    /// The components' wall clock (epoch seconds): the system clock plus what
+    /// [`Platform::advance_clock`] added. Signed requests are timestamped with it.
+    pub fn now(&self) -> i64 {
+        unix_now() + self.clock_offset.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The embedded chat relay's internal address (`/internal/...`, `/metrics`).
@@ -277,7 +290,7 @@ impl Platform {
         let separator = if path.contains('?') { '&' } else { '?' };
         let target = format!("{path}{separator}nonce={nonce}");
         let body_text = body.map(Value::to_string).unwrap_or_default();
-        let timestamp = unix_now().to_string();
+        let timestamp = self.now().to_string();
         let signature = sign(
             &tenant.secret_key,
             &format!("{method}{target}{body_text}{timestamp}"),

@@ -474,16 +474,14 @@ async fn modes_refuse_viewers_and_spare_moderators() {
     );
     assert_eq!(w.post(&w.bob, "still here").await.0, 200);
     // Once dave subscribes to ada (a plan, tokens from the tenant's server), he talks too.
-    let (status, plan) = w
-        .p
-        .as_user(&w.ada, Method::PUT, "/api/users/me/subscription-plans/fans")
-        .send_json(&json!({"name": "Fans", "priceTokens": 10}))
-        .await;
+    let (status, plan) =
+        w.p.as_user(&w.ada, Method::PUT, "/api/users/me/subscription-plans/fans")
+            .send_json(&json!({"name": "Fans", "priceTokens": 10}))
+            .await;
     assert_eq!(status, 200, "{plan}");
     let credit = json!({"tokens": 10, "reference": "dave-1", "reason": "purchase"});
-    let (status, credited) = w
-        .p
-        .as_server(
+    let (status, credited) =
+        w.p.as_server(
             &w.t,
             Method::POST,
             &format!("/api/v1/wallets/{}/credits", w.dave.id),
@@ -493,9 +491,8 @@ async fn modes_refuse_viewers_and_spare_moderators() {
         .answer()
         .await;
     assert_eq!(status, 201, "{credited}");
-    let (status, sub) = w
-        .p
-        .as_user(
+    let (status, sub) =
+        w.p.as_user(
             &w.dave,
             Method::POST,
             &format!("/api/users/{}/subscriptions", w.ada.id),

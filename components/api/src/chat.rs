@@ -11,7 +11,7 @@ use common::spin::auth::Tenant;
 use common::spin::http::{Call, CallerCtx, UserCtx, json};
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
 use common::store::chat::{self as store, NewMessage, Target};
-use common::store::{Db, cohosts, rate_limits, rooms, subscriptions};
+use common::store::{Db, analytics, cohosts, rate_limits, rooms, subscriptions};
 use common::{ApiError, ids};
 use serde_json::json;
 use spin_sdk::http::Response;
@@ -171,7 +171,13 @@ fn post(
         })?;
         return Ok(json(202, &stored));
     }
-    let stored = store::insert(db, &target.store(), &new, ctx.now_millis())?;
+    let stored = db.transaction(|db| {
+        let stored = store::insert(db, &target.store(), &new, ctx.now_millis())?;
+        if let Some(b) = &target.broadcast {
+            analytics::chat_message(db, b, &user.id, ctx.now())?;
+        }
+        Ok(stored)
+    })?;
     // Sockets see REST posts too; the relay drops the copy of a post it made itself (the
     // same message id).
     realtime::publish(
@@ -265,7 +271,13 @@ pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
         ));
     }
     if own {
-        store::delete(&db, &target.client_id, &message_id, &user.id, ctx.now())?;
+        db.transaction(|db| {
+            let posted_ms = store::delete(db, &target.client_id, &message_id, &user.id, ctx.now())?;
+            match (&target.broadcast, posted_ms) {
+                (Some(b), Some(ms)) => analytics::chat_message_deleted(db, b, ms.div_euclid(1000)),
+                _ => Ok(()),
+            }
+        })?;
     } else {
         moderation::delete_as_moderator(ctx, &db, &target, &message_id, &sender, &user.id)?;
     }

@@ -7,9 +7,9 @@ use common::domain::broadcast::Status;
 use common::domain::cohost::{self as rules, Permissions};
 use common::realtime::{CohostAction, Event};
 use common::spin::http::{ActorCtx, SfuCtx, UserCtx, json};
-use common::store::Db;
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
 use common::store::cohosts::{self as store, CoHost, Joining};
+use common::store::{Db, analytics};
 use common::validate::JsonBody;
 use common::{ApiError, ids, time};
 use serde_json::{Value, json};
@@ -679,8 +679,12 @@ pub fn participant_event(ctx: &SfuCtx) -> Result<Response, ApiError> {
         if kind == "participant_joined" {
             let cohost = rules::is_cohost_role(&event.metadata);
             store::participant_joined(db, &b.client_id, &b.id, &event.identity, cohost, now)?;
+            if analytics::is_viewer(&b, &event.identity, cohost) {
+                analytics::viewer_joined(db, &b, &event.identity, now)?;
+            }
         } else {
             store::participant_left(db, &b.client_id, &b.id, &event.identity, now)?;
+            analytics::viewer_left(db, &b, &event.identity, now)?;
         }
         Ok(json(200, &json!({ "handled": true, "event": kind })))
     })

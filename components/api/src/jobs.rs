@@ -4,7 +4,7 @@
 //! scheduler calls again while `remaining` is above zero.
 
 use common::spin::http::{JobsCtx, Reply, json};
-use common::store::{cohosts, idempotency, rate_limits, replay, users};
+use common::store::{analytics, cohosts, idempotency, rate_limits, replay, users};
 use serde_json::json;
 
 /// Rows each kind of record may lose per call.
@@ -15,6 +15,8 @@ const UPLOAD_BATCH: i64 = 50;
 const SFU_EVENT_KEEP_SECS: i64 = 7 * 86_400;
 /// Invites are kept this long after they expire.
 const INVITE_KEEP_SECS: i64 = 86_400;
+/// Who was active on a day only matters while that day is counted.
+const ACTIVE_USER_MARK_KEEP_SECS: i64 = 2 * 86_400;
 /// An upload still `uploading` after this long was abandoned.
 const ABANDONED_UPLOAD_SECS: i64 = 86_400;
 
@@ -61,7 +63,11 @@ pub fn prune(ctx: &JobsCtx) -> Reply {
             cohosts::prune_invites(&db, now - INVITE_KEEP_SECS, BATCH)?,
             BATCH,
         ),
-        ("idempotency_keys", idempotency::prune(&db, now, BATCH)?),
+        (
+            "idempotency_keys",
+            idempotency::prune(&db, now, BATCH)?,
+            BATCH,
+        ),
         (
             "abandoned_uploads",
             crate::files::remove_abandoned(&db, now - ABANDONED_UPLOAD_SECS, BATCH)?,
@@ -71,6 +77,16 @@ pub fn prune(ctx: &JobsCtx) -> Reply {
             "expired_resumable_uploads",
             crate::uploads::remove_expired(&db, now, UPLOAD_BATCH)?,
             UPLOAD_BATCH,
+        ),
+        (
+            "analytics_shares",
+            analytics::prune_shares(&db, now, BATCH)?,
+            BATCH,
+        ),
+        (
+            "analytics_active_users",
+            analytics::prune_active_users(&db, now - ACTIVE_USER_MARK_KEEP_SECS, BATCH)?,
+            BATCH,
         ),
     ];
     let done: i64 = counts.iter().map(|(_, n, _)| n).sum();

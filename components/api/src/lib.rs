@@ -1,5 +1,6 @@
 //! The REST API component: every `/api/` route that no other component serves.
 
+mod analytics;
 mod broadcasts;
 mod chat;
 mod clients;
@@ -342,11 +343,24 @@ pub const ROUTES: &[Route<Handler<Upload>>] = &[
     route(
         "GET",
         "/api/broadcasts/{id}/analytics",
-        UserOrServer(broadcasts::analytics),
+        UserOrServer(analytics::broadcast),
+    ),
+    route(
+        "POST",
+        "/api/broadcasts/{id}/analytics/share",
+        User(analytics::share),
     ),
     // Scheduled jobs
     route("POST", "/api/jobs/migrate", Handler::Jobs(jobs::migrate)),
     route("POST", "/api/jobs/prune", Handler::Jobs(jobs::prune)),
+    route(
+        "POST",
+        "/api/jobs/rollup-analytics",
+        Handler::Jobs(analytics::rollup),
+    ),
+    // Analytics (the broadcast's own is with the broadcasts)
+    route("GET", "/api/users/me/analytics", User(analytics::mine)),
+    route("GET", "/api/v1/analytics", Server(analytics::tenant)),
 ];
 
 /// The largest signed upload (read whole, since its signature covers the body).

@@ -77,15 +77,13 @@ pub fn screen(
             _ => None,
         },
         is_subscriber: match (owner, modes.subscribers_only, is_moderator) {
-            (Some(owner), true, false) => {
-                common::store::subscriptions::is_subscriber(
-                    db,
-                    &target.client_id,
-                    owner,
-                    user_id,
-                    now_ms / 1000,
-                )?
-            }
+            (Some(owner), true, false) => common::store::subscriptions::is_subscriber(
+                db,
+                &target.client_id,
+                owner,
+                user_id,
+                now_ms / 1000,
+            )?,
             _ => false,
         },
     };
@@ -210,7 +208,10 @@ pub fn delete_as_moderator(
     actor: &str,
 ) -> Result<(), ApiError> {
     db.transaction(|tx| {
-        chat_store::delete(tx, &target.client_id, message_id, actor, call.now())?;
+        let posted_ms = chat_store::delete(tx, &target.client_id, message_id, actor, call.now())?;
+        if let (Some(b), Some(ms)) = (&target.broadcast, posted_ms) {
+            common::store::analytics::chat_message_deleted(tx, b, ms.div_euclid(1000))?;
+        }
         log_action(
             tx,
             target,

@@ -5,6 +5,7 @@ use common::jwt::{self, USER_TOKEN_TTL_SECS};
 use common::pagination::{Page, Paged};
 use common::spin::config;
 use common::spin::http::{AppCtx, ServerCtx, UserCtx, json};
+use common::store::analytics::{self, Gained};
 use common::store::contacts;
 use common::store::users::{self as store, Login, NewUser, ProfileChanges, Side};
 use common::store::{Db, rate_limits};
@@ -146,6 +147,7 @@ fn issue_session(
     let token = jwt::issue_user_token(secret.as_bytes(), user_id, client_id, token_version, now);
     let refresh = format!("rt_{}", ids::random_base62(48));
     let family = family.map_or_else(ids::uuid, str::to_string);
+    analytics::user_active(db, client_id, user_id, now)?;
     store::add_refresh_token(
         db,
         client_id,
@@ -210,6 +212,7 @@ pub fn signup(ctx: &AppCtx) -> Result<Response, ApiError> {
     if !store::insert(&db, &tenant.client_id, &new, ctx.now())? {
         return Err(taken_meanwhile());
     }
+    analytics::user_signed_up(&db, &tenant.client_id, ctx.now())?;
     Ok(json(
         200,
         &issue_session(&db, &tenant.client_id, &id, 0, None, ctx.now())?,
@@ -480,7 +483,9 @@ pub fn follow(ctx: &UserCtx) -> Result<Response, ApiError> {
         ));
     }
     db.transaction(|db| {
-        store::follow(db, &tenant.client_id, &user.id, &target, ctx.now())?;
+        if store::follow(db, &tenant.client_id, &user.id, &target, ctx.now())? {
+            analytics::creator_gained(db, &tenant.client_id, &target, Gained::Follower, ctx.now())?;
+        }
         contacts::link(db, &tenant.client_id, &user.id, &target, ctx.now())
     })?;
     Ok(json(

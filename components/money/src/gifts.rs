@@ -230,6 +230,7 @@ pub fn send(ctx: &UserCtx) -> Reply {
             created_at_ms: now_ms,
         };
         store::record(tx, client_id, &sent)?;
+        common::store::analytics::gift(tx, &b, tokens, now)?;
         let data = json!({
             "id": sent.id,
             "broadcastId": b.id,

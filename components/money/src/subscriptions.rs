@@ -183,6 +183,13 @@ pub fn subscribe(ctx: &UserCtx) -> Reply {
                     "you already subscribe to this creator",
                 )
             })?;
+        common::store::analytics::creator_gained(
+            tx,
+            client_id,
+            &creator,
+            common::store::analytics::Gained::Subscriber,
+            now,
+        )?;
         announce(tx, client_id, "subscription.started", &started, now)?;
         Ok(Outcome::new(201, views::subscription(&started)))
     })

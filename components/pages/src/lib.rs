@@ -6,6 +6,7 @@
 //! data reaches the scripts through auto-escaped `data-` attributes.
 
 mod assets;
+mod dashboard;
 mod pages;
 mod params;
 mod render;
@@ -24,6 +25,11 @@ pub const ROUTES: &[Route<Handler>] = &[
     route("GET", "/streams/{id}/record", Public(pages::record)),
     route("GET", "/egress-player", Public(egress_player)),
     route("GET", "/watch/{id}", Public(pages::watch)),
+    route(
+        "GET",
+        "/analytics/broadcasts/{id}",
+        Public(dashboard::dashboard),
+    ),
     route("GET", "/sfu-test", Public(sfu_test)),
     route("GET", "/static/{file}", Public(asset)),
     route("GET", "/static/vendor/{file}", Public(vendor_asset)),

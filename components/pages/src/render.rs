@@ -13,6 +13,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
     ),
     ("watch.html", include_str!("../templates/watch.html")),
     ("sfu_test.html", include_str!("../templates/sfu_test.html")),
+    (
+        "analytics.html",
+        include_str!("../templates/analytics.html"),
+    ),
 ];
 
 /// Renders the template `name` with `context`.

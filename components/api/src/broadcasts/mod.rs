@@ -14,9 +14,9 @@ pub use view::one as view_one;
 use common::domain::broadcast::{self as rules, Status, Transition};
 use common::pagination::{Page, Paged};
 use common::realtime::Event;
-use common::spin::http::{Actor, ActorCtx, AppCtx, Call, UserCtx, json};
+use common::spin::http::{AppCtx, Call, UserCtx, json};
+use common::store::Db;
 use common::store::broadcasts::{self as store, Broadcast, Changes};
-use common::store::{Db, chat, cohosts};
 use common::{ApiError, ids, time};
 use serde_json::json;
 use spin_sdk::http::Response;
@@ -156,6 +156,7 @@ pub fn viewer_count(ctx: &UserCtx) -> Result<Response, ApiError> {
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
     store::report_viewers(&db, &b, count)?;
+    common::store::analytics::record_viewers(&db, &b, count, ctx.now())?;
     crate::realtime::publish(
         &b.identity.stream_id,
         Event::Viewers {
@@ -176,49 +177,4 @@ pub fn reset_stream_key(ctx: &UserCtx) -> Result<Response, ApiError> {
     store::reset_stream_key(&db, &b, &ids::random_hex(16), ctx.now())?;
     let b = store::load(&db, &b.client_id, &b.id, ctx.now())?;
     Ok(json(200, &view::one(&db, &b, Audience::Owner)?))
-}
-
-/// `GET /api/broadcasts/{id}/analytics`: the owner, co-hosts with canAccessAnalytics, and
-/// the tenant's server.
-pub fn analytics(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
-    let now = ctx.now();
-    let b = store::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
-    if let Actor::User(user) = &ctx.actor {
-        let allowed = b.is_owned_by(&user.id)
-            || cohosts::of_user(&db, &b, &user.id)?
-                .is_some_and(|c| c.is_active() && c.permissions.can_access_analytics);
-        if !allowed {
-            check_can_watch(&db, &b, Viewer::User(&user.id), now)?;
-            return Err(ApiError::forbidden(
-                "only the owner or a co-host with canAccessAnalytics sees analytics",
-            ));
-        }
-    }
-    let duration = match (&b.started_at, &b.ended_at) {
-        (Some(s), Some(e)) => time::parse_rfc3339(e)
-            .zip(time::parse_rfc3339(s))
-            .map(|(e, s)| e - s),
-        (Some(s), None) => time::parse_rfc3339(s).map(|s| now - s),
-        _ => None,
-    };
-    let average = (b.viewer_reports > 0).then(|| b.viewer_total as f64 / b.viewer_reports as f64);
-    let reactions = store::reaction_counts(&db, &[&b.id])?
-        .remove(&b.id)
-        .unwrap_or_default();
-    Ok(json(
-        200,
-        &json!({
-            "broadcastId": b.id,
-            "status": b.status.as_str(),
-            "startedAt": b.started_at,
-            "endedAt": b.ended_at,
-            "durationSeconds": duration,
-            "peakViewers": b.peak_viewers,
-            "averageViewers": average,
-            "viewerReports": b.viewer_reports,
-            "chatMessages": chat::count_for_broadcast(&db, &b)?,
-            "reactions": reactions,
-        }),
-    ))
 }

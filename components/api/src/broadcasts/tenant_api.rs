@@ -91,7 +91,10 @@ pub fn react(ctx: &ActorCtx) -> Result<Response, ApiError> {
             now,
         )?;
     }
-    let count = store::add_reaction(&db, &b, &reaction)?;
+    let count = db.transaction(|db| {
+        common::store::analytics::reaction(db, &b, now)?;
+        store::add_reaction(db, &b, &reaction)
+    })?;
     crate::realtime::publish(
         &b.identity.stream_id,
         Event::Reaction {

@@ -1,5 +1,6 @@
 //! Domain rules as plain functions: no I/O, so unit tests call them directly.
 
+pub mod analytics;
 pub mod broadcast;
 pub mod cohost;
 pub mod moderation;

@@ -172,18 +172,26 @@ pub fn delete_many(
     Ok(rows.iter().map(|row| row.text("id")).collect())
 }
 
-/// Marks a message deleted by `by`; its text is removed at once.
-pub fn delete(db: &Db, client_id: &str, id: &str, by: &str, now: i64) -> Result<(), ApiError> {
-    db.execute(
+/// Marks a message deleted by `by`; its text is removed at once. Answers when it was
+/// posted (epoch milliseconds) if this call deleted it, `None` if it was deleted before.
+pub fn delete(
+    db: &Db,
+    client_id: &str,
+    id: &str,
+    by: &str,
+    now: i64,
+) -> Result<Option<i64>, ApiError> {
+    let deleted = db.query(
         "UPDATE chat_messages SET deleted = 1, message = '', deleted_at = COALESCE(deleted_at, ?), \
-           deleted_by = COALESCE(deleted_by, ?) WHERE client_id = ? AND id = ?",
+           deleted_by = COALESCE(deleted_by, ?) WHERE client_id = ? AND id = ? AND deleted = 0 RETURNING created_ms",
         &[
             time::format_rfc3339(now).into(),
             by.into(),
             client_id.into(),
             id.into(),
         ],
-    )
+    )?;
+    Ok(deleted.first().map(|row| row.int("created_ms")))
 }
 
 /// The number of messages of a broadcast (its stream's and its own) that are not deleted.

@@ -68,6 +68,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0034_chat_badges.sql"),
     ),
     (
+        "0040_analytics",
+        include_str!("../../migrations/0040_analytics.sql"),
+    ),
+    (
         "0060_chat_moderation",
         include_str!("../../migrations/0060_chat_moderation.sql"),
     ),

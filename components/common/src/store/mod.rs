@@ -9,6 +9,7 @@
 //! SQLite or PostgreSQL interface in the components (`crate::spin::store`), an embedded SQLite
 //! in this crate's unit tests.
 
+pub mod analytics;
 pub mod broadcasts;
 pub mod chat;
 pub mod cohosts;
@@ -19,8 +20,8 @@ pub mod gifts;
 pub mod idempotency;
 pub mod ledger;
 pub mod migrate;
-pub mod monetization;
 pub mod moderation;
+pub mod monetization;
 pub mod music_links;
 pub mod outbox;
 pub mod payouts;

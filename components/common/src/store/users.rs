@@ -351,16 +351,17 @@ pub fn follow(
     follower: &str,
     followee: &str,
     now: i64,
-) -> Result<(), ApiError> {
-    db.execute(
-        "INSERT INTO follows (client_id, follower_id, followee_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+) -> Result<bool, ApiError> {
+    let fresh = db.query(
+        "INSERT INTO follows (client_id, follower_id, followee_id, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING follower_id",
         &[
             client_id.into(),
             follower.into(),
             followee.into(),
             time::format_rfc3339(now).into(),
         ],
-    )
+    )?;
+    Ok(!fresh.is_empty())
 }
 
 pub fn unfollow(db: &Db, client_id: &str, follower: &str, followee: &str) -> Result<(), ApiError> {

@@ -1,0 +1,558 @@
+//! Analytics reads and the roll-up job. Counting happens where things happen (viewer
+//! reports, SFU webhooks, chat, reactions, follows) through `common::store::analytics`;
+//! these handlers only read the minute buckets and the daily rows.
+
+use crate::broadcasts::{Viewer, check_can_watch};
+use common::domain::analytics::{self as math, DAY, Granularity, Point};
+use common::spin::config;
+use common::spin::http::{Actor, ActorCtx, Call, JobsCtx, Reply, ServerCtx, UserCtx, json};
+use common::store::analytics::{self as store, DayRow, Report, too_many_points};
+use common::store::broadcasts::{self as broadcast_store, Broadcast};
+use common::store::{Db, cohosts};
+use common::{ApiError, ids, time};
+use serde_json::{Map, Value, json};
+use spin_sdk::http::Response;
+
+/// Broadcasts folded per roll-up call.
+const ROLLUP_BATCH: i64 = 50;
+
+/// `GET /api/broadcasts/{id}/analytics?granularity=minute|5m|hour`: the owner, co-hosts
+/// with canAccessAnalytics, and the tenant's server. A live broadcast answers its numbers
+/// so far.
+pub fn broadcast(ctx: &ActorCtx) -> Reply {
+    let granularity = granularity(ctx, Granularity::Minute, &["minute", "5m", "hour"])?;
+    let db = common::spin::store::open()?;
+    let now = ctx.now();
+    let b = broadcast_store::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
+    if let Actor::User(user) = &ctx.actor {
+        let allowed = b.is_owned_by(&user.id)
+            || cohosts::of_user(&db, &b, &user.id)?
+                .is_some_and(|c| c.is_active() && c.permissions.can_access_analytics);
+        if !allowed {
+            check_can_watch(&db, &b, Viewer::User(&user.id), now)?;
+            return Err(ApiError::forbidden(
+                "only the owner or a co-host with canAccessAnalytics sees analytics",
+            ));
+        }
+    }
+    let report = store::report(&db, &b, granularity, now)?;
+    if wants_csv(ctx) {
+        return Ok(csv_response(&report.series, &b.id));
+    }
+    Ok(json(200, &report_json(&db, &b, &report)?))
+}
+
+/// The broadcast analytics document: the first summary fields, the totals, the series.
+fn report_json(db: &Db, b: &Broadcast, report: &Report) -> Result<Value, ApiError> {
+    let reactions = broadcast_store::reaction_counts(db, &[&b.id])?
+        .remove(&b.id)
+        .unwrap_or_default();
+    let t = &report.totals;
+    let mut doc = json!({
+        "broadcastId": b.id,
+        "status": b.status.as_str(),
+        "startedAt": b.started_at,
+        "endedAt": b.ended_at,
+        "durationSeconds": report.started.map(|s| report.until - s),
+        // The first summary fields, kept as they were.
+        "peakViewers": b.peak_viewers,
+        "averageViewers": math::mean(b.viewer_total, b.viewer_reports),
+        "viewerReports": b.viewer_reports,
+        "chatMessages": t.messages,
+        "reactions": reactions,
+        "granularity": report.granularity.as_str(),
+        "timeseries": series_json(&report.series),
+    });
+    if let (Value::Object(doc), Ok(Value::Object(totals))) = (&mut doc, serde_json::to_value(t)) {
+        doc.extend(totals);
+    }
+    Ok(doc)
+}
+
+/// How long a dashboard link opens its broadcast's analytics.
+const SHARE_TTL_SECS: i64 = 15 * 60;
+
+/// `POST /api/broadcasts/{id}/analytics/share` (owner): a read-only link to the
+/// broadcast's dashboard page, for that broadcast only, valid 15 minutes.
+pub fn share(ctx: &UserCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    let b = crate::broadcasts::load_owned(ctx, &db)?;
+    let token = format!("an_{}", ids::random_base62(40));
+    let expires_at = ctx.now() + SHARE_TTL_SECS;
+    store::add_share(&db, &b, &ids::sha256_hex(token.as_bytes()), expires_at)?;
+    let base = config::var_or("base_url", "http://127.0.0.1:3000");
+    Ok(json(
+        200,
+        &json!({
+            "token": token,
+            "url": format!("{}/analytics/broadcasts/{}?token={token}", base.trim_end_matches('/'), b.id),
+            "expiresAt": time::format_rfc3339(expires_at),
+        }),
+    ))
+}
+
+/// The columns of a broadcast's time series, in CSV order (JSON uses the same names).
+const SERIES_COLUMNS: [&str; 17] = [
+    "time",
+    "viewersMin",
+    "viewersMax",
+    "viewersMean",
+    "viewerReports",
+    "watchSeconds",
+    "joins",
+    "leaves",
+    "newViewers",
+    "messages",
+    "newChatters",
+    "reactions",
+    "gifts",
+    "giftTokens",
+    "follows",
+    "subscriptions",
+    "timeEpoch",
+];
+
+fn point_json(p: &Point) -> Map<String, Value> {
+    let mut map = match serde_json::to_value(p) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    map.insert("time".into(), time::format_rfc3339(p.start).into());
+    map.insert("timeEpoch".into(), p.start.into());
+    map
+}
+
+fn series_json(points: &[Point]) -> Vec<Value> {
+    points
+        .iter()
+        .map(|p| Value::Object(point_json(p)))
+        .collect()
+}
+
+/// A JSON value as a CSV field: numbers and text as they are, null as empty.
+fn field(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn csv_response(points: &[Point], name: &str) -> Response {
+    let rows: Vec<Vec<String>> = points
+        .iter()
+        .map(|p| {
+            let map = point_json(p);
+            SERIES_COLUMNS.iter().map(|c| field(map.get(*c))).collect()
+        })
+        .collect();
+    csv_body(&math::csv(&SERIES_COLUMNS, &rows), name)
+}
+
+fn csv_body(text: &str, name: &str) -> Response {
+    Response::builder()
+        .status(200)
+        .header("content-type", "text/csv; charset=utf-8")
+        .header(
+            "content-disposition",
+            format!("attachment; filename=\"analytics-{name}.csv\""),
+        )
+        .body(text.as_bytes().to_vec())
+        .build()
+}
+
+fn wants_csv(call: &Call) -> bool {
+    call.header("accept")
+        .is_some_and(|a| a.to_ascii_lowercase().contains("text/csv"))
+}
+
+/// The `granularity` query value, one of `allowed`; `default` when absent.
+fn granularity(
+    call: &Call,
+    default: Granularity,
+    allowed: &[&str],
+) -> Result<Granularity, ApiError> {
+    match call.query_value("granularity") {
+        None => Ok(default),
+        Some(g) if allowed.contains(&g.as_str()) => {
+            Granularity::parse(&g).ok_or_else(|| bad_granularity(allowed))
+        }
+        Some(_) => Err(bad_granularity(allowed)),
+    }
+}
+
+fn bad_granularity(allowed: &[&str]) -> ApiError {
+    let mut e = ApiError::new(
+        422,
+        "invalid_granularity",
+        format!("granularity must be one of {}", allowed.join(", ")),
+    );
+    e.extra.insert("allowed".into(), allowed.into());
+    e
+}
+
+/// `[from, to)` from the query: dates (`2026-11-23`) or RFC 3339 instants; `to` defaults
+/// to now, `from` to `default_span` before `to`.
+fn range(call: &Call, default_span: i64) -> Result<(i64, i64), ApiError> {
+    let read = |key: &str| -> Result<Option<i64>, ApiError> {
+        match call.query_value(key) {
+            None => Ok(None),
+            Some(v) => math::parse_instant(&v).map(Some).ok_or_else(|| {
+                ApiError::new(
+                    422,
+                    "invalid_range",
+                    format!("{key} must be a date (YYYY-MM-DD) or an RFC 3339 time"),
+                )
+            }),
+        }
+    };
+    let to = read("to")?.unwrap_or_else(|| call.now());
+    let from = read("from")?.unwrap_or(to - default_span);
+    if from >= to {
+        return Err(ApiError::new(
+            422,
+            "invalid_range",
+            "from must be before to",
+        ));
+    }
+    Ok((from, to))
+}
+
+/// The figures of a channel (a creator's or a tenant's) per interval.
+#[derive(Debug, Clone, Default)]
+struct Period {
+    start: i64,
+    day: DayRow,
+    /// `None` where the granularity cannot say (users per hour).
+    users: Option<(i64, i64)>,
+}
+
+/// Day rows folded into a dense series of `granularity` (day or week) over `[from, to)`.
+fn fold_days(rows: &[DayRow], granularity: Granularity, from: i64, to: i64) -> Vec<Period> {
+    let mut periods = Vec::new();
+    let mut start = granularity.start_of(from);
+    let mut next = rows.iter().peekable();
+    while start < to {
+        let end = start + granularity.seconds();
+        let mut sum = DayRow {
+            day: start,
+            ..DayRow::default()
+        };
+        while let Some(d) = next.next_if(|d| d.day < end) {
+            if d.day < start {
+                continue;
+            }
+            sum.broadcasts += d.broadcasts;
+            sum.live_seconds += d.live_seconds;
+            sum.watch_seconds += d.watch_seconds;
+            sum.peak_viewers = sum.peak_viewers.max(d.peak_viewers);
+            sum.unique_viewers += d.unique_viewers;
+            sum.messages += d.messages;
+            sum.chatters += d.chatters;
+            sum.reactions += d.reactions;
+            sum.gifts += d.gifts;
+            sum.gift_tokens += d.gift_tokens;
+            sum.follows += d.follows;
+            sum.subscriptions += d.subscriptions;
+            sum.new_users += d.new_users;
+            sum.active_users += d.active_users;
+        }
+        let users = Some((sum.new_users, sum.active_users));
+        periods.push(Period {
+            start,
+            day: sum,
+            users,
+        });
+        start = end;
+    }
+    periods
+}
+
+fn minutes(seconds: i64) -> f64 {
+    (seconds as f64 / 60.0 * 100.0).round() / 100.0
+}
+
+/// Every metric a channel series can carry, and how to read it from a period.
+const CHANNEL_METRICS: [&str; 13] = [
+    "broadcasts",
+    "liveMinutes",
+    "watchMinutes",
+    "peakConcurrentViewers",
+    "uniqueViewers",
+    "messages",
+    "chatters",
+    "reactions",
+    "gifts",
+    "giftTokens",
+    "followsGained",
+    "subscriptionsGained",
+    "newUsers",
+];
+/// Only for the tenant.
+const ACTIVE_USERS: &str = "activeUsers";
+
+fn metric(p: &Period, name: &str) -> Value {
+    let d = &p.day;
+    match name {
+        "broadcasts" => d.broadcasts.into(),
+        "liveMinutes" => minutes(d.live_seconds).into(),
+        "watchMinutes" => minutes(d.watch_seconds).into(),
+        "peakConcurrentViewers" => d.peak_viewers.into(),
+        "uniqueViewers" => d.unique_viewers.into(),
+        "messages" => d.messages.into(),
+        "chatters" => d.chatters.into(),
+        "reactions" => d.reactions.into(),
+        "gifts" => d.gifts.into(),
+        "giftTokens" => d.gift_tokens.into(),
+        "followsGained" => d.follows.into(),
+        "subscriptionsGained" => d.subscriptions.into(),
+        "newUsers" => p.users.map_or(Value::Null, |u| u.0.into()),
+        "activeUsers" => p.users.map_or(Value::Null, |u| u.1.into()),
+        _ => Value::Null,
+    }
+}
+
+/// Answers a channel series as JSON (`{from, to, granularity, metrics, timeseries}`) or CSV.
+fn channel_answer(
+    call: &Call,
+    periods: &[Period],
+    metrics: &[&str],
+    granularity: Granularity,
+    (from, to): (i64, i64),
+    name: &str,
+) -> Reply {
+    if wants_csv(call) {
+        let mut header = vec!["time"];
+        header.extend(metrics);
+        let rows: Vec<Vec<String>> = periods
+            .iter()
+            .map(|p| {
+                let mut row = vec![time::format_rfc3339(p.start)];
+                row.extend(metrics.iter().map(|m| field(Some(&metric(p, m)))));
+                row
+            })
+            .collect();
+        return Ok(csv_body(&math::csv(&header, &rows), name));
+    }
+    let series: Vec<Value> = periods
+        .iter()
+        .map(|p| {
+            let mut point = Map::new();
+            point.insert("time".into(), time::format_rfc3339(p.start).into());
+            for m in metrics {
+                point.insert((*m).into(), metric(p, m));
+            }
+            Value::Object(point)
+        })
+        .collect();
+    let mut totals = Map::new();
+    for m in metrics {
+        let values = periods.iter().map(|p| metric(p, m));
+        let total = if *m == "peakConcurrentViewers" {
+            values.filter_map(|v| v.as_i64()).max().unwrap_or(0).into()
+        } else if m.ends_with("Minutes") {
+            let sum: f64 = values.filter_map(|v| v.as_f64()).sum();
+            ((sum * 100.0).round() / 100.0).into()
+        } else if periods.iter().any(|p| p.users.is_none()) && m.ends_with("Users") {
+            Value::Null
+        } else {
+            values.filter_map(|v| v.as_i64()).sum::<i64>().into()
+        };
+        totals.insert((*m).into(), total);
+    }
+    Ok(json(
+        200,
+        &json!({
+            "from": time::format_rfc3339(from),
+            "to": time::format_rfc3339(to),
+            "granularity": granularity.as_str(),
+            "metrics": metrics,
+            "totals": totals,
+            "timeseries": series,
+        }),
+    ))
+}
+
+/// `GET /api/users/me/analytics?from&to&granularity=day|week`: the signed-in creator's
+/// channel from the daily rows (broadcasts count once the roll-up job has folded them).
+pub fn mine(ctx: &UserCtx) -> Reply {
+    let granularity = granularity(ctx, Granularity::Day, &["day", "week"])?;
+    let (from, to) = range(ctx, 30 * DAY)?;
+    if math::points_between(from, to, granularity) > math::MAX_POINTS {
+        return Err(too_many_points());
+    }
+    let db = common::spin::store::open()?;
+    let first = granularity.start_of(from);
+    let rows = store::creator_days(&db, &ctx.tenant.client_id, &ctx.user.id, first, to)?;
+    let periods = fold_days(&rows, granularity, from, to);
+    let metrics: Vec<&str> = CHANNEL_METRICS
+        .iter()
+        .copied()
+        .filter(|m| *m != "newUsers")
+        .collect();
+    channel_answer(ctx, &periods, &metrics, granularity, (from, to), "channel")
+}
+
+/// `GET /api/v1/analytics?from&to&granularity=hour|day&metrics=a,b`: the tenant over
+/// time. Days come from the daily rows (finished broadcasts, once rolled up, and the
+/// users); hours from the minute buckets of every broadcast (live ones included), where
+/// new and active users are not known (null).
+pub fn tenant(ctx: &ServerCtx) -> Reply {
+    let granularity = granularity(ctx, Granularity::Day, &["hour", "day"])?;
+    let default_span = match granularity {
+        Granularity::Hour => DAY,
+        _ => 30 * DAY,
+    };
+    let (from, to) = range(ctx, default_span)?;
+    if math::points_between(from, to, granularity) > math::MAX_POINTS {
+        return Err(too_many_points());
+    }
+    let metrics = requested_metrics(ctx)?;
+    let db = common::spin::store::open()?;
+    let client = &ctx.tenant.client_id;
+    let first = granularity.start_of(from);
+    let periods = match granularity {
+        Granularity::Hour => hourly(&db, client, first, to.min(ctx.now()).max(first), to)?,
+        _ => fold_days(
+            &store::tenant_days(&db, client, first, to)?,
+            granularity,
+            from,
+            to,
+        ),
+    };
+    channel_answer(ctx, &periods, &metrics, granularity, (from, to), "tenant")
+}
+
+/// The `metrics` query value: a comma-separated subset of the tenant metrics (all when
+/// absent).
+fn requested_metrics(call: &Call) -> Result<Vec<&'static str>, ApiError> {
+    let all: Vec<&'static str> = CHANNEL_METRICS
+        .iter()
+        .copied()
+        .chain([ACTIVE_USERS])
+        .collect();
+    let Some(raw) = call.query_value("metrics") else {
+        return Ok(all);
+    };
+    let mut chosen = Vec::new();
+    for name in raw.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let known = all.iter().find(|m| **m == name).ok_or_else(|| {
+            let mut e = ApiError::new(422, "invalid_metric", format!("unknown metric {name:?}"));
+            e.extra.insert("allowed".into(), all.clone().into());
+            e
+        })?;
+        if !chosen.contains(known) {
+            chosen.push(*known);
+        }
+    }
+    if chosen.is_empty() {
+        return Ok(all);
+    }
+    Ok(chosen)
+}
+
+/// The tenant per hour over `[first, to)` from the minute buckets of all its broadcasts,
+/// live ones up to `now_cap` (sessions open before `first` carried in).
+fn hourly(
+    db: &Db,
+    client: &str,
+    first: i64,
+    now_cap: i64,
+    to: i64,
+) -> Result<Vec<Period>, ApiError> {
+    let mut buckets = store::tenant_minutes(db, client, first, to)?;
+    let open = store::tenant_sessions_open_at(db, client, first)?;
+    if open != 0 {
+        buckets.push(math::Bucket {
+            minute: first - math::MINUTE,
+            joins: open,
+            ..math::Bucket::default()
+        });
+    }
+    let points = math::fold(&buckets, Granularity::Hour, first, to);
+    let capped = math::fold(&buckets, Granularity::Hour, first, now_cap.max(first + 1));
+    let lives = store::live_spans(db, client, first, to)?;
+    Ok(points
+        .iter()
+        .map(|p| {
+            let end = p.start + Granularity::Hour.seconds();
+            let watch = capped
+                .iter()
+                .find(|c| c.start == p.start)
+                .map_or(0, |c| c.watch_seconds);
+            let live_seconds = lives
+                .iter()
+                .map(|(s, e)| math::overlap(*s, e.unwrap_or(now_cap), p.start, end))
+                .sum();
+            let broadcasts = lives
+                .iter()
+                .filter(|(s, _)| *s >= p.start && *s < end)
+                .count() as i64;
+            Period {
+                start: p.start,
+                day: DayRow {
+                    broadcasts,
+                    live_seconds,
+                    watch_seconds: watch,
+                    ..store::counts_of(p)
+                },
+                users: None,
+            }
+        })
+        .collect())
+}
+
+/// `POST /api/jobs/rollup-analytics`: folds a batch of finished broadcasts into the daily
+/// rows per creator and per tenant. Idempotent: a broadcast is folded once.
+pub fn rollup(ctx: &JobsCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    let now = ctx.now();
+    let mut done = 0;
+    for (client, id) in store::rollups_due(&db, ROLLUP_BATCH)? {
+        let b = broadcast_store::load(&db, &client, &id, now)?;
+        if store::roll_up(&db, &b, now)? {
+            done += 1;
+        }
+    }
+    Ok(json(
+        200,
+        &json!({ "job": "rollup-analytics", "done": done, "remaining": store::rollups_remaining(&db)? }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_fold_into_monday_weeks() {
+        let monday = time::parse_rfc3339("2026-11-23T00:00:00Z").unwrap();
+        let row = |day: i64, live: i64, peak: i64| DayRow {
+            day,
+            live_seconds: live,
+            peak_viewers: peak,
+            broadcasts: 1,
+            ..DayRow::default()
+        };
+        let rows = [
+            row(monday - DAY, 60, 3),
+            row(monday, 120, 5),
+            row(monday + 6 * DAY, 180, 2),
+            row(monday + 7 * DAY, 240, 9),
+        ];
+        let weeks = fold_days(&rows, Granularity::Week, monday - DAY, monday + 8 * DAY);
+        assert_eq!(weeks.len(), 3);
+        assert_eq!(weeks[0].start, monday - 7 * DAY);
+        assert_eq!(
+            (weeks[1].day.broadcasts, weeks[1].day.live_seconds),
+            (2, 300)
+        );
+        assert_eq!(weeks[1].day.peak_viewers, 5);
+        assert_eq!(weeks[2].day.peak_viewers, 9);
+        let days = fold_days(&rows, Granularity::Day, monday, monday + 2 * DAY);
+        assert_eq!(days.len(), 2);
+        assert_eq!(days[0].day.live_seconds, 120);
+        assert_eq!(days[1].day.live_seconds, 0);
+        assert_eq!(minutes(90), 1.5);
+    }
+}

@@ -1,0 +1,188 @@
+//! The analytics dashboard of one broadcast, `/analytics/broadcasts/{id}?token=...`: opened
+//! from the app with a read-only link (`POST /api/broadcasts/{id}/analytics/share`, 15
+//! minutes, that broadcast only). Its data is embedded in the page; the charts are drawn by
+//! the vendored uPlot. A wrong, expired or other broadcast's token is 404.
+
+use crate::web::{self, PageHeaders};
+use crate::{assets, render};
+use common::domain::analytics::{self as math, Granularity, Point, Totals};
+use common::spin::http::PublicCtx;
+use common::store::{analytics, broadcasts};
+use common::{ApiError, ids, time};
+use minijinja::context;
+use serde_json::json;
+use spin_sdk::http::Response;
+
+/// The longest token a link carries (`an_` and 40 base62 characters).
+const MAX_TOKEN: usize = 64;
+
+/// `GET /analytics/broadcasts/{id}?token=...`
+pub fn dashboard(ctx: &PublicCtx) -> Result<Response, ApiError> {
+    let not_found = || Ok(web::text(404, "no such dashboard"));
+    let token = ctx.query_value("token").unwrap_or_default();
+    let Some(id) = ids::parse_uuid(ctx.param("id")) else {
+        return not_found();
+    };
+    if token.is_empty() || token.len() > MAX_TOKEN {
+        return not_found();
+    }
+    let now = ctx.now();
+    let db = common::spin::store::open()?;
+    let Some(client_id) = analytics::shared(&db, &ids::sha256_hex(token.as_bytes()), &id, now)?
+    else {
+        return not_found();
+    };
+    let b = broadcasts::load(&db, &client_id, &id, now)?;
+    let started = b.started_at.as_deref().and_then(time::parse_rfc3339);
+    let until = b
+        .ended_at
+        .as_deref()
+        .and_then(time::parse_rfc3339)
+        .unwrap_or(now);
+    let granularity = granularity_for(started.map_or(0, |s| until - s));
+    let report = analytics::report(&db, &b, granularity, now)?;
+    let series = series_json(&report.series).to_string();
+    let tiles = tiles(&report.totals, started.map(|s| until - s));
+    let range = match started {
+        Some(s) => format!(
+            "{} to {}",
+            time::format_rfc3339(s),
+            time::format_rfc3339(until)
+        ),
+        None => "not live yet".to_string(),
+    };
+    let csp = web::csp(&[]);
+    let headers = PageHeaders {
+        etag: "",
+        cache_control: web::CACHE_NONE,
+        csp: &csp,
+    };
+    let html = render::render(
+        "analytics.html",
+        context! {
+            title => b.title,
+            status => b.status.as_str(),
+            range,
+            granularity_label => label(granularity),
+            tiles,
+            series_json => series,
+            asset => context! {
+                css => assets::url_value("pages.css"),
+                uplot_css => assets::url_value("vendor/uPlot.min.css"),
+                dashboard_css => assets::url_value("analytics.css"),
+                uplot => assets::url_value("vendor/uPlot.iife.min.js"),
+                dashboard => assets::url_value("analytics.js"),
+            },
+        },
+    );
+    Ok(match html {
+        Ok(html) => web::html_response(200, &headers, html),
+        Err(e) => web::server_error(&e),
+    })
+}
+
+/// Minutes for up to three hours, five minutes up to a day, hours beyond.
+pub fn granularity_for(duration_secs: i64) -> Granularity {
+    match duration_secs {
+        d if d <= 3 * math::HOUR => Granularity::Minute,
+        d if d <= math::DAY => Granularity::FiveMinutes,
+        _ => Granularity::Hour,
+    }
+}
+
+fn label(g: Granularity) -> &'static str {
+    match g {
+        Granularity::Minute => "minute",
+        Granularity::FiveMinutes => "5 minutes",
+        _ => "hour",
+    }
+}
+
+/// The series as the page's script reads it: one array per measure, aligned on `time`
+/// (epoch seconds); `null` where a measure has no value.
+pub fn series_json(points: &[Point]) -> serde_json::Value {
+    json!({
+        "time": points.iter().map(|p| p.start).collect::<Vec<_>>(),
+        "viewersMean": points.iter().map(|p| p.viewers_mean.map(|m| (m * 100.0).round() / 100.0)).collect::<Vec<_>>(),
+        "viewersMax": points.iter().map(|p| p.viewers_max).collect::<Vec<_>>(),
+        "messages": points.iter().map(|p| p.messages).collect::<Vec<_>>(),
+        "reactions": points.iter().map(|p| p.reactions).collect::<Vec<_>>(),
+        "giftTokens": points.iter().map(|p| p.gift_tokens).collect::<Vec<_>>(),
+        "watchMinutes": points.iter().map(|p| (p.watch_seconds as f64 / 60.0 * 10.0).round() / 10.0).collect::<Vec<_>>(),
+    })
+}
+
+/// The summary tiles: `(key, label, value)` as the template shows them.
+fn tiles(t: &Totals, duration: Option<i64>) -> Vec<minijinja::Value> {
+    let minutes = |s: i64| format!("{:.1} min", s as f64 / 60.0);
+    let rows = [
+        ("duration", "Duration", duration.map_or("-".into(), minutes)),
+        (
+            "peak",
+            "Peak viewers",
+            t.peak_concurrent_viewers.to_string(),
+        ),
+        (
+            "mean",
+            "Mean viewers",
+            t.mean_concurrent_viewers
+                .map_or("-".into(), |m| format!("{m:.1}")),
+        ),
+        ("unique", "Unique viewers", t.unique_viewers.to_string()),
+        ("watch", "Total watch time", minutes(t.total_watch_seconds)),
+        (
+            "meanWatch",
+            "Watch time per viewer",
+            t.mean_watch_seconds
+                .map_or("-".into(), |m| minutes(m.round() as i64)),
+        ),
+        ("messages", "Chat messages", t.messages.to_string()),
+        ("chatters", "Chatters", t.chatters.to_string()),
+        ("reactions", "Reactions", t.reactions_total.to_string()),
+        (
+            "gifts",
+            "Gifts",
+            format!("{} ({} tokens)", t.gifts, t.gift_tokens),
+        ),
+        ("follows", "Follows gained", t.follows_gained.to_string()),
+    ];
+    rows.into_iter()
+        .map(|(key, label, value)| context! { key, label, value })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn longer_broadcasts_get_coarser_charts() {
+        assert_eq!(granularity_for(3600), Granularity::Minute);
+        assert_eq!(granularity_for(4 * 3600), Granularity::FiveMinutes);
+        assert_eq!(granularity_for(2 * 86_400), Granularity::Hour);
+    }
+
+    #[test]
+    fn the_series_is_one_array_per_measure() {
+        let points = [
+            Point {
+                start: 60,
+                viewers_mean: Some(6.0 / 3.0),
+                viewers_max: Some(3),
+                messages: 2,
+                ..Point::default()
+            },
+            Point {
+                start: 120,
+                watch_seconds: 90,
+                ..Point::default()
+            },
+        ];
+        let s = series_json(&points);
+        assert_eq!(s["time"], json!([60, 120]));
+        assert_eq!(s["viewersMean"], json!([2.0, null]));
+        assert_eq!(s["viewersMax"], json!([3, null]));
+        assert_eq!(s["messages"], json!([2, 0]));
+        assert_eq!(s["watchMinutes"], json!([0.0, 1.5]));
+    }
+}

@@ -1,0 +1,46 @@
+// The analytics dashboard: draws the series the page embeds (data-series) with uPlot.
+// No network access: the page holds everything it shows.
+(function () {
+  'use strict';
+
+  var root = document.getElementById('dashboard');
+  var data = JSON.parse(root.getAttribute('data-series'));
+
+  function width(el) {
+    return Math.max(280, Math.floor(el.clientWidth || 600));
+  }
+
+  function draw(id, series, columns) {
+    var el = document.getElementById(id);
+    var options = {
+      width: width(el),
+      height: 220,
+      scales: { x: { time: true } },
+      series: [{}].concat(series),
+      axes: [{}, { size: 50 }]
+    };
+    return new uPlot(options, [data.time].concat(columns), el);
+  }
+
+  var charts = [
+    draw('chart-viewers', [
+      { label: 'Mean', stroke: '#2563eb', width: 2 },
+      { label: 'Peak', stroke: '#93c5fd', width: 1, dash: [4, 4] }
+    ], [data.viewersMean, data.viewersMax]),
+    draw('chart-engagement', [
+      { label: 'Messages', stroke: '#16a34a', width: 2 },
+      { label: 'Reactions', stroke: '#db2777', width: 2 }
+    ], [data.messages, data.reactions]),
+    draw('chart-gifts', [
+      { label: 'Gift tokens', stroke: '#d97706', width: 2, fill: 'rgba(217,119,6,0.15)' }
+    ], [data.giftTokens])
+  ];
+
+  window.addEventListener('resize', function () {
+    charts.forEach(function (chart) {
+      chart.setSize({ width: width(chart.root.parentNode), height: 220 });
+    });
+  });
+
+  window.analyticsDashboard = { data: data, charts: charts };
+})();
