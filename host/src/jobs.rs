@@ -473,9 +473,10 @@ max_rounds = 3
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../jobs.toml");
         let jobs = load(&path).unwrap();
         let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
-        assert_eq!(names, ["migrate", "prune"]);
+        assert_eq!(names, ["migrate", "prune", "deliver-webhooks"]);
         assert!(jobs[0].at_start && jobs[0].every.is_none());
         assert_eq!(jobs[1].every, Some(Duration::from_secs(3600)));
+        assert_eq!(jobs[2].every, Some(Duration::from_secs(2)));
     }
 
     #[test]

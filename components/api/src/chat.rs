@@ -217,7 +217,17 @@ pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
             "only the sender, the owner or a co-host with canModerateChat deletes a message",
         ));
     }
-    store::delete(&db, &target.client_id, &message_id, &user.id, ctx.now())?;
+    db.transaction(|tx| {
+        store::delete(tx, &target.client_id, &message_id, &user.id, ctx.now())?;
+        let message = json!({
+            "id": message_id,
+            "streamId": target.stream_id,
+            "broadcastId": target.broadcast.as_ref().map(|b| b.id.clone()),
+            "senderId": sender,
+            "deletedBy": user.id,
+        });
+        crate::webhook_events::chat_message_deleted(tx, &target.client_id, message, ctx.now())
+    })?;
     Ok(json(200, &json!({ "success": true, "id": message_id })))
 }
 

@@ -4,7 +4,7 @@
 //! scheduler calls again while `remaining` is above zero.
 
 use common::spin::http::{JobsCtx, Reply, json};
-use common::store::{cohosts, rate_limits, replay, users};
+use common::store::{cohosts, rate_limits, replay, users, webhooks};
 use serde_json::json;
 
 /// Rows each kind of record may lose per call.
@@ -13,6 +13,9 @@ const BATCH: i64 = 500;
 const SFU_EVENT_KEEP_SECS: i64 = 7 * 86_400;
 /// Invites are kept this long after they expire.
 const INVITE_KEEP_SECS: i64 = 86_400;
+/// Outbox events and finished webhook deliveries are kept this long (a tenant may recover
+/// failed deliveries of this window).
+const WEBHOOK_KEEP_SECS: i64 = 30 * 86_400;
 /// An upload still `uploading` after this long was abandoned.
 const ABANDONED_UPLOAD_SECS: i64 = 86_400;
 
@@ -35,7 +38,8 @@ pub fn migrate(ctx: &JobsCtx) -> Reply {
 
 /// `POST /api/jobs/prune`: removes what has outlived its use: seen signatures (replay
 /// keys), expired refresh tokens, rate-limit events, old SFU webhook ids, expired invites,
-/// and abandoned uploads (with their chunks). Each kind loses at most a batch per call.
+/// outbox events and webhook deliveries older than 30 days (pending ones stay), and
+/// abandoned uploads (with their chunks). Each kind loses at most a batch per call.
 pub fn prune(ctx: &JobsCtx) -> Reply {
     let db = common::spin::store::open()?;
     let now = ctx.now();
@@ -53,6 +57,10 @@ pub fn prune(ctx: &JobsCtx) -> Reply {
         (
             "cohost_invites",
             cohosts::prune_invites(&db, now - INVITE_KEEP_SECS, BATCH)?,
+        ),
+        (
+            "webhook_events",
+            webhooks::prune(&db, now - WEBHOOK_KEEP_SECS, BATCH)?,
         ),
         (
             "abandoned_uploads",

@@ -3,3 +3,4 @@
 pub mod broadcast;
 pub mod cohost;
 pub mod sfu;
+pub mod webhooks;

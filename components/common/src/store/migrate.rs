@@ -47,6 +47,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0011_outbox",
         include_str!("../../migrations/0011_outbox.sql"),
     ),
+    (
+        "0020_webhooks",
+        include_str!("../../migrations/0020_webhooks.sql"),
+    ),
 ];
 
 /// The row that concurrent runners queue on.
