@@ -44,6 +44,8 @@ pub struct Platform {
     pub backends: Option<backends::ServerBackends>,
     pub base: String,
     pub http: Client,
+    /// Seconds the clock was moved forward (`advance_clock`).
+    clock_offset: std::sync::atomic::AtomicU64,
 }
 
 impl Platform {
@@ -134,6 +136,7 @@ impl Platform {
             backends,
             base,
             http: Client::new(),
+            clock_offset: Default::default(),
         };
         platform
     }
@@ -178,6 +181,9 @@ impl Platform {
     /// Moves the components' wall clock forward (edgehost's `Server::advance_clock`): what
     /// expires or falls due after `by` does so now.
     pub fn advance_clock(&self, by: std::time::Duration) {
+        // The tenant's server signs with the platform's clock (see `as_server`).
+        self.clock_offset
+            .fetch_add(by.as_secs(), std::sync::atomic::Ordering::Relaxed);
         self.server
             .as_ref()
             .expect("the platform is running")
@@ -306,7 +312,8 @@ impl Platform {
         let separator = if path.contains('?') { '&' } else { '?' };
         let target = format!("{path}{separator}nonce={nonce}");
         let body_text = body.map(Value::to_string).unwrap_or_default();
-        let timestamp = unix_now().to_string();
+        let offset = self.clock_offset.load(std::sync::atomic::Ordering::Relaxed) as i64;
+        let timestamp = (unix_now() + offset).to_string();
         let signature = sign(
             &tenant.secret_key,
             &format!("{method}{target}{body_text}{timestamp}"),
