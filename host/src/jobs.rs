@@ -480,7 +480,8 @@ max_rounds = 3
                 "prune",
                 "renew-subscriptions",
                 "check-ledger",
-                "rollup-analytics"
+                "rollup-analytics",
+                "deliver-webhooks"
             ]
         );
         assert!(jobs[0].at_start && jobs[0].every.is_none());
@@ -488,6 +489,7 @@ max_rounds = 3
         assert_eq!(jobs[2].every, Some(Duration::from_secs(600)));
         assert_eq!(jobs[3].every, Some(Duration::from_secs(3600)));
         assert_eq!(jobs[4].every, Some(Duration::from_secs(300)));
+        assert_eq!(jobs[5].every, Some(Duration::from_secs(2)));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod backends;
 pub mod load;
 mod storage;
+pub mod webhook_receiver;
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -61,6 +62,16 @@ impl Platform {
 
     /// The application on the given back end (benchmarks compare both in one run).
     pub async fn start_on(backend: backends::Backend, variables: &[(&str, &str)]) -> Platform {
+        Self::start_scheduled(backend, variables, false).await
+    }
+
+    /// The application with edgehost's scheduler running the periodic jobs of `jobs.toml`
+    /// when `scheduler` is set (as `edgehost up` does; the suites call jobs themselves).
+    pub async fn start_scheduled(
+        backend: backends::Backend,
+        variables: &[(&str, &str)],
+        scheduler: bool,
+    ) -> Platform {
         let state = tempfile::tempdir().expect("temporary state directory");
         let variables = variables
             .iter()
@@ -70,13 +81,14 @@ impl Platform {
             backends::Backend::Sqlite => None,
             backends::Backend::Postgres => Some(backends::ServerBackends::fresh().await),
         };
-        Self::launch(state, variables, backends).await
+        Self::launch(state, variables, backends, scheduler).await
     }
 
     async fn launch(
         state: tempfile::TempDir,
         variables: Vec<(String, String)>,
         backends: Option<backends::ServerBackends>,
+        scheduler: bool,
     ) -> Platform {
         let manifest = workspace_root().join("spin.toml");
         tokio::task::block_in_place(|| build_once(&manifest));
@@ -98,6 +110,7 @@ impl Platform {
             variables: all_variables,
             chat_relay: Some(edgehost::ChatRelay::ephemeral()),
             log_requests: false,
+            scheduler,
             ..Default::default()
         };
         let server = edgehost::Server::start(options)
@@ -144,7 +157,7 @@ impl Platform {
         }
         let state = std::mem::replace(&mut self.state, tempfile::tempdir().expect("tempdir"));
         let backends = self.backends.take();
-        Self::launch(state, std::mem::take(&mut self.variables), backends).await
+        Self::launch(state, std::mem::take(&mut self.variables), backends, false).await
     }
 
     pub fn state_dir(&self) -> &Path {
@@ -167,6 +180,7 @@ impl Platform {
     /// Moves the components' wall clock forward (edgehost's `Server::advance_clock`): what
     /// expires or falls due after `by` does so now.
     pub fn advance_clock(&self, by: std::time::Duration) {
+        // The tenant's server signs with the platform's clock (see `as_server`).
         self.server
             .as_ref()
             .expect("the platform is running")
@@ -181,6 +195,21 @@ impl Platform {
     /// [`Platform::advance_clock`] added. Signed requests are timestamped with it.
     pub fn now(&self) -> i64 {
         unix_now() + self.clock_offset.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Calls the scheduled job `name` once (`POST /api/jobs/{name}` with the jobs token), as
+    /// the scheduler would; answers its JSON report.
+    pub async fn run_job(&self, name: &str) -> Value {
+        let token = self
+            .variable("jobs_token")
+            .expect("the jobs_token variable");
+        let (status, body) = self
+            .request(Method::POST, &format!("/api/jobs/{name}"))
+            .bearer_auth(token)
+            .answer()
+            .await;
+        assert_eq!(status, 200, "job {name} failed: {body}");
+        body
     }
 
     /// The embedded chat relay's internal address (`/internal/...`, `/metrics`).

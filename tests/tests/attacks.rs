@@ -1318,3 +1318,85 @@ async fn chat_moderation_is_for_moderators_only() {
         .await;
     assert_eq!(log["total"], 0);
 }
+
+/// Outbound webhooks as a weapon: an endpoint aimed at the platform's own network (SSRF),
+/// the API key alone or a user's token registering one, another tenant reading or
+/// redirecting one, and anyone but the scheduler running the delivery job.
+#[tokio::test(flavor = "multi_thread")]
+async fn webhooks_reach_no_private_address_and_no_other_tenant() {
+    let p = platform().await;
+    let (t, ada, _) = cast(&p).await;
+    let other = p.register_client("Rival").await;
+    for url in [
+        "https://127.0.0.1/",
+        "https://localhost:3000/api/jobs/prune",
+        "https://169.254.169.254/latest/meta-data/iam/",
+        "https://[fd00:ec2::254]/",
+        "https://10.1.2.3/",
+        "https://2130706433/",
+        "http://hooks.example.com/",
+    ] {
+        let body = json!({"url": url, "events": ["*"]});
+        let (status, answer) = p
+            .as_server(&t, Method::POST, "/api/v1/webhooks", Some(&body))
+            .answer()
+            .await;
+        assert_eq!(status, 422, "{url} -> {answer}");
+    }
+    let body = json!({"url": "https://hooks.example.com/in", "events": ["*"]});
+    let (status, _) = p
+        .as_client(&t, Method::POST, "/api/v1/webhooks")
+        .json(&body)
+        .answer()
+        .await;
+    assert_eq!(status, 401, "the API key alone");
+    let (status, _) = p
+        .as_user(&ada, Method::POST, "/api/v1/webhooks")
+        .json(&body)
+        .answer()
+        .await;
+    assert_eq!(status, 401, "a user's token");
+    let (status, ep) = p
+        .as_server(&t, Method::POST, "/api/v1/webhooks", Some(&body))
+        .answer()
+        .await;
+    assert_eq!(status, 201, "{ep}");
+    let id = ep["id"].as_str().unwrap();
+    // The rival tenant can neither see, redirect nor replay it.
+    let redirect = json!({"url": "https://rival.example.com/steal"});
+    let (status, _) = p
+        .as_server(
+            &other,
+            Method::PATCH,
+            &format!("/api/v1/webhooks/{id}"),
+            Some(&redirect),
+        )
+        .answer()
+        .await;
+    assert_eq!(status, 404);
+    let (status, _) = p
+        .as_server(
+            &other,
+            Method::POST,
+            &format!("/api/v1/webhooks/{id}/rotate-secret"),
+            None,
+        )
+        .answer()
+        .await;
+    assert_eq!(status, 404);
+    let (_, mine) = p
+        .as_server(&t, Method::GET, &format!("/api/v1/webhooks/{id}"), None)
+        .answer()
+        .await;
+    assert_eq!(mine["url"], "https://hooks.example.com/in");
+    assert!(
+        mine.get("secret").is_none(),
+        "the secret is shown once only"
+    );
+    // The delivery job is the scheduler's alone.
+    let (status, _) = p
+        .as_user(&ada, Method::POST, "/api/jobs/deliver-webhooks")
+        .answer()
+        .await;
+    assert_eq!(status, 401);
+}

@@ -42,6 +42,18 @@ pub fn broadcast(ctx: &ActorCtx) -> Reply {
     Ok(json(200, &report_json(&db, &b, &report)?))
 }
 
+/// A broadcast's analytics without the time series, as `broadcast.ended` webhook events
+/// carry them.
+pub fn summary(db: &Db, b: &Broadcast, now: i64) -> Result<Value, ApiError> {
+    let report = store::report(db, b, Granularity::Minute, now)?;
+    let mut doc = report_json(db, b, &report)?;
+    if let Value::Object(fields) = &mut doc {
+        fields.remove("timeseries");
+        fields.remove("granularity");
+    }
+    Ok(doc)
+}
+
 /// The broadcast analytics document: the first summary fields, the totals, the series.
 fn report_json(db: &Db, b: &Broadcast, report: &Report) -> Result<Value, ApiError> {
     let reactions = broadcast_store::reaction_counts(db, &[&b.id])?

@@ -270,16 +270,35 @@ pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
             "only the sender, the owner or a co-host with canModerateChat deletes a message",
         ));
     }
+    // The deletion, its minute in the analytics and its webhook event commit together.
+    let deleted_event = |tx: &Db| {
+        let message = json!({
+            "id": message_id,
+            "streamId": target.stream_id,
+            "broadcastId": target.broadcast.as_ref().map(|b| b.id.clone()),
+            "senderId": sender,
+            "deletedBy": user.id,
+        });
+        crate::webhook_events::chat_message_deleted(tx, &target.client_id, message, ctx.now())
+    };
     if own {
-        db.transaction(|db| {
-            let posted_ms = store::delete(db, &target.client_id, &message_id, &user.id, ctx.now())?;
-            match (&target.broadcast, posted_ms) {
-                (Some(b), Some(ms)) => analytics::chat_message_deleted(db, b, ms.div_euclid(1000)),
-                _ => Ok(()),
+        db.transaction(|tx| {
+            let posted_ms = store::delete(tx, &target.client_id, &message_id, &user.id, ctx.now())?;
+            if let (Some(b), Some(ms)) = (&target.broadcast, posted_ms) {
+                analytics::chat_message_deleted(tx, b, ms.div_euclid(1000))?;
             }
+            deleted_event(tx)
         })?;
     } else {
-        moderation::delete_as_moderator(ctx, &db, &target, &message_id, &sender, &user.id)?;
+        moderation::delete_as_moderator(
+            ctx,
+            &db,
+            &target,
+            &message_id,
+            &sender,
+            &user.id,
+            &deleted_event,
+        )?;
     }
     realtime::publish(
         &target.stream_id,

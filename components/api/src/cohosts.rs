@@ -379,6 +379,16 @@ pub fn join(ctx: &UserCtx) -> Result<Response, ApiError> {
             _ => "joined as a co-host",
         };
         let view = view(&cohost, false);
+        if status == "requested" {
+            crate::webhook_events::cohost(
+                db,
+                "cohost.requested",
+                &b,
+                &cohost.id,
+                view.clone(),
+                now,
+            )?;
+        }
         let action = if status == "active" {
             CohostAction::Joined
         } else {
@@ -567,7 +577,12 @@ pub fn update_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
 pub fn remove_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
     let (b, _, target) = managed_cohost(ctx, &db, |p| p.can_remove_others, "remove")?;
-    store::remove(&db, &b, &target.id, &ctx.user.id, ctx.now())?;
+    db.transaction(|tx| {
+        store::remove(tx, &b, &target.id, &ctx.user.id, ctx.now())?;
+        let removed = store::by_id(tx, &b, &target.id)?.unwrap_or(target.clone());
+        let data = view(&removed, false);
+        crate::webhook_events::cohost(tx, "cohost.removed", &b, &target.id, data, ctx.now())
+    })?;
     crate::realtime::publish(
         &b.identity.stream_id,
         Event::cohost_gone(CohostAction::Removed, &target.id, &target.user_id),
@@ -676,7 +691,8 @@ pub fn participant_event(ctx: &SfuCtx) -> Result<Response, ApiError> {
         if !store::first_delivery(db, &event.id, now)? {
             return Ok(json(200, &json!({ "handled": false, "duplicate": true })));
         }
-        if kind == "participant_joined" {
+        let joined = kind == "participant_joined";
+        if joined {
             let cohost = rules::is_cohost_role(&event.metadata);
             store::participant_joined(db, &b.client_id, &b.id, &event.identity, cohost, now)?;
             if analytics::is_viewer(&b, &event.identity, cohost) {
@@ -685,6 +701,16 @@ pub fn participant_event(ctx: &SfuCtx) -> Result<Response, ApiError> {
         } else {
             store::participant_left(db, &b.client_id, &b.id, &event.identity, now)?;
             analytics::viewer_left(db, &b, &event.identity, now)?;
+        }
+        // A co-host of the session arriving on or leaving the SFU.
+        if let Some(c) = store::of_user(db, &b, &event.identity)?.filter(CoHost::is_active) {
+            let event_type = if joined {
+                "cohost.joined"
+            } else {
+                "cohost.left"
+            };
+            let data = view(&c, joined);
+            crate::webhook_events::cohost(db, event_type, &b, &c.id, data, now)?;
         }
         Ok(json(200, &json!({ "handled": true, "event": kind })))
     })

@@ -166,7 +166,11 @@ pub async fn store(
         .and_then(|()| writer.finish())
         .and_then(|content| {
             debug_assert_eq!(content.chunk_count, media::chunk_count(content.size));
-            stored::mark_ready(db, &tenant.client_id, &id, &content)
+            db.transaction(|tx| {
+                stored::mark_ready(tx, &tenant.client_id, &id, &content)?;
+                let file = load_ready(tx, &tenant.client_id, &id)?;
+                crate::webhook_events::file(tx, "file.ready", &file, ctx.now())
+            })
         });
     if let Err(err) = written {
         writer.abort();
@@ -558,7 +562,10 @@ pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
 pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = database::open()?;
     let file = load_own(ctx, &db)?;
-    remove(&db, &file)?;
+    db.transaction(|tx| {
+        crate::webhook_events::file(tx, "file.deleted", &file, ctx.now())?;
+        remove(tx, &file)
+    })?;
     Ok(json(200, &json!({ "success": true, "id": file.id })))
 }
 

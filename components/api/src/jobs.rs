@@ -4,7 +4,7 @@
 //! scheduler calls again while `remaining` is above zero.
 
 use common::spin::http::{JobsCtx, Reply, json};
-use common::store::{analytics, cohosts, idempotency, rate_limits, replay, users};
+use common::store::{analytics, cohosts, idempotency, rate_limits, replay, users, webhooks};
 use serde_json::json;
 
 /// Rows each kind of record may lose per call.
@@ -17,6 +17,9 @@ const SFU_EVENT_KEEP_SECS: i64 = 7 * 86_400;
 const INVITE_KEEP_SECS: i64 = 86_400;
 /// Who was active on a day only matters while that day is counted.
 const ACTIVE_USER_MARK_KEEP_SECS: i64 = 2 * 86_400;
+/// Outbox events and finished webhook deliveries are kept this long (a tenant may recover
+/// failed deliveries of this window).
+const WEBHOOK_KEEP_SECS: i64 = 30 * 86_400;
 /// An upload still `uploading` after this long was abandoned.
 const ABANDONED_UPLOAD_SECS: i64 = 86_400;
 
@@ -39,8 +42,9 @@ pub fn migrate(ctx: &JobsCtx) -> Reply {
 
 /// `POST /api/jobs/prune`: removes what has outlived its use: seen signatures (replay
 /// keys), money requests' idempotency keys (after 24 h), expired refresh tokens, rate-limit
-/// events, old SFU webhook ids, expired invites, abandoned uploads (with their chunks) and
-/// expired resumable uploads (with their parts). Each kind loses at most a batch per call.
+/// events, old SFU webhook ids, expired invites, outbox events and webhook deliveries older
+/// than 30 days (pending ones stay), abandoned uploads (with their chunks) and expired
+/// resumable uploads (with their parts). Each kind loses at most a batch per call.
 pub fn prune(ctx: &JobsCtx) -> Reply {
     let db = common::spin::store::open()?;
     let now = ctx.now();
@@ -66,6 +70,11 @@ pub fn prune(ctx: &JobsCtx) -> Reply {
         (
             "idempotency_keys",
             idempotency::prune(&db, now, BATCH)?,
+            BATCH,
+        ),
+        (
+            "webhook_events",
+            webhooks::prune(&db, now - WEBHOOK_KEEP_SECS, BATCH)?,
             BATCH,
         ),
         (

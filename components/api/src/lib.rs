@@ -20,6 +20,8 @@ mod sessions;
 mod sfu;
 mod uploads;
 mod users;
+mod webhook_events;
+mod webhooks;
 
 use common::routing::{Route, route};
 use common::spin::http::{self, Entry, Handler};
@@ -313,6 +315,37 @@ pub const ROUTES: &[Route<Handler<Upload>>] = &[
         "POST",
         "/api/v1/sessions/{id}/reactions",
         UserOrServer(broadcasts::react),
+    ),
+    // Outbound webhooks (the tenant's server; delivery is the webhooks component's job)
+    route("POST", "/api/v1/webhooks", Server(webhooks::create)),
+    route("GET", "/api/v1/webhooks", Server(webhooks::list)),
+    route("GET", "/api/v1/webhooks/{id}", Server(webhooks::get)),
+    route("PATCH", "/api/v1/webhooks/{id}", Server(webhooks::update)),
+    route("DELETE", "/api/v1/webhooks/{id}", Server(webhooks::delete)),
+    route(
+        "POST",
+        "/api/v1/webhooks/{id}/rotate-secret",
+        Server(webhooks::rotate_secret),
+    ),
+    route(
+        "POST",
+        "/api/v1/webhooks/{id}/test",
+        Server(webhooks::send_test),
+    ),
+    route(
+        "GET",
+        "/api/v1/webhooks/{id}/deliveries",
+        Server(webhooks::deliveries),
+    ),
+    route(
+        "POST",
+        "/api/v1/webhooks/{id}/deliveries/{deliveryId}/retry",
+        Server(webhooks::retry),
+    ),
+    route(
+        "POST",
+        "/api/v1/webhooks/{id}/recover",
+        Server(webhooks::recover),
     ),
     // Broadcasts
     route("POST", "/api/broadcasts", User(broadcasts::create)),

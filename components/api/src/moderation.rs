@@ -206,12 +206,14 @@ pub fn delete_as_moderator(
     message_id: &str,
     sender: &str,
     actor: &str,
+    deleted_event: &dyn Fn(&Db) -> Result<(), ApiError>,
 ) -> Result<(), ApiError> {
     db.transaction(|tx| {
         let posted_ms = chat_store::delete(tx, &target.client_id, message_id, actor, call.now())?;
         if let (Some(b), Some(ms)) = (&target.broadcast, posted_ms) {
             common::store::analytics::chat_message_deleted(tx, b, ms.div_euclid(1000))?;
         }
+        deleted_event(tx)?;
         log_action(
             tx,
             target,

@@ -36,7 +36,7 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
         .unwrap_or(DEFAULT_MAX_PARTICIPANTS);
     body.finish()?;
     let db = common::spin::store::open()?;
-    let b = store::insert(
+    let b = broadcasts::insert(
         &db,
         &ctx.tenant.client_id,
         Some(&ctx.user.id),

@@ -209,10 +209,21 @@ pub fn signup(ctx: &AppCtx) -> Result<Response, ApiError> {
         last_name: last_name.as_deref(),
     };
     // Two sign-ups racing for one name: the unique index decides.
-    if !store::insert(&db, &tenant.client_id, &new, ctx.now())? {
-        return Err(taken_meanwhile());
-    }
-    analytics::user_signed_up(&db, &tenant.client_id, ctx.now())?;
+    db.transaction(|tx| {
+        if !store::insert(tx, &tenant.client_id, &new, ctx.now())? {
+            return Err(taken_meanwhile());
+        }
+        analytics::user_signed_up(tx, &tenant.client_id, ctx.now())?;
+        let user = store::by_id(tx, &tenant.client_id, &id)?
+            .ok_or_else(|| ApiError::internal("the new user is missing"))?;
+        crate::webhook_events::user(
+            tx,
+            "user.created",
+            &PublicUser::of(&user),
+            &tenant.client_id,
+            ctx.now(),
+        )
+    })?;
     Ok(json(
         200,
         &issue_session(&db, &tenant.client_id, &id, 0, None, ctx.now())?,
@@ -416,7 +427,18 @@ pub fn update_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
 pub fn delete_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = common::spin::store::open()?;
-    db.transaction(|db| store::delete_account(db, &tenant.client_id, &user.id))?;
+    db.transaction(|db| {
+        let gone = store::by_id(db, &tenant.client_id, &user.id)?
+            .ok_or_else(|| ApiError::not_found("user"))?;
+        store::delete_account(db, &tenant.client_id, &user.id)?;
+        crate::webhook_events::user(
+            db,
+            "user.deleted",
+            &PublicUser::of(&gone),
+            &tenant.client_id,
+            ctx.now(),
+        )
+    })?;
     Ok(json(
         200,
         &json!({ "success": true, "message": "the account has been deleted" }),

@@ -11,6 +11,7 @@ pub mod pagination;
 pub mod problem;
 pub mod realtime;
 pub mod routing;
+pub mod sealed;
 pub mod signing;
 pub mod store;
 pub mod time;

@@ -76,7 +76,7 @@ pub fn attach(
 
 /// The key that seals music tokens (`music_token_key`).
 pub fn token_key() -> Result<TokenKey, ApiError> {
-    TokenKey::from_secret(&config::required("music_token_key")?)
+    sealed::token_key(&config::required("music_token_key")?)
 }
 
 /// The caller's service JWT (the Bearer token the request was authenticated with).

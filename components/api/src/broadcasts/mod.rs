@@ -27,7 +27,7 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     let new = input::new_broadcast(&mut body);
     body.finish()?;
     let db = common::spin::store::open()?;
-    let b = store::insert(
+    let b = insert(
         &db,
         &ctx.tenant.client_id,
         Some(&ctx.user.id),
@@ -35,6 +35,21 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
         ctx.now(),
     )?;
     Ok(json(200, &view::one(&db, &b, Audience::Owner)?))
+}
+
+/// Stores a new broadcast with its `broadcast.created` event.
+pub fn insert(
+    db: &Db,
+    client_id: &str,
+    owner_id: Option<&str>,
+    new: &store::NewBroadcast,
+    now: i64,
+) -> Result<Broadcast, ApiError> {
+    db.transaction(|tx| {
+        let b = store::insert(tx, client_id, owner_id, new, now)?;
+        crate::webhook_events::broadcast(tx, "broadcast.created", &b, now)?;
+        Ok(b)
+    })
 }
 
 /// `GET /api/broadcasts/{id}`
@@ -101,12 +116,17 @@ pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Bro
     match rules::transition(b.status, to)? {
         Transition::Unchanged => Ok(b.clone()),
         Transition::Moved { to, .. } => {
-            if !store::move_status(db, b, to, now)? {
-                return Err(ApiError::conflict(
-                    "concurrent_update",
-                    "the broadcast changed meanwhile; read it and retry",
-                ));
-            }
+            let moved = db.transaction(|tx| {
+                if !store::move_status(tx, b, to, now)? {
+                    return Err(ApiError::conflict(
+                        "concurrent_update",
+                        "the broadcast changed meanwhile; read it and retry",
+                    ));
+                }
+                let moved = store::load(tx, &b.client_id, &b.id, now)?;
+                crate::webhook_events::status_reached(tx, &moved, now)?;
+                Ok(moved)
+            })?;
             crate::realtime::publish(
                 &b.identity.stream_id,
                 Event::Status {
@@ -114,7 +134,7 @@ pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Bro
                     broadcast_id: b.id.clone(),
                 },
             );
-            store::load(db, &b.client_id, &b.id, now)
+            Ok(moved)
         }
     }
 }
@@ -174,7 +194,11 @@ pub fn reset_stream_key(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
-    store::reset_stream_key(&db, &b, &ids::random_hex(16), ctx.now())?;
-    let b = store::load(&db, &b.client_id, &b.id, ctx.now())?;
+    let b = db.transaction(|tx| {
+        store::reset_stream_key(tx, &b, &ids::random_hex(16), ctx.now())?;
+        let b = store::load(tx, &b.client_id, &b.id, ctx.now())?;
+        crate::webhook_events::broadcast(tx, "broadcast.stream_key_reset", &b, ctx.now())?;
+        Ok(b)
+    })?;
     Ok(json(200, &view::one(&db, &b, Audience::Owner)?))
 }

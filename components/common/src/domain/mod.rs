@@ -6,4 +6,5 @@ pub mod cohost;
 pub mod moderation;
 pub mod sfu;
 pub mod uploads;
+pub mod webhooks;
 pub mod word_filter;

@@ -7,8 +7,8 @@
 use std::time::Duration;
 use wasi::http::outgoing_handler;
 use wasi::http::types::{
-    ErrorCode, Fields, IncomingResponse, Method, OutgoingBody, OutgoingRequest, RequestOptions,
-    Scheme,
+    ErrorCode, Fields, FutureIncomingResponse, IncomingResponse, Method, OutgoingBody,
+    OutgoingRequest, RequestOptions, Scheme,
 };
 use wasi::io::streams::StreamError;
 
@@ -93,6 +93,60 @@ pub fn split_url(url: &str) -> Option<(&str, &str, &str)> {
 
 /// Sends a request and reads the whole answer, blocking the (single-threaded) component.
 pub fn send(req: &OutboundRequest<'_>) -> Result<OutboundResponse, OutboundError> {
+    let pending = start(req)?;
+    let response = wait(&pending)?;
+    read_response(response, req.max_response_bytes, false)
+}
+
+/// One answer of [`send_all`] and how long its head took to arrive.
+pub struct Sent {
+    pub result: Result<OutboundResponse, OutboundError>,
+    pub elapsed: Duration,
+}
+
+/// Sends several requests at once and answers each one's result, in order: the waits for
+/// the answers overlap, so one slow receiver costs its own timeout, not the others'.
+/// Bodies are read up to `max_response_bytes` and the rest is left unread (not an error):
+/// for callers to whom the status is what matters.
+pub fn send_all(reqs: &[OutboundRequest<'_>]) -> Vec<Sent> {
+    let began = std::time::Instant::now();
+    let started: Vec<_> = reqs.iter().map(start).collect();
+    let mut elapsed = vec![None; reqs.len()];
+    {
+        // Readiness is watched through pollables: `get` would take the answer.
+        let pollables: Vec<_> = started
+            .iter()
+            .map(|s| s.as_ref().ok().map(FutureIncomingResponse::subscribe))
+            .collect();
+        loop {
+            let mut waiting = Vec::new();
+            for (at, pollable) in pollables.iter().enumerate() {
+                match pollable {
+                    Some(p) if !p.ready() => waiting.push(p),
+                    _ => {
+                        elapsed[at].get_or_insert_with(|| began.elapsed());
+                    }
+                }
+            }
+            if waiting.is_empty() {
+                break;
+            }
+            wasi::io::poll::poll(&waiting);
+        }
+    }
+    started
+        .into_iter()
+        .zip(reqs)
+        .zip(elapsed)
+        .map(|((pending, req), elapsed)| Sent {
+            result: pending.and_then(|p| read_response(wait(&p)?, req.max_response_bytes, true)),
+            elapsed: elapsed.unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// Sends the request line, headers and body; the answer is still to come.
+fn start(req: &OutboundRequest<'_>) -> Result<FutureIncomingResponse, OutboundError> {
     let (scheme, authority, path) =
         split_url(req.url).ok_or_else(|| OutboundError::Invalid(format!("bad URL {}", req.url)))?;
     let headers = Fields::from_list(&req.headers)
@@ -146,21 +200,29 @@ pub fn send(req: &OutboundRequest<'_>) -> Result<OutboundResponse, OutboundError
         }
     }
     OutgoingBody::finish(body, None).map_err(map_error)?;
-
-    let response = loop {
-        match pending.get() {
-            Some(Ok(Ok(response))) => break response,
-            Some(Ok(Err(code))) => return Err(map_error(code)),
-            Some(Err(())) => return Err(invalid("response already taken")),
-            None => pending.subscribe().block(),
-        }
-    };
-    read_response(response, req.max_response_bytes)
+    Ok(pending)
 }
 
+/// Blocks until the answer's head has arrived (or the request failed).
+fn wait(pending: &FutureIncomingResponse) -> Result<IncomingResponse, OutboundError> {
+    loop {
+        match pending.get() {
+            Some(Ok(Ok(response))) => return Ok(response),
+            Some(Ok(Err(code))) => return Err(map_error(code)),
+            Some(Err(())) => {
+                return Err(OutboundError::Invalid("response already taken".into()));
+            }
+            None => pending.subscribe().block(),
+        }
+    }
+}
+
+/// Reads the answer's body up to `max` bytes: beyond that, an error, or with `truncate` the
+/// rest is left unread.
 fn read_response(
     response: IncomingResponse,
     max: usize,
+    truncate: bool,
 ) -> Result<OutboundResponse, OutboundError> {
     let status = response.status();
     let headers = response.headers().entries();
@@ -176,6 +238,10 @@ fn read_response(
             match stream.blocking_read(64 * 1024) {
                 Ok(chunk) => {
                     if body.len() + chunk.len() > max {
+                        if truncate {
+                            body.extend_from_slice(&chunk[..max - body.len()]);
+                            break;
+                        }
                         return Err(OutboundError::TooLarge);
                     }
                     body.extend_from_slice(&chunk);

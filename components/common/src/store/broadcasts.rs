@@ -222,19 +222,64 @@ fn find(db: &Db, filter: &str, params: &[Value], now: i64) -> Result<Option<Broa
 }
 
 /// The staleness rule, in the one place every reader passes: an active broadcast whose
-/// last heartbeat is older than 90 s is moved to `error`.
+/// last heartbeat is older than 90 s is moved to `error`, with its `broadcast.errored`
+/// event (recorded by the one reader whose update moved it).
 fn expire_if_stale(db: &Db, mut b: Broadcast, now: i64) -> Result<Broadcast, ApiError> {
     if rules::is_stale(b.status, b.last_heartbeat.unwrap_or(0), now) {
         let at = time::format_rfc3339(now);
-        db.execute(
-            "UPDATE broadcasts SET status = 'error', ended_at = COALESCE(ended_at, ?), updated_at = ? \
-             WHERE id = ? AND status = 'active'",
-            &[at.clone().into(), at.clone().into(), b.id.clone().into()],
-        )?;
-        b.status = Status::Error;
-        b.ended_at = b.ended_at.or(Some(at));
+        db.transaction(|tx| {
+            let moved = tx.query(
+                "UPDATE broadcasts SET status = 'error', ended_at = COALESCE(ended_at, ?), updated_at = ? \
+                 WHERE id = ? AND status = 'active' RETURNING id",
+                &[at.clone().into(), at.clone().into(), b.id.clone().into()],
+            )?;
+            b.status = Status::Error;
+            b.ended_at = b.ended_at.clone().or(Some(at.clone()));
+            b.updated_at = at.clone();
+            if !moved.is_empty() {
+                let subject = super::outbox::Subject {
+                    object_type: "broadcast",
+                    object_id: &b.id,
+                };
+                super::outbox::record(tx, &b.client_id, "broadcast.errored", subject, stale_event_data(&b), now)?;
+            }
+            Ok(())
+        })?;
     }
     Ok(b)
+}
+
+/// A broadcast that went stale, as its owner's view shows it, without the addresses built
+/// from the API's configuration (watchUrl, hlsUrl, rtmpUrl) and the reaction counts, which
+/// a reader outside the API cannot build; `reason` says why it errored.
+fn stale_event_data(b: &Broadcast) -> Json {
+    serde_json::json!({
+        "id": b.id,
+        "title": b.title,
+        "status": b.status.as_str(),
+        "visibility": b.visibility,
+        "tags": b.tags,
+        "ownerId": b.owner_id,
+        "viewerCount": b.viewer_count,
+        "maxParticipants": b.max_participants,
+        "orientation": b.orientation,
+        "recordingWidth": b.recording.map(|r| r.0),
+        "recordingHeight": b.recording.map(|r| r.1),
+        "createdAt": b.created_at,
+        "startedAt": b.started_at,
+        "endedAt": b.ended_at,
+        "cohostPolicy": b.cohost_policy,
+        "streamId": b.identity.stream_id,
+        "shortId": b.identity.short_id,
+        "streamKey": b.identity.stream_key,
+        "metadata": b.metadata,
+        "deviceWidth": b.device_width,
+        "deviceHeight": b.device_height,
+        "deviceType": b.device_type,
+        "operatingSystem": b.operating_system,
+        "updatedAt": b.updated_at,
+        "reason": "stale",
+    })
 }
 
 /// One page of the tenant's broadcasts (all, or one owner's), newest first, stale ones
@@ -500,6 +545,22 @@ mod tests {
             load(&db, "c1", &b.id, t0 + 200).unwrap().status,
             Status::Error
         );
+        // One `broadcast.errored` event, from the reader that moved it, inside or outside
+        // a transaction of its own.
+        db.transaction(|tx| load(tx, "c1", &b.id, t0 + 300))
+            .unwrap();
+        let events = db
+            .query(
+                "SELECT event_type, payload FROM outbox_events WHERE object_id = ?",
+                &[b.id.clone().into()],
+            )
+            .unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].text("event_type"), "broadcast.errored");
+        let payload: Json = serde_json::from_str(&events[0].text("payload")).unwrap();
+        assert_eq!(payload["data"]["status"], "error");
+        assert_eq!(payload["data"]["reason"], "stale");
+        assert_eq!(payload["data"]["id"], b.id.as_str());
     }
 
     #[test]

@@ -48,6 +48,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0011_outbox.sql"),
     ),
     (
+        "0020_webhooks",
+        include_str!("../../migrations/0020_webhooks.sql"),
+    ),
+    (
         "0030_ledger",
         include_str!("../../migrations/0030_ledger.sql"),
     ),

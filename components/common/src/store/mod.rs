@@ -34,6 +34,7 @@ pub mod subscriptions;
 pub mod tenants;
 pub mod uploads;
 pub mod users;
+pub mod webhooks;
 
 use crate::ApiError;
 use crate::pagination::Page;
@@ -193,6 +194,8 @@ pub trait Backend {
 #[derive(Clone)]
 pub struct Db {
     backend: Rc<dyn Backend>,
+    /// Open transactions on this connection: a nested one is a savepoint.
+    depth: Rc<std::cell::Cell<u32>>,
 }
 
 fn failed(e: String) -> ApiError {
@@ -203,6 +206,7 @@ impl Db {
     pub fn new(backend: Box<dyn Backend>) -> Db {
         Db {
             backend: Rc::from(backend),
+            depth: Rc::default(),
         }
     }
 
@@ -263,23 +267,44 @@ impl Db {
 
     /// Runs `work` inside a transaction: committed when it succeeds, rolled back otherwise.
     /// On SQLite the transaction takes the write lock at once (`BEGIN IMMEDIATE`), so two
-    /// writers never deadlock upgrading a read lock.
+    /// writers never deadlock upgrading a read lock. Inside another transaction it is a
+    /// savepoint: its failure undoes only its own work, and the outer one decides.
     pub fn transaction<T>(
         &self,
         work: impl FnOnce(&Db) -> Result<T, ApiError>,
     ) -> Result<T, ApiError> {
-        let begin = match self.dialect() {
-            Dialect::Sqlite => "BEGIN IMMEDIATE",
-            Dialect::Postgres => "BEGIN",
+        let depth = self.depth.get();
+        let (begin, commit, rollback) = if depth > 0 {
+            (
+                format!("SAVEPOINT nested_{depth}"),
+                format!("RELEASE SAVEPOINT nested_{depth}"),
+                format!("ROLLBACK TO SAVEPOINT nested_{depth}"),
+            )
+        } else {
+            let begin = match self.dialect() {
+                Dialect::Sqlite => "BEGIN IMMEDIATE",
+                Dialect::Postgres => "BEGIN",
+            };
+            (
+                begin.to_string(),
+                "COMMIT".to_string(),
+                "ROLLBACK".to_string(),
+            )
         };
-        self.execute(begin, &[])?;
-        match work(self) {
+        self.execute(&begin, &[])?;
+        self.depth.set(depth + 1);
+        let result = work(self);
+        self.depth.set(depth);
+        match result {
             Ok(value) => {
-                self.execute("COMMIT", &[])?;
+                self.execute(&commit, &[])?;
                 Ok(value)
             }
             Err(err) => {
-                let _ = self.execute("ROLLBACK", &[]);
+                let _ = self.execute(&rollback, &[]);
+                if depth > 0 {
+                    let _ = self.execute(&format!("RELEASE SAVEPOINT nested_{depth}"), &[]);
+                }
                 Err(err)
             }
         }
@@ -392,5 +417,43 @@ mod only_here {
             offenders.is_empty(),
             "SQL outside the store: {offenders:#?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod transaction_tests {
+    use super::testing;
+    use crate::ApiError;
+
+    #[test]
+    fn a_nested_transaction_is_a_savepoint() {
+        let db = testing::db();
+        let count = |db: &super::Db| {
+            db.count("SELECT COUNT(*) FROM outbox_sequences", &[])
+                .unwrap()
+        };
+        let insert = |db: &super::Db, id: &str| {
+            db.execute(
+                "INSERT INTO outbox_sequences (client_id, object_type, object_id, last) VALUES ('c', 't', ?, 1)",
+                &[id.into()],
+            )
+        };
+        db.transaction(|tx| {
+            insert(tx, "kept")?;
+            let inner = tx.transaction(|tx| {
+                insert(tx, "undone")?;
+                Err::<(), _>(ApiError::conflict("no", "inner fails"))
+            });
+            assert!(inner.is_err());
+            tx.transaction(|tx| insert(tx, "also kept"))
+        })
+        .unwrap();
+        assert_eq!(count(&db), 2);
+        let outer: Result<(), ApiError> = db.transaction(|tx| {
+            tx.transaction(|tx| insert(tx, "inner ok"))?;
+            Err(ApiError::conflict("no", "outer fails"))
+        });
+        assert!(outer.is_err());
+        assert_eq!(count(&db), 2, "the outer rollback undoes the inner work");
     }
 }
