@@ -736,6 +736,8 @@ fn cron_of(every: &str) -> Option<String> {
         ("m", 2..=59) => Some(format!("*/{n} * * * *")),
         ("h", 1) => Some("0 * * * *".into()),
         ("h", 2..=23) => Some(format!("0 */{n} * * *")),
+        // Cron says minutes at the finest: a job due every few seconds runs every minute.
+        ("s", 1..=59) => Some("* * * * *".into()),
         _ => None,
     }
 }
@@ -789,10 +791,11 @@ fn job_problems(jobs: &[Job], scheduled: &BTreeMap<String, String>, readme: &str
     }
     for job in jobs {
         let path = format!("/api/jobs/{}", job.name);
-        if !routes.iter().any(|r| {
-            r.component == "api" && r.method == "POST" && r.path == path && r.tier == "jobs"
-        }) {
-            problems.push(format!("{path} is no jobs route of the API"));
+        if !routes
+            .iter()
+            .any(|r| r.method == "POST" && r.path == path && r.tier == "jobs")
+        {
+            problems.push(format!("{path} is no jobs route of the application"));
         }
         match (scheduled.get(&job.name), &job.every) {
             (None, _) => problems.push(format!("{} has no schedule", job.name)),
@@ -836,7 +839,8 @@ fn every_job_has_a_cronjob_calling_its_jobs_route_on_its_schedule() {
     );
     assert_eq!(cron_of("1h").as_deref(), Some("0 * * * *"));
     assert_eq!(cron_of("15m").as_deref(), Some("*/15 * * * *"));
-    assert_eq!(cron_of("2s"), None);
+    assert_eq!(cron_of("2s").as_deref(), Some("* * * * *"));
+    assert_eq!(cron_of("90m"), None);
 }
 
 /// The `--variable name=value` settings and the `spin aka crons create` lines of the

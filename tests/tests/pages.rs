@@ -246,7 +246,7 @@ async fn assets_are_hashed_immutable_and_exact() {
         .await
         .unwrap();
     let urls = asset_urls(&html);
-    assert_eq!(urls.len(), 5, "{urls:?}");
+    assert_eq!(urls.len(), 6, "{urls:?}");
     let static_dir = workspace_root().join("static");
     for url in &urls {
         // /static/<dir/>name.<10 hex>.<ext>, mapping back to static/<dir/>name.<ext>
