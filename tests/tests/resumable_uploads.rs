@@ -153,10 +153,12 @@ async fn a_large_file_arrives_in_parts_in_any_order_and_is_served_whole() {
             .is_empty()
     );
 
-    // Completing again answers the same file; parts are refused from now on.
+    // Completing again answers the same file; parts are refused from now on. (A small body:
+    // the refusal comes before the body is read, and a client still sending 8 MiB may see
+    // the connection close before it reads the answer.)
     let (status, again) = complete(&p, &ada, &id).await;
     assert_eq!((status, &again["sha256"]), (200, &file["sha256"]));
-    let (status, answer) = put_part(&p, &ada, &id, 1, part(&film, 8 * MIB, 1)).await;
+    let (status, answer) = put_part(&p, &ada, &id, 1, vec![0; 16]).await;
     assert_eq!(
         (status, answer["code"].as_str()),
         (409, Some("upload_closed"))
