@@ -294,6 +294,7 @@ mod tests {
                 broadcast_id: None,
                 sender_id: sender,
                 sender_name: sender,
+                sender_badge: None,
                 text: "hello",
                 held,
             };
