@@ -129,7 +129,7 @@ pub fn ice_config(ctx: &AppCtx) -> Result<Response, ApiError> {
                     "turn_credential_ttl must be 60 to 604800 seconds",
                 )
             })?;
-        let credential = turn_credential(&secret, &tenant.client_id, time::now(), ttl);
+        let credential = turn_credential(&secret, &tenant.client_id, ctx.now(), ttl);
         expires_at = Some(time::format_rfc3339(credential.expires_at));
         servers.push(json!({
             "urls": turn,
