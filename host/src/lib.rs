@@ -59,6 +59,7 @@ pub use relay::ChatRelay;
 pub use server::Server;
 #[doc(hidden)]
 pub use server::bench_instantiation;
+pub use sqlite::{LeaseTiming, WriterTimings};
 
 /// Re-exported: the crates in the [`WebSocketHandler`] signature, so that handlers use
 /// the same versions.

@@ -50,6 +50,7 @@ pub struct Server {
     variables: HashMap<String, String>,
     relay: Option<chat_relay::Embedded>,
     clock: crate::clock::GuestClock,
+    writer_timings: sqlite::WriterTimings,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
     scheduler: Option<Scheduler>,
@@ -82,6 +83,7 @@ impl Server {
         let routes = app.router.routes().to_vec();
         let variables = app.variables.clone();
         let clock = app.services.clock.clone();
+        let writer_timings = app.services.sqlite.writer_timings();
         let jobs = app.jobs.clone();
         let request_timeout = app.limits.timeout;
         let (stop, stop_rx) = watch::channel(false);
@@ -107,6 +109,7 @@ impl Server {
             variables,
             relay,
             clock,
+            writer_timings,
             stop,
             task: Some(task),
             scheduler,
@@ -138,6 +141,11 @@ impl Server {
     /// edgehost's own timers keep real time): tests let hours pass without waiting.
     pub fn advance_clock(&self, by: Duration) {
         self.clock.advance(by);
+    }
+
+    /// The timings of the SQLite databases' writer leases (off until started).
+    pub fn sqlite_writer_timings(&self) -> sqlite::WriterTimings {
+        self.writer_timings.clone()
     }
 
     /// The embedded chat relay ([`Options::chat_relay`]), once started.

@@ -15,14 +15,20 @@
 //! - A guest that goes away mid-transaction (a trap, a dropped connection) has its
 //!   transaction rolled back before the writer passes on.
 //!
+//! - A transaction that wrote is answered once the WAL is on disk: the writer runs with
+//!   `synchronous = NORMAL` and edgehost syncs the WAL for many commits at once
+//!   (`sqlite/group_commit.rs`), so the writer does not wait for the disk.
+//!
 //! `last_insert_rowid` and `changes` are kept per guest connection, as if it had its own.
 //! Connection-level state (a `PRAGMA` setting, a `TEMP` table) persists only within a
 //! transaction: outside one, consecutive statements may run on different connections.
 
+mod group_commit;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use rusqlite::Connection;
@@ -46,27 +52,81 @@ const MAX_RESULT_BYTES: usize = 128 * 1024 * 1024;
 /// SQLite's own "database is locked").
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Most lease timings kept while recording (about 30 MB).
+const MAX_LEASE_TIMINGS: usize = 500_000;
+
 /// The databases the host knows, by label.
 #[derive(Default)]
 pub struct Databases {
     dbs: HashMap<String, Arc<DbPool>>,
+    timings: WriterTimings,
+}
+
+/// How one use of a database's writer went: how long the guest waited for it, how long
+/// it held it, how much of that SQLite itself spent running statements (the rest is the
+/// guest's own work between statements, and the hops to and from the blocking pool).
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTiming {
+    pub waited: Duration,
+    pub held: Duration,
+    pub in_sqlite: Duration,
+    pub statements: u32,
+}
+
+/// The writer leases of every database, recorded between [`WriterTimings::start`] and
+/// [`WriterTimings::take`]: benchmarks read them to say where a write's time goes. Off
+/// by default.
+#[derive(Clone, Default)]
+pub struct WriterTimings(Arc<Mutex<Option<Vec<LeaseTiming>>>>);
+
+impl WriterTimings {
+    /// Starts recording (again, from nothing).
+    pub fn start(&self) {
+        if let Ok(mut recorded) = self.0.lock() {
+            *recorded = Some(Vec::new());
+        }
+    }
+
+    /// Stops recording; answers what was recorded.
+    pub fn take(&self) -> Vec<LeaseTiming> {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut recorded| recorded.take())
+            .unwrap_or_default()
+    }
+
+    fn record(&self, timing: LeaseTiming) {
+        if let Ok(mut recorded) = self.0.lock()
+            && let Some(list) = recorded.as_mut()
+            && list.len() < MAX_LEASE_TIMINGS
+        {
+            list.push(timing);
+        }
+    }
 }
 
 impl Databases {
     /// Opens "default" at `default_path` (unless runtime config places it) plus the
     /// runtime-config databases.
     pub fn open(default_path: &Path, extra: &[(String, PathBuf)]) -> Result<Databases> {
+        let timings = WriterTimings::default();
         let mut dbs = HashMap::new();
         if !extra.iter().any(|(label, _)| label == "default") {
             dbs.insert(
                 "default".to_string(),
-                DbPool::open("default", default_path)?,
+                DbPool::open("default", default_path, &timings)?,
             );
         }
         for (label, path) in extra {
-            dbs.insert(label.clone(), DbPool::open(label, path)?);
+            dbs.insert(label.clone(), DbPool::open(label, path, &timings)?);
         }
-        Ok(Databases { dbs })
+        Ok(Databases { dbs, timings })
+    }
+
+    /// The timings of every database's writer leases.
+    pub fn writer_timings(&self) -> WriterTimings {
+        self.timings.clone()
     }
 
     pub fn get(&self, label: &str) -> Option<&Arc<DbPool>> {
@@ -85,10 +145,13 @@ pub struct DbPool {
     readers: Mutex<Vec<Connection>>,
     /// tokio's mutex queues waiters in order, so writers are served first come, first served.
     writer: Arc<tokio::sync::Mutex<Connection>>,
+    /// Syncs the writer's commits to disk (`group_commit.rs`).
+    group_commit: group_commit::GroupCommit,
+    timings: WriterTimings,
 }
 
 impl DbPool {
-    fn open(label: &str, path: &Path) -> Result<Arc<DbPool>> {
+    fn open(label: &str, path: &Path, timings: &WriterTimings) -> Result<Arc<DbPool>> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -99,11 +162,15 @@ impl DbPool {
                 path.display()
             )
         })?;
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
         Ok(Arc::new(DbPool {
             label: label.to_string(),
             path: path.to_path_buf(),
             readers: Mutex::new(Vec::new()),
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
+            group_commit: group_commit::GroupCommit::new(wal.into()),
+            timings: timings.clone(),
         }))
     }
 
@@ -122,8 +189,9 @@ impl DbPool {
 
     /// The writer, once every earlier waiter has had it.
     async fn writer(&self) -> Result<WriterLease, String> {
+        let asked = Instant::now();
         match tokio::time::timeout(BUSY_TIMEOUT, self.writer.clone().lock_owned()).await {
-            Ok(guard) => Ok(WriterLease(guard)),
+            Ok(guard) => Ok(WriterLease::new(guard, &self.timings, asked)),
             Err(_) => Err("database is locked".to_string()),
         }
     }
@@ -131,7 +199,7 @@ impl DbPool {
     /// The writer if nobody holds it (start-up work such as migrations).
     fn try_writer(&self) -> Result<WriterLease> {
         match self.writer.clone().try_lock_owned() {
-            Ok(guard) => Ok(WriterLease(guard)),
+            Ok(guard) => Ok(WriterLease::new(guard, &self.timings, Instant::now())),
             Err(_) => bail!("the writer of database `{}` is busy", self.label),
         }
     }
@@ -144,6 +212,8 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // WAL: readers do not block the writer, nor the writer the readers.
     conn.pragma_update(None, "journal_mode", "WAL")?;
+    // Commits reach the disk through the writer's group commit, which syncs the WAL.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
     crate::sql_guard::restrict_guest_sql(&conn)?;
     Ok(conn)
 }
@@ -177,20 +247,59 @@ impl Drop for ReaderConn {
 
 /// Exclusive use of a database's writer connection. Dropping it rolls back a transaction
 /// left open, then lets the next waiter in.
-pub struct WriterLease(OwnedMutexGuard<Connection>);
+pub struct WriterLease {
+    conn: OwnedMutexGuard<Connection>,
+    timings: WriterTimings,
+    asked: Instant,
+    acquired: Instant,
+    in_sqlite: Duration,
+    statements: u32,
+    /// Whether a statement of this lease changed the database.
+    wrote: bool,
+}
+
+impl WriterLease {
+    fn new(conn: OwnedMutexGuard<Connection>, timings: &WriterTimings, asked: Instant) -> Self {
+        WriterLease {
+            conn,
+            timings: timings.clone(),
+            asked,
+            acquired: Instant::now(),
+            in_sqlite: Duration::ZERO,
+            statements: 0,
+            wrote: false,
+        }
+    }
+
+    /// Runs one statement on the writer, timing it.
+    fn run(&mut self, sql: &str, params: Vec<SqlValue>) -> Ran {
+        let started = Instant::now();
+        let ran = run_query(&self.conn, sql, params, false);
+        self.in_sqlite += started.elapsed();
+        self.statements += 1;
+        self.wrote |= matches!(ran, Ran::Done(Ok((_, false))));
+        ran
+    }
+}
 
 impl std::ops::Deref for WriterLease {
     type Target = Connection;
     fn deref(&self) -> &Connection {
-        &self.0
+        &self.conn
     }
 }
 
 impl Drop for WriterLease {
     fn drop(&mut self) {
-        if !self.0.is_autocommit() {
-            let _ = self.0.execute_batch("ROLLBACK");
+        if !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
         }
+        self.timings.record(LeaseTiming {
+            waited: self.acquired - self.asked,
+            held: self.acquired.elapsed(),
+            in_sqlite: self.in_sqlite,
+            statements: self.statements,
+        });
     }
 }
 
@@ -322,7 +431,7 @@ async fn run_statement(
             }
         }
     };
-    let lease = match session.writer.take() {
+    let mut lease = match session.writer.take() {
         Some(lease) => lease,
         None => match pool.writer().await {
             Ok(lease) => lease,
@@ -335,7 +444,7 @@ async fn run_statement(
         unsafe {
             rusqlite::ffi::sqlite3_set_last_insert_rowid(lease.handle(), session.last_insert_rowid)
         };
-        let result = match run_query(&lease, &sql, params, false) {
+        let result = match lease.run(&sql, params) {
             Ran::Done(result) => result,
             Ran::Writes(_) => Err("internal error: statement refused on the writer".into()),
         };
@@ -345,13 +454,20 @@ async fn run_statement(
                 session.changes = lease.changes();
             }
         }
+        // A finished transaction that wrote takes its place in the commit order before the
+        // writer passes on.
+        let commit = (lease.is_autocommit() && lease.wrote).then(|| pool.group_commit.committed());
         if !lease.is_autocommit() {
             session.writer = Some(lease);
         }
-        (session, result.map(|(out, _)| out))
+        (session, result.map(|(out, _)| out), pool, commit)
     });
     match task.await {
-        Ok(done) => done,
+        Ok((session, Ok(out), pool, Some(commit))) => {
+            let durable = pool.group_commit.durable(commit).await;
+            (session, durable.map(|()| out))
+        }
+        Ok((session, result, _, _)) => (session, result),
         Err(e) => (Session::default(), Err(format!("sqlite task failed: {e}"))),
     }
 }
@@ -655,6 +771,9 @@ pub fn apply_migrations(pool: &DbPool, dir: &Path) -> Result<Vec<String>> {
             .with_context(|| format!("migration {} failed", path.display()))?;
         applied.push(name);
     }
+    pool.group_commit
+        .sync_blocking()
+        .map_err(anyhow::Error::msg)?;
     Ok(applied)
 }
 
@@ -754,7 +873,8 @@ mod tests {
             "BEGIN; CREATE TABLE b (y TEXT); COMMIT;",
         )
         .unwrap();
-        let pool = DbPool::open("default", &dir.join("db.sqlite")).unwrap();
+        let pool =
+            DbPool::open("default", &dir.join("db.sqlite"), &WriterTimings::default()).unwrap();
         assert_eq!(
             apply_migrations(&pool, &sql).unwrap(),
             vec!["001_a.sql", "002_b.sql"]

@@ -153,8 +153,15 @@ async fn measure_store(p: &Platform, plan: Plan, label: &str) -> Result<()> {
             body.to_string(),
         )
     };
+    let timings = p.sqlite_writer_timings().filter(|_| p.backends.is_none());
+    if let Some(t) = &timings {
+        t.start();
+    }
     load::run(addr, plan, 200, create)
         .await?
         .report(&format!("{label:<10} POST /api/broadcasts"));
+    if let Some(t) = timings {
+        load::report_writer(&t.take());
+    }
     Ok(())
 }

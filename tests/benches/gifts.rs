@@ -94,8 +94,15 @@ async fn measure(p: &Platform, plan: Plan, label: &str) -> Result<()> {
             .body(Full::new(Bytes::from(gift_body.clone())))
             .expect("a valid request")
     };
+    let timings = p.sqlite_writer_timings().filter(|_| p.backends.is_none());
+    if let Some(t) = &timings {
+        t.start();
+    }
     let result = load::run(p.addr(), plan, 201, make).await?;
     result.report(&format!("{label:<10} POST /api/broadcasts/{{id}}/gifts"));
+    if let Some(t) = timings {
+        load::report_writer(&t.take());
+    }
     let (status, check) = p
         .request(Method::POST, "/api/jobs/check-ledger")
         .bearer_auth(JOBS_TOKEN)

@@ -177,6 +177,12 @@ impl Platform {
         self.server.as_ref()?.variable(name).map(str::to_string)
     }
 
+    /// The timings of the SQLite writer's leases (edgehost's `Server::sqlite_writer_timings`;
+    /// off until started). Benchmarks say with them where a write's time goes.
+    pub fn sqlite_writer_timings(&self) -> Option<edgehost::WriterTimings> {
+        Some(self.server.as_ref()?.sqlite_writer_timings())
+    }
+
     /// Moves the components' wall clock forward (edgehost's `Server::advance_clock`): what
     /// expires or falls due after `by` does so now.
     pub fn advance_clock(&self, by: std::time::Duration) {

@@ -160,3 +160,30 @@ async fn connect(
     tokio::spawn(conn);
     Ok(sender)
 }
+
+/// Where the SQLite writer's time went during a run: the wait for it, how long each
+/// lease held it, and how much of that SQLite spent running statements.
+pub fn report_writer(leases: &[edgehost::LeaseTiming]) {
+    if leases.is_empty() {
+        return;
+    }
+    let column = |f: fn(&edgehost::LeaseTiming) -> Duration| {
+        let mut v: Vec<_> = leases.iter().map(f).collect();
+        let total: Duration = v.iter().sum();
+        format!(
+            "p50 {:>6} p99 {:>7} total {:>6.0} ms",
+            micros(percentile(&mut v, 50.0)),
+            micros(percentile(&mut v, 99.0)),
+            total.as_secs_f64() * 1e3
+        )
+    };
+    let statements: u64 = leases.iter().map(|l| u64::from(l.statements)).sum();
+    println!(
+        "  SQLite writer: {} leases, {:.1} statements each",
+        leases.len(),
+        statements as f64 / leases.len() as f64
+    );
+    println!("    waited for it   {}", column(|l| l.waited));
+    println!("    held it         {}", column(|l| l.held));
+    println!("    in SQLite       {}", column(|l| l.in_sqlite));
+}

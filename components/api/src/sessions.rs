@@ -17,13 +17,20 @@ pub const MAX_PARTICIPANTS: i64 = 1000;
 
 /// The broadcast view plus what an SFU client needs: the room and where the SFU is.
 fn session_view(db: &Db, b: &Broadcast, audience: Audience) -> Result<Value, ApiError> {
-    let mut view = broadcasts::view_one(db, b, audience)?;
+    Ok(with_session_fields(
+        broadcasts::view_one(db, b, audience)?,
+        b,
+    ))
+}
+
+/// A broadcast's view with what a streaming session adds: its room and SFU.
+fn with_session_fields(mut view: Value, b: &Broadcast) -> Value {
     let sfu = SfuConfig::load();
     view["roomName"] = b.identity.stream_id.clone().into();
     view["provider"] = "livekit".into();
     view["sfuConfigured"] = sfu.is_configured().into();
     view["serverUrl"] = sfu.server_url.as_deref().map(client_url).into();
-    Ok(view)
+    view
 }
 
 /// `POST /api/streaming/sessions`: `title`, `visibility`, `maxParticipants` (1..1000,
@@ -36,14 +43,14 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
         .unwrap_or(DEFAULT_MAX_PARTICIPANTS);
     body.finish()?;
     let db = common::spin::store::open()?;
-    let b = broadcasts::insert(
+    let (b, view) = broadcasts::insert(
         &db,
         &ctx.tenant.client_id,
         Some(&ctx.user.id),
         &new,
         ctx.now(),
     )?;
-    Ok(json(200, &session_view(&db, &b, Audience::Owner)?))
+    Ok(json(200, &with_session_fields(view, &b)))
 }
 
 /// `GET /api/streaming/sessions/{id}`

@@ -18,7 +18,7 @@ use common::spin::http::{AppCtx, Call, UserCtx, json};
 use common::store::Db;
 use common::store::broadcasts::{self as store, Broadcast, Changes};
 use common::{ApiError, ids, time};
-use serde_json::json;
+use serde_json::{Value, json};
 use spin_sdk::http::Response;
 
 /// `POST /api/broadcasts`
@@ -27,28 +27,42 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     let new = input::new_broadcast(&mut body);
     body.finish()?;
     let db = common::spin::store::open()?;
-    let b = insert(
+    let (_, view) = insert(
         &db,
         &ctx.tenant.client_id,
         Some(&ctx.user.id),
         &new,
         ctx.now(),
     )?;
-    Ok(json(200, &view::one(&db, &b, Audience::Owner)?))
+    Ok(json(200, &view))
 }
 
-/// Stores a new broadcast with its `broadcast.created` event.
+/// Stores a new broadcast with its `broadcast.created` event; answers it with its owner's
+/// view. A new broadcast has no reactions, so the view needs no further read (the
+/// transaction holds the database's writer on SQLite: it stays short).
 pub fn insert(
     db: &Db,
     client_id: &str,
     owner_id: Option<&str>,
     new: &store::NewBroadcast,
     now: i64,
-) -> Result<Broadcast, ApiError> {
+) -> Result<(Broadcast, Value), ApiError> {
     db.transaction(|tx| {
         let b = store::insert(tx, client_id, owner_id, new, now)?;
-        crate::webhook_events::broadcast(tx, "broadcast.created", &b, now)?;
-        Ok(b)
+        let owner_view = view::of(
+            &b,
+            &crate::links::Links::load(),
+            Value::Null,
+            Audience::Owner,
+        );
+        crate::webhook_events::broadcast_with(
+            tx,
+            "broadcast.created",
+            &b,
+            owner_view.clone(),
+            now,
+        )?;
+        Ok((b, owner_view))
     })
 }
 

@@ -22,8 +22,8 @@ pub fn v1_create(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let new = input::new_broadcast(&mut body);
     body.finish()?;
     let db = common::spin::store::open()?;
-    let b = super::insert(&db, &ctx.tenant.client_id, None, &new, ctx.now())?;
-    Ok(json(200, &view::one(&db, &b, Audience::Owner)?))
+    let (_, view) = super::insert(&db, &ctx.tenant.client_id, None, &new, ctx.now())?;
+    Ok(json(200, &view))
 }
 
 /// `GET /api/v1/sessions`: every session of the tenant, newest first.

@@ -125,11 +125,12 @@ pub fn insert(
     let id = ids::uuid();
     let at = time::format_rfc3339(now);
     let recording = rules::recording_size(new.device, new.orientation == "portrait");
-    db.execute(
+    // RETURNING: the stored row (with the schema's defaults) without a second read.
+    let row = db.query_one(
         "INSERT INTO broadcasts (id, client_id, owner_id, short_id, stream_id, stream_key, title, visibility, tags, metadata, status, \
            device_width, device_height, device_type, operating_system, orientation, recording_width, recording_height, max_participants, \
            created_at, updated_at, cohost_policy) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
         &[
             id.clone().into(),
             client_id.into(),
@@ -157,7 +158,8 @@ pub fn insert(
             new.cohost_policy.clone().into(),
         ],
     )?;
-    load(db, client_id, &id, now)
+    row.map(|row| from_row(&row))
+        .ok_or_else(|| ApiError::internal("the new broadcast was not returned"))
 }
 
 /// The tenant's broadcast `id` (a UUID; 400 otherwise), moved to `error` first when it

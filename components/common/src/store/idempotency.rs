@@ -31,24 +31,20 @@ pub fn claim(
     now: i64,
 ) -> Result<Claim, ApiError> {
     let scope: [Value; 3] = [client_id.into(), caller.into(), key.into()];
-    db.execute(
-        "DELETE FROM idempotency_keys WHERE client_id = ? AND caller = ? AND idem_key = ? AND created_at < ?",
-        &[
-            scope[0].clone(),
-            scope[1].clone(),
-            scope[2].clone(),
-            Value::Int(now - TTL_SECS),
-        ],
-    )?;
+    // A key older than the TTL is free again: the upsert takes it over in the same write.
     let inserted = db.query(
         "INSERT INTO idempotency_keys (client_id, caller, idem_key, request_hash, created_at) \
-         VALUES (?, ?, ?, ?, ?) ON CONFLICT (client_id, caller, idem_key) DO NOTHING RETURNING idem_key",
+         VALUES (?, ?, ?, ?, ?) ON CONFLICT (client_id, caller, idem_key) DO UPDATE \
+           SET request_hash = excluded.request_hash, created_at = excluded.created_at, status = NULL, body = NULL \
+           WHERE idempotency_keys.created_at < ? \
+         RETURNING idem_key",
         &[
             scope[0].clone(),
             scope[1].clone(),
             scope[2].clone(),
             request_hash.into(),
             Value::Int(now),
+            Value::Int(now - TTL_SECS),
         ],
     )?;
     if !inserted.is_empty() {
@@ -165,6 +161,11 @@ mod tests {
         assert_eq!(
             claim(&db, "c1", "u1", "k", "h2", 100 + TTL_SECS + 1).unwrap(),
             Claim::Fresh
+        );
+        // ... and the old answer is gone with it.
+        assert_eq!(
+            claim(&db, "c1", "u1", "k", "h2", 100 + TTL_SECS + 2).unwrap(),
+            Claim::InProgress
         );
         assert_eq!(expired(&db, 104 + TTL_SECS + 1).unwrap(), 2);
         assert_eq!(prune(&db, 104 + TTL_SECS + 1, 1).unwrap(), 1);

@@ -1,0 +1,159 @@
+//! Group commit for a database's writer.
+//!
+//! The writer runs with `synchronous = NORMAL` (WAL mode), so a `COMMIT` appends its frames
+//! to the WAL file without waiting for the disk. edgehost then syncs the WAL itself, and a
+//! guest hears that its commit succeeded only after a sync that began once its frames
+//! were written: as durable as SQLite's `FULL`, but the writer serves the next
+//! transaction while the disk works, and one sync covers every commit that piled up
+//! meanwhile.
+//!
+//! Commits are numbered while the writer is held, so the numbers follow the order of the
+//! frames in the WAL; a sync that starts when commit N is the latest makes 1..=N durable.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use tokio::sync::watch;
+
+pub struct GroupCommit {
+    wal: PathBuf,
+    /// The number of the latest commit (taken with the writer held).
+    committed: AtomicU64,
+    /// Whether a sync is under way (its caller leads; the others wait for it).
+    syncing: AtomicBool,
+    /// (latest commit known durable, syncs finished): every finished sync, good or not,
+    /// wakes the waiters.
+    synced: watch::Sender<(u64, u64)>,
+}
+
+impl GroupCommit {
+    /// For the database whose WAL file is `wal`.
+    pub fn new(wal: PathBuf) -> GroupCommit {
+        GroupCommit {
+            wal,
+            committed: AtomicU64::new(0),
+            syncing: AtomicBool::new(false),
+            synced: watch::Sender::new((0, 0)),
+        }
+    }
+
+    /// Numbers a commit that has just been written to the WAL. Call it with the writer
+    /// still held.
+    pub fn committed(&self) -> u64 {
+        self.committed.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Waits until commit `ticket` is on disk: joins a sync under way, or leads the next.
+    pub async fn durable(&self, ticket: u64) -> Result<(), String> {
+        let mut finished = self.synced.subscribe();
+        loop {
+            if finished.borrow_and_update().0 >= ticket {
+                return Ok(());
+            }
+            if self
+                .syncing
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                let target = self.committed.load(Ordering::SeqCst);
+                let result = self.sync_wal().await;
+                // Clear the flag before waking anyone, so that a waiter this sync did not
+                // cover can lead the next one.
+                self.syncing.store(false, Ordering::SeqCst);
+                self.synced.send_modify(|(durable, syncs)| {
+                    if result.is_ok() {
+                        *durable = (*durable).max(target);
+                    }
+                    *syncs += 1;
+                });
+                result?;
+                continue;
+            }
+            if finished.changed().await.is_err() {
+                return Err("the database is closing".into());
+            }
+        }
+    }
+
+    /// Syncs the WAL now, on the calling thread (start-up work such as migrations).
+    pub fn sync_blocking(&self) -> Result<(), String> {
+        sync_file(&self.wal)
+    }
+
+    async fn sync_wal(&self) -> Result<(), String> {
+        let wal = self.wal.clone();
+        tokio::task::spawn_blocking(move || sync_file(&wal))
+            .await
+            .map_err(|e| format!("sync task failed: {e}"))?
+    }
+}
+
+fn sync_file(path: &std::path::Path) -> Result<(), String> {
+    match std::fs::File::open(path) {
+        Ok(file) => file
+            .sync_data()
+            .map_err(|e| format!("disk I/O error: cannot sync the WAL: {e}")),
+        // No WAL: every commit is in the database file, which SQLite syncs when it
+        // checkpoints.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("disk I/O error: cannot open the WAL: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A fresh directory of this test's own.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("edgehost-gc-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_commit_is_answered_after_a_sync_that_covers_it() {
+        let dir = scratch("covers");
+        let wal = dir.join("db-wal");
+        std::fs::write(&wal, b"frames").unwrap();
+        let group = Arc::new(GroupCommit::new(wal));
+        let waiters: Vec<_> = (0..64)
+            .map(|_| {
+                let group = group.clone();
+                tokio::spawn(async move {
+                    let ticket = group.committed();
+                    group.durable(ticket).await.map(|()| ticket)
+                })
+            })
+            .collect();
+        for waiter in waiters {
+            let ticket = waiter.await.unwrap().unwrap();
+            assert!(group.synced.borrow().0 >= ticket);
+        }
+        let (durable, syncs) = *group.synced.borrow();
+        assert_eq!(durable, 64);
+        assert!((1..=64).contains(&syncs), "{syncs} syncs");
+    }
+
+    #[tokio::test]
+    async fn a_sync_that_fails_fails_its_commits_and_the_next_one_retries() {
+        // The WAL's path runs through a plain file, so it cannot be opened.
+        let blocker = scratch("fails").join("file");
+        std::fs::write(&blocker, b"").unwrap();
+        let group = GroupCommit::new(blocker.join("db-wal"));
+        let ticket = group.committed();
+        let err = group.durable(ticket).await.unwrap_err();
+        assert!(err.contains("disk I/O error"), "{err}");
+        assert_eq!(group.synced.borrow().0, 0);
+        assert!(!group.syncing.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn a_missing_wal_means_nothing_is_left_to_sync() {
+        let group = GroupCommit::new(scratch("missing").join("db-wal"));
+        let ticket = group.committed();
+        group.durable(ticket).await.unwrap();
+    }
+}
