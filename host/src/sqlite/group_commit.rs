@@ -9,13 +9,25 @@
 //!
 //! Commits are numbered while the writer is held, so the numbers follow the order of the
 //! frames in the WAL; a sync that starts when commit N is the latest makes 1..=N durable.
+//!
+//! Checkpoints (copying the WAL back into the database file, with syncs of their own) are
+//! off the writer too: SQLite's automatic checkpoint is switched off on guest connections,
+//! and every [`CHECKPOINT_EVERY`] commits a passive checkpoint runs on a connection of its
+//! own, beside the writer and the readers.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
+use rusqlite::Connection;
 use tokio::sync::watch;
 
+/// Commits between checkpoints: for small transactions, about the 1000 WAL pages after
+/// which SQLite would checkpoint on its own.
+const CHECKPOINT_EVERY: u64 = 256;
+
 pub struct GroupCommit {
+    database: PathBuf,
     wal: PathBuf,
     /// The number of the latest commit (taken with the writer held).
     committed: AtomicU64,
@@ -24,16 +36,28 @@ pub struct GroupCommit {
     /// (latest commit known durable, syncs finished): every finished sync, good or not,
     /// wakes the waiters.
     synced: watch::Sender<(u64, u64)>,
+    /// The latest commit when the last checkpoint was started, and whether one runs.
+    checkpointed: AtomicU64,
+    checkpointing: AtomicBool,
+    checkpoints: AtomicU64,
+    checkpointer: Mutex<Option<Connection>>,
 }
 
 impl GroupCommit {
-    /// For the database whose WAL file is `wal`.
-    pub fn new(wal: PathBuf) -> GroupCommit {
+    /// For the database file at `database` (in WAL mode).
+    pub fn new(database: &Path) -> GroupCommit {
+        let mut wal = database.as_os_str().to_owned();
+        wal.push("-wal");
         GroupCommit {
-            wal,
+            database: database.to_path_buf(),
+            wal: wal.into(),
             committed: AtomicU64::new(0),
             syncing: AtomicBool::new(false),
             synced: watch::Sender::new((0, 0)),
+            checkpointed: AtomicU64::new(0),
+            checkpointing: AtomicBool::new(false),
+            checkpoints: AtomicU64::new(0),
+            checkpointer: Mutex::new(None),
         }
     }
 
@@ -44,7 +68,7 @@ impl GroupCommit {
     }
 
     /// Waits until commit `ticket` is on disk: joins a sync under way, or leads the next.
-    pub async fn durable(&self, ticket: u64) -> Result<(), String> {
+    pub async fn durable(self: &Arc<Self>, ticket: u64) -> Result<(), String> {
         let mut finished = self.synced.subscribe();
         loop {
             if finished.borrow_and_update().0 >= ticket {
@@ -67,6 +91,7 @@ impl GroupCommit {
                     *syncs += 1;
                 });
                 result?;
+                self.checkpoint_when_due(target);
                 continue;
             }
             if finished.changed().await.is_err() {
@@ -75,9 +100,50 @@ impl GroupCommit {
         }
     }
 
+    /// (commits known durable, syncs run, checkpoints run) so far.
+    #[cfg(test)]
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let (durable, syncs) = *self.synced.borrow();
+        (durable, syncs, self.checkpoints.load(Ordering::SeqCst))
+    }
+
     /// Syncs the WAL now, on the calling thread (start-up work such as migrations).
     pub fn sync_blocking(&self) -> Result<(), String> {
         sync_file(&self.wal)
+    }
+
+    /// Starts a passive checkpoint in the background once [`CHECKPOINT_EVERY`] commits
+    /// have gone by since the last one (and none is running).
+    fn checkpoint_when_due(self: &Arc<Self>, latest: u64) {
+        if latest < self.checkpointed.load(Ordering::SeqCst) + CHECKPOINT_EVERY
+            || self.checkpointing.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        self.checkpointed.store(latest, Ordering::SeqCst);
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = me.checkpoint() {
+                crate::manifest::warn(format_args!("SQLite checkpoint failed: {e}"));
+            }
+            me.checkpointing.store(false, Ordering::SeqCst);
+        });
+    }
+
+    /// Copies what it can of the WAL into the database file, without waiting for the
+    /// writer or the readers.
+    fn checkpoint(&self) -> rusqlite::Result<()> {
+        let mut slot = self
+            .checkpointer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let conn = match slot.as_mut() {
+            Some(conn) => conn,
+            None => slot.insert(Connection::open(&self.database)?),
+        };
+        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
+        self.checkpoints.fetch_add(1, Ordering::SeqCst);
+        Ok(())
     }
 
     async fn sync_wal(&self) -> Result<(), String> {
@@ -116,9 +182,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_commit_is_answered_after_a_sync_that_covers_it() {
         let dir = scratch("covers");
-        let wal = dir.join("db-wal");
-        std::fs::write(&wal, b"frames").unwrap();
-        let group = Arc::new(GroupCommit::new(wal));
+        std::fs::write(dir.join("db-wal"), b"frames").unwrap();
+        let group = Arc::new(GroupCommit::new(&dir.join("db")));
         let waiters: Vec<_> = (0..64)
             .map(|_| {
                 let group = group.clone();
@@ -142,7 +207,7 @@ mod tests {
         // The WAL's path runs through a plain file, so it cannot be opened.
         let blocker = scratch("fails").join("file");
         std::fs::write(&blocker, b"").unwrap();
-        let group = GroupCommit::new(blocker.join("db-wal"));
+        let group = Arc::new(GroupCommit::new(&blocker.join("db")));
         let ticket = group.committed();
         let err = group.durable(ticket).await.unwrap_err();
         assert!(err.contains("disk I/O error"), "{err}");
@@ -152,7 +217,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_wal_means_nothing_is_left_to_sync() {
-        let group = GroupCommit::new(scratch("missing").join("db-wal"));
+        let group = Arc::new(GroupCommit::new(&scratch("missing").join("db")));
         let ticket = group.committed();
         group.durable(ticket).await.unwrap();
     }
