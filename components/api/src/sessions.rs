@@ -34,6 +34,7 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     new.max_participants = body
         .opt_int("maxParticipants", 1..=MAX_PARTICIPANTS)
         .unwrap_or(DEFAULT_MAX_PARTICIPANTS);
+    let recording = crate::recordings::settings_field(&mut body);
     body.finish()?;
     let db = common::spin::store::open()?;
     let b = broadcasts::insert(
@@ -41,6 +42,7 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
         &ctx.tenant.client_id,
         Some(&ctx.user.id),
         &new,
+        recording.as_ref(),
         ctx.now(),
     )?;
     Ok(json(200, &session_view(&db, &b, Audience::Owner)?))

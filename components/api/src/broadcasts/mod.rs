@@ -12,6 +12,7 @@ pub use tenant_api::{react, v1_create, v1_list, v1_patch};
 pub use view::one as view_one;
 
 use common::domain::broadcast::{self as rules, Status, Transition};
+use common::domain::recording::SettingsPatch;
 use common::pagination::{Page, Paged};
 use common::realtime::Event;
 use common::spin::http::{AppCtx, Call, UserCtx, json};
@@ -25,6 +26,7 @@ use spin_sdk::http::Response;
 pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let new = input::new_broadcast(&mut body);
+    let recording = crate::recordings::settings_field(&mut body);
     body.finish()?;
     let db = common::spin::store::open()?;
     let b = insert(
@@ -32,21 +34,25 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
         &ctx.tenant.client_id,
         Some(&ctx.user.id),
         &new,
+        recording.as_ref(),
         ctx.now(),
     )?;
     Ok(json(200, &view::one(&db, &b, Audience::Owner)?))
 }
 
-/// Stores a new broadcast with its `broadcast.created` event.
+/// Stores a new broadcast, its recording settings (the tenant's default with `recording`'s
+/// changes) and its `broadcast.created` event.
 pub fn insert(
     db: &Db,
     client_id: &str,
     owner_id: Option<&str>,
     new: &store::NewBroadcast,
+    recording: Option<&SettingsPatch>,
     now: i64,
 ) -> Result<Broadcast, ApiError> {
     db.transaction(|tx| {
         let b = store::insert(tx, client_id, owner_id, new, now)?;
+        crate::recordings::save_initial(tx, &b, recording, now)?;
         crate::webhook_events::broadcast(tx, "broadcast.created", &b, now)?;
         Ok(b)
     })
@@ -61,7 +67,7 @@ pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 /// `PATCH /api/broadcasts/{id}` (owner): any of `title`, `visibility`, `tags`,
-/// `cohostPolicy`, until the broadcast has ended.
+/// `cohostPolicy`, until the broadcast has ended; `recording` until it goes live.
 pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let title = body.opt_string("title", 200);
@@ -70,10 +76,14 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
         .opt_value("tags")
         .map(|value| input::tags(&mut body, value));
     let cohost_policy = input::cohost_policy(&mut body);
+    let recording = crate::recordings::settings_field(&mut body);
     body.finish()?;
     let db = common::spin::store::open()?;
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
+    if let Some(patch) = &recording {
+        crate::recordings::update_settings(&db, &b, patch, ctx.now())?;
+    }
     let changes = Changes {
         title,
         visibility,
@@ -134,6 +144,7 @@ pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Bro
                     broadcast_id: b.id.clone(),
                 },
             );
+            crate::recordings::on_status_change(db, &moved, now);
             Ok(moved)
         }
     }
