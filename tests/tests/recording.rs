@@ -14,6 +14,7 @@ use browser::Browser;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use livekit_api::access_token::{AccessToken, TokenVerifier};
+use platform_tests::webhook_receiver::Receiver;
 use platform_tests::{Exchange, Method, Platform, User};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -265,6 +266,7 @@ fn platform_vars<'a>(
         ("recording_s3_access_key", "AKIDEXAMPLE"),
         ("recording_s3_secret", "s3-secret"),
         ("recording_public_base", public_base),
+        ("webhook_allow_http", "true"),
     ]
 }
 
@@ -302,6 +304,17 @@ async fn a_recorded_broadcast_is_recorded_and_replayed() {
     let t = p.register_client("Acme").await;
     let ada = p.signup(&t, "ada").await;
     let bob = p.signup(&t, "bob").await;
+    let receiver = Receiver::start().await;
+    let (status, endpoint) = p
+        .as_server(
+            &t,
+            Method::POST,
+            "/api/v1/webhooks",
+            Some(&json!({"url": receiver.url("/hooks"), "events": ["recording.started", "recording.ready", "recording.failed"]})),
+        )
+        .answer()
+        .await;
+    assert_eq!(status.as_u16(), 201, "{endpoint}");
 
     // Recording asked for at creation, changed before going live.
     let (status, b) = call(
@@ -490,6 +503,30 @@ async fn a_recorded_broadcast_is_recorded_and_replayed() {
         .await;
     assert_eq!(status.as_u16(), 200, "{guest}");
     assert_eq!(guest["items"][0]["status"], "ready");
+
+    // The tenant's backend heard of it: started, then ready (with the URL).
+    for _ in 0..10 {
+        if p.run_job("deliver-webhooks").await["remaining"] == 0 {
+            break;
+        }
+    }
+    let events: Vec<Value> = receiver
+        .wait_for(2, Duration::from_secs(20))
+        .await
+        .iter()
+        .map(|r| r.json())
+        .collect();
+    // Deliveries may overlap; the sequence gives the order.
+    let mut events = events;
+    events.sort_by_key(|e| e["sequence"].as_i64());
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        ["recording.started", "recording.ready"],
+        "{events:?}"
+    );
+    assert_eq!(events[1]["data"]["url"], url.as_str());
+    assert_eq!(events[1]["data"]["id"], recording_id.as_str());
 
     // The watch page replays it once the broadcast has ended.
     let mut browser = Browser::launch(&["--autoplay-policy=no-user-gesture-required"]).await;
