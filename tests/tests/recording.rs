@@ -44,27 +44,13 @@ struct StandInEgress {
 
 impl StandInEgress {
     async fn start() -> (StandInEgress, SocketAddr) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
         let egress = StandInEgress::default();
         let shared = egress.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let shared = shared.clone();
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let shared = shared.clone();
-                        async move { Ok::<_, std::convert::Infallible>(shared.answer(req).await) }
-                    },
-                );
-                tokio::spawn(async move {
-                    let io = hyper_util::rt::TokioIo::new(stream);
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(io, service)
-                        .await;
-                });
-            }
-        });
+        let addr = serve(move |req| {
+            let shared = shared.clone();
+            async move { shared.answer(req).await }
+        })
+        .await;
         (egress, addr)
     }
 
@@ -182,38 +168,47 @@ fn silent_mp3_frame() -> Vec<u8> {
 /// An HLS recording as the egress would leave it in the bucket: a VOD playlist of two
 /// 2-second MP3 segments, served with CORS on loopback (the files' public base).
 async fn hls_fixture() -> SocketAddr {
+    let segment: Bytes = silent_mp3_frame().repeat(77).into();
+    serve(move |req| {
+        let segment = segment.clone();
+        async move {
+            let path = req.uri().path();
+            let (status, kind, body) = if path.ends_with("/index.m3u8") {
+                let playlist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n\
+                    #EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-PLAYLIST-TYPE:VOD\n\
+                    #EXTINF:2.0,\nsegment_00000.mp3\n#EXTINF:2.0,\nsegment_00001.mp3\n#EXT-X-ENDLIST\n";
+                (200, "application/vnd.apple.mpegurl", Bytes::from(playlist))
+            } else if path.ends_with(".mp3") {
+                (200, "audio/mpeg", segment)
+            } else {
+                (404, "text/plain", Bytes::from("no such file"))
+            };
+            hyper::Response::builder()
+                .status(status)
+                .header("content-type", kind)
+                .header("access-control-allow-origin", "*")
+                .body(Full::new(body))
+                .unwrap()
+        }
+    })
+    .await
+}
+
+/// Serves HTTP/1.1 on a fresh loopback port, each request answered by `handle`.
+async fn serve<F, Fut>(handle: F) -> SocketAddr
+where
+    F: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = hyper::Response<Full<Bytes>>> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let segment: Bytes = silent_mp3_frame().repeat(77).into();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            let segment = segment.clone();
-            let service = hyper::service::service_fn(
-                move |req: hyper::Request<hyper::body::Incoming>| {
-                    let segment = segment.clone();
-                    async move {
-                        let path = req.uri().path();
-                        let (status, kind, body) = if path.ends_with("/index.m3u8") {
-                            let playlist = "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:2\n\
-                            #EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-PLAYLIST-TYPE:VOD\n\
-                            #EXTINF:2.0,\nsegment_00000.mp3\n#EXTINF:2.0,\nsegment_00001.mp3\n#EXT-X-ENDLIST\n";
-                            (200, "application/vnd.apple.mpegurl", Bytes::from(playlist))
-                        } else if path.ends_with(".mp3") {
-                            (200, "audio/mpeg", segment)
-                        } else {
-                            (404, "text/plain", Bytes::from("no such file"))
-                        };
-                        Ok::<_, std::convert::Infallible>(
-                            hyper::Response::builder()
-                                .status(status)
-                                .header("content-type", kind)
-                                .header("access-control-allow-origin", "*")
-                                .body(Full::new(body))
-                                .unwrap(),
-                        )
-                    }
-                },
-            );
+            let handle = handle.clone();
+            let service = hyper::service::service_fn(move |req| {
+                let answer = handle(req);
+                async move { Ok::<_, std::convert::Infallible>(answer.await) }
+            });
             tokio::spawn(async move {
                 let io = hyper_util::rt::TokioIo::new(stream);
                 let _ = hyper::server::conn::http1::Builder::new()
