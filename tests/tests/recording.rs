@@ -674,6 +674,77 @@ async fn failed_starts_manual_control_and_private_broadcasts() {
     let calls = egress.calls();
     assert_eq!(calls.last().unwrap().method, "StopEgress");
     assert_eq!(calls.last().unwrap().body["egress_id"], "EG_3");
+    // A co-host records with canControlLayout (the moderator preset has it), not without.
+    let carol = p.signup(&t, "carol").await;
+    let dave = p.signup(&t, "dave").await;
+    for (who, permissions) in [(&carol, json!("moderator")), (&dave, json!("default"))] {
+        let session = format!("/api/streaming/sessions/{id}");
+        let (status, invite) = call(
+            &p,
+            &ada,
+            Method::POST,
+            &format!("{session}/invites"),
+            json!({"userId": who.id, "permissions": permissions}),
+        )
+        .await;
+        assert_eq!(status, 200, "{invite}");
+        let (status, joined) = call(
+            &p,
+            who,
+            Method::POST,
+            &format!("{session}/join-cohost"),
+            json!({"userName": "co", "inviteToken": invite["inviteToken"]}),
+        )
+        .await;
+        assert_eq!(status, 200, "{joined}");
+    }
+    let complete = egress_event(
+        "EV_C3",
+        "egress_ended",
+        json!({"egressId": "EG_3", "roomName": stream_id, "status": "EGRESS_COMPLETE",
+               "fileResults": [{"filename": "x.mp4", "location": "https://bucket.example/x.mp4", "duration": "2000000000", "size": "100"}]}),
+    );
+    webhook(&p, &complete, Some(SFU_SECRET)).await;
+    let ready = recordings(&p, &ada, &id).await;
+    assert_eq!(ready[0]["status"], "ready");
+    assert_eq!(
+        ready[0]["url"], "https://bucket.example/x.mp4",
+        "no public base: the egress's location"
+    );
+    assert_eq!(
+        call(&p, &dave, Method::POST, &start, Value::Null).await.0,
+        403
+    );
+    let (status, started) = call(&p, &carol, Method::POST, &start, Value::Null).await;
+    assert_eq!(status, 201, "{started}");
+    assert_eq!(
+        call(&p, &dave, Method::POST, &stop, Value::Null).await.0,
+        403
+    );
+    assert_eq!(
+        call(
+            &p,
+            &dave,
+            Method::GET,
+            &format!("/api/broadcasts/{id}/recordings"),
+            Value::Null
+        )
+        .await
+        .0,
+        200
+    );
+    let (status, by_cohost) = call(&p, &carol, Method::POST, &stop, Value::Null).await;
+    assert_eq!(
+        (status, by_cohost["status"].as_str()),
+        (200, Some("ending")),
+        "{by_cohost}"
+    );
+    let last = egress.calls().last().unwrap().clone();
+    assert_eq!(
+        (last.method.as_str(), &last.body["egress_id"]),
+        ("StopEgress", &json!("EG_5"))
+    );
+    let stopped = by_cohost;
     // An in-progress recording is not deleted.
     let path = format!(
         "/api/broadcasts/{id}/recordings/{}",
@@ -694,7 +765,7 @@ async fn failed_starts_manual_control_and_private_broadcasts() {
         .answer()
         .await;
     assert_eq!(status.as_u16(), 200, "{all}");
-    assert_eq!(all["total"], 2);
+    assert_eq!(all["total"], 3);
     assert_eq!(egress.refused(), Vec::<String>::new());
     p.stop().await;
 }
