@@ -442,9 +442,21 @@ async fn a_recorded_broadcast_is_recorded_and_replayed() {
     let started = egress_event(
         "EV_1",
         "egress_started",
-        json!({"egressId": "EG_1", "roomName": stream_id, "status": "EGRESS_ACTIVE"}),
+        json!({"egressId": "EG_1", "roomName": stream_id, "status": "EGRESS_STARTING"}),
     );
     let (status, answer) = webhook(&p, &started, Some(SFU_SECRET)).await;
+    assert_eq!(
+        (status, &answer["handled"]),
+        (200, &json!(false)),
+        "{answer}"
+    );
+    assert_eq!(recordings(&p, &ada, &id).await[0]["status"], "starting");
+    let active = egress_event(
+        "EV_1b",
+        "egress_updated",
+        json!({"egressId": "EG_1", "roomName": stream_id, "status": "EGRESS_ACTIVE", "startedAt": "1700000000000000000"}),
+    );
+    let (status, answer) = webhook(&p, &active, Some(SFU_SECRET)).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(recordings(&p, &ada, &id).await[0]["status"], "active");
     // A participant event at the same address counts as on the per-session route.

@@ -159,8 +159,9 @@ fn start_recording(
     db: &Db,
     b: &Broadcast,
     settings: &Settings,
-    now: i64,
+    now_ms: i64,
 ) -> Result<Recording, ApiError> {
+    let now = now_ms.div_euclid(1000);
     let id = ids::uuid();
     let key = rules::object_key(&b.identity.stream_id, &id, settings.output);
     let new = NewRecording {
@@ -168,6 +169,7 @@ fn start_recording(
         layout: &settings.layout,
         output: settings.output,
         object_key: &key,
+        created_ms: now_ms,
     };
     let created = db.transaction(|tx| {
         broadcast_store::lock(tx, b)?;
@@ -207,11 +209,12 @@ fn stop_recording(db: &Db, b: &Broadcast, now: i64) -> Result<Option<Recording>,
 
 /// After a broadcast's status changed: a recorded broadcast that went live starts its
 /// recording; one that ended stops it. Best effort: the status change stands either way.
-pub fn on_status_change(db: &Db, b: &Broadcast, now: i64) {
+pub fn on_status_change(db: &Db, b: &Broadcast, now_ms: i64) {
+    let now = now_ms.div_euclid(1000);
     let result = match b.status {
         BroadcastStatus::Active => store::settings(db, b).and_then(|s| {
             if s.enabled {
-                start_recording(db, b, &s, now).map(|_| ())
+                start_recording(db, b, &s, now_ms).map(|_| ())
             } else {
                 Ok(())
             }
@@ -342,7 +345,7 @@ pub fn start(ctx: &UserCtx) -> Result<Response, ApiError> {
     }
     Egress::load().map_err(|why| ApiError::unavailable("sfu_not_configured", why))?;
     let settings = store::settings(&db, &b)?;
-    let r = start_recording(&db, &b, &settings, ctx.now())?;
+    let r = start_recording(&db, &b, &settings, ctx.now_millis())?;
     if r.status == Status::Failed {
         return Err(ApiError::new(
             502,

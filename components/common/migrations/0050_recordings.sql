@@ -32,8 +32,10 @@ CREATE TABLE IF NOT EXISTS recordings (
     size_bytes BIGINT,
     error TEXT,
     created_at BIGINT NOT NULL,
+    -- Orders a broadcast's recordings (several may start within one second).
+    created_ms BIGINT NOT NULL,
     started_at BIGINT,
     ended_at BIGINT,
     updated_at BIGINT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS recordings_broadcast ON recordings (broadcast_id, created_at);
+CREATE INDEX IF NOT EXISTS recordings_broadcast ON recordings (broadcast_id, created_ms);

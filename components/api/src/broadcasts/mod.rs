@@ -144,7 +144,8 @@ pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Bro
                     broadcast_id: b.id.clone(),
                 },
             );
-            crate::recordings::on_status_change(db, &moved, now);
+            // The second's start in milliseconds: any later manual recording sorts after.
+            crate::recordings::on_status_change(db, &moved, now.saturating_mul(1000));
             Ok(moved)
         }
     }

@@ -153,6 +153,8 @@ pub struct NewRecording<'a> {
     pub layout: &'a str,
     pub output: Output,
     pub object_key: &'a str,
+    /// The request's clock in milliseconds: orders the broadcast's recordings.
+    pub created_ms: i64,
 }
 
 /// The broadcast's recording that has not finished (starting, active or ending), if any.
@@ -160,7 +162,7 @@ pub fn in_progress(db: &Db, b: &Broadcast) -> Result<Option<Recording>, ApiError
     Ok(db
         .query_one(
             "SELECT * FROM recordings WHERE client_id = ? AND broadcast_id = ? \
-             AND status IN ('starting', 'active', 'ending') ORDER BY created_at DESC LIMIT 1",
+             AND status IN ('starting', 'active', 'ending') ORDER BY created_ms DESC LIMIT 1",
             &[b.client_id.clone().into(), b.id.clone().into()],
         )?
         .map(|row| from_row(&row)))
@@ -178,8 +180,8 @@ pub fn create(
         return Ok(None);
     }
     db.execute(
-        "INSERT INTO recordings (id, client_id, broadcast_id, status, layout, output, object_key, attempts, created_at, updated_at) \
-         VALUES (?, ?, ?, 'starting', ?, ?, ?, 1, ?, ?)",
+        "INSERT INTO recordings (id, client_id, broadcast_id, status, layout, output, object_key, attempts, created_at, created_ms, updated_at) \
+         VALUES (?, ?, ?, 'starting', ?, ?, ?, 1, ?, ?, ?)",
         &[
             new.id.into(),
             b.client_id.clone().into(),
@@ -188,6 +190,7 @@ pub fn create(
             new.output.as_str().into(),
             new.object_key.into(),
             Value::Int(now),
+            Value::Int(new.created_ms),
             Value::Int(now),
         ],
     )?;
@@ -224,7 +227,7 @@ pub fn list(db: &Db, b: &Broadcast, ready_only: bool) -> Result<Vec<Recording>, 
     let rows = db.query(
         &format!(
             "SELECT * FROM recordings WHERE client_id = ? AND broadcast_id = ?{filter} \
-             ORDER BY created_at DESC, id DESC LIMIT 100"
+             ORDER BY created_ms DESC LIMIT 100"
         ),
         &[b.client_id.clone().into(), b.id.clone().into()],
     )?;
@@ -335,12 +338,13 @@ mod tests {
         broadcasts::insert(db, client, Some("u1"), &new, 1000).unwrap()
     }
 
-    fn new(id: &str) -> NewRecording<'_> {
+    fn new(id: &str, created_ms: i64) -> NewRecording<'_> {
         NewRecording {
             id,
             layout: "default",
             output: Output::Hls,
             object_key: "recordings/x/index.m3u8",
+            created_ms,
         }
     }
 
@@ -369,9 +373,9 @@ mod tests {
     fn a_recording_moves_through_its_states_once() {
         let db = testing::db();
         let b = broadcast(&db, "c1");
-        let r = create(&db, &b, &new("r1"), 10).unwrap().unwrap();
+        let r = create(&db, &b, &new("r1", 10_000), 10).unwrap().unwrap();
         assert!(
-            create(&db, &b, &new("r2"), 11).unwrap().is_none(),
+            create(&db, &b, &new("r2", 10_001), 10).unwrap().is_none(),
             "one at a time"
         );
         assert!(set_egress(&db, &r, "EG_1", 12).unwrap());
@@ -403,7 +407,7 @@ mod tests {
             Some("r1".into())
         );
         assert!(in_progress(&db, &b).unwrap().is_none());
-        assert!(create(&db, &b, &new("r2"), 21).unwrap().is_some());
+        assert!(create(&db, &b, &new("r2", 21_000), 21).unwrap().is_some());
         assert!(!delete(&db, &b, "r2").unwrap(), "in progress: kept");
         assert!(delete(&db, &b, "r1").unwrap());
         assert!(list(&db, &b, true).unwrap().is_empty());
@@ -413,7 +417,7 @@ mod tests {
     fn a_retry_takes_a_fresh_egress() {
         let db = testing::db();
         let b = broadcast(&db, "c1");
-        let r = create(&db, &b, &new("r1"), 10).unwrap().unwrap();
+        let r = create(&db, &b, &new("r1", 10_000), 10).unwrap().unwrap();
         assert!(set_egress(&db, &r, "EG_1", 11).unwrap());
         let r = by_egress(&db, "EG_1").unwrap().unwrap();
         let retried = begin_retry(&db, &r, 12).unwrap().unwrap();
