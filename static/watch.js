@@ -14,10 +14,13 @@
   var chatState = document.getElementById('chat-state');
   var giftsEl = document.getElementById('gifts');
   var hlsUrl = root.dataset.hlsUrl;
+  var replayUrl = root.dataset.replayUrl;
+  var replayType = root.dataset.replayType;
   var hls = null;
   var retryTimer = null;
   var LABELS = { live: 'Live', upcoming: 'Starting soon', ended: 'Ended' };
   var MESSAGES = { upcoming: 'The broadcast has not started yet.', ended: 'This broadcast has ended.' };
+  var REPLAY_LABEL = 'Replay';
   var MAX_CHAT = 200;
 
   function setStatus(status) {
@@ -49,15 +52,38 @@
   }
 
   function play() {
+    load(hlsUrl, true);
+  }
+
+  /* The broadcast has ended and a recording is ready: play it from the start. */
+  function replay() {
+    root.dataset.replay = 'true';
+    badge.textContent = REPLAY_LABEL;
+    message.hidden = true;
+    if (replayType === 'mp4') {
+      stop();
+      video.src = replayUrl;
+      video.play().catch(function () {});
+    } else {
+      load(replayUrl, false);
+    }
+  }
+
+  function load(url, live) {
     stop();
-    if (!hlsUrl) {
+    if (!url) {
       showProblem('Playback is not configured.');
       return;
     }
     if (window.Hls && window.Hls.isSupported()) {
-      hls = new window.Hls({ enableWorker: false, lowLatencyMode: true });
+      hls = new window.Hls({ enableWorker: false, lowLatencyMode: live });
       hls.on(window.Hls.Events.ERROR, function (_, data) {
         if (!data.fatal) return;
+        if (!live) {
+          showProblem('The recording cannot be played.');
+          stop();
+          return;
+        }
         showProblem('The stream is not available right now. Retrying…');
         stop();
         retryTimer = setTimeout(function () {
@@ -68,10 +94,10 @@
         message.hidden = true;
         video.play().catch(function () {});
       });
-      hls.loadSource(hlsUrl);
+      hls.loadSource(url);
       hls.attachMedia(video);
     } else if (video.canPlayType('application/vnd.apple.mpegurl')) {
-      video.src = hlsUrl;
+      video.src = url;
       video.play().catch(function () {});
     } else {
       showProblem('This browser cannot play HLS.');
@@ -128,4 +154,5 @@
     chatState.textContent = s === 'open' ? 'Chat connected' : 'Chat unavailable, retrying';
   }, root.dataset.clientId);
   if (root.dataset.status === 'live') play();
+  else if (root.dataset.status === 'ended' && replayUrl) replay();
 })();

@@ -1400,3 +1400,79 @@ async fn webhooks_reach_no_private_address_and_no_other_tenant() {
         .await;
     assert_eq!(status, 401);
 }
+
+/// API1/API2 on recordings: forged egress webhooks cannot plant a recording URL, and a
+/// private broadcast's recordings are unknown to whoever may not watch it (in the tenant
+/// or outside it). No egress answers here, so the recording ends `failed` after its retry.
+#[tokio::test(flavor = "multi_thread")]
+async fn recordings_are_moved_only_by_the_sfu_and_seen_only_by_watchers() {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let p = platform().await;
+    let (_t, ada, eve) = cast(&p).await;
+    let other = p.register_client("Other").await;
+    let mallory = p.signup(&other, "mallory").await;
+    let (status, b) = p
+        .as_user(&ada, Method::POST, "/api/broadcasts")
+        .send_json(
+            &json!({"title": "Secret", "visibility": "private", "recording": {"enabled": true}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{b}");
+    let id = b["id"].as_str().unwrap();
+    let stream_id = b["streamId"].as_str().unwrap();
+    p.as_user(&ada, Method::POST, &format!("/api/broadcasts/{id}/status"))
+        .send_json(&json!({"status": "active"}))
+        .await;
+    let list = format!("/api/broadcasts/{id}/recordings");
+    let (_, before) = p.as_user(&ada, Method::GET, &list).answer().await;
+    assert_eq!(before["total"], 1, "{before}");
+
+    // Egress reports with an attacker's playlist: unsigned, signed with another secret, or
+    // a genuine signature over another body.
+    let report = |egress_id: &str| {
+        json!({"id": "EV_evil", "event": "egress_ended", "egressInfo": {
+            "egressId": egress_id, "roomName": stream_id, "status": "EGRESS_COMPLETE",
+            "segmentResults": [{"playlistLocation": "https://evil.example/owned.m3u8"}]}})
+        .to_string()
+    };
+    let signed = |body: &str, secret: &str| {
+        let digest = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(body));
+        AccessToken::with_api_key(SFU_KEY, secret)
+            .with_sha256(&digest)
+            .to_jwt()
+            .unwrap()
+    };
+    let body = report("EG_1");
+    let forged = signed(&body, "not-the-sfu-secret-0123456789abcdef");
+    let swapped = signed(&report("EG_other"), SFU_SECRET);
+    for auth in [None, Some(forged), Some(swapped)] {
+        let mut builder = p
+            .request(Method::POST, "/api/sfu/webhook")
+            .header("content-type", "application/webhook+json")
+            .body(body.clone());
+        if let Some(auth) = auth {
+            builder = builder.header("authorization", auth);
+        }
+        assert_eq!(builder.status().await, 401);
+    }
+    let (_, after) = p.as_user(&ada, Method::GET, &list).answer().await;
+    assert_eq!(after["items"][0]["status"], before["items"][0]["status"]);
+    assert!(!after.to_string().contains("evil.example"), "{after}");
+
+    // Another user of the tenant and a user of another tenant: unknown, for every route.
+    let rec = after["items"][0]["id"].as_str().unwrap();
+    for user in [&eve, &mallory] {
+        for (method, path) in [
+            (Method::GET, list.clone()),
+            (Method::POST, format!("{list}/start")),
+            (Method::POST, format!("{list}/stop")),
+            (Method::DELETE, format!("{list}/{rec}")),
+        ] {
+            let (status, answer) = p.as_user(user, method, &path).answer().await;
+            assert_eq!(status.as_u16(), 404, "{path}: {answer}");
+        }
+    }
+    let (_, still) = p.as_user(&ada, Method::GET, &list).answer().await;
+    assert_eq!(still["total"], 1);
+}

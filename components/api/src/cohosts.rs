@@ -632,7 +632,7 @@ pub fn metrics(ctx: &ActorCtx) -> Result<Response, ApiError> {
 
 /// The parts of an SFU participant event the platform uses.
 #[derive(Debug)]
-struct ParticipantEvent {
+pub struct ParticipantEvent {
     id: String,
     kind: String,
     room: String,
@@ -642,7 +642,7 @@ struct ParticipantEvent {
 
 impl ParticipantEvent {
     /// Reads a (verified) LiveKit webhook event.
-    fn read(event: &Value) -> Result<Self, ApiError> {
+    pub fn read(event: &Value) -> Result<Self, ApiError> {
         let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
         let parsed = ParticipantEvent {
             id: text(&event["id"]),
@@ -676,13 +676,33 @@ pub fn participant_event(ctx: &SfuCtx) -> Result<Response, ApiError> {
     let event = ParticipantEvent::read(&ctx.event)?;
     let id = ids::parse_uuid(ctx.param("id"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the session id must be a UUID"))?;
-    let now = ctx.now();
+    participant_presence(&event, Some(&id), ctx.now())
+}
+
+/// Presence from a verified participant event, for the per-session route (`session` is
+/// its id: the room must be that session's, else 404) and for `POST /api/sfu/webhook`
+/// (any broadcast's room; another room is acknowledged and ignored).
+pub fn participant_presence(
+    event: &ParticipantEvent,
+    session: Option<&str>,
+    now: i64,
+) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
     // The webhook carries no API key: the SFU's signature is its credential, and the room
     // in the signed body must be this session's.
-    let b = broadcast_store::load_by_room(&db, &event.room, now)?
-        .filter(|b| b.id == id)
-        .ok_or_else(|| ApiError::not_found("session"))?;
+    let found = broadcast_store::load_by_room(&db, &event.room, now)?;
+    let b = match (session, found) {
+        (Some(id), found) => found
+            .filter(|b| b.id == id)
+            .ok_or_else(|| ApiError::not_found("session"))?,
+        (None, Some(b)) => b,
+        (None, None) => {
+            return Ok(json(
+                200,
+                &json!({ "handled": false, "event": event.kind, "reason": "unknown room" }),
+            ));
+        }
+    };
     let kind = event.kind.as_str();
     if !matches!(kind, "participant_joined" | "participant_left") {
         return Ok(json(200, &json!({ "handled": false, "event": kind })));

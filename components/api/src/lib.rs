@@ -7,6 +7,7 @@ mod clients;
 mod cohosts;
 mod contact_form;
 mod contacts;
+mod egress;
 mod events;
 mod files;
 mod jobs;
@@ -16,8 +17,10 @@ mod moderation;
 mod passwords;
 mod playlists;
 mod realtime;
+mod recordings;
 mod sessions;
 mod sfu;
+mod sfu_webhook;
 mod uploads;
 mod users;
 mod webhook_events;
@@ -47,6 +50,8 @@ use Handler::{Admin, App, Public, RelayCaller, RelayUser, Server, Sfu, User, Use
 pub const ROUTES: &[Route<Handler<Upload>>] = &[
     route("POST", "/api/admin/sdk-clients", Admin(clients::register)),
     route("GET", "/api/sfu/health", Public(sfu::health)),
+    // Every webhook of the SFU (participants, egress), signed with its API secret
+    route("POST", "/api/sfu/webhook", Sfu(sfu_webhook::receive)),
     route("POST", "/api/contact", Public(contact_form::submit)),
     // SFU provider and streaming sessions (the token is minted by the sfu-token component)
     route("GET", "/api/streaming/providers", App(sfu::providers)),
@@ -382,6 +387,37 @@ pub const ROUTES: &[Route<Handler<Upload>>] = &[
         "POST",
         "/api/broadcasts/{id}/analytics/share",
         User(analytics::share),
+    ),
+    // Recordings (LiveKit egress on the record page; the SFU's webhook moves them)
+    route(
+        "GET",
+        "/api/broadcasts/{id}/recordings",
+        Handler::Caller(recordings::list),
+    ),
+    route(
+        "POST",
+        "/api/broadcasts/{id}/recordings/start",
+        User(recordings::start),
+    ),
+    route(
+        "POST",
+        "/api/broadcasts/{id}/recordings/stop",
+        User(recordings::stop),
+    ),
+    route(
+        "DELETE",
+        "/api/broadcasts/{id}/recordings/{recordingId}",
+        UserOrServer(recordings::delete),
+    ),
+    route(
+        "GET",
+        "/api/v1/recording-defaults",
+        Server(recordings::get_defaults),
+    ),
+    route(
+        "PUT",
+        "/api/v1/recording-defaults",
+        Server(recordings::put_defaults),
     ),
     // Scheduled jobs
     route("POST", "/api/jobs/migrate", Handler::Jobs(jobs::migrate)),

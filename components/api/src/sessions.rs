@@ -41,6 +41,7 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     new.max_participants = body
         .opt_int("maxParticipants", 1..=MAX_PARTICIPANTS)
         .unwrap_or(DEFAULT_MAX_PARTICIPANTS);
+    let recording = crate::recordings::settings_field(&mut body);
     body.finish()?;
     let db = common::spin::store::open()?;
     let (b, view) = broadcasts::insert(
@@ -48,6 +49,7 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
         &ctx.tenant.client_id,
         Some(&ctx.user.id),
         &new,
+        recording.as_ref(),
         ctx.now(),
     )?;
     Ok(json(200, &with_session_fields(view, &b)))

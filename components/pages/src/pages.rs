@@ -223,8 +223,23 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
         None => String::new(),
     };
     let origin = hls_origin.unwrap_or_default();
-    let connect = format!("connect-src 'self' {origin}");
-    let media = format!("media-src 'self' blob: {origin}");
+    // After the show, the latest ready recording replays (the watch page is only for
+    // broadcasts anyone may watch, so its URL is no secret to this audience).
+    let replay = match state {
+        WatchState::Ended => common::store::recordings::latest_ready(&db, &b)?
+            .and_then(|r| Some((params::http_origin(r.url.as_deref()?)?, r))),
+        _ => None,
+    };
+    let (replay_origin, replay_url, replay_type) = match &replay {
+        Some((origin, r)) => (
+            origin.as_str(),
+            r.url.clone().unwrap_or_default(),
+            r.output.as_str(),
+        ),
+        None => ("", String::new(), ""),
+    };
+    let connect = format!("connect-src 'self' {origin} {replay_origin}");
+    let media = format!("media-src 'self' blob: {origin} {replay_origin}");
     let csp = web::csp(&[connect.trim_end(), media.trim_end()]);
     let tag = web::etag(&[
         assets::BUILD_ID,
@@ -234,6 +249,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
         &b.title,
         state.key(),
         &hls_url,
+        &replay_url,
     ]);
     let headers = PageHeaders {
         etag: &tag,
@@ -254,6 +270,8 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
                     status_label => state.label(),
                     message => state.message(),
                     hls_url,
+                    replay_url,
+                    replay_type,
                     asset => context! {
                         css => assets::url_value("pages.css"),
                         hls => assets::url_value("vendor/hls.light.min.js"),

@@ -12,6 +12,7 @@ pub use tenant_api::{react, v1_create, v1_list, v1_patch};
 pub use view::one as view_one;
 
 use common::domain::broadcast::{self as rules, Status, Transition};
+use common::domain::recording::SettingsPatch;
 use common::pagination::{Page, Paged};
 use common::realtime::Event;
 use common::spin::http::{AppCtx, Call, UserCtx, json};
@@ -25,6 +26,7 @@ use spin_sdk::http::Response;
 pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let new = input::new_broadcast(&mut body);
+    let recording = crate::recordings::settings_field(&mut body);
     body.finish()?;
     let db = common::spin::store::open()?;
     let (_, view) = insert(
@@ -32,29 +34,31 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
         &ctx.tenant.client_id,
         Some(&ctx.user.id),
         &new,
+        recording.as_ref(),
         ctx.now(),
     )?;
     Ok(json(200, &view))
 }
 
-/// Stores a new broadcast with its `broadcast.created` event; answers it with its owner's
-/// view. A new broadcast has no reactions, so the view needs no further read (the
-/// transaction holds the database's writer on SQLite: it stays short).
+/// Stores a new broadcast, its recording settings (the tenant's default with `recording`'s
+/// changes) and its `broadcast.created` event; answers it with its owner's view. On
+/// SQLite the transaction holds the database's writer, so what can be read before it is:
+/// the tenant's default, and a new broadcast has no reactions to count.
 pub fn insert(
     db: &Db,
     client_id: &str,
     owner_id: Option<&str>,
     new: &store::NewBroadcast,
+    recording: Option<&SettingsPatch>,
     now: i64,
 ) -> Result<(Broadcast, Value), ApiError> {
+    let recording = crate::recordings::initial_settings(db, client_id, recording)?;
+    let links = crate::links::Links::load();
     db.transaction(|tx| {
         let b = store::insert(tx, client_id, owner_id, new, now)?;
-        let owner_view = view::of(
-            &b,
-            &crate::links::Links::load(),
-            Value::Null,
-            Audience::Owner,
-        );
+        common::store::recordings::save_settings(tx, &b, &recording, now)?;
+        let mut owner_view = view::of(&b, &links, Value::Null, Audience::Owner);
+        owner_view["recording"] = recording.view();
         crate::webhook_events::broadcast_with(
             tx,
             "broadcast.created",
@@ -75,7 +79,7 @@ pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 /// `PATCH /api/broadcasts/{id}` (owner): any of `title`, `visibility`, `tags`,
-/// `cohostPolicy`, until the broadcast has ended.
+/// `cohostPolicy`, until the broadcast has ended; `recording` until it goes live.
 pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let title = body.opt_string("title", 200);
@@ -84,10 +88,14 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
         .opt_value("tags")
         .map(|value| input::tags(&mut body, value));
     let cohost_policy = input::cohost_policy(&mut body);
+    let recording = crate::recordings::settings_field(&mut body);
     body.finish()?;
     let db = common::spin::store::open()?;
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
+    if let Some(patch) = &recording {
+        crate::recordings::update_settings(&db, &b, patch, ctx.now())?;
+    }
     let changes = Changes {
         title,
         visibility,
@@ -148,6 +156,8 @@ pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Bro
                     broadcast_id: b.id.clone(),
                 },
             );
+            // The second's start in milliseconds: any later manual recording sorts after.
+            crate::recordings::on_status_change(db, &moved, now.saturating_mul(1000));
             Ok(moved)
         }
     }

@@ -20,9 +20,17 @@ const REACTION_WINDOW_SECS: i64 = 10;
 pub fn v1_create(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let new = input::new_broadcast(&mut body);
+    let recording = crate::recordings::settings_field(&mut body);
     body.finish()?;
     let db = common::spin::store::open()?;
-    let (_, view) = super::insert(&db, &ctx.tenant.client_id, None, &new, ctx.now())?;
+    let (_, view) = super::insert(
+        &db,
+        &ctx.tenant.client_id,
+        None,
+        &new,
+        recording.as_ref(),
+        ctx.now(),
+    )?;
     Ok(json(200, &view))
 }
 

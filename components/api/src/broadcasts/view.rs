@@ -5,6 +5,7 @@ use crate::links::Links;
 use common::ApiError;
 use common::store::Db;
 use common::store::broadcasts::{self as store, Broadcast};
+use common::store::recordings;
 use serde_json::{Value, json};
 
 /// The broadcast as `audience` sees it, with its reaction counts: the owner also gets the
@@ -50,11 +51,23 @@ pub fn many(
     let links = Links::load();
     let ids: Vec<&str> = items.iter().map(|b| b.id.as_str()).collect();
     let mut counts = store::reaction_counts(db, &ids)?;
+    let mut recording = match items.first() {
+        Some(first) => recordings::settings_of_many(db, &first.client_id, &ids)?,
+        None => Default::default(),
+    };
     Ok(items
         .iter()
         .map(|b| {
             let reactions = counts.remove(&b.id).map_or(Value::Null, Value::Object);
-            of(b, &links, reactions, audience_for(b))
+            let audience = audience_for(b);
+            let mut view = of(b, &links, reactions, audience);
+            // The recording settings are the owner's business.
+            if audience == Audience::Owner
+                && let Some(settings) = recording.remove(&b.id)
+            {
+                view["recording"] = settings.view();
+            }
+            view
         })
         .collect())
 }

@@ -4,6 +4,7 @@ pub mod analytics;
 pub mod broadcast;
 pub mod cohost;
 pub mod moderation;
+pub mod recording;
 pub mod sfu;
 pub mod uploads;
 pub mod webhooks;

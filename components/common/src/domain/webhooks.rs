@@ -35,6 +35,9 @@ pub const EVENT_TYPES: &[&str] = &[
     "subscription.renewed",
     "subscription.canceled",
     "subscription.lapsed",
+    "recording.started",
+    "recording.ready",
+    "recording.failed",
     "webhook.test",
 ];
 

@@ -76,6 +76,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0040_analytics.sql"),
     ),
     (
+        "0050_recordings",
+        include_str!("../../migrations/0050_recordings.sql"),
+    ),
+    (
         "0060_chat_moderation",
         include_str!("../../migrations/0060_chat_moderation.sql"),
     ),

@@ -27,6 +27,7 @@ pub mod outbox;
 pub mod payouts;
 pub mod playlists;
 pub mod rate_limits;
+pub mod recordings;
 pub mod replay;
 pub mod rooms;
 pub mod sql;

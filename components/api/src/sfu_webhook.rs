@@ -1,0 +1,34 @@
+//! `POST /api/sfu/webhook`: the one address LiveKit sends all of a server's webhooks to
+//! (verified like the per-session route). Participant events update presence as they do
+//! on `/api/streaming/sessions/{id}/participants/events`; egress events move recordings;
+//! the rest are acknowledged.
+
+use crate::cohosts::{self, ParticipantEvent};
+use common::ApiError;
+use common::spin::http::{SfuCtx, json};
+use serde_json::json;
+use spin_sdk::http::Response;
+
+pub fn receive(ctx: &SfuCtx) -> Result<Response, ApiError> {
+    let kind = ctx.event["event"].as_str().unwrap_or_default();
+    match kind {
+        "participant_joined" | "participant_left" => {
+            let event = ParticipantEvent::read(&ctx.event)?;
+            cohosts::participant_presence(&event, None, ctx.now())
+        }
+        "egress_started" | "egress_updated" | "egress_ended" => {
+            let info = match &ctx.event["egressInfo"] {
+                serde_json::Value::Null => &ctx.event["egress_info"],
+                info => info,
+            };
+            let db = common::spin::store::open()?;
+            crate::recordings::on_egress_event(&db, info, ctx.now())
+        }
+        "" => Err(ApiError::new(
+            422,
+            "invalid_webhook",
+            "the webhook needs an event",
+        )),
+        other => Ok(json(200, &json!({ "handled": false, "event": other }))),
+    }
+}
