@@ -199,8 +199,11 @@ pub fn viewer_count(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
-    store::report_viewers(&db, &b, count)?;
-    common::store::analytics::record_viewers(&db, &b, count, ctx.now())?;
+    // One commit for the broadcast's count and the minute's analytics.
+    db.transaction(|tx| {
+        store::report_viewers(tx, &b, count)?;
+        common::store::analytics::record_viewers(tx, &b, count, ctx.now())
+    })?;
     crate::realtime::publish(
         &b.identity.stream_id,
         Event::Viewers {
