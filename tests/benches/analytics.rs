@@ -132,15 +132,7 @@ async fn run() -> Result<()> {
             signed_in_again(&p, &t, "owner", &mut owner).await?;
         }
         if n % 12 == 0 {
-            let (status, answer) = p
-                .as_user(
-                    &owner,
-                    Method::POST,
-                    &format!("/api/sessions/{id}/heartbeat"),
-                )
-                .answer()
-                .await;
-            ensure!(status == 200, "heartbeat: {status} {answer}");
+            heartbeat(&p, &owner, &id).await?;
         }
     }
 
@@ -220,15 +212,7 @@ async fn run() -> Result<()> {
     chat_round(&p, &chatters, &event_chat).await?;
     let (mut counted, mut uncounted) = (Vec::new(), Vec::new());
     while counted.len() < POSTS {
-        let (status, answer) = p
-            .as_user(
-                &owner,
-                Method::POST,
-                &format!("/api/sessions/{id}/heartbeat"),
-            )
-            .answer()
-            .await;
-        ensure!(status == 200, "heartbeat: {status} {answer}");
+        heartbeat(&p, &owner, &id).await?;
         counted.extend(chat_round(&p, &chatters, &broadcast_chat).await?);
         uncounted.extend(chat_round(&p, &chatters, &event_chat).await?);
     }
