@@ -14,11 +14,12 @@
 //!   lock across a guest's awaits except inside that guest's own transaction.
 //! - A guest that goes away mid-transaction (a trap, a dropped connection) has its
 //!   transaction rolled back before the writer passes on.
-//!
 //! - A transaction that wrote is answered once the WAL is on disk: the writer runs with
 //!   `synchronous = NORMAL` and edgehost syncs the WAL for many commits at once and runs
 //!   the checkpoints beside the writer (`sqlite/group_commit.rs`), so the writer never
-//!   waits for the disk, and its statements run in place on the async worker.
+//!   waits for the disk.
+//! - Statements run in place on the async worker that runs the guest (reads and writes of
+//!   the local file are short), not on the blocking pool.
 //!
 //! `last_insert_rowid` and `changes` are kept per guest connection, as if it had its own.
 //! Connection-level state (a `PRAGMA` setting, a `TEMP` table) persists only within a
@@ -414,7 +415,7 @@ async fn run_statement(
         (false, Route::Write) => (sql, params),
         (false, Route::Read) => {
             let reader_pool = pool.clone();
-            let attempt = tokio::task::spawn_blocking(move || {
+            let read = move || {
                 let conn = match reader_pool.reader() {
                     Ok(c) => c,
                     Err(e) => return ReadOutcome::Answered(Err(e.to_string())),
@@ -423,12 +424,13 @@ async fn run_statement(
                     Ran::Done(result) => ReadOutcome::Answered(result.map(|(out, _)| out)),
                     Ran::Writes(params) => ReadOutcome::NeedsWriter(sql, params),
                 }
-            })
-            .await;
-            match attempt {
-                Ok(ReadOutcome::NeedsWriter(sql, params)) => (sql, params),
-                Ok(ReadOutcome::Answered(result)) => return (session, result),
-                Err(e) => return (session, Err(format!("sqlite task failed: {e}"))),
+            };
+            // In place, like the writer's statements: a read of the local file is short,
+            // and a hop to the blocking pool and back cost more than the read itself
+            // (BENCHMARKS.md: token mints, which only read).
+            match read() {
+                ReadOutcome::NeedsWriter(sql, params) => (sql, params),
+                ReadOutcome::Answered(result) => return (session, result),
             }
         }
     };

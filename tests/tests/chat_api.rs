@@ -152,7 +152,7 @@ async fn stream_and_broadcast_chat() {
         )
         .answer()
         .await;
-    assert_eq!(analytics["chatMessages"], 1);
+    assert_eq!(analytics["chatMessages"], 1, "{analytics}");
 
     // A completed broadcast's chat is closed.
     p.as_user(&ada, Method::POST, &format!("/api/broadcasts/{id}/status"))
