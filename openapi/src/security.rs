@@ -116,13 +116,32 @@ pub fn unauthorized_codes(tier: Tier) -> &'static [&'static str] {
         "invalid_signature_format",
         "signature_replayed",
     ];
+    const RELAY: [&str; 16] = [
+        "missing_api_key",
+        "invalid_api_key",
+        "missing_token",
+        "invalid_token",
+        "token_revoked",
+        "signature_required",
+        "incomplete_signature",
+        "invalid_timestamp",
+        "timestamp_out_of_window",
+        "signature_mismatch",
+        "invalid_signature_format",
+        "signature_replayed",
+        "invalid_relay_secret",
+        "missing_tenant",
+        "invalid_tenant",
+        "tenant_mismatch",
+    ];
     match tier {
         Tier::Public => &[],
         Tier::Admin => &["missing_admin_token", "invalid_admin_token"],
         Tier::App => &API_KEY,
         Tier::User => &USER,
         Tier::Server => &SIGNED,
-        Tier::UserOrServer | Tier::Caller | Tier::RelayUser | Tier::RelayCaller => &EVERY,
+        Tier::UserOrServer | Tier::Caller => &EVERY,
+        Tier::RelayUser | Tier::RelayCaller => &RELAY,
         Tier::Sfu => &["invalid_webhook"],
         Tier::Jobs => &["missing_jobs_token", "invalid_jobs_token"],
     }
