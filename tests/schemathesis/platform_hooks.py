@@ -7,7 +7,8 @@
   every signed request carries a unique `nonce` query parameter, as the README advises.
 - Gives each tier its credential: the identities schemathesis tries are the two users
   (`alice`, `bob`, the peers of its object-level authorization check); on an operation of
-  the server, admin, jobs or SFU tier, a user's own credential is exchanged, as the request
+  the server, admin, jobs or SFU tier, a user's own credential is exchanged (bob's for a
+  second tenant's server, so that tenants are peers too), as the request
   leaves, for that tier's (and only a user's: stripped or altered credentials stay as
   schemathesis made them, so `ignored_auth` still sees what it sent).
 - Deletes a throwaway user, never a fixture: `DELETE /api/users/profile` and password
@@ -20,6 +21,7 @@ import hmac
 import itertools
 import json
 import os
+import re
 import time
 import urllib.request
 from urllib.parse import urlsplit, urlunsplit
@@ -57,10 +59,14 @@ def _sign_sfu_webhook(request: requests.PreparedRequest) -> None:
     request.headers["Authorization"] = f"Bearer {head}.{payload}.{_b64url(mac.digest())}"
 
 
+SECRETS = {PLACEHOLDER: SECRET, f"{PLACEHOLDER}-other": os.environ["PLATFORM_OTHER_SECRET_KEY"]}
+
+
 def _sign(request: requests.PreparedRequest) -> None:
     if request.headers.get("Authorization") == f"Bearer sfu-{PLACEHOLDER}":
         _sign_sfu_webhook(request)
-    if request.headers.get("X-Signature") != PLACEHOLDER:
+    secret = SECRETS.get(request.headers.get("X-Signature"))
+    if secret is None:
         return
     parts = urlsplit(request.url)
     query = f"{parts.query}&" if parts.query else ""
@@ -73,13 +79,14 @@ def _sign(request: requests.PreparedRequest) -> None:
     timestamp = str(int(time.time()))
     message = request.method.encode() + target.encode() + body + timestamp.encode()
     request.headers["X-Timestamp"] = timestamp
-    request.headers["X-Signature"] = hmac.new(SECRET.encode(), message, hashlib.sha256).hexdigest()
+    request.headers["X-Signature"] = hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
 _send = requests.Session.send
 
 
 def _signing_send(self, request, **kwargs):
+    _tier_credentials(request)
     _sign(request)
     return _send(self, request, **kwargs)
 
@@ -103,17 +110,42 @@ def _fresh_user_token() -> str:
         return json.load(answer)["token"]
 
 
-USER_BEARERS = {f"Bearer {os.environ['PLATFORM_ALICE_TOKEN']}", f"Bearer {os.environ['PLATFORM_BOB_TOKEN']}"}
+ALICE = f"Bearer {os.environ['PLATFORM_ALICE_TOKEN']}"
+BOB = f"Bearer {os.environ['PLATFORM_BOB_TOKEN']}"
+USER_BEARERS = {ALICE, BOB}
 
 
-def _tier_credentials(case) -> None:
-    tier = case.operation.definition.raw.get("x-tier")
-    headers = case.headers if case.headers is not None else {}
+def _load_tiers():
+    """(method, path regex, parameter count, tier) of every operation of the document."""
+    with urllib.request.urlopen(f"{BASE}/api/openapi.json", timeout=30) as answer:
+        doc = json.load(answer)
+    tiers = []
+    for path, item in doc["paths"].items():
+        pattern = re.compile("^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(path)) + "$")
+        for method, op in item.items():
+            tiers.append((method.upper(), pattern, path.count("{"), op.get("x-tier")))
+    return tiers
+
+
+TIERS = _load_tiers()
+
+
+def _tier_of(method: str, path: str):
+    """The tier of the most specific operation matching (literal segments win)."""
+    found = [(n, tier) for m, pattern, n, tier in TIERS if m == method and pattern.match(path)]
+    return min(found)[1] if found else None
+
+
+def _apply_tier(headers, tier) -> None:
+    """Exchanges a user's credential in `headers` for the one `tier` takes."""
     if headers.get("Authorization") not in USER_BEARERS:
         return
     if tier == "server":
-        del headers["Authorization"]
-        headers["X-Signature"] = PLACEHOLDER
+        # bob's server is another tenant's: the object-level check then holds tenants apart.
+        bob = headers.pop("Authorization") == BOB
+        if bob:
+            headers["X-API-Key"] = os.environ["PLATFORM_OTHER_API_KEY"]
+        headers["X-Signature"] = f"{PLACEHOLDER}-other" if bob else PLACEHOLDER
         headers["X-Timestamp"] = "0"
     elif tier == "admin":
         headers["Authorization"] = f"Bearer {os.environ['PLATFORM_ADMIN_TOKEN']}"
@@ -123,9 +155,17 @@ def _tier_credentials(case) -> None:
         headers["Authorization"] = f"Bearer sfu-{PLACEHOLDER}"
 
 
+def _tier_credentials(request: requests.PreparedRequest) -> None:
+    """On the wire too, so that requests schemathesis sends without the hook (its
+    authorization probes replay a case as the other user) get it as well."""
+    _apply_tier(request.headers, _tier_of(request.method, urlsplit(request.url).path))
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs):
-    _tier_credentials(case)
+    # On the case, so that schemathesis judges the request with the credentials it carries.
+    if case.headers is not None:
+        _apply_tier(case.headers, case.operation.definition.raw.get("x-tier"))
     if (case.method.upper(), case.operation.path) in DESTRUCTIVE:
         auth = (case.headers or {}).get("Authorization", "")
         if auth.startswith("Bearer ") and auth != "Bearer " and case.headers.get("X-API-Key") == API_KEY:
