@@ -339,7 +339,7 @@ fn error_codes(
             codes.push(code.to_string());
         }
     };
-    for code in security::unauthorized_codes(tier) {
+    for code in &security::unauthorized_codes(tier) {
         add(401, code);
     }
     if has_body {

@@ -82,11 +82,10 @@ pub fn requirements(tier: Tier) -> Value {
 }
 
 /// The `code` values a tier's credential check answers with 401 (before the handler runs).
-pub fn unauthorized_codes(tier: Tier) -> &'static [&'static str] {
-    const API_KEY: [&str; 2] = ["missing_api_key", "invalid_api_key"];
-    const SIGNED: [&str; 9] = [
-        "missing_api_key",
-        "invalid_api_key",
+pub fn unauthorized_codes(tier: Tier) -> Vec<&'static str> {
+    const API_KEY: &[&str] = &["missing_api_key", "invalid_api_key"];
+    const USER: &[&str] = &["missing_token", "invalid_token", "token_revoked"];
+    const SIGNED: &[&str] = &[
         "signature_required",
         "incomplete_signature",
         "invalid_timestamp",
@@ -95,56 +94,24 @@ pub fn unauthorized_codes(tier: Tier) -> &'static [&'static str] {
         "invalid_signature_format",
         "signature_replayed",
     ];
-    const USER: [&str; 5] = [
-        "missing_api_key",
-        "invalid_api_key",
-        "missing_token",
-        "invalid_token",
-        "token_revoked",
-    ];
-    const EVERY: [&str; 12] = [
-        "missing_api_key",
-        "invalid_api_key",
-        "missing_token",
-        "invalid_token",
-        "token_revoked",
-        "signature_required",
-        "incomplete_signature",
-        "invalid_timestamp",
-        "timestamp_out_of_window",
-        "signature_mismatch",
-        "invalid_signature_format",
-        "signature_replayed",
-    ];
-    const RELAY: [&str; 16] = [
-        "missing_api_key",
-        "invalid_api_key",
-        "missing_token",
-        "invalid_token",
-        "token_revoked",
-        "signature_required",
-        "incomplete_signature",
-        "invalid_timestamp",
-        "timestamp_out_of_window",
-        "signature_mismatch",
-        "invalid_signature_format",
-        "signature_replayed",
+    const RELAY: &[&str] = &[
         "invalid_relay_secret",
         "missing_tenant",
         "invalid_tenant",
         "tenant_mismatch",
     ];
-    match tier {
+    let parts: &[&[&str]] = match tier {
         Tier::Public => &[],
-        Tier::Admin => &["missing_admin_token", "invalid_admin_token"],
-        Tier::App => &API_KEY,
-        Tier::User => &USER,
-        Tier::Server => &SIGNED,
-        Tier::UserOrServer | Tier::Caller => &EVERY,
-        Tier::RelayUser | Tier::RelayCaller => &RELAY,
-        Tier::Sfu => &["invalid_webhook"],
-        Tier::Jobs => &["missing_jobs_token", "invalid_jobs_token"],
-    }
+        Tier::Admin => &[&["missing_admin_token", "invalid_admin_token"]],
+        Tier::App => &[API_KEY],
+        Tier::User => &[API_KEY, USER],
+        Tier::Server => &[API_KEY, SIGNED],
+        Tier::UserOrServer | Tier::Caller => &[API_KEY, USER, SIGNED],
+        Tier::RelayUser | Tier::RelayCaller => &[API_KEY, USER, SIGNED, RELAY],
+        Tier::Sfu => &[&["invalid_webhook"]],
+        Tier::Jobs => &[&["missing_jobs_token", "invalid_jobs_token"]],
+    };
+    parts.concat()
 }
 
 #[cfg(test)]

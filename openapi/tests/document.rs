@@ -182,3 +182,11 @@ fn every_link_names_an_operation_of_the_document() {
         }
     }
 }
+
+#[test]
+fn a_proxy_route_is_documented_with_the_methods_the_proxy_forwards() {
+    assert_eq!(
+        openapi_doc::build::ANY_METHODS,
+        music::proxy::FORWARDED_METHODS
+    );
+}

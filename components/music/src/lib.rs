@@ -5,7 +5,7 @@
 mod link_existing;
 mod links;
 mod platform;
-mod proxy;
+pub mod proxy;
 mod sealed;
 mod search;
 
