@@ -1476,3 +1476,29 @@ async fn recordings_are_moved_only_by_the_sfu_and_seen_only_by_watchers() {
     let (_, still) = p.as_user(&ada, Method::GET, &list).answer().await;
     assert_eq!(still["total"], 1);
 }
+
+/// A NUL character in a JSON string (valid JSON, found by the API contract fuzzer) once
+/// reached PostgreSQL, which refuses it: a 500. Every body field now refuses it with a 422
+/// on both back ends, and nothing is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_nul_character_in_a_body_is_refused_not_a_server_error() {
+    let p = platform().await;
+    let (_, ada, _) = cast(&p).await;
+    for body in [
+        json!({"name": "mix\u{0}tape"}),
+        json!({"name": "ok", "description": "x\u{0}"}),
+    ] {
+        let (status, answer) = p
+            .as_user(&ada, Method::POST, "/api/playlists")
+            .send_json(&body)
+            .await;
+        assert_eq!(status, 422, "{answer}");
+        assert_eq!(answer["code"], "validation_failed");
+    }
+    let (status, list) = p
+        .as_user(&ada, Method::GET, "/api/playlists")
+        .answer()
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(list["total"], 0, "nothing was stored: {list}");
+}

@@ -342,12 +342,22 @@ pub async fn upload(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
                     read_form(head, stream, &boundary, max).await?
                 }
             };
+            // Like JSON bodies, a form names only known fields.
+            if let Some((unknown, _)) = form.fields.iter().find(|(k, _)| k != "public") {
+                return Err(invalid(unknown, "is not a known field"));
+            }
             let field_public = form
                 .fields
                 .iter()
                 .find(|(k, _)| k == "public")
                 .map(|(_, v)| v.clone());
-            let is_public = flag(field_public.or(query_public))?;
+            // Both are checked (an invalid query value is refused even when the form sets
+            // the flag); the form's wins.
+            let from_query = flag(query_public.clone())?;
+            let is_public = match field_public {
+                Some(_) => flag(field_public)?,
+                None => from_query,
+            };
             let name = form.filename.clone().filter(|n| !n.is_empty());
             let filename = check_name(query_name.or(name).as_deref().unwrap_or("upload"))?;
             let content_type = match &form.content_type {

@@ -18,6 +18,7 @@ mod passwords;
 mod playlists;
 mod realtime;
 mod recordings;
+mod reference;
 mod sessions;
 mod sfu;
 mod sfu_webhook;
@@ -29,6 +30,7 @@ mod webhooks;
 use common::routing::{Route, route};
 use common::spin::http::{self, Entry, Handler};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
+#[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
 
 /// The routes whose body is streamed into storage after authentication.
@@ -49,6 +51,7 @@ use Handler::{Admin, App, Public, RelayCaller, RelayUser, Server, Sfu, User, Use
 /// webhooks).
 pub const ROUTES: &[Route<Handler<Upload>>] = &[
     route("POST", "/api/admin/sdk-clients", Admin(clients::register)),
+    route("GET", "/api/openapi.json", Public(reference::openapi)),
     route("GET", "/api/sfu/health", Public(sfu::health)),
     // Every webhook of the SFU (participants, egress), signed with its API secret
     route("POST", "/api/sfu/webhook", Sfu(sfu_webhook::receive)),
@@ -437,7 +440,10 @@ fn max_signed_upload() -> u64 {
     files::max_upload().max(playlists::MAX_POSTER) + 64 * 1024
 }
 
-#[http_component]
+/// The component's entry point. Natively the crate is also a library of its route table
+/// (the OpenAPI generator links every component into one binary), so the export is wasm's.
+#[cfg_attr(target_arch = "wasm32", http_component)]
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let request_id = common::ids::random_hex(8);
     let response = match http::prepare_upload(req, ROUTES, max_signed_upload(), &request_id).await {

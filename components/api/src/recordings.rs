@@ -432,6 +432,9 @@ pub fn put_defaults(ctx: &ServerCtx) -> Result<Response, ApiError> {
             fields.insert(field.into(), value);
         }
     }
+    if fields.is_empty() && !body.has_errors_for(&["enabled", "layout", "output"]) {
+        body.error("enabled", "send at least one of enabled, layout, output");
+    }
     let patch = match SettingsPatch::from_json(&Value::Object(fields)) {
         Ok(patch) => patch,
         Err(errors) => {

@@ -132,12 +132,15 @@ pub fn create(ctx: &UserCtx) -> Reply {
             String::new()
         }
     };
+    // Too large is a 413, once the rest of the body is known to be well formed.
+    let mut too_large = false;
     let plan = match (size, part_size) {
         (Some(size), part_size) => {
             let plan = PartPlan::new(size as u64, part_size.map(|p| p as u64), max);
             match plan {
                 Err(PlanError::Size) if size as u64 > max => {
-                    return Err(incoming::too_large(max));
+                    too_large = true;
+                    None
                 }
                 Err(PlanError::Size) => {
                     body.error(
@@ -159,6 +162,9 @@ pub fn create(ctx: &UserCtx) -> Reply {
         (None, _) => None,
     };
     body.finish()?;
+    if too_large {
+        return Err(incoming::too_large(max));
+    }
     let plan = plan.ok_or_else(|| ApiError::internal("an upload without a plan"))?;
     let (tenant, user, now) = (&ctx.tenant, &ctx.user, ctx.now());
     let db = database::open()?;

@@ -138,7 +138,10 @@ pub enum Miss {
     MethodNotAllowed(Vec<&'static str>),
 }
 
-/// Finds the most specific route for `method` and `path`.
+/// Finds the route for `method` and `path`. The most specific pattern that matches the path
+/// names the resource: `/api/broadcasts/live` is its own resource, so `PATCH` on it is a 405
+/// (with the methods of that resource), not a call of `/api/broadcasts/{id}` with the id
+/// `live`. This is also how OpenAPI matches concrete paths before templated ones.
 pub fn find<'a, E>(
     routes: &'a [Route<E>],
     method: &str,
@@ -146,29 +149,29 @@ pub fn find<'a, E>(
 ) -> Result<Matched<'a, E>, Miss> {
     let path = path.split('?').next().unwrap_or(path);
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
-    let mut best: Option<(Vec<bool>, Matched<'a, E>)> = None;
+    let matching: Vec<(Vec<bool>, &'a Route<E>, Params)> = routes
+        .iter()
+        .filter_map(|route| {
+            match_pattern(route.pattern, &segments)
+                .map(|(specificity, params)| (specificity, route, params))
+        })
+        .collect();
+    let Some(most_specific) = matching.iter().map(|(s, _, _)| s).max().cloned() else {
+        return Err(Miss::NotFound);
+    };
     let mut other_methods = Vec::new();
-    for route in routes {
-        let Some((specificity, params)) = match_pattern(route.pattern, &segments) else {
-            continue;
-        };
-        if route.method != ANY_METHOD && !route.method.eq_ignore_ascii_case(method) {
-            other_methods.push(route.method);
+    for (specificity, route, params) in matching {
+        if specificity != most_specific {
             continue;
         }
-        if best.as_ref().is_none_or(|(s, _)| specificity > *s) {
-            best = Some((specificity, Matched { route, params }));
+        if route.method == ANY_METHOD || route.method.eq_ignore_ascii_case(method) {
+            return Ok(Matched { route, params });
         }
+        other_methods.push(route.method);
     }
-    match best {
-        Some((_, m)) => Ok(m),
-        None if other_methods.is_empty() => Err(Miss::NotFound),
-        None => {
-            other_methods.sort_unstable();
-            other_methods.dedup();
-            Err(Miss::MethodNotAllowed(other_methods))
-        }
-    }
+    other_methods.sort_unstable();
+    other_methods.dedup();
+    Err(Miss::MethodNotAllowed(other_methods))
 }
 
 /// Matches one pattern; answers which segments were literal (for specificity) and the params.
@@ -380,6 +383,27 @@ mod tests {
         assert_eq!(
             find(PROXY_ROUTES, "POST", "/api/music/link").unwrap_err(),
             Miss::MethodNotAllowed(vec!["GET"])
+        );
+    }
+
+    #[test]
+    fn a_literal_path_is_its_own_resource() {
+        // PATCH exists for /api/broadcasts/{id}, but /api/broadcasts/live has only GET.
+        const WITH_PATCH: &[Route<E>] = &[
+            route("GET", "/api/broadcasts/live", E::Live),
+            route("GET", "/api/broadcasts/{id}", E::Get),
+            route("PATCH", "/api/broadcasts/{id}", E::Status),
+        ];
+        assert_eq!(
+            find(WITH_PATCH, "PATCH", "/api/broadcasts/live").unwrap_err(),
+            Miss::MethodNotAllowed(vec!["GET"])
+        );
+        assert_eq!(
+            find(WITH_PATCH, "PATCH", "/api/broadcasts/abc")
+                .unwrap()
+                .route
+                .endpoint,
+            E::Status
         );
     }
 

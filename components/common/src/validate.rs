@@ -46,6 +46,19 @@ impl JsonBody {
                 }
             }
         };
+        // A NUL character is valid JSON but no text column stores it (PostgreSQL refuses
+        // it), so no field may carry one.
+        let with_nul: Vec<FieldError> = object
+            .iter()
+            .filter(|(key, value)| key.contains('\0') || holds_nul(value))
+            .map(|(key, _)| FieldError {
+                field: key.clone(),
+                message: "must not contain NUL characters".into(),
+            })
+            .collect();
+        if !with_nul.is_empty() {
+            return Err(ApiError::invalid_fields(with_nul));
+        }
         Ok(Self {
             object,
             known: Vec::new(),
@@ -275,6 +288,16 @@ pub fn query_value(query: &str, key: &str) -> Option<String> {
     query_pairs(query).find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
+/// Whether any string in `value` (keys included) holds a NUL character.
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,5 +367,18 @@ mod tests {
         assert_eq!(pairs[4], ("e".into(), "".into()));
         assert_eq!(query_value("x=1&y=%2F", "y").as_deref(), Some("/"));
         assert_eq!(query_value("x=%4", "x").as_deref(), Some("%4"));
+    }
+
+    #[test]
+    fn a_nul_character_anywhere_in_the_body_is_refused() {
+        for body in [
+            r#"{"name": "a\u0000b"}"#,
+            r#"{"tags": ["ok", "x\u0000"]}"#,
+            r#"{"meta": {"k\u0000": "v"}}"#,
+        ] {
+            let err = JsonBody::parse(body.as_bytes()).err().expect("refused");
+            assert_eq!((err.status, err.code), (422, "validation_failed"), "{body}");
+        }
+        assert!(JsonBody::parse(br#"{"name": "fine"}"#).is_ok());
     }
 }

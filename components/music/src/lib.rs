@@ -5,13 +5,14 @@
 mod link_existing;
 mod links;
 mod platform;
-mod proxy;
+pub mod proxy;
 mod sealed;
 mod search;
 
 use common::routing::{ANY_METHOD, Route, route};
 use common::spin::http::{Handler, handle_incoming};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
+#[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
 
 use Handler::User;
@@ -50,7 +51,10 @@ pub const ROUTES: &[Route<Handler>] = &[
     ),
 ];
 
-#[http_component]
+/// The component's entry point. Natively the crate is also a library of its route table
+/// (the OpenAPI generator links every component into one binary), so the export is wasm's.
+#[cfg_attr(target_arch = "wasm32", http_component)]
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     handle_incoming(req, out, ROUTES).await
 }

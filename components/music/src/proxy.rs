@@ -189,15 +189,19 @@ pub fn response_headers(headers: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)>
     out
 }
 
+/// The methods the proxy forwards (as the API reference lists them); others are a 405.
+pub const FORWARDED_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
 /// `* /api/users/music/proxy/{path}`
 pub fn proxy(ctx: &UserCtx) -> Result<Response, ApiError> {
     let method = ctx.req.method().to_string();
-    if matches!(method.as_str(), "CONNECT" | "TRACE") {
+    if !FORWARDED_METHODS.contains(&method.as_str()) {
         return Err(ApiError::new(
             405,
             "method_not_allowed",
             format!("{method} is not forwarded to the music platform"),
-        ));
+        )
+        .with_header("allow", FORWARDED_METHODS.join(", ")));
     }
     let raw = ctx.req.path().strip_prefix(PREFIX).unwrap_or_default();
     let target = format!("{}{}", target_path(raw)?, target_query(ctx.req.query())?);

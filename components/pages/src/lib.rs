@@ -5,6 +5,7 @@
 //! broken page. Every page sets a Content-Security-Policy without inline scripts; page
 //! data reaches the scripts through auto-escaped `data-` attributes.
 
+mod api_docs;
 mod assets;
 mod dashboard;
 mod pages;
@@ -15,6 +16,7 @@ mod web;
 use common::routing::{Route, route};
 use common::spin::http::{Handler, PublicCtx, Reply, handle_incoming};
 use spin_sdk::http::{IncomingRequest, Response, ResponseOutparam};
+#[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
 
 use Handler::Public;
@@ -31,12 +33,17 @@ pub const ROUTES: &[Route<Handler>] = &[
         Public(dashboard::dashboard),
     ),
     route("GET", "/sfu-test", Public(sfu_test)),
+    route("GET", "/docs", Public(api_docs)),
     route("GET", "/static/{file}", Public(asset)),
     route("GET", "/static/vendor/{file}", Public(vendor_asset)),
 ];
 
 fn egress_player(ctx: &PublicCtx) -> Reply {
     Ok(pages::egress_player(ctx))
+}
+
+fn api_docs(ctx: &PublicCtx) -> Reply {
+    Ok(api_docs::page(ctx))
 }
 
 fn sfu_test(ctx: &PublicCtx) -> Reply {
@@ -59,7 +66,10 @@ fn static_file(ctx: &PublicCtx, hashed: String) -> Response {
     )
 }
 
-#[http_component]
+/// The component's entry point. Natively the crate is also a library of its route table
+/// (the OpenAPI generator links every component into one binary), so the export is wasm's.
+#[cfg_attr(target_arch = "wasm32", http_component)]
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     handle_incoming(req, out, ROUTES).await
 }

@@ -78,6 +78,10 @@ impl SettingsPatch {
         let mut errors = Vec::new();
         let mut patch = SettingsPatch::default();
         for (key, v) in map {
+            // As everywhere in the API, a null member is one left out.
+            if v.is_null() && ["enabled", "layout", "output"].contains(&key.as_str()) {
+                continue;
+            }
             match key.as_str() {
                 "enabled" => match v.as_bool() {
                     Some(b) => patch.enabled = Some(b),
@@ -451,6 +455,11 @@ mod tests {
             SettingsPatch::from_json(&json!({"layout": "x", "output": "avi", "y": 1})).unwrap_err();
         assert_eq!(errors.len(), 3);
         assert!(SettingsPatch::from_json(&json!(true)).is_err());
+        // A null member is one left out.
+        assert_eq!(
+            SettingsPatch::from_json(&json!({"enabled": null, "output": null})).unwrap(),
+            SettingsPatch::default()
+        );
     }
 
     #[test]

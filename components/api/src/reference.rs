@@ -1,0 +1,28 @@
+//! The API's OpenAPI document, generated from every component's route table by
+//! `cargo run -p openapi-doc` and committed; a test there keeps it current.
+
+use common::spin::http::{PublicCtx, Reply};
+use spin_sdk::http::Response;
+
+const DOCUMENT: &str = include_str!("../../../docs/openapi.json");
+
+/// `GET /api/openapi.json`
+pub fn openapi(_ctx: &PublicCtx) -> Reply {
+    Ok(Response::builder()
+        .status(200)
+        .header("content-type", "application/json")
+        .header("cache-control", "public, max-age=300")
+        .header("access-control-allow-origin", "*")
+        .body(DOCUMENT)
+        .build())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_embedded_document_is_an_openapi_3_1_document() {
+        let doc: serde_json::Value = serde_json::from_str(super::DOCUMENT).expect("JSON");
+        assert_eq!(doc["openapi"], "3.1.0");
+        assert!(doc["paths"]["/api/openapi.json"]["get"].is_object());
+    }
+}
