@@ -762,20 +762,13 @@ pub fn prune_active_users(db: &Db, before_day: i64, batch: i64) -> Result<i64, A
 mod tests {
     use super::*;
     use crate::domain::broadcast::Status;
-    use crate::store::broadcasts::{self, NewBroadcast};
+    use crate::store::broadcasts;
     use crate::store::testing;
 
     const T0: i64 = 1_800_000_000 - 1_800_000_000 % 86_400;
 
     fn live(db: &Db, owner: &str, at: i64) -> Broadcast {
-        let new = NewBroadcast {
-            title: "Show".into(),
-            visibility: "public".into(),
-            orientation: "portrait".into(),
-            max_participants: 100,
-            cohost_policy: "approval".into(),
-            ..Default::default()
-        };
+        let new = testing::new_broadcast();
         let b = broadcasts::insert(db, "c1", Some(owner), &new, at).unwrap();
         assert!(broadcasts::move_status(db, &b, Status::Active, at).unwrap());
         broadcasts::load(db, "c1", &b.id, at).unwrap()

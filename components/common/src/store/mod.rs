@@ -363,6 +363,19 @@ pub mod testing {
         }
     }
 
+    /// A public portrait broadcast titled "Show" for 100 participants, as the store tests
+    /// create them.
+    pub fn new_broadcast() -> super::broadcasts::NewBroadcast {
+        super::broadcasts::NewBroadcast {
+            title: "Show".into(),
+            visibility: "public".into(),
+            orientation: "portrait".into(),
+            max_participants: 100,
+            cohost_policy: "approval".into(),
+            ..Default::default()
+        }
+    }
+
     /// A fresh in-memory database with every migration applied.
     pub fn db() -> Db {
         let conn = rusqlite::Connection::open_in_memory().expect("in-memory SQLite");

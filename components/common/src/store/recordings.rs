@@ -323,18 +323,11 @@ pub fn delete(db: &Db, b: &Broadcast, id: &str) -> Result<bool, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::broadcasts::{self as broadcasts, NewBroadcast};
+    use crate::store::broadcasts;
     use crate::store::testing;
 
     fn broadcast(db: &Db, client: &str) -> Broadcast {
-        let new = NewBroadcast {
-            title: "Show".into(),
-            visibility: "public".into(),
-            orientation: "portrait".into(),
-            max_participants: 100,
-            cohost_policy: "approval".into(),
-            ..NewBroadcast::default()
-        };
+        let new = testing::new_broadcast();
         broadcasts::insert(db, client, Some("u1"), &new, 1000).unwrap()
     }
 
