@@ -66,7 +66,7 @@ pub struct Databases {
 
 /// How one use of a database's writer went: how long the guest waited for it, how long
 /// it held it, how much of that SQLite itself spent running statements (the rest is the
-/// guest's own work between statements, and the hops to and from the blocking pool).
+/// guest's own work between its statements).
 #[derive(Debug, Clone, Copy)]
 pub struct LeaseTiming {
     pub waited: Duration,
