@@ -61,7 +61,7 @@ fn schemathesis() -> std::path::PathBuf {
 
 /// The external parties on loopback: the music platform (its token, refresh, search and
 /// account routes; anything else is echoed, as the proxy forwards it) and the SFU's API
-/// (answers every call).
+/// (answers every call; Egress starts and stops as LiveKit answers them).
 async fn external_parties() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -100,6 +100,15 @@ async fn answer(req: hyper::Request<Incoming>) -> Result<hyper::Response<Full<By
             json!({"id": id, "email": "fan@music.example", "nickname": "fan", "activated": true})
         }
         ("POST", ["gettoken", ..]) => json!({"token": "mtok-3"}),
+        // LiveKit Egress (Twirp): each start is a new egress, starting.
+        ("POST", ["twirp", "livekit.Egress", "StartRoomCompositeEgress"]) => {
+            static EGRESSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = EGRESSES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            json!({"egress_id": format!("EG_contract_{n}"), "status": "EGRESS_STARTING"})
+        }
+        ("POST", ["twirp", "livekit.Egress", "StopEgress"]) => {
+            json!({"egress_id": "EG_contract", "status": "EGRESS_ENDING"})
+        }
         _ => json!({"echo": parts.method.as_str(), "path": parts.uri.path()}),
     };
     Ok(hyper::Response::builder()
