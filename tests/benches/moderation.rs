@@ -89,6 +89,16 @@ async fn main() {
         filter.push(started.elapsed());
     }
     report("word filter: 1000 patterns, 200-char clean message", filter);
+    // Preparing the patterns, as each post does from the stored lists.
+    let sources = words("blocked", 1000);
+    let mut prepare = Vec::new();
+    for _ in 0..200 {
+        let started = Instant::now();
+        let prepared: Vec<Pattern> = sources.iter().filter_map(|w| Pattern::new(w)).collect();
+        prepare.push(started.elapsed());
+        assert_eq!(prepared.len(), 1000);
+    }
+    report("preparing 1000 patterns", prepare);
 
     let p = Platform::start().await;
     let t = p.register_client("Bench").await;

@@ -37,8 +37,11 @@ impl Pattern {
         let trimmed = source.trim();
         let any_prefix = trimmed.starts_with('*');
         let any_suffix = trimmed.ends_with('*') && trimmed.len() > 1;
-        let core: String = fold(trimmed.trim_matches('*'), true).into_iter().collect();
-        let runs = runs_of(&core);
+        let letters: Vec<char> = fold(trimmed.trim_matches('*'), true)
+            .into_iter()
+            .filter(|c| c.is_alphanumeric())
+            .collect();
+        let runs = runs_of_chars(&letters);
         (!runs.is_empty()).then(|| Pattern {
             source: trimmed.to_string(),
             runs,
@@ -161,11 +164,6 @@ fn words_of(message: &str, symbols_as_letters: bool) -> Vec<Vec<char>> {
     words
 }
 
-fn runs_of(text: &str) -> Vec<Run> {
-    let chars: Vec<char> = text.chars().filter(|c| c.is_alphanumeric()).collect();
-    runs_of_chars(&chars)
-}
-
 fn runs_of_chars(chars: &[char]) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
     for &c in chars {
@@ -187,6 +185,11 @@ fn is_leet_symbol(c: char) -> bool {
 fn fold(text: &str, symbols_as_letters: bool) -> Vec<char> {
     let mut out = Vec::with_capacity(text.len());
     for c in text.chars() {
+        // Most text is plain ASCII letters, which stand for themselves.
+        if c.is_ascii_alphabetic() {
+            out.push(c.to_ascii_lowercase());
+            continue;
+        }
         if is_invisible(c) {
             continue;
         }
