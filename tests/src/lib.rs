@@ -8,6 +8,7 @@ pub mod backends;
 pub mod load;
 mod storage;
 pub mod webhook_receiver;
+pub mod ws;
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -16,15 +16,15 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
+use tokio_tungstenite::MaybeTlsStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 const JWT: &str = "chat-relay-test-jwt-secret-0123456789abcdef";
 const RELAY: &str = "chat-relay-test-relay-secret-0123456789";
 const WAIT: Duration = Duration::from_secs(10);
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+use platform_tests::ws::Ws;
 
 /// A platform, a tenant with two users, and one broadcast's streamId.
 struct World {
@@ -127,18 +127,7 @@ async fn try_connect(url: &str, headers: &[(&str, &str)]) -> Result<Ws, u16> {
 
 /// The next JSON frame (pings are answered by the client library and skipped).
 async fn frame(ws: &mut Ws) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let msg = tokio::time::timeout(left, ws.next())
-            .await
-            .expect("a frame in time")
-            .expect("the socket is open")
-            .expect("a valid frame");
-        if let Message::Text(t) = msg {
-            return serde_json::from_str(&t).expect("JSON frame");
-        }
-    }
+    platform_tests::ws::next_text_frame(ws, WAIT).await
 }
 
 /// The next frame of `kind`, skipping others.

@@ -7,15 +7,13 @@ use futures_util::{SinkExt, StreamExt};
 use platform_tests::{Exchange, Method, Platform, Tenant, User};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 const JWT: &str = "moderation-test-jwt-secret-0123456789abcdef";
 const RELAY: &str = "moderation-test-relay-secret-0123456789";
 const WAIT: Duration = Duration::from_secs(10);
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+use platform_tests::ws::Ws;
 
 /// A live co-hosted broadcast of ada: bob co-hosts as a moderator, carol as a plain
 /// co-host; dave watches; eve trolls.
@@ -165,18 +163,7 @@ impl World {
 
 /// The next JSON frame.
 async fn frame(ws: &mut Ws) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let msg = tokio::time::timeout(left, ws.next())
-            .await
-            .expect("a frame in time")
-            .expect("the socket is open")
-            .expect("a valid frame");
-        if let Message::Text(t) = msg {
-            return serde_json::from_str(&t).expect("JSON frame");
-        }
-    }
+    platform_tests::ws::next_text_frame(ws, WAIT).await
 }
 
 async fn send(ws: &mut Ws, frame: Value) {
