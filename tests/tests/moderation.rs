@@ -389,6 +389,33 @@ async fn timeouts_end_on_the_clock_and_bans_hold_until_lifted() {
     assert_eq!(log["items"][6]["reason"], "spam");
 }
 
+/// Slow mode's slot is claimed inside the post's transaction: of simultaneous posts by one
+/// viewer exactly one is stored, on SQLite and on PostgreSQL alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_mode_admits_one_of_simultaneous_posts() {
+    let w = world().await;
+    w.settings(&w.bob, json!({"slowModeSeconds": 60})).await;
+    let posts = (0..16).map(|i| {
+        let w = &w;
+        async move { w.post(&w.dave, &format!("race {i}")).await }
+    });
+    let answers = futures_util::future::join_all(posts).await;
+    let accepted = answers.iter().filter(|(status, _)| *status == 200).count();
+    assert_eq!(accepted, 1, "{answers:?}");
+    for (status, body) in answers.iter().filter(|(status, _)| *status != 200) {
+        assert_eq!(*status, 429, "{body}");
+        // The flood limit (10 per 10 s) may answer before slow mode does.
+        let code = body["code"].as_str().unwrap_or_default();
+        assert!(["slow_mode", "rate_limited"].contains(&code), "{body}");
+    }
+    let stored = w.history_texts().await;
+    assert_eq!(
+        stored.iter().filter(|t| t.starts_with("race ")).count(),
+        1,
+        "{stored:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn modes_refuse_viewers_and_spare_moderators() {
     let w = world().await;

@@ -139,7 +139,7 @@ fn post(
             format!("the broadcast is {}; its chat is closed", b.status.as_str()),
         ));
     }
-    let screened = moderation::screen(db, target, &user.id, &message, ctx.now_millis())?;
+    let screening = moderation::screen(db, target, &user.id, &message, ctx.now_millis())?;
     rate_limits::hit(
         db,
         &format!("chat:{}:{}", target.client_id, user.id),
@@ -161,10 +161,11 @@ fn post(
         sender_name: &user.username,
         sender_badge: badge,
         text: &message,
-        held: screened == Screened::Hold,
+        held: screening.screened == Screened::Hold,
     };
-    if screened == Screened::Hold {
+    if screening.screened == Screened::Hold {
         let stored = db.transaction(|tx| {
+            moderation::claim_slow_mode_slot(tx, target, &user.id, screening, ctx.now_millis())?;
             let stored = store::insert(tx, &target.store(), &new, ctx.now_millis())?;
             moderation::hold(tx, target, &stored, ctx.now_millis())?;
             Ok(stored)
@@ -172,6 +173,7 @@ fn post(
         return Ok(json(202, &stored));
     }
     let stored = db.transaction(|db| {
+        moderation::claim_slow_mode_slot(db, target, &user.id, screening, ctx.now_millis())?;
         let stored = store::insert(db, &target.store(), &new, ctx.now_millis())?;
         if let Some(b) = &target.broadcast {
             analytics::chat_message(db, b, &user.id, ctx.now())?;

@@ -4,7 +4,9 @@
 //! scheduler calls again while `remaining` is above zero.
 
 use common::spin::http::{JobsCtx, Reply, json};
-use common::store::{analytics, cohosts, idempotency, rate_limits, replay, users, webhooks};
+use common::store::{
+    analytics, cohosts, idempotency, moderation, rate_limits, replay, users, webhooks,
+};
 use serde_json::json;
 
 /// Rows each kind of record may lose per call.
@@ -42,7 +44,7 @@ pub fn migrate(ctx: &JobsCtx) -> Reply {
 
 /// `POST /api/jobs/prune`: removes what has outlived its use: seen signatures (replay
 /// keys), money requests' idempotency keys (after 24 h), expired refresh tokens, rate-limit
-/// events, old SFU webhook ids, expired invites, outbox events and webhook deliveries older
+/// events and slow-mode slots, old SFU webhook ids, expired invites, outbox events and webhook deliveries older
 /// than 30 days (pending ones stay), abandoned uploads (with their chunks) and expired
 /// resumable uploads (with their parts). Each kind loses at most a batch per call.
 pub fn prune(ctx: &JobsCtx) -> Reply {
@@ -57,6 +59,11 @@ pub fn prune(ctx: &JobsCtx) -> Reply {
             BATCH,
         ),
         ("rate_events", rate_limits::prune(&db, now, BATCH)?, BATCH),
+        (
+            "chat_slow_mode",
+            moderation::prune_slow_mode(&db, now * 1000, BATCH)?,
+            BATCH,
+        ),
         (
             "sfu_webhook_events",
             cohosts::prune_deliveries(&db, now - SFU_EVENT_KEEP_SECS, BATCH)?,

@@ -11,7 +11,7 @@ use crate::realtime;
 use common::domain::moderation::{
     self as rules, BlockedAction, MAX_REASON_CHARS, MAX_TIMEOUT_SECS, Modes, Poster, Refusal, Scope,
 };
-use common::domain::word_filter::{self, Pattern};
+use common::domain::word_filter::{self, Blocklist};
 use common::pagination::{Page, Paged};
 use common::problem::FieldError;
 use common::realtime::{Event, ModerationAction};
@@ -41,16 +41,24 @@ pub enum Screened {
     Hold,
 }
 
+/// The checks' decision, and the slow mode the post must still claim a slot in (inside
+/// its transaction, [`claim_slow_mode_slot`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Screening {
+    pub screened: Screened,
+    pub slow_mode_seconds: Option<i64>,
+}
+
 /// The checks of one chat post, in order: the poster's restriction (ban, timeout), then,
-/// for everyone but moderators, the modes, blocked words and slow mode (which counts the
-/// post). Answers the refusal as the API sends it.
+/// for everyone but moderators, the modes and blocked words; slow mode is claimed when the
+/// post is stored. Answers the refusal as the API sends it.
 pub fn screen(
     db: &Db,
     target: &ChatTarget,
     user_id: &str,
     message: &str,
     now_ms: i64,
-) -> Result<Screened, ApiError> {
+) -> Result<Screening, ApiError> {
     let owner = target.owner_id.as_deref();
     let restrictions = store::restrictions_of(
         db,
@@ -90,7 +98,10 @@ pub fn screen(
     rules::check_post(restriction, modes, &poster, message, now_ms)
         .map_err(|why| refusal(why, now_ms))?;
     if is_moderator {
-        return Ok(Screened::Show);
+        return Ok(Screening {
+            screened: Screened::Show,
+            slow_mode_seconds: None,
+        });
     }
     let mut screened = Screened::Show;
     let (creator_list, tenant_list) = store::word_lists_for(db, &target.client_id, owner)?;
@@ -99,13 +110,15 @@ pub fn screen(
         .or(tenant_list.as_ref())
         .map(|l| l.action)
         .unwrap_or_default();
-    let patterns: Vec<Pattern> = creator_list
+    let blocklists = creator_list
         .iter()
         .chain(tenant_list.iter())
-        .flat_map(|l| l.words.iter())
-        .filter_map(|w| Pattern::new(w))
-        .collect();
-    if word_filter::first_match(message, &patterns).is_some() {
+        .map(|l| Blocklist::parse(&l.compiled))
+        .collect::<Option<Vec<_>>>()
+        // Only `word_filter::compile` writes the stored form: failing closed beats
+        // letting every word through.
+        .ok_or_else(|| ApiError::internal("a stored blocked-word list is unreadable"))?;
+    if word_filter::is_blocked(message, &blocklists) {
         match action {
             BlockedAction::Reject => {
                 return Err(ApiError::new(
@@ -117,20 +130,42 @@ pub fn screen(
             BlockedAction::Hold => screened = Screened::Hold,
         }
     }
-    if let Some(seconds) = rules::slow_mode_for(modes, &poster) {
-        let bucket = format!("slow:{}:{}:{user_id}", target.client_id, target.stream_id);
-        rate_limits::hit(db, &bucket, 1, seconds, now_ms.div_euclid(1000)).map_err(|e| {
-            let mut slow = ApiError::new(
-                429,
-                "slow_mode",
-                format!("slow mode: one message per {seconds} seconds"),
-            )
-            .with_extra("slowModeSeconds", seconds);
-            slow.headers = e.headers;
-            slow
-        })?;
+    Ok(Screening {
+        screened,
+        slow_mode_seconds: rules::slow_mode_for(modes, &poster),
+    })
+}
+
+/// Claims the poster's slot in a slow-mode chat, inside the post's transaction, or answers
+/// 429 `slow_mode` with `Retry-After`.
+pub fn claim_slow_mode_slot(
+    db: &Db,
+    target: &ChatTarget,
+    user_id: &str,
+    screening: Screening,
+    now_ms: i64,
+) -> Result<(), ApiError> {
+    let Some(seconds) = screening.slow_mode_seconds else {
+        return Ok(());
+    };
+    let wait_ms = store::claim_slow_mode_slot(
+        db,
+        &target.client_id,
+        &target.stream_id,
+        user_id,
+        seconds,
+        now_ms,
+    )?;
+    match wait_ms {
+        None => Ok(()),
+        Some(wait_ms) => Err(ApiError::new(
+            429,
+            "slow_mode",
+            format!("slow mode: one message per {seconds} seconds"),
+        )
+        .with_extra("slowModeSeconds", seconds)
+        .with_header("retry-after", (wait_ms + 999).div_euclid(1000).to_string())),
     }
-    Ok(screened)
 }
 
 /// The API's answer to a refused post at `now_ms`.

@@ -23,9 +23,7 @@ type Run = (char, usize);
 
 /// A blocked pattern, prepared for matching.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pattern {
-    /// The pattern as its owner wrote it.
-    pub source: String,
+struct Pattern {
     runs: Vec<Run>,
     any_prefix: bool,
     any_suffix: bool,
@@ -33,7 +31,7 @@ pub struct Pattern {
 
 impl Pattern {
     /// Prepares `source`; `None` when it has no letters or digits left to match.
-    pub fn new(source: &str) -> Option<Pattern> {
+    fn new(source: &str) -> Option<Pattern> {
         let trimmed = source.trim();
         let any_prefix = trimmed.starts_with('*');
         let any_suffix = trimmed.ends_with('*') && trimmed.len() > 1;
@@ -42,8 +40,7 @@ impl Pattern {
             .filter(|c| c.is_alphanumeric())
             .collect();
         let runs = runs_of_chars(&letters);
-        (!runs.is_empty()).then(|| Pattern {
-            source: trimmed.to_string(),
+        (!runs.is_empty()).then_some(Pattern {
             runs,
             any_prefix,
             any_suffix,
@@ -95,29 +92,148 @@ pub fn clean_patterns(raw: &[String]) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-/// The first pattern that `message` contains, if any.
-pub fn first_match<'p>(message: &str, patterns: &'p [Pattern]) -> Option<&'p Pattern> {
-    if patterns.is_empty() {
-        return None;
+/// The version line of [`compile`]'s form; a stored list of another version is compiled
+/// again from its words.
+const COMPILED_VERSION: &str = "wf1";
+
+/// A list's patterns prepared once, when the list is saved, so that a chat post neither
+/// folds them again nor compares every word with every pattern. One line per pattern,
+/// `kind TAB skeleton TAB folded`: `kind` is `=` for a whole word, `>` (`x*`), `<` (`*x`)
+/// or `~` (`*x*`); `folded` is its letters after folding; `skeleton` is those letters
+/// with repeats collapsed, the key whole words are looked up by. Whole-word patterns come
+/// first, sorted by skeleton.
+pub fn compile(words: &[String]) -> String {
+    let mut lines: Vec<(char, String, String)> = words
+        .iter()
+        .filter_map(|w| Pattern::new(w))
+        .map(|p| {
+            let kind = match (p.any_prefix, p.any_suffix) {
+                (false, false) => '=',
+                (false, true) => '>',
+                (true, false) => '<',
+                (true, true) => '~',
+            };
+            let skeleton: String = p.runs.iter().map(|&(c, _)| c).collect();
+            let folded: String = p
+                .runs
+                .iter()
+                .flat_map(|&(c, n)| std::iter::repeat_n(c, n))
+                .collect();
+            (kind, skeleton, folded)
+        })
+        .collect();
+    // Whole-word patterns first, by skeleton; then the wildcards.
+    lines.sort_by(|a, b| (a.0 != '=', &a.1, a.0, &a.2).cmp(&(b.0 != '=', &b.1, b.0, &b.2)));
+    lines.dedup();
+    let mut out = String::from(COMPILED_VERSION);
+    for (kind, skeleton, folded) in lines {
+        out.push('\n');
+        out.push(kind);
+        out.push('\t');
+        out.push_str(&skeleton);
+        out.push('\t');
+        out.push_str(&folded);
+    }
+    out
+}
+
+/// Whether `compiled` was compiled by this version of [`compile`].
+pub fn is_current(compiled: &str) -> bool {
+    compiled
+        .strip_prefix(COMPILED_VERSION)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('\n'))
+}
+
+/// A compiled list (see [`compile`]) read for matching, borrowing the stored text. Reading
+/// it only finds its lines: whole-word lines are looked up in place.
+#[derive(Debug, Default)]
+pub struct Blocklist<'a> {
+    /// Whole-word patterns: (skeleton, folded), sorted by skeleton.
+    whole: Vec<(&'a str, &'a str)>,
+    /// Patterns with a wildcard, prepared.
+    wild: Vec<Pattern>,
+}
+
+/// A line's skeleton and folded letters.
+fn fields(line: &str) -> Option<(&str, &str)> {
+    line.get(2..)?.split_once('\t')
+}
+
+impl<'a> Blocklist<'a> {
+    /// Reads a compiled list; `None` when it is not of this version (compile it again) or
+    /// is damaged.
+    pub fn parse(compiled: &'a str) -> Option<Blocklist<'a>> {
+        let mut lines = compiled.split('\n');
+        if lines.next() != Some(COMPILED_VERSION) {
+            return None;
+        }
+        let mut list = Blocklist::default();
+        for line in lines {
+            let kind = line.as_bytes().first().copied();
+            if kind == Some(b'=') {
+                list.whole.push(fields(line)?);
+                continue;
+            }
+            let (_, folded) = fields(line)?;
+            list.wild.push(Pattern {
+                runs: runs_of_str(folded),
+                any_prefix: kind != Some(b'>'),
+                any_suffix: match kind {
+                    Some(b'<') => false,
+                    Some(b'>' | b'~') => true,
+                    _ => return None,
+                },
+            });
+        }
+        // Lookups rely on compile's order; one line out of it would hide others.
+        if !list.whole.is_sorted_by_key(|&(skeleton, _)| skeleton) {
+            return None;
+        }
+        Some(list)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.whole.is_empty() && self.wild.is_empty()
+    }
+
+    /// Whether a folded word (as runs) is one of this list's patterns.
+    fn matches_word(&self, word: &[Run]) -> bool {
+        // UTF-8 orders strings as their characters, so a word's letters compare with a
+        // stored skeleton without building a string.
+        let letters = || word.iter().map(|&(c, _)| c);
+        let from = self
+            .whole
+            .partition_point(|(skeleton, _)| skeleton.chars().lt(letters()));
+        let whole = self.whole[from..]
+            .iter()
+            .take_while(|(skeleton, _)| skeleton.chars().eq(letters()))
+            .any(|(_, folded)| {
+                // Same letters in the same order; the word repeats each at least as often.
+                let mut counts = runs_of_str(folded).into_iter();
+                word.iter()
+                    .all(|&(_, wn)| counts.next().is_some_and(|(_, pn)| wn >= pn))
+            });
+        whole || self.wild.iter().any(|p| p.matches_word(word))
+    }
+}
+
+/// Whether `message` contains a pattern of any of `lists`.
+pub fn is_blocked(message: &str, lists: &[Blocklist<'_>]) -> bool {
+    if lists.iter().all(Blocklist::is_empty) {
+        return false;
     }
     // Symbols that stand for letters ("sh!t", "d@rn") are also punctuation ("heck!"):
     // the message is read both ways.
-    let readings = if message.chars().any(is_leet_symbol) {
-        vec![words_of(message, false), words_of(message, true)]
-    } else {
-        vec![words_of(message, false)]
-    };
-    readings
-        .iter()
-        .find_map(|words| match_words(words, patterns))
+    let matches = |runs: &[Run]| lists.iter().any(|l| l.matches_word(runs));
+    if match_words(&words_of(message, false), &matches) {
+        return true;
+    }
+    message.chars().any(is_leet_symbol) && match_words(&words_of(message, true), &matches)
 }
 
-fn match_words<'p>(words: &[Vec<char>], patterns: &'p [Pattern]) -> Option<&'p Pattern> {
-    let runs: Vec<Vec<Run>> = words.iter().map(|w| runs_of_chars(w)).collect();
-    for pattern in patterns {
-        if runs.iter().any(|w| pattern.matches_word(w)) {
-            return Some(pattern);
-        }
+fn match_words(words: &[Vec<char>], matches: &impl Fn(&[Run]) -> bool) -> bool {
+    if words.iter().any(|w| matches(&runs_of_chars(w))) {
+        return true;
     }
     // The spacing trick: consecutive short fragments joined ("b a d", "fu ck").
     let mut start = 0;
@@ -134,17 +250,14 @@ fn match_words<'p>(words: &[Vec<char>], patterns: &'p [Pattern]) -> Option<&'p P
             let mut joined: Vec<char> = Vec::new();
             for word in &words[from..end] {
                 joined.extend(word);
-                if joined.len() > words[from].len() {
-                    let runs = runs_of_chars(&joined);
-                    if let Some(p) = patterns.iter().find(|p| p.matches_word(&runs)) {
-                        return Some(p);
-                    }
+                if joined.len() > words[from].len() && matches(&runs_of_chars(&joined)) {
+                    return true;
                 }
             }
         }
         start = end;
     }
-    None
+    false
 }
 
 /// The message's words after folding: letters and digits, cut at everything else.
@@ -162,6 +275,10 @@ fn words_of(message: &str, symbols_as_letters: bool) -> Vec<Vec<char>> {
         words.push(current);
     }
     words
+}
+
+fn runs_of_str(folded: &str) -> Vec<Run> {
+    runs_of_chars(&folded.chars().collect::<Vec<_>>())
 }
 
 fn runs_of_chars(chars: &[char]) -> Vec<Run> {
@@ -283,12 +400,12 @@ fn look_alike(c: char) -> Option<char> {
 mod tests {
     use super::*;
 
-    fn list(words: &[&str]) -> Vec<Pattern> {
-        words.iter().filter_map(|w| Pattern::new(w)).collect()
-    }
-
+    /// Matches as a chat post does: through the list's compiled form.
     fn caught(message: &str, words: &[&str]) -> bool {
-        first_match(message, &list(words)).is_some()
+        let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        let compiled = compile(&words);
+        let list = Blocklist::parse(&compiled).expect("a compiled list reads back");
+        is_blocked(message, &[list])
     }
 
     #[test]
@@ -351,6 +468,36 @@ mod tests {
     }
 
     #[test]
+    fn compiled_lists_read_back_and_combine() {
+        let creator = compile(&["heck".into(), "idiot*".into(), "b\u{0430}d".into()]);
+        let tenant = compile(&["darn".into(), "darn".into()]);
+        assert_eq!(tenant, "wf1\n=\tdarn\tdarn", "duplicates are stored once");
+        let lists = [
+            Blocklist::parse(&creator).unwrap(),
+            Blocklist::parse(&tenant).unwrap(),
+        ];
+        for message in ["oh heck", "d a r n", "idiots", "baaad", "b4d"] {
+            assert!(is_blocked(message, &lists), "{message:?} should be caught");
+        }
+        assert!(!is_blocked("badge ideal darnit", &lists));
+        // Another version (or a damaged text) is not read: the caller compiles the words.
+        assert!(Blocklist::parse("wf0\n=\tdarn\tdarn").is_none());
+        assert!(Blocklist::parse("wf1\n=darn").is_none());
+        // Out of compile's order, or a line without its fields: not read either.
+        assert!(Blocklist::parse("wf1\n=\txyz\txyz\n=\tdarn\tdarn").is_none());
+        assert!(Blocklist::parse("wf1\n=\tdarn\tdarn\n=\txyz").is_none());
+    }
+
+    #[test]
+    fn patterns_with_the_same_letters_keep_their_repeats() {
+        // "as" and "ass" share the skeleton "as": each needs its own repeats.
+        assert!(!caught("as I said", &["ass", "asss"]));
+        assert!(caught("ass", &["asss", "ass"]));
+        assert!(caught("asss", &["asss"]));
+        assert!(!caught("ass", &["asss"]));
+    }
+
+    #[test]
     fn patterns_are_checked() {
         assert_eq!(
             clean_patterns(&[" darn ".into(), "darn".into(), "heck".into()]),
@@ -359,6 +506,7 @@ mod tests {
         assert!(clean_patterns(&["***".into()]).is_err());
         assert!(clean_patterns(&["x".repeat(65)]).is_err());
         assert!(clean_patterns(&vec!["a".to_string(); 501]).is_err());
-        assert!(first_match("anything", &[]).is_none());
+        assert!(!caught("anything", &[]));
+        assert!(!is_blocked("anything", &[]));
     }
 }

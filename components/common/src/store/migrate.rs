@@ -87,6 +87,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0070_resumable_uploads",
         include_str!("../../migrations/0070_resumable_uploads.sql"),
     ),
+    (
+        "0080_chat_screening",
+        include_str!("../../migrations/0080_chat_screening.sql"),
+    ),
 ];
 
 /// The row that concurrent runners queue on.

@@ -4,7 +4,8 @@
 
 use super::{Db, Row, Value};
 use crate::ApiError;
-use crate::domain::moderation::{BlockedAction, Modes, Restriction, Scope};
+use crate::domain::moderation::{BlockedAction, MAX_SLOW_MODE_SECS, Modes, Restriction, Scope};
+use crate::domain::word_filter;
 use crate::pagination::Page;
 use crate::{ids, time};
 
@@ -212,23 +213,35 @@ pub fn word_list(db: &Db, client_id: &str, owner_id: &str) -> Result<Option<Word
         }))
 }
 
+/// A saved list as a chat post screens with it: its patterns compiled
+/// ([`word_filter::compile`]) when it was saved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScreeningList {
+    pub action: BlockedAction,
+    pub compiled: String,
+}
+
 /// The creator's list and the tenant's default list, in one read: `(creator, tenant)`.
+/// A list saved before lists were compiled (or by another version) is compiled here.
 pub fn word_lists_for(
     db: &Db,
     client_id: &str,
     owner_id: Option<&str>,
-) -> Result<(Option<WordList>, Option<WordList>), ApiError> {
+) -> Result<(Option<ScreeningList>, Option<ScreeningList>), ApiError> {
     let rows = db.query(
-        "SELECT owner_id, words, action FROM chat_word_lists WHERE client_id = ? AND owner_id IN (?, ?)",
+        "SELECT owner_id, words, compiled, action FROM chat_word_lists WHERE client_id = ? AND owner_id IN (?, ?)",
         &[
             client_id.into(),
             TENANT_LIST.into(),
             owner_id.unwrap_or(TENANT_LIST).into(),
         ],
     )?;
-    let list = |row: &Row| WordList {
-        words: row.json("words"),
+    let list = |row: &Row| ScreeningList {
         action: BlockedAction::parse(&row.text("action")).unwrap_or_default(),
+        compiled: match row.opt_text("compiled") {
+            Some(compiled) if word_filter::is_current(&compiled) => compiled,
+            _ => word_filter::compile(&row.json::<Vec<String>>("words")),
+        },
     };
     let mut creator = None;
     let mut tenant = None;
@@ -242,6 +255,7 @@ pub fn word_lists_for(
     Ok((creator, tenant))
 }
 
+/// Saves a list with its patterns compiled for screening.
 pub fn save_word_list(
     db: &Db,
     client_id: &str,
@@ -250,19 +264,71 @@ pub fn save_word_list(
     now_ms: i64,
 ) -> Result<(), ApiError> {
     db.execute(
-        "INSERT INTO chat_word_lists (client_id, owner_id, words, action, updated_ms) VALUES (?, ?, ?, ?, ?) \
-         ON CONFLICT (client_id, owner_id) DO UPDATE SET words = excluded.words, action = excluded.action, \
-           updated_ms = excluded.updated_ms",
+        "INSERT INTO chat_word_lists (client_id, owner_id, words, compiled, action, updated_ms) VALUES (?, ?, ?, ?, ?, ?) \
+         ON CONFLICT (client_id, owner_id) DO UPDATE SET words = excluded.words, compiled = excluded.compiled, \
+           action = excluded.action, updated_ms = excluded.updated_ms",
         &[
             client_id.into(),
             owner_id.into(),
             serde_json::to_string(&list.words)
                 .unwrap_or_else(|_| "[]".into())
                 .into(),
+            word_filter::compile(&list.words).into(),
             list.action.as_str().into(),
             Value::Int(now_ms),
         ],
     )
+}
+
+// ---- Slow mode ----
+
+/// Claims `user_id`'s next message slot in a slow-mode chat: at most one message per
+/// `seconds`. Answers `None` when claimed, or the milliseconds left until the next slot.
+/// One guarded upsert: of concurrent claims exactly one wins (the row's lock orders them on
+/// PostgreSQL). Inside the post's transaction, a post that fails later releases its claim.
+pub fn claim_slow_mode_slot(
+    db: &Db,
+    client_id: &str,
+    stream_id: &str,
+    user_id: &str,
+    seconds: i64,
+    now_ms: i64,
+) -> Result<Option<i64>, ApiError> {
+    let interval_ms = seconds * 1000;
+    let claimed = db.query_one(
+        "INSERT INTO chat_slow_mode (client_id, stream_id, user_id, last_ms) VALUES (?, ?, ?, ?) \
+         ON CONFLICT (client_id, stream_id, user_id) DO UPDATE SET last_ms = excluded.last_ms \
+           WHERE chat_slow_mode.last_ms <= ? RETURNING last_ms",
+        &[
+            client_id.into(),
+            stream_id.into(),
+            user_id.into(),
+            Value::Int(now_ms),
+            Value::Int(now_ms - interval_ms),
+        ],
+    )?;
+    if claimed.is_some() {
+        return Ok(None);
+    }
+    let last_ms = db.count(
+        "SELECT last_ms FROM chat_slow_mode WHERE client_id = ? AND stream_id = ? AND user_id = ?",
+        &[client_id.into(), stream_id.into(), user_id.into()],
+    )?;
+    Ok(Some((last_ms + interval_ms - now_ms).max(1)))
+}
+
+/// Forgets slow-mode slots older than any slow mode (the prune job's share).
+pub fn prune_slow_mode(db: &Db, now_ms: i64, batch: i64) -> Result<i64, ApiError> {
+    let removed = db.query(
+        "DELETE FROM chat_slow_mode WHERE (client_id, stream_id, user_id) IN \
+           (SELECT client_id, stream_id, user_id FROM chat_slow_mode WHERE last_ms <= ? LIMIT ?) \
+         RETURNING user_id",
+        &[
+            Value::Int(now_ms - MAX_SLOW_MODE_SECS * 1000),
+            Value::Int(batch),
+        ],
+    )?;
+    Ok(removed.len() as i64)
 }
 
 // ---- Who the poster is to the creator ----
@@ -554,6 +620,38 @@ mod tests {
     }
 
     #[test]
+    fn a_slow_mode_slot_is_claimed_once_per_interval_and_a_rolled_back_claim_is_released() {
+        let db = testing::db();
+        let claim = |user, now_ms| claim_slow_mode_slot(&db, "c1", "s1", user, 30, now_ms);
+        assert_eq!(claim("u1", 100_000).unwrap(), None);
+        assert_eq!(claim("u1", 100_500).unwrap(), Some(29_500));
+        assert_eq!(claim("u2", 100_500).unwrap(), None, "per user");
+        assert_eq!(
+            claim_slow_mode_slot(&db, "c1", "s2", "u1", 30, 100_500).unwrap(),
+            None,
+            "per stream"
+        );
+        assert_eq!(claim("u1", 129_999).unwrap(), Some(1));
+        assert_eq!(claim("u1", 130_000).unwrap(), None);
+        // A post that fails after claiming (its transaction rolls back) keeps no slot.
+        let failed: Result<(), ApiError> = db.transaction(|tx| {
+            assert_eq!(
+                claim_slow_mode_slot(tx, "c1", "s1", "u2", 30, 200_000).unwrap(),
+                None
+            );
+            Err(ApiError::internal("the insert failed"))
+        });
+        assert!(failed.is_err());
+        assert_eq!(claim("u2", 200_001).unwrap(), None);
+        // Slots older than the longest slow mode are pruned.
+        let later = 200_001 + MAX_SLOW_MODE_SECS * 1000;
+        assert_eq!(prune_slow_mode(&db, later, 100).unwrap(), 3);
+        assert_eq!(prune_slow_mode(&db, later, 100).unwrap(), 0);
+        assert_eq!(claim("u2", later).unwrap(), None);
+        assert_eq!(claim("u2", later + 1).unwrap(), Some(29_999));
+    }
+
+    #[test]
     fn restrictions_hold_per_stream_and_channel_and_a_timeout_never_lifts_a_ban() {
         let db = testing::db();
         let of = |now| restrictions_of(&db, "c1", "s1", Some("owner"), "troll", now).unwrap();
@@ -608,10 +706,14 @@ mod tests {
             words: vec!["darn".into()],
             action: BlockedAction::Hold,
         };
+        let screening = |list: &WordList| ScreeningList {
+            action: list.action,
+            compiled: word_filter::compile(&list.words),
+        };
         save_word_list(&db, "c1", "owner", &creator, 1).unwrap();
         assert_eq!(
             word_lists_for(&db, "c1", Some("owner")).unwrap(),
-            (Some(creator.clone()), None)
+            (Some(screening(&creator)), None)
         );
         let tenant = WordList {
             words: vec!["heck".into()],
@@ -620,13 +722,26 @@ mod tests {
         save_word_list(&db, "c1", TENANT_LIST, &tenant, 1).unwrap();
         assert_eq!(
             word_lists_for(&db, "c1", Some("owner")).unwrap(),
-            (Some(creator.clone()), Some(tenant.clone()))
+            (Some(screening(&creator)), Some(screening(&tenant)))
         );
         assert_eq!(
             word_lists_for(&db, "c1", None).unwrap(),
-            (None, Some(tenant))
+            (None, Some(screening(&tenant)))
         );
-        assert_eq!(word_list(&db, "c1", "owner").unwrap(), Some(creator));
+        assert_eq!(
+            word_list(&db, "c1", "owner").unwrap(),
+            Some(creator.clone())
+        );
+        // A list stored before lists were compiled is compiled when read.
+        db.execute(
+            "UPDATE chat_word_lists SET compiled = NULL WHERE owner_id = ?",
+            &["owner".into()],
+        )
+        .unwrap();
+        assert_eq!(
+            word_lists_for(&db, "c1", Some("owner")).unwrap().0,
+            Some(screening(&creator))
+        );
     }
 
     #[test]
