@@ -34,26 +34,17 @@ pub fn broadcast(db: &Db, event_type: &str, b: &Broadcast, now: i64) -> Result<(
     if event_type == "broadcast.ended" {
         data["analytics"] = crate::analytics::summary(db, b, now)?;
     }
-    broadcast_with(db, event_type, b, data, now)
+    record(db, &b.client_id, event_type, "broadcast", &b.id, data, now)
 }
 
-/// `broadcast.*` with `owner_view`, the broadcast's view already built for its owner.
-pub fn broadcast_with(
-    db: &Db,
-    event_type: &str,
-    b: &Broadcast,
-    owner_view: Value,
-    now: i64,
-) -> Result<(), ApiError> {
-    record(
-        db,
-        &b.client_id,
-        event_type,
-        "broadcast",
-        &b.id,
-        owner_view,
-        now,
-    )
+/// `broadcast.created` of a broadcast about to be stored, with `owner_view`, its view
+/// for its owner; store it with `outbox::record_first` in the same transaction.
+pub fn broadcast_created(b: &Broadcast, owner_view: Value, now: i64) -> outbox::Event {
+    let subject = Subject {
+        object_type: "broadcast",
+        object_id: &b.id,
+    };
+    outbox::Event::first(&b.client_id, "broadcast.created", subject, owner_view, now)
 }
 
 /// The event of a broadcast that has just moved to its current status, if it has one.

@@ -16,8 +16,8 @@ use common::domain::recording::SettingsPatch;
 use common::pagination::{Page, Paged};
 use common::realtime::Event;
 use common::spin::http::{AppCtx, Call, UserCtx, json};
-use common::store::Db;
 use common::store::broadcasts::{self as store, Broadcast, Changes};
+use common::store::{Db, outbox};
 use common::{ApiError, ids, time};
 use serde_json::{Value, json};
 use spin_sdk::http::Response;
@@ -42,8 +42,9 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// Stores a new broadcast, its recording settings (the tenant's default with `recording`'s
 /// changes) and its `broadcast.created` event; answers it with its owner's view. On
-/// SQLite the transaction holds the database's writer, so what can be read before it is:
-/// the tenant's default, and a new broadcast has no reactions to count.
+/// SQLite the transaction holds the database's writer, so everything is read and built
+/// before it (the tenant's default; the record, its view and its event: a new broadcast
+/// has no reactions to count) and the transaction only stores.
 pub fn insert(
     db: &Db,
     client_id: &str,
@@ -54,20 +55,16 @@ pub fn insert(
 ) -> Result<(Broadcast, Value), ApiError> {
     let recording = crate::recordings::initial_settings(db, client_id, recording)?;
     let links = crate::links::Links::load();
+    let b = store::new_record(client_id, owner_id, new, now);
+    let mut owner_view = view::of(&b, &links, Value::Null, Audience::Owner);
+    owner_view["recording"] = recording.view();
+    let created = crate::webhook_events::broadcast_created(&b, owner_view.clone(), now);
     db.transaction(|tx| {
-        let b = store::insert(tx, client_id, owner_id, new, now)?;
+        store::insert_record(tx, &b)?;
         common::store::recordings::save_settings(tx, &b, &recording, now)?;
-        let mut owner_view = view::of(&b, &links, Value::Null, Audience::Owner);
-        owner_view["recording"] = recording.view();
-        crate::webhook_events::broadcast_with(
-            tx,
-            "broadcast.created",
-            &b,
-            owner_view.clone(),
-            now,
-        )?;
-        Ok((b, owner_view))
-    })
+        outbox::record_first(tx, &created)
+    })?;
+    Ok((b, owner_view))
 }
 
 /// `GET /api/broadcasts/{id}`

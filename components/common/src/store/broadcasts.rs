@@ -12,7 +12,7 @@ use serde_json::{Map, Value as Json};
 use std::collections::HashMap;
 
 /// A stored broadcast.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Broadcast {
     pub id: String,
     pub client_id: String,
@@ -113,6 +113,80 @@ pub struct NewBroadcast {
     pub cohost_policy: String,
 }
 
+/// A new pending broadcast with a fresh stream identity, as [`insert_record`] stores it
+/// (the schema's defaults included). Built before the transaction that stores it, so the
+/// transaction only runs statements.
+pub fn new_record(
+    client_id: &str,
+    owner_id: Option<&str>,
+    new: &NewBroadcast,
+    now: i64,
+) -> Broadcast {
+    let at = time::format_rfc3339(now);
+    Broadcast {
+        id: ids::uuid(),
+        client_id: client_id.to_string(),
+        owner_id: owner_id.map(str::to_string),
+        identity: StreamIdentity::generate(),
+        title: new.title.clone(),
+        visibility: new.visibility.clone(),
+        tags: Json::from(new.tags.clone()),
+        metadata: Json::Object(new.metadata.clone()),
+        status: Status::Pending,
+        device_width: new.device.map(|d| d.0),
+        device_height: new.device.map(|d| d.1),
+        device_type: new.device_type.clone(),
+        operating_system: new.operating_system.clone(),
+        orientation: new.orientation.clone(),
+        recording: rules::recording_size(new.device, new.orientation == "portrait"),
+        max_participants: new.max_participants,
+        viewer_count: 0,
+        peak_viewers: 0,
+        viewer_reports: 0,
+        viewer_total: 0,
+        created_at: at.clone(),
+        updated_at: at,
+        started_at: None,
+        ended_at: None,
+        last_heartbeat: None,
+        cohost_policy: new.cohost_policy.clone(),
+    }
+}
+
+/// Stores a record made by [`new_record`].
+pub fn insert_record(db: &Db, b: &Broadcast) -> Result<(), ApiError> {
+    db.execute(
+        "INSERT INTO broadcasts (id, client_id, owner_id, short_id, stream_id, stream_key, title, visibility, tags, metadata, status, \
+           device_width, device_height, device_type, operating_system, orientation, recording_width, recording_height, max_participants, \
+           created_at, updated_at, cohost_policy) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        &[
+            b.id.clone().into(),
+            b.client_id.clone().into(),
+            b.owner_id.clone().into(),
+            b.identity.short_id.clone().into(),
+            b.identity.stream_id.clone().into(),
+            b.identity.stream_key.clone().into(),
+            b.title.clone().into(),
+            b.visibility.clone().into(),
+            b.tags.to_string().into(),
+            b.metadata.to_string().into(),
+            b.status.as_str().into(),
+            b.device_width.into(),
+            b.device_height.into(),
+            b.device_type.clone().into(),
+            b.operating_system.clone().into(),
+            b.orientation.clone().into(),
+            b.recording.map(|r| r.0).into(),
+            b.recording.map(|r| r.1).into(),
+            Value::Int(b.max_participants),
+            b.created_at.clone().into(),
+            b.updated_at.clone().into(),
+            b.cohost_policy.clone().into(),
+        ],
+    )
+}
+
 /// Stores a new pending broadcast with a fresh stream identity.
 pub fn insert(
     db: &Db,
@@ -121,45 +195,9 @@ pub fn insert(
     new: &NewBroadcast,
     now: i64,
 ) -> Result<Broadcast, ApiError> {
-    let identity = StreamIdentity::generate();
-    let id = ids::uuid();
-    let at = time::format_rfc3339(now);
-    let recording = rules::recording_size(new.device, new.orientation == "portrait");
-    // RETURNING: the stored row (with the schema's defaults) without a second read.
-    let row = db.query_one(
-        "INSERT INTO broadcasts (id, client_id, owner_id, short_id, stream_id, stream_key, title, visibility, tags, metadata, status, \
-           device_width, device_height, device_type, operating_system, orientation, recording_width, recording_height, max_participants, \
-           created_at, updated_at, cohost_policy) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING *",
-        &[
-            id.clone().into(),
-            client_id.into(),
-            owner_id.into(),
-            identity.short_id.clone().into(),
-            identity.stream_id.clone().into(),
-            identity.stream_key.clone().into(),
-            new.title.clone().into(),
-            new.visibility.clone().into(),
-            serde_json::to_string(&new.tags)
-                .unwrap_or_else(|_| "[]".into())
-                .into(),
-            Json::Object(new.metadata.clone()).to_string().into(),
-            Status::Pending.as_str().into(),
-            new.device.map(|d| d.0).into(),
-            new.device.map(|d| d.1).into(),
-            new.device_type.clone().into(),
-            new.operating_system.clone().into(),
-            new.orientation.clone().into(),
-            recording.map(|r| r.0).into(),
-            recording.map(|r| r.1).into(),
-            Value::Int(new.max_participants),
-            at.clone().into(),
-            at.into(),
-            new.cohost_policy.clone().into(),
-        ],
-    )?;
-    row.map(|row| from_row(&row))
-        .ok_or_else(|| ApiError::internal("the new broadcast was not returned"))
+    let b = new_record(client_id, owner_id, new, now);
+    insert_record(db, &b)?;
+    Ok(b)
 }
 
 /// The tenant's broadcast `id` (a UUID; 400 otherwise), moved to `error` first when it
@@ -514,6 +552,22 @@ mod tests {
             max_participants: 100,
             cohost_policy: "approval".into(),
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_new_record_is_what_the_store_reads_back() {
+        let db = testing::db();
+        let mut full = new("Full");
+        full.tags = vec!["music".into(), "live".into()];
+        full.metadata.insert("game".into(), Json::from("chess"));
+        full.device = Some((1170, 2532));
+        full.device_type = Some("ios".into());
+        full.operating_system = Some("iOS 18".into());
+        for (owner, fields) in [(Some("ada"), full), (None, new("Bare"))] {
+            let b = insert(&db, "c1", owner, &fields, 1_800_000_000).unwrap();
+            // Built in the component, not read back: it must hold the schema's defaults.
+            assert_eq!(load(&db, "c1", &b.id, 1_800_000_000).unwrap(), b);
         }
     }
 

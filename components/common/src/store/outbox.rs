@@ -34,29 +34,95 @@ pub fn record(
             subject.object_id.into(),
         ],
     )?;
-    let id = format!("evt_{}", ids::random_base62(24));
-    let payload = json!({
-        "type": event_type,
-        "id": id,
-        "timestamp": time::format_rfc3339(now),
-        "sequence": sequence,
-        "data": data,
-    });
+    let event = Event::new(client_id, event_type, subject, sequence, data, now);
+    insert(db, &event)?;
+    Ok(event.id)
+}
+
+/// An event built and ready to store.
+pub struct Event {
+    pub id: String,
+    client_id: String,
+    event_type: String,
+    object_type: String,
+    object_id: String,
+    sequence: i64,
+    payload: String,
+    created_at: i64,
+}
+
+impl Event {
+    fn new(
+        client_id: &str,
+        event_type: &str,
+        subject: Subject<'_>,
+        sequence: i64,
+        data: Json,
+        now: i64,
+    ) -> Event {
+        let id = format!("evt_{}", ids::random_base62(24));
+        let payload = json!({
+            "type": event_type,
+            "id": id,
+            "timestamp": time::format_rfc3339(now),
+            "sequence": sequence,
+            "data": data,
+        });
+        Event {
+            id,
+            client_id: client_id.to_string(),
+            event_type: event_type.to_string(),
+            object_type: subject.object_type.to_string(),
+            object_id: subject.object_id.to_string(),
+            sequence,
+            payload: payload.to_string(),
+            created_at: now,
+        }
+    }
+
+    /// The first event of an object created in the same transaction (its `.created`):
+    /// its sequence is 1, so it is built whole before the transaction begins, which then
+    /// only stores it ([`record_first`]).
+    pub fn first(
+        client_id: &str,
+        event_type: &str,
+        subject: Subject<'_>,
+        data: Json,
+        now: i64,
+    ) -> Event {
+        Event::new(client_id, event_type, subject, 1, data, now)
+    }
+}
+
+/// Stores an object's first event ([`Event::first`]) and starts its sequence. Fails if the
+/// object already has events.
+pub fn record_first(db: &Db, event: &Event) -> Result<(), ApiError> {
+    db.execute(
+        "INSERT INTO outbox_sequences (client_id, object_type, object_id, last) VALUES (?, ?, ?, 1)",
+        &[
+            event.client_id.clone().into(),
+            event.object_type.clone().into(),
+            event.object_id.clone().into(),
+        ],
+    )?;
+    insert(db, event)
+}
+
+fn insert(db: &Db, event: &Event) -> Result<(), ApiError> {
     db.execute(
         "INSERT INTO outbox_events (id, client_id, event_type, object_type, object_id, sequence, payload, created_at) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         &[
-            id.clone().into(),
-            client_id.into(),
-            event_type.into(),
-            subject.object_type.into(),
-            subject.object_id.into(),
-            Value::Int(sequence),
-            payload.to_string().into(),
-            Value::Int(now),
+            event.id.clone().into(),
+            event.client_id.clone().into(),
+            event.event_type.clone().into(),
+            event.object_type.clone().into(),
+            event.object_id.clone().into(),
+            Value::Int(event.sequence),
+            event.payload.clone().into(),
+            Value::Int(event.created_at),
         ],
-    )?;
-    Ok(id)
+    )
 }
 
 #[cfg(test)]
@@ -71,7 +137,8 @@ mod tests {
             object_type: "broadcast",
             object_id: id,
         };
-        record(&db, "c1", "broadcast.created", subject("b1"), json!({}), 10).unwrap();
+        let created = Event::first("c1", "broadcast.created", subject("b1"), json!({}), 10);
+        record_first(&db, &created).unwrap();
         record(&db, "c1", "broadcast.started", subject("b1"), json!({}), 11).unwrap();
         record(&db, "c1", "broadcast.created", subject("b2"), json!({}), 12).unwrap();
         let _ = db.transaction(|tx| {
@@ -93,5 +160,8 @@ mod tests {
         assert_eq!(payload["type"], "broadcast.started");
         assert_eq!(payload["sequence"], 2);
         assert!(payload["id"].as_str().unwrap().starts_with("evt_"));
+        // A first event for an object that already has events is refused.
+        let again = Event::first("c1", "broadcast.created", subject("b1"), json!({}), 14);
+        assert!(record_first(&db, &again).is_err());
     }
 }
