@@ -59,7 +59,7 @@ pub use relay::ChatRelay;
 pub use server::Server;
 #[doc(hidden)]
 pub use server::bench_instantiation;
-pub use sqlite::{LeaseTiming, WriterTimings};
+pub use sqlite::{LeaseTiming, WriterRecord, WriterTimings};
 
 /// Re-exported: the crates in the [`WebSocketHandler`] signature, so that handlers use
 /// the same versions.

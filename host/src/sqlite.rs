@@ -75,22 +75,30 @@ pub struct LeaseTiming {
     pub statements: u32,
 }
 
+/// What [`WriterTimings`] recorded: every writer lease, and for every commit how long
+/// its guest then waited for the WAL sync that made it durable (see `group_commit.rs`).
+#[derive(Debug, Clone, Default)]
+pub struct WriterRecord {
+    pub leases: Vec<LeaseTiming>,
+    pub durable_waits: Vec<Duration>,
+}
+
 /// The writer leases of every database, recorded between [`WriterTimings::start`] and
 /// [`WriterTimings::take`]: benchmarks read them to say where a write's time goes. Off
 /// by default.
 #[derive(Clone, Default)]
-pub struct WriterTimings(Arc<Mutex<Option<Vec<LeaseTiming>>>>);
+pub struct WriterTimings(Arc<Mutex<Option<WriterRecord>>>);
 
 impl WriterTimings {
     /// Starts recording (again, from nothing).
     pub fn start(&self) {
         if let Ok(mut recorded) = self.0.lock() {
-            *recorded = Some(Vec::new());
+            *recorded = Some(WriterRecord::default());
         }
     }
 
     /// Stops recording; answers what was recorded.
-    pub fn take(&self) -> Vec<LeaseTiming> {
+    pub fn take(&self) -> WriterRecord {
         self.0
             .lock()
             .ok()
@@ -98,12 +106,21 @@ impl WriterTimings {
             .unwrap_or_default()
     }
 
+    fn record_durable_wait(&self, waited: Duration) {
+        if let Ok(mut recorded) = self.0.lock()
+            && let Some(record) = recorded.as_mut()
+            && record.durable_waits.len() < MAX_LEASE_TIMINGS
+        {
+            record.durable_waits.push(waited);
+        }
+    }
+
     fn record(&self, timing: LeaseTiming) {
         if let Ok(mut recorded) = self.0.lock()
-            && let Some(list) = recorded.as_mut()
-            && list.len() < MAX_LEASE_TIMINGS
+            && let Some(record) = recorded.as_mut()
+            && record.leases.len() < MAX_LEASE_TIMINGS
         {
-            list.push(timing);
+            record.leases.push(timing);
         }
     }
 }
@@ -470,7 +487,9 @@ async fn run_statement(
     // time the writer is held by a scheduling delay on a busy machine.
     match step() {
         (session, Ok(out), pool, Some(commit)) => {
+            let asked = Instant::now();
             let durable = pool.group_commit.durable(commit).await;
+            pool.timings.record_durable_wait(asked.elapsed());
             (session, durable.map(|()| out))
         }
         (session, result, _, _) => (session, result),

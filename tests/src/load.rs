@@ -162,8 +162,10 @@ async fn connect(
 }
 
 /// Where the SQLite writer's time went during a run: the wait for it, how long each
-/// lease held it, and how much of that SQLite spent running statements.
-pub fn report_writer(leases: &[edgehost::LeaseTiming]) {
+/// lease held it, how much of that SQLite spent running statements, and how long each
+/// commit then waited for the WAL sync that made it durable.
+pub fn report_writer(record: &edgehost::WriterRecord) {
+    let leases = &record.leases;
     if leases.is_empty() {
         return;
     }
@@ -186,4 +188,15 @@ pub fn report_writer(leases: &[edgehost::LeaseTiming]) {
     println!("    waited for it   {}", column(|l| l.waited));
     println!("    held it         {}", column(|l| l.held));
     println!("    in SQLite       {}", column(|l| l.in_sqlite));
+    let mut waits = record.durable_waits.clone();
+    if !waits.is_empty() {
+        let total: Duration = waits.iter().sum();
+        println!(
+            "    then its sync   p50 {:>6} p99 {:>7} total {:>6.0} ms  ({} commits)",
+            micros(percentile(&mut waits, 50.0)),
+            micros(percentile(&mut waits, 99.0)),
+            total.as_secs_f64() * 1e3,
+            record.durable_waits.len()
+        );
+    }
 }
