@@ -584,6 +584,17 @@ async fn failed_starts_manual_control_and_private_broadcasts() {
     let t = p.register_client("Acme").await;
     let ada = p.signup(&t, "ada").await;
     let bob = p.signup(&t, "bob").await;
+    let receiver = Receiver::start().await;
+    let (status, endpoint) = p
+        .as_server(
+            &t,
+            Method::POST,
+            "/api/v1/webhooks",
+            Some(&json!({"url": receiver.url("/hooks"), "events": ["recording.failed"]})),
+        )
+        .answer()
+        .await;
+    assert_eq!(status.as_u16(), 201, "{endpoint}");
 
     // The tenant turns recording on by default (MP4 files).
     let (status, defaults) = p
@@ -651,6 +662,18 @@ async fn failed_starts_manual_control_and_private_broadcasts() {
     assert_eq!(list[0]["status"], "failed");
     assert_eq!(list[0]["error"], "Start signal not received");
     assert_eq!(egress.calls().len(), 2, "no third start");
+    // The tenant's backend hears of the failure once, with the reason.
+    p.run_job("deliver-webhooks").await;
+    let delivered = receiver.wait_for(1, Duration::from_secs(20)).await;
+    assert_eq!(delivered.len(), 1, "one recording.failed delivery");
+    let event = delivered[0].json();
+    assert_eq!(event["type"], "recording.failed", "{event}");
+    assert_eq!(event["data"]["id"], list[0]["id"], "{event}");
+    assert_eq!(event["data"]["status"], "failed", "{event}");
+    assert_eq!(
+        event["data"]["error"], "Start signal not received",
+        "{event}"
+    );
 
     // Manual control: the owner starts and stops; others may not; a private broadcast's
     // recordings are unknown to those who may not watch it.
