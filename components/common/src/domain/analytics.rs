@@ -227,11 +227,13 @@ pub struct Totals {
 }
 
 /// Sums one broadcast's buckets into its totals, sessions still open counted to `until`.
+/// The minute that holds `until` counts, even when `until` is its first second: what was
+/// recorded in the second being read is in the totals.
 pub fn totals(buckets: &[Bucket], until: i64) -> Totals {
     let mut t = Totals::default();
     let (mut reports, mut viewer_sum, mut open) = (0i64, 0i64, 0i64);
     let mut watch = 0i64;
-    for b in buckets.iter().filter(|b| b.minute < until) {
+    for b in buckets.iter().filter(|b| b.minute <= until) {
         t.peak_concurrent_viewers = t.peak_concurrent_viewers.max(b.viewer_max);
         reports += b.viewer_reports;
         viewer_sum += b.viewer_sum;
@@ -356,6 +358,21 @@ mod tests {
         let late = fold(&[m0, m1, m2], Granularity::Minute, T0 + 120, T0 + 180);
         assert_eq!(late.len(), 1);
         assert_eq!(late[0].watch_seconds, 15);
+    }
+
+    #[test]
+    fn totals_count_what_was_recorded_in_the_second_being_read() {
+        // A message posted at a minute's first second, read in that same second.
+        let mut m1 = bucket(T0 + 60);
+        m1.messages = 1;
+        m1.new_chatters = 1;
+        let t = totals(&[m1.clone()], T0 + 60);
+        assert_eq!((t.messages, t.chatters), (1, 1));
+        assert_eq!(
+            totals(&[m1], T0 + 59).messages,
+            0,
+            "a later minute is not counted"
+        );
     }
 
     #[test]
