@@ -31,6 +31,9 @@ use std::time::Duration;
 /// type, headers and body as documented; bad input refused; credentials enforced; one
 /// user's objects not served to another; the method checks.
 const NOT_CHECKED: &str = "positive_data_acceptance";
+/// Stateful scenarios per `--max-examples`, and the most calls one scenario makes.
+const STATEFUL_EXAMPLES_PER_EXAMPLE: u32 = 10;
+const STATEFUL_MAX_STEPS: u32 = 10;
 
 /// Reads of what the tenant's users share by design: a public broadcast (and its session,
 /// co-host grid and chat), a public playlist, a public scheduled event, a creator's
@@ -204,14 +207,25 @@ async fn the_application_holds_to_its_openapi_document_under_fuzzing() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(15);
+    // The stateful phase draws its scenarios from the document's links (and those it
+    // infers); a scenario is one example, so it gets more of them than one operation does.
+    let scenarios: u32 = std::env::var("CONTRACT_SCENARIOS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(examples * STATEFUL_EXAMPLES_PER_EXAMPLE);
     let mut config = format!(
-        "[auth.wfc]\npath = {path:?}\npeers = [\"alice\", \"bob\"]\n\n[checks]\n{NOT_CHECKED}.enabled = false\n",
+        "[auth.wfc]\npath = {path:?}\npeers = [\"alice\", \"bob\"]\n\n[checks]\n{NOT_CHECKED}.enabled = false\n\n[phases.stateful]\nmax-steps = {STATEFUL_MAX_STEPS}\ngeneration.max-examples = {scenarios}\n",
         path = wfc_path.display().to_string()
     );
     // A file is private unless made public: its public address is a 404 right after an
     // upload, which schemathesis's inferred link from `POST /api/files` cannot know.
     config.push_str(
         "\n[[operations]]\ninclude-name = \"GET /api/files/{id}/public\"\nchecks.ensure_resource_availability.enabled = false\n",
+    );
+    // A CORS preflight answers for the route, whatever the id: 204 for a deleted file too
+    // (it reveals nothing; the GET that follows is the 404).
+    config.push_str(
+        "\n[[operations]]\ninclude-name = \"OPTIONS /api/files/{id}/public\"\nchecks.use_after_free.enabled = false\nchecks.ensure_resource_availability.enabled = false\n",
     );
     for name in SHARED_BY_DESIGN {
         config.push_str(&format!(
@@ -220,7 +234,21 @@ async fn the_application_holds_to_its_openapi_document_under_fuzzing() {
     }
     let config_path = work.path().join("schemathesis.toml");
     std::fs::write(&config_path, config).expect("write the schemathesis config");
-    println!("schemathesis: seed {seed}, {examples} examples per operation");
+    println!(
+        "schemathesis: seed {seed}, {examples} examples per operation, {scenarios} stateful scenarios"
+    );
+    // `CONTRACT_HAR=<file>` keeps every exchange (to see which operations answered 2xx).
+    let har: Vec<String> = match std::env::var("CONTRACT_HAR") {
+        Ok(path) if !path.is_empty() => {
+            vec![
+                "--report".into(),
+                "har".into(),
+                "--report-har-path".into(),
+                path,
+            ]
+        }
+        _ => Vec::new(),
+    };
     let output = tokio::task::block_in_place(|| {
         Command::new(&st)
             .arg("--config-file")
@@ -237,6 +265,7 @@ async fn the_application_holds_to_its_openapi_document_under_fuzzing() {
             .args(["--generation-database", "none"])
             .arg("--report-dir")
             .arg(work.path().join("report"))
+            .args(&har)
             .env("PYTHONPATH", workspace_root().join("tests/schemathesis"))
             .env("SCHEMATHESIS_HOOKS", "platform_hooks")
             .env("PLATFORM_BASE", &platform.base)

@@ -262,6 +262,12 @@ fn parse_track(index: usize, value: &Value, errors: &mut Vec<FieldError>) -> Opt
     {
         body.error("url", "must be an absolute http(s) URL");
     }
+    // A blank fileId or url names nothing: refused, not taken as absent.
+    for (field, parsed) in [("fileId", file_id.is_some()), ("url", url.is_some())] {
+        if body.has(field) && !parsed && !body.has_errors_for(&[field]) {
+            body.error(field, "must not be empty");
+        }
+    }
     if body.has("fileId") == body.has("url") {
         body.error("fileId", "give either a fileId or a url");
     }
@@ -460,5 +466,21 @@ mod tests {
         assert!(parse_track(0, &json!({"title": "x"}), &mut errors).is_none());
         assert_eq!(errors[0].field, "tracks[0].fileId");
         assert!(parse_track(1, &json!("x"), &mut errors).is_none());
+    }
+
+    #[test]
+    fn a_blank_source_is_refused_not_taken_as_absent() {
+        for track in [
+            json!({"title": "x", "url": ""}),
+            json!({"title": "x", "fileId": "  "}),
+            json!({"title": "x", "fileId": "", "url": "https://x.example/a.mp3"}),
+        ] {
+            let mut errors = Vec::new();
+            assert!(parse_track(0, &track, &mut errors).is_none(), "{track}");
+            assert!(
+                errors.iter().any(|e| e.message == "must not be empty"),
+                "{track}: {errors:?}"
+            );
+        }
     }
 }
