@@ -136,7 +136,7 @@ fn base_schemas() -> Map<String, Value> {
                 "status": {"type": "integer", "minimum": 400, "maximum": 599},
                 "code": {"type": "string", "description": "Stable; clients branch on it."},
                 "detail": {"type": "string"},
-                "fields": {
+                "errors": {
                     "type": "array",
                     "items": {
                         "type": "object",

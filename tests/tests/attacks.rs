@@ -1282,11 +1282,15 @@ async fn chat_moderation_is_for_moderators_only() {
         .send_json(&json!({"reason": "x"}))
         .await;
     assert_eq!(status, 404);
-    let (status, _) = p
+    let (status, refused) = p
         .as_user(&mallory, Method::POST, "/api/users/me/chat/bans")
         .send_json(&json!({"userId": eve.id}))
         .await;
-    assert_eq!(status, 404, "another tenant's user is unknown here");
+    assert_eq!(
+        (status.as_u16(), refused["errors"][0]["field"].as_str()),
+        (422, Some("userId")),
+        "another tenant's user is unknown here: {refused}"
+    );
 
     // Nothing changed: eve still posts, the modes are off, the message and report stand.
     let (status, _) = p

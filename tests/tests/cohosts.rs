@@ -591,8 +591,13 @@ async fn expired_invites_and_other_tenants() {
     assert_eq!(status, 404);
     let (status, _) = s.join(&stranger, "S", Value::Null).await;
     assert_eq!(status, 404);
-    let (status, _) = s.invite(&ada, &stranger, "default").await;
-    assert_eq!(status, 404);
+    // Invited, another tenant's user is no user of this app: the same answer as nobody.
+    let (status, refused) = s.invite(&ada, &stranger, "default").await;
+    assert_eq!(
+        (status, refused["errors"][0]["field"].as_str()),
+        (422, Some("userId")),
+        "{refused}"
+    );
 
     // An invite past its ten minutes is refused and changes nothing.
     let (status, invite) = s.invite(&ada, &bob, "moderator").await;

@@ -210,7 +210,7 @@ pub fn invite(ctx: &UserCtx) -> Result<Response, ApiError> {
         ));
     }
     if !common::store::users::exists(&db, &b.client_id, &invitee)? {
-        return Err(ApiError::not_found("user"));
+        return Err(crate::users::unknown_user("userId"));
     }
     let token = format!("inv_{}", ids::random_base62(32));
     let expires_at = ctx.now() + INVITE_TTL_SECS;

@@ -368,7 +368,7 @@ fn scope_field(body: &mut JsonBody) -> Scope {
 /// The user to restrict must be of the tenant and not a moderator of this chat.
 fn check_restrictable(db: &Db, target: &ChatTarget, user_id: &str) -> Result<(), ApiError> {
     if !users::exists(db, &target.client_id, user_id)? {
-        return Err(ApiError::not_found("user"));
+        return Err(crate::users::unknown_user("userId"));
     }
     if chat::is_moderator(db, target, user_id)? {
         return Err(ApiError::conflict(
@@ -1083,7 +1083,7 @@ pub fn channel_ban(ctx: &UserCtx) -> Result<Response, ApiError> {
         ));
     }
     if !users::exists(&db, &ctx.tenant.client_id, &user_id)? {
-        return Err(ApiError::not_found("user"));
+        return Err(crate::users::unknown_user("userId"));
     }
     let view = apply_restriction(
         ctx,

@@ -77,6 +77,15 @@ impl Profile {
     }
 }
 
+/// The answer when a body's `field` names no user of the tenant (another tenant's users
+/// included): the request's own resource exists, the reference in it does not, so 422.
+pub fn unknown_user(field: &str) -> ApiError {
+    ApiError::invalid_fields(vec![common::problem::FieldError {
+        field: field.to_string(),
+        message: "is not a user of this app".to_string(),
+    }])
+}
+
 /// Usernames: 3 to 32 letters, digits, `_`, `.` or `-`.
 pub fn username_problem(name: &str) -> Option<&'static str> {
     let len = name.chars().count();
