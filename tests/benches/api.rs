@@ -2,6 +2,8 @@
 //! broadcasts created per second, beside `/api/sfu/health` (which probes a stand-in SFU
 //! over loopback on every request). The token and create rows run on SQLite, then on
 //! PostgreSQL + Redis (throwaway servers, `platform_tests::backends`), in the same run.
+//! On SQLite, creates also run at fixed rates (`CREATE_RATES`, default `1200,1700`), each
+//! latency counted from when its request was due, so a server that falls behind shows it.
 //!
 //! Run: `cargo bench -p platform-tests --bench api --profile host`. The load generator
 //! shares the machine with the server; compare the rows of one run.
@@ -153,15 +155,43 @@ async fn measure_store(p: &Platform, plan: Plan, label: &str) -> Result<()> {
             body.to_string(),
         )
     };
+    let create = std::sync::Arc::new(create);
     let timings = p.sqlite_writer_timings().filter(|_| p.backends.is_none());
     if let Some(t) = &timings {
         t.start();
     }
-    load::run(addr, plan, 200, create)
+    let flat_out = create.clone();
+    load::run(addr, plan, 200, move |n| flat_out(n))
         .await?
         .report(&format!("{label:<10} POST /api/broadcasts"));
-    if let Some(t) = timings {
+    if let Some(t) = &timings {
         load::report_writer(&t.take());
+    }
+    // On SQLite, the same at fixed rates (CREATE_RATES, default 1200,1700: below the
+    // machine's capacity, and the store's target), latency counted from when each request
+    // was due.
+    if p.backends.is_some() {
+        return Ok(());
+    }
+    let rates = std::env::var("CREATE_RATES").unwrap_or_else(|_| "1200,1700".into());
+    for rate in rates
+        .split(',')
+        .filter_map(|r| r.trim().parse::<f64>().ok())
+    {
+        if let Some(t) = &timings {
+            t.start();
+        }
+        let paced = Plan {
+            rate: Some(rate),
+            ..plan
+        };
+        let create = create.clone();
+        load::run(addr, paced, 200, move |n| create(n))
+            .await?
+            .report(&format!("{label:<10} POST /api/broadcasts @{rate:.0}/s"));
+        if let Some(t) = &timings {
+            load::report_writer(&t.take());
+        }
     }
     Ok(())
 }

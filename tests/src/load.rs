@@ -18,6 +18,11 @@ pub struct Plan {
     pub max_requests: usize,
     /// ... within at most this long.
     pub run_for: Duration,
+    /// Requests per second, spread evenly: request `n` is due at `n / rate` seconds, and
+    /// its latency counts from then, so time spent waiting for a free connection when the
+    /// server falls behind is counted too. `None`: each connection sends as soon as its
+    /// last answer came (as fast as the server goes).
+    pub rate: Option<f64>,
 }
 
 impl Default for Plan {
@@ -26,6 +31,7 @@ impl Default for Plan {
             connections: 16,
             max_requests: 200_000,
             run_for: Duration::from_secs(5),
+            rate: None,
         }
     }
 }
@@ -112,8 +118,14 @@ where
             let mut reconnects = 0;
             loop {
                 let n = sent.fetch_add(1, Ordering::Relaxed);
-                if n >= plan.max_requests || Instant::now() >= deadline {
+                let due = plan
+                    .rate
+                    .map(|rate| start + Duration::from_secs_f64(n as f64 / rate));
+                if n >= plan.max_requests || due.unwrap_or_else(Instant::now) >= deadline {
                     break;
+                }
+                if let Some(due) = due {
+                    tokio::time::sleep_until(due.into()).await;
                 }
                 // The server may close a keep-alive connection; count it and open another.
                 if sender.ready().await.is_err() {
@@ -123,7 +135,7 @@ where
                 let mut req = make(n);
                 req.headers_mut()
                     .insert(hyper::header::HOST, addr.to_string().parse()?);
-                let t = Instant::now();
+                let t = due.unwrap_or_else(Instant::now);
                 let resp = sender.send_request(req).await?;
                 let status = resp.status();
                 let body = resp.into_body().collect().await?.to_bytes();
