@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use livekit_api::access_token::{AccessToken, TokenVerifier};
 use platform_tests::webhook_receiver::Receiver;
-use platform_tests::{Exchange, Method, Platform, User};
+use platform_tests::{Exchange, Method, Platform, Tenant, User};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
@@ -265,6 +265,22 @@ fn platform_vars<'a>(
     ]
 }
 
+/// A webhook receiver on loopback, subscribed by the tenant's server to `events`.
+async fn subscribe(p: &Platform, t: &Tenant, events: &[&str]) -> Receiver {
+    let receiver = Receiver::start().await;
+    let (status, endpoint) = p
+        .as_server(
+            t,
+            Method::POST,
+            "/api/v1/webhooks",
+            Some(&json!({"url": receiver.url("/hooks"), "events": events})),
+        )
+        .answer()
+        .await;
+    assert_eq!(status.as_u16(), 201, "{endpoint}");
+    receiver
+}
+
 async fn call(p: &Platform, u: &User, method: Method, path: &str, body: Value) -> (u16, Value) {
     let builder = p.as_user(u, method, path);
     let (status, body) = if body.is_null() {
@@ -299,17 +315,12 @@ async fn a_recorded_broadcast_is_recorded_and_replayed() {
     let t = p.register_client("Acme").await;
     let ada = p.signup(&t, "ada").await;
     let bob = p.signup(&t, "bob").await;
-    let receiver = Receiver::start().await;
-    let (status, endpoint) = p
-        .as_server(
-            &t,
-            Method::POST,
-            "/api/v1/webhooks",
-            Some(&json!({"url": receiver.url("/hooks"), "events": ["recording.started", "recording.ready", "recording.failed"]})),
-        )
-        .answer()
-        .await;
-    assert_eq!(status.as_u16(), 201, "{endpoint}");
+    let receiver = subscribe(
+        &p,
+        &t,
+        &["recording.started", "recording.ready", "recording.failed"],
+    )
+    .await;
 
     // Recording asked for at creation, changed before going live.
     let (status, b) = call(
@@ -584,17 +595,7 @@ async fn failed_starts_manual_control_and_private_broadcasts() {
     let t = p.register_client("Acme").await;
     let ada = p.signup(&t, "ada").await;
     let bob = p.signup(&t, "bob").await;
-    let receiver = Receiver::start().await;
-    let (status, endpoint) = p
-        .as_server(
-            &t,
-            Method::POST,
-            "/api/v1/webhooks",
-            Some(&json!({"url": receiver.url("/hooks"), "events": ["recording.failed"]})),
-        )
-        .answer()
-        .await;
-    assert_eq!(status.as_u16(), 201, "{endpoint}");
+    let receiver = subscribe(&p, &t, &["recording.failed"]).await;
 
     // The tenant turns recording on by default (MP4 files).
     let (status, defaults) = p
