@@ -157,38 +157,34 @@ async fn measure_store(p: &Platform, plan: Plan, label: &str) -> Result<()> {
     };
     let create = std::sync::Arc::new(create);
     let timings = p.sqlite_writer_timings().filter(|_| p.backends.is_none());
-    if let Some(t) = &timings {
-        t.start();
+    // As fast as it goes; then, on SQLite, at fixed rates (CREATE_RATES, default
+    // 1200,1700: below the machine's capacity, and the store's target), latency counted
+    // from when each request was due.
+    let mut runs = vec![(plan, format!("{label:<10} POST /api/broadcasts"))];
+    if p.backends.is_none() {
+        let rates = std::env::var("CREATE_RATES").unwrap_or_else(|_| "1200,1700".into());
+        for rate in rates.split(',').map(str::trim) {
+            let rate: f64 = rate
+                .parse()
+                .map_err(|_| anyhow::anyhow!("CREATE_RATES: {rate:?} is not a rate"))?;
+            let paced = Plan {
+                rate: Some(rate),
+                ..plan
+            };
+            runs.push((
+                paced,
+                format!("{label:<10} POST /api/broadcasts @{rate:.0}/s"),
+            ));
+        }
     }
-    let flat_out = create.clone();
-    load::run(addr, plan, 200, move |n| flat_out(n))
-        .await?
-        .report(&format!("{label:<10} POST /api/broadcasts"));
-    if let Some(t) = &timings {
-        load::report_writer(&t.take());
-    }
-    // On SQLite, the same at fixed rates (CREATE_RATES, default 1200,1700: below the
-    // machine's capacity, and the store's target), latency counted from when each request
-    // was due.
-    if p.backends.is_some() {
-        return Ok(());
-    }
-    let rates = std::env::var("CREATE_RATES").unwrap_or_else(|_| "1200,1700".into());
-    for rate in rates
-        .split(',')
-        .filter_map(|r| r.trim().parse::<f64>().ok())
-    {
+    for (plan, name) in runs {
         if let Some(t) = &timings {
             t.start();
         }
-        let paced = Plan {
-            rate: Some(rate),
-            ..plan
-        };
         let create = create.clone();
-        load::run(addr, paced, 200, move |n| create(n))
+        load::run(addr, plan, 200, move |n| create(n))
             .await?
-            .report(&format!("{label:<10} POST /api/broadcasts @{rate:.0}/s"));
+            .report(&name);
         if let Some(t) = &timings {
             load::report_writer(&t.take());
         }

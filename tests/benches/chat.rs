@@ -10,19 +10,12 @@
 //! RATE=100, SECONDS=5)
 
 use futures_util::StreamExt;
-use platform_tests::{Exchange, Method, Platform};
+use platform_tests::{Exchange, Method, Platform, env_or};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const JWT: &str = "chat-bench-jwt-secret-0123456789abcdef";
 const RELAY: &str = "chat-bench-relay-secret-0123456789";
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn now_micros() -> u64 {
     SystemTime::now()
@@ -48,7 +41,7 @@ fn rss_kib(pid: &str) -> u64 {
 /// addresses, serves until its standard input closes. Every bench socket comes from
 /// loopback, so the per-address cap is lifted to the socket count.
 async fn relay_child(api_url: &str) {
-    let sockets = env("SOCKETS", 1000) as usize;
+    let sockets = env_or::<usize>("SOCKETS", 1000);
     let mut config = chat_relay::Config::new(api_url, JWT, RELAY);
     config.max_connections_per_ip = sockets + 1;
     config.max_connections = config.max_connections.max(sockets + 1);
@@ -73,7 +66,11 @@ async fn main() {
     if let Ok(api_url) = std::env::var("CHAT_BENCH_RELAY_FOR") {
         return relay_child(&api_url).await;
     }
-    let (sockets, rate, seconds) = (env("SOCKETS", 1000), env("RATE", 100), env("SECONDS", 5));
+    let (sockets, rate, seconds) = (
+        env_or("SOCKETS", 1000u64),
+        env_or("RATE", 100u64),
+        env_or("SECONDS", 5u64),
+    );
     let p = Platform::start_with(&[("jwt_secret", JWT), ("relay_secret", RELAY)]).await;
     let t = p.register_client("Bench").await;
     let ada = p.signup(&t, "ada").await;

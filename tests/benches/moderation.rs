@@ -10,7 +10,7 @@
 //! WORDS=500, the blocked words per list: 0 shows what the lists' reading and matching cost)
 
 use common::domain::word_filter::{Blocklist, compile, is_blocked};
-use platform_tests::{Exchange, Method, Platform, User};
+use platform_tests::{Exchange, Method, Platform, User, env_or};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -66,14 +66,8 @@ fn words(prefix: &str, n: usize) -> Vec<String> {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    let n: usize = std::env::var("POSTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(400);
-    let per_list: usize = std::env::var("WORDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
+    let n: usize = env_or("POSTS", 400);
+    let per_list: usize = env_or("WORDS", 500);
 
     // The word filter alone: two stored lists of 500, read and matched as a post does.
     let stored = [

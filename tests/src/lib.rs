@@ -16,6 +16,18 @@ use std::sync::OnceLock;
 
 pub use reqwest::{Client, Method, Response, StatusCode};
 
+/// A setting of a bench or suite from the environment (`POSTS=400`, `CONTRACT_SEED=...`),
+/// else `default`. A value that does not parse stops the run rather than being ignored.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(value) => value
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={value:?} is not a valid value")),
+        Err(_) => default,
+    }
+}
+
 /// The workspace root (where `spin.toml` lives).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use platform_tests::{Exchange, Method, Platform, workspace_root};
+use platform_tests::{Exchange, Method, Platform, env_or, workspace_root};
 use serde_json::{Value, json};
 use std::convert::Infallible;
 use std::process::Command;
@@ -199,20 +199,17 @@ async fn the_application_holds_to_its_openapi_document_under_fuzzing() {
     });
     let wfc_path = work.path().join("auth.json");
     std::fs::write(&wfc_path, wfc.to_string()).expect("write the WFC auth file");
-    let seed: u64 = std::env::var("CONTRACT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| u64::from(std::process::id()) * 7919 % 1_000_000);
-    let examples: u32 = std::env::var("CONTRACT_EXAMPLES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(15);
+    let seed: u64 = env_or(
+        "CONTRACT_SEED",
+        u64::from(std::process::id()) * 7919 % 1_000_000,
+    );
+    let examples: u32 = env_or("CONTRACT_EXAMPLES", 15);
     // The stateful phase draws its scenarios from the document's links (and those it
     // infers); a scenario is one example, so it gets more of them than one operation does.
-    let scenarios: u32 = std::env::var("CONTRACT_SCENARIOS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(examples * STATEFUL_EXAMPLES_PER_EXAMPLE);
+    let scenarios: u32 = env_or(
+        "CONTRACT_SCENARIOS",
+        examples * STATEFUL_EXAMPLES_PER_EXAMPLE,
+    );
     let mut config = format!(
         "[auth.wfc]\npath = {path:?}\npeers = [\"alice\", \"bob\"]\n\n[checks]\n{NOT_CHECKED}.enabled = false\n\n[phases.stateful]\nmax-steps = {STATEFUL_MAX_STEPS}\ngeneration.max-examples = {scenarios}\n",
         path = wfc_path.display().to_string()
