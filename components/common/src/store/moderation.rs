@@ -222,34 +222,40 @@ pub struct ScreeningList {
 }
 
 /// The creator's list and the tenant's default list, in one read: `(creator, tenant)`.
-/// A list saved before lists were compiled (or by another version) is compiled here.
+/// Only the compiled form is read; a list saved before lists were compiled (or by another
+/// version) has its words read and compiled here.
 pub fn word_lists_for(
     db: &Db,
     client_id: &str,
     owner_id: Option<&str>,
 ) -> Result<(Option<ScreeningList>, Option<ScreeningList>), ApiError> {
     let rows = db.query(
-        "SELECT owner_id, words, compiled, action FROM chat_word_lists WHERE client_id = ? AND owner_id IN (?, ?)",
+        "SELECT owner_id, compiled, action FROM chat_word_lists WHERE client_id = ? AND owner_id IN (?, ?)",
         &[
             client_id.into(),
             TENANT_LIST.into(),
             owner_id.unwrap_or(TENANT_LIST).into(),
         ],
     )?;
-    let list = |row: &Row| ScreeningList {
-        action: BlockedAction::parse(&row.text("action")).unwrap_or_default(),
-        compiled: match row.opt_text("compiled") {
-            Some(compiled) if word_filter::is_current(&compiled) => compiled,
-            _ => word_filter::compile(&row.json::<Vec<String>>("words")),
-        },
-    };
     let mut creator = None;
     let mut tenant = None;
     for row in &rows {
-        if row.text("owner_id") == TENANT_LIST {
-            tenant = Some(list(row));
+        let owner = row.text("owner_id");
+        let compiled = match row.opt_text("compiled") {
+            Some(compiled) if word_filter::is_current(&compiled) => compiled,
+            _ => {
+                let words = word_list(db, client_id, &owner)?.map(|l| l.words);
+                word_filter::compile(&words.unwrap_or_default())
+            }
+        };
+        let list = ScreeningList {
+            action: BlockedAction::parse(&row.text("action")).unwrap_or_default(),
+            compiled,
+        };
+        if owner == TENANT_LIST {
+            tenant = Some(list);
         } else {
-            creator = Some(list(row));
+            creator = Some(list);
         }
     }
     Ok((creator, tenant))
