@@ -142,29 +142,35 @@ pub enum Miss {
 /// names the resource: `/api/broadcasts/live` is its own resource, so `PATCH` on it is a 405
 /// (with the methods of that resource), not a call of `/api/broadcasts/{id}` with the id
 /// `live`. This is also how OpenAPI matches concrete paths before templated ones.
+///
+/// Every request runs this over the whole table: each pattern is first checked against the
+/// path's beginning (most fail within a few bytes), matching allocates nothing, and only
+/// the chosen route's parameters are copied out.
 pub fn find<'a, E>(
     routes: &'a [Route<E>],
     method: &str,
     path: &str,
 ) -> Result<Matched<'a, E>, Miss> {
-    let path = path.split('?').next().unwrap_or(path);
-    let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
-    let matching: Vec<(Vec<bool>, &'a Route<E>, Params)> = routes
+    let path = path.split('?').next().unwrap_or(path).trim_end_matches('/');
+    let segments: Vec<&str> = path.split('/').collect();
+    let matching: Vec<(Specificity, &'a Route<E>)> = routes
         .iter()
-        .filter_map(|route| {
-            match_pattern(route.pattern, &segments)
-                .map(|(specificity, params)| (specificity, route, params))
-        })
+        .filter(|route| may_match(route.pattern, path))
+        .filter_map(|route| match_pattern(route.pattern, &segments, |_, _| {}).map(|s| (s, route)))
         .collect();
-    let Some(most_specific) = matching.iter().map(|(s, _, _)| s).max().cloned() else {
+    let Some(most_specific) = matching.iter().map(|(s, _)| *s).max() else {
         return Err(Miss::NotFound);
     };
     let mut other_methods = Vec::new();
-    for (specificity, route, params) in matching {
+    for (specificity, route) in matching {
         if specificity != most_specific {
             continue;
         }
         if route.method == ANY_METHOD || route.method.eq_ignore_ascii_case(method) {
+            let mut params = Params::new();
+            match_pattern(route.pattern, &segments, |name, value| {
+                params.push((name, value.join("/")));
+            });
             return Ok(Matched { route, params });
         }
         other_methods.push(route.method);
@@ -174,45 +180,67 @@ pub fn find<'a, E>(
     Err(Miss::MethodNotAllowed(other_methods))
 }
 
-/// Matches one pattern; answers which segments were literal (for specificity) and the params.
-fn match_pattern(pattern: &'static str, segments: &[&str]) -> Option<(Vec<bool>, Params)> {
-    let parts: Vec<&'static str> = pattern.trim_end_matches('/').split('/').collect();
-    let rest = parts
-        .last()
-        .and_then(|p| p.strip_prefix("{*"))
-        .and_then(|p| p.strip_suffix('}'));
-    let fixed = if rest.is_some() {
-        parts.len() - 1
-    } else {
-        parts.len()
-    };
-    if segments.len() < fixed || (rest.is_none() && segments.len() != fixed) {
-        return None;
+/// Whether `path` (without its query and trailing `/`) can match `pattern`: it begins with
+/// the pattern's text up to its first parameter, or is the whole pattern if it has none.
+/// Most of a table fails this within a few bytes, before any segment is looked at.
+fn may_match(pattern: &str, path: &str) -> bool {
+    let (pattern, path) = (pattern.trim_end_matches('/').as_bytes(), path.as_bytes());
+    match pattern.iter().position(|&b| b == b'{') {
+        Some(first_param) => path.starts_with(&pattern[..first_param]),
+        None => path == pattern,
     }
-    let mut literal = Vec::with_capacity(parts.len());
-    let mut params = Vec::new();
-    for (part, segment) in parts[..fixed].iter().zip(segments) {
+}
+
+/// How specific a matching pattern is: which of its segments are literal, first segment
+/// highest (a literal beats a parameter at the first place they differ), then how many
+/// segments it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Specificity {
+    literal: u64,
+    segments: usize,
+}
+
+/// Matches one pattern against the path's segments; calls `param` with each parameter's
+/// name and the segments it takes (one, or the rest of the path for `{*name}`).
+fn match_pattern<'s>(
+    pattern: &'static str,
+    segments: &[&'s str],
+    mut param: impl FnMut(&'static str, &[&'s str]),
+) -> Option<Specificity> {
+    let pattern = pattern.trim_end_matches('/');
+    let count = pattern.split('/').count();
+    let mut specificity = Specificity {
+        literal: 0,
+        segments: 0,
+    };
+    for (index, part) in pattern.split('/').enumerate() {
+        specificity.segments = index + 1;
+        let rest = (index + 1 == count)
+            .then(|| part.strip_prefix("{*").and_then(|p| p.strip_suffix('}')))
+            .flatten();
+        if let Some(name) = rest {
+            let tail = segments.get(index..).unwrap_or_default();
+            if tail.is_empty() || tail == [""] {
+                return None;
+            }
+            param(name, tail);
+            return Some(specificity);
+        }
+        let segment = segments.get(index)?;
         if let Some(name) = part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
             if segment.is_empty() {
                 return None;
             }
-            params.push((name, (*segment).to_string()));
-            literal.push(false);
-        } else if part == segment {
-            literal.push(true);
+            param(name, std::slice::from_ref(segment));
+        } else if part == *segment {
+            if let Some(bit) = 63usize.checked_sub(index) {
+                specificity.literal |= 1 << bit;
+            }
         } else {
             return None;
         }
     }
-    if let Some(name) = rest {
-        let tail = segments[fixed..].join("/");
-        if tail.is_empty() {
-            return None;
-        }
-        params.push((name, tail));
-        literal.push(false);
-    }
-    Some((literal, params))
+    (segments.len() == count).then_some(specificity)
 }
 
 /// The heading of the README section whose table lists every route with its tier.
@@ -384,6 +412,54 @@ mod tests {
             find(PROXY_ROUTES, "POST", "/api/music/link").unwrap_err(),
             Miss::MethodNotAllowed(vec!["GET"])
         );
+    }
+
+    #[test]
+    fn a_literal_route_beats_a_wildcard_tail() {
+        const TAILS: &[Route<P>] = &[
+            route("GET", "/api/music/{*path}", P::Proxy),
+            route("GET", "/api/music/link/{id}", P::Link),
+        ];
+        let m = find(TAILS, "GET", "/api/music/link/7").unwrap();
+        assert_eq!(
+            (m.route.endpoint == P::Link, m.param("id")),
+            (true, Some("7"))
+        );
+        let m = find(TAILS, "GET", "/api/music/link/7/x").unwrap();
+        assert_eq!(m.param("path"), Some("link/7/x"));
+    }
+
+    #[test]
+    fn the_prefix_check_never_turns_away_a_match() {
+        let patterns = [
+            "/",
+            "/api/broadcasts",
+            "/api/broadcasts/{id}",
+            "/api/broadcasts/{id}/status",
+            "/api/music/proxy/{*path}",
+            "/streams/{id}/record",
+        ];
+        let paths = [
+            "",
+            "/api/broadcasts",
+            "/api/broadcasts/b1",
+            "/api/broadcasts/b1/status",
+            "/api/broadcasts/status",
+            "/api/music/proxy/a/b",
+            "/api/music/proxy",
+            "/streams/s1/record",
+            "/streams//record",
+            "/api",
+        ];
+        for pattern in patterns {
+            for path in paths {
+                let segments: Vec<&str> = path.split('/').collect();
+                let matches = match_pattern(pattern, &segments, |_, _| {}).is_some();
+                assert!(!matches || may_match(pattern, path), "{pattern} {path}");
+            }
+        }
+        assert!(!may_match("/api/broadcasts/{id}", "/api/broadcasts"));
+        assert!(!may_match("/api/broadcasts", "/api/broadcasts/live"));
     }
 
     #[test]
