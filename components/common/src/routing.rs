@@ -192,8 +192,8 @@ fn may_match(pattern: &str, path: &str) -> bool {
 }
 
 /// How specific a matching pattern is: which of its segments are literal, first segment
-/// highest (a literal beats a parameter at the first place they differ), then how many
-/// segments it has.
+/// highest (a literal beats a parameter at the first place they differ; patterns are far
+/// shorter than the 64 segments this counts), then how many segments it has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Specificity {
     literal: u64,
