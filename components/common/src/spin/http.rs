@@ -289,9 +289,17 @@ pub fn serve<U: Copy>(
     routes: &'static [Route<Handler<U>>],
     request_id: &str,
 ) -> Response {
-    let answer = prepare(req, routes, validate::MAX_JSON_BODY, request_id)
-        .and_then(|prepared| prepared.run());
-    answer.unwrap_or_else(|err| problem(&err, request_id))
+    respond(
+        prepare(req, routes, validate::MAX_JSON_BODY, request_id),
+        request_id,
+    )
+}
+
+/// Runs a prepared request's handler; a refusal on the way is its problem answer.
+fn respond<U>(prepared: Result<Prepared<U>, ApiError>, request_id: &str) -> Response {
+    prepared
+        .and_then(|prepared| prepared.run())
+        .unwrap_or_else(|err| problem(&err, request_id))
 }
 
 /// A request routed and authenticated, ready to run.
@@ -353,6 +361,16 @@ pub fn prepare<U: Copy>(
 ) -> Result<Prepared<U>, ApiError> {
     let method = req.method().to_string();
     let matched = find(routes, &method, req.path())?;
+    prepare_matched(req, matched, max_body, request_id)
+}
+
+/// [`prepare`] for a request already routed to `matched`.
+fn prepare_matched<U: Copy>(
+    req: Request,
+    matched: routing::Matched<'_, Handler<U>>,
+    max_body: usize,
+    request_id: &str,
+) -> Result<Prepared<U>, ApiError> {
     if req.body().len() > max_body {
         return Err(ApiError::payload_too_large(max_body));
     }
@@ -493,10 +511,7 @@ fn caller_of(req: &Request) -> Result<(Tenant, Caller), ApiError> {
     Ok((tenant, caller))
 }
 
-/// For components with streamed uploads: reads the request head, and for an `Upload`
-/// route authenticates the user before any of the body is read (a signed upload is read
-/// whole first, up to `max_signed_body`, since its signature covers the body). Other routes
-/// are buffered (bounded) and served as usual.
+/// What [`prepare_upload`] makes of a request.
 pub enum Entry<U> {
     /// An upload to run with its context and its body.
     Upload(U, Box<UserCtx>, incoming::Source),
@@ -504,6 +519,10 @@ pub enum Entry<U> {
     Answered(Response),
 }
 
+/// For components with streamed uploads: reads the request head, and for an `Upload`
+/// route authenticates the user before any of the body is read (a signed upload is read
+/// whole first, up to `max_signed_body`, since its signature covers the body). Other routes
+/// are buffered (bounded) and served as usual.
 pub async fn prepare_upload<U: Copy>(
     req: IncomingRequest,
     routes: &'static [Route<Handler<U>>],
@@ -513,15 +532,22 @@ pub async fn prepare_upload<U: Copy>(
     let head = incoming::head_of(&req);
     let body: BodyStream = incoming::body_stream(req);
     let method = head.method().to_string();
-    let is_upload = routing::find(routes, &method, head.path())
-        .is_ok_and(|m| matches!(m.route.endpoint, Handler::Upload(_)));
-    if !is_upload {
-        let response = match incoming::buffered(head, body).await {
-            Ok(req) => serve(req, routes, request_id),
-            Err(e) => problem(&e, request_id),
-        };
-        return Entry::Answered(response);
-    }
+    // Routed once: an upload streams its body, anything else is buffered first.
+    let matched = match find(routes, &method, head.path()) {
+        Ok(matched) if matches!(matched.route.endpoint, Handler::Upload(_)) => matched,
+        other => {
+            let response = match incoming::buffered(head, body).await {
+                Ok(req) => respond(
+                    other.and_then(|matched| {
+                        prepare_matched(req, matched, validate::MAX_JSON_BODY, request_id)
+                    }),
+                    request_id,
+                ),
+                Err(e) => problem(&e, request_id),
+            };
+            return Entry::Answered(response);
+        }
+    };
     let signed = head.header("x-signature").is_some();
     let prepared = if signed {
         match incoming::collect(&head, body, max_signed_body).await {
@@ -529,12 +555,12 @@ pub async fn prepare_upload<U: Copy>(
                 let mut req = head;
                 *req.body_mut() = bytes;
                 let max = usize::try_from(max_signed_body).unwrap_or(usize::MAX);
-                prepare(req, routes, max, request_id).map(|p| (p, None))
+                prepare_matched(req, matched, max, request_id).map(|p| (p, None))
             }
             Err(e) => Err(e),
         }
     } else {
-        prepare(head, routes, 0, request_id).map(|p| (p, Some(body)))
+        prepare_matched(head, matched, 0, request_id).map(|p| (p, Some(body)))
     };
     match prepared {
         Ok((Prepared::Upload(u, mut ctx), stream)) => {
