@@ -44,9 +44,10 @@ pub fn migrate(ctx: &JobsCtx) -> Reply {
 
 /// `POST /api/jobs/prune`: removes what has outlived its use: seen signatures (replay
 /// keys), money requests' idempotency keys (after 24 h), expired refresh tokens, rate-limit
-/// events and slow-mode slots, old SFU webhook ids, expired invites, outbox events and webhook deliveries older
-/// than 30 days (pending ones stay), abandoned uploads (with their chunks) and expired
-/// resumable uploads (with their parts). Each kind loses at most a batch per call.
+/// events and slow-mode slots, old SFU webhook ids, expired invites, outbox events and
+/// webhook deliveries older than 30 days (pending ones stay), abandoned uploads (with their
+/// chunks) and expired resumable uploads (with their parts). Each kind loses at most a
+/// batch per call.
 pub fn prune(ctx: &JobsCtx) -> Reply {
     let db = common::spin::store::open()?;
     let now = ctx.now();
