@@ -477,6 +477,7 @@ max_rounds = 3
             names,
             [
                 "migrate",
+                "settle-ingests",
                 "prune",
                 "renew-subscriptions",
                 "check-ledger",
@@ -485,11 +486,12 @@ max_rounds = 3
             ]
         );
         assert!(jobs[0].at_start && jobs[0].every.is_none());
-        assert_eq!(jobs[1].every, Some(Duration::from_secs(3600)));
-        assert_eq!(jobs[2].every, Some(Duration::from_secs(600)));
-        assert_eq!(jobs[3].every, Some(Duration::from_secs(3600)));
-        assert_eq!(jobs[4].every, Some(Duration::from_secs(300)));
-        assert_eq!(jobs[5].every, Some(Duration::from_secs(2)));
+        assert_eq!(jobs[1].every, Some(Duration::from_secs(5)));
+        assert_eq!(jobs[2].every, Some(Duration::from_secs(3600)));
+        assert_eq!(jobs[3].every, Some(Duration::from_secs(600)));
+        assert_eq!(jobs[4].every, Some(Duration::from_secs(3600)));
+        assert_eq!(jobs[5].every, Some(Duration::from_secs(300)));
+        assert_eq!(jobs[6].every, Some(Duration::from_secs(2)));
     }
 
     #[test]

@@ -36,6 +36,7 @@ mod jobs;
 mod kv;
 mod limits;
 mod manifest;
+mod media;
 mod network_policy;
 mod outbound;
 mod pg;
@@ -55,6 +56,7 @@ pub use limits::{
     DEFAULT_INSTANCE_MEMORY, DEFAULT_MAX_CONCURRENT_INSTANCES, DEFAULT_REQUEST_TIMEOUT,
     parse_bytes, parse_duration,
 };
+pub use media::MediaServer;
 pub use relay::ChatRelay;
 pub use server::Server;
 #[doc(hidden)]
@@ -106,6 +108,9 @@ pub struct Options {
     /// `relay_url` unless the user set that variable (options, environment or runtime
     /// config). See [`Server::relay`].
     pub chat_relay: Option<ChatRelay>,
+    /// Run the media server (nginx-rtmp through `media-agent`) where `rtmp_ingest_base` and
+    /// `playback_hls_base` point, when both are loopback. See [`Server::media`].
+    pub media: Option<MediaServer>,
     /// Log one line per request to stderr.
     pub log_requests: bool,
     /// Bytes of linear memory one instance may hold, all its memories together; a guest
@@ -150,6 +155,7 @@ impl Default for Options {
             variables: Vec::new(),
             websocket: None,
             chat_relay: None,
+            media: None,
             log_requests: false,
             max_instance_memory: None,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,

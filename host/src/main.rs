@@ -61,6 +61,10 @@ enum Cmd {
         /// the app's `relay_url` defaults to it.
         #[arg(long, default_value = chat_relay::DEFAULT_INTERNAL_LISTEN)]
         relay_internal_listen: SocketAddr,
+        /// Do not run the media server (nginx-rtmp), even where rtmp_ingest_base and
+        /// playback_hls_base point at this machine.
+        #[arg(long)]
+        no_media: bool,
     },
     /// Run each component's build command (like `spin build`).
     Build {
@@ -104,6 +108,7 @@ async fn main() -> Result<()> {
             no_scheduler,
             production,
             relay_internal_listen,
+            no_media,
         } => {
             if build {
                 edgehost::build_components(&from)?;
@@ -126,6 +131,10 @@ async fn main() -> Result<()> {
                 state_dir,
                 runtime_config_file,
                 chat_relay: Some(relay),
+                // The media server (nginx-rtmp, through media-agent) where the ingest and
+                // HLS variables point, when both are loopback; said and left off when it
+                // cannot start (nginx or its RTMP module missing, a port taken).
+                media: (!no_media).then(edgehost::MediaServer::default),
                 log_requests: true,
                 max_instance_memory,
                 request_timeout,
@@ -157,6 +166,15 @@ async fn main() -> Result<()> {
                 if relay_url.trim_end_matches('/') != format!("http://{internal}") {
                     println!("  relay_url is set to {relay_url}: the API pushes events there");
                 }
+            }
+            if let Some(media) = server.media() {
+                println!(
+                    "Media server: publish to {}/<streamKey> (RTMP on {}), HLS at {}/<streamId>/index.m3u8 (on {})",
+                    server.variable("rtmp_ingest_base").unwrap_or_default(),
+                    media.rtmp_addr(),
+                    server.variable("playback_hls_base").unwrap_or_default(),
+                    media.http_addr(),
+                );
             }
             println!("Available Routes:");
             for (route, component) in server.routes() {

@@ -12,6 +12,8 @@ const PUBLIC_URL_VARIABLES: &[&str] = &[
     "relay_url",
     "sfu_server_url",
     "sfu_api_url",
+    "rtmp_ingest_base",
+    "playback_hls_base",
 ];
 
 /// Each local default still in place, as a sentence saying what to change; empty when
@@ -34,6 +36,15 @@ pub fn local_defaults_left(vars: &AppVariables) -> Vec<String> {
     if values.get("webhook_allow_http").is_some_and(|v| is_set(v)) {
         problems.push(
             "webhook_allow_http is set: webhooks may be delivered over plain http; unset it"
+                .to_string(),
+        );
+    }
+    if values
+        .get("restream_allow_private")
+        .is_some_and(|v| is_set(v))
+    {
+        problems.push(
+            "restream_allow_private is set: restreams may be pushed to private addresses; unset it"
                 .to_string(),
         );
     }
@@ -119,6 +130,9 @@ mod tests {
                 ("relay_url", "http://relay.internal:8081"),
                 ("sfu_server_url", "wss://my.livekit.cloud"),
                 ("music_url", "http://127.0.0.1:8090"),
+                ("rtmp_ingest_base", "rtmp://ingest.example.com/live"),
+                ("playback_hls_base", "https://cdn.example.com/hls"),
+                ("restream_allow_private", "false"),
             ],
             &[],
         );
@@ -140,12 +154,15 @@ mod tests {
                 ("relay_url", "http://[::1]:3000"),
                 ("sfu_server_url", "ws://0.0.0.0:7880"),
                 ("sfu_api_url", "https://sfu.example.com"),
+                ("rtmp_ingest_base", "rtmp://127.0.0.1:1935/live"),
+                ("playback_hls_base", "http://localhost:8080/hls"),
+                ("restream_allow_private", "true"),
             ],
             &["jwt_secret", "admin_token"],
         );
         let problems = local_defaults_left(&v);
         let text = problems.join("\n");
-        assert_eq!(problems.len(), 8, "{text}");
+        assert_eq!(problems.len(), 11, "{text}");
         for needle in [
             "registration_mode",
             "jwt_secret",
@@ -155,6 +172,9 @@ mod tests {
             "api_url",
             "relay_url",
             "sfu_server_url",
+            "rtmp_ingest_base",
+            "playback_hls_base",
+            "restream_allow_private",
         ] {
             assert!(text.contains(needle), "{needle}: {text}");
         }

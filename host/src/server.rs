@@ -49,6 +49,7 @@ pub struct Server {
     routes: Vec<(String, String)>,
     variables: HashMap<String, String>,
     relay: Option<chat_relay::Embedded>,
+    media: Option<media_agent::MediaServer>,
     clock: crate::clock::GuestClock,
     writer_timings: sqlite::WriterTimings,
     stop: watch::Sender<bool>,
@@ -74,11 +75,20 @@ impl Server {
             }
             None => None,
         };
+        if opts.media.as_ref().is_some_and(|m| m.ephemeral) {
+            defaults.extend(crate::media::ephemeral_defaults()?);
+        }
         let app = load_app(&opts, &defaults).await?;
         let local_addr = app.local_addr;
         if let (Some(embedded), Some(relay_opts)) = (&relay, &opts.chat_relay) {
             crate::relay::start(embedded, relay_opts, &app.variables, local_addr);
         }
+        let media = match &opts.media {
+            Some(media) => {
+                crate::media::start(media, &app.variables, &app.state_dir, local_addr).await?
+            }
+            None => None,
+        };
         let app_name = app.name.clone();
         let routes = app.router.routes().to_vec();
         let variables = app.variables.clone();
@@ -108,6 +118,7 @@ impl Server {
             routes,
             variables,
             relay,
+            media,
             clock,
             writer_timings,
             stop,
@@ -158,6 +169,12 @@ impl Server {
         self.relay.as_ref().map(chat_relay::Embedded::internal_addr)
     }
 
+    /// The embedded media server ([`Options::media`]), when it runs: its RTMP and HLS
+    /// addresses, and how often its nginx was restarted.
+    pub fn media(&self) -> Option<&media_agent::MediaServer> {
+        self.media.as_ref()
+    }
+
     /// Counters of each scheduled job called so far (empty without a jobs file).
     pub fn jobs(&self) -> Vec<JobStats> {
         self.scheduler
@@ -177,6 +194,9 @@ impl Server {
         if let Some(relay) = self.relay.take() {
             relay.shutdown().await;
         }
+        if let Some(media) = self.media.take() {
+            media.shutdown().await;
+        }
         if let Some(task) = self.task.take() {
             task.await.context("server task failed")?;
         }
@@ -192,6 +212,8 @@ impl Drop for Server {
 
 struct App {
     name: String,
+    /// Where the app's state lives (key-value store, SQLite, generated secrets, media).
+    state_dir: PathBuf,
     router: Router,
     components: HashMap<String, LoadedComponent>,
     services: Arc<Services>,
@@ -360,6 +382,7 @@ async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> 
         timeout: opts.request_timeout,
     };
     Ok(App {
+        state_dir: state_dir.clone(),
         limits,
         slots: Arc::new(Semaphore::new(opts.max_concurrent_instances.max(1))),
         jobs,

@@ -342,6 +342,10 @@ fn error_codes(
     for code in &security::unauthorized_codes(tier) {
         add(401, code);
     }
+    // A suspended tenant's credentials are refused wherever the API key counts.
+    if tier.needs_api_key() {
+        add(403, "client_suspended");
+    }
     if has_body {
         add(400, "malformed_json");
         add(413, "payload_too_large");

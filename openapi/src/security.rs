@@ -35,6 +35,10 @@ pub fn schemes() -> Value {
             "type": "http", "scheme": "bearer", "bearerFormat": "JWT",
             "description": "LiveKit's webhook signature: a JWT signed with the SFU API secret whose sha256 claim is the body's digest."
         },
+        "mediaSecret": {
+            "type": "apiKey", "in": "header", "name": "X-Media-Secret",
+            "description": "The media server's media_secret: only the ingest server (nginx-rtmp through media-agent) holds it."
+        },
         "relaySecret": {
             "type": "apiKey", "in": "header", "name": "X-Relay-Secret",
             "description": "The chat relay's service credential, with the user's JWT it forwards (or X-Tenant-Id for anonymous reads)."
@@ -78,6 +82,7 @@ pub fn requirements(tier: Tier) -> Value {
         ]),
         Tier::Sfu => json!([all_of(&["sfuWebhook"])]),
         Tier::Jobs => json!([all_of(&["jobsToken"])]),
+        Tier::Media => json!([all_of(&["mediaSecret"])]),
     }
 }
 
@@ -110,6 +115,7 @@ pub fn unauthorized_codes(tier: Tier) -> Vec<&'static str> {
         Tier::RelayUser | Tier::RelayCaller => &[API_KEY, USER, SIGNED, RELAY],
         Tier::Sfu => &[&["invalid_webhook"]],
         Tier::Jobs => &[&["missing_jobs_token", "invalid_jobs_token"]],
+        Tier::Media => &[&["missing_media_secret", "invalid_media_secret"]],
     };
     parts.concat()
 }

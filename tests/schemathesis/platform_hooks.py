@@ -7,7 +7,7 @@
   every signed request carries a unique `nonce` query parameter, as the README advises.
 - Gives each tier its credential: the identities schemathesis tries are the two users
   (`alice`, `bob`, the peers of its object-level authorization check); on an operation of
-  the server, admin, jobs or SFU tier, a user's own credential is exchanged (bob's for a
+  the server, admin, jobs, SFU or media tier, a user's own credential is exchanged (bob's for a
   second tenant's server, so that tenants are peers too), as the request
   leaves, for that tier's (and only a user's: stripped or altered credentials stay as
   schemathesis made them, so `ignored_auth` still sees what it sent).
@@ -153,6 +153,9 @@ def _apply_tier(headers, tier) -> None:
         headers["Authorization"] = f"Bearer {os.environ['PLATFORM_JOBS_TOKEN']}"
     elif tier == "sfu":
         headers["Authorization"] = f"Bearer sfu-{PLACEHOLDER}"
+    elif tier == "media":
+        headers.pop("Authorization")
+        headers["X-Media-Secret"] = os.environ["PLATFORM_MEDIA_SECRET"]
 
 
 def _tier_credentials(request: requests.PreparedRequest) -> None:

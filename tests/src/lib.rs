@@ -6,6 +6,7 @@
 
 pub mod backends;
 pub mod load;
+pub mod media;
 mod storage;
 pub mod webhook_receiver;
 pub mod ws;
@@ -59,6 +60,8 @@ pub struct Platform {
     pub http: Client,
     /// How far [`Platform::advance_clock`] moved the components' clock (seconds).
     clock_offset: std::sync::atomic::AtomicI64,
+    /// How edgehost runs the media server (nginx-rtmp) beside the app, if it does.
+    media: Option<edgehost::MediaServer>,
 }
 
 impl Platform {
@@ -78,12 +81,43 @@ impl Platform {
         Self::start_scheduled(backend, variables, false).await
     }
 
+    /// The application with the media server (nginx-rtmp through media-agent) on free
+    /// loopback ports, as `edgehost up` runs it: `rtmp_ingest_base` and
+    /// `playback_hls_base` point at it.
+    pub async fn start_with_media(variables: &[(&str, &str)]) -> Platform {
+        Self::start_media_with(media::server_options(), variables).await
+    }
+
+    /// The application with the media server run as `options` say (benchmarks run it
+    /// with production segment lengths).
+    pub async fn start_media_with(
+        options: edgehost::MediaServer,
+        variables: &[(&str, &str)],
+    ) -> Platform {
+        Self::start_full(
+            backends::Backend::selected(),
+            variables,
+            false,
+            Some(options),
+        )
+        .await
+    }
+
     /// The application with edgehost's scheduler running the periodic jobs of `jobs.toml`
     /// when `scheduler` is set (as `edgehost up` does; the suites call jobs themselves).
     pub async fn start_scheduled(
         backend: backends::Backend,
         variables: &[(&str, &str)],
         scheduler: bool,
+    ) -> Platform {
+        Self::start_full(backend, variables, scheduler, None).await
+    }
+
+    async fn start_full(
+        backend: backends::Backend,
+        variables: &[(&str, &str)],
+        scheduler: bool,
+        media: Option<edgehost::MediaServer>,
     ) -> Platform {
         let state = tempfile::tempdir().expect("temporary state directory");
         let variables = variables
@@ -94,7 +128,7 @@ impl Platform {
             backends::Backend::Sqlite => None,
             backends::Backend::Postgres => Some(backends::ServerBackends::fresh().await),
         };
-        Self::launch(state, variables, backends, scheduler).await
+        Self::launch(state, variables, backends, scheduler, media).await
     }
 
     async fn launch(
@@ -102,6 +136,7 @@ impl Platform {
         variables: Vec<(String, String)>,
         backends: Option<backends::ServerBackends>,
         scheduler: bool,
+        media: Option<edgehost::MediaServer>,
     ) -> Platform {
         let manifest = workspace_root().join("spin.toml");
         tokio::task::block_in_place(|| build_once(&manifest));
@@ -122,6 +157,7 @@ impl Platform {
             runtime_config_file,
             variables: all_variables,
             chat_relay: Some(edgehost::ChatRelay::ephemeral()),
+            media: media.clone(),
             log_requests: false,
             scheduler,
             ..Default::default()
@@ -150,6 +186,7 @@ impl Platform {
             base,
             http: Client::new(),
             clock_offset: Default::default(),
+            media,
         }
     }
 
@@ -170,7 +207,9 @@ impl Platform {
         }
         let state = std::mem::replace(&mut self.state, tempfile::tempdir().expect("tempdir"));
         let backends = self.backends.take();
-        Self::launch(state, std::mem::take(&mut self.variables), backends, false).await
+        let variables = std::mem::take(&mut self.variables);
+        let media = self.media.take();
+        Self::launch(state, variables, backends, false, media).await
     }
 
     pub fn state_dir(&self) -> &Path {
@@ -229,6 +268,14 @@ impl Platform {
             .await;
         assert_eq!(status, 200, "job {name} failed: {body}");
         body
+    }
+
+    /// The embedded media server, when the platform runs one.
+    pub fn media(&self) -> &media_agent::MediaServer {
+        self.server
+            .as_ref()
+            .and_then(edgehost::Server::media)
+            .expect("the platform runs the media server (Platform::start_with_media)")
     }
 
     /// The embedded chat relay's internal address (`/internal/...`, `/metrics`).

@@ -165,6 +165,7 @@ async fn the_application_holds_to_its_openapi_document_under_fuzzing() {
     .await;
     let admin = platform.variable("admin_token").expect("admin_token");
     let jobs = platform.variable("jobs_token").expect("jobs_token");
+    let media = platform.variable("media_secret").expect("media_secret");
     let tenant = register(&platform, &admin, "Contract").await;
     let other = register(&platform, &admin, "Other").await;
     let alice = platform.signup(&tenant, "alice").await;
@@ -189,7 +190,8 @@ async fn the_application_holds_to_its_openapi_document_under_fuzzing() {
     let work = tempfile::tempdir().expect("a work directory");
     let bearer = |t: &str| format!("Bearer {t}");
     // The peers of the object-level check; the hook exchanges a user's credential for the
-    // server's, the admin's, the scheduler's or the SFU's on those tiers' operations.
+    // server's, the admin's, the scheduler's, the SFU's or the media server's on those
+    // tiers' operations.
     let wfc = json!({
         "schemaVersion": "0.2.0",
         "auth": [
@@ -274,6 +276,7 @@ async fn the_application_holds_to_its_openapi_document_under_fuzzing() {
             .env("PLATFORM_BOB_TOKEN", &bob.token)
             .env("PLATFORM_ADMIN_TOKEN", &admin)
             .env("PLATFORM_JOBS_TOKEN", &jobs)
+            .env("PLATFORM_MEDIA_SECRET", &media)
             .env("PLATFORM_SFU_KEY", SFU_KEY)
             .env("PLATFORM_SFU_SECRET", SFU_SECRET)
             .env("PLATFORM_BROADCAST_ID", &broadcast_id)

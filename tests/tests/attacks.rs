@@ -1506,3 +1506,297 @@ async fn a_nul_character_in_a_body_is_refused_not_a_server_error() {
     assert_eq!(status, 200);
     assert_eq!(list["total"], 0, "nothing was stored: {list}");
 }
+
+/// The media server's calls (`/api/media/...`).
+async fn media_call(p: &Platform, path: &str, secret: Option<&str>, body: &Value) -> (u16, Value) {
+    let mut builder = p.request(Method::POST, path);
+    if let Some(secret) = secret {
+        builder = builder.header("x-media-secret", secret);
+    }
+    let (status, answer) = builder.send_json(body).await;
+    (status.as_u16(), answer)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_media_server_decides_who_publishes() {
+    let p = platform().await;
+    let (t, ada, eve) = cast(&p).await;
+    let (status, b) = p
+        .as_user(&ada, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "Show"}))
+        .await;
+    assert_eq!(status, 200, "{b}");
+    let key = b["streamKey"].as_str().unwrap().to_string();
+    let stream_id = b["streamId"].as_str().unwrap().to_string();
+    let secret = p.variable("media_secret").unwrap();
+    let publish = |key: &str, connection: &str| json!({"key": key, "connection": connection});
+
+    // No secret, a wrong one, the tenant's credentials, a user's, the relay's or the
+    // scheduler's: nobody else may say a publish may start.
+    let body = publish(&key, "attacker-1");
+    assert_eq!(
+        media_call(&p, "/api/media/publish", None, &body).await.0,
+        401
+    );
+    assert_eq!(
+        media_call(&p, "/api/media/publish", Some("guess"), &body)
+            .await
+            .0,
+        401
+    );
+    for builder in [
+        p.as_user(&eve, Method::POST, "/api/media/publish"),
+        p.as_server(&t, Method::POST, "/api/media/publish", Some(&body)),
+        p.request(Method::POST, "/api/media/publish")
+            .header("x-relay-secret", RELAY_SECRET),
+        p.request(Method::POST, "/api/media/publish")
+            .bearer_auth(JOBS_TOKEN),
+    ] {
+        let (status, answer) = builder.send_json(&body).await;
+        assert_eq!(status, 401, "{answer}");
+    }
+    // The media secret opens nothing else.
+    let status = p
+        .request(
+            Method::GET,
+            &format!("/api/broadcasts/{}", b["id"].as_str().unwrap()),
+        )
+        .header("x-media-secret", &secret)
+        .status()
+        .await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        owner_view(&p, &ada, b["id"].as_str().unwrap()).await["status"],
+        "pending"
+    );
+
+    // The key anyone could compute from the public streamId is no key; nor is a guess.
+    for guess in [
+        stream_id.replace('-', ""),
+        "0".repeat(32),
+        "../../etc/passwd".into(),
+    ] {
+        let (status, answer) = media_call(
+            &p,
+            "/api/media/publish",
+            Some(&secret),
+            &publish(&guess, "c-1"),
+        )
+        .await;
+        assert_eq!(
+            (status, code(&answer)),
+            (403, "unknown_stream_key"),
+            "{guess}"
+        );
+    }
+    // Malformed calls are 400, never 500.
+    for bad in [
+        json!({"key": key}),
+        json!({"key": key, "connection": "has spaces"}),
+        json!({"key": key, "connection": "c", "extra": 1}),
+        json!({"key": key, "connection": "x".repeat(101)}),
+    ] {
+        let (status, _) = media_call(&p, "/api/media/publish", Some(&secret), &bad).await;
+        assert_eq!(status, 400, "{bad}");
+    }
+
+    // 64 encoders race for one key: one publishes.
+    let racers = (0..64).map(|n| {
+        let body = publish(&key, &format!("racer-{n}"));
+        let p = &p;
+        let secret = secret.clone();
+        async move { media_call(p, "/api/media/publish", Some(&secret), &body).await }
+    });
+    let answers = futures_util::future::join_all(racers).await;
+    let accepted: Vec<&Value> = answers
+        .iter()
+        .filter(|(s, _)| *s == 200)
+        .map(|(_, a)| a)
+        .collect();
+    assert_eq!(accepted.len(), 1, "{answers:?}");
+    assert_eq!(accepted[0]["streamId"], stream_id.as_str());
+    assert!(
+        answers
+            .iter()
+            .all(|(s, a)| *s == 200 || code(a) == "already_publishing")
+    );
+    let view = owner_view(&p, &ada, b["id"].as_str().unwrap()).await;
+    assert_eq!(
+        (
+            view["status"].as_str(),
+            view["ingest"]["publishes"].as_i64()
+        ),
+        (Some("active"), Some(1))
+    );
+
+    // Another connection cannot end or update the live publish.
+    let (status, done) = media_call(
+        &p,
+        "/api/media/publish-done",
+        Some(&secret),
+        &json!({"connection": "racer-none", "key": key}),
+    )
+    .await;
+    assert_eq!((status, done["handled"].as_bool()), (200, Some(false)));
+    let (status, _) = media_call(
+        &p,
+        "/api/media/update",
+        Some(&secret),
+        &json!({"connection": "racer-none", "key": key}),
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        owner_view(&p, &ada, b["id"].as_str().unwrap()).await["ingest"]["state"],
+        "live"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn restream_targets_are_their_owners_and_reach_no_private_address() {
+    let p = platform().await;
+    let (t, ada, eve) = cast(&p).await;
+    let other = p.register_client("Other").await;
+    let (_, b) = p
+        .as_user(&ada, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "Show", "visibility": "public"}))
+        .await;
+    let path = format!("/api/broadcasts/{}/restreams", b["id"].as_str().unwrap());
+    // Loopback, private, metadata and look-alike addresses are refused (SSRF).
+    for url in [
+        "rtmp://127.0.0.1/live",
+        "rtmp://localhost/live",
+        "rtmp://10.1.2.3/live",
+        "rtmp://169.254.169.254/live",
+        "rtmp://[::1]/live",
+        "rtmp://2130706433/live",
+        "rtmp://user:pw@a.example/live",
+        "http://a.example/live",
+    ] {
+        let (status, answer) = p
+            .as_user(&ada, Method::POST, &path)
+            .send_json(&json!({"url": url, "streamKey": "k"}))
+            .await;
+        assert_eq!(status, 422, "{url}: {answer}");
+    }
+    // Another user of the tenant, and another tenant's server, see and change nothing.
+    let add =
+        json!({"url": "rtmp://a.rtmp.youtube.com/live2", "streamKey": "secret-key-0123456789"});
+    let (status, target) = p.as_user(&ada, Method::POST, &path).send_json(&add).await;
+    assert_eq!(status, 201, "{target}");
+    let (status, _) = p.as_user(&eve, Method::POST, &path).send_json(&add).await;
+    assert_eq!(status, 403);
+    assert_eq!(p.as_user(&eve, Method::GET, &path).status().await, 403);
+    let delete = format!("{path}/{}", target["id"].as_str().unwrap());
+    assert_eq!(p.as_user(&eve, Method::DELETE, &delete).status().await, 403);
+    assert_eq!(
+        p.as_server(&other, Method::GET, &path, None).status().await,
+        404
+    );
+    assert_eq!(
+        p.as_server(&other, Method::DELETE, &delete, None)
+            .status()
+            .await,
+        404
+    );
+    // The owner's own reads never carry the key.
+    let (_, list) = p.as_server(&t, Method::GET, &path, None).answer().await;
+    assert_eq!(list["total"], 1);
+    assert!(!list.to_string().contains("secret-key-0123456789"));
+    // 64 adds at once hold the cap of five.
+    let adds = (0..64).map(|n| {
+        let p = &p;
+        let ada = &ada;
+        let path = &path;
+        async move {
+            p.as_user(ada, Method::POST, path)
+                .json(&json!({"url": "rtmp://a.rtmp.youtube.com/live2", "streamKey": format!("k-{n}")}))
+                .status()
+                .await
+        }
+    });
+    let statuses = futures_util::future::join_all(adds).await;
+    assert_eq!(
+        statuses.iter().filter(|s| s.as_u16() == 201).count(),
+        4,
+        "{statuses:?}"
+    );
+    let (_, list) = p.as_user(&ada, Method::GET, &path).answer().await;
+    assert_eq!(list["total"], 5);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_operator_suspends_and_a_suspended_tenant_is_refused_everywhere() {
+    let p = platform().await;
+    let (t, ada, _) = cast(&p).await;
+    let other = p.register_client("Other").await;
+    let suspend = format!("/api/admin/sdk-clients/{}/suspend", t.client_id);
+    // Open registration (local mode) opens registration only: suspending needs the token.
+    assert_eq!(p.request(Method::POST, &suspend).status().await, 401);
+    assert_eq!(p.as_user(&ada, Method::POST, &suspend).status().await, 401);
+    assert_eq!(
+        p.as_server(&other, Method::POST, &suspend, None)
+            .status()
+            .await,
+        401
+    );
+    assert_eq!(
+        p.request(Method::POST, &suspend)
+            .bearer_auth("guess")
+            .status()
+            .await,
+        401
+    );
+    assert_eq!(
+        p.as_user(&ada, Method::GET, "/api/users/profile/full")
+            .status()
+            .await,
+        200
+    );
+    let admin = p.variable("admin_token").unwrap();
+    let status = p
+        .request(Method::POST, &suspend)
+        .bearer_auth(&admin)
+        .status()
+        .await;
+    assert_eq!(status, 200);
+    // Its users, its app key and its server are refused; another tenant is not.
+    let (status, answer) = p
+        .as_user(&ada, Method::GET, "/api/users/profile/full")
+        .answer()
+        .await;
+    assert_eq!((status.as_u16(), code(&answer)), (403, "client_suspended"));
+    assert_eq!(
+        p.as_client(&t, Method::GET, "/api/broadcasts/live")
+            .status()
+            .await,
+        403
+    );
+    assert_eq!(
+        p.as_server(&t, Method::GET, "/api/v1/users", None)
+            .status()
+            .await,
+        403
+    );
+    assert_eq!(
+        p.as_client(&other, Method::GET, "/api/broadcasts/live")
+            .status()
+            .await,
+        200
+    );
+    let status = p
+        .request(
+            Method::POST,
+            &format!("/api/admin/sdk-clients/{}/reinstate", t.client_id),
+        )
+        .bearer_auth(&admin)
+        .status()
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        p.as_user(&ada, Method::GET, "/api/users/profile/full")
+            .status()
+            .await,
+        200
+    );
+}

@@ -95,11 +95,11 @@ async fn the_recommended_order_runs_end_to_end() {
     let id = b["id"].as_str().unwrap().to_string();
     let stream_id = b["streamId"].as_str().unwrap().to_string();
     assert_eq!(b["status"], "pending");
-    assert_eq!(b["streamKey"], stream_id.replace('-', ""));
-    assert_eq!(
-        b["rtmpUrl"],
-        format!("rtmp://127.0.0.1:1935/live/{}", stream_id.replace('-', ""))
-    );
+    // The key is a UUID of its own without dashes, never the public streamId's.
+    let key = b["streamKey"].as_str().unwrap();
+    assert!(common::domain::media::is_stream_key(key), "{key}");
+    assert_ne!(key, stream_id.replace('-', ""));
+    assert_eq!(b["rtmpUrl"], format!("rtmp://127.0.0.1:1935/live/{key}"));
     assert_eq!(
         b["hlsUrl"],
         format!("http://127.0.0.1:8080/hls/{stream_id}/index.m3u8")
@@ -455,7 +455,9 @@ async fn scheduled_events() {
     assert_eq!(e["roomName"], e["streamId"]);
     let stream_id = e["streamId"].as_str().unwrap();
     // The same identity rules as a broadcast.
-    assert_eq!(e["streamKey"], stream_id.replace('-', ""));
+    let key = e["streamKey"].as_str().unwrap();
+    assert!(common::domain::media::is_stream_key(key), "{key}");
+    assert_ne!(key, stream_id.replace('-', ""));
     assert_eq!(
         e["hlsUrl"],
         format!("http://127.0.0.1:8080/hls/{stream_id}/index.m3u8")

@@ -3,7 +3,8 @@
 //! `deploy/fermyon-wasm-functions/README.md` and `components/chat-relay/Dockerfile`
 //! against `spin.toml` (variables, routes, outbound hosts), `jobs.toml`, the README's route
 //! table (which each component's unit test checks against its route table) and the
-//! relay's own configuration (`chat_relay::ENVIRONMENT`, its default ports and public path).
+//! relay's own configuration (`chat_relay::ENVIRONMENT`, its default ports and public path),
+//! and the media server's (`media_agent::ENVIRONMENT`).
 //!
 //! Each check is a function answering its problems, so the tests below also show that a
 //! changed name is caught (the checks run on altered copies).
@@ -965,4 +966,120 @@ fn the_guides_are_linked_and_kustomize_applies_every_manifest() {
         .collect();
     assert_eq!(listed, files.iter().map(String::as_str).collect());
     assert!(Path::new(&dir).join("README.md").exists());
+}
+
+const MEDIA: &str = "media-server";
+
+/// The media server's Deployment, its environment and its Services, against the agent's
+/// own configuration (`media_agent::ENVIRONMENT`) and the app's variables.
+fn media_problems(objects: &[Yaml], known: &[(&str, bool)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let deployment = object(objects, "Deployment", MEDIA);
+    let containers = list(deployment, &["spec", "template", "spec", "containers"]);
+    let container = &containers[0];
+    let env = settings(list(container, &["env"]));
+    for name in env.keys() {
+        if !known.iter().any(|(k, _)| k == name) {
+            problems.push(format!("the media agent reads no variable {name}"));
+        }
+    }
+    for (name, required) in known {
+        if *required && !env.contains_key(*name) {
+            problems.push(format!("the media agent requires {name}"));
+        }
+    }
+    let app = spin_app_settings(objects);
+    if env.get("MEDIA_SECRET") != app.get("media_secret") {
+        problems.push("MEDIA_SECRET must be the app's media_secret".into());
+    }
+    if value(&env, "PLATFORM_URL") != Some(format!("http://{SPIN_APP}").as_str()) {
+        problems.push("PLATFORM_URL must be the app's Service".into());
+    }
+    // The ingest's path is the RTMP application; the playback path is the HLS prefix.
+    let path_of = |url: &str| {
+        url.split("://")
+            .nth(1)
+            .and_then(|r| r.find('/').map(|i| r[i..].to_string()))
+    };
+    let rtmp = value(&app, "rtmp_ingest_base").and_then(path_of);
+    if rtmp.as_deref().map(|p| p.trim_matches('/')) != value(&env, "RTMP_APP") {
+        problems.push(format!("rtmp_ingest_base's path {rtmp:?} is not RTMP_APP"));
+    }
+    let hls = value(&app, "playback_hls_base").and_then(path_of);
+    if hls.as_deref() != value(&env, "HLS_PREFIX") {
+        problems.push(format!(
+            "playback_hls_base's path {hls:?} is not HLS_PREFIX"
+        ));
+    }
+    // Listen ports, container ports and Services agree.
+    for (listen, port_name, service) in [
+        ("RTMP_LISTEN", "rtmp", "media-ingest"),
+        ("HTTP_LISTEN", "hls", "media-hls"),
+    ] {
+        let port = value(&env, listen).and_then(port_of);
+        if port != Some(container_port(container, port_name)) {
+            problems.push(format!("{listen} is not the container port {port_name}"));
+        }
+        let svc = object(objects, "Service", service);
+        let ports = list(svc, &["spec", "ports"]);
+        if text(svc, &["spec", "selector", "app.kubernetes.io/name"]) != Some(MEDIA)
+            || text(&ports[0], &["targetPort"]) != Some(port_name)
+        {
+            problems.push(format!("the Service {service} does not reach {port_name}"));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_media_server_matches_the_agents_configuration_and_the_apps_addresses() {
+    let objects = kubernetes();
+    let problems = media_problems(&objects, media_agent::ENVIRONMENT);
+    assert!(problems.is_empty(), "media-server.yaml: {problems:#?}");
+    // A variable the agent renamed is caught.
+    let renamed: Vec<(&str, bool)> = media_agent::ENVIRONMENT
+        .iter()
+        .map(|(n, r)| {
+            (
+                if *n == "MEDIA_SECRET" {
+                    "MEDIA_KEY"
+                } else {
+                    *n
+                },
+                *r,
+            )
+        })
+        .collect();
+    let problems = media_problems(&objects, &renamed);
+    assert!(
+        problems.iter().any(|p| p.contains("MEDIA_SECRET")),
+        "{problems:#?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("MEDIA_KEY")),
+        "{problems:#?}"
+    );
+
+    // RTMP comes from the internet through a LoadBalancer; HLS through the Ingress, at the
+    // host and path playback_hls_base names.
+    let ingest = object(&objects, "Service", "media-ingest");
+    assert_eq!(text(ingest, &["spec", "type"]), Some("LoadBalancer"));
+    let app = spin_app_settings(&objects);
+    let hls_base = value(&app, "playback_hls_base").unwrap();
+    let base_url = value(&app, "base_url").unwrap();
+    assert!(hls_base.starts_with(&format!("{base_url}/")), "{hls_base}");
+    let ingress = object(&objects, "Ingress", SPIN_APP);
+    let stream = format!(
+        "{}/0b7c8e4e-1d2f-4a5b-9c6d-7e8f9a0b1c2d/index.m3u8",
+        &hls_base[base_url.len()..]
+    );
+    assert_eq!(
+        ingress_backend(ingress, &stream),
+        Some(("media-hls".to_string(), 8080))
+    );
+    // The image's defaults are the ports the manifest uses.
+    let dockerfile = read("components/media-agent/Dockerfile");
+    assert!(dockerfile.contains("EXPOSE 1935 8080"), "{dockerfile}");
+    assert!(dockerfile.contains("RTMP_LISTEN=0.0.0.0:1935"));
+    assert!(dockerfile.contains("HTTP_LISTEN=0.0.0.0:8080"));
 }

@@ -8,7 +8,7 @@ use common::spin::config;
 use common::spin::http::{Actor, ActorCtx, Call, JobsCtx, Reply, ServerCtx, UserCtx, json};
 use common::store::analytics::{self as store, DayRow, Report, too_many_points};
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
-use common::store::{Db, cohosts};
+use common::store::{Db, cohosts, ingests};
 use common::{ApiError, ids, time};
 use serde_json::{Map, Value, json};
 use spin_sdk::http::Response;
@@ -39,7 +39,43 @@ pub fn broadcast(ctx: &ActorCtx) -> Reply {
     if wants_csv(ctx) {
         return Ok(csv_response(&report.series, &b.id));
     }
-    Ok(json(200, &report_json(&db, &b, &report)?))
+    let mut doc = report_json(&db, &b, &report)?;
+    add_ingest_health(&db, &b, &report, &mut doc)?;
+    Ok(json(200, &doc))
+}
+
+/// Adds to each point of the series the RTMP ingest's health in its interval (the last
+/// sample the media server reported in it: health, bitrate, frame rate, keyframe
+/// interval, resolution), or null when nothing was published then.
+fn add_ingest_health(
+    db: &Db,
+    b: &Broadcast,
+    report: &Report,
+    doc: &mut Value,
+) -> Result<(), ApiError> {
+    let step = report.granularity.seconds();
+    let (Some(first), Some(last)) = (report.series.first(), report.series.last()) else {
+        return Ok(());
+    };
+    let minutes = ingests::health_minutes(db, b, first.start, last.start + step - 1)?;
+    let Some(points) = doc["timeseries"].as_array_mut() else {
+        return Ok(());
+    };
+    for (point, p) in points.iter_mut().zip(&report.series) {
+        let sample = minutes
+            .iter()
+            .rev()
+            .find(|m| m.minute >= p.start && m.minute < p.start + step);
+        point["ingest"] = match sample {
+            Some(m) => {
+                let mut stats = serde_json::to_value(&m.sample).unwrap_or(Value::Null);
+                stats["health"] = m.health.as_str().into();
+                stats
+            }
+            None => Value::Null,
+        };
+    }
+    Ok(())
 }
 
 /// A broadcast's analytics without the time series, as `broadcast.ended` webhook events

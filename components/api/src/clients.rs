@@ -133,3 +133,29 @@ mod tests {
         );
     }
 }
+
+/// `POST /api/admin/sdk-clients/{id}/suspend`: the client's credentials stop working on
+/// every route, and its streams may not publish (a live one is dropped at the media
+/// server's next update). The admin token is needed even while registration is open.
+pub fn suspend(ctx: &AdminCtx) -> Result<Response, ApiError> {
+    set_suspended(ctx, Some(ctx.now()))
+}
+
+/// `POST /api/admin/sdk-clients/{id}/reinstate`: undoes a suspension.
+pub fn reinstate(ctx: &AdminCtx) -> Result<Response, ApiError> {
+    set_suspended(ctx, None)
+}
+
+fn set_suspended(ctx: &AdminCtx, at: Option<i64>) -> Result<Response, ApiError> {
+    common::spin::auth::require_admin_token(&ctx.req)?;
+    let id = ids::parse_uuid(ctx.param("id"))
+        .ok_or_else(|| ApiError::bad_request("invalid_id", "the client id must be a UUID"))?;
+    let db = database::open()?;
+    if !tenants::set_suspended(&db, &id, at)? {
+        return Err(ApiError::not_found("client"));
+    }
+    Ok(json(
+        200,
+        &serde_json::json!({ "clientId": id, "suspended": at.is_some() }),
+    ))
+}

@@ -109,7 +109,7 @@ pub fn multihost(ctx: &UserCtx) -> Result<Response, ApiError> {
     Ok(json(
         200,
         &json!({
-            "session": broadcasts::view_one(&db, &b, audience)?,
+            "session": broadcasts::view_one(&db, &b, audience, ctx.now())?,
             "layout": layout,
             "host": host,
             "coHosts": views,

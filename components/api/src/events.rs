@@ -17,8 +17,8 @@ const MAX_TITLE: usize = 200;
 const MAX_DESCRIPTION: usize = 2000;
 const MAX_URL: usize = 2048;
 
-/// The event as the API answers it; the owner also sees the ingest addresses.
-fn view(event: &Event, links: &Links, owner: bool) -> Value {
+/// The event as the API answers it at `now`; the owner also sees the ingest addresses.
+fn view(event: &Event, links: &Links, owner: bool, now: i64) -> Value {
     let mut view = json!({
         "id": event.id,
         "title": event.title,
@@ -41,7 +41,7 @@ fn view(event: &Event, links: &Links, owner: bool) -> Value {
         )
         .into();
     }
-    links.add_stream_addresses(&mut view, &event.identity, owner);
+    links.add_stream_addresses(&mut view, &event.identity, &event.visibility, owner, now);
     view
 }
 
@@ -114,7 +114,7 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     body.finish()?;
     let db = database::open()?;
     let event = stored::insert(&db, &tenant.client_id, &user.id, &new, ctx.now())?;
-    Ok(json(200, &view(&event, &Links::load(), true)))
+    Ok(json(200, &view(&event, &Links::load(), true, ctx.now())))
 }
 
 /// `GET /api/events/{id}`
@@ -122,7 +122,7 @@ pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = database::open()?;
     let event = load_visible(ctx, &db)?;
     let owner = event.is_owned_by(&ctx.user.id);
-    Ok(json(200, &view(&event, &Links::load(), owner)))
+    Ok(json(200, &view(&event, &Links::load(), owner, ctx.now())))
 }
 
 /// `GET /api/events`: the tenant's events the user may see (their own and public ones),
@@ -145,7 +145,7 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (events, total) = stored::page_visible_to(&db, &tenant.client_id, &user.id, since, page)?;
     let items = events
         .iter()
-        .map(|e| view(e, &links, e.is_owned_by(&user.id)))
+        .map(|e| view(e, &links, e.is_owned_by(&user.id), ctx.now()))
         .collect();
     Ok(json(200, &Paged::new(items, total, page)))
 }

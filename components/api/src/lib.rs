@@ -10,6 +10,7 @@ mod contacts;
 mod egress;
 mod events;
 mod files;
+mod ingest;
 mod jobs;
 mod links;
 mod media;
@@ -19,6 +20,7 @@ mod playlists;
 mod realtime;
 mod recordings;
 mod reference;
+mod restreams;
 mod sessions;
 mod sfu;
 mod sfu_webhook;
@@ -42,15 +44,33 @@ pub enum Upload {
     PlaylistPoster,
 }
 
-use Handler::{Admin, App, Public, RelayCaller, RelayUser, Server, Sfu, User, UserOrServer};
+use Handler::{Admin, App, Media, Public, RelayCaller, RelayUser, Server, Sfu, User, UserOrServer};
 
 /// The route table: method, path, and the handler, whose variant is the route's tier (see
 /// the trust model in the README): `Public`, `Admin` (the operator), `App` (the public API
 /// key alone), `User` (plus a user's JWT), `Server` (plus the tenant's HMAC signature),
 /// `UserOrServer`, `Relay*` (the chat relay may call for a user), `Sfu` (LiveKit's signed
-/// webhooks).
+/// webhooks), `Media` (the media server, with `media_secret`).
 pub const ROUTES: &[Route<Handler<Upload>>] = &[
     route("POST", "/api/admin/sdk-clients", Admin(clients::register)),
+    route(
+        "POST",
+        "/api/admin/sdk-clients/{id}/suspend",
+        Admin(clients::suspend),
+    ),
+    route(
+        "POST",
+        "/api/admin/sdk-clients/{id}/reinstate",
+        Admin(clients::reinstate),
+    ),
+    // The media server (RTMP ingest): who may publish, and how a publish goes
+    route("POST", "/api/media/publish", Media(ingest::publish)),
+    route("POST", "/api/media/update", Media(ingest::update)),
+    route(
+        "POST",
+        "/api/media/publish-done",
+        Media(ingest::publish_done),
+    ),
     route("GET", "/api/openapi.json", Public(reference::openapi)),
     route("GET", "/api/sfu/health", Public(sfu::health)),
     // Every webhook of the SFU (participants, egress), signed with its API secret
@@ -383,6 +403,21 @@ pub const ROUTES: &[Route<Handler<Upload>>] = &[
     ),
     route(
         "GET",
+        "/api/broadcasts/{id}/restreams",
+        UserOrServer(restreams::list),
+    ),
+    route(
+        "POST",
+        "/api/broadcasts/{id}/restreams",
+        UserOrServer(restreams::create),
+    ),
+    route(
+        "DELETE",
+        "/api/broadcasts/{id}/restreams/{targetId}",
+        UserOrServer(restreams::delete),
+    ),
+    route(
+        "GET",
         "/api/broadcasts/{id}/analytics",
         UserOrServer(analytics::broadcast),
     ),
@@ -425,6 +460,11 @@ pub const ROUTES: &[Route<Handler<Upload>>] = &[
     // Scheduled jobs
     route("POST", "/api/jobs/migrate", Handler::Jobs(jobs::migrate)),
     route("POST", "/api/jobs/prune", Handler::Jobs(jobs::prune)),
+    route(
+        "POST",
+        "/api/jobs/settle-ingests",
+        Handler::Jobs(ingest::settle),
+    ),
     route(
         "POST",
         "/api/jobs/rollup-analytics",

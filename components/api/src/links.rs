@@ -1,8 +1,10 @@
 //! The public addresses of a stream, built from the configured bases. Broadcasts and
 //! scheduled events both get their stream identity from `StreamIdentity::generate` and
-//! their addresses from here.
+//! their addresses from here. A stream that does not play openly (private and
+//! subscribers-only) gets signed playback addresses that expire.
 
 use common::domain::broadcast::{self as rules, StreamBases, StreamIdentity};
+use common::domain::media::{self, Playback};
 use common::spin::config;
 use serde_json::Value;
 
@@ -11,6 +13,11 @@ pub struct Links {
     base_url: String,
     rtmp_ingest_base: String,
     playback_hls_base: String,
+    /// The key signed playback addresses are made with (from `media_secret`); `None`
+    /// when no media server is configured.
+    playback_key: Option<String>,
+    /// How long a signed playback address is valid (`hls_url_ttl`, seconds).
+    signed_ttl: i64,
 }
 
 impl Links {
@@ -19,6 +26,11 @@ impl Links {
             base_url: config::var_or("base_url", "http://127.0.0.1:3000"),
             rtmp_ingest_base: config::var_or("rtmp_ingest_base", "rtmp://127.0.0.1:1935/live"),
             playback_hls_base: config::var_or("playback_hls_base", "http://127.0.0.1:8080/hls"),
+            playback_key: config::var("media_secret").map(|s| media::playback_key(&s)),
+            signed_ttl: config::var("hls_url_ttl")
+                .and_then(|v| v.trim().parse().ok())
+                .filter(|ttl: &i64| *ttl > 0)
+                .unwrap_or(media::DEFAULT_SIGNED_TTL_SECS),
         }
     }
 
@@ -34,14 +46,46 @@ impl Links {
         self.base_url.trim_end_matches('/')
     }
 
-    /// Adds streamId, shortId, watchUrl and hlsUrl to `view`; for the owner also the
-    /// ingest credentials, streamKey and rtmpUrl.
-    pub fn add_stream_addresses(&self, view: &mut Value, identity: &StreamIdentity, owner: bool) {
+    /// A playback address of the stream: as is when it plays openly, else with a
+    /// signature valid for `hls_url_ttl` from `now`.
+    fn playback(&self, url: String, stream_id: &str, playback: Playback, now: i64) -> String {
+        match (playback, &self.playback_key) {
+            (Playback::Signed, Some(key)) => {
+                let query = media::signed_query(key, stream_id, now + self.signed_ttl);
+                format!("{url}?{query}")
+            }
+            _ => url,
+        }
+    }
+
+    /// Adds streamId, shortId, watchUrl, hlsUrl and thumbnailUrl to `view` (playback
+    /// addresses signed when `visibility` needs it); for the owner also the ingest
+    /// credentials, streamKey and rtmpUrl.
+    pub fn add_stream_addresses(
+        &self,
+        view: &mut Value,
+        identity: &StreamIdentity,
+        visibility: &str,
+        owner: bool,
+        now: i64,
+    ) {
         let bases = self.bases();
-        view["streamId"] = identity.stream_id.clone().into();
+        let playback = Playback::of_visibility(visibility);
+        let stream_id = &identity.stream_id;
+        view["streamId"] = stream_id.clone().into();
         view["shortId"] = identity.short_id.clone().into();
         view["watchUrl"] = rules::watch_url(&bases, &identity.short_id).into();
-        view["hlsUrl"] = rules::hls_url(&bases, &identity.stream_id).into();
+        view["hlsUrl"] = self
+            .playback(rules::hls_url(&bases, stream_id), stream_id, playback, now)
+            .into();
+        view["thumbnailUrl"] = self
+            .playback(
+                rules::thumbnail_url(&bases, stream_id),
+                stream_id,
+                playback,
+                now,
+            )
+            .into();
         if owner {
             view["streamKey"] = identity.stream_key.clone().into();
             view["rtmpUrl"] = rules::rtmp_url(&bases, &identity.stream_key).into();

@@ -392,16 +392,7 @@ pub fn list(ctx: &CallerCtx) -> Result<Response, ApiError> {
 /// server removes a finished recording's record (the files stay in the bucket).
 pub fn delete(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
-    let now = ctx.now();
-    let b = broadcast_store::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
-    if let Some(user) = ctx.user()
-        && !b.is_owned_by(&user.id)
-    {
-        broadcasts::check_can_watch(&db, &b, Viewer::User(&user.id), now)?;
-        return Err(ApiError::forbidden(
-            "only the broadcast's owner deletes its recordings",
-        ));
-    }
+    let b = broadcasts::load_for_owner_or_server(ctx, &db, "deletes its recordings")?;
     let id = ids::parse_uuid(ctx.param("recordingId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the recording id must be a UUID"))?;
     let r = store::by_id(&db, &b, &id)?.ok_or_else(|| ApiError::not_found("recording"))?;

@@ -16,9 +16,9 @@ pub const DEFAULT_MAX_PARTICIPANTS: i64 = 100;
 pub const MAX_PARTICIPANTS: i64 = 1000;
 
 /// The broadcast view plus what an SFU client needs: the room and where the SFU is.
-fn session_view(db: &Db, b: &Broadcast, audience: Audience) -> Result<Value, ApiError> {
+fn session_view(db: &Db, b: &Broadcast, audience: Audience, now: i64) -> Result<Value, ApiError> {
     Ok(with_session_fields(
-        broadcasts::view_one(db, b, audience)?,
+        broadcasts::view_one(db, b, audience, now)?,
         b,
     ))
 }
@@ -60,5 +60,5 @@ pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
     let b = store::load(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
     let audience = broadcasts::audience(&db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
-    Ok(json(200, &session_view(&db, &b, audience)?))
+    Ok(json(200, &session_view(&db, &b, audience, ctx.now())?))
 }

@@ -30,7 +30,7 @@ fn record(
 /// `broadcast.*` with the broadcast as its owner (and the tenant's server) sees it;
 /// `broadcast.ended` adds the analytics summary as `analytics`.
 pub fn broadcast(db: &Db, event_type: &str, b: &Broadcast, now: i64) -> Result<(), ApiError> {
-    let mut data = broadcasts::view_one(db, b, Audience::Owner)?;
+    let mut data = broadcasts::view_one(db, b, Audience::Owner, now)?;
     if event_type == "broadcast.ended" {
         data["analytics"] = crate::analytics::summary(db, b, now)?;
     }

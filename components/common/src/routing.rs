@@ -36,11 +36,13 @@ pub enum Tier {
     Sfu,
     /// The scheduler: `Authorization: Bearer <jobs_token>` (or `?token=`).
     Jobs,
+    /// The media server (nginx-rtmp, through its agent): `X-Media-Secret: <media_secret>`.
+    Media,
 }
 
 impl Tier {
     /// Every tier, in the order the documentation lists them.
-    pub const ALL: [Tier; 11] = [
+    pub const ALL: [Tier; 12] = [
         Tier::Public,
         Tier::Admin,
         Tier::App,
@@ -52,6 +54,7 @@ impl Tier {
         Tier::RelayCaller,
         Tier::Sfu,
         Tier::Jobs,
+        Tier::Media,
     ];
 
     /// The tier as the route tables in the documentation name it.
@@ -68,12 +71,16 @@ impl Tier {
             Tier::RelayCaller => "app, user, server, relay",
             Tier::Sfu => "sfu",
             Tier::Jobs => "jobs",
+            Tier::Media => "media",
         }
     }
 
     /// Whether the tenant's `X-API-Key` names the tenant on this tier.
     pub fn needs_api_key(self) -> bool {
-        !matches!(self, Tier::Public | Tier::Admin | Tier::Sfu | Tier::Jobs)
+        !matches!(
+            self,
+            Tier::Public | Tier::Admin | Tier::Sfu | Tier::Jobs | Tier::Media
+        )
     }
 
     /// Whether the chat relay's `X-Relay-Secret` counts on this tier (nowhere else).

@@ -25,6 +25,8 @@ pub enum Purpose {
     MusicToken,
     /// Webhook endpoints' signing secrets.
     WebhookSecret,
+    /// Restream targets' destinations (server URL and stream key).
+    RestreamDestination,
 }
 
 impl Purpose {
@@ -32,6 +34,7 @@ impl Purpose {
         match self {
             Purpose::MusicToken => b"music-token-key/v1:",
             Purpose::WebhookSecret => b"webhook-secret-key/v1:",
+            Purpose::RestreamDestination => b"restream-destination-key/v1:",
         }
     }
 }

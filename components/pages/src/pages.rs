@@ -160,10 +160,22 @@ pub enum WatchState {
 impl WatchState {
     /// A broadcast is live while active and not stale; completed, error and stale ones
     /// have ended.
-    pub fn of(status: Status, last_heartbeat: Option<i64>, now: i64) -> WatchState {
+    pub fn of(
+        status: Status,
+        last_heartbeat: Option<i64>,
+        reconnect_deadline: Option<i64>,
+        now: i64,
+    ) -> WatchState {
         match status {
             Status::Pending => WatchState::Upcoming,
-            Status::Active if rules::is_stale(status, last_heartbeat.unwrap_or(0), now) => {
+            Status::Active
+                if rules::is_stale(
+                    status,
+                    last_heartbeat.unwrap_or(0),
+                    reconnect_deadline,
+                    now,
+                ) =>
+            {
                 WatchState::Ended
             }
             Status::Active => WatchState::Live,
@@ -208,18 +220,17 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let Some(b) = found.filter(|b| !common::store::subscriptions::is_gated(&b.visibility)) else {
         return Ok(web::text(404, "no such broadcast"));
     };
-    let state = WatchState::of(b.status, b.last_heartbeat, ctx.now());
+    let state = WatchState::of(b.status, b.last_heartbeat, b.ingest_deadline, ctx.now());
     let hls_base = config::var_or("playback_hls_base", "http://127.0.0.1:8080/hls");
     let hls_origin = params::http_origin(&hls_base);
+    let bases = StreamBases {
+        base_url: "",
+        rtmp_ingest_base: "",
+        playback_hls_base: &hls_base,
+    };
+    let hls_origin_set = hls_origin.is_some();
     let hls_url = match &hls_origin {
-        Some(_) => rules::hls_url(
-            &StreamBases {
-                base_url: "",
-                rtmp_ingest_base: "",
-                playback_hls_base: &hls_base,
-            },
-            &b.identity.stream_id,
-        ),
+        Some(_) => rules::hls_url(&bases, &b.identity.stream_id),
         None => String::new(),
     };
     let origin = hls_origin.unwrap_or_default();
@@ -240,7 +251,13 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     };
     let connect = format!("connect-src 'self' {origin} {replay_origin}");
     let media = format!("media-src 'self' blob: {origin} {replay_origin}");
-    let csp = web::csp(&[connect.trim_end(), media.trim_end()]);
+    let images = format!("img-src 'self' data: {origin}");
+    let csp = web::csp(&[connect.trim_end(), media.trim_end(), images.trim_end()]);
+    // The media server refreshes a live stream's thumbnail: the player's poster.
+    let poster = match (&hls_origin_set, state) {
+        (true, WatchState::Live) => rules::thumbnail_url(&bases, &b.identity.stream_id),
+        _ => String::new(),
+    };
     let tag = web::etag(&[
         assets::BUILD_ID,
         "watch",
@@ -250,6 +267,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
         state.key(),
         &hls_url,
         &replay_url,
+        &poster,
     ]);
     let headers = PageHeaders {
         etag: &tag,
@@ -270,6 +288,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
                     status_label => state.label(),
                     message => state.message(),
                     hls_url,
+                    poster,
                     replay_url,
                     replay_type,
                     asset => context! {
@@ -324,22 +343,28 @@ mod tests {
     fn watch_states() {
         let now = 10_000;
         assert_eq!(
-            WatchState::of(Status::Pending, None, now),
+            WatchState::of(Status::Pending, None, None, now),
             WatchState::Upcoming
         );
         assert_eq!(
-            WatchState::of(Status::Active, Some(now - 30), now),
+            WatchState::of(Status::Active, Some(now - 30), None, now),
             WatchState::Live
         );
         assert_eq!(
-            WatchState::of(Status::Active, Some(now - 91), now),
+            WatchState::of(Status::Active, Some(now - 91), None, now),
             WatchState::Ended
         );
-        assert_eq!(WatchState::of(Status::Active, None, now), WatchState::Ended);
         assert_eq!(
-            WatchState::of(Status::Completed, None, now),
+            WatchState::of(Status::Active, None, None, now),
             WatchState::Ended
         );
-        assert_eq!(WatchState::of(Status::Error, None, now), WatchState::Ended);
+        assert_eq!(
+            WatchState::of(Status::Completed, None, None, now),
+            WatchState::Ended
+        );
+        assert_eq!(
+            WatchState::of(Status::Error, None, None, now),
+            WatchState::Ended
+        );
     }
 }

@@ -66,7 +66,18 @@ pub fn csp(extra: &[&str]) -> String {
         "form-action 'none'",
         "frame-ancestors 'none'",
     ];
-    directives.extend_from_slice(extra);
+    for directive in extra {
+        // An extra directive with a default's name replaces it (a browser would only
+        // read the first of two).
+        let name = directive.split_whitespace().next().unwrap_or_default();
+        match directives
+            .iter()
+            .position(|d| d.split_whitespace().next() == Some(name))
+        {
+            Some(at) => directives[at] = directive,
+            None => directives.push(directive),
+        }
+    }
     directives.join("; ")
 }
 
@@ -170,5 +181,9 @@ mod tests {
         assert!(policy.contains("script-src 'self'"));
         assert!(!policy.contains("unsafe-inline"));
         assert!(policy.ends_with("media-src https://cdn.example"));
+        // A default's name replaces it rather than adding a second one.
+        let policy = csp(&["img-src 'self' data: https://cdn.example"]);
+        assert_eq!(policy.matches("img-src").count(), 1);
+        assert!(policy.contains("img-src 'self' data: https://cdn.example"));
     }
 }

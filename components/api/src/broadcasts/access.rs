@@ -1,7 +1,7 @@
 //! Who may see and change a broadcast.
 
 use common::ApiError;
-use common::spin::http::{Actor, Caller, UserCtx};
+use common::spin::http::{Actor, ActorCtx, Caller, UserCtx};
 use common::store::broadcasts::{self as store, Broadcast};
 use common::store::{Db, subscriptions};
 
@@ -94,6 +94,26 @@ pub fn load_owned(ctx: &UserCtx, db: &Db) -> Result<Broadcast, ApiError> {
         return Err(ApiError::forbidden(
             "only the broadcast's owner may change it",
         ));
+    }
+    Ok(b)
+}
+
+/// Loads the broadcast of the path's `id` for its owner or the tenant's server (`doing`
+/// says what only they may do: 403 to another user who may see the broadcast, 404 to one
+/// who may not).
+pub fn load_for_owner_or_server(
+    ctx: &ActorCtx,
+    db: &Db,
+    doing: &str,
+) -> Result<Broadcast, ApiError> {
+    let b = store::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
+    if let Some(user) = ctx.user()
+        && !b.is_owned_by(&user.id)
+    {
+        check_can_watch(db, &b, Viewer::User(&user.id), ctx.now())?;
+        return Err(ApiError::forbidden(format!(
+            "only the broadcast's owner {doing}"
+        )));
     }
     Ok(b)
 }

@@ -6,7 +6,10 @@ mod input;
 mod tenant_api;
 mod view;
 
-pub use access::{Audience, Viewer, audience, check_can_watch, ensure_not_final, load_owned};
+pub use access::{
+    Audience, Viewer, audience, check_can_watch, ensure_not_final, load_for_owner_or_server,
+    load_owned,
+};
 pub use input::{new_broadcast, visibility};
 pub use tenant_api::{react, v1_create, v1_list, v1_patch};
 pub use view::one as view_one;
@@ -18,7 +21,7 @@ use common::realtime::Event;
 use common::spin::http::{AppCtx, Call, UserCtx, json};
 use common::store::broadcasts::{self as store, Broadcast, Changes};
 use common::store::{Db, outbox};
-use common::{ApiError, ids, time};
+use common::{ApiError, time};
 use serde_json::{Value, json};
 use spin_sdk::http::Response;
 
@@ -56,8 +59,9 @@ pub fn insert(
     let recording = crate::recordings::initial_settings(db, client_id, recording)?;
     let links = crate::links::Links::load();
     let b = store::new_record(client_id, owner_id, new, now);
-    let mut owner_view = view::of(&b, &links, Value::Null, Audience::Owner);
+    let mut owner_view = view::of(&b, &links, Value::Null, Audience::Owner, now);
     owner_view["recording"] = recording.view();
+    owner_view["ingest"] = crate::ingest::view(None, &b, now);
     let created = crate::webhook_events::broadcast_created(&b, owner_view.clone(), now);
     db.transaction(|tx| {
         store::insert_record(tx, &b)?;
@@ -72,7 +76,7 @@ pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
     let b = store::load(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
     let audience = audience(&db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
-    Ok(json(200, &view::one(&db, &b, audience)?))
+    Ok(json(200, &view::one(&db, &b, audience, ctx.now())?))
 }
 
 /// `PATCH /api/broadcasts/{id}` (owner): any of `title`, `visibility`, `tags`,
@@ -102,7 +106,7 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
     };
     store::update(&db, &b, &changes, ctx.now())?;
     let b = store::load(&db, &b.client_id, &b.id, ctx.now())?;
-    Ok(json(200, &view::one(&db, &b, Audience::Owner)?))
+    Ok(json(200, &view::one(&db, &b, Audience::Owner, ctx.now())?))
 }
 
 /// `GET /api/broadcasts`: the user's own, newest first.
@@ -116,7 +120,7 @@ pub fn owner_page(ctx: &Call, client_id: &str, owner: Option<&str>) -> Result<Re
     let page = Page::from_query(ctx.query())?;
     let db = common::spin::store::open()?;
     let (items, total) = store::page_of_tenant(&db, client_id, owner, page, ctx.now())?;
-    let items = view::many(&db, &items, |_| Audience::Owner)?;
+    let items = view::many(&db, &items, |_| Audience::Owner, ctx.now())?;
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
@@ -125,7 +129,7 @@ pub fn list_live(ctx: &AppCtx) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let db = common::spin::store::open()?;
     let (items, total) = store::page_of_live(&db, &ctx.tenant.client_id, page, ctx.now())?;
-    let items = view::many(&db, &items, |_| Audience::Viewer)?;
+    let items = view::many(&db, &items, |_| Audience::Viewer, ctx.now())?;
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
@@ -155,6 +159,7 @@ pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Bro
             );
             // The second's start in milliseconds: any later manual recording sorts after.
             crate::recordings::on_status_change(db, &moved, now.saturating_mul(1000));
+            crate::ingest::on_status_change(db, &moved, now);
             Ok(moved)
         }
     }
@@ -169,7 +174,7 @@ pub fn update_status(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
     let b = load_owned(ctx, &db)?;
     let b = change_status(&db, &b, requested, ctx.now())?;
-    Ok(json(200, &view::one(&db, &b, Audience::Owner)?))
+    Ok(json(200, &view::one(&db, &b, Audience::Owner, ctx.now())?))
 }
 
 /// `POST /api/sessions/{id}/heartbeat`: keeps a pending or active broadcast alive.
@@ -219,10 +224,10 @@ pub fn reset_stream_key(ctx: &UserCtx) -> Result<Response, ApiError> {
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
     let b = db.transaction(|tx| {
-        store::reset_stream_key(tx, &b, &ids::random_hex(16), ctx.now())?;
+        store::reset_stream_key(tx, &b, &common::domain::media::new_stream_key(), ctx.now())?;
         let b = store::load(tx, &b.client_id, &b.id, ctx.now())?;
         crate::webhook_events::broadcast(tx, "broadcast.stream_key_reset", &b, ctx.now())?;
         Ok(b)
     })?;
-    Ok(json(200, &view::one(&db, &b, Audience::Owner)?))
+    Ok(json(200, &view::one(&db, &b, Audience::Owner, ctx.now())?))
 }

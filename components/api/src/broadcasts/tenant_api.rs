@@ -70,7 +70,7 @@ pub fn v1_patch(ctx: &ServerCtx) -> Result<Response, ApiError> {
     if let Some(to) = to {
         b = change_status(&db, &b, to, now)?;
     }
-    Ok(json(200, &view::one(&db, &b, Audience::Owner)?))
+    Ok(json(200, &view::one(&db, &b, Audience::Owner, ctx.now())?))
 }
 
 /// `POST /api/v1/sessions/{id}/reactions`: `{"reaction": "heart"}`; counted per session.

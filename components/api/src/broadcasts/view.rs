@@ -5,12 +5,12 @@ use crate::links::Links;
 use common::ApiError;
 use common::store::Db;
 use common::store::broadcasts::{self as store, Broadcast};
-use common::store::recordings;
+use common::store::{ingests, recordings};
 use serde_json::{Value, json};
 
-/// The broadcast as `audience` sees it, with its reaction counts: the owner also gets the
-/// ingest credentials (from `links`), metadata and device details.
-pub fn of(b: &Broadcast, links: &Links, reactions: Value, audience: Audience) -> Value {
+/// The broadcast as `audience` sees it at `now`, with its reaction counts: the owner also
+/// gets the ingest credentials (from `links`), metadata and device details.
+pub fn of(b: &Broadcast, links: &Links, reactions: Value, audience: Audience, now: i64) -> Value {
     let mut view = json!({
         "id": b.id,
         "title": b.title,
@@ -30,7 +30,7 @@ pub fn of(b: &Broadcast, links: &Links, reactions: Value, audience: Audience) ->
         "cohostPolicy": b.cohost_policy,
     });
     let owner = audience == Audience::Owner;
-    links.add_stream_addresses(&mut view, &b.identity, owner);
+    links.add_stream_addresses(&mut view, &b.identity, &b.visibility, owner, now);
     if owner {
         view["metadata"] = b.metadata.clone();
         view["deviceWidth"] = b.device_width.into();
@@ -42,11 +42,13 @@ pub fn of(b: &Broadcast, links: &Links, reactions: Value, audience: Audience) ->
     view
 }
 
-/// The views of `items` (each as `audience_for` decides), with their reaction counts.
+/// The views of `items` (each as `audience_for` decides) at `now`, with their reaction
+/// counts; the owner also sees each one's recording settings and ingest.
 pub fn many(
     db: &Db,
     items: &[Broadcast],
     audience_for: impl Fn(&Broadcast) -> Audience,
+    now: i64,
 ) -> Result<Vec<Value>, ApiError> {
     let links = Links::load();
     let ids: Vec<&str> = items.iter().map(|b| b.id.as_str()).collect();
@@ -55,25 +57,27 @@ pub fn many(
         Some(first) => recordings::settings_of_many(db, &first.client_id, &ids)?,
         None => Default::default(),
     };
+    let mut ingests = ingests::of_many(db, &ids)?;
     Ok(items
         .iter()
         .map(|b| {
             let reactions = counts.remove(&b.id).map_or(Value::Null, Value::Object);
             let audience = audience_for(b);
-            let mut view = of(b, &links, reactions, audience);
-            // The recording settings are the owner's business.
-            if audience == Audience::Owner
-                && let Some(settings) = recording.remove(&b.id)
-            {
-                view["recording"] = settings.view();
+            let mut view = of(b, &links, reactions, audience, now);
+            // The recording settings and the ingest are the owner's business.
+            if audience == Audience::Owner {
+                if let Some(settings) = recording.remove(&b.id) {
+                    view["recording"] = settings.view();
+                }
+                view["ingest"] = crate::ingest::view(ingests.remove(&b.id).as_ref(), b, now);
             }
             view
         })
         .collect())
 }
 
-/// One broadcast's view, with its reaction counts.
-pub fn one(db: &Db, b: &Broadcast, audience: Audience) -> Result<Value, ApiError> {
-    let mut views = many(db, std::slice::from_ref(b), |_| audience)?;
+/// One broadcast's view at `now`, with its reaction counts.
+pub fn one(db: &Db, b: &Broadcast, audience: Audience, now: i64) -> Result<Value, ApiError> {
+    let mut views = many(db, std::slice::from_ref(b), |_| audience, now)?;
     Ok(views.pop().unwrap_or(Value::Null))
 }

@@ -80,12 +80,17 @@ pub fn transition(from: Status, to: Status) -> Result<Transition, ApiError> {
 /// An active broadcast without a heartbeat for this long is stale.
 pub const STALE_AFTER_SECS: i64 = 90;
 
-/// Whether an active broadcast whose last sign of life was at `last_seen` is stale at `now`.
-pub fn is_stale(status: Status, last_seen: i64, now: i64) -> bool {
-    status == Status::Active && now - last_seen > STALE_AFTER_SECS
+/// Whether an active broadcast whose last sign of life was at `last_seen` is stale at
+/// `now`. A broadcast whose publisher dropped is not stale while the publisher may still
+/// come back (until `reconnect_deadline`): it completes then instead.
+pub fn is_stale(status: Status, last_seen: i64, reconnect_deadline: Option<i64>, now: i64) -> bool {
+    status == Status::Active
+        && now - last_seen > STALE_AFTER_SECS
+        && reconnect_deadline.is_none_or(|deadline| now > deadline)
 }
 
-/// The addresses a new broadcast (or scheduled event) gets, all derived from one streamId.
+/// The identity a new broadcast (or scheduled event) gets: its public streamId (the SFU
+/// room, and where its HLS lives), its secret ingest key, and its short id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamIdentity {
     pub stream_id: String,
@@ -101,20 +106,15 @@ pub struct StreamBases<'a> {
 }
 
 impl StreamIdentity {
-    /// A fresh identity: a UUID streamId (the SFU room), its dash-less form as the key.
+    /// A fresh identity: a UUID streamId, and an ingest key of its own (a second random
+    /// UUID without dashes: the streamId is public, so nothing may be derived from it).
     pub fn generate() -> Self {
-        let stream_id = ids::uuid();
         Self {
-            stream_key: stream_key_for(&stream_id),
-            stream_id,
+            stream_id: ids::uuid(),
+            stream_key: super::media::new_stream_key(),
             short_id: ids::random_base62(8),
         }
     }
-}
-
-/// The RTMP stream key of a stream id: the UUID without dashes.
-pub fn stream_key_for(stream_id: &str) -> String {
-    stream_id.replace('-', "")
 }
 
 pub fn rtmp_url(bases: &StreamBases<'_>, stream_key: &str) -> String {
@@ -128,6 +128,15 @@ pub fn rtmp_url(bases: &StreamBases<'_>, stream_key: &str) -> String {
 pub fn hls_url(bases: &StreamBases<'_>, stream_id: &str) -> String {
     format!(
         "{}/{}/index.m3u8",
+        bases.playback_hls_base.trim_end_matches('/'),
+        stream_id
+    )
+}
+
+/// A live stream's thumbnail (a JPEG the media server refreshes every few seconds).
+pub fn thumbnail_url(bases: &StreamBases<'_>, stream_id: &str) -> String {
+    format!(
+        "{}/{}/thumbnail.jpg",
         bases.playback_hls_base.trim_end_matches('/'),
         stream_id
     )
@@ -198,8 +207,8 @@ mod tests {
     #[test]
     fn identity_and_addresses() {
         let id = StreamIdentity::generate();
-        assert_eq!(id.stream_key, id.stream_id.replace('-', ""));
-        assert_eq!(id.stream_key.len(), 32);
+        assert_ne!(id.stream_key, id.stream_id.replace('-', ""));
+        assert!(super::super::media::is_stream_key(&id.stream_key));
         assert_eq!(id.short_id.len(), 8);
         let bases = StreamBases {
             base_url: "https://live.example/",
@@ -212,6 +221,10 @@ mod tests {
             "https://cdn.example/hls/s1/index.m3u8"
         );
         assert_eq!(
+            thumbnail_url(&bases, "s1"),
+            "https://cdn.example/hls/s1/thumbnail.jpg"
+        );
+        assert_eq!(
             watch_url(&bases, "Ab3dEf9h"),
             "https://live.example/watch/Ab3dEf9h"
         );
@@ -222,8 +235,11 @@ mod tests {
         assert_eq!(recording_size(None, true), Some((390, 644)));
         assert_eq!(recording_size(Some((1170, 2532)), true), Some((1170, 2532)));
         assert_eq!(recording_size(None, false), None);
-        assert!(is_stale(Status::Active, 0, 91));
-        assert!(!is_stale(Status::Active, 0, 90));
-        assert!(!is_stale(Status::Pending, 0, 1000));
+        assert!(is_stale(Status::Active, 0, None, 91));
+        assert!(!is_stale(Status::Active, 0, None, 90));
+        assert!(!is_stale(Status::Pending, 0, None, 1000));
+        // A dropped publisher's reconnect window keeps it from going stale.
+        assert!(!is_stale(Status::Active, 0, Some(120), 100));
+        assert!(is_stale(Status::Active, 0, Some(120), 121));
     }
 }

@@ -3,7 +3,9 @@
 pub mod analytics;
 pub mod broadcast;
 pub mod cohost;
+pub mod media;
 pub mod moderation;
+pub mod network;
 pub mod recording;
 pub mod sfu;
 pub mod uploads;

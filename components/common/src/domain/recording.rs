@@ -423,6 +423,25 @@ pub fn egress_request(plan: &EgressPlan<'_>) -> Value {
     request
 }
 
+/// LiveKit's `RoomCompositeEgressRequest` that publishes room `room_name`, as the record
+/// page `page_url` renders it at `size`, to the RTMP address `rtmp_url` (the platform's
+/// own ingest, so that a broadcast published into the room gets HLS like any other).
+pub fn stream_egress_request(
+    room_name: &str,
+    page_url: &str,
+    size: (i64, i64),
+    rtmp_url: &str,
+) -> Value {
+    let even = |n: i64| n - n % 2;
+    json!({
+        "room_name": room_name,
+        "layout": "default",
+        "custom_base_url": page_url,
+        "advanced": { "width": even(size.0), "height": even(size.1), "framerate": 30 },
+        "stream_outputs": [{ "protocol": "RTMP", "urls": [rtmp_url] }],
+    })
+}
+
 /// Where viewers fetch a recording: under the public base when one is set, else the
 /// location the egress reported when it is an http(s) URL.
 pub fn public_url(public_base: &str, object_key: &str, location: Option<&str>) -> Option<String> {

@@ -5,7 +5,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 /// Every event type an endpoint may subscribe to (or `*` for all). Components that record
 /// a new type in the outbox add it here.
@@ -15,6 +15,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "broadcast.ended",
     "broadcast.errored",
     "broadcast.stream_key_reset",
+    "broadcast.health",
     "cohost.requested",
     "cohost.joined",
     "cohost.left",
@@ -102,6 +103,13 @@ pub fn check_url(url: &str, allow_local: bool) -> Result<(), String> {
         _ => return Err("must be an https URL".into()),
     }
     let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    check_authority(authority, allow_local)
+}
+
+/// Checks the authority (`host[:port]`) of an outbound URL: no credentials, a valid host,
+/// and, unless `allow_local`, a host that is not a loopback, private, link-local, metadata
+/// or otherwise non-public literal address or a local name.
+pub fn check_authority(authority: &str, allow_local: bool) -> Result<(), String> {
     if authority.contains('@') {
         return Err("must not contain credentials".into());
     }
@@ -169,43 +177,9 @@ fn looks_numeric(name: &str) -> bool {
     })
 }
 
-/// Whether an address is globally routable (not loopback, private, link-local, shared,
-/// documentation, benchmarking, multicast, reserved or unspecified).
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => is_public_v4(v4),
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_public_v4(v4);
-            }
-            let s = v6.segments();
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00 // unique local
-                || (s[0] & 0xffc0) == 0xfe80 // link-local
-                || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
-                || (s[0] == 0x0064 && s[1] == 0xff9b) // NAT64
-                || v6 == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)) // AWS metadata
-        }
-    }
-}
-
-fn is_public_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, c, _] = ip.octets();
-    !(ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_unspecified()
-        || ip.is_broadcast()
-        || ip.is_documentation()
-        || ip.is_multicast()
-        || a == 0
-        || (a == 100 && (64..128).contains(&b)) // shared address space
-        || (a == 192 && b == 0 && c == 0) // IETF protocol assignments
-        || (a == 198 && (b == 18 || b == 19)) // benchmarking
-        || a >= 240)
-}
+/// Whether an address is one the platform may deliver to: the one rule of
+/// [`super::network`] (public unicast, in every IPv4-in-IPv6 form too).
+pub use super::network::is_public;
 
 /// A new signing secret: `whsec_` and the base64 of [`SECRET_BYTES`] random bytes.
 pub fn new_secret() -> String {

@@ -27,9 +27,21 @@ pub struct CurrentUser {
 /// (a signature that is sent must verify; a client registered with `requireSignature`
 /// refuses unsigned calls on every route).
 pub fn tenant(req: &Request) -> Result<(Tenant, bool), ApiError> {
-    let tenant = tenant_from_api_key(req)?;
+    let tenant = active(tenant_from_api_key(req)?)?;
     let signed = check_signature(req, &tenant)?;
     Ok((tenant, signed))
+}
+
+/// A suspended client's credentials prove nothing: 403 on every route.
+fn active(tenant: Tenant) -> Result<Tenant, ApiError> {
+    if tenant.suspended {
+        return Err(ApiError::new(
+            403,
+            "client_suspended",
+            "this SDK client is suspended; contact the platform's operator",
+        ));
+    }
+    Ok(tenant)
 }
 
 /// What the chat relay proved: the tenant, and the user whose JWT it forwards (none for
@@ -74,6 +86,7 @@ pub fn relay_call(req: &Request) -> Result<Option<RelayCall>, ApiError> {
     let db = super::store::open()?;
     let tenant = tenants::by_id(&db, &client_id)?
         .ok_or_else(|| ApiError::unauthorized("invalid_tenant", "no such client"))?;
+    let tenant = active(tenant)?;
     let user = match bearer_token(req) {
         Some(_) => Some(user_from_bearer(req, &tenant)?),
         None => None,
@@ -188,6 +201,12 @@ pub fn check_admin(req: &Request) -> Result<(), ApiError> {
     if config::var_or("registration_mode", "admin") == "open" {
         return Ok(());
     }
+    require_admin_token(req)
+}
+
+/// The operator's admin token, whatever the registration mode: for what open
+/// registration does not open (suspending a client).
+pub fn require_admin_token(req: &Request) -> Result<(), ApiError> {
     let expected = config::var("admin_token").ok_or_else(|| {
         ApiError::unavailable(
             "not_configured",
@@ -241,6 +260,28 @@ pub fn check_jobs_token(req: &Request) -> Result<(), ApiError> {
         None => Err(ApiError::unauthorized(
             "missing_jobs_token",
             "Authorization: Bearer <jobs token> is required",
+        )),
+    }
+}
+
+/// The media server's credential: `X-Media-Secret` equal to `media_secret` (compared in
+/// constant time). Without a configured secret the media routes are off (503).
+pub fn check_media_secret(req: &Request) -> Result<(), ApiError> {
+    let expected = config::var("media_secret").ok_or_else(|| {
+        ApiError::unavailable(
+            "not_configured",
+            "the media routes are off: media_secret is not set",
+        )
+    })?;
+    match header(req, crate::domain::media::protocol::SECRET_HEADER) {
+        Some(sent) if secure_eq(sent.trim(), &expected) => Ok(()),
+        Some(_) => Err(ApiError::unauthorized(
+            "invalid_media_secret",
+            "the media secret is not valid",
+        )),
+        None => Err(ApiError::unauthorized(
+            "missing_media_secret",
+            "X-Media-Secret is required",
         )),
     }
 }

@@ -70,6 +70,23 @@ impl Call {
 
     /// The body as a JSON object; a declared non-JSON content type is a 415.
     pub fn json(&self) -> Result<JsonBody, ApiError> {
+        self.check_json_content_type()?;
+        JsonBody::parse(self.req.body())
+    }
+
+    /// The body as a `T` (unknown fields refused where `T` says so); JSON that is not a
+    /// `T` is a 400 saying why.
+    pub fn typed_json<T: serde::de::DeserializeOwned>(&self) -> Result<T, ApiError> {
+        self.check_json_content_type()?;
+        serde_json::from_slice(self.req.body()).map_err(|e| {
+            ApiError::bad_request(
+                "malformed_json",
+                format!("the request body is not valid: {e}"),
+            )
+        })
+    }
+
+    fn check_json_content_type(&self) -> Result<(), ApiError> {
         if let Some(ct) = self.header("content-type") {
             let ct = ct.to_ascii_lowercase();
             if !ct.starts_with("application/json") && !ct.contains("+json") {
@@ -80,7 +97,7 @@ impl Call {
                 ));
             }
         }
-        JsonBody::parse(self.req.body())
+        Ok(())
     }
 }
 
@@ -168,6 +185,11 @@ pub struct JobsCtx {
     call: Call,
 }
 
+/// The media server, proven by `media_secret`.
+pub struct MediaCtx {
+    call: Call,
+}
+
 macro_rules! calls {
     ($($ctx:ty),*) => {$(
         impl Deref for $ctx {
@@ -179,7 +201,7 @@ macro_rules! calls {
     )*};
 }
 calls!(
-    AdminCtx, AppCtx, UserCtx, ServerCtx, ActorCtx, CallerCtx, SfuCtx, JobsCtx
+    AdminCtx, AppCtx, UserCtx, ServerCtx, ActorCtx, CallerCtx, SfuCtx, JobsCtx, MediaCtx
 );
 
 /// A route's handler, by tier. `Upload` routes (user tier) read their body themselves,
@@ -197,6 +219,7 @@ pub enum Handler<U: Copy + 'static = NoUploads> {
     RelayCaller(fn(&CallerCtx) -> Reply),
     Sfu(fn(&SfuCtx) -> Reply),
     Jobs(fn(&JobsCtx) -> Reply),
+    Media(fn(&MediaCtx) -> Reply),
     Upload(U),
 }
 
@@ -218,6 +241,7 @@ impl<U: Copy> Endpoint for Handler<U> {
             Handler::RelayCaller(_) => Tier::RelayCaller,
             Handler::Sfu(_) => Tier::Sfu,
             Handler::Jobs(_) => Tier::Jobs,
+            Handler::Media(_) => Tier::Media,
         }
     }
 }
@@ -313,6 +337,7 @@ pub enum Prepared<U> {
     Caller(fn(&CallerCtx) -> Reply, CallerCtx),
     Sfu(fn(&SfuCtx) -> Reply, SfuCtx),
     Jobs(fn(&JobsCtx) -> Reply, JobsCtx),
+    Media(fn(&MediaCtx) -> Reply, MediaCtx),
     Upload(U, UserCtx),
 }
 
@@ -329,6 +354,7 @@ impl<U> Prepared<U> {
             Prepared::Caller(f, ctx) => f(&ctx),
             Prepared::Sfu(f, ctx) => f(&ctx),
             Prepared::Jobs(f, ctx) => f(&ctx),
+            Prepared::Media(f, ctx) => f(&ctx),
             Prepared::Upload(..) => Err(ApiError::internal("an upload was run as a JSON call")),
         }
     }
@@ -396,6 +422,10 @@ fn authenticate<U: Copy>(handler: Handler<U>, call: Call) -> Result<Prepared<U>,
         Handler::Jobs(f) => {
             auth::check_jobs_token(req)?;
             Prepared::Jobs(f, JobsCtx { call })
+        }
+        Handler::Media(f) => {
+            auth::check_media_secret(req)?;
+            Prepared::Media(f, MediaCtx { call })
         }
         Handler::Sfu(f) => {
             let event = auth::verified_sfu_webhook(req)?;

@@ -41,6 +41,9 @@ pub struct Broadcast {
     pub started_at: Option<String>,
     pub ended_at: Option<String>,
     pub last_heartbeat: Option<i64>,
+    /// While its RTMP publisher is away: the time by which it must come back before the
+    /// broadcast completes (the reconnect window's end).
+    pub ingest_deadline: Option<i64>,
     /// How co-hosts join: `approval`, `open` or `invite_only`.
     pub cohost_policy: String,
 }
@@ -94,6 +97,7 @@ fn from_row(row: &Row) -> Broadcast {
         started_at: row.opt_text("started_at"),
         ended_at: row.opt_text("ended_at"),
         last_heartbeat: row.opt_int("last_heartbeat"),
+        ingest_deadline: row.opt_int("ingest_deadline"),
         cohost_policy: row.text("cohost_policy"),
     }
 }
@@ -149,6 +153,7 @@ pub fn new_record(
         started_at: None,
         ended_at: None,
         last_heartbeat: None,
+        ingest_deadline: None,
         cohost_policy: new.cohost_policy.clone(),
     }
 }
@@ -250,6 +255,12 @@ pub fn load_by_room(db: &Db, stream_id: &str, now: i64) -> Result<Option<Broadca
     find(db, "stream_id = ?", &[stream_id.into()], now)
 }
 
+/// The broadcast (of any tenant) whose ingest key is `key`: the media server asks with
+/// nothing else.
+pub fn load_by_stream_key(db: &Db, key: &str, now: i64) -> Result<Option<Broadcast>, ApiError> {
+    find(db, "stream_key = ?", &[key.into()], now)
+}
+
 /// The broadcast (of any tenant) whose short id is `short_id`: the watch page.
 pub fn load_by_short_id(db: &Db, short_id: &str, now: i64) -> Result<Option<Broadcast>, ApiError> {
     find(db, "short_id = ?", &[short_id.into()], now)
@@ -265,7 +276,12 @@ fn find(db: &Db, filter: &str, params: &[Value], now: i64) -> Result<Option<Broa
 /// last heartbeat is older than 90 s is moved to `error`, with its `broadcast.errored`
 /// event (recorded by the one reader whose update moved it).
 fn expire_if_stale(db: &Db, mut b: Broadcast, now: i64) -> Result<Broadcast, ApiError> {
-    if rules::is_stale(b.status, b.last_heartbeat.unwrap_or(0), now) {
+    if rules::is_stale(
+        b.status,
+        b.last_heartbeat.unwrap_or(0),
+        b.ingest_deadline,
+        now,
+    ) {
         let at = time::format_rfc3339(now);
         db.transaction(|tx| {
             let moved = tx.query(
@@ -373,7 +389,8 @@ pub fn open_stream_ids_of_owner(
         .collect())
 }
 
-/// One page of the tenant's live broadcasts: public, active and not stale, newest first.
+/// One page of the tenant's live broadcasts: public, active and not stale (a publisher
+/// inside its reconnect window counts as live), newest first.
 pub fn page_of_live(
     db: &Db,
     client_id: &str,
@@ -382,8 +399,13 @@ pub fn page_of_live(
 ) -> Result<(Vec<Broadcast>, i64), ApiError> {
     let (rows, total) = db.page(
         "broadcasts",
-        "client_id = ? AND status = 'active' AND visibility = 'public' AND last_heartbeat >= ?",
-        &[client_id.into(), Value::Int(now - rules::STALE_AFTER_SECS)],
+        "client_id = ? AND status = 'active' AND visibility = 'public' \
+         AND (last_heartbeat >= ? OR ingest_deadline >= ?)",
+        &[
+            client_id.into(),
+            Value::Int(now - rules::STALE_AFTER_SECS),
+            Value::Int(now),
+        ],
         "started_at DESC, id",
         page,
     )?;
@@ -400,9 +422,10 @@ pub fn move_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<bool,
     };
     // The status in the WHERE clause makes concurrent moves safe: only one wins.
     let moved = db.query(
-        "UPDATE broadcasts SET status = ?, started_at = COALESCE(started_at, ?), ended_at = COALESCE(?, ended_at), \
-           last_heartbeat = COALESCE(?, last_heartbeat), updated_at = ? \
-         WHERE id = ? AND status = ? RETURNING id",
+        "UPDATE broadcasts SET status = ?1, started_at = COALESCE(started_at, ?2), ended_at = COALESCE(?3, ended_at), \
+           last_heartbeat = COALESCE(?4, last_heartbeat), updated_at = ?5, \
+           ingest_deadline = CASE WHEN ?1 = 'active' THEN ingest_deadline ELSE NULL END \
+         WHERE id = ?6 AND status = ?7 RETURNING id",
         &[
             to.as_str().into(),
             started.into(),
@@ -433,6 +456,33 @@ pub fn report_viewers(db: &Db, b: &Broadcast, count: i64) -> Result<(), ApiError
            viewer_reports = viewer_reports + 1, viewer_total = viewer_total + ?1 WHERE id = ?2",
         &[Value::Int(count), b.id.clone().into()],
     )
+}
+
+/// Sets (or with `None` clears) the time by which `b`'s dropped publisher must be back.
+pub fn set_ingest_deadline(db: &Db, b: &Broadcast, deadline: Option<i64>) -> Result<(), ApiError> {
+    db.execute(
+        "UPDATE broadcasts SET ingest_deadline = ? WHERE id = ?",
+        &[deadline.into(), b.id.clone().into()],
+    )
+}
+
+/// Active broadcasts (of every tenant) whose publisher's reconnect window ended before
+/// `now`: at most `limit`, and how many there are.
+pub fn past_ingest_deadline(
+    db: &Db,
+    now: i64,
+    limit: i64,
+) -> Result<(Vec<Broadcast>, i64), ApiError> {
+    let total = db.count(
+        "SELECT COUNT(*) FROM broadcasts WHERE status = 'active' AND ingest_deadline < ?",
+        &[Value::Int(now)],
+    )?;
+    let rows = db.query(
+        "SELECT * FROM broadcasts WHERE status = 'active' AND ingest_deadline < ? \
+         ORDER BY ingest_deadline LIMIT ?",
+        &[Value::Int(now), Value::Int(limit)],
+    )?;
+    Ok((rows.iter().map(from_row).collect(), total))
 }
 
 /// Gives `b` a new ingest key.

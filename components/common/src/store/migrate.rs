@@ -9,89 +9,155 @@ use crate::ApiError;
 use crate::ids::sha256_hex;
 
 /// Every migration, in the order it is applied.
-pub const MIGRATIONS: &[(&str, &str)] = &[
-    (
+/// One migration: a file of statements, and optionally a step in code that runs after them
+/// in the same transaction (for changes SQL cannot make portably, such as drawing random
+/// values from the CSPRNG).
+pub struct Migration {
+    pub version: &'static str,
+    pub sql: &'static str,
+    pub data: Option<DataStep>,
+}
+
+/// A migration's step in code; its name is part of the migration's checksum.
+pub struct DataStep {
+    pub name: &'static str,
+    pub run: fn(&Db, i64) -> Result<(), ApiError>,
+}
+
+impl Migration {
+    const fn sql(version: &'static str, sql: &'static str) -> Migration {
+        Migration {
+            version,
+            sql,
+            data: None,
+        }
+    }
+
+    /// What a released migration must keep: its statements and its data step's name.
+    fn checksum(&self) -> String {
+        match &self.data {
+            None => sha256_hex(self.sql.as_bytes()),
+            Some(step) => {
+                sha256_hex(format!("{}\n-- data step: {}", self.sql, step.name).as_bytes())
+            }
+        }
+    }
+}
+
+/// Every migration, in the order it is applied.
+pub const MIGRATIONS: &[Migration] = &[
+    Migration::sql(
         "0001_sdk_clients",
         include_str!("../../migrations/0001_sdk_clients.sql"),
     ),
-    (
+    Migration::sql(
         "0002_users",
         include_str!("../../migrations/0002_users.sql"),
     ),
-    (
+    Migration::sql(
         "0003_broadcasts",
         include_str!("../../migrations/0003_broadcasts.sql"),
     ),
-    (
+    Migration::sql(
         "0004_events",
         include_str!("../../migrations/0004_events.sql"),
     ),
-    (
+    Migration::sql(
         "0005_music_links",
         include_str!("../../migrations/0005_music_links.sql"),
     ),
-    (
+    Migration::sql(
         "0006_files",
         include_str!("../../migrations/0006_files.sql"),
     ),
-    (
+    Migration::sql(
         "0008_cohosts",
         include_str!("../../migrations/0008_cohosts.sql"),
     ),
-    ("0009_chat", include_str!("../../migrations/0009_chat.sql")),
-    (
+    Migration::sql("0009_chat", include_str!("../../migrations/0009_chat.sql")),
+    Migration::sql(
         "0010_trust",
         include_str!("../../migrations/0010_trust.sql"),
     ),
-    (
+    Migration::sql(
         "0011_outbox",
         include_str!("../../migrations/0011_outbox.sql"),
     ),
-    (
+    Migration::sql(
         "0020_webhooks",
         include_str!("../../migrations/0020_webhooks.sql"),
     ),
-    (
+    Migration::sql(
         "0030_ledger",
         include_str!("../../migrations/0030_ledger.sql"),
     ),
-    (
+    Migration::sql(
         "0031_gifts",
         include_str!("../../migrations/0031_gifts.sql"),
     ),
-    (
+    Migration::sql(
         "0032_payouts",
         include_str!("../../migrations/0032_payouts.sql"),
     ),
-    (
+    Migration::sql(
         "0033_subscriptions",
         include_str!("../../migrations/0033_subscriptions.sql"),
     ),
-    (
+    Migration::sql(
         "0034_chat_badges",
         include_str!("../../migrations/0034_chat_badges.sql"),
     ),
-    (
+    Migration::sql(
         "0040_analytics",
         include_str!("../../migrations/0040_analytics.sql"),
     ),
-    (
+    Migration::sql(
         "0050_recordings",
         include_str!("../../migrations/0050_recordings.sql"),
     ),
-    (
+    Migration::sql(
         "0060_chat_moderation",
         include_str!("../../migrations/0060_chat_moderation.sql"),
     ),
-    (
+    Migration::sql(
         "0070_resumable_uploads",
         include_str!("../../migrations/0070_resumable_uploads.sql"),
     ),
-    (
+    Migration::sql(
         "0080_chat_screening",
         include_str!("../../migrations/0080_chat_screening.sql"),
     ),
+    Migration {
+        version: "0090_media",
+        sql: include_str!("../../migrations/0090_media.sql"),
+        data: Some(DataStep {
+            name: "replace stream keys derived from the public streamId",
+            run: replace_derived_stream_keys,
+        }),
+    },
 ];
+
+/// Broadcasts and scheduled events made before ingest keys were random had the streamId
+/// without dashes as their key, and the streamId is public: each such key is replaced by
+/// a fresh one.
+fn replace_derived_stream_keys(db: &Db, _now: i64) -> Result<(), ApiError> {
+    for table in ["broadcasts", "scheduled_events"] {
+        let rows = db.query(
+            &format!("SELECT id FROM {table} WHERE stream_key = REPLACE(stream_id, '-', '')"),
+            &[],
+        )?;
+        for row in rows {
+            db.execute(
+                &format!("UPDATE {table} SET stream_key = ? WHERE id = ?"),
+                &[
+                    crate::domain::media::new_stream_key().into(),
+                    row.text("id").into(),
+                ],
+            )?;
+        }
+    }
+    Ok(())
+}
 
 /// The row that concurrent runners queue on.
 const LOCK: &str = "~lock";
@@ -107,8 +173,9 @@ pub struct Report {
 pub fn run(db: &Db, now: i64) -> Result<Report, ApiError> {
     create_ledger(db)?;
     let mut report = Report::default();
-    for (version, text) in MIGRATIONS {
-        let checksum = sha256_hex(text.as_bytes());
+    for migration in MIGRATIONS {
+        let version = migration.version;
+        let checksum = migration.checksum();
         let applied = db.transaction(|tx| {
             tx.execute(
                 "UPDATE schema_migrations SET applied_at = ? WHERE version = ?",
@@ -116,7 +183,7 @@ pub fn run(db: &Db, now: i64) -> Result<Report, ApiError> {
             )?;
             let recorded = tx.query_one(
                 "SELECT checksum FROM schema_migrations WHERE version = ?",
-                &[(*version).into()],
+                &[version.into()],
             )?;
             if let Some(row) = recorded {
                 let recorded = row.text("checksum");
@@ -127,14 +194,19 @@ pub fn run(db: &Db, now: i64) -> Result<Report, ApiError> {
                 }
                 return Ok(false);
             }
-            for statement in sql::statements(text) {
+            for statement in sql::statements(migration.sql) {
                 tx.execute(&statement, &[]).map_err(|e| {
                     ApiError::internal(format!("migration {version}: {}", e.detail))
                 })?;
             }
+            if let Some(step) = &migration.data {
+                (step.run)(tx, now).map_err(|e| {
+                    ApiError::internal(format!("migration {version} ({}): {}", step.name, e.detail))
+                })?;
+            }
             tx.execute(
                 "INSERT INTO schema_migrations (version, checksum, applied_at) VALUES (?, ?, ?)",
-                &[(*version).into(), checksum.into(), Value::Int(now)],
+                &[version.into(), checksum.into(), Value::Int(now)],
             )?;
             Ok(true)
         })?;
@@ -191,6 +263,46 @@ mod tests {
     }
 
     #[test]
+    fn keys_derived_from_the_stream_id_are_replaced() {
+        let db = testing::db();
+        let derived =
+            super::super::broadcasts::insert(&db, "c1", None, &testing::new_broadcast(), 1)
+                .unwrap();
+        let own = super::super::broadcasts::insert(&db, "c1", None, &testing::new_broadcast(), 1)
+            .unwrap();
+        let old_key = derived.identity.stream_id.replace('-', "");
+        db.execute(
+            "UPDATE broadcasts SET stream_key = ? WHERE id = ?",
+            &[old_key.clone().into(), derived.id.clone().into()],
+        )
+        .unwrap();
+        db.execute(
+            "INSERT INTO scheduled_events (id, client_id, owner_id, title, visibility, scheduled_for, short_id, stream_id, stream_key, room_name, created_at) \
+             VALUES ('e1', 'c1', 'u1', 'Later', 'public', 10, 'Ev3ntId1', 'aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee', 'aaaaaaaabbbb4ccc8dddeeeeeeeeeeee', 'aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee', 'now')",
+            &[],
+        )
+        .unwrap();
+        replace_derived_stream_keys(&db, 2).unwrap();
+        let key_of = |table: &str, id: &str| {
+            db.query_one(
+                &format!("SELECT stream_key FROM {table} WHERE id = ?"),
+                &[id.into()],
+            )
+            .unwrap()
+            .unwrap()
+            .text("stream_key")
+        };
+        let replaced = key_of("broadcasts", &derived.id);
+        assert_ne!(replaced, old_key);
+        assert!(crate::domain::media::is_stream_key(&replaced));
+        let event_key = key_of("scheduled_events", "e1");
+        assert_ne!(event_key, "aaaaaaaabbbb4ccc8dddeeeeeeeeeeee");
+        assert!(crate::domain::media::is_stream_key(&event_key));
+        // A key of its own is kept.
+        assert_eq!(key_of("broadcasts", &own.id), own.identity.stream_key);
+    }
+
+    #[test]
     fn a_changed_migration_is_refused() {
         let db = testing::db();
         db.execute(
@@ -204,9 +316,9 @@ mod tests {
 
     #[test]
     fn migrations_are_in_order_and_named_like_their_files() {
-        let mut sorted: Vec<&str> = MIGRATIONS.iter().map(|(v, _)| *v).collect();
+        let mut sorted: Vec<&str> = MIGRATIONS.iter().map(|m| m.version).collect();
         sorted.sort_unstable();
-        let listed: Vec<&str> = MIGRATIONS.iter().map(|(v, _)| *v).collect();
+        let listed: Vec<&str> = MIGRATIONS.iter().map(|m| m.version).collect();
         assert_eq!(sorted, listed);
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
         let mut files: Vec<String> = std::fs::read_dir(dir)

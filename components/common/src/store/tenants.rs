@@ -16,6 +16,9 @@ pub struct Tenant {
     pub name: String,
     pub secret_key: String,
     pub require_signature: bool,
+    /// The operator suspended the client: its credentials stop working and its streams
+    /// may not publish.
+    pub suspended: bool,
 }
 
 fn tenant_of(row: &Row) -> Tenant {
@@ -24,6 +27,7 @@ fn tenant_of(row: &Row) -> Tenant {
         name: row.text("name"),
         secret_key: row.text("secret_key"),
         require_signature: row.bool("require_signature"),
+        suspended: row.opt_int("suspended_at").is_some(),
     }
 }
 
@@ -97,7 +101,7 @@ pub fn insert(
 pub fn by_api_key_hash(db: &Db, api_key_hash: &str) -> Result<Option<Tenant>, ApiError> {
     Ok(db
         .query_one(
-            "SELECT client_id, name, secret_key, require_signature FROM sdk_clients WHERE api_key_hash = ?",
+            "SELECT client_id, name, secret_key, require_signature, suspended_at FROM sdk_clients WHERE api_key_hash = ?",
             &[api_key_hash.into()],
         )?
         .as_ref()
@@ -108,11 +112,22 @@ pub fn by_api_key_hash(db: &Db, api_key_hash: &str) -> Result<Option<Tenant>, Ap
 pub fn by_id(db: &Db, client_id: &str) -> Result<Option<Tenant>, ApiError> {
     Ok(db
         .query_one(
-            "SELECT client_id, name, secret_key, require_signature FROM sdk_clients WHERE client_id = ?",
+            "SELECT client_id, name, secret_key, require_signature, suspended_at FROM sdk_clients WHERE client_id = ?",
             &[client_id.into()],
         )?
         .as_ref()
         .map(tenant_of))
+}
+
+/// Suspends the client (`at` the time) or, with `None`, reinstates it: answers whether
+/// such a client exists.
+pub fn set_suspended(db: &Db, client_id: &str, at: Option<i64>) -> Result<bool, ApiError> {
+    Ok(!db
+        .query(
+            "UPDATE sdk_clients SET suspended_at = ? WHERE client_id = ? RETURNING client_id",
+            &[at.into(), client_id.into()],
+        )?
+        .is_empty())
 }
 
 /// A message from the public contact form.
@@ -186,6 +201,7 @@ mod tests {
                 name: "Acme".into(),
                 secret_key: "sk_Acme".into(),
                 require_signature: true,
+                suspended: false,
             }
         );
         assert_eq!(by_id(&db, &zed).unwrap().unwrap().name, "Zed");
@@ -193,6 +209,21 @@ mod tests {
         // The key itself (not its hash) finds nothing, nor does an unknown id.
         assert_eq!(by_api_key_hash(&db, "pk_acme_key").unwrap(), None);
         assert_eq!(by_id(&db, "nobody").unwrap(), None);
+    }
+
+    #[test]
+    fn clients_are_suspended_and_reinstated() {
+        let db = testing::db();
+        let acme = register(&db, "Acme", "pk_acme_key", false);
+        assert!(set_suspended(&db, &acme, Some(5)).unwrap());
+        assert!(by_id(&db, &acme).unwrap().unwrap().suspended);
+        let by_key = by_api_key_hash(&db, &sha256_hex(b"pk_acme_key"))
+            .unwrap()
+            .unwrap();
+        assert!(by_key.suspended);
+        assert!(set_suspended(&db, &acme, None).unwrap());
+        assert!(!by_id(&db, &acme).unwrap().unwrap().suspended);
+        assert!(!set_suspended(&db, "nobody", Some(5)).unwrap());
     }
 
     #[test]

@@ -1,0 +1,378 @@
+//! RTMP ingest: the media server asks here (media tier, `media_secret`) on every publish,
+//! reports every few seconds while it lasts (with the stream's health and its restream
+//! targets' states), and says when it ends. The platform decides who may publish, and the
+//! ingest moves the broadcast: a publish makes it `active`, updates count as heartbeats,
+//! and a publisher that leaves has the reconnect window to come back before the broadcast
+//! completes (the `settle-ingests` job completes it).
+//!
+//! A broadcast published into the SFU room instead reaches the same HLS: when it goes
+//! active without an RTMP publisher, a LiveKit egress of the record page publishes the room
+//! into the ingest with the broadcast's own key.
+
+use crate::broadcasts;
+use crate::egress::Egress;
+use common::domain::broadcast::Status;
+use common::domain::media::{self, Health, HealthSample, Playback, protocol};
+use common::spin::config;
+use common::spin::http::{JobsCtx, MediaCtx, Reply, json};
+use common::store::broadcasts::{self as broadcast_store, Broadcast};
+use common::store::ingests::{self as store, Ingest};
+use common::store::{Db, restreams, tenants};
+use common::{ApiError, time};
+use serde_json::{Value, json};
+
+/// Broadcasts the `settle-ingests` job completes per call.
+const SETTLE_BATCH: i64 = 100;
+
+/// The reconnect window (`ingest_reconnect_window`, seconds).
+fn reconnect_window() -> i64 {
+    config::var("ingest_reconnect_window")
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|secs: &i64| *secs >= 0)
+        .unwrap_or(media::DEFAULT_RECONNECT_WINDOW_SECS)
+}
+
+/// A publish or update the platform refuses (the media server drops the publisher).
+fn refused(code: &'static str, detail: &str) -> ApiError {
+    ApiError::new(403, code, detail.to_string())
+}
+
+/// Checks what the media server names a publisher by: 1 to 100 of `[A-Za-z0-9._:-]`.
+fn check_connection(connection: &str) -> Result<(), ApiError> {
+    let valid = !connection.is_empty()
+        && connection.len() <= 100
+        && connection
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(
+            "invalid_connection",
+            "connection must be 1 to 100 letters, digits, '.', '_', ':' or '-'",
+        ))
+    }
+}
+
+/// What the media server needs to serve and push a stream it may publish.
+fn accepted(db: &Db, b: &Broadcast) -> Result<protocol::Accepted, ApiError> {
+    let targets = restreams::of_broadcast(db, b)?;
+    let restreams = if targets.is_empty() {
+        Vec::new()
+    } else {
+        let key = crate::restreams::sealing_key()?;
+        targets
+            .iter()
+            .filter_map(|t| {
+                let url = key.open(&t.sealed_destination, &t.id);
+                if url.is_none() {
+                    eprintln!("restream target {}: its destination does not open", t.id);
+                }
+                Some(protocol::RestreamTarget {
+                    id: t.id.clone(),
+                    url: url?,
+                })
+            })
+            .collect()
+    };
+    Ok(protocol::Accepted {
+        stream_id: b.identity.stream_id.clone(),
+        playback: Playback::of_visibility(&b.visibility),
+        restreams,
+    })
+}
+
+/// Why `b` (whose publisher used `key`) may not publish now, if it may not.
+fn refusal(db: &Db, b: &Broadcast, key: &str) -> Result<Option<ApiError>, ApiError> {
+    if b.identity.stream_key != key {
+        return Ok(Some(refused(
+            "stream_key_reset",
+            "the stream key was reset: publish with the new one",
+        )));
+    }
+    if b.status.is_final() {
+        return Ok(Some(refused("broadcast_ended", "the broadcast has ended")));
+    }
+    let suspended = tenants::by_id(db, &b.client_id)?.is_none_or(|t| t.suspended);
+    if suspended {
+        return Ok(Some(refused(
+            "client_suspended",
+            "the broadcast's SDK client is suspended",
+        )));
+    }
+    Ok(None)
+}
+
+/// `POST /api/media/publish`: a publisher connected with a key. Accepted when the key is a
+/// broadcast's current key, the broadcast has not ended, its tenant is not suspended and
+/// no other publisher is live on it; the broadcast then goes `active` (or, back inside its
+/// reconnect window, simply continues).
+pub fn publish(ctx: &MediaCtx) -> Reply {
+    let call: protocol::Publish = ctx.typed_json()?;
+    check_connection(&call.connection)?;
+    let unknown = || refused("unknown_stream_key", "no broadcast has this stream key");
+    if !media::is_stream_key(&call.key) {
+        return Err(unknown());
+    }
+    let now = ctx.now();
+    let db = common::spin::store::open()?;
+    let b = broadcast_store::load_by_stream_key(&db, &call.key, now)?.ok_or_else(unknown)?;
+    if let Some(why) = refusal(&db, &b, &call.key)? {
+        return Err(why);
+    }
+    let claimed = db.transaction(|tx| {
+        if !store::claim(tx, &b, &call.connection, &call.key, now)? {
+            return Ok(false);
+        }
+        broadcast_store::set_ingest_deadline(tx, &b, None)?;
+        broadcast_store::heartbeat(tx, &b, now)?;
+        Ok(true)
+    })?;
+    if !claimed {
+        return Err(ApiError::conflict(
+            "already_publishing",
+            "another encoder is publishing this broadcast",
+        ));
+    }
+    let b = if b.status == Status::Pending {
+        match broadcasts::change_status(&db, &b, Status::Active, now) {
+            Ok(moved) => moved,
+            // Moved meanwhile (ended by its owner, say): read it again and decide.
+            Err(e) if e.status == 409 => {
+                let again = broadcast_store::load(&db, &b.client_id, &b.id, now)?;
+                if again.status.is_final() {
+                    release(&db, &again, &call.connection, now)?;
+                    return Err(refused("broadcast_ended", "the broadcast has ended"));
+                }
+                again
+            }
+            Err(e) => return Err(e),
+        }
+    } else {
+        b
+    };
+    Ok(json(200, &accepted(&db, &b)?))
+}
+
+/// `POST /api/media/update`: the publisher is still there. Counts as the broadcast's
+/// heartbeat, records the stream's health (a change is a `broadcast.health` event) and the
+/// restream targets' states. Refused (the media server then drops the publisher) when the
+/// key was reset, the broadcast ended or its tenant was suspended meanwhile.
+pub fn update(ctx: &MediaCtx) -> Reply {
+    let call: protocol::Update = ctx.typed_json()?;
+    check_connection(&call.connection)?;
+    let now = ctx.now();
+    let db = common::spin::store::open()?;
+    let Some(ingest) = store::by_connection(&db, &call.connection)? else {
+        return Err(ApiError::new(
+            404,
+            "unknown_connection",
+            "no live publish has this connection",
+        ));
+    };
+    let b = broadcast_store::load(&db, &ingest.client_id, &ingest.broadcast_id, now)?;
+    let key = ingest.publish_key.as_deref().unwrap_or_default();
+    if let Some(why) = refusal(&db, &b, key)? {
+        release(&db, &b, &call.connection, now)?;
+        return Err(why);
+    }
+    db.transaction(|tx| {
+        store::touch(tx, &ingest, now)?;
+        broadcast_store::heartbeat(tx, &b, now)?;
+        for report in &call.restreams {
+            let error = report.error.as_deref().map(|e| clip(e, 200));
+            restreams::set_state(tx, &b, &report.id, report.state, error.as_deref(), now)?;
+        }
+        if let Some(sample) = &call.health
+            && record_health(tx, &ingest, &clean(sample), now)?
+        {
+            // The event carries the broadcast with its new health.
+            crate::webhook_events::broadcast(tx, "broadcast.health", &b, now)?;
+        }
+        Ok(())
+    })?;
+    Ok(json(200, &accepted(&db, &b)?))
+}
+
+/// Stores a health sample; answers whether the health changed (a first sample changes it
+/// only when it is not healthy).
+fn record_health(
+    db: &Db,
+    ingest: &Ingest,
+    sample: &HealthSample,
+    now: i64,
+) -> Result<bool, ApiError> {
+    let health = media::health_of(sample);
+    store::record_health(db, ingest, health, sample, now)?;
+    Ok(ingest.health.unwrap_or(Health::Healthy) != health)
+}
+
+/// A sample as stored: text fields short and free of control characters.
+fn clean(sample: &HealthSample) -> HealthSample {
+    let text = |t: &Option<String>| t.as_deref().map(|t| clip(t, 32));
+    HealthSample {
+        video_codec: text(&sample.video_codec),
+        video_profile: text(&sample.video_profile),
+        audio_codec: text(&sample.audio_codec),
+        ..sample.clone()
+    }
+}
+
+/// At most `max` characters of `text`, without control characters.
+fn clip(text: &str, max: usize) -> String {
+    text.chars().filter(|c| !c.is_control()).take(max).collect()
+}
+
+/// `POST /api/media/publish-done`: the publisher left. The broadcast stays active for the
+/// reconnect window; a publish with its key inside it continues the broadcast.
+pub fn publish_done(ctx: &MediaCtx) -> Reply {
+    let call: protocol::PublishDone = ctx.typed_json()?;
+    check_connection(&call.connection)?;
+    let now = ctx.now();
+    let db = common::spin::store::open()?;
+    let Some(ingest) = store::by_connection(&db, &call.connection)? else {
+        return Ok(json(200, &json!({ "handled": false })));
+    };
+    let b = broadcast_store::load(&db, &ingest.client_id, &ingest.broadcast_id, now)?;
+    let handled = release(&db, &b, &call.connection, now)?;
+    Ok(json(
+        200,
+        &json!({ "handled": handled, "reconnectWindow": reconnect_window() }),
+    ))
+}
+
+/// Ends `connection`'s publish on `b`: its restream targets go idle and, while the
+/// broadcast is active, the reconnect window starts. Answers whether it was still live.
+fn release(db: &Db, b: &Broadcast, connection: &str, now: i64) -> Result<bool, ApiError> {
+    db.transaction(|tx| {
+        let Some(ingest) = store::of_broadcast(tx, &b.id)? else {
+            return Ok(false);
+        };
+        if !store::end(tx, &ingest, connection, now)? {
+            return Ok(false);
+        }
+        restreams::all_idle(tx, b, now)?;
+        if b.status == Status::Active {
+            broadcast_store::set_ingest_deadline(tx, b, Some(now + reconnect_window()))?;
+            broadcast_store::heartbeat(tx, b, now)?;
+        }
+        Ok(true)
+    })
+}
+
+/// `POST /api/jobs/settle-ingests`: completes the broadcasts whose publisher did not come
+/// back within the reconnect window (with their `broadcast.ended` events).
+pub fn settle(ctx: &JobsCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    let now = ctx.now();
+    let (due, total) = broadcast_store::past_ingest_deadline(&db, now, SETTLE_BATCH)?;
+    let mut completed = 0;
+    for b in &due {
+        match broadcasts::change_status(&db, b, Status::Completed, now) {
+            Ok(_) => completed += 1,
+            // Moved meanwhile: its new status stands.
+            Err(e) if e.status == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(json(
+        200,
+        &json!({
+            "job": "settle-ingests",
+            "done": completed,
+            "remaining": (total - due.len() as i64).max(0),
+        }),
+    ))
+}
+
+/// The ingest as the broadcast's owner sees it: whether an encoder publishes (`live`), has
+/// dropped and may still come back (`reconnecting`) or not (`idle`), and the stream's
+/// health with its last sample.
+pub fn view(ingest: Option<&Ingest>, b: &Broadcast, now: i64) -> Value {
+    let live = ingest.is_some_and(|i| i.is_live(now));
+    let state = if live {
+        "live"
+    } else if b.status == Status::Active && b.ingest_deadline.is_some_and(|d| d >= now) {
+        "reconnecting"
+    } else {
+        "idle"
+    };
+    let at = |t: Option<i64>| t.map(time::format_rfc3339);
+    json!({
+        "state": state,
+        "connectedAt": at(ingest.and_then(|i| i.started_at).filter(|_| live)),
+        "lastSeenAt": at(ingest.and_then(|i| i.last_update)),
+        "reconnectDeadline": at(b.ingest_deadline.filter(|_| state == "reconnecting")),
+        "publishes": ingest.map_or(0, |i| i.publishes),
+        "health": ingest.and_then(|i| i.health).filter(|_| live).map(Health::as_str),
+        "healthChangedAt": at(ingest.and_then(|i| i.health_changed_at).filter(|_| live)),
+        "stats": ingest.and_then(|i| i.health_sample.as_ref()).filter(|_| live),
+    })
+}
+
+/// After a broadcast's status changed: one that went live in the SFU room (no RTMP
+/// publisher) gets its room published into the ingest by a LiveKit egress of the record
+/// page; one that ended stops that egress. Best effort, like recording.
+pub fn on_status_change(db: &Db, b: &Broadcast, now: i64) {
+    let result = match b.status {
+        Status::Active => feed_from_sfu(db, b, now),
+        Status::Completed | Status::Error => stop_sfu_feed(db, b, now),
+        Status::Pending => Ok(()),
+    };
+    if let Err(e) = result {
+        eprintln!("broadcast {}: SFU feed into the ingest: {}", b.id, e.detail);
+    }
+}
+
+fn feed_from_sfu(db: &Db, b: &Broadcast, now: i64) -> Result<(), ApiError> {
+    let ingest = store::of_broadcast(db, &b.id)?;
+    if ingest
+        .as_ref()
+        .is_some_and(|i| i.is_live(now) || i.sfu_egress_id.is_some())
+    {
+        return Ok(());
+    }
+    // Without a configured SFU there is no room to publish from.
+    let Ok(egress) = Egress::load() else {
+        return Ok(());
+    };
+    let links = crate::links::Links::load();
+    let rtmp_url = common::domain::broadcast::rtmp_url(
+        &common::domain::broadcast::StreamBases {
+            base_url: "",
+            rtmp_ingest_base: &config::var_or("rtmp_ingest_base", "rtmp://127.0.0.1:1935/live"),
+            playback_hls_base: "",
+        },
+        &b.identity.stream_key,
+    );
+    let size = common::domain::recording::page_size(b.recording, &b.orientation);
+    let page = common::domain::recording::record_page_url(
+        links.base_url(),
+        &b.identity.stream_id,
+        size,
+        &b.orientation,
+        "default",
+    );
+    let request = common::domain::recording::stream_egress_request(
+        &b.identity.stream_id,
+        &page,
+        size,
+        &rtmp_url,
+    );
+    let report = egress
+        .start(&request, now)
+        .map_err(|why| ApiError::new(502, "egress_failed", why))?;
+    store::set_sfu_egress(db, b, Some(&report.egress_id), now)
+}
+
+fn stop_sfu_feed(db: &Db, b: &Broadcast, now: i64) -> Result<(), ApiError> {
+    let Some(egress_id) = store::of_broadcast(db, &b.id)?.and_then(|i| i.sfu_egress_id) else {
+        return Ok(());
+    };
+    store::set_sfu_egress(db, b, None, now)?;
+    let egress = Egress::load().map_err(|why| ApiError::unavailable("sfu_not_configured", why))?;
+    egress
+        .stop(&egress_id, now)
+        .map(|_| ())
+        .map_err(|why| ApiError::new(502, "egress_failed", why))
+}

@@ -1,0 +1,103 @@
+//! Restream targets (simulcast): up to five RTMP(S) destinations a broadcast is pushed to
+//! while it is live, besides its own HLS. The owner or the tenant's server manages them;
+//! the destination is sealed at rest and never answered whole (the server URL, and the
+//! key's last characters). The media server reports each target's state.
+
+use crate::broadcasts;
+use common::domain::media::{self, MAX_RESTREAM_TARGETS, RestreamState};
+use common::sealed::{Purpose, SealingKey};
+use common::spin::config;
+use common::spin::http::{ActorCtx, Reply, json};
+use common::store::restreams::{self as store, Target};
+use common::{ApiError, ids, time};
+use serde_json::{Value, json};
+
+/// The key that seals restream destinations (the media server's answers open them).
+pub fn sealing_key() -> Result<SealingKey, ApiError> {
+    SealingKey::derive(
+        &config::required("platform_key")?,
+        Purpose::RestreamDestination,
+        "platform_key",
+    )
+}
+
+fn view(t: &Target) -> Value {
+    json!({
+        "id": t.id,
+        "name": t.name,
+        "url": t.display_url,
+        "keyHint": t.key_hint,
+        "state": t.state.as_str(),
+        "error": t.error,
+        "createdAt": time::format_rfc3339(t.created_at),
+        "updatedAt": time::format_rfc3339(t.updated_at),
+    })
+}
+
+/// `GET /api/broadcasts/{id}/restreams`
+pub fn list(ctx: &ActorCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    let b = broadcasts::load_for_owner_or_server(ctx, &db, "sees its restream targets")?;
+    let items: Vec<Value> = store::of_broadcast(&db, &b)?.iter().map(view).collect();
+    Ok(json(200, &json!({ "items": items, "total": items.len() })))
+}
+
+/// `POST /api/broadcasts/{id}/restreams`: `url` (rtmp:// or rtmps://), `streamKey`, and an
+/// optional `name`. At most five per broadcast; a target added while the broadcast is live
+/// starts at the media server's next update.
+pub fn create(ctx: &ActorCtx) -> Reply {
+    let mut body = ctx.json()?;
+    let url = body.string("url", media::MAX_RESTREAM_URL);
+    let key = body.string("streamKey", media::MAX_RESTREAM_KEY);
+    let name = body.opt_string("name", 100);
+    if !url.is_empty()
+        && let Err(why) = media::check_restream_url(&url, config::flag("restream_allow_private"))
+    {
+        body.error("url", why);
+    }
+    if !key.is_empty()
+        && let Err(why) = media::check_restream_key(&key)
+    {
+        body.error("streamKey", why);
+    }
+    body.finish()?;
+    let sealing = sealing_key()?;
+    let db = common::spin::store::open()?;
+    let b = broadcasts::load_for_owner_or_server(ctx, &db, "adds restream targets")?;
+    broadcasts::ensure_not_final(&b)?;
+    let id = ids::uuid();
+    let now = ctx.now();
+    let target = Target {
+        id: id.clone(),
+        client_id: b.client_id.clone(),
+        broadcast_id: b.id.clone(),
+        name,
+        display_url: url.trim_end_matches('/').to_string(),
+        sealed_destination: sealing.seal(&media::restream_destination(&url, &key), &id)?,
+        key_hint: media::key_hint(&key),
+        state: RestreamState::Idle,
+        error: None,
+        created_at: now,
+        updated_at: now,
+    };
+    if !store::insert_capped(&db, &b, &target, ctx.now_millis())? {
+        return Err(ApiError::conflict(
+            "too_many_restreams",
+            format!("a broadcast may have at most {MAX_RESTREAM_TARGETS} restream targets"),
+        ));
+    }
+    Ok(json(201, &view(&target)))
+}
+
+/// `DELETE /api/broadcasts/{id}/restreams/{targetId}`: the media server stops pushing to it
+/// at its next update.
+pub fn delete(ctx: &ActorCtx) -> Reply {
+    let db = common::spin::store::open()?;
+    let b = broadcasts::load_for_owner_or_server(ctx, &db, "removes restream targets")?;
+    let id = ids::parse_uuid(ctx.param("targetId"))
+        .ok_or_else(|| ApiError::bad_request("invalid_id", "the target id must be a UUID"))?;
+    if !store::delete(&db, &b, &id)? {
+        return Err(ApiError::not_found("restream target"));
+    }
+    Ok(json(200, &json!({ "success": true, "id": id })))
+}

@@ -1,0 +1,436 @@
+//! Media-plane rules, as plain functions: ingest keys, who may play a stream without a
+//! signature, signed HLS addresses, and a live stream's health.
+//!
+//! The media server (nginx with its RTMP module, driven by `media-agent`) and the platform
+//! both derive the playback signing key from the one secret they share (`media_secret`),
+//! so the platform signs addresses that nginx's `secure_link` checks without either side
+//! storing a second secret.
+
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use md5::{Digest, Md5};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+/// A fresh ingest key: a random UUID (v4, from the CSPRNG) without its dashes. It is never
+/// derived from anything public.
+pub fn new_stream_key() -> String {
+    crate::ids::uuid().replace('-', "")
+}
+
+/// Whether `key` has the shape of an ingest key (32 lowercase hex digits): anything else
+/// is refused before a lookup.
+pub fn is_stream_key(key: &str) -> bool {
+    key.len() == 32 && key.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The key that signs playback addresses: derived from `media_secret` for this purpose
+/// only (HMAC-SHA256, hex), so that nginx's configuration never holds the secret that
+/// authenticates the media server to the platform.
+pub fn playback_key(media_secret: &str) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(media_secret.as_bytes())
+        .expect("HMAC takes a key of any length");
+    mac.update(b"hls-playback/v1");
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// How a stream's HLS may be fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Playback {
+    /// Anyone with the address (public and unlisted broadcasts).
+    Open,
+    /// Only with an unexpired signature (private and subscribers-only broadcasts).
+    Signed,
+}
+
+impl Playback {
+    /// Public and unlisted broadcasts play openly; every other visibility (private,
+    /// subscribers, and any value this code does not know) needs a signature.
+    pub fn of_visibility(visibility: &str) -> Playback {
+        match visibility {
+            "public" | "unlisted" => Playback::Open,
+            _ => Playback::Signed,
+        }
+    }
+}
+
+/// The signature nginx's `secure_link_md5 "$secure_link_expires$sid <key>"` expects for
+/// stream `stream_id` until `expires` (epoch seconds): base64url of the MD5, unpadded.
+/// It covers every file of the stream (playlist, segments, thumbnail).
+pub fn playback_signature(key: &str, stream_id: &str, expires: i64) -> String {
+    let digest = Md5::digest(format!("{expires}{stream_id} {key}").as_bytes());
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest)
+}
+
+/// The query string of a signed playback address: `exp=<expires>&sig=<signature>`.
+pub fn signed_query(key: &str, stream_id: &str, expires: i64) -> String {
+    format!(
+        "exp={expires}&sig={}",
+        playback_signature(key, stream_id, expires)
+    )
+}
+
+/// How long a signed playback address is valid unless `hls_url_ttl` says otherwise.
+pub const DEFAULT_SIGNED_TTL_SECS: i64 = 3600;
+
+/// How long the platform waits for a publisher that dropped to come back before the
+/// broadcast completes, unless `ingest_reconnect_window` says otherwise (Mux's default).
+pub const DEFAULT_RECONNECT_WINDOW_SECS: i64 = 60;
+
+/// A live ingest that sent no update for this long is gone (its media server died
+/// without saying so): a new publisher on the key is then accepted.
+pub const INGEST_SILENT_AFTER_SECS: i64 = 30;
+
+/// One sample of a live ingest, as the media server measures it. Every field is optional:
+/// a stream that has not sent metadata yet has no codecs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HealthSample {
+    pub video_codec: Option<String>,
+    pub video_profile: Option<String>,
+    pub width: Option<i64>,
+    pub height: Option<i64>,
+    /// Frames per second the encoder declared.
+    pub frame_rate: Option<f64>,
+    pub audio_codec: Option<String>,
+    pub audio_channels: Option<i64>,
+    pub audio_sample_rate: Option<i64>,
+    /// Incoming bits per second over the last sampling interval.
+    pub bitrate: Option<i64>,
+    /// Media seconds received per wall-clock second over the last interval: 1.0 is real
+    /// time, below it the encoder is not keeping up.
+    pub media_rate: Option<f64>,
+    /// Seconds between keyframes, measured on the stream's latest segments.
+    pub keyframe_interval: Option<f64>,
+}
+
+/// A live ingest's health, as Mux and IVS report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Health {
+    Healthy,
+    /// The encoder sends less than real time (or nothing): viewers will buffer.
+    Starving,
+}
+
+impl Health {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Healthy => "healthy",
+            Health::Starving => "starving",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Health> {
+        match text {
+            "healthy" => Some(Health::Healthy),
+            "starving" => Some(Health::Starving),
+            _ => None,
+        }
+    }
+}
+
+/// Below this share of real time an ingest is starving.
+pub const STARVING_MEDIA_RATE: f64 = 0.8;
+
+/// The health a sample shows: starving when no bits arrived over the interval, or when
+/// less than [`STARVING_MEDIA_RATE`] of real time did; healthy otherwise (a sample
+/// without measurements yet is healthy).
+pub fn health_of(sample: &HealthSample) -> Health {
+    let silent = sample.bitrate.is_some_and(|b| b <= 0);
+    let slow = sample.media_rate.is_some_and(|r| r < STARVING_MEDIA_RATE);
+    if silent || slow {
+        Health::Starving
+    } else {
+        Health::Healthy
+    }
+}
+
+/// A restream target's state, as its owner sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RestreamState {
+    /// The broadcast is not being published: nothing is pushed.
+    Idle,
+    /// The media server is connecting to the target.
+    Connecting,
+    /// Media is flowing to the target.
+    Live,
+    /// The last attempt failed; the media server retries while the broadcast is live.
+    Errored,
+}
+
+impl RestreamState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestreamState::Idle => "idle",
+            RestreamState::Connecting => "connecting",
+            RestreamState::Live => "live",
+            RestreamState::Errored => "errored",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<RestreamState> {
+        match text {
+            "idle" => Some(RestreamState::Idle),
+            "connecting" => Some(RestreamState::Connecting),
+            "live" => Some(RestreamState::Live),
+            "errored" => Some(RestreamState::Errored),
+            _ => None,
+        }
+    }
+}
+
+/// The most restream targets a broadcast may have.
+pub const MAX_RESTREAM_TARGETS: i64 = 5;
+
+/// The longest restream server URL and stream key accepted.
+pub const MAX_RESTREAM_URL: usize = 1024;
+pub const MAX_RESTREAM_KEY: usize = 512;
+
+/// Checks a restream target's server URL (`rtmp://` or `rtmps://` host, port and path, as
+/// services such as YouTube and Twitch give it): no credentials, query or fragment, and,
+/// unless `allow_private`, a public host (names are checked again once resolved, by the
+/// media server, before it connects).
+pub fn check_restream_url(url: &str, allow_private: bool) -> Result<(), String> {
+    if url.len() > MAX_RESTREAM_URL {
+        return Err(format!("at most {MAX_RESTREAM_URL} characters"));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("must not contain spaces or control characters".into());
+    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err("must be an rtmp:// or rtmps:// URL".into());
+    };
+    if !matches!(scheme.to_ascii_lowercase().as_str(), "rtmp" | "rtmps") {
+        return Err("must be an rtmp:// or rtmps:// URL".into());
+    }
+    if rest.contains(['?', '#']) {
+        return Err("must not have a query or fragment (put the key in streamKey)".into());
+    }
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    super::webhooks::check_authority(authority, allow_private)
+}
+
+/// Checks a restream target's stream key: 1 to [`MAX_RESTREAM_KEY`] printable characters
+/// without spaces.
+pub fn check_restream_key(key: &str) -> Result<(), String> {
+    if key.is_empty() || key.len() > MAX_RESTREAM_KEY {
+        return Err(format!("must be 1 to {MAX_RESTREAM_KEY} characters"));
+    }
+    if key.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("must not contain spaces or control characters".into());
+    }
+    Ok(())
+}
+
+/// Where the media server pushes a target: its server URL and key joined by one `/`.
+pub fn restream_destination(url: &str, key: &str) -> String {
+    format!(
+        "{}/{}",
+        url.trim_end_matches('/'),
+        key.trim_start_matches('/')
+    )
+}
+
+/// What a target's key looks like to its owner: its last four characters (none of a
+/// short key).
+pub fn key_hint(key: &str) -> String {
+    let chars: Vec<char> = key.chars().collect();
+    if chars.len() < 12 {
+        return "…".into();
+    }
+    format!("…{}", chars[chars.len() - 4..].iter().collect::<String>())
+}
+
+/// The media server's calls to the platform (`/api/media/...`, media tier) and their
+/// answers: one definition for both sides.
+pub mod protocol {
+    use super::{HealthSample, Playback, RestreamState};
+    use serde::{Deserialize, Serialize};
+
+    /// The header that carries `media_secret`.
+    pub const SECRET_HEADER: &str = "x-media-secret";
+
+    /// `POST /api/media/publish`: a publisher connected with `key`.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    pub struct Publish {
+        /// The stream name the encoder sent: the ingest key.
+        pub key: String,
+        /// The media server's name for this publisher connection, unique while it runs.
+        pub connection: String,
+        /// The publisher's address.
+        #[serde(default)]
+        pub client_addr: Option<String>,
+    }
+
+    /// What the media server needs to push a stream to one restream target. (Answers
+    /// accept fields this side does not know, so the platform may add some.)
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct RestreamTarget {
+        pub id: String,
+        /// The full destination, key included.
+        pub url: String,
+    }
+
+    /// The answer to an accepted publish or update: where the stream lives, how it plays,
+    /// and where to push it.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Accepted {
+        /// The name the stream is published (and its HLS written) under.
+        pub stream_id: String,
+        pub playback: Playback,
+        pub restreams: Vec<RestreamTarget>,
+    }
+
+    /// One restream target's state, as the media server last saw it.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    pub struct RestreamReport {
+        pub id: String,
+        pub state: RestreamState,
+        /// Why the last attempt failed (never the target's address or key).
+        #[serde(default)]
+        pub error: Option<String>,
+    }
+
+    /// `POST /api/media/update`: a publisher is still live (every few seconds).
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    pub struct Update {
+        pub connection: String,
+        pub key: String,
+        #[serde(default)]
+        pub health: Option<HealthSample>,
+        #[serde(default)]
+        pub restreams: Vec<RestreamReport>,
+    }
+
+    /// `POST /api/media/publish-done`: a publisher went away.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    pub struct PublishDone {
+        pub connection: String,
+        pub key: String,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_keys_are_random_uuids_without_dashes() {
+        let a = new_stream_key();
+        let b = new_stream_key();
+        assert_ne!(a, b);
+        assert!(is_stream_key(&a), "{a}");
+        // A v4 UUID: its version digit survives the dashes' removal.
+        assert_eq!(&a[12..13], "4");
+        assert!(!is_stream_key("ABCDEF0123456789abcdef0123456789"));
+        assert!(!is_stream_key("../etc/passwd"));
+        assert!(!is_stream_key(""));
+    }
+
+    #[test]
+    fn playback_follows_visibility_and_fails_closed() {
+        assert_eq!(Playback::of_visibility("public"), Playback::Open);
+        assert_eq!(Playback::of_visibility("unlisted"), Playback::Open);
+        assert_eq!(Playback::of_visibility("private"), Playback::Signed);
+        assert_eq!(Playback::of_visibility("subscribers"), Playback::Signed);
+        assert_eq!(Playback::of_visibility("anything else"), Playback::Signed);
+    }
+
+    #[test]
+    fn signatures_are_what_nginx_secure_link_computes() {
+        // echo -n '2000000000a1b2 k' | openssl md5 -binary | base64 | tr +/ -_ | tr -d =
+        assert_eq!(
+            playback_signature("k", "a1b2", 2_000_000_000),
+            "s1-scq8hg3N1vs7RrMwmzg"
+        );
+        let key = playback_key("secret");
+        assert_eq!(key.len(), 64);
+        assert_ne!(key, playback_key("other secret"));
+        let query = signed_query(&key, "s1", 10);
+        assert!(query.starts_with("exp=10&sig="), "{query}");
+        assert_ne!(
+            playback_signature(&key, "s1", 10),
+            playback_signature(&key, "s2", 10)
+        );
+        assert_ne!(
+            playback_signature(&key, "s1", 10),
+            playback_signature(&key, "s1", 11)
+        );
+    }
+
+    #[test]
+    fn health_is_starving_below_real_time_or_without_bits() {
+        let healthy = HealthSample {
+            bitrate: Some(2_000_000),
+            media_rate: Some(1.0),
+            ..Default::default()
+        };
+        assert_eq!(health_of(&healthy), Health::Healthy);
+        assert_eq!(health_of(&HealthSample::default()), Health::Healthy);
+        let slow = HealthSample {
+            media_rate: Some(0.5),
+            ..healthy.clone()
+        };
+        assert_eq!(health_of(&slow), Health::Starving);
+        let silent = HealthSample {
+            bitrate: Some(0),
+            ..healthy
+        };
+        assert_eq!(health_of(&silent), Health::Starving);
+    }
+
+    #[test]
+    fn restream_targets_are_public_rtmp_servers() {
+        assert!(check_restream_url("rtmp://a.rtmp.youtube.com/live2", false).is_ok());
+        assert!(check_restream_url("rtmps://live-api-s.facebook.com:443/rtmp/", false).is_ok());
+        for bad in [
+            "https://a.example/live",
+            "rtmp://user:pw@a.example/live",
+            "rtmp://a.example/live?key=1",
+            "rtmp://127.0.0.1/live",
+            "rtmp://[::1]/live",
+            "rtmp://localhost/live",
+            "rtmp://10.0.0.5:1935/live",
+            "rtmp://a.example/li ve",
+        ] {
+            assert!(check_restream_url(bad, false).is_err(), "{bad}");
+        }
+        // Local use may push to a receiver on this machine.
+        assert!(check_restream_url("rtmp://127.0.0.1:19350/live", true).is_ok());
+        assert!(check_restream_key("live_123?s_bl=1").is_ok());
+        assert!(check_restream_key("").is_err());
+        assert!(check_restream_key("a b").is_err());
+        assert_eq!(
+            restream_destination("rtmp://a.example/live/", "k1"),
+            "rtmp://a.example/live/k1"
+        );
+        assert_eq!(key_hint("live_0123456789abcd"), "…abcd");
+        assert_eq!(key_hint("short"), "…");
+    }
+
+    #[test]
+    fn the_protocol_refuses_unknown_fields() {
+        let publish: protocol::Publish =
+            serde_json::from_str(r#"{"key":"k","connection":"c"}"#).unwrap();
+        assert_eq!(publish.client_addr, None);
+        assert!(
+            serde_json::from_str::<protocol::Publish>(r#"{"key":"k","connection":"c","x":1}"#)
+                .is_err()
+        );
+        let update: protocol::Update = serde_json::from_str(
+            r#"{"connection":"c","key":"k","health":{"bitrate":5},"restreams":[{"id":"r","state":"live"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(update.health.unwrap().bitrate, Some(5));
+        assert_eq!(update.restreams[0].state, RestreamState::Live);
+    }
+}

@@ -1,0 +1,359 @@
+//! The agent's shared state: the publishers the platform accepted, their health and
+//! restreams, the open-playback markers, and the end of a publish (which must reach the
+//! platform even when it is briefly away).
+
+use crate::config::Config;
+use crate::logging::key_hint;
+use crate::platform::{Answer, Platform};
+use crate::restreams::{self, RestreamSet};
+use common::domain::media::protocol::{Accepted, PublishDone, RestreamReport, RestreamTarget};
+use common::domain::media::{HealthSample, Playback};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+/// Pauses between the tries of a publish-done the platform did not take (about a minute
+/// in all): a lost one would leave the broadcast live until the platform notices silence.
+const DONE_RETRIES: [u64; 6] = [1, 2, 5, 10, 15, 30];
+
+/// Where the media server keeps its files.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// Absolute.
+    pub state: PathBuf,
+    pub hls: PathBuf,
+    pub open: PathBuf,
+    pub conf: PathBuf,
+}
+
+impl Paths {
+    pub fn new(state: PathBuf) -> Paths {
+        Paths {
+            hls: state.join("hls"),
+            open: state.join("open"),
+            conf: state.join("nginx.conf"),
+            state,
+        }
+    }
+}
+
+/// A publisher the platform accepted.
+pub struct Publisher {
+    pub key: String,
+    pub stream_id: String,
+    /// nginx's client id (in `/stat` and in its notifications).
+    pub client_id: u64,
+    pub accepted_at: Instant,
+    pub restreams: RestreamSet,
+}
+
+/// What the periodic tasks need to know of a publisher.
+#[derive(Debug, Clone)]
+pub struct Live {
+    pub connection: String,
+    pub stream_id: String,
+    pub client_id: u64,
+    pub accepted_at: Instant,
+}
+
+/// Where nginx listens, ports resolved.
+#[derive(Debug, Clone, Copy)]
+pub struct Addresses {
+    pub rtmp: SocketAddr,
+    /// Where nginx reaches its own RTMP listener (its push, the restreams).
+    pub local_rtmp: SocketAddr,
+    pub http: SocketAddr,
+    /// The statistics server (loopback).
+    pub stat: SocketAddr,
+}
+
+pub struct Agent {
+    pub config: Config,
+    pub paths: Paths,
+    pub platform: Platform,
+    pub ffmpeg: PathBuf,
+    pub addresses: Addresses,
+    restream_context: Arc<restreams::Context>,
+    /// Names this run of nginx: its client ids start again at 1 on every start.
+    boot: Mutex<String>,
+    publishers: Mutex<HashMap<String, Publisher>>,
+    health: Mutex<HashMap<String, HealthSample>>,
+    background: Mutex<JoinSet<()>>,
+    pub restarts: AtomicU64,
+    /// The running nginx master's pid (0: none).
+    pub nginx_pid: AtomicU32,
+}
+
+impl Agent {
+    pub fn new(
+        config: Config,
+        paths: Paths,
+        platform: Platform,
+        ffmpeg: PathBuf,
+        addresses: Addresses,
+    ) -> Agent {
+        let restream_context = Arc::new(restreams::Context {
+            ffmpeg: ffmpeg.clone(),
+            source_base: format!("rtmp://{}/{}", addresses.local_rtmp, config.rtmp_app),
+            allow_private: config.allow_private_restreams,
+        });
+        Agent {
+            config,
+            paths,
+            platform,
+            ffmpeg,
+            addresses,
+            restream_context,
+            boot: Mutex::new(new_boot_id()),
+            publishers: Mutex::default(),
+            health: Mutex::default(),
+            background: Mutex::new(JoinSet::new()),
+            restarts: AtomicU64::new(0),
+            nginx_pid: AtomicU32::new(0),
+        }
+    }
+
+    /// A new name for a new run of nginx.
+    pub fn new_boot(&self) {
+        *lock(&self.boot) = new_boot_id();
+    }
+
+    /// The platform's name for nginx client `client_id` of this run.
+    pub fn connection(&self, client_id: u64) -> String {
+        format!("{}-{client_id}", lock(&self.boot))
+    }
+
+    /// Records an accepted publisher and starts its restreams (after `restream_delay`:
+    /// the stream exists only once nginx has taken the answer).
+    pub fn register(
+        &self,
+        connection: &str,
+        key: &str,
+        client_id: u64,
+        accepted: &Accepted,
+        restream_delay: Duration,
+    ) {
+        let mut restreams = RestreamSet::new(self.restream_context.clone(), &accepted.stream_id);
+        restreams.reconcile(&accepted.restreams, restream_delay);
+        let old = lock(&self.publishers).insert(
+            connection.to_string(),
+            Publisher {
+                key: key.to_string(),
+                stream_id: accepted.stream_id.clone(),
+                client_id,
+                accepted_at: Instant::now(),
+                restreams,
+            },
+        );
+        if let Some(old) = old {
+            // nginx never reuses a client id within a run; if it did, end the old one.
+            self.report_done(connection, &old.key);
+        }
+    }
+
+    /// The key and stream id of `connection`.
+    pub fn publisher(&self, connection: &str) -> Option<(String, String)> {
+        lock(&self.publishers)
+            .get(connection)
+            .map(|p| (p.key.clone(), p.stream_id.clone()))
+    }
+
+    /// Whether some accepted publisher streams as `stream_id`.
+    pub fn is_live(&self, stream_id: &str) -> bool {
+        lock(&self.publishers)
+            .values()
+            .any(|p| p.stream_id == stream_id)
+    }
+
+    pub fn live(&self) -> Vec<Live> {
+        lock(&self.publishers)
+            .iter()
+            .map(|(connection, p)| Live {
+                connection: connection.clone(),
+                stream_id: p.stream_id.clone(),
+                client_id: p.client_id,
+                accepted_at: p.accepted_at,
+            })
+            .collect()
+    }
+
+    /// The restream targets' states of `connection`.
+    pub fn restream_reports(&self, connection: &str) -> Vec<RestreamReport> {
+        lock(&self.publishers)
+            .get(connection)
+            .map(|p| p.restreams.reports())
+            .unwrap_or_default()
+    }
+
+    /// Applies an update's answer: playback (the marker) and restream targets.
+    pub fn apply(
+        &self,
+        connection: &str,
+        playback: Playback,
+        targets: &[RestreamTarget],
+    ) -> std::io::Result<()> {
+        let mut publishers = lock(&self.publishers);
+        let Some(p) = publishers.get_mut(connection) else {
+            return Ok(());
+        };
+        p.restreams.reconcile(targets, Duration::ZERO);
+        let stream_id = p.stream_id.clone();
+        drop(publishers);
+        self.set_marker(&stream_id, playback)
+    }
+
+    pub fn stop_restreams(&self, connection: &str) {
+        if let Some(p) = lock(&self.publishers).get_mut(connection) {
+            p.restreams.stop_all();
+        }
+    }
+
+    /// Records `connection`'s latest sample (unless it ended meanwhile).
+    pub fn set_health(&self, connection: &str, sample: HealthSample) {
+        if lock(&self.publishers).contains_key(connection) {
+            lock(&self.health).insert(connection.to_string(), sample);
+        }
+    }
+
+    pub fn health(&self, connection: &str) -> Option<HealthSample> {
+        lock(&self.health).get(connection).cloned()
+    }
+
+    /// Open streams play without a signature while `open/<stream id>` exists: written
+    /// for [`Playback::Open`], removed for [`Playback::Signed`].
+    pub fn set_marker(&self, stream_id: &str, playback: Playback) -> std::io::Result<()> {
+        let marker = self.paths.open.join(stream_id);
+        match playback {
+            Playback::Open => {
+                std::fs::write(&marker, b"")?;
+                // nginx's workers may run as another user (nobody, under root).
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&marker, std::fs::Permissions::from_mode(0o644))
+            }
+            Playback::Signed => match std::fs::remove_file(&marker) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            },
+        }
+    }
+
+    /// The end of `connection`'s publish: stops its restreams, forgets it, and tells the
+    /// platform (in the background, retried). Nothing happens for an unknown connection,
+    /// so nginx's notification and the agent's own detection may both call it.
+    pub fn finish(self: &Arc<Self>, connection: &str, why: &str) {
+        let Some(publisher) = lock(&self.publishers).remove(connection) else {
+            return;
+        };
+        lock(&self.health).remove(connection);
+        eprintln!(
+            "media-agent: stream {} ended ({why}; key {}, connection {connection})",
+            publisher.stream_id,
+            key_hint(&publisher.key)
+        );
+        let stream_id = publisher.stream_id.clone();
+        let key = publisher.key.clone();
+        drop(publisher);
+        // Viewers finish the last segments; then an open stream's marker and its
+        // thumbnail go (nginx removes the rest), unless the stream came back meanwhile.
+        let agent = Arc::downgrade(self);
+        let grace = Duration::from_secs(self.config.playlist_secs.saturating_mul(3).max(30));
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            if let Some(agent) = agent.upgrade()
+                && !agent.is_live(&stream_id)
+            {
+                let _ = agent.set_marker(&stream_id, Playback::Signed);
+                let thumbnail = agent.paths.hls.join(&stream_id).join("thumbnail.jpg");
+                let _ = std::fs::remove_file(thumbnail);
+            }
+        });
+        self.report_done(connection, &key);
+    }
+
+    /// Ends every publisher (nginx went away).
+    pub fn finish_all(self: &Arc<Self>, why: &str) {
+        let connections: Vec<String> = lock(&self.publishers).keys().cloned().collect();
+        for connection in connections {
+            self.finish(&connection, why);
+        }
+    }
+
+    /// Sends `publish-done`, retried in the background while the platform is unreachable
+    /// or failing.
+    pub fn report_done(&self, connection: &str, key: &str) {
+        let platform = self.platform.clone();
+        let body = PublishDone {
+            connection: connection.to_string(),
+            key: key.to_string(),
+        };
+        self.spawn(async move {
+            let mut pauses = DONE_RETRIES.iter();
+            loop {
+                match platform.publish_done(&body).await {
+                    Answer::Ok(()) => return,
+                    Answer::Refused { status, code } => {
+                        eprintln!(
+                            "media-agent: the platform refused the end of connection {} ({status}{})",
+                            body.connection,
+                            code.map(|c| format!(" {c}")).unwrap_or_default()
+                        );
+                        return;
+                    }
+                    Answer::Unavailable(why) => match pauses.next() {
+                        Some(pause) => {
+                            eprintln!(
+                                "media-agent: could not report the end of connection {} ({why}); retrying in {pause}s",
+                                body.connection
+                            );
+                            tokio::time::sleep(Duration::from_secs(*pause)).await;
+                        }
+                        None => {
+                            eprintln!(
+                                "media-agent: gave up reporting the end of connection {} ({why})",
+                                body.connection
+                            );
+                            return;
+                        }
+                    },
+                }
+            }
+        });
+    }
+
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut background = lock(&self.background);
+        // Reap what finished, so the set does not grow with the agent's age.
+        while background.try_join_next().is_some() {}
+        background.spawn(task);
+    }
+
+    /// Waits up to `limit` for the background tasks (publish-done reports), then stops
+    /// those left.
+    pub async fn drain(&self, limit: Duration) {
+        let mut background = std::mem::take(&mut *lock(&self.background));
+        let _ = tokio::time::timeout(limit, async {
+            while background.join_next().await.is_some() {}
+        })
+        .await;
+        background.abort_all();
+    }
+
+    /// Stops every restream and forgets every publisher without telling the platform
+    /// (the agent is being dropped without a shutdown).
+    pub fn abandon(&self) {
+        lock(&self.publishers).clear();
+        lock(&self.background).abort_all();
+    }
+}
+
+fn new_boot_id() -> String {
+    common::ids::random_hex(4)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}

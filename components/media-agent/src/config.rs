@@ -1,0 +1,298 @@
+//! How the agent runs: its settings, read from the environment by `main` (and set by an
+//! embedding host such as edgehost from the platform's variables).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The internal application the ingest pushes to: it receives each stream under its
+/// stream id (after the rename) and writes HLS. Never reachable from outside the host.
+pub const INTERNAL_APP: &str = "hls-origin";
+
+/// Default of `RTMP_LISTEN`.
+pub const DEFAULT_RTMP_LISTEN: &str = "0.0.0.0:1935";
+/// Default of `HTTP_LISTEN`.
+pub const DEFAULT_HTTP_LISTEN: &str = "0.0.0.0:8080";
+/// Default of `STATE_DIR`.
+pub const DEFAULT_STATE_DIR: &str = "media-state";
+/// Where Debian's `libnginx-mod-rtmp` installs the module.
+pub const DEFAULT_RTMP_MODULE: &str = "/usr/lib/nginx/modules/ngx_rtmp_module.so";
+
+/// Every environment variable the `media-agent` binary reads, and whether it is required.
+/// Deployment manifests are checked against this list.
+pub const ENVIRONMENT: &[(&str, bool)] = &[
+    ("PLATFORM_URL", false),
+    ("MEDIA_SECRET", true),
+    ("RTMP_LISTEN", false),
+    ("HTTP_LISTEN", false),
+    ("RTMP_APP", false),
+    ("HLS_PREFIX", false),
+    ("STATE_DIR", false),
+    ("NGINX_BIN", false),
+    ("NGINX_RTMP_MODULE", false),
+    ("FFMPEG_BIN", false),
+    ("ALLOW_PRIVATE_RESTREAMS", false),
+];
+
+/// Whether `name` is one of the agent's environment variables.
+pub fn is_environment_variable(name: &str) -> bool {
+    ENVIRONMENT.iter().any(|(known, _)| *known == name)
+}
+
+/// How the agent and its media server run.
+#[derive(Clone)]
+pub struct Config {
+    /// Where the platform is, e.g. `http://127.0.0.1:3000` or `https://live.example.com`.
+    pub platform_url: String,
+    /// The platform's `media_secret`: authenticates the agent to the platform, and derives
+    /// the key that signs playback addresses.
+    pub media_secret: String,
+    /// RTMP ingest (the host and port of the platform's `rtmp_ingest_base`); port 0
+    /// picks a free one.
+    pub rtmp_listen: SocketAddr,
+    /// HLS playback (the host and port of `playback_hls_base`); port 0 picks a free one.
+    pub http_listen: SocketAddr,
+    /// The ingest application: the path of `rtmp_ingest_base` (`rtmp://host:1935/live`).
+    pub rtmp_app: String,
+    /// The URL path HLS is served under: the path of `playback_hls_base` (`/hls`; empty
+    /// for the root), without a trailing `/`.
+    pub hls_prefix: String,
+    /// Everything the media server writes: its configuration, pid, temp files, `hls/`,
+    /// and the `open/` markers of streams that play without a signature.
+    pub state_dir: PathBuf,
+    /// The nginx binary: a path, or a name looked up on `PATH` and in `/usr/sbin`.
+    pub nginx_bin: PathBuf,
+    /// The RTMP module to load; empty when nginx has it built in (no `load_module`).
+    pub rtmp_module: PathBuf,
+    /// The ffmpeg binary (thumbnails, restreams): a path, or a name looked up on `PATH`.
+    pub ffmpeg_bin: PathBuf,
+    /// Seconds of media per HLS segment.
+    pub fragment_secs: u64,
+    /// Seconds of media a live playlist lists.
+    pub playlist_secs: u64,
+    /// How often nginx reports each publisher (`notify_update_timeout`), which the agent
+    /// forwards to the platform with the stream's health.
+    pub update_secs: u64,
+    /// How often a live stream's thumbnail is refreshed.
+    pub thumbnail_secs: u64,
+    /// Lets restreams go to loopback and private addresses (tests, a lab); never in
+    /// production, where a target is whatever a broadcaster typed.
+    pub allow_private_restreams: bool,
+}
+
+impl Config {
+    pub fn new(platform_url: &str, media_secret: &str) -> Config {
+        Config {
+            platform_url: platform_url.trim_end_matches('/').to_string(),
+            media_secret: media_secret.to_string(),
+            rtmp_listen: DEFAULT_RTMP_LISTEN
+                .parse()
+                .expect("a valid default address"),
+            http_listen: DEFAULT_HTTP_LISTEN
+                .parse()
+                .expect("a valid default address"),
+            rtmp_app: "live".into(),
+            hls_prefix: "/hls".into(),
+            state_dir: PathBuf::from(DEFAULT_STATE_DIR),
+            nginx_bin: PathBuf::from("nginx"),
+            rtmp_module: PathBuf::from(DEFAULT_RTMP_MODULE),
+            ffmpeg_bin: PathBuf::from("ffmpeg"),
+            fragment_secs: 2,
+            playlist_secs: 10,
+            update_secs: 5,
+            thumbnail_secs: 5,
+            allow_private_restreams: false,
+        }
+    }
+
+    /// Reads the settings besides the platform's URL and secret from the environment
+    /// (through `get`): `RTMP_LISTEN`, `HTTP_LISTEN`, `RTMP_APP`, `HLS_PREFIX`,
+    /// `STATE_DIR`, `NGINX_BIN`, `NGINX_RTMP_MODULE` (`none`: built in), `FFMPEG_BIN`,
+    /// `ALLOW_PRIVATE_RESTREAMS`. Unset or empty variables keep the current value.
+    pub fn read_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), String> {
+        let get = |name: &str| {
+            get(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let addr = |name: &str| -> Result<Option<SocketAddr>, String> {
+            get(name)
+                .map(|v| {
+                    v.parse::<SocketAddr>()
+                        .map_err(|_| format!("{name} must be an address like 0.0.0.0:1935"))
+                })
+                .transpose()
+        };
+        if let Some(a) = addr("RTMP_LISTEN")? {
+            self.rtmp_listen = a;
+        }
+        if let Some(a) = addr("HTTP_LISTEN")? {
+            self.http_listen = a;
+        }
+        if let Some(app) = get("RTMP_APP") {
+            self.rtmp_app = app.trim_matches('/').to_string();
+        }
+        if let Some(prefix) = get("HLS_PREFIX") {
+            // `/hls/` is `/hls`, and `/` the root (an empty prefix).
+            self.hls_prefix = prefix.trim_end_matches('/').to_string();
+        }
+        if let Some(dir) = get("STATE_DIR") {
+            self.state_dir = PathBuf::from(dir);
+        }
+        if let Some(bin) = get("NGINX_BIN") {
+            self.nginx_bin = PathBuf::from(bin);
+        }
+        if let Some(module) = get("NGINX_RTMP_MODULE") {
+            self.rtmp_module = if module == "none" {
+                PathBuf::new()
+            } else {
+                PathBuf::from(module)
+            };
+        }
+        if let Some(bin) = get("FFMPEG_BIN") {
+            self.ffmpeg_bin = PathBuf::from(bin);
+        }
+        if let Some(v) = get("ALLOW_PRIVATE_RESTREAMS") {
+            self.allow_private_restreams = match v.to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" => true,
+                "0" | "false" | "no" => false,
+                _ => return Err("ALLOW_PRIVATE_RESTREAMS is true or false".into()),
+            };
+        }
+        self.check()
+    }
+
+    /// The settings' own consistency (the template checks each value's syntax).
+    pub fn check(&self) -> Result<(), String> {
+        if self.media_secret.is_empty() {
+            return Err("the media secret is empty".into());
+        }
+        if !(self.platform_url.starts_with("http://") || self.platform_url.starts_with("https://"))
+        {
+            return Err(format!(
+                "the platform URL {:?} is not an http(s) URL",
+                self.platform_url
+            ));
+        }
+        if self.rtmp_app == INTERNAL_APP {
+            return Err(format!(
+                "the RTMP application may not be named {INTERNAL_APP} (the media server's own)"
+            ));
+        }
+        for (name, value) in [
+            ("fragment_secs", self.fragment_secs),
+            ("playlist_secs", self.playlist_secs),
+            ("update_secs", self.update_secs),
+            ("thumbnail_secs", self.thumbnail_secs),
+        ] {
+            if value == 0 || value > 3600 {
+                return Err(format!("{name} must be between 1 and 3600"));
+            }
+        }
+        if self.playlist_secs < self.fragment_secs {
+            return Err("playlist_secs must be at least fragment_secs".into());
+        }
+        if self.rtmp_listen.port() != 0 && self.rtmp_listen.port() == self.http_listen.port() {
+            return Err("RTMP and HTTP cannot listen on the same port".into());
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Config {
+    /// Everything but the secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("platform_url", &self.platform_url)
+            .field("rtmp_listen", &self.rtmp_listen)
+            .field("http_listen", &self.http_listen)
+            .field("rtmp_app", &self.rtmp_app)
+            .field("hls_prefix", &self.hls_prefix)
+            .field("state_dir", &self.state_dir)
+            .field("nginx_bin", &self.nginx_bin)
+            .field("rtmp_module", &self.rtmp_module)
+            .field("ffmpeg_bin", &self.ffmpeg_bin)
+            .field("fragment_secs", &self.fragment_secs)
+            .field("playlist_secs", &self.playlist_secs)
+            .field("update_secs", &self.update_secs)
+            .field("thumbnail_secs", &self.thumbnail_secs)
+            .field("allow_private_restreams", &self.allow_private_restreams)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| {
+            assert!(is_environment_variable(name), "{name} is not listed");
+            map.get(name).cloned()
+        }
+    }
+
+    #[test]
+    fn defaults_and_environment() {
+        let mut config = Config::new("http://127.0.0.1:3000/", "s");
+        assert_eq!(config.platform_url, "http://127.0.0.1:3000");
+        assert_eq!(config.rtmp_listen.to_string(), "0.0.0.0:1935");
+        assert_eq!(config.http_listen.to_string(), "0.0.0.0:8080");
+        config.read_env(env(&[])).unwrap();
+        assert_eq!(config.rtmp_app, "live");
+        config
+            .read_env(env(&[
+                ("RTMP_LISTEN", "127.0.0.1:0"),
+                ("HTTP_LISTEN", " 127.0.0.1:8081 "),
+                ("RTMP_APP", "/ingest"),
+                ("HLS_PREFIX", "/video/"),
+                ("STATE_DIR", "/var/lib/media"),
+                ("NGINX_RTMP_MODULE", "none"),
+                ("ALLOW_PRIVATE_RESTREAMS", "yes"),
+                ("FFMPEG_BIN", ""),
+            ]))
+            .unwrap();
+        assert_eq!(config.rtmp_listen.port(), 0);
+        assert_eq!(config.http_listen.port(), 8081);
+        assert_eq!(config.rtmp_app, "ingest");
+        assert_eq!(config.hls_prefix, "/video");
+        assert_eq!(config.state_dir, PathBuf::from("/var/lib/media"));
+        assert_eq!(config.rtmp_module, PathBuf::new());
+        assert_eq!(config.ffmpeg_bin, PathBuf::from("ffmpeg"));
+        assert!(config.allow_private_restreams);
+        config.read_env(env(&[("HLS_PREFIX", "/")])).unwrap();
+        assert_eq!(config.hls_prefix, "");
+    }
+
+    #[test]
+    fn refuses_bad_settings() {
+        let mut config = Config::new("http://127.0.0.1:3000", "s");
+        assert!(config.read_env(env(&[("RTMP_LISTEN", "1935")])).is_err());
+        assert!(
+            config
+                .read_env(env(&[("ALLOW_PRIVATE_RESTREAMS", "maybe")]))
+                .is_err()
+        );
+        let err = config
+            .read_env(env(&[("RTMP_APP", INTERNAL_APP)]))
+            .unwrap_err();
+        assert!(err.contains(INTERNAL_APP), "{err}");
+        let mut config = Config::new("ftp://x", "s");
+        assert!(config.check().is_err());
+        config.platform_url = "https://live.example.com".into();
+        config.check().unwrap();
+        config.playlist_secs = 1;
+        assert!(config.check().is_err());
+        assert!(Config::new("http://x", "").check().is_err());
+    }
+
+    #[test]
+    fn debug_hides_the_secret() {
+        let text = format!("{:?}", Config::new("http://x", "top-secret"));
+        assert!(!text.contains("top-secret"), "{text}");
+    }
+}

@@ -1,0 +1,253 @@
+//! The listener nginx-rtmp notifies (loopback only): `on_publish`, `on_update` and
+//! `on_publish_done` of the ingest application, and `on_internal_publish` of the HLS one.
+//! Each answer is what nginx acts on: 2xx goes on, 3xx with `Location` renames the
+//! stream, anything else drops the client.
+
+use crate::agent::Agent;
+use crate::form;
+use crate::logging::{is_stream_id, key_hint};
+use crate::platform::Answer;
+use common::domain::media::is_stream_key;
+use common::domain::media::protocol::{Publish, Update};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// nginx's notifications are a few hundred bytes.
+const MAX_BODY: usize = 16 * 1024;
+
+/// How long after an accepted publish its restreams start: nginx creates the stream only
+/// once it has the answer.
+const RESTREAM_DELAY: Duration = Duration::from_secs(1);
+
+type Reply = Response<Full<Bytes>>;
+
+/// Serves nginx's notifications on `listener` (under `/<token>/`) until `stop` flips.
+pub fn serve(
+    agent: Arc<Agent>,
+    listener: TcpListener,
+    token: String,
+    mut stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    let token: Arc<str> = token.into();
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = crate::supervisor::stopped(&mut stop) => break,
+            };
+            let Ok((stream, _)) = accepted else {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            };
+            let (agent, token) = (agent.clone(), token.clone());
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let (agent, token) = (agent.clone(), token.clone());
+                async move { Ok::<_, std::convert::Infallible>(handle(agent, &token, req).await) }
+            });
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    })
+}
+
+async fn handle(agent: Arc<Agent>, token: &str, req: Request<Incoming>) -> Reply {
+    let path = req.uri().path().trim_start_matches('/');
+    let (given, hook) = path.split_once('/').unwrap_or((path, ""));
+    if !same(given.as_bytes(), token.as_bytes()) {
+        return status(StatusCode::NOT_FOUND);
+    }
+    let hook = hook.to_string();
+    if req.method() != Method::POST {
+        return status(StatusCode::METHOD_NOT_ALLOWED);
+    }
+    let Ok(body) = Limited::new(req.into_body(), MAX_BODY).collect().await else {
+        return status(StatusCode::PAYLOAD_TOO_LARGE);
+    };
+    let form = form::parse(&body.to_bytes());
+    match hook.as_str() {
+        "on_publish" => on_publish(&agent, &form).await,
+        "on_update" => on_update(&agent, &form).await,
+        "on_publish_done" => on_publish_done(&agent, &form),
+        "on_internal_publish" => on_internal_publish(&agent, &form),
+        _ => status(StatusCode::NOT_FOUND),
+    }
+}
+
+/// A publisher connected: the platform decides, and names the stream.
+async fn on_publish(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
+    let get = |name| form::get(form, name).unwrap_or("");
+    let addr = get("addr");
+    if get("call") != "publish" || get("app") != agent.config.rtmp_app {
+        return status(StatusCode::FORBIDDEN);
+    }
+    let key = get("name");
+    if !is_stream_key(key) {
+        eprintln!(
+            "media-agent: refused a publish from {addr}: its stream name ({}) is not a stream key",
+            key_hint(key)
+        );
+        return status(StatusCode::FORBIDDEN);
+    }
+    let Ok(client_id) = get("clientid").parse::<u64>() else {
+        return status(StatusCode::FORBIDDEN);
+    };
+    let connection = agent.connection(client_id);
+    let request = Publish {
+        key: key.to_string(),
+        connection: connection.clone(),
+        client_addr: (!addr.is_empty()).then(|| addr.to_string()),
+    };
+    let refuse = |why: String| {
+        eprintln!(
+            "media-agent: refused a publish from {addr} (key {}): {why}",
+            key_hint(key)
+        );
+        status(StatusCode::FORBIDDEN)
+    };
+    let accepted = match agent.platform.publish(&request).await {
+        Answer::Ok(accepted) => accepted,
+        Answer::Refused { status, code } => {
+            return refuse(format!(
+                "the platform answered {status}{}",
+                code.map(|c| format!(" {c}")).unwrap_or_default()
+            ));
+        }
+        Answer::Unavailable(why) => return refuse(format!("the platform is unavailable: {why}")),
+    };
+    if !is_stream_id(&accepted.stream_id) {
+        agent.report_done(&connection, key);
+        return refuse("the platform named the stream with something other than a UUID".into());
+    }
+    // The marker decides how the first playlist request is answered: it is in place
+    // before nginx hears of the stream.
+    if let Err(e) = agent.set_marker(&accepted.stream_id, accepted.playback) {
+        agent.report_done(&connection, key);
+        return refuse(format!("cannot set the stream's playback marker: {e}"));
+    }
+    agent.register(&connection, key, client_id, &accepted, RESTREAM_DELAY);
+    eprintln!(
+        "media-agent: publish accepted: stream {} (key {}, connection {connection}, {} restream{})",
+        accepted.stream_id,
+        key_hint(key),
+        accepted.restreams.len(),
+        if accepted.restreams.len() == 1 {
+            ""
+        } else {
+            "s"
+        }
+    );
+    let mut answer = status(StatusCode::FOUND);
+    if let Ok(location) = hyper::header::HeaderValue::from_str(&accepted.stream_id) {
+        answer
+            .headers_mut()
+            .insert(hyper::header::LOCATION, location);
+    }
+    answer
+}
+
+/// A publisher is still live (every `update_secs`): report its health and restreams.
+async fn on_update(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
+    let get = |name| form::get(form, name).unwrap_or("");
+    // nginx also reports players (`update_play`: the push relay, restreams).
+    if get("call") != "update_publish" {
+        return status(StatusCode::OK);
+    }
+    let Ok(client_id) = get("clientid").parse::<u64>() else {
+        return status(StatusCode::FORBIDDEN);
+    };
+    let connection = agent.connection(client_id);
+    let Some((key, stream_id)) = agent.publisher(&connection) else {
+        eprintln!("media-agent: dropping unknown publisher {connection}");
+        return status(StatusCode::FORBIDDEN);
+    };
+    if get("name") != key {
+        eprintln!("media-agent: dropping publisher {connection}: its stream name changed");
+        return status(StatusCode::FORBIDDEN);
+    }
+    let update = Update {
+        connection: connection.clone(),
+        key: key.clone(),
+        health: agent.health(&connection),
+        restreams: agent.restream_reports(&connection),
+    };
+    match agent.platform.update(&update).await {
+        Answer::Ok(accepted) => {
+            if accepted.stream_id != stream_id {
+                eprintln!(
+                    "media-agent: the platform moved live stream {stream_id} to {}; keeping {stream_id}",
+                    accepted.stream_id
+                );
+            }
+            match agent.apply(&connection, accepted.playback, &accepted.restreams) {
+                Ok(()) => status(StatusCode::OK),
+                Err(e) => {
+                    eprintln!(
+                        "media-agent: dropping stream {stream_id}: cannot set its playback marker: {e}"
+                    );
+                    agent.stop_restreams(&connection);
+                    status(StatusCode::FORBIDDEN)
+                }
+            }
+        }
+        Answer::Refused {
+            status: code,
+            code: problem,
+        } => {
+            eprintln!(
+                "media-agent: the platform ended stream {stream_id} ({code}{}); dropping the publisher",
+                problem.map(|c| format!(" {c}")).unwrap_or_default()
+            );
+            agent.stop_restreams(&connection);
+            status(StatusCode::FORBIDDEN)
+        }
+        Answer::Unavailable(why) => {
+            // An accepted stream keeps going through a platform blip.
+            eprintln!(
+                "media-agent: update of stream {stream_id} not delivered ({why}); the stream goes on"
+            );
+            status(StatusCode::OK)
+        }
+    }
+}
+
+/// A publisher went away.
+fn on_publish_done(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
+    let get = |name| form::get(form, name).unwrap_or("");
+    if get("call") == "publish_done"
+        && let Ok(client_id) = get("clientid").parse::<u64>()
+    {
+        agent.finish(&agent.connection(client_id), "the publisher left");
+    }
+    status(StatusCode::OK)
+}
+
+/// nginx's own push into the HLS application: only streams the platform accepted.
+fn on_internal_publish(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
+    let name = form::get(form, "name").unwrap_or("");
+    if form::get(form, "call") == Some("publish") && is_stream_id(name) && agent.is_live(name) {
+        status(StatusCode::OK)
+    } else {
+        eprintln!("media-agent: refused a publish into the HLS application");
+        status(StatusCode::FORBIDDEN)
+    }
+}
+
+/// Compares in time independent of where the inputs differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn status(code: StatusCode) -> Reply {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = code;
+    response
+}

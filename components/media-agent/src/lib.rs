@@ -1,0 +1,228 @@
+//! The media agent: runs and drives the media server, nginx with its RTMP module.
+//!
+//! Encoders publish RTMP to `rtmp://host/<rtmp_app>/<stream key>`. nginx asks the agent
+//! on every publish ([`hooks`]); the agent asks the platform (`POST /api/media/publish`,
+//! [`platform`]) and answers nginx with a rename to the stream's id, so that the stream
+//! (and its HLS, written by a second, internal application) is addressed by id, never by
+//! key. While the stream is live the agent reports its health ([`health`]) and restream
+//! states ([`restreams`]) with every update, keeps its thumbnail ([`thumbnails`]), and
+//! reports its end. HLS is served by nginx under `<hls_prefix>/<stream id>/`: openly for
+//! public streams (an `open/<stream id>` marker), with a signature otherwise
+//! (`common::domain::media::playback_signature`, checked by nginx's `secure_link`).
+//!
+//! [`MediaServer::start`] checks the machine, renders the configuration ([`template`]),
+//! starts nginx and supervises it ([`supervisor`]) until [`MediaServer::shutdown`] or
+//! drop. The `media-agent` binary runs it alone; edgehost embeds it.
+
+pub mod address;
+mod agent;
+pub mod child;
+pub mod config;
+pub mod form;
+pub mod health;
+mod hooks;
+pub mod logging;
+pub mod platform;
+pub mod playlist;
+pub mod restreams;
+pub mod stat;
+pub mod supervisor;
+pub mod template;
+pub mod thumbnails;
+pub mod ts;
+
+pub use config::{
+    Config, DEFAULT_HTTP_LISTEN, DEFAULT_RTMP_LISTEN, DEFAULT_STATE_DIR, ENVIRONMENT, INTERNAL_APP,
+    is_environment_variable,
+};
+
+use agent::{Addresses, Agent, Paths};
+use anyhow::{Context as _, Result};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// A running media server and its agent. Dropping it stops nginx and every ffmpeg
+/// child; [`MediaServer::shutdown`] also lets nginx finish and tells the platform.
+pub struct MediaServer {
+    agent: Arc<Agent>,
+    stop: watch::Sender<bool>,
+    supervisor: Option<JoinHandle<()>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl MediaServer {
+    /// Starts nginx with the rendered configuration and the agent's tasks; returns once
+    /// nginx accepts RTMP connections. Errors say what is missing and how to fix it.
+    pub async fn start(config: Config) -> Result<MediaServer> {
+        config.check().map_err(anyhow::Error::msg)?;
+        let bins = supervisor::preflight(&config)?;
+        let state_dir = supervisor::prepare_state_dir(&config.state_dir)?;
+        let paths = Paths::new(state_dir);
+        // Held until nginx is about to bind them: two port-0 picks never collide.
+        let rtmp = supervisor::reserve(config.rtmp_listen, "RTMP ingest", "rtmp_ingest_base")?;
+        let http = supervisor::reserve(config.http_listen, "HLS playback", "playback_hls_base")?;
+        let stat = supervisor::reserve_loopback()?;
+        let hook_listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .context("cannot listen on loopback for nginx's notifications")?;
+        let hook_addr = hook_listener.local_addr()?;
+        let hook_token = common::ids::random_hex(16);
+        let local_rtmp = SocketAddr::new(local_ip(rtmp.addr.ip()), rtmp.addr.port());
+        let playback_key = common::domain::media::playback_key(&config.media_secret);
+        let rendered = template::render(&template::Values {
+            rtmp_module: &config.rtmp_module,
+            state_dir: &paths.state,
+            rtmp_listen: rtmp.addr,
+            local_ip: local_rtmp.ip(),
+            rtmp_app: &config.rtmp_app,
+            internal_app: INTERNAL_APP,
+            hook_addr,
+            hook_token: &hook_token,
+            update_secs: config.update_secs,
+            fragment_secs: config.fragment_secs,
+            playlist_secs: config.playlist_secs,
+            http_listen: http.addr,
+            stat_listen: stat.addr,
+            hls_prefix: &config.hls_prefix,
+            playback_key: &playback_key,
+        })
+        .map_err(anyhow::Error::msg)?;
+        write_private(&paths.conf, &rendered)?;
+        supervisor::test_config(&bins.nginx, &paths.state, &paths.conf).await?;
+
+        let platform = platform::Platform::new(&config.platform_url, &config.media_secret)?;
+        let addresses = Addresses {
+            rtmp: rtmp.addr,
+            local_rtmp,
+            http: http.addr,
+            stat: stat.addr,
+        };
+        let agent = Arc::new(Agent::new(
+            config,
+            paths,
+            platform,
+            bins.ffmpeg.clone(),
+            addresses,
+        ));
+        let (stop, stop_rx) = watch::channel(false);
+        let hooks = hooks::serve(agent.clone(), hook_listener, hook_token, stop_rx.clone());
+        drop((rtmp, http, stat));
+        let mut nginx = match supervisor::spawn(&bins.nginx, &agent.paths.state, &agent.paths.conf)
+        {
+            Ok(nginx) => nginx,
+            Err(e) => {
+                hooks.abort();
+                return Err(e);
+            }
+        };
+        agent.nginx_pid.store(nginx.pid(), Ordering::SeqCst);
+        if let Err(e) = nginx
+            .wait_ready(local_rtmp, supervisor::START_TIMEOUT)
+            .await
+        {
+            nginx.stop().await;
+            hooks.abort();
+            return Err(e);
+        }
+        let supervisor = tokio::spawn(supervisor::supervise(agent.clone(), nginx, bins, stop_rx));
+        let tasks = vec![
+            hooks,
+            tokio::spawn(health::run(agent.clone())),
+            tokio::spawn(thumbnails::run(agent.clone())),
+        ];
+        Ok(MediaServer {
+            agent,
+            stop,
+            supervisor: Some(supervisor),
+            tasks,
+        })
+    }
+
+    /// Where nginx listens for RTMP (the port resolved when 0 was asked for).
+    pub fn rtmp_addr(&self) -> SocketAddr {
+        self.agent.addresses.rtmp
+    }
+
+    /// Where nginx serves HLS (the port resolved when 0 was asked for).
+    pub fn http_addr(&self) -> SocketAddr {
+        self.agent.addresses.http
+    }
+
+    /// How often nginx was restarted after exiting on its own.
+    pub fn restarts(&self) -> u64 {
+        self.agent.restarts.load(Ordering::SeqCst)
+    }
+
+    /// The nginx master's pid, while it runs.
+    pub fn nginx_pid(&self) -> Option<u32> {
+        Some(self.agent.nginx_pid.load(Ordering::SeqCst)).filter(|p| *p != 0)
+    }
+
+    /// The state directory, absolute.
+    pub fn state_dir(&self) -> &Path {
+        &self.agent.paths.state
+    }
+
+    /// Stops nginx (gracefully, then for good), every restream and thumbnail run, and
+    /// tells the platform the end of every publisher still live.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(supervisor) = self.supervisor.take() {
+            let _ = supervisor.await;
+        }
+        self.agent.finish_all("the media server shut down");
+        for task in self.tasks.drain(..) {
+            task.abort();
+        }
+        self.agent.drain(Duration::from_secs(5)).await;
+    }
+}
+
+impl Drop for MediaServer {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(supervisor) = self.supervisor.take() {
+            supervisor.abort();
+            // The supervisor cannot stop nginx any more: its fast shutdown stops the
+            // workers with it.
+            if let Some(pid) = self.nginx_pid() {
+                child::signal(pid, libc::SIGTERM, true);
+            }
+        }
+        for task in self.tasks.drain(..) {
+            task.abort();
+        }
+        self.agent.abandon();
+    }
+}
+
+/// The address nginx reaches its own RTMP listener on.
+fn local_ip(listen: IpAddr) -> IpAddr {
+    match listen {
+        IpAddr::V4(v4) if v4.is_unspecified() => Ipv4Addr::LOCALHOST.into(),
+        IpAddr::V6(v6) if v6.is_unspecified() => Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    }
+}
+
+/// The configuration holds the playback key: readable by its owner only.
+fn write_private(path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| file.write_all(text.as_bytes()))
+        .with_context(|| format!("cannot write {}", path.display()))
+}

@@ -1,0 +1,376 @@
+//! nginx as the agent's child: checked before it starts (binaries, module, ports, its
+//! configuration), started in its own process group (so that its workers are stopped
+//! with it), watched, and restarted with backoff when it exits on its own.
+
+use crate::agent::Agent;
+use crate::child;
+use crate::config::Config;
+use crate::logging::redact_keys;
+use anyhow::{Context as _, Result, anyhow, bail};
+use std::collections::VecDeque;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Child;
+use tokio::sync::watch;
+
+/// What to install when something is missing.
+pub const INSTALL_HINT: &str = "apt-get install nginx libnginx-mod-rtmp ffmpeg";
+/// How long nginx may take to accept RTMP connections.
+pub const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a graceful stop (SIGQUIT) may take before nginx is killed.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(3);
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A run this long resets the backoff.
+const STABLE_RUN: Duration = Duration::from_secs(60);
+/// Directories searched besides `PATH`.
+const SBIN: &[&str] = &["/usr/sbin", "/usr/local/sbin", "/sbin"];
+
+/// The programs the agent runs.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    pub nginx: PathBuf,
+    pub ffmpeg: PathBuf,
+}
+
+/// Finds nginx, its RTMP module and ffmpeg, or says what to install.
+pub fn preflight(config: &Config) -> Result<Binaries> {
+    let missing = |what: String| {
+        anyhow!("nginx with its RTMP module is not installed ({what}): {INSTALL_HINT}")
+    };
+    let nginx = child::find_binary(&config.nginx_bin, SBIN).ok_or_else(|| {
+        missing(format!(
+            "no {} on PATH or in /usr/sbin",
+            config.nginx_bin.display()
+        ))
+    })?;
+    if !config.rtmp_module.as_os_str().is_empty() && !config.rtmp_module.is_file() {
+        return Err(missing(format!(
+            "no module {}",
+            config.rtmp_module.display()
+        )));
+    }
+    let ffmpeg = child::find_binary(&config.ffmpeg_bin, &[]).ok_or_else(|| {
+        anyhow!(
+            "ffmpeg is not installed (no {} on PATH): {INSTALL_HINT}",
+            config.ffmpeg_bin.display()
+        )
+    })?;
+    Ok(Binaries { nginx, ffmpeg })
+}
+
+/// A port held open to find out that it is free (and which one port 0 is): dropped
+/// just before nginx binds it.
+pub struct Reserved {
+    pub addr: SocketAddr,
+    _listener: TcpListener,
+}
+
+/// Reserves `addr` for `what`; `setting` names the platform variable that moves it.
+pub fn reserve(addr: SocketAddr, what: &str, setting: &str) -> Result<Reserved> {
+    let listener = TcpListener::bind(addr).map_err(|e| {
+        let reason = match e.kind() {
+            std::io::ErrorKind::AddrInUse => "address in use".to_string(),
+            std::io::ErrorKind::AddrNotAvailable => "no such address on this host".to_string(),
+            std::io::ErrorKind::PermissionDenied => {
+                "permission denied (ports below 1024 need privileges)".to_string()
+            }
+            _ => e.to_string(),
+        };
+        anyhow!("cannot listen on {addr} for {what}: {reason}; set {setting} to move it")
+    })?;
+    Ok(Reserved {
+        addr: listener.local_addr()?,
+        _listener: listener,
+    })
+}
+
+/// Reserves a free loopback port (nginx's statistics server).
+pub fn reserve_loopback() -> Result<Reserved> {
+    let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .context("cannot listen on a loopback port")?;
+    Ok(Reserved {
+        addr: listener.local_addr()?,
+        _listener: listener,
+    })
+}
+
+/// Creates the state directory and its parts, and clears what a previous run left (its
+/// HLS, its markers). Answers it absolute.
+pub fn prepare_state_dir(dir: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("cannot resolve the state directory {}", dir.display()))?;
+    for sub in ["hls", "open"] {
+        let path = dir.join(sub);
+        if path.exists() {
+            std::fs::remove_dir_all(&path)
+                .with_context(|| format!("cannot clear {}", path.display()))?;
+        }
+    }
+    for sub in ["hls", "open", "tmp"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
+    }
+    // nginx's workers run as `nobody` when the agent is root: they must reach the
+    // markers and (nginx gives them hls/ itself) the segments.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        for path in [dir.clone(), dir.join("open")] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+        }
+        for ancestor in dir.ancestors().skip(1) {
+            let mode = std::fs::metadata(ancestor)?.permissions().mode();
+            if mode & 0o001 == 0 {
+                bail!(
+                    "nginx's workers (user nobody) cannot reach the state directory {}: {} is \
+                     not searchable by others (chmod o+x it, or choose another state directory)",
+                    dir.display(),
+                    ancestor.display()
+                );
+            }
+        }
+    }
+    Ok(dir)
+}
+
+/// Runs `nginx -t` on the rendered configuration; its complaint is the error.
+pub async fn test_config(nginx: &Path, state_dir: &Path, conf: &Path) -> Result<()> {
+    let output = tokio::process::Command::new(nginx)
+        .args(nginx_args(state_dir, conf))
+        .arg("-t")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .with_context(|| format!("cannot run {}", nginx.display()))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&output.stderr);
+    let complaint: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("configuration file") || l.contains("failed"))
+        .collect();
+    bail!(
+        "the media server's configuration ({}) is refused by nginx: {}",
+        conf.display(),
+        redact_keys(complaint.join("; ").trim())
+    )
+}
+
+fn nginx_args(state_dir: &Path, conf: &Path) -> Vec<std::ffi::OsString> {
+    let mut prefix = state_dir.as_os_str().to_owned();
+    prefix.push("/");
+    vec![
+        "-e".into(),
+        "stderr".into(),
+        "-p".into(),
+        prefix,
+        "-c".into(),
+        conf.as_os_str().to_owned(),
+    ]
+}
+
+/// A running nginx master.
+pub struct Nginx {
+    child: Child,
+    pid: u32,
+    /// Its last lines on stderr, for an error at start.
+    tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+/// Starts nginx in its own process group, forwarding its stderr line by line.
+pub fn spawn(nginx: &Path, state_dir: &Path, conf: &Path) -> Result<Nginx> {
+    // SIGTERM when the agent dies: nginx's fast shutdown, which stops its workers too.
+    let mut command = child::command(nginx, libc::SIGTERM);
+    command
+        .args(nginx_args(state_dir, conf))
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("cannot start {}", nginx.display()))?;
+    let pid = child.id().context("nginx exited at once")?;
+    let tail: Arc<Mutex<VecDeque<String>>> = Arc::default();
+    if let Some(stderr) = child.stderr.take() {
+        let tail = tail.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let line = redact_keys(&line);
+                eprintln!("media server: {line}");
+                let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                if tail.len() == 10 {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+        });
+    }
+    Ok(Nginx { child, pid, tail })
+}
+
+impl Nginx {
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Waits until nginx accepts TCP connections on `addr`.
+    pub async fn wait_ready(&mut self, addr: SocketAddr, limit: Duration) -> Result<()> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                // Let the stderr forwarder catch up with nginx's last words.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                bail!("nginx exited at start ({status}): {}", self.last_words());
+            }
+            let connected = tokio::task::spawn_blocking(move || {
+                TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+            })
+            .await
+            .unwrap_or(false);
+            if connected {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "nginx does not accept RTMP connections on {addr} after {limit:?}: {}",
+                    self.last_words()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn last_words(&self) -> String {
+        let tail = self.tail.lock().unwrap_or_else(|e| e.into_inner());
+        if tail.is_empty() {
+            "(it said nothing)".into()
+        } else {
+            Vec::from(tail.clone()).join("; ")
+        }
+    }
+
+    /// Stops nginx: gracefully (SIGQUIT), then for good (SIGKILL to its whole group).
+    pub async fn stop(mut self) {
+        child::signal(self.pid, libc::SIGQUIT, false);
+        if tokio::time::timeout(STOP_TIMEOUT, self.child.wait())
+            .await
+            .is_err()
+        {
+            eprintln!("media server: nginx did not stop within {STOP_TIMEOUT:?}; killing it");
+        }
+        child::signal(self.pid, libc::SIGKILL, true);
+        let _ = self.child.wait().await;
+    }
+}
+
+/// Watches nginx until `stop` flips: an exit of its own is logged, its publishers are
+/// ended on the platform, and it is restarted (backoff 1 s doubling to 30 s).
+pub async fn supervise(
+    agent: Arc<Agent>,
+    mut nginx: Nginx,
+    bins: Binaries,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let started = Instant::now();
+        let status: std::io::Result<ExitStatus> = tokio::select! {
+            status = nginx.child.wait() => status,
+            _ = stopped(&mut stop) => {
+                nginx.stop().await;
+                agent.nginx_pid.store(0, Ordering::SeqCst);
+                return;
+            }
+        };
+        agent.nginx_pid.store(0, Ordering::SeqCst);
+        // Workers left behind by a killed master still hold the ports.
+        child::signal(nginx.pid, libc::SIGKILL, true);
+        let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+        eprintln!("media server: nginx exited ({status}); restarting");
+        agent.finish_all("the media server stopped");
+        if started.elapsed() >= STABLE_RUN {
+            backoff = FIRST_BACKOFF;
+        }
+        nginx = loop {
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = stopped(&mut stop) => return,
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+            agent.new_boot();
+            match spawn(&bins.nginx, &agent.paths.state, &agent.paths.conf) {
+                Ok(next) => {
+                    agent.restarts.fetch_add(1, Ordering::SeqCst);
+                    agent.nginx_pid.store(next.pid(), Ordering::SeqCst);
+                    break next;
+                }
+                Err(e) => {
+                    eprintln!("media server: cannot restart nginx: {e:#}; retrying in {backoff:?}")
+                }
+            }
+        };
+    }
+}
+
+/// Returns once `stop` flips (or its sender is gone).
+pub async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_in_use_is_reported_with_the_setting_that_moves_it() {
+        let held = reserve(
+            "127.0.0.1:0".parse().unwrap(),
+            "RTMP ingest",
+            "rtmp_ingest_base",
+        )
+        .unwrap();
+        let err = reserve(held.addr, "RTMP ingest", "rtmp_ingest_base")
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            err,
+            format!(
+                "cannot listen on {} for RTMP ingest: address in use; set rtmp_ingest_base to move it",
+                held.addr
+            )
+        );
+    }
+
+    #[test]
+    fn missing_programs_say_what_to_install() {
+        let mut config = Config::new("http://127.0.0.1:3000", "s");
+        config.nginx_bin = PathBuf::from("/nonexistent/nginx");
+        let err = preflight(&config).unwrap_err().to_string();
+        assert!(
+            err.contains("nginx with its RTMP module is not installed"),
+            "{err}"
+        );
+        assert!(err.contains(INSTALL_HINT), "{err}");
+        let mut config = Config::new("http://127.0.0.1:3000", "s");
+        config.rtmp_module = PathBuf::from("/nonexistent/ngx_rtmp_module.so");
+        let err = preflight(&config).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/ngx_rtmp_module.so"), "{err}");
+        assert!(err.contains(INSTALL_HINT), "{err}");
+        let mut config = Config::new("http://127.0.0.1:3000", "s");
+        config.ffmpeg_bin = PathBuf::from("no-such-ffmpeg");
+        let err = preflight(&config).unwrap_err().to_string();
+        assert!(err.contains("ffmpeg is not installed"), "{err}");
+    }
+}

@@ -1,0 +1,304 @@
+//! The nginx configuration, rendered from `nginx.conf.template` (committed beside the
+//! crate). Each substituted value is checked for its kind first, so that no setting can
+//! end a directive or open a block: the file nginx reads is the template plus values that
+//! are plain paths, names, addresses and numbers.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+/// The template, `{{placeholder}}`s and all.
+pub const TEMPLATE: &str = include_str!("../nginx.conf.template");
+
+/// The values of one rendering.
+#[derive(Debug, Clone)]
+pub struct Values<'a> {
+    /// The RTMP module to load; empty when built in.
+    pub rtmp_module: &'a Path,
+    /// Absolute.
+    pub state_dir: &'a Path,
+    pub rtmp_listen: SocketAddr,
+    /// The address nginx reaches its own RTMP listener on (its push, the restreams).
+    pub local_ip: IpAddr,
+    pub rtmp_app: &'a str,
+    pub internal_app: &'a str,
+    /// The agent's hook listener (loopback).
+    pub hook_addr: SocketAddr,
+    /// The first path segment of every hook (hex): only nginx knows it, so that another
+    /// process on the host cannot speak for nginx.
+    pub hook_token: &'a str,
+    pub update_secs: u64,
+    pub fragment_secs: u64,
+    pub playlist_secs: u64,
+    pub http_listen: SocketAddr,
+    /// The agent's statistics listener (loopback).
+    pub stat_listen: SocketAddr,
+    pub hls_prefix: &'a str,
+    /// `common::domain::media::playback_key` of the media secret.
+    pub playback_key: &'a str,
+}
+
+/// The configuration nginx reads, or why a value cannot go into it.
+pub fn render(v: &Values) -> Result<String, String> {
+    let state_dir = safe_path(v.state_dir, "the state directory")?;
+    let load_module = if v.rtmp_module.as_os_str().is_empty() {
+        "# The RTMP module is built into this nginx.".to_string()
+    } else {
+        format!(
+            "load_module {};",
+            safe_path(v.rtmp_module, "the RTMP module")?
+        )
+    };
+    safe_name(v.rtmp_app, "the RTMP application")?;
+    safe_name(v.internal_app, "the internal application")?;
+    if v.rtmp_app == v.internal_app {
+        return Err(format!(
+            "the RTMP application may not be named {}",
+            v.internal_app
+        ));
+    }
+    safe_prefix(v.hls_prefix)?;
+    if v.playback_key.len() < 32 || !v.playback_key.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("the playback key is not hex".into());
+    }
+    if !v.hook_addr.ip().is_loopback() || !v.stat_listen.ip().is_loopback() {
+        return Err("the agent's own listeners must be on loopback".into());
+    }
+    if v.hook_token.is_empty() || !v.hook_token.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("the hook token is not hex".into());
+    }
+    let local_rtmp = SocketAddr::new(v.local_ip, v.rtmp_listen.port());
+    let values: [(&str, String); 15] = [
+        ("load_module", load_module),
+        ("state_dir", state_dir.to_string()),
+        ("rtmp_listen", v.rtmp_listen.to_string()),
+        ("local_ip", v.local_ip.to_string()),
+        ("local_rtmp", local_rtmp.to_string()),
+        ("rtmp_app", v.rtmp_app.to_string()),
+        ("internal_app", v.internal_app.to_string()),
+        (
+            "hook_url",
+            format!("http://{}/{}", v.hook_addr, v.hook_token),
+        ),
+        ("update_secs", v.update_secs.to_string()),
+        ("fragment_secs", v.fragment_secs.to_string()),
+        ("playlist_secs", v.playlist_secs.to_string()),
+        ("http_listen", v.http_listen.to_string()),
+        ("stat_listen", v.stat_listen.to_string()),
+        ("hls_prefix", v.hls_prefix.to_string()),
+        ("playback_key", v.playback_key.to_string()),
+    ];
+    substitute(TEMPLATE, &values)
+}
+
+/// Replaces every `{{name}}` of `template` with its value; an unknown or unclosed
+/// placeholder is an error (a typo in the template must not reach nginx).
+pub fn substitute(template: &str, values: &[(&str, String)]) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len() + 256);
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find("}}")
+            .ok_or("the template has an unclosed {{ placeholder")?;
+        let name = &after[..end];
+        let value = values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
+            .ok_or_else(|| format!("the template names an unknown value {{{{{name}}}}}"))?;
+        out.push_str(value);
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// An absolute path of plain characters: nothing that nginx would read as the end of a
+/// value (whitespace, `;`), a block (`{}`), a quote, a variable (`$`) or a comment (`#`).
+pub fn safe_path<'a>(path: &'a Path, what: &str) -> Result<&'a str, String> {
+    let text = path
+        .to_str()
+        .ok_or_else(|| format!("{what} ({}) is not UTF-8", path.display()))?;
+    if !text.starts_with('/') {
+        return Err(format!("{what} ({text}) must be an absolute path"));
+    }
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+@,=:".contains(c);
+    if !text.chars().all(plain) || text.split('/').any(|s| s == "..") {
+        return Err(format!(
+            "{what} ({text}) may hold only letters, digits and / . _ - + @ , = :"
+        ));
+    }
+    Ok(text)
+}
+
+/// An application name: `[A-Za-z0-9_-]`, 1 to 64 characters.
+pub fn safe_name(name: &str, what: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} ({name:?}) may hold only letters, digits, _ and -"
+        ))
+    }
+}
+
+/// The HLS path prefix: empty (the root) or `/segment[/segment...]` of `[A-Za-z0-9_-]`;
+/// it goes into a regular expression, where those characters are literal.
+pub fn safe_prefix(prefix: &str) -> Result<(), String> {
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    let ok = prefix.strip_prefix('/').is_some_and(|rest| {
+        rest.split('/').all(|segment| {
+            !segment.is_empty()
+                && segment
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        })
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "the HLS prefix ({prefix:?}) must be a path like /hls (letters, digits, _ and -)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn values<'a>(state: &'a Path, module: &'a Path, key: &'a str) -> Values<'a> {
+        Values {
+            rtmp_module: module,
+            state_dir: state,
+            rtmp_listen: "0.0.0.0:1935".parse().unwrap(),
+            local_ip: "127.0.0.1".parse().unwrap(),
+            rtmp_app: "live",
+            internal_app: "hls-origin",
+            hook_addr: "127.0.0.1:40001".parse().unwrap(),
+            hook_token: "00ff",
+            update_secs: 5,
+            fragment_secs: 2,
+            playlist_secs: 10,
+            http_listen: "0.0.0.0:8080".parse().unwrap(),
+            stat_listen: "127.0.0.1:40002".parse().unwrap(),
+            hls_prefix: "/hls",
+            playback_key: key,
+        }
+    }
+
+    const KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn renders_every_placeholder() {
+        let state = PathBuf::from("/var/lib/media-agent");
+        let module = PathBuf::from("/usr/lib/nginx/modules/ngx_rtmp_module.so");
+        let conf = render(&values(&state, &module, KEY)).unwrap();
+        assert!(!conf.contains("{{"), "{conf}");
+        for expected in [
+            "load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;",
+            "pid /var/lib/media-agent/nginx.pid;",
+            "listen 0.0.0.0:1935;",
+            "application live {",
+            "on_publish http://127.0.0.1:40001/00ff/on_publish;",
+            "on_publish http://127.0.0.1:40001/00ff/on_internal_publish;",
+            "notify_update_timeout 5s;",
+            "push rtmp://127.0.0.1:1935/hls-origin;",
+            "application hls-origin {",
+            "hls_path /var/lib/media-agent/hls;",
+            "hls_fragment 2s;",
+            "hls_playlist_length 10s;",
+            "listen 0.0.0.0:8080;",
+            "location ~ \"^/hls/(?<sid>",
+            &format!("secure_link_md5 \"$secure_link_expires$sid {KEY}\";"),
+            "if (-f /var/lib/media-agent/open/$sid) {",
+            "alias /var/lib/media-agent/hls/$sid/$file;",
+            "listen 127.0.0.1:40002;",
+            "rtmp_stat all;",
+        ] {
+            assert!(conf.contains(expected), "missing {expected:?}");
+        }
+        // The statistics never reach the public server.
+        let public = &conf[conf.find("listen 0.0.0.0:8080;").unwrap()..];
+        let public = &public[..public.find("listen 127.0.0.1:40002;").unwrap()];
+        assert!(!public.contains("rtmp_stat"));
+        assert!(!public.contains("rtmp_control"));
+    }
+
+    #[test]
+    fn a_built_in_module_is_not_loaded_and_the_prefix_may_be_the_root() {
+        let state = PathBuf::from("/srv/media");
+        let module = PathBuf::new();
+        let mut v = values(&state, &module, KEY);
+        v.hls_prefix = "";
+        v.local_ip = "::1".parse().unwrap();
+        let conf = render(&v).unwrap();
+        assert!(!conf.contains("load_module"));
+        assert!(conf.contains("location ~ \"^/(?<sid>"));
+        assert!(conf.contains("push rtmp://[::1]:1935/hls-origin;"));
+        assert!(conf.contains("allow play ::1;"));
+    }
+
+    #[test]
+    fn refuses_values_that_could_inject_configuration() {
+        let module = PathBuf::from("/m.so");
+        for bad in [
+            "/tmp/a b",
+            "/tmp/a;b",
+            "/tmp/a}",
+            "/tmp/{a",
+            "/tmp/'a",
+            "/tmp/\"a",
+            "/tmp/$a",
+            "/tmp/#a",
+            "/tmp/a\nb",
+            "relative/dir",
+            "/tmp/../etc",
+        ] {
+            let state = PathBuf::from(bad);
+            assert!(render(&values(&state, &module, KEY)).is_err(), "{bad:?}");
+            assert!(
+                render(&values(Path::new("/ok"), &state, KEY)).is_err(),
+                "module {bad:?}"
+            );
+        }
+        let state = PathBuf::from("/srv/media");
+        for app in ["", "a b", "a;", "a}", "a/b", "hls-origin", "ä"] {
+            let mut v = values(&state, &module, KEY);
+            v.rtmp_app = app;
+            assert!(render(&v).is_err(), "app {app:?}");
+        }
+        for prefix in ["hls", "/hls/", "/h s", "/h.s", "/(x)", "/a//b", "/a;", "/"] {
+            let mut v = values(&state, &module, KEY);
+            v.hls_prefix = prefix;
+            assert!(render(&v).is_err(), "prefix {prefix:?}");
+        }
+        assert!(render(&values(&state, &module, "not hex; at all")).is_err());
+        let mut v = values(&state, &module, KEY);
+        v.hook_addr = "0.0.0.0:1".parse().unwrap();
+        assert!(render(&v).is_err());
+        let mut v = values(&state, &module, KEY);
+        v.hook_token = "x;y";
+        assert!(render(&v).is_err());
+        let mut v = values(&state, &module, KEY);
+        v.hls_prefix = "/live/hls-v2";
+        assert!(render(&v).is_ok());
+    }
+
+    #[test]
+    fn substitution_refuses_unknown_and_unclosed_placeholders() {
+        let values = [("a", "1".to_string())];
+        assert_eq!(substitute("x{{a}}y{{a}}", &values).unwrap(), "x1y1");
+        assert!(substitute("{{b}}", &values).is_err());
+        assert!(substitute("{{a", &values).is_err());
+    }
+}

@@ -1,0 +1,379 @@
+//! Media benchmark: the real media server (nginx-rtmp through media-agent, in edgehost, with
+//! production segments of 2 s) and real `ffmpeg` encoders on loopback.
+//!
+//! - publish to first playable segment: from the encoder's start until the playlist lists
+//!   a segment that answers 200 (target: under 2 segment durations plus 1 s);
+//! - `INGESTS` (20) concurrent 2 Mbit/s ingests (copy, no transcoding) for `SECONDS`:
+//!   video frames sent by each encoder against the frames its HLS holds, the media rate
+//!   the media server measured, and the media server's CPU;
+//! - HLS to `VIEWERS` (1,000) concurrent keep-alive viewers: playlist and segment requests
+//!   per second for an open stream, a signed one, and the same files served by a plain
+//!   static nginx location, in one run.
+//!
+//! Run: `cargo bench -p platform-tests --bench media --profile host`. The load generator
+//! and the encoders share the machine with the media server: compare the rows of one run.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use platform_tests::load::{self, Plan};
+use platform_tests::media::{Publisher, clip_of, playlist_segments, tool, wait_for};
+use platform_tests::{Exchange, Method, Platform, User, env_or};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+#[rustfmt::skip]
+/// 1280x720 at 30 fps, H.264 at 2 Mbit/s with a keyframe every 2 s, AAC: one ingest.
+const INGEST_CLIP: &[&str] = &[
+    "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30",
+    "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+    "-t", "20", "-ac", "2",
+    "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
+    "-g", "60", "-keyint_min", "60", "-sc_threshold", "0",
+    "-b:v", "2000k", "-minrate", "2000k", "-maxrate", "2000k", "-bufsize", "2000k",
+    "-c:a", "aac", "-b:a", "128k",
+];
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let ingests: usize = env_or("INGESTS", 20);
+    let seconds: u64 = env_or("SECONDS", 30);
+    let viewers: usize = env_or("VIEWERS", 1000);
+    let trials: usize = env_or("TRIALS", 5);
+    let mut options = edgehost::MediaServer::ephemeral();
+    // Every segment of the ingest run stays listed, so that its frames can be counted.
+    options.config.playlist_secs = seconds + 30;
+    let p = Platform::start_media_with(options, &[]).await;
+    let tenant = p.register_client("Bench").await;
+    let user = p.signup(&tenant, "caster").await;
+    println!(
+        "media server: nginx-rtmp through media-agent, 2 s segments; {} cores",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let clip = clip_of(INGEST_CLIP, "ingest-720p-2m");
+
+    first_segment_latency(&p, &user, &clip, trials).await;
+    concurrent_ingests(&p, &user, &clip, ingests, seconds).await;
+    serving(&p, &user, &clip, viewers).await;
+}
+
+async fn broadcast(p: &Platform, user: &User, visibility: &str) -> Value {
+    let (status, b) = p
+        .as_user(user, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "Bench", "visibility": visibility}))
+        .await;
+    assert_eq!(status, 200, "{b}");
+    b
+}
+
+fn text(v: &Value, field: &str) -> String {
+    v[field].as_str().expect(field).to_string()
+}
+
+/// The newest segment of the playlist at `url` that answers 200, if any.
+async fn playable(http: &reqwest::Client, url: &str) -> Option<String> {
+    let answer = http.get(url).send().await.ok()?;
+    if answer.status() != 200 {
+        return None;
+    }
+    let playlist = answer.text().await.ok()?;
+    let segment = playlist_segments(&playlist).pop()?;
+    let segment_url = platform_tests::media::resolve(url, &segment);
+    let status = http.get(&segment_url).send().await.ok()?.status();
+    (status == 200).then_some(segment_url)
+}
+
+async fn first_segment_latency(p: &Platform, user: &User, clip: &Path, trials: usize) {
+    let http = reqwest::Client::new();
+    let mut times = Vec::new();
+    for _ in 0..trials {
+        let b = broadcast(p, user, "public").await;
+        let hls = text(&b, "hlsUrl");
+        let started = Instant::now();
+        let publisher = Publisher::start_clip(clip, &text(&b, "rtmpUrl"), 1.0);
+        loop {
+            if playable(&http, &hls).await.is_some() {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "no segment");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        times.push(started.elapsed());
+        publisher.stop().await;
+    }
+    times.sort();
+    let ms = |d: &Duration| d.as_millis();
+    println!(
+        "publish to first playable segment ({} trials): min {} ms, median {} ms, max {} ms (target < 5000 ms: 2 segments + 1 s)",
+        times.len(),
+        ms(&times[0]),
+        ms(&times[times.len() / 2]),
+        ms(times.last().unwrap())
+    );
+}
+
+/// CPU seconds (user + system) of every process in nginx's process group.
+fn group_cpu_seconds(pgid: u32) -> f64 {
+    let ticks = 100.0; // USER_HZ on Linux
+    let mut total = 0u64;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command's closing parenthesis: state ppid pgrp ... utime stime.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid) {
+            let utime: u64 = fields[11].parse().unwrap_or(0);
+            let stime: u64 = fields[12].parse().unwrap_or(0);
+            total += utime + stime;
+        }
+    }
+    total as f64 / ticks
+}
+
+/// This process's CPU seconds (edgehost and the agent run in it).
+fn own_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
+    ticks as f64 / 100.0
+}
+
+/// Video packets in the segments of a stream's HLS directory.
+fn video_frames_in(dir: &Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "ts") {
+            continue;
+        }
+        let out = std::process::Command::new(tool("ffprobe"))
+            .args(["-v", "error", "-select_streams", "v:0", "-count_packets"])
+            .args(["-show_entries", "stream=nb_read_packets", "-of", "csv=p=0"])
+            .arg(&path)
+            .output()
+            .expect("ffprobe");
+        total += String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u64>()
+            .unwrap_or(0);
+    }
+    total
+}
+
+async fn concurrent_ingests(p: &Platform, user: &User, clip: &Path, n: usize, seconds: u64) {
+    let media = p.media();
+    let pgid = media.nginx_pid().expect("nginx runs");
+    let mut streams = Vec::new();
+    for _ in 0..n {
+        streams.push(broadcast(p, user, "public").await);
+    }
+    let progress_dir = tempfile::tempdir().unwrap();
+    let nginx_before = group_cpu_seconds(pgid);
+    let own_before = own_cpu_seconds();
+    let started = Instant::now();
+    let mut publishers = Vec::new();
+    for (i, b) in streams.iter().enumerate() {
+        let progress = progress_dir.path().join(format!("{i}.txt"));
+        let child = tokio::process::Command::new(tool("ffmpeg"))
+            .args(["-nostdin", "-hide_banner", "-loglevel", "error", "-re"])
+            .args(["-stream_loop", "-1", "-i"])
+            .arg(clip)
+            .args(["-t", &seconds.to_string(), "-c", "copy", "-f", "flv"])
+            .arg("-progress")
+            .arg(&progress)
+            .arg(text(b, "rtmpUrl"))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("ffmpeg");
+        publishers.push((child, progress));
+    }
+    // Midway: every ingest live, and its media rate as the media server measured it.
+    tokio::time::sleep(Duration::from_secs(seconds / 2)).await;
+    let mut rates = Vec::new();
+    let mut bitrates = Vec::new();
+    for b in &streams {
+        let id = text(b, "id");
+        let view = wait_for("a health sample", Duration::from_secs(20), || async {
+            let (_, view) = p
+                .as_user(user, Method::GET, &format!("/api/broadcasts/{id}"))
+                .answer()
+                .await;
+            view["ingest"]["stats"]["mediaRate"]
+                .is_number()
+                .then_some(view)
+        })
+        .await;
+        assert_eq!(view["ingest"]["state"], "live");
+        rates.push(view["ingest"]["stats"]["mediaRate"].as_f64().unwrap());
+        bitrates.push(view["ingest"]["stats"]["bitrate"].as_i64().unwrap_or(0));
+    }
+    let mut exits = 0;
+    for (child, _) in &mut publishers {
+        let status = child.wait().await.expect("ffmpeg exits");
+        exits += usize::from(status.success());
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let nginx_cpu = group_cpu_seconds(pgid) - nginx_before;
+    let own_cpu = own_cpu_seconds() - own_before;
+    // Let nginx write each stream's last segment.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut lost = Vec::new();
+    let (mut sent_total, mut held_total) = (0u64, 0u64);
+    for ((_, progress), b) in publishers.iter().zip(&streams) {
+        let text_of = std::fs::read_to_string(progress).unwrap_or_default();
+        let sent: u64 = text_of
+            .lines()
+            .filter_map(|l| l.strip_prefix("frame="))
+            .filter_map(|v| v.trim().parse().ok())
+            .next_back()
+            .unwrap_or(0);
+        let dir = media.state_dir().join("hls").join(text(b, "streamId"));
+        let held = video_frames_in(&dir);
+        sent_total += sent;
+        held_total += held;
+        lost.push(sent.saturating_sub(held));
+    }
+    rates.sort_by(f64::total_cmp);
+    bitrates.sort();
+    println!(
+        "{n} concurrent ingests at 2 Mbit/s for {seconds} s (copy): {exits}/{n} encoders finished cleanly; \
+         media rate min {:.3} median {:.3}; bitrate median {:.2} Mbit/s",
+        rates[0],
+        rates[rates.len() / 2],
+        bitrates[bitrates.len() / 2] as f64 / 1e6
+    );
+    println!(
+        "  video frames sent {sent_total}, in HLS {held_total}; lost per stream: max {} (all streams: {:?})",
+        lost.iter().max().unwrap_or(&0),
+        lost
+    );
+    println!(
+        "  CPU over {wall:.1} s: nginx {:.1}% of a core, edgehost+agent+encoders' host process {:.1}%",
+        nginx_cpu / wall * 100.0,
+        own_cpu / wall * 100.0
+    );
+}
+
+fn get(path: String) -> impl Fn(usize) -> hyper::Request<Full<Bytes>> + Send + Sync + 'static {
+    move |_| {
+        hyper::Request::get(path.as_str())
+            .body(Full::new(Bytes::new()))
+            .expect("request")
+    }
+}
+
+/// A plain static nginx on a free loopback port serving `root` at `/hls/`: the baseline.
+fn static_nginx(root: &Path, work: &Path) -> (std::process::Child, std::net::SocketAddr) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let conf = work.join("static.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off; master_process on; worker_processes 1; pid {w}/static.pid; error_log stderr warn;\n\
+             events {{ worker_connections 4096; }}\n\
+             http {{ access_log off; sendfile on; tcp_nopush on; keepalive_timeout 65s;\n\
+               client_body_temp_path {w}/b; proxy_temp_path {w}/p; fastcgi_temp_path {w}/f; uwsgi_temp_path {w}/u; scgi_temp_path {w}/s;\n\
+               server {{ listen 127.0.0.1:{port}; location /hls/ {{ alias {r}/; }} }} }}\n",
+            w = work.display(),
+            r = root.display()
+        ),
+    )
+    .unwrap();
+    let child = std::process::Command::new("nginx")
+        .args(["-e", "stderr", "-p"])
+        .arg(work)
+        .arg("-c")
+        .arg(&conf)
+        .spawn()
+        .expect("nginx");
+    (child, std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+}
+
+async fn serving(p: &Platform, user: &User, clip: &Path, viewers: usize) {
+    let open = broadcast(p, user, "public").await;
+    let signed = broadcast(p, user, "private").await;
+    let encoders = [
+        Publisher::start_clip(clip, &text(&open, "rtmpUrl"), 1.0),
+        Publisher::start_clip(clip, &text(&signed, "rtmpUrl"), 1.0),
+    ];
+    let http = reqwest::Client::new();
+    for b in [&open, &signed] {
+        let hls = text(b, "hlsUrl");
+        wait_for("HLS", Duration::from_secs(30), || playable(&http, &hls)).await;
+    }
+    let media = p.media();
+    let hls_root = media.state_dir().join("hls");
+    let work = tempfile::tempdir().unwrap();
+    let (mut baseline, static_addr) = static_nginx(&hls_root, work.path());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let plan = Plan {
+        connections: viewers,
+        max_requests: 2_000_000,
+        run_for: Duration::from_secs(5),
+        rate: None,
+    };
+    plan.describe();
+    let path_of = |url: &str| {
+        let rest = url.split("://").nth(1).unwrap();
+        rest[rest.find('/').unwrap()..].to_string()
+    };
+    let mut rows = Vec::new();
+    for (name, b) in [("open", &open), ("signed", &signed)] {
+        let hls = text(b, "hlsUrl");
+        let segment = playable(&http, &hls).await.expect("a segment");
+        let playlist = load::run(media.http_addr(), plan, 200, get(path_of(&hls)))
+            .await
+            .expect("playlist requests");
+        playlist.report(&format!("playlist ({name})"));
+        let seg = load::run(media.http_addr(), plan, 200, get(path_of(&segment)))
+            .await
+            .expect("segment requests");
+        seg.report(&format!("segment ({name})"));
+        // The same files, served plainly.
+        let sid = text(b, "streamId");
+        let file = segment
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .split('?')
+            .next()
+            .unwrap();
+        let plain_playlist = load::run(
+            static_addr,
+            plan,
+            200,
+            get(format!("/hls/{sid}/index.m3u8")),
+        )
+        .await
+        .expect("static playlist");
+        plain_playlist.report(&format!("playlist (static, {name}'s)"));
+        let plain_segment = load::run(static_addr, plan, 200, get(format!("/hls/{sid}/{file}")))
+            .await
+            .expect("static segment");
+        plain_segment.report(&format!("segment (static, {name}'s)"));
+        rows.push((
+            name,
+            playlist.per_second() / plain_playlist.per_second(),
+            seg.per_second() / plain_segment.per_second(),
+        ));
+    }
+    for (name, playlist, segment) in rows {
+        println!(
+            "{name} stream against plain static serving: playlist {playlist:.2}x, segment {segment:.2}x"
+        );
+    }
+    let _ = baseline.kill();
+    for encoder in encoders {
+        encoder.stop().await;
+    }
+}
