@@ -14,8 +14,12 @@
 //!   (`ROLLBACK`, session state cleared) before it is reused, so a guest that trapped
 //!   mid-transaction leaves nothing behind.
 //! - Statements are prepared once per pooled connection and reused.
-//! - Values, errors and the columns of a result (taken from its first row, so an empty
-//!   result has none) follow Spin's `factor-outbound-pg`.
+//! - Values, errors and the columns of a result (taken from its first row) follow Spin's
+//!   `factor-outbound-pg`.
+//! - A `query` that returns no rows fails with [`NO_ROWS`]: Spin 4.0.0 to 4.0.2 never
+//!   answer one (spinframework/spin#3671) and Spin 3.x answers it empty, so a guest that
+//!   works on every Spin never sends one; the platform's components wrap every query so
+//!   that it answers at least one row (`common::store::sql::never_empty`).
 
 mod values;
 
@@ -307,9 +311,20 @@ impl PgSession {
             }
             out.push(converted);
         }
+        if out.is_empty() {
+            // Spin 4.0.0 to 4.0.2 never answer such a query (the guest waits until its
+            // deadline); Spin 3.x answers no rows. Failing here shows a guest that relies
+            // on either, in every test run, instead of in production.
+            return Err(v4::Error::Other(NO_ROWS.into()));
+        }
         Ok(v4::RowSet { columns, rows: out })
     }
 }
+
+/// What a `query` that returns no rows answers (see `PgSession::query`).
+pub const NO_ROWS: &str = "the query returned no rows: Spin 4.0.0 to 4.0.2 never answer such \
+     a query (spinframework/spin#3671), so edgehost refuses it; write the statement so that \
+     it always answers a row";
 
 /// What running a statement gave.
 enum Outcome {

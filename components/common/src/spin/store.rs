@@ -4,7 +4,7 @@
 
 use super::config;
 use crate::ApiError;
-use crate::store::{Backend, Db, Dialect, Row, Value};
+use crate::store::{Backend, Db, Dialect, Row, Value, sql};
 // `spin:postgres@3.0.0`: the newest PostgreSQL interface every Spin 3.x and 4.x and Fermyon
 // Wasm Functions accept (see docs/data.md).
 use spin_sdk::pg3 as pg;
@@ -112,10 +112,18 @@ impl Backend for SpinPostgres {
     }
 
     fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, String> {
-        let set = self.0.query(sql, &pg_params(params)).map_err(pg_error)?;
-        let columns: Rc<[String]> = set.columns.into_iter().map(|c| c.name).collect();
-        Ok(set
-            .rows
+        // Spin 4.0.0 to 4.0.2 never answer a query without rows: every query answers at
+        // least the sentinel row (see `sql::never_empty`).
+        let set = self
+            .0
+            .query(&sql::never_empty(sql), &pg_params(params))
+            .map_err(pg_error)?;
+        let names = set.columns.into_iter().map(|c| c.name).collect();
+        let (names, rows) =
+            sql::without_sentinel(names, set.rows, |v| matches!(v, pg::DbValue::Boolean(true)))
+                .ok_or("the query's answer lacks its sentinel row")?;
+        let columns: Rc<[String]> = names.into();
+        Ok(rows
             .into_iter()
             .map(|row| {
                 let values = row

@@ -55,6 +55,49 @@ fn numbered(sql: &str) -> String {
     out
 }
 
+/// The name of the column [`never_empty`] leads each row with.
+pub const SENTINEL: &str = "~sentinel";
+
+/// A PostgreSQL statement that answers rows (a `SELECT`, or a write with `RETURNING`),
+/// rewritten to answer at least one: its own rows, each led by a `false` sentinel column,
+/// then one row of a `true` sentinel and NULLs. Spin 4.0.0 to 4.0.2 never answer a
+/// `query` that returns no rows (spinframework/spin#3671), so the components send every
+/// query this way and drop the sentinel column and row ([`without_sentinel`]). The
+/// statement runs once (a CTE referenced twice is materialized) and its rows keep their
+/// order. It must not itself begin with `WITH` (a data-modifying `WITH` must stay at the
+/// top level) or end with `;`: the store writes none that way (a test checks it).
+pub fn never_empty(statement: &str) -> String {
+    format!(
+        "WITH \"~rows\" AS ({statement}) \
+         SELECT false AS \"{SENTINEL}\", \"~rows\".* FROM \"~rows\" \
+         UNION ALL SELECT true, \"~rows\".* FROM (VALUES (0)) AS \"~one\"(\"~x\") LEFT JOIN \"~rows\" ON false"
+    )
+}
+
+/// The rows of a [`never_empty`] answer: the sentinel row and column dropped. `None` when
+/// the answer is not one (no sentinel column first, or no sentinel row last).
+pub fn without_sentinel<T>(
+    mut columns: Vec<String>,
+    mut rows: Vec<Vec<T>>,
+    is_true: impl Fn(&T) -> bool,
+) -> Option<(Vec<String>, Vec<Vec<T>>)> {
+    if columns.first().map(String::as_str) != Some(SENTINEL) {
+        return None;
+    }
+    let last = rows.pop()?;
+    if !last.first().is_some_and(&is_true) {
+        return None;
+    }
+    columns.remove(0);
+    for row in &mut rows {
+        if row.is_empty() {
+            return None;
+        }
+        row.remove(0);
+    }
+    Some((columns, rows))
+}
+
 /// The statements of a migration file, split on `;` outside quotes and comments, without
 /// comments or blank statements.
 pub fn statements(text: &str) -> Vec<String> {
@@ -100,6 +143,56 @@ pub fn statements(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_never_empty_answer_gives_back_the_rows() {
+        let wrapped = never_empty("SELECT id FROM t WHERE x = $1");
+        assert!(wrapped.starts_with("WITH \"~rows\" AS (SELECT id FROM t WHERE x = $1)"));
+        let columns = vec![SENTINEL.to_string(), "id".into()];
+        // No rows of its own: only the sentinel row.
+        let (cols, rows) =
+            without_sentinel(columns.clone(), vec![vec![1, 0]], |v| *v == 1).unwrap();
+        assert_eq!(
+            (cols, rows),
+            (vec!["id".to_string()], Vec::<Vec<i32>>::new())
+        );
+        let (_, rows) = without_sentinel(
+            columns.clone(),
+            vec![vec![0, 7], vec![0, 8], vec![1, 0]],
+            |v| *v == 1,
+        )
+        .unwrap();
+        assert_eq!(rows, [[7], [8]]);
+        // Not such an answer.
+        assert!(without_sentinel(vec!["id".into()], vec![vec![1]], |v| *v == 1).is_none());
+        assert!(without_sentinel(columns, vec![vec![0, 7]], |v| *v == 1).is_none());
+    }
+
+    /// Every statement the store sends through `query` can be wrapped by `never_empty`:
+    /// none begins with `WITH` or ends with `;`.
+    #[test]
+    fn no_store_statement_begins_with_with() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            for literal in text.split('"').skip(1).step_by(2) {
+                let head = literal.trim_start().to_ascii_uppercase();
+                assert!(
+                    !head.starts_with("WITH ") || path.ends_with("sql.rs"),
+                    "{}: {literal}",
+                    path.display()
+                );
+                if head.starts_with("SELECT ") || head.contains(" RETURNING ") {
+                    assert!(
+                        !literal.trim_end().ends_with(';'),
+                        "{}: {literal}",
+                        path.display()
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn placeholders_are_numbered_for_postgres() {

@@ -251,11 +251,16 @@ pub fn suite_v3(address: &str) -> Json {
         .query("SELEKT 1", &[])
         .map(|_| json!("ok"))
         .unwrap_or_else(|e| error(&e));
+    let empty = conn
+        .query("SELECT i FROM probe_v3 WHERE i < 0", &[])
+        .map(|r| json!({ "rows": r.rows.len() }))
+        .unwrap_or_else(|e| error(&e));
     json!({
         "create": create,
         "insert": insert,
         "select": select,
         "syntax_error": syntax_error,
+        "empty": empty,
     })
 }
 
