@@ -28,6 +28,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod admission;
 mod bindings;
 mod builder;
 mod cache;
@@ -50,6 +51,7 @@ mod sqlite;
 mod state;
 mod variables;
 
+pub use admission::Admission;
 pub use builder::{build_components, component_interfaces};
 pub use jobs::JobStats;
 pub use limits::{
@@ -120,6 +122,10 @@ pub struct Options {
     /// Deadline of one request, from instantiation until its response body is written; an
     /// instance still running then is interrupted (504). Default 30 s.
     pub request_timeout: Duration,
+    /// What one client (peer address) may hold, and how slowly a request may arrive: a
+    /// header timeout, small bodies read before an instance is taken, a minimum body
+    /// rate, and per-client caps on connections and instance slots ([`Admission`]).
+    pub admission: Admission,
     /// Instances that may run at once; a request finding none free answers 503 with
     /// `Retry-After` at once. Default [`DEFAULT_MAX_CONCURRENT_INSTANCES`].
     pub max_concurrent_instances: usize,
@@ -159,6 +165,7 @@ impl Default for Options {
             log_requests: false,
             max_instance_memory: None,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            admission: Admission::default(),
             max_concurrent_instances: DEFAULT_MAX_CONCURRENT_INSTANCES,
             scheduler: false,
             jobs_file: None,

@@ -50,6 +50,13 @@ enum Cmd {
         /// Component instances that may run at once; beyond, requests answer 503.
         #[arg(long, default_value_t = edgehost::DEFAULT_MAX_CONCURRENT_INSTANCES)]
         max_concurrent_instances: usize,
+        /// Connections one client (peer address) may hold open; 0 lifts the cap (behind a
+        /// proxy every client has the proxy's address).
+        #[arg(long, default_value_t = edgehost::Admission::default().connections_per_client)]
+        max_connections_per_client: usize,
+        /// Instance slots one client may hold at once; 0 lifts the cap.
+        #[arg(long, default_value_t = edgehost::Admission::default().instances_per_client)]
+        max_instances_per_client: usize,
         /// Do not run the periodic jobs of jobs.toml (start-up jobs still run).
         #[arg(long)]
         no_scheduler: bool,
@@ -105,6 +112,8 @@ async fn main() -> Result<()> {
             max_instance_memory,
             request_timeout,
             max_concurrent_instances,
+            max_connections_per_client,
+            max_instances_per_client,
             no_scheduler,
             production,
             relay_internal_listen,
@@ -139,6 +148,11 @@ async fn main() -> Result<()> {
                 max_instance_memory,
                 request_timeout,
                 max_concurrent_instances,
+                admission: edgehost::Admission {
+                    connections_per_client: max_connections_per_client,
+                    instances_per_client: max_instances_per_client,
+                    ..Default::default()
+                },
                 scheduler: !no_scheduler,
                 mode: if production {
                     edgehost::Mode::Production

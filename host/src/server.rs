@@ -24,6 +24,7 @@ use wasmtime_wasi_http::WasiHttpView;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyPre};
 
+use crate::admission::{self, Admission, BodyRefused, Clients, RateGuarded};
 use crate::jobs::{JobClient, JobStats, Scheduler};
 use crate::limits::{InstanceLimiter, RunLimits};
 use crate::manifest::{FileMount, Manifest, warn};
@@ -38,6 +39,12 @@ use crate::{
 
 /// Response body type of the server.
 type Body = UnsyncBoxBody<Bytes, anyhow::Error>;
+/// A request body as a guest reads it: read whole by the host, or streamed at the
+/// minimum rate ([`crate::admission`]).
+type GuestBody = UnsyncBoxBody<Bytes, wasmtime_wasi_http::Error>;
+/// An instance slot, and the client's share it counts against; held until the guest has
+/// finished.
+type Slot = (OwnedSemaphorePermit, admission::InstanceGuard);
 
 /// How long `shutdown` waits for in-flight requests.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -225,6 +232,9 @@ struct App {
     limits: RunLimits,
     /// One permit per instance that may run at once.
     slots: Arc<Semaphore>,
+    /// What one client may hold, and how slowly a request may arrive.
+    admission: Admission,
+    clients: Arc<Clients>,
     /// The jobs file's jobs (empty without one).
     jobs: Vec<jobs::JobSpec>,
 }
@@ -385,6 +395,8 @@ async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> 
         state_dir: state_dir.clone(),
         limits,
         slots: Arc::new(Semaphore::new(opts.max_concurrent_instances.max(1))),
+        admission: opts.admission,
+        clients: Arc::default(),
         jobs,
         name: manifest.application.name.clone(),
         router,
@@ -530,7 +542,16 @@ async fn serve(mut app: App, mut stop: watch::Receiver<bool>) {
                 }
             },
         };
+        // A client at its cap of connections gets no more (the socket is closed).
+        let Some(held) = app
+            .clients
+            .connect(client.ip(), app.admission.connections_per_client)
+        else {
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
+        let header_timeout = app.admission.header_timeout;
         let app = app.clone();
         let service = hyper::service::service_fn(move |req| {
             let app = app.clone();
@@ -538,11 +559,14 @@ async fn serve(mut app: App, mut stop: watch::Receiver<bool>) {
         });
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
             .serve_connection(TokioIo::new(stream), service)
             .with_upgrades();
         let (alive, mut stop) = (alive.clone(), stop.clone());
         tokio::spawn(async move {
             let _alive = alive;
+            // Held while the connection is served (an upgraded socket leaves the count).
+            let _held = held;
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => return,
@@ -625,11 +649,42 @@ impl App {
                 );
             }
         };
-        // Refuse at once rather than queue without bound when every slot is taken.
+        // A small body arrives whole before an instance is taken; a large one streams
+        // in, at the minimum rate.
+        let (parts, body) = req.into_parts();
+        let declared = parts
+            .headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let body: GuestBody = match declared {
+            Some(len) if len <= self.admission.small_body => {
+                let within = self.admission.small_body_deadline(len);
+                match admission::read_small(body, within).await {
+                    Ok(bytes) => Full::new(bytes)
+                        .map_err(|never| match never {})
+                        .boxed_unsync(),
+                    Err(BodyRefused::TooSlow) => return (id, too_slow()),
+                    Err(BodyRefused::Broken) => {
+                        return (id, text(StatusCode::BAD_REQUEST, "Bad Request"));
+                    }
+                }
+            }
+            _ => RateGuarded::new(body, &self.admission).boxed_unsync(),
+        };
+        let req = Request::from_parts(parts, body);
+        // Refuse at once rather than queue without bound when every slot is taken, or
+        // when this client holds its share of them.
+        let Some(held) = self
+            .clients
+            .instance(client.ip(), self.admission.instances_per_client)
+        else {
+            return (id, busy());
+        };
         let Ok(slot) = self.slots.clone().try_acquire_owned() else {
             return (id, busy());
         };
-        match self.call(component, req, slot).await {
+        match self.call(component, req, (slot, held)).await {
             Ok(resp) => (id, resp),
             Err(CallError::Busy) => (id, busy()),
             Err(CallError::Timeout) => {
@@ -654,8 +709,8 @@ impl App {
     async fn call(
         &self,
         c: &LoadedComponent,
-        req: Request<Incoming>,
-        slot: OwnedSemaphorePermit,
+        req: Request<GuestBody>,
+        slot: Slot,
     ) -> Result<Response<Body>, CallError> {
         let deadline = Instant::now() + self.limits.timeout;
         let (store, proxy) = self.instantiate(c, deadline).await?;
@@ -691,7 +746,7 @@ async fn run_handler<B>(
     proxy: Proxy,
     req: Request<B>,
     deadline: Instant,
-    slot: OwnedSemaphorePermit,
+    slot: Slot,
 ) -> Result<Response<Body>, CallError>
 where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
@@ -767,6 +822,10 @@ pub async fn bench_instantiation(
     for _ in 0..iterations {
         let start = Instant::now();
         let slot = app.slots.clone().try_acquire_owned()?;
+        let held = app
+            .clients
+            .instance(std::net::Ipv4Addr::LOCALHOST.into(), 0)
+            .ok_or_else(|| anyhow!("no instance slot"))?;
         let (store, proxy) = app.instantiate(c, start + app.limits.timeout).await?;
         let instantiated = start.elapsed();
         let req = Request::builder()
@@ -781,7 +840,7 @@ pub async fn bench_instantiation(
             proxy,
             req,
             start + app.limits.timeout,
-            slot,
+            (slot, held),
         )
         .await?;
         resp.into_body().collect().await?;
@@ -829,6 +888,15 @@ fn prepare_request(
         }
     }
     Ok(Request::from_parts(parts, body))
+}
+
+/// 408 for a request whose body did not arrive in time (the connection is closed).
+fn too_slow() -> Response<Body> {
+    let mut response = text(StatusCode::REQUEST_TIMEOUT, "Request Timeout");
+    response
+        .headers_mut()
+        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// 503 for a request that found every instance slot busy.

@@ -1800,3 +1800,129 @@ async fn only_the_operator_suspends_and_a_suspended_tenant_is_refused_everywhere
         200
     );
 }
+
+/// Opens `n` connections from `source` (a loopback address of its own) that each send
+/// `head` and then one byte of the body per second, until `for_how_long` has passed.
+/// Answers how many connections were accepted (a refused one is closed at once) and the
+/// status lines the server wrote back.
+async fn trickle(
+    addr: std::net::SocketAddr,
+    source: &str,
+    n: usize,
+    head: String,
+    for_how_long: Duration,
+) -> (usize, Vec<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        let head = head.clone();
+        let source: std::net::IpAddr = source.parse().unwrap();
+        tasks.push(tokio::spawn(async move {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind((source, 0).into()).unwrap();
+            let Ok(mut stream) = socket.connect(addr).await else {
+                return (false, String::new());
+            };
+            if stream.write_all(head.as_bytes()).await.is_err() {
+                return (false, String::new());
+            }
+            let until = tokio::time::Instant::now() + for_how_long;
+            let mut answer = Vec::new();
+            let mut buf = [0u8; 512];
+            loop {
+                tokio::select! {
+                    read = stream.read(&mut buf) => match read {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => answer.extend_from_slice(&buf[..k]),
+                    },
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                        if tokio::time::Instant::now() >= until || stream.write_all(b"x").await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            let text = String::from_utf8_lossy(&answer).to_string();
+            let accepted = !text.is_empty() || tokio::time::Instant::now() >= until;
+            (accepted, text.lines().next().unwrap_or_default().to_string())
+        }));
+    }
+    let mut accepted = 0;
+    let mut statuses = Vec::new();
+    for task in tasks {
+        let (ok, status) = task.await.unwrap();
+        accepted += usize::from(ok);
+        statuses.push(status);
+    }
+    (accepted, statuses)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_clients_from_one_address_do_not_starve_the_others() {
+    let p = platform().await;
+    let (t, ada, _) = cast(&p).await;
+    let addr = p.addr();
+    // 260 connections from one address, each declaring a 1000-byte body and sending a
+    // byte a second (the attack that held every instance slot); and 200 uploads from
+    // another address, declaring 10 MB, streamed into the guest a byte a second.
+    let login = format!(
+        "POST /api/users/login HTTP/1.1\r\nHost: x\r\nx-api-key: {}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{{",
+        t.api_key
+    );
+    let upload = format!(
+        "POST /api/files HTTP/1.1\r\nHost: x\r\nx-api-key: {}\r\nauthorization: Bearer {}\r\ncontent-type: application/octet-stream\r\nx-file-name: slow.bin\r\ncontent-length: 10000000\r\n\r\nx",
+        t.api_key, ada.token
+    );
+    let slow = tokio::spawn(trickle(
+        addr,
+        "127.0.0.2",
+        260,
+        login,
+        Duration::from_secs(25),
+    ));
+    let uploads = tokio::spawn(trickle(
+        addr,
+        "127.0.0.3",
+        200,
+        upload,
+        Duration::from_secs(25),
+    ));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Meanwhile another client's requests answer as usual.
+    let mut latencies = Vec::new();
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(16) {
+        let t0 = std::time::Instant::now();
+        let status = p
+            .as_client(&t, Method::GET, "/api/broadcasts/live")
+            .status()
+            .await;
+        latencies.push(t0.elapsed());
+        assert_eq!(status, 200, "request {} during the attack", latencies.len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    latencies.sort();
+    let p99 = latencies[latencies.len() * 99 / 100];
+    println!(
+        "{} requests during the attack: p50 {:?}, p99 {p99:?}",
+        latencies.len(),
+        latencies[latencies.len() / 2]
+    );
+    let (accepted, statuses) = slow.await.unwrap();
+    // One address holds at most 256 connections, and no slow body reached an instance:
+    // each was answered 408 once it fell behind.
+    assert!(accepted <= 256, "{accepted} connections accepted");
+    let timed_out = statuses.iter().filter(|s| s.contains(" 408 ")).count();
+    assert!(timed_out >= 250, "{timed_out} answered 408: {statuses:?}");
+    let (_, upload_statuses) = uploads.await.unwrap();
+    // At most its share of instances went to the slow uploads; the rest were refused at
+    // once, and those admitted were cut off at the minimum rate.
+    let refused = upload_statuses
+        .iter()
+        .filter(|s| s.contains(" 503 "))
+        .count();
+    assert!(
+        refused >= 200 - 128,
+        "{refused} refused: {upload_statuses:?}"
+    );
+}
