@@ -1,6 +1,7 @@
 //! Races the back ends could decide differently, decided the same on each: concurrent
-//! status changes, concurrent co-host approvals for the last slot, and concurrent uses of
-//! one refresh token. (The suite runs on SQLite, and on PostgreSQL when the test command
+//! status changes, concurrent co-host approvals for the last slot, concurrent uses of one
+//! refresh token, and 64 requests racing for the last places under a cap (webhook
+//! endpoints, open uploads, restream targets). (The suite runs on SQLite, and on PostgreSQL when the test command
 //! selects it.)
 
 use futures_util::future::join_all;
@@ -193,4 +194,66 @@ async fn concurrent_uses_of_one_refresh_token_revoke_its_family() {
         .send_json(&json!({"refreshToken": login["refreshToken"]}))
         .await;
     assert_eq!(status, 200);
+}
+
+/// Counts each 64-way race's answers: (created, refused with `code`).
+fn tally(answers: &[(reqwest::StatusCode, Value)], code_refused: &str) -> (usize, usize) {
+    let created = answers.iter().filter(|(s, _)| *s == 201).count();
+    let refused = answers
+        .iter()
+        .filter(|(s, b)| *s == 409 && code(b) == code_refused)
+        .count();
+    let others: Vec<String> = answers
+        .iter()
+        .filter(|(s, b)| *s != 201 && code(b) != code_refused)
+        .map(|(s, b)| format!("{s} {}", code(b)))
+        .collect();
+    assert!(others.is_empty(), "{others:?}");
+    (created, refused)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn caps_hold_when_64_requests_race_for_them() {
+    let p = Platform::start_with(&[("webhook_allow_http", "true")]).await;
+    let t = p.register_client("Caps").await;
+    let ada = p.signup(&t, "ada").await;
+
+    // Webhook endpoints: at most 20 per tenant.
+    let adds = (0..64).map(|n| {
+        let body = json!({"url": format!("http://127.0.0.1:9/hook/{n}"), "events": ["*"]});
+        p.as_server(&t, Method::POST, "/api/v1/webhooks", Some(&body))
+            .answer()
+    });
+    let answers = join_all(adds).await;
+    assert_eq!(tally(&answers, "too_many_endpoints"), (20, 44));
+    let (_, list) = p
+        .as_server(&t, Method::GET, "/api/v1/webhooks?limit=200", None)
+        .answer()
+        .await;
+    assert_eq!(list["total"], 20);
+
+    // Resumable uploads: at most 20 open per user.
+    let declares = (0..64).map(|n| {
+        p.as_user(&ada, Method::POST, "/api/files/uploads")
+            .json(&json!({"filename": format!("f{n}.bin"), "size": 1024, "sha256": "0".repeat(64), "contentType": "application/octet-stream"}))
+            .answer()
+    });
+    let answers = join_all(declares).await;
+    assert_eq!(tally(&answers, "too_many_uploads"), (20, 44));
+
+    // Restream targets: at most 5 per broadcast.
+    let (_, b) = p
+        .as_user(&ada, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "Simulcast"}))
+        .await;
+    let path = format!("/api/broadcasts/{}/restreams", b["id"].as_str().unwrap());
+    let targets = (0..64).map(|n| {
+        p.as_user(&ada, Method::POST, &path)
+            .json(
+                &json!({"url": "rtmp://a.rtmp.youtube.com/live2", "streamKey": format!("key-{n}")}),
+            )
+            .answer()
+    });
+    let answers = join_all(targets).await;
+    assert_eq!(tally(&answers, "too_many_restreams"), (5, 59));
 }

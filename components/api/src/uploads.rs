@@ -168,14 +168,6 @@ pub fn create(ctx: &UserCtx) -> Reply {
     let plan = plan.ok_or_else(|| ApiError::internal("an upload without a plan"))?;
     let (tenant, user, now) = (&ctx.tenant, &ctx.user, ctx.now());
     let db = database::open()?;
-    if stored::open_count(&db, &tenant.client_id, &user.id, now)? >= MAX_OPEN_UPLOADS_PER_USER {
-        return Err(ApiError::conflict(
-            "too_many_uploads",
-            format!(
-                "at most {MAX_OPEN_UPLOADS_PER_USER} uploads may be open at once: complete or delete one"
-            ),
-        ));
-    }
     let new = NewUpload {
         id: ids::uuid(),
         filename,
@@ -187,7 +179,22 @@ pub fn create(ctx: &UserCtx) -> Reply {
         is_public,
         expires_at: now + UPLOAD_TTL_SECS,
     };
-    let upload = stored::insert(&db, &tenant.client_id, &user.id, &new, now)?;
+    let capped = stored::insert_capped(
+        &db,
+        &tenant.client_id,
+        &user.id,
+        &new,
+        MAX_OPEN_UPLOADS_PER_USER,
+        now,
+    )?;
+    let Some(upload) = capped else {
+        return Err(ApiError::conflict(
+            "too_many_uploads",
+            format!(
+                "at most {MAX_OPEN_UPLOADS_PER_USER} uploads may be open at once: complete or delete one"
+            ),
+        ));
+    };
     Ok(json(201, &view(&upload, &[], &Links::load())))
 }
 

@@ -117,20 +117,6 @@ pub fn create(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let key = secret_key()?;
     let db = common::spin::store::open()?;
     let client_id = &ctx.tenant.client_id;
-    let (_, count) = store::list(
-        &db,
-        client_id,
-        Page {
-            limit: 1,
-            offset: 0,
-        },
-    )?;
-    if count >= MAX_ENDPOINTS {
-        return Err(ApiError::conflict(
-            "too_many_endpoints",
-            format!("a tenant may have at most {MAX_ENDPOINTS} webhook endpoints"),
-        ));
-    }
     let id = store::new_endpoint_id();
     let secret = rules::new_secret();
     let sealed = key.seal(&secret, &store::secret_context(client_id, &id))?;
@@ -141,7 +127,12 @@ pub fn create(ctx: &ServerCtx) -> Result<Response, ApiError> {
         events: &events,
         secret_sealed: &sealed,
     };
-    let ep = store::insert(&db, client_id, &new, ctx.now())?;
+    let Some(ep) = store::insert_capped(&db, client_id, &new, MAX_ENDPOINTS, ctx.now())? else {
+        return Err(ApiError::conflict(
+            "too_many_endpoints",
+            format!("a tenant may have at most {MAX_ENDPOINTS} webhook endpoints"),
+        ));
+    };
     let mut answer = view(&ep, ctx.now());
     answer["secret"] = secret.into();
     Ok(json(201, &answer))

@@ -119,6 +119,15 @@ pub fn by_id(db: &Db, client_id: &str) -> Result<Option<Tenant>, ApiError> {
         .map(tenant_of))
 }
 
+/// Takes the client's row lock for the rest of the transaction (on SQLite the write lock
+/// is already held), so that a per-tenant cap is counted and filled one request at a time.
+pub fn lock(db: &Db, client_id: &str) -> Result<(), ApiError> {
+    db.execute(
+        "UPDATE sdk_clients SET client_id = client_id WHERE client_id = ?",
+        &[client_id.into()],
+    )
+}
+
 /// Suspends the client (`at` the time) or, with `None`, reinstates it: answers whether
 /// such a client exists.
 pub fn set_suspended(db: &Db, client_id: &str, at: Option<i64>) -> Result<bool, ApiError> {

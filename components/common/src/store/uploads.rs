@@ -70,6 +70,25 @@ pub struct NewUpload {
 }
 
 /// Records a new `open` upload of `owner_id`.
+/// Declares an upload unless its owner has `cap` open already (`None` then): counted and
+/// inserted under the owner's row lock, so concurrent declarations cannot pass the cap.
+pub fn insert_capped(
+    db: &Db,
+    client_id: &str,
+    owner_id: &str,
+    new: &NewUpload,
+    cap: i64,
+    now: i64,
+) -> Result<Option<UploadRow>, ApiError> {
+    db.transaction(|tx| {
+        super::users::lock(tx, client_id, owner_id)?;
+        if open_count(tx, client_id, owner_id, now)? >= cap {
+            return Ok(None);
+        }
+        insert(tx, client_id, owner_id, new, now).map(Some)
+    })
+}
+
 pub fn insert(
     db: &Db,
     client_id: &str,

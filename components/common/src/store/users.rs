@@ -74,6 +74,15 @@ pub fn insert(db: &Db, client_id: &str, new: &NewUser<'_>, now: i64) -> Result<b
     Ok(!stored.is_empty())
 }
 
+/// Takes the user's row lock for the rest of the transaction (on SQLite the write lock is
+/// already held), so that a per-user cap is counted and filled one request at a time.
+pub fn lock(db: &Db, client_id: &str, id: &str) -> Result<(), ApiError> {
+    db.execute(
+        "UPDATE users SET id = id WHERE client_id = ? AND id = ?",
+        &[client_id.into(), id.into()],
+    )
+}
+
 pub fn by_id(db: &Db, client_id: &str, id: &str) -> Result<Option<User>, ApiError> {
     Ok(db
         .query_one(

@@ -64,6 +64,28 @@ pub struct NewEndpoint<'a> {
     pub secret_sealed: &'a str,
 }
 
+/// Adds an endpoint unless the tenant has `cap` already (`None` then): counted and
+/// inserted under the tenant's row lock, so concurrent adds cannot pass the cap.
+pub fn insert_capped(
+    db: &Db,
+    client_id: &str,
+    new: &NewEndpoint<'_>,
+    cap: i64,
+    now: i64,
+) -> Result<Option<Endpoint>, ApiError> {
+    db.transaction(|tx| {
+        super::tenants::lock(tx, client_id)?;
+        let count = tx.count(
+            "SELECT COUNT(*) FROM webhook_endpoints WHERE client_id = ?",
+            params![client_id],
+        )?;
+        if count >= cap {
+            return Ok(None);
+        }
+        insert(tx, client_id, new, now).map(Some)
+    })
+}
+
 pub fn insert(
     db: &Db,
     client_id: &str,
