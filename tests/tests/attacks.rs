@@ -1926,3 +1926,88 @@ async fn slow_clients_from_one_address_do_not_starve_the_others() {
         "{refused} refused: {upload_statuses:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stolen_session_ends_with_its_refresh_family() {
+    let p = platform().await;
+    let (t, ada, _) = cast(&p).await;
+    let profile = |token: &str| {
+        p.request(Method::GET, "/api/users/profile/full")
+            .header("x-api-key", &t.api_key)
+            .bearer_auth(token.to_string())
+            .status()
+    };
+    // Signup opened a session (its access token and refresh token); the thief and the
+    // owner both refresh from it.
+    let refresh = |rt: String| {
+        p.as_client(&t, Method::POST, "/api/users/refresh")
+            .json(&json!({ "refreshToken": rt }))
+            .answer()
+    };
+    let (status, rotated) = refresh(ada.refresh_token.clone()).await;
+    assert_eq!(status, 200, "{rotated}");
+    let newer = rotated["token"].as_str().unwrap().to_string();
+    assert_eq!(profile(&ada.token).await, 200);
+    assert_eq!(profile(&newer).await, 200);
+    // The old refresh token again: theft. Its whole family is revoked, and with it every
+    // access token issued in the session, not only the refresh tokens.
+    let (status, reused) = refresh(ada.refresh_token.clone()).await;
+    assert_eq!(status, 401, "{reused}");
+    for token in [&ada.token, &newer] {
+        let (status, body) = p
+            .request(Method::GET, "/api/users/profile/full")
+            .header("x-api-key", &t.api_key)
+            .bearer_auth(token)
+            .answer()
+            .await;
+        assert_eq!((status.as_u16(), code(&body)), (401, "token_revoked"));
+    }
+    // Another session of the same user is not touched.
+    let (status, login) = p
+        .as_client(&t, Method::POST, "/api/users/login")
+        .send_json(&json!({"username": "ada", "password": "correct horse battery"}))
+        .await;
+    assert_eq!(status, 200, "{login}");
+    assert_eq!(profile(login["token"].as_str().unwrap()).await, 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn login_time_does_not_tell_a_known_account_from_an_unknown_one() {
+    let p = platform().await;
+    let (t, _, _) = cast(&p).await;
+    let attempt = |login: String| {
+        let p = &p;
+        let t = &t;
+        async move {
+            let started = std::time::Instant::now();
+            let status = p
+                .as_client(t, Method::POST, "/api/users/login")
+                .json(&json!({"username": login, "password": "wrong password!"}))
+                .status()
+                .await;
+            assert_eq!(status, 401);
+            started.elapsed()
+        }
+    };
+    // Interleaved, each login string its own (the rate limit allows a few per login).
+    let (mut known, mut unknown) = (Vec::new(), Vec::new());
+    for round in 0..12 {
+        let name = if round % 2 == 0 { "ada" } else { "eve" };
+        if round % 4 < 2 {
+            known.push(attempt(name.to_string()).await);
+        } else {
+            unknown.push(attempt(format!("nobody{round}")).await);
+        }
+    }
+    known.sort();
+    unknown.sort();
+    let ratio = unknown[unknown.len() / 2].as_secs_f64() / known[known.len() / 2].as_secs_f64();
+    println!(
+        "median login: known account {:?}, unknown {:?} ({ratio:.2}x)",
+        known[known.len() / 2],
+        unknown[unknown.len() / 2]
+    );
+    // A password hash check is most of a login's time: an unknown account that skipped
+    // it would answer in a small fraction of a known one's time.
+    assert!((0.5..2.0).contains(&ratio), "{ratio:.2}x");
+}

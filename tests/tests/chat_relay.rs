@@ -205,6 +205,7 @@ async fn bad_or_missing_tokens_are_refused_before_the_upgrade() {
         tid: w.t.client_id.clone(),
         jti: "j".into(),
         tv: 0,
+        sid: None,
     };
     let expired = common::jwt::sign(JWT.as_bytes(), &claims, now - 7200, 3600);
     let foreign = common::jwt::sign(b"another-secret-entirely-0123456789", &claims, now, 3600);
@@ -967,6 +968,7 @@ fn mint(user: &User, tenant: &Tenant, now: i64, ttl: i64) -> String {
         tid: tenant.client_id.clone(),
         jti: format!("minted-{now}-{ttl}"),
         tv: 0,
+        sid: None,
     };
     common::jwt::sign(JWT.as_bytes(), &claims, now, ttl)
 }
@@ -1036,6 +1038,7 @@ async fn a_socket_refreshes_its_token_and_an_expired_one_reads_but_cannot_post()
             tid: w.t.client_id.clone(),
             jti: "f".into(),
             tv: 0,
+            sid: None,
         },
         now,
         3600,

@@ -153,9 +153,16 @@ fn issue_session(
     now: i64,
 ) -> Result<serde_json::Value, ApiError> {
     let secret = config::required("jwt_secret")?;
-    let token = jwt::issue_user_token(secret.as_bytes(), user_id, client_id, token_version, now);
-    let refresh = format!("rt_{}", ids::random_base62(48));
     let family = family.map_or_else(ids::uuid, str::to_string);
+    let token = jwt::issue_user_token(
+        secret.as_bytes(),
+        user_id,
+        client_id,
+        token_version,
+        &family,
+        now,
+    );
+    let refresh = format!("rt_{}", ids::random_base62(48));
     analytics::user_active(db, client_id, user_id, now)?;
     store::add_refresh_token(
         db,
@@ -269,34 +276,37 @@ pub fn login(ctx: &AppCtx) -> Result<Response, ApiError> {
     let bucket = format!("login:{}:{key}", tenant.client_id);
     rate_limits::attempt(&db, &bucket, LOGIN_FAILURES_ALLOWED, LOGIN_WINDOW_SECS, now)?;
     let found = store::by_login(&db, &tenant.client_id, login)?;
-    let account_bucket = found
-        .as_ref()
-        .map(|u| format!("login-account:{}:{}", tenant.client_id, u.id));
-    if let Some(account_bucket) = &account_bucket {
-        rate_limits::attempt(
-            &db,
-            account_bucket,
-            LOGIN_FAILURES_ALLOWED,
-            LOGIN_WINDOW_SECS,
-            now,
-        )?;
-    }
+    // An unknown login does the same work as a known one (an account budget of its own, a
+    // password check against a decoy hash), so the answer's timing tells them apart no
+    // more than its body does.
+    let account_bucket = match &found {
+        Some(u) => format!("login-account:{}:{}", tenant.client_id, u.id),
+        None => format!(
+            "login-account:{}:~{}",
+            tenant.client_id,
+            ids::sha256_hex(key.as_bytes())
+        ),
+    };
+    rate_limits::attempt(
+        &db,
+        &account_bucket,
+        LOGIN_FAILURES_ALLOWED,
+        LOGIN_WINDOW_SECS,
+        now,
+    )?;
     let hash = found
         .as_ref()
         .map_or(passwords::decoy_hash(), |u| u.password_hash.as_str());
-    let Some(user) = found
-        .as_ref()
-        .filter(|_| passwords::verify(&password, hash))
-    else {
+    // Checked whether or not the login names an account.
+    let valid = passwords::verify(&password, hash);
+    let Some(user) = found.as_ref().filter(|_| valid) else {
         return Err(ApiError::unauthorized(
             "invalid_credentials",
             "the login or password is not correct",
         ));
     };
     rate_limits::clear(&db, &bucket)?;
-    if let Some(account_bucket) = &account_bucket {
-        rate_limits::clear(&db, account_bucket)?;
-    }
+    rate_limits::clear(&db, &account_bucket)?;
     Ok(json(
         200,
         &issue_session(

@@ -72,6 +72,7 @@ mod tests {
             tid: tid.into(),
             jti: "j".into(),
             tv: 0,
+            sid: None,
         }
     }
 

@@ -23,6 +23,10 @@ pub struct UserClaims {
     /// The user's token version when issued; bumping it revokes older tokens.
     #[serde(default)]
     pub tv: i64,
+    /// The session the token belongs to (its refresh-token family): revoking the family
+    /// (a refresh token reused) revokes the access tokens issued in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sid: Option<String>,
 }
 
 fn at(epoch_secs: i64) -> DateTime<Utc> {
@@ -77,12 +81,14 @@ pub fn verify<T: DeserializeOwned + Clone>(
     Ok(token.claims().custom.clone())
 }
 
-/// A user access token for `user_id` in tenant `tenant_id`.
+/// A user access token for `user_id` in tenant `tenant_id`, of session `session` (its
+/// refresh-token family).
 pub fn issue_user_token(
     secret: &[u8],
     user_id: &str,
     tenant_id: &str,
     token_version: i64,
+    session: &str,
     now: i64,
 ) -> String {
     let claims = UserClaims {
@@ -90,6 +96,7 @@ pub fn issue_user_token(
         tid: tenant_id.to_string(),
         jti: crate::ids::uuid(),
         tv: token_version,
+        sid: Some(session.to_string()),
     };
     sign(secret, claims, now, USER_TOKEN_TTL_SECS)
 }
@@ -121,7 +128,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_expiry() {
-        let token = issue_user_token(b"secret", "u1", "t1", 3, NOW);
+        let token = issue_user_token(b"secret", "u1", "t1", 3, "s1", NOW);
         let claims: UserClaims = verify(b"secret", &token, NOW + 10).unwrap();
         assert_eq!(
             (claims.sub.as_str(), claims.tid.as_str(), claims.tv),

@@ -160,17 +160,20 @@ pub fn user_from_bearer(req: &Request, tenant: &Tenant) -> Result<CurrentUser, A
         ));
     }
     let db = super::store::open()?;
-    let user = crate::store::users::by_id(&db, &tenant.client_id, &claims.sub)?
-        .map(|u| CurrentUser {
-            id: u.id,
-            username: u.username,
-            email: u.email,
-            token_version: u.token_version,
-        })
-        .ok_or_else(|| {
-            ApiError::unauthorized("invalid_token", "the token's user no longer exists")
-        })?;
-    if user.token_version != claims.tv {
+    let (user, session_revoked) = crate::store::users::in_session(
+        &db,
+        &tenant.client_id,
+        &claims.sub,
+        claims.sid.as_deref(),
+    )?
+    .ok_or_else(|| ApiError::unauthorized("invalid_token", "the token's user no longer exists"))?;
+    let user = CurrentUser {
+        id: user.id,
+        username: user.username,
+        email: user.email,
+        token_version: user.token_version,
+    };
+    if user.token_version != claims.tv || session_revoked {
         return Err(ApiError::unauthorized(
             "token_revoked",
             "the token has been revoked",

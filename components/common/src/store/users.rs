@@ -83,6 +83,24 @@ pub fn lock(db: &Db, client_id: &str, id: &str) -> Result<(), ApiError> {
     )
 }
 
+/// The user `id` and whether its session `session` (a refresh-token family) was revoked,
+/// in one query: what every authenticated request checks.
+pub fn in_session(
+    db: &Db,
+    client_id: &str,
+    id: &str,
+    session: Option<&str>,
+) -> Result<Option<(User, bool)>, ApiError> {
+    Ok(db
+        .query_one(
+            "SELECT u.*, (SELECT COUNT(*) FROM refresh_tokens r WHERE r.family_id = ? AND r.revoked = 1) AS session_revoked \
+             FROM users u WHERE u.client_id = ? AND u.id = ?",
+            &[session.unwrap_or("").into(), client_id.into(), id.into()],
+        )?
+        .as_ref()
+        .map(|row| (from_row(row), row.int("session_revoked") > 0)))
+}
+
 pub fn by_id(db: &Db, client_id: &str, id: &str) -> Result<Option<User>, ApiError> {
     Ok(db
         .query_one(
