@@ -4,18 +4,16 @@
 //! - publish to first playable segment: from the encoder's start until the playlist lists
 //!   a segment that answers 200 (target: under 2 segment durations plus 1 s);
 //! - `INGESTS` (20) concurrent 2 Mbit/s ingests (copy, no transcoding) for `SECONDS`:
-//!   video frames sent by each encoder against the frames its HLS holds, the media rate
-//!   the media server measured, and the media server's CPU;
+//!   the video frames each listed HLS segment holds against those its duration says it
+//!   should, the media rate the media server measured, and the media server's CPU;
 //! - HLS to `VIEWERS` (1,000) concurrent keep-alive viewers: playlist and segment requests
 //!   per second for an open stream, a signed one, and the same files served by a plain
 //!   static nginx location, in one run.
 //!
-//! Run: `cargo bench -p platform-tests --bench media --profile host`. The load generator
-//! and the encoders share the machine with the media server: compare the rows of one run.
+//! Run: `cargo bench -p platform-tests --bench media --profile host` (needs `wrk`:
+//! `apt-get install -y wrk`). `wrk`, the encoders and the media server share the machine:
+//! compare the rows of one run.
 
-use bytes::Bytes;
-use http_body_util::Full;
-use platform_tests::load::{self, Plan};
 use platform_tests::media::{Publisher, clip_of, playlist_segments, tool, wait_for};
 use platform_tests::{Exchange, Method, Platform, User, env_or};
 use serde_json::{Value, json};
@@ -144,26 +142,31 @@ fn own_cpu_seconds() -> f64 {
     ticks as f64 / 100.0
 }
 
-/// Video packets in the segments of a stream's HLS directory.
-fn video_frames_in(dir: &Path) -> u64 {
-    let mut total = 0;
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.extension().is_none_or(|e| e != "ts") {
-            continue;
-        }
-        let out = std::process::Command::new(tool("ffprobe"))
-            .args(["-v", "error", "-select_streams", "v:0", "-count_packets"])
-            .args(["-show_entries", "stream=nb_read_packets", "-of", "csv=p=0"])
-            .arg(&path)
-            .output()
-            .expect("ffprobe");
-        total += String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse::<u64>()
-            .unwrap_or(0);
-    }
-    total
+/// The listed segments of a stream's HLS: each one's seconds (its `#EXTINF`) and video
+/// frames.
+fn listed_segments(dir: &Path) -> Vec<(f64, u64)> {
+    let playlist = std::fs::read_to_string(dir.join("index.m3u8")).unwrap_or_default();
+    let durations = playlist
+        .lines()
+        .filter_map(|l| l.strip_prefix("#EXTINF:"))
+        .filter_map(|l| l.trim_end_matches(',').parse::<f64>().ok());
+    durations
+        .zip(playlist_segments(&playlist))
+        .map(|(seconds, segment)| {
+            let out = std::process::Command::new(tool("ffprobe"))
+                .args(["-v", "error", "-select_streams", "v:0", "-count_packets"])
+                .args(["-show_entries", "stream=nb_read_packets", "-of", "csv=p=0"])
+                .arg(dir.join(&segment))
+                .output()
+                .expect("ffprobe");
+            // ffprobe prints the count once per section it lists: the first is enough.
+            let frames = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .find_map(|l| l.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            (seconds, frames)
+        })
+        .collect()
 }
 
 async fn concurrent_ingests(p: &Platform, user: &User, clip: &Path, n: usize, seconds: u64) {
@@ -173,26 +176,13 @@ async fn concurrent_ingests(p: &Platform, user: &User, clip: &Path, n: usize, se
     for _ in 0..n {
         streams.push(broadcast(p, user, "public").await);
     }
-    let progress_dir = tempfile::tempdir().unwrap();
     let nginx_before = group_cpu_seconds(pgid);
     let own_before = own_cpu_seconds();
     let started = Instant::now();
-    let mut publishers = Vec::new();
-    for (i, b) in streams.iter().enumerate() {
-        let progress = progress_dir.path().join(format!("{i}.txt"));
-        let child = tokio::process::Command::new(tool("ffmpeg"))
-            .args(["-nostdin", "-hide_banner", "-loglevel", "error", "-re"])
-            .args(["-stream_loop", "-1", "-i"])
-            .arg(clip)
-            .args(["-t", &seconds.to_string(), "-c", "copy", "-f", "flv"])
-            .arg("-progress")
-            .arg(&progress)
-            .arg(text(b, "rtmpUrl"))
-            .kill_on_drop(true)
-            .spawn()
-            .expect("ffmpeg");
-        publishers.push((child, progress));
-    }
+    let publishers: Vec<Publisher> = streams
+        .iter()
+        .map(|b| Publisher::start_clip(clip, &text(b, "rtmpUrl"), 1.0))
+        .collect();
     // Midway: every ingest live, and its media rate as the media server measured it.
     tokio::time::sleep(Duration::from_secs(seconds / 2)).await;
     let mut rates = Vec::new();
@@ -213,62 +203,77 @@ async fn concurrent_ingests(p: &Platform, user: &User, clip: &Path, n: usize, se
         rates.push(view["ingest"]["stats"]["mediaRate"].as_f64().unwrap());
         bitrates.push(view["ingest"]["stats"]["bitrate"].as_i64().unwrap_or(0));
     }
-    let mut exits = 0;
-    for (child, _) in &mut publishers {
-        let status = child.wait().await.expect("ffmpeg exits");
-        exits += usize::from(status.success());
-    }
+    let left = Duration::from_secs(seconds).saturating_sub(started.elapsed());
+    tokio::time::sleep(left).await;
+    // Still publishing: each listed segment holds the frames its duration says it should
+    // (30 fps); a frame the media server dropped is missing here.
     let wall = started.elapsed().as_secs_f64();
     let nginx_cpu = group_cpu_seconds(pgid) - nginx_before;
     let own_cpu = own_cpu_seconds() - own_before;
-    // Let nginx write each stream's last segment.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let mut lost = Vec::new();
-    let (mut sent_total, mut held_total) = (0u64, 0u64);
-    for ((_, progress), b) in publishers.iter().zip(&streams) {
-        let text_of = std::fs::read_to_string(progress).unwrap_or_default();
-        let sent: u64 = text_of
-            .lines()
-            .filter_map(|l| l.strip_prefix("frame="))
-            .filter_map(|v| v.trim().parse().ok())
-            .next_back()
-            .unwrap_or(0);
+    let (mut expected, mut held, mut media_seconds) = (0u64, 0u64, 0f64);
+    let mut short_segments = 0;
+    for b in &streams {
         let dir = media.state_dir().join("hls").join(text(b, "streamId"));
-        let held = video_frames_in(&dir);
-        sent_total += sent;
-        held_total += held;
-        lost.push(sent.saturating_sub(held));
+        for (secs, frames) in listed_segments(&dir) {
+            let should = (secs * 30.0).round() as u64;
+            expected += should;
+            held += frames;
+            media_seconds += secs;
+            short_segments += usize::from(frames < should);
+        }
+    }
+    for publisher in publishers {
+        publisher.stop().await;
     }
     rates.sort_by(f64::total_cmp);
     bitrates.sort();
     println!(
-        "{n} concurrent ingests at 2 Mbit/s for {seconds} s (copy): {exits}/{n} encoders finished cleanly; \
-         media rate min {:.3} median {:.3}; bitrate median {:.2} Mbit/s",
+        "{n} concurrent ingests at 2 Mbit/s for {seconds} s (copy): media rate min {:.3} median {:.3}; \
+         bitrate median {:.2} Mbit/s",
         rates[0],
         rates[rates.len() / 2],
         bitrates[bitrates.len() / 2] as f64 / 1e6
     );
     println!(
-        "  video frames sent {sent_total}, in HLS {held_total}; lost per stream: max {} (all streams: {:?})",
-        lost.iter().max().unwrap_or(&0),
-        lost
+        "  HLS written: {media_seconds:.0} s of media, {held} video frames of the {expected} they should hold at 30 fps \
+         ({} missing; {short_segments} segments short)",
+        expected.saturating_sub(held)
     );
     println!(
-        "  CPU over {wall:.1} s: nginx {:.1}% of a core, edgehost+agent+encoders' host process {:.1}%",
+        "  CPU over {wall:.1} s: nginx {:.1}% of a core; this process (edgehost, the agent, the bench) {:.1}%",
         nginx_cpu / wall * 100.0,
         own_cpu / wall * 100.0
     );
 }
 
-fn get(path: String) -> impl Fn(usize) -> hyper::Request<Full<Bytes>> + Send + Sync + 'static {
-    move |_| {
-        hyper::Request::get(path.as_str())
-            .body(Full::new(Bytes::new()))
-            .expect("request")
-    }
+/// One `wrk` run (an external load generator, so that the figures are nginx's and not
+/// this process's): `connections` keep-alive viewers for 5 s on 2 threads. Answers the
+/// requests per second and the latency percentiles.
+fn wrk(url: &str, connections: usize) -> (f64, String) {
+    let out = std::process::Command::new(tool("wrk"))
+        .args(["-t2", &format!("-c{connections}"), "-d5s", "--latency", url])
+        .output()
+        .expect("wrk runs (apt-get install -y wrk)");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let rate = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("wrk said: {text}"));
+    assert!(!text.contains("Non-2xx"), "{url}: {text}");
+    let percentile = |p: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(p).map(|v| v.trim().to_string()))
+            .unwrap_or_default()
+    };
+    (
+        rate,
+        format!("p50 {:>8}  p99 {:>8}", percentile("50%"), percentile("99%")),
+    )
 }
 
-/// A plain static nginx on a free loopback port serving `root` at `/hls/`: the baseline.
+/// A plain static nginx on a free loopback port serving `root` at `/hls/` (with the media
+/// server's open-file cache): the baseline.
 fn static_nginx(root: &Path, work: &Path) -> (std::process::Child, std::net::SocketAddr) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -282,6 +287,8 @@ fn static_nginx(root: &Path, work: &Path) -> (std::process::Child, std::net::Soc
             "daemon off; master_process on; worker_processes 1; pid {w}/static.pid; error_log stderr warn;\n\
              events {{ worker_connections 4096; }}\n\
              http {{ access_log off; sendfile on; tcp_nopush on; keepalive_timeout 65s;\n\
+               open_file_cache max=10000 inactive=30s; open_file_cache_valid 1s; open_file_cache_errors on;\n\
+               types {{ application/vnd.apple.mpegurl m3u8; video/mp2t ts; }}\n\
                client_body_temp_path {w}/b; proxy_temp_path {w}/p; fastcgi_temp_path {w}/f; uwsgi_temp_path {w}/u; scgi_temp_path {w}/s;\n\
                server {{ listen 127.0.0.1:{port}; location /hls/ {{ alias {r}/; }} }} }}\n",
             w = work.display(),
@@ -312,34 +319,16 @@ async fn serving(p: &Platform, user: &User, clip: &Path, viewers: usize) {
         wait_for("HLS", Duration::from_secs(30), || playable(&http, &hls)).await;
     }
     let media = p.media();
-    let hls_root = media.state_dir().join("hls");
     let work = tempfile::tempdir().unwrap();
-    let (mut baseline, static_addr) = static_nginx(&hls_root, work.path());
+    let (mut baseline, static_addr) = static_nginx(&media.state_dir().join("hls"), work.path());
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let plan = Plan {
-        connections: viewers,
-        max_requests: 2_000_000,
-        run_for: Duration::from_secs(5),
-        rate: None,
-    };
-    plan.describe();
-    let path_of = |url: &str| {
-        let rest = url.split("://").nth(1).unwrap();
-        rest[rest.find('/').unwrap()..].to_string()
-    };
+    println!(
+        "HLS to {viewers} concurrent keep-alive viewers (wrk, 2 threads, 5 s per row, same machine)"
+    );
     let mut rows = Vec::new();
     for (name, b) in [("open", &open), ("signed", &signed)] {
         let hls = text(b, "hlsUrl");
         let segment = playable(&http, &hls).await.expect("a segment");
-        let playlist = load::run(media.http_addr(), plan, 200, get(path_of(&hls)))
-            .await
-            .expect("playlist requests");
-        playlist.report(&format!("playlist ({name})"));
-        let seg = load::run(media.http_addr(), plan, 200, get(path_of(&segment)))
-            .await
-            .expect("segment requests");
-        seg.report(&format!("segment ({name})"));
-        // The same files, served plainly.
         let sid = text(b, "streamId");
         let file = segment
             .rsplit('/')
@@ -348,31 +337,43 @@ async fn serving(p: &Platform, user: &User, clip: &Path, viewers: usize) {
             .split('?')
             .next()
             .unwrap();
-        let plain_playlist = load::run(
-            static_addr,
-            plan,
-            200,
-            get(format!("/hls/{sid}/index.m3u8")),
-        )
-        .await
-        .expect("static playlist");
-        plain_playlist.report(&format!("playlist (static, {name}'s)"));
-        let plain_segment = load::run(static_addr, plan, 200, get(format!("/hls/{sid}/{file}")))
-            .await
-            .expect("static segment");
-        plain_segment.report(&format!("segment (static, {name}'s)"));
-        rows.push((
-            name,
-            playlist.per_second() / plain_playlist.per_second(),
-            seg.per_second() / plain_segment.per_second(),
-        ));
+        let mut ratio = Vec::new();
+        for (kind, served, plain) in [
+            (
+                "playlist",
+                hls.clone(),
+                format!("http://{static_addr}/hls/{sid}/index.m3u8"),
+            ),
+            (
+                "segment",
+                segment.clone(),
+                format!("http://{static_addr}/hls/{sid}/{file}"),
+            ),
+        ] {
+            let (rate, latency) = wrk(&served, viewers);
+            println!(
+                "{:<28} {rate:>9.0} req/s  {latency}",
+                format!("{kind} ({name})")
+            );
+            let (plain_rate, plain_latency) = wrk(&plain, viewers);
+            println!(
+                "{:<28} {plain_rate:>9.0} req/s  {plain_latency}",
+                format!("{kind} (plain static)")
+            );
+            ratio.push(rate / plain_rate);
+        }
+        rows.push((name, ratio[0], ratio[1]));
     }
     for (name, playlist, segment) in rows {
         println!(
             "{name} stream against plain static serving: playlist {playlist:.2}x, segment {segment:.2}x"
         );
     }
-    let _ = baseline.kill();
+    // SIGTERM: nginx's master stops its workers too (SIGKILL would leave them running).
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &baseline.id().to_string()])
+        .status();
+    let _ = baseline.wait();
     for encoder in encoders {
         encoder.stop().await;
     }

@@ -1,10 +1,12 @@
 //! The agent's shared state: the publishers the platform accepted, their health and
-//! restreams, the open-playback markers, and the end of a publish (which must reach the
-//! platform even when it is briefly away).
+//! restreams, the open-playback markers and the links from stream ids to the HLS nginx
+//! writes under keys, and the end of a publish (which must reach the platform even when
+//! it is briefly away).
 
 use crate::config::Config;
 use crate::logging::key_hint;
 use crate::platform::{Answer, Platform};
+use crate::playlist;
 use crate::restreams::{self, RestreamSet};
 use common::domain::media::protocol::{Accepted, PublishDone, RestreamReport, RestreamTarget};
 use common::domain::media::{HealthSample, Playback};
@@ -52,19 +54,34 @@ pub struct Publisher {
 }
 
 /// What the periodic tasks need to know of a publisher.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Live {
     pub connection: String,
     pub stream_id: String,
+    /// The stream's name in nginx (its `/stat`, its HLS directory).
+    pub key: String,
     pub client_id: u64,
     pub accepted_at: Instant,
+}
+
+impl std::fmt::Debug for Live {
+    /// The key's hint, never the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Live")
+            .field("connection", &self.connection)
+            .field("stream_id", &self.stream_id)
+            .field("key", &key_hint(&self.key))
+            .field("client_id", &self.client_id)
+            .field("accepted_at", &self.accepted_at)
+            .finish()
+    }
 }
 
 /// Where nginx listens, ports resolved.
 #[derive(Debug, Clone, Copy)]
 pub struct Addresses {
     pub rtmp: SocketAddr,
-    /// Where nginx reaches its own RTMP listener (its push, the restreams).
+    /// Where nginx reaches its own RTMP listener (the restreams play from it).
     pub local_rtmp: SocketAddr,
     pub http: SocketAddr,
     /// The statistics server (loopback).
@@ -81,6 +98,9 @@ pub struct Agent {
     /// Names this run of nginx: its client ids start again at 1 on every start.
     boot: Mutex<String>,
     publishers: Mutex<HashMap<String, Publisher>>,
+    /// Held while a publish is accepted (marker, link, registration) and while an ended
+    /// stream's files go, so that neither sees half of the other.
+    files: Mutex<()>,
     health: Mutex<HashMap<String, HealthSample>>,
     background: Mutex<JoinSet<()>>,
     pub restarts: AtomicU64,
@@ -110,6 +130,7 @@ impl Agent {
             restream_context,
             boot: Mutex::new(new_boot_id()),
             publishers: Mutex::default(),
+            files: Mutex::default(),
             health: Mutex::default(),
             background: Mutex::new(JoinSet::new()),
             restarts: AtomicU64::new(0),
@@ -127,6 +148,26 @@ impl Agent {
         format!("{}-{client_id}", lock(&self.boot))
     }
 
+    /// Readies an accepted publish before nginx hears the answer: the stream's playback
+    /// marker, and its link `hls/<stream id>` to the directory nginx will write,
+    /// `hls/<key>`; then records the publisher ([`Agent::register`]). Answers why not.
+    pub fn accept(
+        &self,
+        connection: &str,
+        key: &str,
+        client_id: u64,
+        accepted: &Accepted,
+        restream_delay: Duration,
+    ) -> Result<(), String> {
+        let _files = lock(&self.files);
+        self.set_marker(&accepted.stream_id, accepted.playback)
+            .map_err(|e| format!("cannot set the stream's playback marker: {e}"))?;
+        playlist::link(&self.paths.hls, &accepted.stream_id, key)
+            .map_err(|e| format!("cannot link the stream's HLS directory: {e}"))?;
+        self.register(connection, key, client_id, accepted, restream_delay);
+        Ok(())
+    }
+
     /// Records an accepted publisher and starts its restreams (after `restream_delay`:
     /// the stream exists only once nginx has taken the answer).
     pub fn register(
@@ -137,7 +178,7 @@ impl Agent {
         accepted: &Accepted,
         restream_delay: Duration,
     ) {
-        let mut restreams = RestreamSet::new(self.restream_context.clone(), &accepted.stream_id);
+        let mut restreams = RestreamSet::new(self.restream_context.clone(), key);
         restreams.reconcile(&accepted.restreams, restream_delay);
         let old = lock(&self.publishers).insert(
             connection.to_string(),
@@ -169,12 +210,18 @@ impl Agent {
             .any(|p| p.stream_id == stream_id)
     }
 
+    /// Whether some accepted publisher streams under `key`.
+    fn is_key_live(&self, key: &str) -> bool {
+        lock(&self.publishers).values().any(|p| p.key == key)
+    }
+
     pub fn live(&self) -> Vec<Live> {
         lock(&self.publishers)
             .iter()
             .map(|(connection, p)| Live {
                 connection: connection.clone(),
                 stream_id: p.stream_id.clone(),
+                key: p.key.clone(),
                 client_id: p.client_id,
                 accepted_at: p.accepted_at,
             })
@@ -257,21 +304,29 @@ impl Agent {
         let stream_id = publisher.stream_id.clone();
         let key = publisher.key.clone();
         drop(publisher);
-        // Viewers finish the last segments; then an open stream's marker and its
-        // thumbnail go (nginx removes the rest), unless the stream came back meanwhile.
+        self.report_done(connection, &key);
+        // Viewers finish the last segments; then an open stream's marker and the link to
+        // its key's directory go, unless the stream came back meanwhile (a new publish
+        // under another key has its own link), and the thumbnail in that directory goes
+        // unless the key came back (nginx removes the rest, and an emptied directory).
         let agent = Arc::downgrade(self);
         let grace = Duration::from_secs(self.config.playlist_secs.saturating_mul(3).max(30));
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
-            if let Some(agent) = agent.upgrade()
-                && !agent.is_live(&stream_id)
-            {
+            let Some(agent) = agent.upgrade() else {
+                return;
+            };
+            let _files = lock(&agent.files);
+            if !agent.is_live(&stream_id) {
                 let _ = agent.set_marker(&stream_id, Playback::Signed);
-                let thumbnail = agent.paths.hls.join(&stream_id).join("thumbnail.jpg");
-                let _ = std::fs::remove_file(thumbnail);
+                if let Err(e) = playlist::unlink(&agent.paths.hls, &stream_id, &key) {
+                    eprintln!("media-agent: cannot remove the HLS link of stream {stream_id}: {e}");
+                }
+            }
+            if !agent.is_key_live(&key) {
+                let _ = std::fs::remove_file(agent.paths.hls.join(&key).join("thumbnail.jpg"));
             }
         });
-        self.report_done(connection, &key);
     }
 
     /// Ends every publisher (nginx went away).

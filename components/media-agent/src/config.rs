@@ -4,10 +4,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// The internal application the ingest pushes to: it receives each stream under its
-/// stream id (after the rename) and writes HLS. Never reachable from outside the host.
-pub const INTERNAL_APP: &str = "hls-origin";
-
 /// Default of `RTMP_LISTEN`.
 pub const DEFAULT_RTMP_LISTEN: &str = "0.0.0.0:1935";
 /// Default of `HTTP_LISTEN`.
@@ -173,11 +169,6 @@ impl Config {
                 self.platform_url
             ));
         }
-        if self.rtmp_app == INTERNAL_APP {
-            return Err(format!(
-                "the RTMP application may not be named {INTERNAL_APP} (the media server's own)"
-            ));
-        }
         for (name, value) in [
             ("fragment_secs", self.fragment_secs),
             ("playlist_secs", self.playlist_secs),
@@ -277,10 +268,6 @@ mod tests {
                 .read_env(env(&[("ALLOW_PRIVATE_RESTREAMS", "maybe")]))
                 .is_err()
         );
-        let err = config
-            .read_env(env(&[("RTMP_APP", INTERNAL_APP)]))
-            .unwrap_err();
-        assert!(err.contains(INTERNAL_APP), "{err}");
         let mut config = Config::new("ftp://x", "s");
         assert!(config.check().is_err());
         config.platform_url = "https://live.example.com".into();

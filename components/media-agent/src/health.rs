@@ -112,10 +112,11 @@ pub async fn run(agent: Arc<Agent>) {
         tracked.retain(|connection, _| live.iter().any(|l| &l.connection == connection));
         for publisher in live {
             let entry = tracked.entry(publisher.connection.clone()).or_default();
+            // nginx names the stream as the encoder published it: by its key.
             let stream = streams.as_ref().and_then(|all| {
                 all.iter().find(|s| {
                     s.app == agent.config.rtmp_app
-                        && s.name == publisher.stream_id
+                        && s.name == publisher.key
                         && s.clients
                             .iter()
                             .any(|c| c.id == publisher.client_id && c.publishing)
@@ -149,7 +150,8 @@ pub async fn run(agent: Arc<Agent>) {
     }
 }
 
-/// Feeds the stream's segments not read yet (the newest few) to its keyframe tracker.
+/// Feeds the stream's segments not read yet (the newest few) to its keyframe tracker,
+/// read through the stream's link (`hls/<stream id>`).
 async fn scan_segments(agent: &Agent, stream_id: &str, tracker: &mut KeyframeTracker) {
     let segments = playlist::read(&agent.paths.hls, stream_id).await;
     let fresh: Vec<_> = segments
@@ -217,8 +219,8 @@ mod tests {
     #[test]
     fn a_sample_carries_the_metadata_and_rates() {
         let streams = stat::parse(include_str!("../fixtures/stat.xml")).unwrap();
-        let before = at(0.0, 100_000, Some(2_663));
-        let now = at(2.0, streams[0].bytes_in, Some(4_663));
+        let before = at(0.0, 100_000, Some(2_223));
+        let now = at(2.0, streams[0].bytes_in, Some(4_223));
         let s = sample(&streams[0], Some(&before), &now);
         assert_eq!(s.width, Some(320));
         assert_eq!(s.height, Some(240));
@@ -228,7 +230,7 @@ mod tests {
         assert_eq!(s.audio_codec.as_deref(), Some("AAC"));
         assert_eq!(s.audio_channels, Some(1));
         assert_eq!(s.audio_sample_rate, Some(44_100));
-        assert_eq!(s.bitrate, Some(144_444));
+        assert_eq!(s.bitrate, Some(106_012));
         assert_eq!(s.media_rate, Some(1.0));
         let first = sample(&streams[0], None, &now);
         assert_eq!(first.bitrate, None);

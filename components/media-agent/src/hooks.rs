@@ -1,7 +1,7 @@
 //! The listener nginx-rtmp notifies (loopback only): `on_publish`, `on_update` and
-//! `on_publish_done` of the ingest application, and `on_internal_publish` of the HLS one.
-//! Each answer is what nginx acts on: 2xx goes on, 3xx with `Location` renames the
-//! stream, anything else drops the client.
+//! `on_publish_done` of the ingest application. Each answer is what nginx acts on: 2xx
+//! goes on, anything else drops the client. The agent never renames a stream (a 3xx with
+//! `Location`): nginx-rtmp's HLS would keep writing under the name the encoder sent.
 
 use crate::agent::Agent;
 use crate::form;
@@ -77,12 +77,13 @@ async fn handle(agent: Arc<Agent>, token: &str, req: Request<Incoming>) -> Reply
         "on_publish" => on_publish(&agent, &form).await,
         "on_update" => on_update(&agent, &form).await,
         "on_publish_done" => on_publish_done(&agent, &form),
-        "on_internal_publish" => on_internal_publish(&agent, &form),
         _ => status(StatusCode::NOT_FOUND),
     }
 }
 
-/// A publisher connected: the platform decides, and names the stream.
+/// A publisher connected: the platform decides and names the stream; its public HLS
+/// directory (`hls/<stream id>`) is linked to the one nginx writes (`hls/<key>`) before
+/// nginx hears the answer.
 async fn on_publish(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
     let get = |name| form::get(form, name).unwrap_or("");
     let addr = get("addr");
@@ -127,13 +128,12 @@ async fn on_publish(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
         agent.report_done(&connection, key);
         return refuse("the platform named the stream with something other than a UUID".into());
     }
-    // The marker decides how the first playlist request is answered: it is in place
-    // before nginx hears of the stream.
-    if let Err(e) = agent.set_marker(&accepted.stream_id, accepted.playback) {
+    // The marker decides how the first playlist request is answered, and the link where
+    // it is read: both are in place before nginx hears of the stream.
+    if let Err(why) = agent.accept(&connection, key, client_id, &accepted, RESTREAM_DELAY) {
         agent.report_done(&connection, key);
-        return refuse(format!("cannot set the stream's playback marker: {e}"));
+        return refuse(why);
     }
-    agent.register(&connection, key, client_id, &accepted, RESTREAM_DELAY);
     eprintln!(
         "media-agent: publish accepted: stream {} (key {}, connection {connection}, {} restream{})",
         accepted.stream_id,
@@ -145,19 +145,13 @@ async fn on_publish(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
             "s"
         }
     );
-    let mut answer = status(StatusCode::FOUND);
-    if let Ok(location) = hyper::header::HeaderValue::from_str(&accepted.stream_id) {
-        answer
-            .headers_mut()
-            .insert(hyper::header::LOCATION, location);
-    }
-    answer
+    status(StatusCode::OK)
 }
 
 /// A publisher is still live (every `update_secs`): report its health and restreams.
 async fn on_update(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
     let get = |name| form::get(form, name).unwrap_or("");
-    // nginx also reports players (`update_play`: the push relay, restreams).
+    // nginx also reports players (`update_play`: the restreams).
     if get("call") != "update_publish" {
         return status(StatusCode::OK);
     }
@@ -228,17 +222,6 @@ fn on_publish_done(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
         agent.finish(&agent.connection(client_id), "the publisher left");
     }
     status(StatusCode::OK)
-}
-
-/// nginx's own push into the HLS application: only streams the platform accepted.
-fn on_internal_publish(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
-    let name = form::get(form, "name").unwrap_or("");
-    if form::get(form, "call") == Some("publish") && is_stream_id(name) && agent.is_live(name) {
-        status(StatusCode::OK)
-    } else {
-        eprintln!("media-agent: refused a publish into the HLS application");
-        status(StatusCode::FORBIDDEN)
-    }
 }
 
 /// Compares in time independent of where the inputs differ.

@@ -2,8 +2,9 @@
 //!
 //! Encoders publish RTMP to `rtmp://host/<rtmp_app>/<stream key>`. nginx asks the agent
 //! on every publish ([`hooks`]); the agent asks the platform (`POST /api/media/publish`,
-//! [`platform`]) and answers nginx with a rename to the stream's id, so that the stream
-//! (and its HLS, written by a second, internal application) is addressed by id, never by
+//! [`platform`]) and answers nginx. nginx writes an accepted stream's HLS under its key,
+//! in `<state>/hls/<key>/`, which no address reaches; before answering, the agent links
+//! `<state>/hls/<stream id>` to it, so that viewers address the stream by id, never by
 //! key. While the stream is live the agent reports its health ([`health`]) and restream
 //! states ([`restreams`]) with every update, keeps its thumbnail ([`thumbnails`]), and
 //! reports its end. HLS is served by nginx under `<hls_prefix>/<stream id>/`: openly for
@@ -32,7 +33,7 @@ pub mod thumbnails;
 pub mod ts;
 
 pub use config::{
-    Config, DEFAULT_HTTP_LISTEN, DEFAULT_RTMP_LISTEN, DEFAULT_STATE_DIR, ENVIRONMENT, INTERNAL_APP,
+    Config, DEFAULT_HTTP_LISTEN, DEFAULT_RTMP_LISTEN, DEFAULT_STATE_DIR, ENVIRONMENT,
     is_environment_variable,
 };
 
@@ -80,7 +81,6 @@ impl MediaServer {
             rtmp_listen: rtmp.addr,
             local_ip: local_rtmp.ip(),
             rtmp_app: &config.rtmp_app,
-            internal_app: INTERNAL_APP,
             hook_addr,
             hook_token: &hook_token,
             update_secs: config.update_secs,

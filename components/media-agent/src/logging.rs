@@ -66,6 +66,12 @@ mod tests {
         assert!(redacted.contains("'…cdef'"), "{redacted}");
         assert!(redacted.contains("11111111-2222-4333-8444-555555555555"));
         assert_eq!(redact_keys("pid 1234, 0xdeadbeef"), "pid 1234, 0xdeadbeef");
+        // nginx-rtmp's HLS names a stream's directory after its key.
+        let hls = format!("hls: mkdir() failed on '/srv/media/hls/{key}' (13: Permission denied)");
+        assert_eq!(
+            redact_keys(&hls),
+            "hls: mkdir() failed on '/srv/media/hls/…cdef' (13: Permission denied)"
+        );
     }
 
     #[test]

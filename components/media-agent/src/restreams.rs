@@ -1,7 +1,9 @@
 //! Restreams: one ffmpeg per target, copying the live stream from the media server to the
 //! target (no re-encoding). Each target reports its state to the platform with every
 //! update; its error text is chosen from fixed sentences, because ffmpeg's own messages
-//! quote the target's URL, and with it the broadcaster's key on that service.
+//! quote its URLs: the target's, and with it the broadcaster's key on that service, and
+//! the source's, which is the stream's key here (nginx knows the stream by its key).
+//! Neither URL is ever logged.
 
 use crate::address;
 use common::domain::media::RestreamState;
@@ -25,7 +27,7 @@ const EARLY: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct Context {
     pub ffmpeg: PathBuf,
-    /// `rtmp://<loopback>:<port>/<ingest app>`: the stream is `<this>/<stream id>`.
+    /// `rtmp://<loopback>:<port>/<ingest app>`: the stream is `<this>/<stream key>`.
     pub source_base: String,
     pub allow_private: bool,
 }
@@ -52,15 +54,17 @@ impl Drop for Target {
 /// The targets of one live stream. Dropping it stops them all.
 pub struct RestreamSet {
     context: Arc<Context>,
-    stream_id: String,
+    /// Where ffmpeg reads the stream: it names the stream key.
+    source: String,
     targets: HashMap<String, Target>,
 }
 
 impl RestreamSet {
-    pub fn new(context: Arc<Context>, stream_id: &str) -> RestreamSet {
+    /// The targets of the stream nginx knows as `key`.
+    pub fn new(context: Arc<Context>, key: &str) -> RestreamSet {
         RestreamSet {
+            source: format!("{}/{key}", context.source_base),
             context,
-            stream_id: stream_id.to_string(),
             targets: HashMap::new(),
         }
     }
@@ -80,7 +84,7 @@ impl RestreamSet {
             }));
             let task = tokio::spawn(run(
                 self.context.clone(),
-                format!("{}/{}", self.context.source_base, self.stream_id),
+                self.source.clone(),
                 target.url.clone(),
                 status.clone(),
                 delay,
@@ -229,14 +233,18 @@ async fn push(context: &Context, source: &str, url: &str, status: &Mutex<Status>
     let exit = child.wait().await.ok();
     let errors = errors.await.unwrap_or_default();
     let code = exit.and_then(|e| e.code());
-    describe_failure(&errors, code, was_live)
+    describe_failure(&errors, source, code, was_live)
 }
 
-/// Why ffmpeg stopped, in a fixed sentence: its output is read, never repeated.
-pub fn describe_failure(stderr: &str, code: Option<i32>, was_live: bool) -> String {
+/// Why ffmpeg stopped, in a fixed sentence: its output is read, never repeated. A
+/// complaint naming `source` (ffmpeg names the input it failed on) is the media server's
+/// side, whatever the words: the target was not even reached.
+pub fn describe_failure(stderr: &str, source: &str, code: Option<i32>, was_live: bool) -> String {
     let text = stderr.to_ascii_lowercase();
     let has = |needles: &[&str]| needles.iter().any(|n| text.contains(n));
-    let sentence = if has(&[
+    let sentence = if !source.is_empty() && stderr.contains(source) {
+        "the stream could not be read from the media server"
+    } else if has(&[
         "authentication",
         "unauthorized",
         "badname",
@@ -276,6 +284,7 @@ mod tests {
     use super::*;
 
     const URL: &str = "rtmp://a.rtmp.youtube.com/live2/abcd-efgh-ijkl-mnop";
+    const SOURCE: &str = "rtmp://127.0.0.1:1935/live/0123456789abcdef0123456789abcdef";
 
     #[test]
     fn failures_are_described_without_the_target() {
@@ -320,19 +329,42 @@ mod tests {
             ),
         ];
         for (stderr, live, expected) in cases {
-            let described = describe_failure(&stderr, Some(1), live);
+            let described = describe_failure(&stderr, SOURCE, Some(1), live);
             assert_eq!(described, expected, "{stderr}");
             assert!(!described.contains("youtube"));
             assert!(!described.contains("abcd"));
         }
         assert_eq!(
-            describe_failure(&format!("{URL}: something new"), Some(8), false),
+            describe_failure(&format!("{URL}: something new"), SOURCE, Some(8), false),
             "ffmpeg exited with status 8"
         );
         assert_eq!(
-            describe_failure("", None, false),
+            describe_failure("", SOURCE, None, false),
             "ffmpeg was stopped by a signal"
         );
+    }
+
+    #[test]
+    fn failures_of_the_source_are_described_without_its_key() {
+        // ffmpeg 5.1's words when the media server is away, and when it stops mid-stream.
+        for (stderr, live) in [
+            (
+                format!(
+                    "[tcp @ 0x55] Connection to tcp://127.0.0.1:1935?tcp_nodelay=0 failed: \
+                     Connection refused\n[rtmp @ 0x56] Cannot open connection \
+                     tcp://127.0.0.1:1935?tcp_nodelay=0\n{SOURCE}: Connection refused"
+                ),
+                false,
+            ),
+            (format!("{SOURCE}: Input/output error"), true),
+        ] {
+            let described = describe_failure(&stderr, SOURCE, Some(1), live);
+            assert_eq!(
+                described, "the stream could not be read from the media server",
+                "{stderr}"
+            );
+            assert!(!described.contains("0123"), "{described}");
+        }
     }
 
     #[tokio::test]
@@ -365,7 +397,7 @@ mod tests {
             source_base: "rtmp://127.0.0.1:1/live".into(),
             allow_private: false,
         });
-        let mut set = RestreamSet::new(context, "11111111-2222-4333-8444-555555555555");
+        let mut set = RestreamSet::new(context, "0123456789abcdef0123456789abcdef");
         let target = RestreamTarget {
             id: "t1".into(),
             url: "rtmp://10.0.0.1/app/secret-key".into(),

@@ -17,10 +17,9 @@ pub struct Values<'a> {
     /// Absolute.
     pub state_dir: &'a Path,
     pub rtmp_listen: SocketAddr,
-    /// The address nginx reaches its own RTMP listener on (its push, the restreams).
+    /// The address nginx reaches its own RTMP listener on: the restreams play from it.
     pub local_ip: IpAddr,
     pub rtmp_app: &'a str,
-    pub internal_app: &'a str,
     /// The agent's hook listener (loopback).
     pub hook_addr: SocketAddr,
     /// The first path segment of every hook (hex): only nginx knows it, so that another
@@ -49,13 +48,6 @@ pub fn render(v: &Values) -> Result<String, String> {
         )
     };
     safe_name(v.rtmp_app, "the RTMP application")?;
-    safe_name(v.internal_app, "the internal application")?;
-    if v.rtmp_app == v.internal_app {
-        return Err(format!(
-            "the RTMP application may not be named {}",
-            v.internal_app
-        ));
-    }
     safe_prefix(v.hls_prefix)?;
     if v.playback_key.len() < 32 || !v.playback_key.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err("the playback key is not hex".into());
@@ -66,15 +58,12 @@ pub fn render(v: &Values) -> Result<String, String> {
     if v.hook_token.is_empty() || !v.hook_token.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err("the hook token is not hex".into());
     }
-    let local_rtmp = SocketAddr::new(v.local_ip, v.rtmp_listen.port());
-    let values: [(&str, String); 15] = [
+    let values: [(&str, String); 13] = [
         ("load_module", load_module),
         ("state_dir", state_dir.to_string()),
         ("rtmp_listen", v.rtmp_listen.to_string()),
         ("local_ip", v.local_ip.to_string()),
-        ("local_rtmp", local_rtmp.to_string()),
         ("rtmp_app", v.rtmp_app.to_string()),
-        ("internal_app", v.internal_app.to_string()),
         (
             "hook_url",
             format!("http://{}/{}", v.hook_addr, v.hook_token),
@@ -183,7 +172,6 @@ mod tests {
             rtmp_listen: "0.0.0.0:1935".parse().unwrap(),
             local_ip: "127.0.0.1".parse().unwrap(),
             rtmp_app: "live",
-            internal_app: "hls-origin",
             hook_addr: "127.0.0.1:40001".parse().unwrap(),
             hook_token: "00ff",
             update_secs: 5,
@@ -210,11 +198,15 @@ mod tests {
             "listen 0.0.0.0:1935;",
             "application live {",
             "on_publish http://127.0.0.1:40001/00ff/on_publish;",
-            "on_publish http://127.0.0.1:40001/00ff/on_internal_publish;",
+            "on_update http://127.0.0.1:40001/00ff/on_update;",
+            "on_publish_done http://127.0.0.1:40001/00ff/on_publish_done;",
             "notify_update_timeout 5s;",
-            "push rtmp://127.0.0.1:1935/hls-origin;",
-            "application hls-origin {",
+            "allow play 127.0.0.1;",
+            "deny play all;",
+            "hls on;",
             "hls_path /var/lib/media-agent/hls;",
+            "hls_nested on;",
+            "hls_cleanup on;",
             "hls_fragment 2s;",
             "hls_playlist_length 10s;",
             "listen 0.0.0.0:8080;",
@@ -226,6 +218,44 @@ mod tests {
             "rtmp_stat all;",
         ] {
             assert!(conf.contains(expected), "missing {expected:?}");
+        }
+        // One application writes HLS itself under the stream's name: nothing relays it
+        // to a second one.
+        let applications: Vec<&str> = conf
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("application "))
+            .collect();
+        assert_eq!(applications, ["application live {"]);
+        assert!(
+            !conf.lines().any(|l| l.trim_start().starts_with("push ")),
+            "{conf}"
+        );
+        let ingest = &conf[conf.find("application live {").unwrap()..];
+        let ingest = &ingest[..ingest.find('}').unwrap()];
+        for directive in [
+            "hls on;",
+            "hls_nested on;",
+            "hls_cleanup on;",
+            "deny play all;",
+        ] {
+            assert!(ingest.contains(directive), "the ingest lacks {directive:?}");
+        }
+        // Viewers reach HLS by stream id only (never a key's directory), through the
+        // agent's symlinks: nothing may stop nginx from following them.
+        assert!(
+            !conf
+                .lines()
+                .any(|l| l.trim_start().starts_with("disable_symlinks"))
+        );
+        for alias in conf.lines().filter(|l| l.contains("alias ")) {
+            assert!(alias.contains("/hls/$sid/"), "{alias}");
+        }
+        for location in conf.lines().filter(|l| l.contains("(?<sid>")) {
+            assert!(
+                location.contains("(?<sid>[0-9a-f]{8}-[0-9a-f]{4}-"),
+                "{location}"
+            );
         }
         // The statistics never reach the public server.
         let public = &conf[conf.find("listen 0.0.0.0:8080;").unwrap()..];
@@ -244,7 +274,6 @@ mod tests {
         let conf = render(&v).unwrap();
         assert!(!conf.contains("load_module"));
         assert!(conf.contains("location ~ \"^/(?<sid>"));
-        assert!(conf.contains("push rtmp://[::1]:1935/hls-origin;"));
         assert!(conf.contains("allow play ::1;"));
     }
 
@@ -272,7 +301,7 @@ mod tests {
             );
         }
         let state = PathBuf::from("/srv/media");
-        for app in ["", "a b", "a;", "a}", "a/b", "hls-origin", "ä"] {
+        for app in ["", "a b", "a;", "a}", "a/b", "ä"] {
             let mut v = values(&state, &module, KEY);
             v.rtmp_app = app;
             assert!(render(&v).is_err(), "app {app:?}");

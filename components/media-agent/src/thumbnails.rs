@@ -1,11 +1,16 @@
 //! Each live stream's `thumbnail.jpg`, beside its playlist (served, and signed, like it):
 //! the first frame of its newest segment, refreshed when a new segment appears. Decoding
-//! costs CPU, so at most [`AT_ONCE`] ffmpeg runs at a time for the whole agent.
+//! costs CPU, so at most [`AT_ONCE`] ffmpeg runs at a time for the whole agent. It is
+//! written into the directory nginx writes the stream's HLS to (`hls/<key>`), which the
+//! stream's link (`hls/<stream id>`) names: resolved once per run, so that the segment is
+//! read and the thumbnail written in one directory even when a reconnect under another
+//! key moves the link meanwhile.
 
 use crate::agent::Agent;
+use crate::logging::redact_keys;
 use crate::playlist;
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -19,7 +24,7 @@ const RUN_LIMIT: Duration = Duration::from_secs(20);
 pub async fn run(agent: Arc<Agent>) {
     let slots = Arc::new(Semaphore::new(AT_ONCE));
     let busy: Arc<Mutex<HashSet<String>>> = Arc::default();
-    let mut done: HashMap<String, u64> = HashMap::new();
+    let mut done: HashMap<String, (PathBuf, u64)> = HashMap::new();
     let mut ticks = tokio::time::interval(Duration::from_secs(agent.config.thumbnail_secs));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut runs = tokio::task::JoinSet::new();
@@ -29,28 +34,30 @@ pub async fn run(agent: Arc<Agent>) {
         let live = agent.live();
         done.retain(|stream, _| live.iter().any(|l| &l.stream_id == stream));
         for stream in live {
-            let Some(newest) = playlist::read(&agent.paths.hls, &stream.stream_id)
-                .await
-                .pop()
-            else {
+            let Some(dir) = playlist::resolve(&agent.paths.hls, &stream.stream_id) else {
                 continue;
             };
-            if done.get(&stream.stream_id) == Some(&newest.number)
+            let Some(newest) = playlist::read_in(&dir).await.pop() else {
+                continue;
+            };
+            let this = (dir, newest.number);
+            if done.get(&stream.stream_id) == Some(&this)
                 || !lock(&busy).insert(stream.stream_id.clone())
             {
                 continue;
             }
-            done.insert(stream.stream_id.clone(), newest.number);
+            let dir = this.0.clone();
+            done.insert(stream.stream_id.clone(), this);
             let (agent, slots, busy) = (agent.clone(), slots.clone(), busy.clone());
             runs.spawn(async move {
-                if let Ok(_slot) = slots.acquire().await {
-                    let dir = playlist::stream_dir(&agent.paths.hls, &stream.stream_id);
-                    if let Err(e) = make(&agent.ffmpeg, &dir, &newest.name).await {
-                        eprintln!(
-                            "media-agent: no thumbnail for stream {}: {e}",
-                            stream.stream_id
-                        );
-                    }
+                // The slot is held until ffmpeg is done.
+                if let Ok(_slot) = slots.acquire().await
+                    && let Err(e) = make(&agent.ffmpeg, &dir, &newest.name).await
+                {
+                    eprintln!(
+                        "media-agent: no thumbnail for stream {}: {e}",
+                        stream.stream_id
+                    );
                 }
                 lock(&busy).remove(&stream.stream_id);
             });
@@ -59,13 +66,20 @@ pub async fn run(agent: Arc<Agent>) {
 }
 
 /// Writes `dir/thumbnail.jpg` from `dir/segment`, replacing the old one at once (a
-/// viewer never reads a half-written file).
+/// viewer never reads a half-written file). ffmpeg runs in `dir` and is given names
+/// within it only: `dir` holds a stream key, which neither its command line nor its
+/// complaints (in the error) repeat.
 pub async fn make(ffmpeg: &Path, dir: &Path, segment: &str) -> Result<(), String> {
-    let tmp = dir.join("thumbnail.tmp.jpg");
+    const TMP: &str = "thumbnail.tmp.jpg";
+    if segment.contains('/') || segment.starts_with('-') {
+        return Err("not a segment's name".into());
+    }
+    let tmp = dir.join(TMP);
     let mut command = crate::child::command(ffmpeg, libc::SIGKILL);
     command
+        .current_dir(dir)
         .args(["-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-i"])
-        .arg(dir.join(segment))
+        .arg(segment)
         .args(["-frames:v", "1", "-update", "1"])
         .args([
             "-vf",
@@ -73,13 +87,17 @@ pub async fn make(ffmpeg: &Path, dir: &Path, segment: &str) -> Result<(), String
             "-q:v",
             "5",
         ])
-        .arg(&tmp)
+        .arg(TMP)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
     let output = match tokio::time::timeout(RUN_LIMIT, command.output()).await {
         Ok(Ok(output)) => output,
-        Ok(Err(e)) => return Err(format!("ffmpeg could not run: {e}")),
+        Ok(Err(e)) => {
+            return Err(format!(
+                "ffmpeg could not run in the stream's directory: {e}"
+            ));
+        }
         Err(_) => return Err("ffmpeg took too long".into()),
     };
     if !output.status.success() {
@@ -88,7 +106,7 @@ pub async fn make(ffmpeg: &Path, dir: &Path, segment: &str) -> Result<(), String
         return Err(format!(
             "ffmpeg failed ({}): {}",
             output.status,
-            text.lines().last().unwrap_or("")
+            redact_keys(text.lines().last().unwrap_or(""))
         ));
     }
     // nginx's workers may run as another user (nobody, under root).

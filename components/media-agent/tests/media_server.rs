@@ -24,6 +24,8 @@ const KEY: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const OTHER_KEY: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 /// How long the test clip plays.
 const CLIP_SECS: u64 = 10;
+/// Its frame rate (a keyframe every second).
+const CLIP_FPS: f64 = 25.0;
 
 // ---------------------------------------------------------------------------------------
 // The fake platform.
@@ -176,10 +178,6 @@ fn clip() -> &'static Path {
 
 /// Publishes the clip to `rtmp://{addr}/live/{name}` in real time.
 fn publish(addr: SocketAddr, name: &str) -> Child {
-    publish_to(addr, "live", name)
-}
-
-fn publish_to(addr: SocketAddr, app: &str, name: &str) -> Child {
     Command::new("ffmpeg")
         .args([
             "-nostdin",
@@ -191,7 +189,7 @@ fn publish_to(addr: SocketAddr, app: &str, name: &str) -> Child {
         ])
         .arg(clip())
         .args(["-c", "copy", "-f", "flv"])
-        .arg(format!("rtmp://{addr}/{app}/{name}"))
+        .arg(format!("rtmp://{addr}/live/{name}"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -272,6 +270,72 @@ fn segment_lines(playlist: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// `#EXT-X-MEDIA-SEQUENCE`: the number of the first segment listed.
+fn media_sequence(playlist: &[u8]) -> Option<u64> {
+    String::from_utf8_lossy(playlist)
+        .lines()
+        .find_map(|l| l.strip_prefix("#EXT-X-MEDIA-SEQUENCE:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// The first listed segment: its `#EXTINF` duration and its name.
+fn first_segment(playlist: &[u8]) -> (f64, String) {
+    let text = String::from_utf8_lossy(playlist);
+    let mut duration = None;
+    for line in text.lines().map(str::trim) {
+        if let Some(value) = line.strip_prefix("#EXTINF:") {
+            duration = value.split(',').next().and_then(|d| d.parse::<f64>().ok());
+        } else if !line.is_empty() && !line.starts_with('#') {
+            return (
+                duration.expect("an #EXTINF before the segment"),
+                line.into(),
+            );
+        }
+    }
+    panic!("no segment listed: {text}");
+}
+
+/// The video packets (frames) of an MPEG-TS segment, counted by ffprobe.
+fn video_packets(segment: &[u8]) -> u64 {
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let path = work_dir().join(format!(
+        "segment-{}-{}.ts",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _scratch = Scratch(path.clone());
+    std::fs::write(&path, segment).unwrap();
+    let output = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0", "-count_packets"])
+        .args(["-show_entries", "stream=nb_read_packets", "-of", "csv=p=0"])
+        .arg(&path)
+        .output()
+        .expect("ffprobe (from ffmpeg) is not installed");
+    assert!(output.status.success(), "ffprobe failed: {output:?}");
+    // The stream is listed twice: on its own and in its MPEG-TS program.
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("ffprobe answered {text:?}"))
+}
+
+/// The names in `dir`, sorted.
+fn dir_entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+fn sorted<const N: usize>(names: [&str; N]) -> Vec<String> {
+    let mut names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    names.sort();
+    names
+}
+
 fn is_running(pid: u32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
     unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
@@ -289,6 +353,7 @@ async fn an_open_stream_plays_by_id_and_reports_its_health() {
     let mut publisher = publish(server.rtmp_addr(), KEY);
 
     let playlist_url = format!("{base}/{sid}/index.m3u8");
+    // Polled often: the broadcast's first segment is still listed when it appears.
     let (headers, playlist) = eventually("the playlist", Duration::from_secs(15), || async {
         let (status, headers, body) = get(&playlist_url).await;
         (status == 200 && !segment_lines(&body).is_empty()).then_some((headers, body))
@@ -310,11 +375,40 @@ async fn an_open_stream_plays_by_id_and_reports_its_health() {
     assert_eq!(header(&headers, "access-control-allow-origin"), "*");
     assert_eq!(segment.first(), Some(&0x47), "not MPEG-TS");
 
+    // The broadcast's first segment holds its first GOP: as many video frames as its
+    // duration says (the clip's frame rate), not a keyframe interval fewer.
+    assert_eq!(media_sequence(&playlist), Some(0), "not the first segment");
+    let (duration, first) = first_segment(&playlist);
+    assert_eq!(first, segments[0]);
+    let frames = video_packets(&segment);
+    let expected = duration * CLIP_FPS;
+    assert!(
+        (frames as f64 - expected).abs() <= 1.0,
+        "the first segment ({first}) claims {duration} s but holds {frames} frames at {CLIP_FPS} fps"
+    );
+
+    // nginx writes under the key, which only the disk knows; viewers reach it through the
+    // stream id's link.
+    let hls_dir = server.state_dir().join("hls");
+    assert!(hls_dir.join(KEY).join("index.m3u8").is_file());
+    assert!(
+        std::fs::symlink_metadata(hls_dir.join(sid))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read_link(hls_dir.join(sid)).unwrap(),
+        Path::new(KEY)
+    );
+    assert_eq!(dir_entries(&hls_dir), sorted([KEY, sid]));
+
     // Nothing is addressed by key, and nothing but HLS is served.
-    assert!(!server.state_dir().join("hls").join(KEY).exists());
     for path in [
         format!("/hls/{KEY}/index.m3u8"),
         format!("/hls/{KEY}/0.ts"),
+        format!("/hls/{KEY}/thumbnail.jpg"),
+        format!("/_signed/{sid}/index.m3u8"),
         format!("/hls/{}/index.m3u8", sid.to_uppercase()),
         format!("/hls/{sid}/nginx.conf"),
         format!("/hls/{sid}/../../nginx.conf"),
@@ -334,6 +428,12 @@ async fn an_open_stream_plays_by_id_and_reports_its_health() {
     .await;
     assert_eq!(header(&headers, "content-type"), "image/jpeg");
     assert_eq!(jpeg.get(..3), Some(&[0xff, 0xd8, 0xff][..]), "not a JPEG");
+    // Written into the key's directory, beside the segments; the link stays a link.
+    assert!(hls_dir.join(KEY).join("thumbnail.jpg").is_file());
+    assert_eq!(
+        std::fs::read_link(hls_dir.join(sid)).unwrap(),
+        Path::new(KEY)
+    );
 
     // A key the platform refuses, and a name that is no key at all, cannot publish.
     let refused = tokio::time::timeout(
@@ -352,18 +452,8 @@ async fn an_open_stream_plays_by_id_and_reports_its_health() {
     .expect("a publisher without a key is dropped at once")
     .unwrap();
     assert!(!not_a_key.success());
-    assert!(!server.state_dir().join("hls").join(OTHER_KEY).exists());
-    // Nor can anyone publish into the HLS application directly, even from this host.
-    let intruder = "e5a1c3b7-0d9f-4b2e-8c6a-4f7d1e9b3a20";
-    let direct = tokio::time::timeout(
-        Duration::from_secs(5),
-        publish_to(server.rtmp_addr(), media_agent::INTERNAL_APP, intruder).wait(),
-    )
-    .await
-    .expect("a direct publisher is dropped at once")
-    .unwrap();
-    assert!(!direct.success());
-    assert!(!server.state_dir().join("hls").join(intruder).exists());
+    // Neither wrote HLS nor got a link.
+    assert_eq!(dir_entries(&hls_dir), sorted([KEY, sid]));
 
     // The clip ends: the platform hears of it.
     let finished = tokio::time::timeout(Duration::from_secs(CLIP_SECS + 5), publisher.wait())
@@ -593,10 +683,12 @@ async fn a_restream_reaches_its_target_and_reports_live() {
         },
     )
     .await;
-    // The first updates may say "connecting"; none says anything but the fixed words.
+    // The first updates may say "connecting"; none says anything but the fixed words
+    // (neither the target's key nor the source's, the stream key).
     for update in platform.calls("/api/media/update") {
         let text = update.body["restreams"].to_string();
         assert!(!text.contains("target-key"), "{text}");
+        assert!(!text.contains(KEY), "{text}");
     }
     server.shutdown().await;
     let _ = receiver.kill().await;
