@@ -9,7 +9,10 @@
 //! As in Spin, the check runs at connect time on the resolved addresses: blocked ones
 //! are dropped, and when none is left the request fails with `destination-ip-prohibited`.
 //! An IPv4-compatible or -mapped IPv6 address is checked as its IPv4 address too, so
-//! `::ffff:127.0.0.1` cannot slip past a block of `127.0.0.0/8`.
+//! `::ffff:127.0.0.1` cannot slip past a block of `127.0.0.0/8`. `"private"` also blocks
+//! what the platform's own address rule forbids (`common::domain::network`): the
+//! IPv4-translated, NAT64 and 6to4 forms of a private address, which `is_global` lets
+//! through.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -54,7 +57,9 @@ impl BlockedNetworks {
 
     /// Whether a connection to `ip` is refused.
     pub fn is_blocked(&self, ip: IpAddr) -> bool {
-        if self.block_private && !IpNetwork::from(ip).is_global() {
+        if self.block_private
+            && (!IpNetwork::from(ip).is_global() || common::domain::network::is_forbidden(ip))
+        {
             return true;
         }
         if self.networks.iter().any(|n| n.contains(ip)) {
@@ -111,6 +116,11 @@ mod tests {
             "fc00::f00d",
             "fd12:3456::1",
             "fe80::1",
+            // IPv4-compatible, -translated, NAT64 and 6to4 forms of loopback.
+            "::127.0.0.1",
+            "::ffff:0:7f00:1",
+            "64:ff9b::7f00:1",
+            "2002:7f00:1::",
         ] {
             assert!(b.is_blocked(ip(private)), "{private}");
         }

@@ -1339,6 +1339,13 @@ async fn webhooks_reach_no_private_address_and_no_other_tenant() {
         "https://10.1.2.3/",
         "https://2130706433/",
         "http://hooks.example.com/",
+        // IPv6 forms that carry a loopback or private IPv4 address: compatible,
+        // translated, mapped, NAT64, 6to4.
+        "https://[::127.0.0.1]/",
+        "https://[::ffff:0:7f00:1]/",
+        "https://[::ffff:10.0.0.1]/",
+        "https://[64:ff9b::a9fe:a9fe]/",
+        "https://[2002:7f00:1::]/",
     ] {
         let body = json!({"url": url, "events": ["*"]});
         let (status, answer) = p

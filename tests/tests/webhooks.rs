@@ -996,4 +996,35 @@ async fn a_receiver_that_never_answers_does_not_hold_up_the_api() {
     let d = &list["items"][0];
     assert_eq!(d["state"], "pending");
     assert!(d["lastError"].as_str().unwrap().contains("15 s"), "{d}");
+    // A port nothing listens on reads the same as the silent receiver, with no latency:
+    // deliveries cannot be used to scan what the platform can reach.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (refused, _) = register(&p, &t, &format!("http://{closed}/in"), json!(["*"])).await;
+    server(
+        &p,
+        &t,
+        Method::POST,
+        &format!("/api/v1/webhooks/{refused}/test"),
+        None,
+    )
+    .await;
+    p.run_job("deliver-webhooks").await;
+    let (_, list) = server(
+        &p,
+        &t,
+        Method::GET,
+        &format!("/api/v1/webhooks/{refused}/deliveries"),
+        None,
+    )
+    .await;
+    let r = &list["items"][0];
+    assert_eq!(r["lastError"], d["lastError"], "{r}");
+    assert!(
+        r["latencyMs"].is_null() && d["latencyMs"].is_null(),
+        "{r} {d}"
+    );
+    assert!(!r.to_string().contains("ErrorCode"), "{r}");
 }

@@ -52,7 +52,9 @@ fn delivery_view(d: &Delivery) -> Value {
         "attempts": d.attempts,
         "lastStatus": d.last_status,
         "lastError": d.last_error,
-        "latencyMs": d.last_latency_ms,
+        // Only for an answer: how long a failed connection took would tell a refused port
+        // from a silent one.
+        "latencyMs": d.last_status.and(d.last_latency_ms),
         "lastAttemptAt": d.last_attempt_at.map(time::format_rfc3339),
         "nextAttemptAt": (d.state == "pending").then(|| time::format_rfc3339(d.next_attempt_at)),
         "createdAt": time::format_rfc3339(d.created_at),

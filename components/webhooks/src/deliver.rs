@@ -193,17 +193,24 @@ fn outcome_of(sent: Sent, now: i64) -> Outcome {
                     .and_then(|v| rules::parse_retry_after(v, now)),
             }
         }
-        Err(e) => Outcome::failed(None, describe(&e), latency_ms),
+        Err(e) => {
+            eprintln!("webhook delivery got no answer: {e}");
+            Outcome::failed(None, describe(&e), latency_ms)
+        }
     }
 }
 
+/// What the tenant is told of an attempt that got no answer. A refused connection, a
+/// failed TLS handshake, a name that resolves to a blocked address and a silent host read
+/// the same (and show no latency), so that endpoints cannot be used to scan what the
+/// platform can reach; the cause goes to the log.
 fn describe(e: &OutboundError) -> String {
     match e {
-        OutboundError::Timeout => format!("no answer within {} s", TIMEOUT.as_secs()),
-        OutboundError::Denied => {
-            "the destination is blocked by the platform's network policy".into()
-        }
-        other => other.to_string(),
+        OutboundError::Invalid(_) => "the endpoint's URL could not be used".into(),
+        _ => format!(
+            "no answer from the endpoint within {} s (it could not be reached or did not answer)",
+            TIMEOUT.as_secs()
+        ),
     }
 }
 
@@ -245,4 +252,23 @@ fn record(db: &Db, d: &DueDelivery, outcome: &Outcome, now: i64) -> Result<(), A
 fn jitter() -> f64 {
     let bytes = common::ids::random_bytes(2);
     f64::from(u16::from_le_bytes([bytes[0], bytes[1]])) / 65_536.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attempt_without_an_answer_reads_the_same_whatever_the_cause() {
+        let causes = [
+            OutboundError::Timeout,
+            OutboundError::Denied,
+            OutboundError::Unreachable("ErrorCode::ConnectionRefused".into()),
+            OutboundError::Unreachable("ErrorCode::TlsCertificateError".into()),
+            OutboundError::Unreachable("ErrorCode::DnsError(DnsErrorPayload { .. })".into()),
+        ];
+        let texts: Vec<String> = causes.iter().map(describe).collect();
+        assert!(texts.iter().all(|t| *t == texts[0]), "{texts:?}");
+        assert!(!texts[0].contains("ErrorCode"));
+    }
 }
