@@ -2018,3 +2018,62 @@ async fn login_time_does_not_tell_a_known_account_from_an_unknown_one() {
     // it would answer in a small fraction of a known one's time.
     assert!((0.5..2.0).contains(&ratio), "{ratio:.2}x");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_users_upload_never_runs_as_the_platforms_script() {
+    let p = platform().await;
+    let (_, ada, _) = cast(&p).await;
+    // The pages allow `script-src 'self'`: an uploaded script served from this origin as
+    // JavaScript would run for any injection. Active types are served as bytes to save.
+    for (name, ct, body) in [
+        ("steal.js", "text/javascript", "fetch('/api/wallet')"),
+        ("steal.mjs", "application/javascript", "import('/x')"),
+        ("look.css", "text/css", "body{background:url(/x)}"),
+        ("page.html", "text/html", "<script>alert(1)</script>"),
+        ("image.svg", "image/svg+xml", "<svg onload=alert(1)></svg>"),
+    ] {
+        let (status, file) = p
+            .as_user(
+                &ada,
+                Method::POST,
+                &format!("/api/files?filename={name}&public=true"),
+            )
+            .header("content-type", ct)
+            .body(body)
+            .answer()
+            .await;
+        assert_eq!(status, 201, "{file}");
+        assert_eq!(file["contentType"], ct, "the stored type is kept");
+        for path in ["public", "download"] {
+            let builder = p.request(
+                Method::GET,
+                &format!("/api/files/{}/{path}", file["id"].as_str().unwrap()),
+            );
+            let builder = if path == "download" {
+                builder
+                    .header("x-api-key", &ada.api_key)
+                    .bearer_auth(&ada.token)
+            } else {
+                builder
+            };
+            let r = builder.send().await.unwrap();
+            let header = |n: &str| {
+                r.headers()
+                    .get(n)
+                    .map(|v| v.to_str().unwrap().to_string())
+                    .unwrap_or_default()
+            };
+            assert_eq!(
+                header("content-type"),
+                "application/octet-stream",
+                "{name} {path}"
+            );
+            assert!(
+                header("content-disposition").starts_with("attachment"),
+                "{name} {path}"
+            );
+            assert_eq!(header("x-content-type-options"), "nosniff");
+            assert!(header("content-security-policy").contains("sandbox"));
+        }
+    }
+}

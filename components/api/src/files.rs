@@ -430,14 +430,20 @@ fn file_response(
     extra: &[(&str, String)],
 ) -> Result<Response, ApiError> {
     let etag = media::etag(&file.sha256);
+    let (content_type, attachment) = media::served_type(&file.content_type);
     let mut builder = Response::builder();
     builder
         .header("etag", etag.as_str())
         .header("accept-ranges", "bytes")
         .header("x-content-type-options", "nosniff")
         .header("content-security-policy", "default-src 'none'; sandbox");
+    let mut disposition_given = false;
     for (name, value) in extra {
+        disposition_given |= *name == "content-disposition";
         builder.header(*name, value.as_str());
+    }
+    if attachment && !disposition_given {
+        builder.header("content-disposition", "attachment");
     }
     if media::none_match(ctx.header("if-none-match"), &etag) {
         return Ok(builder.status(304).build());
@@ -446,7 +452,7 @@ fn file_response(
         RangeAsk::Whole if file.size == 0 => {
             return Ok(builder
                 .status(200)
-                .header("content-type", file.content_type.as_str())
+                .header("content-type", content_type)
                 .header("content-length", "0")
                 .build());
         }
@@ -475,7 +481,7 @@ fn file_response(
     }
     Ok(builder
         .status(status)
-        .header("content-type", file.content_type.as_str())
+        .header("content-type", content_type)
         .header("content-length", bytes.len().to_string())
         .body(bytes)
         .build())

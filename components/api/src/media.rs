@@ -173,6 +173,30 @@ pub fn check_content_type(value: &str) -> Option<String> {
     })
 }
 
+/// How a stored file is served: its type, when it is one a browser only displays (raster
+/// images, audio, video, plain text); anything else (scripts, stylesheets, HTML, SVG, XML,
+/// PDF, unknown types) as `application/octet-stream` and an attachment, so that a user's
+/// upload can never run as the platform's script or style (`script-src 'self'`), nor
+/// render as a page of its origin.
+pub fn served_type(stored: &str) -> (&str, bool) {
+    let essence = stored
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    let displayed = match essence.split_once('/') {
+        Some(("image", sub)) => !sub.contains("svg"),
+        Some(("audio" | "video", _)) => true,
+        _ => essence == "text/plain",
+    };
+    if displayed {
+        (stored, false)
+    } else {
+        ("application/octet-stream", true)
+    }
+}
+
 /// The image type given away by the first bytes: PNG, JPEG or WebP.
 pub fn sniff_image(bytes: &[u8]) -> Option<&'static str> {
     if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
@@ -310,6 +334,39 @@ pub fn parse_flag(value: &str) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_displayed_types_are_served_as_themselves() {
+        for shown in [
+            "image/png",
+            "image/jpeg",
+            "audio/mpeg",
+            "video/mp4",
+            "text/plain; charset=utf-8",
+        ] {
+            assert_eq!(served_type(shown), (shown, false), "{shown}");
+        }
+        for active in [
+            "text/javascript",
+            "application/javascript",
+            "text/ecmascript",
+            "application/x-javascript",
+            "text/css",
+            "text/html",
+            "application/xhtml+xml",
+            "image/svg+xml",
+            "text/xml",
+            "application/pdf",
+            "application/wasm",
+            "TEXT/JAVASCRIPT; charset=utf-8",
+        ] {
+            assert_eq!(
+                served_type(active),
+                ("application/octet-stream", true),
+                "{active}"
+            );
+        }
+    }
 
     #[test]
     fn chunk_math() {
