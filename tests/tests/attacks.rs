@@ -2077,3 +2077,45 @@ async fn a_users_upload_never_runs_as_the_platforms_script() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_refused_for_its_idempotency_key_spends_no_signature() {
+    let p = platform().await;
+    let (t, _, eve) = cast(&p).await;
+    let path = format!("/api/v1/wallets/{}/credits?nonce=once", eve.id);
+    let body = json!({"tokens": 10, "reference": "purchase-1"}).to_string();
+    let timestamp = p.now().to_string();
+    let signature = sign(&t.secret_key, &format!("POST{path}{body}{timestamp}"));
+    let signed = |key: Option<&str>| {
+        let mut builder = p
+            .request(Method::POST, &path)
+            .header("x-api-key", &t.api_key)
+            .header("x-timestamp", &timestamp)
+            .header("x-signature", &signature)
+            .header("content-type", "application/json")
+            .body(body.clone());
+        if let Some(key) = key {
+            builder = builder.header("idempotency-key", key);
+        }
+        builder.answer()
+    };
+    let (status, refused) = signed(None).await;
+    assert_eq!(
+        (status.as_u16(), code(&refused)),
+        (400, "idempotency_key_required")
+    );
+    let (status, refused) = signed(Some("has space")).await;
+    assert_eq!(
+        (status.as_u16(), code(&refused)),
+        (400, "invalid_idempotency_key")
+    );
+    // The same signed call, now with its key: the signature was not spent.
+    let (status, credited) = signed(Some("purchase-1")).await;
+    assert_eq!(status, 201, "{credited}");
+    // And it is spent now: the replay is refused.
+    let (status, replayed) = signed(Some("purchase-2")).await;
+    assert_eq!(
+        (status.as_u16(), code(&replayed)),
+        (401, "signature_replayed")
+    );
+}

@@ -75,6 +75,12 @@ async fn deliver(p: &Platform) -> Vec<Value> {
 /// real time: the library refuses timestamps 5 min away) with the Python library.
 fn assert_signed(received: &[Received], secret: &str) {
     for r in received {
+        // Sent with its length, not chunked (many receivers read a chunked body as empty).
+        assert_eq!(
+            r.header("content-length"),
+            Some(r.body.len().to_string().as_str())
+        );
+        assert_eq!(r.header("transfer-encoding"), None);
         let (id, ts, sig) = (
             r.header("webhook-id").unwrap(),
             r.header("webhook-timestamp").unwrap(),

@@ -99,6 +99,10 @@ pub struct Route<E: 'static> {
     pub method: &'static str,
     pub pattern: &'static str,
     pub endpoint: E,
+    /// The request must carry a valid `Idempotency-Key` (money-moving calls): checked
+    /// before any credential, so that a call refused for want of one spends nothing (a
+    /// signed call's signature stays unused, and the same call with the key goes through).
+    pub idempotent: bool,
 }
 
 impl<E: Endpoint> Route<E> {
@@ -113,6 +117,15 @@ pub const fn route<E>(method: &'static str, pattern: &'static str, endpoint: E) 
         method,
         pattern,
         endpoint,
+        idempotent: false,
+    }
+}
+
+impl<E> Route<E> {
+    /// The route needs an `Idempotency-Key` (see [`Route::idempotent`]).
+    pub const fn idempotent(mut self) -> Route<E> {
+        self.idempotent = true;
+        self
     }
 }
 

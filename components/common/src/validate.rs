@@ -298,9 +298,22 @@ fn holds_nul(value: &Value) -> bool {
     }
 }
 
+/// An `Idempotency-Key`: 1 to 255 visible ASCII characters.
+pub fn valid_idempotency_key(key: &str) -> bool {
+    (1..=255).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idempotency_keys() {
+        assert!(valid_idempotency_key("4f1c-ab"));
+        assert!(!valid_idempotency_key(""));
+        assert!(!valid_idempotency_key("has space"));
+        assert!(!valid_idempotency_key(&"k".repeat(256)));
+    }
 
     #[test]
     fn percent_encoding_round_trips() {

@@ -36,12 +36,12 @@ pub const ROUTES: &[Route<Handler>] = &[
         "/api/wallet/transactions/{id}",
         User(wallet::transaction),
     ),
-    route("POST", "/api/wallet/payouts", User(payouts::request)),
+    route("POST", "/api/wallet/payouts", User(payouts::request)).idempotent(),
     route("GET", "/api/wallet/payouts", User(payouts::list_own)),
     route("GET", "/api/wallet/payouts/{id}", User(payouts::get_own)),
     // Gifts
     route("GET", "/api/gifts", App(gifts::catalog)),
-    route("POST", "/api/broadcasts/{id}/gifts", User(gifts::send)),
+    route("POST", "/api/broadcasts/{id}/gifts", User(gifts::send)).idempotent(),
     route(
         "GET",
         "/api/broadcasts/{id}/gifts/leaderboard",
@@ -68,7 +68,8 @@ pub const ROUTES: &[Route<Handler>] = &[
         "POST",
         "/api/users/{id}/subscriptions",
         User(subscriptions::subscribe),
-    ),
+    )
+    .idempotent(),
     route(
         "DELETE",
         "/api/users/{id}/subscriptions",
@@ -79,12 +80,14 @@ pub const ROUTES: &[Route<Handler>] = &[
         "POST",
         "/api/v1/wallets/{userId}/credits",
         Server(wallet::credit),
-    ),
+    )
+    .idempotent(),
     route(
         "POST",
         "/api/v1/transfers/{id}/reverse",
         Server(wallet::reverse),
-    ),
+    )
+    .idempotent(),
     route("GET", "/api/v1/gifts", Server(gifts::catalog_for_server)),
     route("PUT", "/api/v1/gifts/{giftId}", Server(gifts::put)),
     route("DELETE", "/api/v1/gifts/{giftId}", Server(gifts::delete)),
@@ -95,12 +98,14 @@ pub const ROUTES: &[Route<Handler>] = &[
         "POST",
         "/api/v1/payouts/{id}/complete",
         Server(payouts::complete),
-    ),
+    )
+    .idempotent(),
     route(
         "POST",
         "/api/v1/payouts/{id}/reject",
         Server(payouts::reject),
-    ),
+    )
+    .idempotent(),
     // Scheduled jobs
     route("POST", "/api/jobs/check-ledger", Jobs(jobs::check_ledger)),
     route(

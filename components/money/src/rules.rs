@@ -61,11 +61,6 @@ pub fn period_start_ms(period: &str, now_ms: i64) -> Option<i64> {
     }
 }
 
-/// An `Idempotency-Key`: 1 to 255 visible ASCII characters.
-pub fn valid_idempotency_key(key: &str) -> bool {
-    (1..=255).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic())
-}
-
 /// A required positive amount field (1 to [`MAX_AMOUNT`]); 0 when missing or invalid (the
 /// error is recorded in `body`).
 pub fn required_amount(body: &mut JsonBody, field: &'static str) -> i64 {
@@ -133,10 +128,6 @@ mod tests {
         assert_eq!(period_start_ms("week", 8 * 86_400_000), Some(86_400_000));
         assert_eq!(period_start_ms("all", 5), Some(0));
         assert_eq!(period_start_ms("year", 5), None);
-        assert!(valid_idempotency_key("4f1c-ab"));
-        assert!(!valid_idempotency_key(""));
-        assert!(!valid_idempotency_key("has space"));
-        assert!(!valid_idempotency_key(&"k".repeat(256)));
         assert!(valid_slug("rose_1.big-x"));
         assert!(!valid_slug("a/b"));
         assert!(!valid_slug(""));

@@ -68,6 +68,11 @@ impl Call {
         self.now_ms
     }
 
+    /// The request's `Idempotency-Key`, or why it has none that counts (400).
+    pub fn idempotency_key(&self) -> Result<String, ApiError> {
+        idempotency_key(&self.req)
+    }
+
     /// The body as a JSON object; a declared non-JSON content type is a 415.
     pub fn json(&self) -> Result<JsonBody, ApiError> {
         self.check_json_content_type()?;
@@ -400,6 +405,10 @@ fn prepare_matched<U: Copy>(
     if req.body().len() > max_body {
         return Err(ApiError::payload_too_large(max_body));
     }
+    // Preconditions before credentials: a refusal here records nothing (no signature).
+    if matched.route.idempotent {
+        idempotency_key(&req)?;
+    }
     let handler = matched.route.endpoint;
     let call = Call {
         req,
@@ -408,6 +417,28 @@ fn prepare_matched<U: Copy>(
         now_ms: crate::time::now_millis(),
     };
     authenticate(handler, call)
+}
+
+/// A request's `Idempotency-Key`, or the 400 that says what is wrong with it.
+fn idempotency_key(req: &Request) -> Result<String, ApiError> {
+    let key = req
+        .header("idempotency-key")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .trim();
+    if key.is_empty() {
+        return Err(ApiError::bad_request(
+            "idempotency_key_required",
+            "money-moving requests need an Idempotency-Key header",
+        ));
+    }
+    if !validate::valid_idempotency_key(key) {
+        return Err(ApiError::bad_request(
+            "invalid_idempotency_key",
+            "the Idempotency-Key must be 1 to 255 visible ASCII characters",
+        ));
+    }
+    Ok(key.to_string())
 }
 
 /// Checks what `handler`'s tier demands and builds its context.

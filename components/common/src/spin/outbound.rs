@@ -149,7 +149,24 @@ pub fn send_all(reqs: &[OutboundRequest<'_>]) -> Vec<Sent> {
 fn start(req: &OutboundRequest<'_>) -> Result<FutureIncomingResponse, OutboundError> {
     let (scheme, authority, path) =
         split_url(req.url).ok_or_else(|| OutboundError::Invalid(format!("bad URL {}", req.url)))?;
-    let headers = Fields::from_list(&req.headers)
+    // The body's length is sent: without it the host streams the body chunked, which
+    // many receivers (serverless gateways, simple servers) read as an empty body.
+    let mut fields = req.headers.clone();
+    let has_length = fields
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("content-length"));
+    let bodiless = req.body.is_empty()
+        && matches!(
+            req.method.to_ascii_uppercase().as_str(),
+            "GET" | "HEAD" | "DELETE" | "OPTIONS"
+        );
+    if !has_length && !bodiless {
+        fields.push((
+            "content-length".into(),
+            req.body.len().to_string().into_bytes(),
+        ));
+    }
+    let headers = Fields::from_list(&fields)
         .map_err(|e| OutboundError::Invalid(format!("bad header: {e:?}")))?;
     let outgoing = OutgoingRequest::new(headers);
     let method = match req.method.to_ascii_uppercase().as_str() {
