@@ -36,6 +36,7 @@ mod clock;
 mod jobs;
 mod kv;
 mod limits;
+mod linger;
 mod manifest;
 mod media;
 mod network_policy;

@@ -27,6 +27,7 @@ use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyPre};
 use crate::admission::{self, Admission, BodyRefused, Clients, RateGuarded};
 use crate::jobs::{JobClient, JobStats, Scheduler};
 use crate::limits::{InstanceLimiter, RunLimits};
+use crate::linger::Lingering;
 use crate::manifest::{FileMount, Manifest, warn};
 use crate::network_policy::BlockedNetworks;
 use crate::outbound::AllowedHosts;
@@ -560,7 +561,7 @@ async fn serve(mut app: App, mut stop: watch::Receiver<bool>) {
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(header_timeout)
-            .serve_connection(TokioIo::new(stream), service)
+            .serve_connection(TokioIo::new(Lingering::new(stream)), service)
             .with_upgrades();
         let (alive, mut stop) = (alive.clone(), stop.clone());
         tokio::spawn(async move {

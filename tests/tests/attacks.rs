@@ -2119,3 +2119,38 @@ async fn a_call_refused_for_its_idempotency_key_spends_no_signature() {
         (401, "signature_replayed")
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_sending_an_oversized_part_whole_still_reads_the_413() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let p = platform().await;
+    let (t, ada, _) = cast(&p).await;
+    let (status, upload) = p
+        .as_user(&ada, Method::POST, "/api/files/uploads")
+        .send_json(
+            &json!({"filename": "big.bin", "size": 20 << 20, "sha256": "0".repeat(64),
+                           "contentType": "application/octet-stream"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{upload}");
+    // A part over 8 MiB, sent whole by a client that does not wait for an early answer.
+    let len = 9 << 20;
+    let head = format!(
+        "PUT /api/files/uploads/{}/parts/1 HTTP/1.1\r\nHost: x\r\nx-api-key: {}\r\nauthorization: Bearer {}\r\ncontent-type: application/octet-stream\r\ncontent-length: {len}\r\n\r\n",
+        upload["id"].as_str().unwrap(),
+        t.api_key,
+        ada.token
+    );
+    let mut stream = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let sent = stream.write_all(&vec![7u8; len]).await;
+    assert!(
+        sent.is_ok(),
+        "the server took the body instead of resetting: {sent:?}"
+    );
+    let mut answer = Vec::new();
+    let read = stream.read_to_end(&mut answer).await;
+    let text = String::from_utf8_lossy(&answer);
+    assert!(read.is_ok(), "read: {read:?} after {text}");
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+}
