@@ -2154,3 +2154,49 @@ async fn a_client_sending_an_oversized_part_whole_still_reads_the_413() {
     assert!(read.is_ok(), "read: {read:?} after {text}");
     assert!(text.starts_with("HTTP/1.1 413"), "{text}");
 }
+
+/// The music platform is an outside party: what it is handed to name a user must not be a
+/// key to this API. It replays every Bearer it received against user routes of the API
+/// (the wallet, the profile, the music routes themselves): all 401.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_music_platform_cannot_replay_what_it_is_handed() {
+    let music = platform_tests::webhook_receiver::Receiver::start().await;
+    let p = Platform::start_with(&[("music_url", &music.url(""))]).await;
+    let (t, ada, _) = cast(&p).await;
+    for (method, path) in [
+        (Method::POST, "/api/users/music/authenticate"),
+        (Method::GET, "/api/users/music/proxy/me"),
+        (Method::GET, "/api/users/music/search?q=zoe"),
+    ] {
+        p.as_user(&ada, method, path).status().await;
+    }
+    let handed = music.wait_for(3, Duration::from_secs(10)).await;
+    assert_eq!(handed.len(), 3, "{handed:?}");
+    for request in &handed {
+        let bearer = request
+            .header("authorization")
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .expect("the music platform is handed a Bearer token");
+        assert_ne!(bearer, ada.token, "{}", request.path);
+        for (method, path) in [
+            (Method::GET, "/api/wallet"),
+            (Method::GET, "/api/users/profile/full"),
+            (Method::GET, "/api/users/music/link"),
+            (Method::POST, "/api/users/music/authenticate"),
+        ] {
+            let (status, body) = p
+                .request(method, path)
+                .header("x-api-key", &t.api_key)
+                .bearer_auth(bearer)
+                .answer()
+                .await;
+            assert_eq!(status, 401, "{path} with {}: {body}", request.path);
+        }
+    }
+    assert_eq!(music.received().len(), 3, "no replay reached the platform");
+    // The user's own token still opens the same routes.
+    assert_eq!(
+        p.as_user(&ada, Method::GET, "/api/wallet").status().await,
+        200
+    );
+}

@@ -206,6 +206,7 @@ async fn bad_or_missing_tokens_are_refused_before_the_upgrade() {
         jti: "j".into(),
         tv: 0,
         sid: None,
+        aud: None,
     };
     let expired = common::jwt::sign(JWT.as_bytes(), &claims, now - 7200, 3600);
     let foreign = common::jwt::sign(b"another-secret-entirely-0123456789", &claims, now, 3600);
@@ -969,6 +970,7 @@ fn mint(user: &User, tenant: &Tenant, now: i64, ttl: i64) -> String {
         jti: format!("minted-{now}-{ttl}"),
         tv: 0,
         sid: None,
+        aud: None,
     };
     common::jwt::sign(JWT.as_bytes(), &claims, now, ttl)
 }
@@ -1039,6 +1041,7 @@ async fn a_socket_refreshes_its_token_and_an_expired_one_reads_but_cannot_post()
             jti: "f".into(),
             tv: 0,
             sid: None,
+            aud: None,
         },
         now,
         3600,

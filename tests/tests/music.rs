@@ -3,6 +3,7 @@
 //! tests can assert what the music component forwarded and what it did not.
 
 use bytes::Bytes;
+use common::jwt::MusicPlatformClaims;
 use hmac::{Hmac, Mac};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -19,6 +20,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 // ---------------------------------------------------------------------------------------
 // The fake music platform
 // ---------------------------------------------------------------------------------------
+
+/// The `music_service_secret` the platform and the fake music platform share.
+const SERVICE_SECRET: &str = "music-service-secret-shared-with-the-music-platform";
 
 /// One request as the fake platform received it.
 #[derive(Debug, Clone)]
@@ -41,6 +45,27 @@ impl Received {
 
     fn bearer(&self) -> Option<&str> {
         self.header("authorization")?.strip_prefix("Bearer ")
+    }
+
+    /// The service token's claims, verified as the music platform verifies them: the
+    /// shared `music_service_secret`, HS256, unexpired, and its audience.
+    fn service_claims(&self) -> Option<MusicPlatformClaims> {
+        let claims: MusicPlatformClaims = common::jwt::verify(
+            SERVICE_SECRET.as_bytes(),
+            self.bearer()?,
+            common::time::now(),
+        )
+        .ok()?;
+        (claims.aud == common::jwt::MUSIC_PLATFORM_AUDIENCE).then_some(claims)
+    }
+
+    /// Asserts that the request names `user` with a service token, not their own token.
+    fn assert_names(&self, user: &User) {
+        let claims = self
+            .service_claims()
+            .unwrap_or_else(|| panic!("not a service token: {:?}", self.bearer()));
+        assert_eq!(claims.sub, user.id);
+        assert_ne!(self.bearer(), Some(user.token.as_str()));
     }
 }
 
@@ -167,7 +192,12 @@ impl FakeMusic {
 
     /// The platform with this fake as `music_url` and a short timeout.
     async fn platform(&self) -> Platform {
-        Platform::start_with(&[("music_url", &self.url), ("music_timeout_ms", TIMEOUT_MS)]).await
+        Platform::start_with(&[
+            ("music_url", &self.url),
+            ("music_timeout_ms", TIMEOUT_MS),
+            ("music_service_secret", SERVICE_SECRET),
+        ])
+        .await
     }
 }
 
@@ -220,10 +250,10 @@ async fn handle(
         ("POST", ["auth", "platform"]) => {
             let identity: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
             let email = identity["email"].as_str().unwrap_or_default().to_string();
-            if r.bearer().is_none_or(|t| t.split('.').count() != 3) || email.is_empty() {
+            if r.service_claims().is_none() || email.is_empty() {
                 reply(
                     401,
-                    json!({"detail": "a service JWT and an e-mail are required"}),
+                    json!({"detail": "a service token and an e-mail are required"}),
                 )
             } else {
                 let existing = s
@@ -495,7 +525,8 @@ async fn link_records_authenticate_and_unlink() {
     assert_eq!(updated["isActive"], false);
     assert_eq!(updated["id"], link_id.as_str());
 
-    // authenticate: the user's JWT goes to the platform, which creates bob's account.
+    // authenticate: a service token naming bob goes to the platform, which creates bob's
+    // account.
     let (status, authed) = call(&p, &bob, Method::POST, AUTHENTICATE).await;
     assert_eq!(status, 200, "{authed}");
     let sent = music.last();
@@ -503,7 +534,7 @@ async fn link_records_authenticate_and_unlink() {
         (sent.method.as_str(), sent.path.as_str()),
         ("POST", "/auth/platform")
     );
-    assert_eq!(sent.bearer(), Some(bob.token.as_str()));
+    sent.assert_names(&bob);
     assert_eq!(sent.header("x-api-key"), None);
     assert_eq!(sent.header("cookie"), None);
     let identity: Value = serde_json::from_slice(&sent.body).unwrap();
@@ -538,7 +569,7 @@ async fn link_records_authenticate_and_unlink() {
     expect_problem(p.as_user(&bob, Method::GET, LINK), 404, "not_found").await;
     let (status, _) = call(&p, &bob, Method::GET, "/api/users/music/proxy/tracks").await;
     assert_eq!(status, 200);
-    assert_eq!(music.last().bearer(), Some(bob.token.as_str()));
+    music.last().assert_names(&bob);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -625,11 +656,7 @@ async fn search_validates_q_and_answers_search_results() {
         ("GET", "/users/search")
     );
     assert_eq!(sent.query.as_deref(), Some("q=ZOE"));
-    assert_eq!(
-        sent.bearer(),
-        Some(bob.token.as_str()),
-        "no link: the service JWT"
-    );
+    sent.assert_names(&bob); // no link: the service token
     assert_eq!(sent.header("x-api-key"), None);
 
     let (_, found) = call(
@@ -686,7 +713,7 @@ async fn link_existing_with_the_same_email_needs_no_password() {
         (sent[0].method.as_str(), sent[0].path.as_str()),
         ("GET", "/users/m-ada")
     );
-    assert_eq!(sent[0].bearer(), Some(ada.token.as_str()));
+    sent[0].assert_names(&ada);
 
     let (status, read) = call(&p, &ada, Method::GET, LINK).await;
     assert_eq!(status, 200);
@@ -837,7 +864,7 @@ async fn repeated_password_failures_are_rate_limited() {
 async fn the_proxy_passes_requests_through_and_filters_headers() {
     let (music, p, tenant, bob) = setup("bob").await;
 
-    // Without a link the service JWT is the credential (rule 5). Method, path with a
+    // Without a link a service token is the credential (rule 5). Method, path with a
     // trailing slash, query and body pass through; the caller's credentials do not.
     let response = p
         .as_user(
@@ -881,7 +908,7 @@ async fn the_proxy_passes_requests_through_and_filters_headers() {
     assert_eq!(sent.body, b"raw body, not JSON");
     assert_eq!(sent.header("content-type"), Some("text/plain"));
     assert_eq!(sent.header("x-trace-id"), Some("trace-1"));
-    assert_eq!(sent.bearer(), Some(bob.token.as_str()));
+    sent.assert_names(&bob);
     for withheld in [
         "x-api-key",
         "cookie",
@@ -963,7 +990,7 @@ async fn the_proxy_passes_requests_through_and_filters_headers() {
     assert_eq!(sent.header("x-signature"), None);
     assert_eq!(sent.header("x-timestamp"), None);
 
-    // With a linked account the stored music token replaces the JWT.
+    // With a linked account the stored music token replaces the service token.
     call(&p, &bob, Method::POST, AUTHENTICATE).await;
     call(&p, &bob, Method::GET, "/api/users/music/proxy/me").await;
     let token = music.last().bearer().unwrap().to_string();
@@ -971,7 +998,7 @@ async fn the_proxy_passes_requests_through_and_filters_headers() {
     // An inactive link's token is not used.
     set_active(&p, &bob, false).await;
     call(&p, &bob, Method::GET, "/api/users/music/proxy/me").await;
-    assert_eq!(music.last().bearer(), Some(bob.token.as_str()));
+    music.last().assert_names(&bob);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1099,9 +1126,9 @@ async fn tenants_do_not_see_each_others_links() {
     assert_eq!(status, 404);
     let (status, _) = call(&p, &ada_z, Method::POST, REFRESH).await;
     assert_eq!(status, 404);
-    // Its proxy calls carry its own JWT, never the other tenant's music token.
+    // Its proxy calls name its own user, never carry the other tenant's music token.
     call(&p, &ada_z, Method::GET, "/api/users/music/proxy/me").await;
-    assert_eq!(music.last().bearer(), Some(ada_z.token.as_str()));
+    music.last().assert_names(&ada_z);
 
     // A token of one tenant with the other tenant's API key is refused.
     expect_problem(

@@ -31,7 +31,7 @@ pub struct TokenError {
 
 /// Verifies `token` at `now` (epoch seconds).
 pub fn verify(secret: &[u8], token: &str, now: i64) -> Result<UserToken, TokenError> {
-    let claims = common::jwt::verify::<UserClaims>(secret, token, now).map_err(|e| TokenError {
+    let claims = common::jwt::verify_user(secret, token, now).map_err(|e| TokenError {
         code: e.code.to_string(),
         detail: e.detail.to_string(),
     })?;
@@ -73,6 +73,7 @@ mod tests {
             jti: "j".into(),
             tv: 0,
             sid: None,
+            aud: None,
         }
     }
 

@@ -1,4 +1,5 @@
-//! HS256 JSON Web Tokens: user access tokens, and the signing primitive SFU tokens use.
+//! HS256 JSON Web Tokens: user access tokens, the tokens the music platform is handed in
+//! their place, and the signing primitive SFU tokens use.
 //!
 //! The algorithm is pinned: a token whose header names anything but HS256 is rejected
 //! before its signature is looked at.
@@ -27,6 +28,28 @@ pub struct UserClaims {
     /// (a refresh token reused) revokes the access tokens issued in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sid: Option<String>,
+    /// Never set on a user token: a token minted for another party names its audience,
+    /// and `verify_user` refuses it even if it were signed with the user-token key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aud: Option<String>,
+}
+
+/// The audience of the tokens the music platform is handed.
+pub const MUSIC_PLATFORM_AUDIENCE: &str = "music-platform";
+
+/// Lifetime of a music-platform token: one call's worth.
+pub const MUSIC_PLATFORM_TOKEN_TTL_SECS: i64 = 300;
+
+/// The claims of a token minted for the music platform: who the user is, for that
+/// platform alone. It is signed with `music_service_secret`, which the music platform
+/// verifies with; the API's user-token key never signs one, so the API refuses it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MusicPlatformClaims {
+    pub sub: String,
+    pub tid: String,
+    pub aud: String,
+    pub email: String,
+    pub username: String,
 }
 
 fn at(epoch_secs: i64) -> DateTime<Utc> {
@@ -97,8 +120,42 @@ pub fn issue_user_token(
         jti: crate::ids::uuid(),
         tv: token_version,
         sid: Some(session.to_string()),
+        aud: None,
     };
     sign(secret, claims, now, USER_TOKEN_TTL_SECS)
+}
+
+/// Verifies a user access token: `verify`, and no audience (a token minted for another
+/// party is not a user token, whatever key signed it).
+pub fn verify_user(secret: &[u8], token: &str, now: i64) -> Result<UserClaims, ApiError> {
+    let claims: UserClaims = verify(secret, token, now)?;
+    if claims.aud.is_some() {
+        return Err(ApiError::unauthorized(
+            "invalid_token",
+            "the token is not valid: it was issued for another party",
+        ));
+    }
+    Ok(claims)
+}
+
+/// A token naming `user` of tenant `tenant_id` to the music platform, signed with
+/// `secret` (the `music_service_secret`).
+pub fn issue_music_platform_token(
+    secret: &[u8],
+    tenant_id: &str,
+    user_id: &str,
+    email: &str,
+    username: &str,
+    now: i64,
+) -> String {
+    let claims = MusicPlatformClaims {
+        sub: user_id.to_string(),
+        tid: tenant_id.to_string(),
+        aud: MUSIC_PLATFORM_AUDIENCE.to_string(),
+        email: email.to_string(),
+        username: username.to_string(),
+    };
+    sign(secret, claims, now, MUSIC_PLATFORM_TOKEN_TTL_SECS)
 }
 
 #[cfg(test)]
@@ -172,5 +229,32 @@ mod tests {
             b64url(claims.as_bytes())
         );
         assert!(verify::<UserClaims>(b"secret", &hs512, NOW).is_err());
+    }
+
+    #[test]
+    fn tokens_for_another_party_are_not_user_tokens() {
+        let music = issue_music_platform_token(b"music", "t1", "u1", "a@x", "ada", NOW);
+        let claims: MusicPlatformClaims = verify(b"music", &music, NOW + 10).unwrap();
+        assert_eq!(claims.aud, MUSIC_PLATFORM_AUDIENCE);
+        assert!(verify::<MusicPlatformClaims>(b"music", &music, NOW + 301).is_err());
+        // Refused by the user-token key, and refused even when signed with it.
+        assert!(verify_user(b"secret", &music, NOW).is_err());
+        let same_key = issue_music_platform_token(b"secret", "t1", "u1", "a@x", "ada", NOW);
+        assert!(verify_user(b"secret", &same_key, NOW).is_err());
+        let with_audience = UserClaims {
+            sub: "u1".into(),
+            tid: "t1".into(),
+            jti: "j".into(),
+            tv: 0,
+            sid: None,
+            aud: Some(MUSIC_PLATFORM_AUDIENCE.into()),
+        };
+        let token = sign(b"secret", with_audience, NOW, 60);
+        assert_eq!(
+            verify_user(b"secret", &token, NOW).unwrap_err().code,
+            "invalid_token"
+        );
+        let user = issue_user_token(b"secret", "u1", "t1", 0, "s1", NOW);
+        assert_eq!(verify_user(b"secret", &user, NOW).unwrap().sub, "u1");
     }
 }

@@ -9,7 +9,8 @@
 use crate::platform::{self, MusicPlatform};
 use crate::sealed::{self, TokenKey};
 use common::ApiError;
-use common::spin::auth::{CurrentUser, Tenant, bearer_token};
+use common::jwt;
+use common::spin::auth::{CurrentUser, Tenant};
 use common::spin::config;
 use common::spin::http::{UserCtx, json};
 use common::spin::store as database;
@@ -79,11 +80,19 @@ pub fn token_key() -> Result<TokenKey, ApiError> {
     sealed::token_key(&config::required("music_token_key")?)
 }
 
-/// The caller's service JWT (the Bearer token the request was authenticated with).
-pub fn service_jwt(ctx: &UserCtx) -> Result<String, ApiError> {
-    bearer_token(&ctx.req)
-        .map(str::to_string)
-        .ok_or_else(|| ApiError::unauthorized("missing_token", "a user token is required"))
+/// The token that names the caller to the music platform: minted for it (its audience,
+/// five minutes, signed with `music_service_secret`), never the caller's own token, which
+/// the music platform could replay against this API.
+pub fn service_token(ctx: &UserCtx) -> Result<String, ApiError> {
+    let secret = config::required("music_service_secret")?;
+    Ok(jwt::issue_music_platform_token(
+        secret.as_bytes(),
+        &ctx.tenant.client_id,
+        &ctx.user.id,
+        &ctx.user.email,
+        &ctx.user.username,
+        ctx.now(),
+    ))
 }
 
 /// The caller's music token: the one stored with an active link, opened.
@@ -106,16 +115,16 @@ fn stored_token(
 }
 
 /// What the caller's requests to the platform carry as Bearer: the stored music token of
-/// an active link, else the service JWT (which the platform accepts, as in authenticate).
+/// an active link, else the service token (which the platform accepts, as in authenticate).
 pub fn credential(ctx: &UserCtx) -> Result<String, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = database::open()?;
     match load(&db, tenant, user)? {
         Some(link) => match stored_token(&link, tenant, user)? {
             Some(token) => Ok(token),
-            None => service_jwt(ctx),
+            None => service_token(ctx),
         },
-        None => service_jwt(ctx),
+        None => service_token(ctx),
     }
 }
 
@@ -193,19 +202,19 @@ pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     ))
 }
 
-/// `POST /api/users/music/authenticate`: the platform takes the user's service JWT and
+/// `POST /api/users/music/authenticate`: the platform takes the user's service token and
 /// answers its music account (creating one when there is none) and a music token; the
 /// link is created or updated with them.
 pub fn authenticate(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let key = token_key()?;
-    let jwt = service_jwt(ctx)?;
+    let token = service_token(ctx)?;
     let music = MusicPlatform::from_config()?;
     let identity = json!({ "userId": user.id, "email": user.email, "username": user.username });
     let answer = music.call(
         "POST",
         platform::AUTHENTICATE_PATH,
-        Some(&jwt),
+        Some(&token),
         Some(&identity),
     )?;
     if !platform::is_success(answer.status) {

@@ -9,7 +9,7 @@
 //!
 //! | call | request | answer |
 //! |---|---|---|
-//! | authenticate | `POST /auth/platform`, Bearer service JWT, JSON `userId`, `email`, `username` | `{"token", "user": account}` |
+//! | authenticate | `POST /auth/platform`, Bearer service token, JSON `userId`, `email`, `username` | `{"token", "user": account}` |
 //! | refresh | `POST /auth/refresh`, Bearer music token | `{"token"}` |
 //! | search | `GET /users/search?q=`, Bearer credential | `[account, ...]` |
 //! | look-up | `GET /users/{id}`, Bearer credential | account, or 404 |

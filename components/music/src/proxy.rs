@@ -8,7 +8,7 @@
 //!   (`Authorization`, `Cookie`, `X-API-Key`, `X-Signature`, `X-Timestamp`, `Host`,
 //!   `Forwarded`/`X-Forwarded-*`, `spin-*`).
 //! - `Authorization: Bearer` is the stored music token of an active link, or else the
-//!   user's service JWT.
+//!   service token minted for the music platform (`links::service_token`).
 //! - The platform's status, headers (less hop-by-hop ones, `Content-Length` and
 //!   `Set-Cookie`) and body are answered as they came.
 

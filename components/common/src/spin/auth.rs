@@ -4,7 +4,7 @@
 use super::config;
 use crate::ApiError;
 use crate::ids::sha256_hex;
-use crate::jwt::{self, UserClaims};
+use crate::jwt;
 use crate::signing;
 use crate::store::tenants;
 use spin_sdk::http::Request;
@@ -69,7 +69,7 @@ pub fn relay_call(req: &Request) -> Result<Option<RelayCall>, ApiError> {
     let client_id = match bearer_token(req) {
         Some(token) => {
             let jwt_secret = config::required("jwt_secret")?;
-            let claims: UserClaims = jwt::verify(jwt_secret.as_bytes(), token, crate::time::now())?;
+            let claims = jwt::verify_user(jwt_secret.as_bytes(), token, crate::time::now())?;
             claims.tid
         }
         None => header(req, "x-tenant-id")
@@ -152,7 +152,7 @@ pub fn user_from_bearer(req: &Request, tenant: &Tenant) -> Result<CurrentUser, A
         ApiError::unauthorized("missing_token", "Authorization: Bearer <token> is required")
     })?;
     let secret = config::required("jwt_secret")?;
-    let claims: UserClaims = jwt::verify(secret.as_bytes(), token, crate::time::now())?;
+    let claims = jwt::verify_user(secret.as_bytes(), token, crate::time::now())?;
     if !secure_eq(&claims.tid, &tenant.client_id) {
         return Err(ApiError::unauthorized(
             "tenant_mismatch",
