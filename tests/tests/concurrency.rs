@@ -198,14 +198,24 @@ async fn concurrent_uses_of_one_refresh_token_revoke_its_family() {
 
 /// Counts each 64-way race's answers: (created, refused with `code`).
 fn tally(answers: &[(reqwest::StatusCode, Value)], code_refused: &str) -> (usize, usize) {
-    let created = answers.iter().filter(|(s, _)| *s == 201).count();
+    tally_as(answers, 201, code_refused)
+}
+
+/// Counts a race's answers: (answered `ok`, refused 409 with `code_refused`); any other
+/// answer fails the test.
+fn tally_as(
+    answers: &[(reqwest::StatusCode, Value)],
+    ok: u16,
+    code_refused: &str,
+) -> (usize, usize) {
+    let created = answers.iter().filter(|(s, _)| *s == ok).count();
     let refused = answers
         .iter()
         .filter(|(s, b)| *s == 409 && code(b) == code_refused)
         .count();
     let others: Vec<String> = answers
         .iter()
-        .filter(|(s, b)| *s != 201 && code(b) != code_refused)
+        .filter(|(s, b)| *s != ok && code(b) != code_refused)
         .map(|(s, b)| format!("{s} {}", code(b)))
         .collect();
     assert!(others.is_empty(), "{others:?}");
@@ -256,4 +266,60 @@ async fn caps_hold_when_64_requests_race_for_them() {
     });
     let answers = join_all(targets).await;
     assert_eq!(tally(&answers, "too_many_restreams"), (5, 59));
+
+    // Playlist tracks: at most 1000; 64 appends of 20 tracks race for them (50 fit).
+    let (status, playlist) = p
+        .as_user(&ada, Method::POST, "/api/playlists")
+        .send_json(&json!({"name": "Race"}))
+        .await;
+    assert_eq!(status, 201, "{playlist}");
+    let path = format!("/api/playlists/{}/tracks", playlist["id"].as_str().unwrap());
+    let appends = (0..64).map(|n| {
+        let tracks: Vec<Value> = (0..20)
+            .map(|i| json!({"title": format!("t{n}-{i}"), "url": "https://cdn.example.com/t.mp3"}))
+            .collect();
+        p.as_user(&ada, Method::POST, &path)
+            .json(&json!({ "tracks": tracks }))
+            .answer()
+    });
+    let answers = join_all(appends).await;
+    assert_eq!(tally_as(&answers, 200, "playlist_full"), (50, 14));
+
+    // Co-host seats: an open session of 4 hosts seats 3 co-hosts; 64 users join at once.
+    let names: Vec<String> = (0..64).map(|n| format!("guest{n}")).collect();
+    let guests = join_all(names.iter().map(|name| p.signup(&t, name))).await;
+    let (_, session) = p
+        .as_user(&ada, Method::POST, "/api/streaming/sessions")
+        .send_json(&json!({"title": "Open panel", "cohostPolicy": "open"}))
+        .await;
+    let id = session["id"].as_str().unwrap().to_string();
+    let (status, _) = p
+        .as_user(&ada, Method::POST, &format!("/api/broadcasts/{id}/status"))
+        .send_json(&json!({"status": "active"}))
+        .await;
+    assert_eq!(status, 200);
+    let joins = guests.iter().map(|g| {
+        p.as_user(
+            g,
+            Method::POST,
+            &format!("/api/streaming/sessions/{id}/join-cohost"),
+        )
+        .json(&json!({"userName": "Guest"}))
+        .answer()
+    });
+    let answers = join_all(joins).await;
+    assert_eq!(tally_as(&answers, 200, "session_full"), (3, 61));
+    let (_, multihost) = p
+        .as_user(
+            &ada,
+            Method::GET,
+            &format!("/api/streaming/sessions/{id}/multihost"),
+        )
+        .answer()
+        .await;
+    assert_eq!(
+        (&multihost["activeCoHosts"], &multihost["freeSlots"]),
+        (&json!(3), &json!(0)),
+        "{multihost}"
+    );
 }
