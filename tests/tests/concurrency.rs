@@ -1,8 +1,8 @@
 //! Races the back ends could decide differently, decided the same on each: concurrent
 //! status changes, concurrent co-host approvals for the last slot, concurrent uses of one
 //! refresh token, and 64 requests racing for the last places under a cap (webhook
-//! endpoints, open uploads, restream targets). (The suite runs on SQLite, and on PostgreSQL when the test command
-//! selects it.)
+//! endpoints, open uploads, restream targets, playlist tracks, open co-host seats). The
+//! suite runs on SQLite, and on PostgreSQL when the test command selects it.
 
 use futures_util::future::join_all;
 use platform_tests::{Exchange, Method, Platform, User};
