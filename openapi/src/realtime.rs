@@ -10,17 +10,18 @@ use serde_json::{Value, json};
 pub fn websocket() -> Value {
     json!({
         "path": "/ws/streams/{id}/chat",
-        "description": "Upgrade with GET to a WebSocket of JSON text frames. A user connects with ?token=<JWT> (or Authorization: Bearer); a read-only guest with ?clientId= or ?apiKey=. The Origin must be allowed. The first server frame is `history`; then `message`, `held`, `deleted`, `event`, `authenticated`, `pong` and `error` frames arrive as things happen.",
+        "description": "Upgrade with GET to a WebSocket of JSON text frames. A user connects with ?token=<JWT> (or Authorization: Bearer); a read-only guest with ?ticket=, ?clientId= or ?apiKey=. A client that requires signed calls opens every socket with a ?ticket= from POST /api/streams/{id}/chat/ticket (with the user's token, a ticket for that user). The Origin must be allowed. The first server frame is `history`; then `message`, `held`, `deleted`, `event`, `authenticated`, `pong` and `error` frames arrive as things happen.",
         "parameters": [
             {"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
             {"name": "token", "in": "query", "schema": {"type": "string"}, "description": "A user's JWT"},
             {"name": "clientId", "in": "query", "schema": {"type": "string"}, "description": "Read-only guest of this client"},
-            {"name": "apiKey", "in": "query", "schema": {"type": "string"}, "description": "Read-only guest of the API key's client"}
+            {"name": "apiKey", "in": "query", "schema": {"type": "string"}, "description": "Read-only guest of the API key's client"},
+            {"name": "ticket", "in": "query", "schema": {"type": "string"}, "description": "A socket ticket (POST /api/streams/{id}/chat/ticket), a minute old at most"}
         ],
         "clientFrames": {"oneOf": [
             frame("message", &[("message", json!({"type": "string", "minLength": 1}))], json!({"type": "message", "message": "hello"})),
             frame("delete", &[("id", json!({"type": "string"}))], json!({"type": "delete", "id": "msg_1"})),
-            frame("auth", &[("token", json!({"type": "string"}))], json!({"type": "auth", "token": "eyJ..."})),
+            auth_frame(),
             frame("ping", &[], json!({"type": "ping"}))
         ]},
         "serverFrames": {"oneOf": [
@@ -39,6 +40,17 @@ pub fn websocket() -> Value {
         ]},
         "event": event_schema()
     })
+}
+
+/// The `auth` frame: a token, and optionally a socket ticket for that user.
+fn auth_frame() -> Value {
+    let mut auth = frame(
+        "auth",
+        &[("token", json!({"type": "string"}))],
+        json!({"type": "auth", "token": "eyJ..."}),
+    );
+    auth["properties"]["ticket"] = json!({"type": "string", "description": "A socket ticket for the token's user (needed by clients that require signed calls)"});
+    auth
 }
 
 fn frame(kind: &str, fields: &[(&str, Value)], example: Value) -> Value {

@@ -39,9 +39,10 @@ const STATEFUL_MAX_STEPS: u32 = 10;
 /// co-host grid and chat), a public playlist, a public scheduled event, a creator's
 /// subscription plans and supporters are every signed-in user's to see (a private one is
 /// refused: the attacks suite holds that).
-const SHARED_BY_DESIGN: [&str; 8] = [
+const SHARED_BY_DESIGN: [&str; 9] = [
     "GET /api/broadcasts/{id}",
     "GET /api/broadcasts/{id}/chat",
+    "GET /api/streams/{id}/chat",
     "GET /api/playlists/{id}",
     "GET /api/streaming/sessions/{id}",
     "GET /api/streaming/sessions/{id}/multihost",

@@ -2200,3 +2200,224 @@ async fn the_music_platform_cannot_replay_what_it_is_handed() {
         200
     );
 }
+
+/// A client registered with `requireSignature`, the user `name` signed up by its server,
+/// and a broadcast of theirs (its streamId).
+async fn strict_tenant_with_stream(p: &Platform, name: &str) -> (Tenant, User, String) {
+    let (status, reg) = p
+        .request(Method::POST, "/api/admin/sdk-clients")
+        .send_json(&json!({"name": "Strict", "contactEmail": "s@example.com",
+            "agreeTerms": true, "agreeDataProcessing": true, "requireSignature": true}))
+        .await;
+    assert_eq!(status, 200, "{reg}");
+    let t = Tenant {
+        api_key: reg["apiKey"].as_str().unwrap().to_string(),
+        secret_key: reg["secretKey"].as_str().unwrap().to_string(),
+        client_id: reg["clientId"].as_str().unwrap().to_string(),
+    };
+    let body = json!({"username": name, "email": format!("{name}@example.com"),
+        "password": "correct horse battery"});
+    let (status, signed_up) = p
+        .as_server(&t, Method::POST, "/api/users/signup", Some(&body))
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{signed_up}");
+    let user = User {
+        id: signed_up["user"]["id"].as_str().unwrap().to_string(),
+        token: signed_up["token"].as_str().unwrap().to_string(),
+        refresh_token: signed_up["refreshToken"].as_str().unwrap().to_string(),
+        api_key: t.api_key.clone(),
+    };
+    let body = json!({"title": "Signed show"});
+    let (status, b) = p
+        .as_server(&t, Method::POST, "/api/broadcasts", Some(&body))
+        .bearer_auth(&user.token)
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{b}");
+    (t, user, b["streamId"].as_str().unwrap().to_string())
+}
+
+/// The next frame of one of `kinds`, skipping others (history, presence).
+async fn frame_among(ws: &mut platform_tests::ws::Ws, kinds: &[&str]) -> Value {
+    loop {
+        let frame = platform_tests::ws::next_text_frame(ws, Duration::from_secs(10)).await;
+        if kinds.contains(&frame["type"].as_str().unwrap_or_default()) {
+            return frame;
+        }
+    }
+}
+
+/// Opens a chat socket; a refused upgrade answers its HTTP status.
+async fn open_socket(url: &str) -> Result<platform_tests::ws::Ws, u16> {
+    match tokio_tungstenite::connect_async(url).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tokio_tungstenite::tungstenite::Error::Http(answer)) => Err(answer.status().as_u16()),
+        Err(e) => panic!("{url}: {e}"),
+    }
+}
+
+/// Issue: a client requiring signed calls still took unsigned chat through the relay.
+/// Its users' sockets (by token, read-only by clientId or apiKey) are refused without a ticket
+/// that its server's signed call minted; a ticket does not stretch to another stream or
+/// user; the relay's own calls without one are refused by the API.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_requiring_signatures_gets_no_unsigned_chat_through_the_relay() {
+    use futures_util::SinkExt;
+    let p = platform().await;
+    let (t, ada, stream) = strict_tenant_with_stream(&p, "ada").await;
+    let body =
+        json!({"username": "bob", "email": "bob@example.com", "password": "correct horse battery"});
+    let (_, bob) = p
+        .as_server(&t, Method::POST, "/api/users/signup", Some(&body))
+        .answer()
+        .await;
+    let jwt_secret = p.variable("jwt_secret").expect("the platform's jwt_secret");
+    let relay = chat_relay::serve(
+        chat_relay::Relay::new(chat_relay::Config::new(&p.base, &jwt_secret, RELAY_SECRET)),
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+    )
+    .unwrap();
+    let url = |query: &str| {
+        format!(
+            "ws://{}/ws/streams/{stream}/chat?{query}",
+            relay.local_addr()
+        )
+    };
+    let ticket_path = format!("/api/streams/{stream}/chat/ticket");
+    // The tenant's server mints tickets for its users (or read-only), signed.
+    let mint = |user: Option<&str>| {
+        let body = user.map(|id| json!({ "userId": id }));
+        p.as_server(&t, Method::POST, &ticket_path, body.as_ref())
+    };
+    let (status, ticket) = mint(Some(&ada.id)).answer().await;
+    assert_eq!(status, 200, "{ticket}");
+    let ada_ticket = ticket["ticket"].as_str().unwrap().to_string();
+    assert_eq!(ticket["userId"], ada.id.as_str());
+
+    // The attacks: the user's token alone, the tenant's id alone, an unsigned mint, a
+    // forged ticket, a ticket of another user, a ticket of another stream.
+    assert_eq!(
+        open_socket(&url(&format!("token={}", ada.token)))
+            .await
+            .err(),
+        Some(401)
+    );
+    assert_eq!(
+        open_socket(&url(&format!("apiKey={}", t.api_key)))
+            .await
+            .err(),
+        Some(401)
+    );
+    assert_eq!(
+        open_socket(&url(&format!("clientId={}", t.client_id)))
+            .await
+            .err(),
+        Some(401)
+    );
+    let (status, unsigned) = p.as_user(&ada, Method::POST, &ticket_path).answer().await;
+    assert_eq!(
+        (status.as_u16(), code(&unsigned)),
+        (401, "signature_required")
+    );
+    let forged = common::jwt::issue_socket_ticket(
+        b"not-the-platforms-secret-0123456789",
+        &t.client_id,
+        &stream,
+        Some(&ada.id),
+        unix_now(),
+    );
+    assert_eq!(
+        open_socket(&url(&format!("token={}&ticket={forged}", ada.token)))
+            .await
+            .err(),
+        Some(401)
+    );
+    let (_, bobs) = mint(bob["user"]["id"].as_str()).answer().await;
+    let bobs = bobs["ticket"].as_str().unwrap().to_string();
+    assert_eq!(
+        open_socket(&url(&format!("token={}&ticket={bobs}", ada.token)))
+            .await
+            .err(),
+        Some(403)
+    );
+    let other_stream = {
+        let body = json!({"title": "Another"});
+        let (_, b) = p
+            .as_server(&t, Method::POST, "/api/broadcasts", Some(&body))
+            .bearer_auth(&ada.token)
+            .answer()
+            .await;
+        b["streamId"].as_str().unwrap().to_string()
+    };
+    let elsewhere =
+        url(&format!("token={}&ticket={ada_ticket}", ada.token)).replace(&stream, &other_stream);
+    assert_eq!(open_socket(&elsewhere).await.err(), Some(401));
+    // The relay itself, calling without a ticket, is refused by the API.
+    let (status, answer) = p
+        .request(Method::POST, &format!("/api/streams/{stream}/chat"))
+        .header("x-relay-secret", RELAY_SECRET)
+        .bearer_auth(&ada.token)
+        .send_json(&json!({"message": "no ticket"}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), code(&answer)),
+        (401, "signature_required")
+    );
+
+    // With the ticket the server minted, ada chats; a read-only ticket reads.
+    let mut socket = open_socket(&url(&format!("token={}&ticket={ada_ticket}", ada.token)))
+        .await
+        .expect("a ticketed socket opens");
+    socket
+        .send(tokio_tungstenite::tungstenite::Message::text(
+            json!({"type": "message", "message": "signed hello"}).to_string(),
+        ))
+        .await
+        .unwrap();
+    let seen = frame_among(&mut socket, &["message", "error"]).await;
+    assert_eq!(seen["message"]["message"], "signed hello", "{seen}");
+    let (status, read_only) = mint(None).answer().await;
+    assert_eq!((status.as_u16(), &read_only["userId"]), (200, &Value::Null));
+    let read_only = read_only["ticket"].as_str().unwrap().to_string();
+    let mut viewer = open_socket(&url(&format!("ticket={read_only}")))
+        .await
+        .expect("a read-only ticket opens a read-only socket");
+    // Signing that socket in takes a ticket for the user too.
+    let auth = |ticket: Option<&str>| {
+        let mut frame = json!({"type": "auth", "token": ada.token});
+        if let Some(ticket) = ticket {
+            frame["ticket"] = ticket.into();
+        }
+        tokio_tungstenite::tungstenite::Message::text(frame.to_string())
+    };
+    viewer.send(auth(None)).await.unwrap();
+    let answer = frame_among(&mut viewer, &["authenticated", "error"]).await;
+    assert_eq!(
+        (answer["type"].as_str(), answer["status"].as_u64()),
+        (Some("error"), Some(401)),
+        "{answer}"
+    );
+    let (_, fresh) = mint(Some(&ada.id)).answer().await;
+    viewer.send(auth(fresh["ticket"].as_str())).await.unwrap();
+    let answer = frame_among(&mut viewer, &["authenticated", "error"]).await;
+    assert_eq!(answer["type"], "authenticated", "{answer}");
+    let (status, history) = p
+        .as_server(
+            &t,
+            Method::GET,
+            &format!("/api/streams/{stream}/chat"),
+            None,
+        )
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{history}");
+    let texts: Vec<&str> = history["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["message"].as_str())
+        .collect();
+    assert_eq!(texts, ["signed hello"], "nothing unsigned was stored");
+}

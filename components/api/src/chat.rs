@@ -8,11 +8,12 @@ use crate::realtime;
 use common::pagination::{Page, Paged};
 use common::realtime::Event;
 use common::spin::auth::Tenant;
-use common::spin::http::{Call, CallerCtx, UserCtx, json};
+use common::spin::config;
+use common::spin::http::{Call, Caller, CallerCtx, UserCtx, json};
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
 use common::store::chat::{self as store, NewMessage, Target};
-use common::store::{Db, analytics, cohosts, rate_limits, rooms, subscriptions};
-use common::{ApiError, ids};
+use common::store::{Db, analytics, cohosts, rate_limits, rooms, subscriptions, users};
+use common::{ApiError, ids, jwt, time};
 use serde_json::json;
 use spin_sdk::http::Response;
 
@@ -219,6 +220,62 @@ pub fn stream_history(ctx: &CallerCtx) -> Result<Response, ApiError> {
         moderation::check_not_banned(&db, &target, &user.id, ctx.now_millis())?;
     }
     history(ctx, &db, &target)
+}
+
+/// `POST /api/streams/{id}/chat/ticket`: a ticket that opens this stream's chat socket
+/// within a minute. The tenant's server (a signed call) mints one for the user its body's
+/// `userId` names, or read-only without one; a user mints their own; a guest a read-only
+/// one. A client that requires signed calls needs a ticket for its sockets: the relay's
+/// calls for a socket opened without one are refused.
+pub fn socket_ticket(ctx: &CallerCtx) -> Result<Response, ApiError> {
+    let mut body = ctx.json()?;
+    let named = body.opt_string("userId", 64);
+    body.finish()?;
+    let db = common::spin::store::open()?;
+    let user_id = match (&ctx.caller, named) {
+        (Caller::Server, Some(named)) => Some(
+            users::by_id(&db, &ctx.tenant.client_id, &named)?
+                .ok_or_else(|| ApiError::not_found("user"))?
+                .id,
+        ),
+        (Caller::User(user), None) => Some(user.id.clone()),
+        (Caller::User(user), Some(named)) if named == user.id => Some(named),
+        (Caller::Server | Caller::Guest, None) => None,
+        (Caller::User(_) | Caller::Guest, Some(_)) => {
+            return Err(ApiError::forbidden(
+                "only the tenant's server mints tickets for another user",
+            ));
+        }
+    };
+    // As the socket will read: as its user, or as a guest.
+    let viewer = match &user_id {
+        Some(id) => Viewer::User(id),
+        None => Viewer::Guest,
+    };
+    let target = stream_target(ctx, &ctx.tenant, viewer, &db)?;
+    if let Some(id) = &user_id {
+        moderation::check_not_banned(&db, &target, id, ctx.now_millis())?;
+    }
+    // The id as the socket's path names it (a broadcast's id or its streamId).
+    let stream = ids::parse_uuid(ctx.param("id"))
+        .ok_or_else(|| ApiError::bad_request("invalid_id", "the stream id must be a UUID"))?;
+    let secret = config::required("jwt_secret")?;
+    let ticket = jwt::issue_socket_ticket(
+        secret.as_bytes(),
+        &ctx.tenant.client_id,
+        &stream,
+        user_id.as_deref(),
+        ctx.now(),
+    );
+    Ok(json(
+        200,
+        &json!({
+            "ticket": ticket,
+            "streamId": stream,
+            "userId": user_id,
+            "expiresAt": time::format_rfc3339(ctx.now() + jwt::SOCKET_TICKET_TTL_SECS),
+        }),
+    ))
 }
 
 /// `POST /api/streams/{id}/chat`: as the signed-in user (the relay posts for its sockets).

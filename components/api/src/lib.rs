@@ -44,7 +44,9 @@ pub enum Upload {
     PlaylistPoster,
 }
 
-use Handler::{Admin, App, Media, Public, RelayCaller, RelayUser, Server, Sfu, User, UserOrServer};
+use Handler::{
+    Admin, App, Caller, Media, Public, RelayCaller, RelayUser, Server, Sfu, User, UserOrServer,
+};
 
 /// The route table: method, path, and the handler, whose variant is the route's tier (see
 /// the trust model in the README): `Public`, `Admin` (the operator), `App` (the public API
@@ -147,6 +149,11 @@ pub const ROUTES: &[Route<Handler<Upload>>] = &[
         "DELETE",
         "/api/streams/{id}/chat/{messageId}",
         RelayUser(chat::stream_delete),
+    ),
+    route(
+        "POST",
+        "/api/streams/{id}/chat/ticket",
+        Caller(chat::socket_ticket),
     ),
     // Chat moderation (creator, co-hosts with canModerateChat, the tenant's server)
     route(

@@ -9,13 +9,21 @@ use std::time::Duration;
 
 use crate::protocol::Uuid;
 
-/// Who a call is made for.
+/// Who a call is made for. A socket opened with a ticket forwards it (`X-Relay-Ticket`)
+/// with every call: a client that requires signed calls accepts none from the relay
+/// without it.
 #[derive(Clone, Debug)]
 pub enum Caller {
     /// A signed-in user: `Authorization: Bearer <token>`.
-    User { token: String },
+    User {
+        token: String,
+        ticket: Option<String>,
+    },
     /// A read-only socket of a tenant, named by its client id.
-    Tenant { client_id: Uuid },
+    Tenant {
+        client_id: Uuid,
+        ticket: Option<String>,
+    },
     /// A read-only socket of a tenant, named by its (public) API key.
     ApiKey { api_key: String },
 }
@@ -76,13 +84,21 @@ impl ChatApi {
         caller: &Caller,
     ) -> reqwest::RequestBuilder {
         let req = self.http.request(method, format!("{}{path}", self.base));
+        let with_ticket = |req: reqwest::RequestBuilder, ticket: &Option<String>| match ticket {
+            Some(ticket) => req.header("x-relay-ticket", ticket),
+            None => req,
+        };
         match caller {
-            Caller::User { token } => req
-                .header("x-relay-secret", &self.relay_secret)
-                .bearer_auth(token),
-            Caller::Tenant { client_id } => req
-                .header("x-relay-secret", &self.relay_secret)
-                .header("x-tenant-id", client_id.as_str()),
+            Caller::User { token, ticket } => with_ticket(
+                req.header("x-relay-secret", &self.relay_secret)
+                    .bearer_auth(token),
+                ticket,
+            ),
+            Caller::Tenant { client_id, ticket } => with_ticket(
+                req.header("x-relay-secret", &self.relay_secret)
+                    .header("x-tenant-id", client_id.as_str()),
+                ticket,
+            ),
             // The API key is the tenant's own public credential: a plain anonymous call.
             Caller::ApiKey { api_key } => req.header("x-api-key", api_key),
         }

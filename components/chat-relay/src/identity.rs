@@ -6,8 +6,9 @@ use crate::token::UserToken;
 /// The credential a socket's API calls carry.
 #[derive(Clone, Debug)]
 pub enum Identity {
-    /// A signed-in user: reads and writes as that user until the token expires.
-    User(UserToken),
+    /// A signed-in user: reads and writes as that user until the token expires; with the
+    /// socket ticket it was opened (or signed in) with, if any.
+    User(UserToken, Option<String>),
     /// Anonymous: reads public or unlisted chat of a tenant, cannot write.
     ReadOnly(Caller),
 }
@@ -39,8 +40,9 @@ impl Identity {
     /// The credential for an API call.
     pub fn caller(&self) -> Caller {
         match self {
-            Identity::User(t) => Caller::User {
+            Identity::User(t, ticket) => Caller::User {
                 token: t.token.clone(),
+                ticket: ticket.clone(),
             },
             Identity::ReadOnly(caller) => caller.clone(),
         }
@@ -50,8 +52,8 @@ impl Identity {
     pub fn writer(&self, now: i64) -> Result<Caller, WriteRefusal> {
         match self {
             Identity::ReadOnly(_) => Err(WriteRefusal::ReadOnly),
-            Identity::User(t) if t.is_expired(now) => Err(WriteRefusal::Expired),
-            Identity::User(_) => Ok(self.caller()),
+            Identity::User(t, _) if t.is_expired(now) => Err(WriteRefusal::Expired),
+            Identity::User(..) => Ok(self.caller()),
         }
     }
 
@@ -59,19 +61,29 @@ impl Identity {
     /// a read-only socket of a named tenant accepts only that tenant's users.
     pub fn accepts(&self, new: &UserToken) -> Result<AuthChange, Mismatch> {
         match self {
-            Identity::User(current) => {
+            Identity::User(current, _) => {
                 if current.tenant_id != new.tenant_id || current.user_id != new.user_id {
                     return Err(Mismatch("a socket keeps its user: sign in on a new socket"));
                 }
                 Ok(AuthChange::Refresh)
             }
-            Identity::ReadOnly(Caller::Tenant { client_id }) => {
+            Identity::ReadOnly(Caller::Tenant { client_id, .. }) => {
                 if client_id.as_str() != new.tenant_id {
                     return Err(Mismatch("the token is of another tenant"));
                 }
                 Ok(AuthChange::SignIn)
             }
             Identity::ReadOnly(_) => Ok(AuthChange::SignIn),
+        }
+    }
+
+    /// The socket ticket the socket's calls forward.
+    pub fn ticket(&self) -> Option<&str> {
+        match self {
+            Identity::User(_, ticket) | Identity::ReadOnly(Caller::Tenant { ticket, .. }) => {
+                ticket.as_deref()
+            }
+            _ => None,
         }
     }
 }
@@ -94,7 +106,7 @@ mod tests {
 
     #[test]
     fn a_user_socket_refreshes_only_with_its_own_users_token() {
-        let socket = Identity::User(token("ada", TENANT));
+        let socket = Identity::User(token("ada", TENANT), None);
         assert_eq!(
             socket.accepts(&token("ada", TENANT)),
             Ok(AuthChange::Refresh)
@@ -107,6 +119,7 @@ mod tests {
     fn a_read_only_socket_signs_in_with_a_user_of_its_tenant() {
         let named = Identity::ReadOnly(Caller::Tenant {
             client_id: Uuid::parse(TENANT).unwrap(),
+            ticket: None,
         });
         assert_eq!(named.accepts(&token("ada", TENANT)), Ok(AuthChange::SignIn));
         assert!(named.accepts(&token("ada", "another-tenant")).is_err());
@@ -124,7 +137,7 @@ mod tests {
     fn only_a_user_with_an_unexpired_token_writes() {
         let mut t = token("ada", TENANT);
         t.expires_at = 100;
-        let socket = Identity::User(t);
+        let socket = Identity::User(t, None);
         assert!(socket.writer(99).is_ok());
         assert_eq!(socket.writer(100).err(), Some(WriteRefusal::Expired));
         let viewer = Identity::ReadOnly(Caller::ApiKey {
@@ -135,9 +148,11 @@ mod tests {
 
     #[test]
     fn the_caller_carries_the_current_credential() {
-        let socket = Identity::User(token("ada", TENANT));
-        assert!(
-            matches!(socket.caller(), Caller::User { token } if token == format!("ada@{TENANT}"))
-        );
+        let socket = Identity::User(token("ada", TENANT), Some("ticket".into()));
+        assert!(matches!(
+            socket.caller(),
+            Caller::User { token, ticket: Some(ticket) }
+                if token == format!("ada@{TENANT}") && ticket == "ticket"
+        ));
     }
 }

@@ -284,7 +284,7 @@ impl Relay {
                 return resp;
             }
         };
-        let identity = match self.identify(&req) {
+        let identity = match self.identify(&req, &stream) {
             Ok(identity) => identity,
             Err((status, code, detail)) => return refuse(status, &code, &detail),
         };
@@ -332,8 +332,14 @@ impl Relay {
     }
 
     /// Who the socket acts as: a user by `?token=` (or `Authorization: Bearer`), else
-    /// read-only by `?clientId=` (the tenant) or `?apiKey=`.
-    fn identify(&self, req: &Request<Incoming>) -> Result<Identity, (StatusCode, String, String)> {
+    /// read-only by `?ticket=`, `?clientId=` (the tenant) or `?apiKey=`. A `?ticket=`
+    /// (from `POST /api/streams/{id}/chat/ticket`) is checked here and forwarded with the
+    /// socket's calls; with a token it must be that user's.
+    fn identify(
+        &self,
+        req: &Request<Incoming>,
+        stream: &Uuid,
+    ) -> Result<Identity, (StatusCode, String, String)> {
         let query: Vec<(String, String)> =
             url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
                 .into_owned()
@@ -357,16 +363,41 @@ impl Relay {
                 detail.to_string(),
             )
         };
+        let secret = self.0.config.jwt_secret.as_bytes();
+        let now = common::time::now();
+        let unauthorized = |e: token::TokenError| (StatusCode::UNAUTHORIZED, e.code, e.detail);
+        let ticket = match param("ticket") {
+            Some(raw) => {
+                Some(token::verify_ticket(secret, &raw, stream, now).map_err(unauthorized)?)
+            }
+            None => None,
+        };
         if let Some(token) = param("token").or(bearer) {
-            let now = common::time::now();
-            return token::verify(self.0.config.jwt_secret.as_bytes(), &token, now)
-                .map(Identity::User)
-                .map_err(|e| (StatusCode::UNAUTHORIZED, e.code, e.detail));
+            let user = token::verify(secret, &token, now).map_err(unauthorized)?;
+            if ticket.as_ref().is_some_and(|t| !t.is_for(&user)) {
+                return Err((
+                    StatusCode::FORBIDDEN,
+                    "ticket_mismatch".into(),
+                    "the ticket is for another user or tenant".into(),
+                ));
+            }
+            return Ok(Identity::User(user, ticket.map(|t| t.ticket)));
+        }
+        if let Some(ticket) = ticket {
+            let client_id = Uuid::parse(&ticket.tenant_id)
+                .ok_or_else(|| bad("invalid_ticket", "the ticket names no tenant"))?;
+            return Ok(Identity::ReadOnly(Caller::Tenant {
+                client_id,
+                ticket: Some(ticket.ticket),
+            }));
         }
         if let Some(client_id) = param("clientId") {
             let client_id = Uuid::parse(&client_id)
                 .ok_or_else(|| bad("invalid_client_id", "clientId must be a UUID"))?;
-            return Ok(Identity::ReadOnly(Caller::Tenant { client_id }));
+            return Ok(Identity::ReadOnly(Caller::Tenant {
+                client_id,
+                ticket: None,
+            }));
         }
         if let Some(api_key) = param("apiKey") {
             let api_key = protocol::api_key(&api_key)
@@ -376,7 +407,7 @@ impl Relay {
         Err((
             StatusCode::UNAUTHORIZED,
             "token_required".into(),
-            "connect with ?token=<JWT>, or read-only with ?clientId= or ?apiKey=".into(),
+            "connect with ?token=<JWT>, or read-only with ?ticket=, ?clientId= or ?apiKey=".into(),
         ))
     }
 

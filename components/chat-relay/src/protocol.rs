@@ -16,9 +16,12 @@ pub enum ClientFrame {
     Delete {
         id: String,
     },
-    /// Replace the socket's user token (refresh), or sign a read-only socket in.
+    /// Replace the socket's user token (refresh), or sign a read-only socket in; with a
+    /// socket ticket for that user when the tenant requires signed calls.
     Auth {
         token: String,
+        #[serde(default)]
+        ticket: Option<String>,
     },
     Ping,
 }
@@ -150,7 +153,17 @@ mod tests {
         );
         assert_eq!(
             parse_client_frame(r#"{"type":"auth","token":"t"}"#),
-            Ok(ClientFrame::Auth { token: "t".into() })
+            Ok(ClientFrame::Auth {
+                token: "t".into(),
+                ticket: None
+            })
+        );
+        assert_eq!(
+            parse_client_frame(r#"{"type":"auth","token":"t","ticket":"k"}"#),
+            Ok(ClientFrame::Auth {
+                token: "t".into(),
+                ticket: Some("k".into())
+            })
         );
         assert_eq!(
             parse_client_frame(r#"{"type":"ping"}"#),

@@ -55,7 +55,7 @@ pub async fn run(
     // The user the socket acts as, once it has one (it never changes after): a ban of
     // that user closes the socket.
     let user: Arc<OnceLock<String>> = Arc::default();
-    if let Identity::User(t) = &identity {
+    if let Identity::User(t, _) = &identity {
         let _ = user.set(t.user_id.clone());
     }
 
@@ -261,12 +261,13 @@ async fn read(
                     }
                 }
             }
-            ClientFrame::Auth { token } => {
+            ClientFrame::Auth { token, ticket } => {
                 inc(&metrics.auth_frames);
-                let answer = authenticate(&relay, &stream, &mut identity, &token).await;
+                let answer =
+                    authenticate(&relay, &stream, &mut identity, &token, ticket.as_deref()).await;
                 if answer["type"] == "error" {
                     inc(&metrics.auth_refused);
-                } else if let Identity::User(t) = &identity {
+                } else if let Identity::User(t, _) = &identity {
                     let _ = user.set(t.user_id.clone());
                 }
                 reply(answer);
@@ -276,36 +277,61 @@ async fn read(
     }
 }
 
-/// An `auth` frame: verifies the token and, when it fits the socket, makes it the
-/// socket's credential. Answers the frame to send back; on any error the socket keeps
-/// the credential it had.
-async fn authenticate(relay: &Relay, stream: &Uuid, identity: &mut Identity, token: &str) -> Value {
+/// An `auth` frame: verifies the token (and the ticket it brings, which must be for that
+/// user) and, when it fits the socket, makes it the socket's credential; without a new
+/// ticket the socket keeps the one it had. Answers the frame to send back; on any error
+/// the socket keeps the credential it had.
+async fn authenticate(
+    relay: &Relay,
+    stream: &Uuid,
+    identity: &mut Identity,
+    token: &str,
+    ticket: Option<&str>,
+) -> Value {
     let now = common::time::now();
-    let new = match token::verify(relay.config().jwt_secret.as_bytes(), token, now) {
+    let secret = relay.config().jwt_secret.as_bytes();
+    let new = match token::verify(secret, token, now) {
         Ok(new) => new,
         Err(e) => return protocol::error(&e.code, &e.detail, Some(401)),
+    };
+    let ticket = match ticket {
+        Some(raw) => match token::verify_ticket(secret, raw, stream, now) {
+            Ok(t) if t.is_for(&new) => Some(t.ticket),
+            Ok(_) => return ticket_mismatch(),
+            Err(e) => return protocol::error(&e.code, &e.detail, Some(401)),
+        },
+        None => identity.ticket().map(str::to_string),
     };
     match identity.accepts(&new) {
         Err(Mismatch(why)) => protocol::error("token_mismatch", why, Some(403)),
         Ok(AuthChange::Refresh) => {
             let answer = protocol::authenticated(&new.user_id, new.expires_at);
-            *identity = Identity::User(new);
+            *identity = Identity::User(new, ticket);
             answer
         }
         Ok(AuthChange::SignIn) => {
             let as_user = Caller::User {
                 token: new.token.clone(),
+                ticket: ticket.clone(),
             };
             match relay.0.api.history(stream, &as_user, 1).await {
                 Ok(_) => {
                     let answer = protocol::authenticated(&new.user_id, new.expires_at);
-                    *identity = Identity::User(new);
+                    *identity = Identity::User(new, ticket);
                     answer
                 }
                 Err(f) => failure(&f),
             }
         }
     }
+}
+
+fn ticket_mismatch() -> Value {
+    protocol::error(
+        "ticket_mismatch",
+        "the ticket is for another user or tenant",
+        Some(403),
+    )
 }
 
 fn refusal(why: WriteRefusal) -> Value {

@@ -1,6 +1,8 @@
-//! User tokens as the relay checks them: signature (HS256, the platform's `jwt_secret`)
-//! and expiry, locally; revocation is the API's to check on every call.
+//! User tokens and socket tickets as the relay checks them: signature (HS256, the
+//! platform's `jwt_secret`) and expiry, locally; revocation is the API's to check on every
+//! call.
 
+use crate::protocol::Uuid;
 use common::jwt::UserClaims;
 
 /// A verified user token and what it says.
@@ -27,6 +29,52 @@ impl UserToken {
 pub struct TokenError {
     pub code: String,
     pub detail: String,
+}
+
+/// A verified socket ticket (minted by `POST /api/streams/{id}/chat/ticket`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SocketTicket {
+    /// The ticket itself, forwarded to the API as `X-Relay-Ticket`.
+    pub ticket: String,
+    pub tenant_id: String,
+    /// The user it opens the socket for; `None` for read-only.
+    pub user_id: Option<String>,
+}
+
+impl SocketTicket {
+    /// Whether the ticket was minted for `user` (of its tenant).
+    pub fn is_for(&self, user: &UserToken) -> bool {
+        self.tenant_id == user.tenant_id && self.user_id.as_deref() == Some(user.user_id.as_str())
+    }
+}
+
+/// Verifies a socket ticket at `now` for the chat of `stream`.
+pub fn verify_ticket(
+    secret: &[u8],
+    ticket: &str,
+    stream: &Uuid,
+    now: i64,
+) -> Result<SocketTicket, TokenError> {
+    let claims =
+        common::jwt::verify_socket_ticket(secret, ticket, Some(now)).map_err(|e| TokenError {
+            code: if e.code == "token_expired" {
+                "ticket_expired".into()
+            } else {
+                "invalid_ticket".into()
+            },
+            detail: e.detail.replace("token", "ticket"),
+        })?;
+    if claims.stream != stream.as_str() {
+        return Err(TokenError {
+            code: "invalid_ticket".into(),
+            detail: "the ticket is for another stream".into(),
+        });
+    }
+    Ok(SocketTicket {
+        ticket: ticket.to_string(),
+        tenant_id: claims.tid,
+        user_id: claims.sub,
+    })
 }
 
 /// Verifies `token` at `now` (epoch seconds).

@@ -76,9 +76,29 @@ pub fn verify<T: DeserializeOwned + Clone>(
     token: &str,
     now: i64,
 ) -> Result<T, ApiError> {
-    let invalid = |why: &str| {
-        ApiError::unauthorized("invalid_token", format!("the token is not valid: {why}"))
-    };
+    let claims = signed_claims::<T>(secret, token)?;
+    let options = TimeOptions::new(Duration::zero(), move || at(now));
+    claims
+        .validate_expiration(&options)
+        .map_err(|_| ApiError::unauthorized("token_expired", "the token has expired"))?;
+    if claims.not_before.is_some() {
+        claims
+            .validate_maturity(&options)
+            .map_err(|_| invalid("not valid yet"))?;
+    }
+    Ok(claims.custom)
+}
+
+fn invalid(why: &str) -> ApiError {
+    ApiError::unauthorized("invalid_token", format!("the token is not valid: {why}"))
+}
+
+/// Checks the signature (HS256 only) and that the token has an expiry; answers the
+/// claims without looking at the time.
+fn signed_claims<T: DeserializeOwned + Clone>(
+    secret: &[u8],
+    token: &str,
+) -> Result<Claims<T>, ApiError> {
     let untrusted = UntrustedToken::new(token).map_err(|_| invalid("malformed"))?;
     if untrusted.algorithm() != "HS256" {
         return Err(invalid("unexpected algorithm"));
@@ -87,21 +107,10 @@ pub fn verify<T: DeserializeOwned + Clone>(
         .validator::<T>(&Hs256Key::new(secret))
         .validate(&untrusted)
         .map_err(|_| invalid("bad signature"))?;
-    let options = TimeOptions::new(Duration::zero(), move || at(now));
     if token.claims().expiration.is_none() {
         return Err(invalid("no expiry"));
     }
-    token
-        .claims()
-        .validate_expiration(&options)
-        .map_err(|_| ApiError::unauthorized("token_expired", "the token has expired"))?;
-    if token.claims().not_before.is_some() {
-        token
-            .claims()
-            .validate_maturity(&options)
-            .map_err(|_| invalid("not valid yet"))?;
-    }
-    Ok(token.claims().custom.clone())
+    Ok(token.claims().clone())
 }
 
 /// A user access token for `user_id` in tenant `tenant_id`, of session `session` (its
@@ -134,6 +143,61 @@ pub fn verify_user(secret: &[u8], token: &str, now: i64) -> Result<UserClaims, A
             "invalid_token",
             "the token is not valid: it was issued for another party",
         ));
+    }
+    Ok(claims)
+}
+
+/// The audience of chat socket tickets.
+pub const CHAT_SOCKET_AUDIENCE: &str = "chat-socket";
+
+/// How long a socket ticket opens a socket for: it is fetched just before connecting.
+pub const SOCKET_TICKET_TTL_SECS: i64 = 60;
+
+/// A chat socket ticket: minted by an API call (signed, for a client that requires
+/// signatures), it lets one stream's chat socket be opened for a minute, as `sub` or, with
+/// no `sub`, read-only. The relay forwards it with the socket's calls; the API asks for
+/// it from the relay on behalf of clients that require signatures.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketTicketClaims {
+    pub aud: String,
+    pub tid: String,
+    /// The stream whose chat the socket may open.
+    pub stream: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub: Option<String>,
+}
+
+/// A socket ticket for the chat of `stream` in tenant `tenant_id`, as `user` or read-only.
+pub fn issue_socket_ticket(
+    secret: &[u8],
+    tenant_id: &str,
+    stream: &str,
+    user: Option<&str>,
+    now: i64,
+) -> String {
+    let claims = SocketTicketClaims {
+        aud: CHAT_SOCKET_AUDIENCE.to_string(),
+        tid: tenant_id.to_string(),
+        stream: stream.to_string(),
+        sub: user.map(str::to_string),
+    };
+    sign(secret, claims, now, SOCKET_TICKET_TTL_SECS)
+}
+
+/// Verifies a socket ticket: its signature and audience, and at `now` (when a socket
+/// opens) its expiry. Without `now`, the time is not looked at: the relay forwards the
+/// ticket its socket opened with for as long as the socket lives.
+pub fn verify_socket_ticket(
+    secret: &[u8],
+    ticket: &str,
+    now: Option<i64>,
+) -> Result<SocketTicketClaims, ApiError> {
+    let claims: SocketTicketClaims = match now {
+        Some(now) => verify(secret, ticket, now)?,
+        None => signed_claims(secret, ticket)?.custom,
+    };
+    if claims.aud != CHAT_SOCKET_AUDIENCE {
+        return Err(invalid("not a socket ticket"));
     }
     Ok(claims)
 }
@@ -229,6 +293,35 @@ mod tests {
             b64url(claims.as_bytes())
         );
         assert!(verify::<UserClaims>(b"secret", &hs512, NOW).is_err());
+    }
+
+    #[test]
+    fn socket_tickets_open_a_socket_for_a_minute_and_are_not_user_tokens() {
+        let ticket = issue_socket_ticket(b"secret", "t1", "s1", Some("u1"), NOW);
+        let claims = verify_socket_ticket(b"secret", &ticket, Some(NOW + 59)).unwrap();
+        assert_eq!(
+            (
+                claims.tid.as_str(),
+                claims.stream.as_str(),
+                claims.sub.as_deref()
+            ),
+            ("t1", "s1", Some("u1"))
+        );
+        assert_eq!(
+            verify_socket_ticket(b"secret", &ticket, Some(NOW + 61))
+                .unwrap_err()
+                .code,
+            "token_expired"
+        );
+        // Forwarded with a live socket: the signature still counts, the time does not.
+        assert!(verify_socket_ticket(b"secret", &ticket, None).is_ok());
+        assert!(verify_socket_ticket(b"other", &ticket, None).is_err());
+        assert!(verify_user(b"secret", &ticket, NOW).is_err());
+        // A user token is not a ticket.
+        let user = issue_user_token(b"secret", "u1", "t1", 0, "s1", NOW);
+        assert!(verify_socket_ticket(b"secret", &user, Some(NOW)).is_err());
+        let music = issue_music_platform_token(b"secret", "t1", "u1", "a@x", "ada", NOW);
+        assert!(verify_socket_ticket(b"secret", &music, Some(NOW)).is_err());
     }
 
     #[test]

@@ -91,7 +91,47 @@ pub fn relay_call(req: &Request) -> Result<Option<RelayCall>, ApiError> {
         Some(_) => Some(user_from_bearer(req, &tenant)?),
         None => None,
     };
+    if tenant.require_signature {
+        check_socket_ticket(req, &tenant, user.as_ref())?;
+    }
     Ok(Some(RelayCall { tenant, user }))
+}
+
+/// A client that requires signed calls gets none unsigned through the relay either: the
+/// socket must have been opened with a ticket minted by a (signed) API call, for this
+/// tenant, this stream and this user (or read-only, for reads). The relay checked its
+/// expiry when the socket opened and forwards it as `X-Relay-Ticket`.
+fn check_socket_ticket(
+    req: &Request,
+    tenant: &Tenant,
+    user: Option<&CurrentUser>,
+) -> Result<(), ApiError> {
+    let refused = |why: &str| {
+        ApiError::unauthorized(
+            "signature_required",
+            format!(
+                "this client requires signed requests: open the chat socket with a ticket \
+                 from POST /api/streams/{{id}}/chat/ticket ({why})"
+            ),
+        )
+    };
+    let ticket = header(req, "x-relay-ticket").ok_or_else(|| refused("no ticket"))?;
+    let secret = config::required("jwt_secret")?;
+    let claims = jwt::verify_socket_ticket(secret.as_bytes(), ticket.trim(), None)
+        .map_err(|_| refused("the ticket is not valid"))?;
+    let stream = req
+        .path()
+        .strip_prefix("/api/streams/")
+        .and_then(|rest| rest.split('/').next())
+        .and_then(crate::ids::parse_uuid);
+    if !secure_eq(&claims.tid, &tenant.client_id) || stream.as_deref() != Some(&claims.stream) {
+        return Err(refused("the ticket is for another stream"));
+    }
+    match (user, claims.sub.as_deref()) {
+        (None, _) => Ok(()),
+        (Some(user), Some(sub)) if sub == user.id => Ok(()),
+        (Some(_), _) => Err(refused("the ticket is for another user")),
+    }
 }
 
 /// Verifies `X-Signature`/`X-Timestamp` when sent (or required by the client), and refuses
