@@ -7,6 +7,7 @@
 pub mod backends;
 pub mod load;
 pub mod media;
+pub mod spin_host;
 mod storage;
 pub mod webhook_receiver;
 pub mod ws;
@@ -52,6 +53,8 @@ pub fn build_once(manifest: &Path) {
 /// A running platform with its own state directory.
 pub struct Platform {
     server: Option<edgehost::Server>,
+    /// The real Spin running the app instead of edgehost (`PLATFORM_HOST=spin`).
+    spin: Option<spin_host::SpinProcess>,
     state: tempfile::TempDir,
     variables: Vec<(String, String)>,
     /// The platform's PostgreSQL and Redis databases (`PLATFORM_BACKEND=postgres`).
@@ -150,6 +153,33 @@ impl Platform {
             runtime_config_file = Some(path);
         }
         all_variables.extend(variables.iter().cloned());
+        if spin_host::selected() {
+            assert!(
+                media.is_none(),
+                "the media server is edgehost's (PLATFORM_HOST=spin runs none)"
+            );
+            let spin = spin_host::SpinProcess::start(
+                &manifest,
+                state.path(),
+                &all_variables,
+                runtime_config_file.as_deref(),
+            )
+            .await;
+            let platform = Platform {
+                server: None,
+                base: format!("http://{}", spin.addr),
+                spin: Some(spin),
+                state,
+                variables,
+                backends,
+                http: Client::new(),
+                clock_offset: Default::default(),
+                media: None,
+            };
+            // Spin runs no start-up job: the schema is applied as a deployment does.
+            platform.run_job("migrate").await;
+            return platform;
+        }
         let options = edgehost::Options {
             manifest,
             listen: "127.0.0.1:0".parse().expect("loopback address"),
@@ -180,6 +210,7 @@ impl Platform {
         );
         Platform {
             server: Some(server),
+            spin: None,
             state,
             variables,
             backends,
@@ -195,6 +226,9 @@ impl Platform {
         if let Some(server) = self.server.take() {
             server.shutdown().await.expect("clean shutdown");
         }
+        if let Some(spin) = self.spin.take() {
+            spin.stop().await;
+        }
         if let Some(backends) = self.backends.take() {
             backends.discard().await;
         }
@@ -204,6 +238,9 @@ impl Platform {
     pub async fn restart(mut self) -> Platform {
         if let Some(server) = self.server.take() {
             server.shutdown().await.expect("clean shutdown");
+        }
+        if let Some(spin) = self.spin.take() {
+            spin.stop().await;
         }
         let state = std::mem::replace(&mut self.state, tempfile::tempdir().expect("tempdir"));
         let backends = self.backends.take();
@@ -218,15 +255,30 @@ impl Platform {
 
     /// The loopback address the platform listens on.
     pub fn addr(&self) -> std::net::SocketAddr {
+        if let Some(spin) = &self.spin {
+            return spin.addr;
+        }
         self.server
             .as_ref()
             .expect("the platform is running")
             .local_addr()
     }
 
-    /// The resolved value of application variable `name`.
+    /// The resolved value of application variable `name` (on the real Spin: the values
+    /// the harness set; the others keep `spin.toml`'s defaults).
     pub fn variable(&self, name: &str) -> Option<String> {
+        if let Some(spin) = &self.spin {
+            return spin.variables.get(name).cloned();
+        }
         self.server.as_ref()?.variable(name).map(str::to_string)
+    }
+
+    /// The edgehost server, for what only edgehost has (the clock, the relay, the media
+    /// server, the scheduler): a test asking for it on the real Spin fails saying so.
+    fn edgehost(&self, what: &str) -> &edgehost::Server {
+        self.server.as_ref().unwrap_or_else(|| {
+            panic!("{what} is edgehost's: this test cannot run with PLATFORM_HOST=spin")
+        })
     }
 
     /// The timings of the SQLite writer's leases (edgehost's `Server::sqlite_writer_timings`;
@@ -239,10 +291,7 @@ impl Platform {
     /// expires or falls due after `by` does so now.
     pub fn advance_clock(&self, by: std::time::Duration) {
         // The tenant's server signs with the platform's clock (see `as_server`).
-        self.server
-            .as_ref()
-            .expect("the platform is running")
-            .advance_clock(by);
+        self.edgehost("moving the guests' clock").advance_clock(by);
         self.clock_offset.fetch_add(
             i64::try_from(by.as_secs()).unwrap_or(i64::MAX),
             std::sync::atomic::Ordering::SeqCst,
@@ -272,17 +321,15 @@ impl Platform {
 
     /// The embedded media server, when the platform runs one.
     pub fn media(&self) -> &media_agent::MediaServer {
-        self.server
-            .as_ref()
-            .and_then(edgehost::Server::media)
+        self.edgehost("the media server")
+            .media()
             .expect("the platform runs the media server (Platform::start_with_media)")
     }
 
     /// The embedded chat relay's internal address (`/internal/...`, `/metrics`).
     pub fn relay_internal_addr(&self) -> std::net::SocketAddr {
-        self.server
-            .as_ref()
-            .and_then(edgehost::Server::relay_internal_addr)
+        self.edgehost("the embedded chat relay")
+            .relay_internal_addr()
             .expect("the platform embeds the chat relay")
     }
 
@@ -321,6 +368,8 @@ impl Platform {
 impl Drop for Platform {
     fn drop(&mut self) {
         let (server, backends) = (self.server.take(), self.backends.take());
+        // `spin up` is killed with its handle (kill_on_drop).
+        drop(self.spin.take());
         // Shut down in the background (the test's runtime may already be ending), then
         // drop the platform's database.
         if let Ok(handle) = tokio::runtime::Handle::try_current() {

@@ -211,7 +211,7 @@ async fn a_recorded_broadcast_is_recorded_and_replayed() {
         public_view.get("recording").is_none(),
         "settings are the owner's: {public_view}"
     );
-    assert!(egress.calls().is_empty());
+    assert!(egress.recording_calls().is_empty());
 
     // Going live starts a room-composite web egress on our record page.
     let (status, live) = call(
@@ -224,7 +224,7 @@ async fn a_recorded_broadcast_is_recorded_and_replayed() {
     .await;
     assert_eq!(status, 200, "{live}");
     assert_eq!(egress.refused(), Vec::<String>::new());
-    let calls = egress.calls();
+    let calls = egress.recording_calls();
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert_eq!(calls[0].method, "StartRoomCompositeEgress");
     let start = &calls[0].body;
@@ -331,7 +331,7 @@ async fn a_recorded_broadcast_is_recorded_and_replayed() {
     )
     .await;
     assert_eq!(status, 200);
-    let calls = egress.calls();
+    let calls = egress.recording_calls();
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert_eq!(calls[1].method, "StopEgress");
     assert_eq!(calls[1].body["egress_id"], "EG_1");
@@ -472,7 +472,7 @@ async fn failed_starts_manual_control_and_private_broadcasts() {
         json!({"status": "active"}),
     )
     .await;
-    let calls = egress.calls();
+    let calls = egress.recording_calls();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].body["file_outputs"][0]["file_type"], "MP4");
     assert_eq!(calls[0].body["file_outputs"][0]["s3"]["bucket"], "replays");
@@ -487,7 +487,7 @@ async fn failed_starts_manual_control_and_private_broadcasts() {
     };
     let (status, answer) = webhook(&p, &failed(1, "EG_1"), Some(SFU_SECRET)).await;
     assert_eq!(status, 200, "{answer}");
-    assert_eq!(egress.calls().len(), 2, "retried");
+    assert_eq!(egress.recording_calls().len(), 2, "retried");
     let list = recordings(&p, &ada, &id).await;
     assert_eq!(
         (list[0]["status"].as_str(), list[0]["attempts"].as_i64()),
@@ -503,7 +503,7 @@ async fn failed_starts_manual_control_and_private_broadcasts() {
     let list = recordings(&p, &ada, &id).await;
     assert_eq!(list[0]["status"], "failed");
     assert_eq!(list[0]["error"], "Start signal not received");
-    assert_eq!(egress.calls().len(), 2, "no third start");
+    assert_eq!(egress.recording_calls().len(), 2, "no third start");
     // The tenant's backend hears of the failure once, with the reason.
     p.run_job("deliver-webhooks").await;
     let delivered = receiver.wait_for(1, Duration::from_secs(20)).await;
@@ -548,7 +548,7 @@ async fn failed_starts_manual_control_and_private_broadcasts() {
     let (status, stopped) = call(&p, &ada, Method::POST, &stop, Value::Null).await;
     assert_eq!(status, 200, "{stopped}");
     assert_eq!(stopped["status"], "ending");
-    let calls = egress.calls();
+    let calls = egress.recording_calls();
     assert_eq!(calls.last().unwrap().method, "StopEgress");
     assert_eq!(calls.last().unwrap().body["egress_id"], "EG_3");
     // A co-host records with canControlLayout (the moderator preset has it), not without.
@@ -616,7 +616,7 @@ async fn failed_starts_manual_control_and_private_broadcasts() {
         (200, Some("ending")),
         "{by_cohost}"
     );
-    let last = egress.calls().last().unwrap().clone();
+    let last = egress.recording_calls().last().unwrap().clone();
     assert_eq!(
         (last.method.as_str(), &last.body["egress_id"]),
         ("StopEgress", &json!("EG_5"))

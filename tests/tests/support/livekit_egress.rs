@@ -18,6 +18,10 @@ pub const SFU_SECRET: &str = "record-sfu-secret-long-enough-0123456789abcdef";
 pub struct EgressCall {
     pub method: String,
     pub body: Value,
+    /// The egress started or stopped.
+    pub egress_id: String,
+    /// Part of an SFU feed into the ingest (a stream output), not of a recording.
+    pub feed: bool,
 }
 
 /// LiveKit's Egress API, as far as the platform uses it: `StartRoomCompositeEgress` and
@@ -84,7 +88,17 @@ impl StandInEgress {
             Ok(_) => return self.refuse("the token lacks roomRecord".into(), 401),
             Err(e) => return self.refuse(format!("bad token: {e}"), 401),
         }
-        let n = self.calls.lock().unwrap().len() + 1;
+        // Recording egresses are numbered by the recording calls before them and feeds
+        // apart, so a suite that records sees the same ids whether or not the broadcast
+        // is also fed into the ingest.
+        let (recording_calls, feeds_started) = {
+            let calls = self.calls.lock().unwrap();
+            let feeds = calls
+                .iter()
+                .filter(|c| c.feed && c.method == "StartRoomCompositeEgress")
+                .count();
+            (calls.iter().filter(|c| !c.feed).count(), feeds)
+        };
         let info = match method {
             "StartRoomCompositeEgress" => {
                 let request: livekit_protocol::RoomCompositeEgressRequest =
@@ -104,8 +118,13 @@ impl StandInEgress {
                 {
                     return self.refuse("no output".into(), 400);
                 }
+                let egress_id = if request.stream_outputs.is_empty() {
+                    format!("EG_{}", recording_calls + 1)
+                } else {
+                    format!("EG_FEED_{}", feeds_started + 1)
+                };
                 livekit_protocol::EgressInfo {
-                    egress_id: format!("EG_{n}"),
+                    egress_id,
                     room_name: request.room_name,
                     status: livekit_protocol::EgressStatus::EgressStarting as i32,
                     ..Default::default()
@@ -128,6 +147,8 @@ impl StandInEgress {
         self.calls.lock().unwrap().push(EgressCall {
             method: method.to_string(),
             body: serde_json::from_slice(&body).unwrap(),
+            feed: info.egress_id.starts_with("EG_FEED_"),
+            egress_id: info.egress_id.clone(),
         });
         hyper::Response::builder()
             .header("content-type", "application/json")
@@ -137,6 +158,11 @@ impl StandInEgress {
 
     pub fn calls(&self) -> Vec<EgressCall> {
         self.calls.lock().unwrap().clone()
+    }
+
+    /// The calls that start or stop recordings, without the SFU feed's.
+    pub fn recording_calls(&self) -> Vec<EgressCall> {
+        self.calls().into_iter().filter(|c| !c.feed).collect()
     }
 
     pub fn refused(&self) -> Vec<String> {
