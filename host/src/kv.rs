@@ -152,8 +152,11 @@ impl KvStore {
                 .await?
             }
             Backend::Redis(pool) => {
-                pool.run(|mut c| async move { c.get::<_, Option<Vec<u8>>>(key.as_bytes()).await })
-                    .await?
+                pool.run(|mut c| {
+                    let key = key.clone();
+                    async move { c.get::<_, Option<Vec<u8>>>(key.as_bytes()).await }
+                })
+                .await?
             }
         };
         if value.as_ref().is_some_and(|v| v.len() > MAX_RESULT_BYTES) {
@@ -178,8 +181,11 @@ impl KvStore {
                 .await
             }
             Backend::Redis(pool) => {
-                pool.run(|mut c| async move { c.set::<_, _, ()>(key.as_bytes(), value).await })
-                    .await
+                pool.run(|mut c| {
+                    let (key, value) = (key.clone(), value.clone());
+                    async move { c.set::<_, _, ()>(key.as_bytes(), value).await }
+                })
+                .await
             }
         }
     }
@@ -195,8 +201,11 @@ impl KvStore {
                 .await
             }
             Backend::Redis(pool) => {
-                pool.run(|mut c| async move { c.del::<_, ()>(key.as_bytes()).await })
-                    .await
+                pool.run(|mut c| {
+                    let key = key.clone();
+                    async move { c.del::<_, ()>(key.as_bytes()).await }
+                })
+                .await
             }
         }
     }
@@ -211,8 +220,11 @@ impl KvStore {
                 .await
             }
             Backend::Redis(pool) => {
-                pool.run(|mut c| async move { c.exists::<_, bool>(key.as_bytes()).await })
-                    .await
+                pool.run(|mut c| {
+                    let key = key.clone();
+                    async move { c.exists::<_, bool>(key.as_bytes()).await }
+                })
+                .await
             }
         }
     }
@@ -300,13 +312,32 @@ impl RedisPool {
         }
     }
 
-    /// Runs `f` on one of the connections (round robin); Redis errors become `other`.
+    /// Runs `f` on one of the connections (round robin); Redis errors become `other`. A
+    /// connection found broken (Redis restarted since it was made) is replaced and `f`
+    /// run once more on the new one: every key-value operation is idempotent, so the
+    /// guest does not see a restart that is over.
     async fn run<T, F, Fut>(&self, f: F) -> Result<T, Error>
     where
-        F: FnOnce(redis::aio::MultiplexedConnection) -> Fut,
+        F: Fn(redis::aio::MultiplexedConnection) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let slot = &self.slots[self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len()];
+        match self.run_on(slot, &f).await {
+            Err(e) if is_broken(&e) => self.run_on(slot, &f).await,
+            result => result,
+        }
+        .map_err(|e| Error::Other(e.to_string()))
+    }
+
+    async fn run_on<T, F, Fut>(
+        &self,
+        slot: &tokio::sync::Mutex<Option<redis::aio::MultiplexedConnection>>,
+        f: &F,
+    ) -> redis::RedisResult<T>
+    where
+        F: Fn(redis::aio::MultiplexedConnection) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
         let conn = {
             let mut slot = slot.lock().await;
             match slot.as_ref() {
@@ -318,23 +349,23 @@ impl RedisPool {
                     let c = self
                         .client
                         .get_multiplexed_async_connection_with_config(&config)
-                        .await
-                        .map_err(|e| Error::Other(format!("cannot connect to Redis: {e}")))?;
+                        .await?;
                     *slot = Some(c.clone());
                     c
                 }
             }
         };
-        match f(conn).await {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                if e.is_unrecoverable_error() || e.is_connection_dropped() || e.is_io_error() {
-                    *slot.lock().await = None;
-                }
-                Err(Error::Other(e.to_string()))
-            }
+        let result = f(conn).await;
+        if result.as_ref().is_err_and(is_broken) {
+            *slot.lock().await = None;
         }
+        result
     }
+}
+
+/// The connection is gone (as opposed to a command Redis refused).
+fn is_broken(e: &redis::RedisError) -> bool {
+    e.is_unrecoverable_error() || e.is_connection_dropped() || e.is_io_error()
 }
 
 /// The resource behind a guest's `store` handle.

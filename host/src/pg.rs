@@ -10,9 +10,13 @@
 //!   `sslmode=require` is refused with `connection-failed`.
 //! - Each guest `connection` holds one real PostgreSQL connection from `open` until it is
 //!   dropped, so `BEGIN` ... `COMMIT` across calls works. Connections are pooled per
-//!   address across instances (at most 64 open per address); one that a guest used is reset
-//!   (`ROLLBACK`, session state cleared) before it is reused, so a guest that trapped
-//!   mid-transaction leaves nothing behind.
+//!   address across instances (at most 64 open per address); one that a guest used has its
+//!   session state cleared before it is reused, as Spin's pool does (deadpool-postgres's
+//!   `Clean` recycling). Like Spin, that does not end a transaction: a guest that trapped
+//!   between `BEGIN` and `COMMIT` leaves it open, with its writes and locks, for the next
+//!   instance to find (the platform's components roll such a connection back on open:
+//!   `common::spin::store::connect_postgres`). A connection whose reset fails (its
+//!   transaction had failed) is closed.
 //! - Statements are prepared once per pooled connection and reused.
 //! - Values, errors and the columns of a result (taken from its first row) follow Spin's
 //!   `factor-outbound-pg`.
@@ -24,11 +28,12 @@
 mod values;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::TryStreamExt;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -58,12 +63,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// of requests makes them a few at a time, and a request that waits may be handed a
 /// connection another one just gave back instead.
 const MAX_CONNECTING: usize = 4;
+/// How long `open` waits for a connection being reset before making a new one.
+const RESET_WAIT: Duration = Duration::from_millis(250);
 /// How long `open` waits for a connection when the address's pool is exhausted.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Run on a connection a guest used, before the next guest gets it: ends any transaction
-/// and clears what a session can carry (the statements edgehost prepared stay).
-const RESET: &str = "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; \
-                     UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES";
+/// Run on a connection a guest used, before the next guest gets it: clears what a session
+/// can carry (the statements edgehost prepared stay), the statements Spin's pool runs. An
+/// open transaction stays open, as on Spin.
+const RESET: &str = "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; \
+                     SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES";
 
 /// The connection pools of an application, by address.
 #[derive(Default)]
@@ -92,6 +100,8 @@ impl PgPools {
             idle: Mutex::new(Vec::new()),
             slots: Arc::new(Semaphore::new(POOL_SIZE)),
             connecting: Semaphore::new(MAX_CONNECTING),
+            resetting: AtomicUsize::new(0),
+            reset_done: Notify::new(),
             last_used: Mutex::new(Instant::now()),
         });
         pools.insert(address.to_string(), pool.clone());
@@ -106,6 +116,9 @@ struct PgPool {
     slots: Arc<Semaphore>,
     /// Connections being made (`MAX_CONNECTING`).
     connecting: Semaphore,
+    /// Connections a guest gave back that are being reset, and the signal that one was.
+    resetting: AtomicUsize,
+    reset_done: Notify,
     last_used: Mutex<Instant>,
 }
 
@@ -133,6 +146,11 @@ impl PgPool {
     /// An idle connection, or a new one once the pool has room.
     async fn acquire(&self) -> Result<PgSession, String> {
         if let Some(session) = self.take_idle() {
+            return Ok(session);
+        }
+        // One being reset is idle within a round trip: the next guest gets it, as it would
+        // on Spin (which resets at checkout), rather than a fresh connection beside it.
+        if let Some(session) = self.after_a_reset().await {
             return Ok(session);
         }
         let deadline = tokio::time::Instant::now() + ACQUIRE_TIMEOUT;
@@ -164,6 +182,19 @@ impl PgPool {
         })
     }
 
+    /// Waits (briefly) for a connection being reset, when there is one.
+    async fn after_a_reset(&self) -> Option<PgSession> {
+        let reset = self.reset_done.notified();
+        tokio::pin!(reset);
+        // Registered before the count is read, so a reset finishing in between is seen.
+        reset.as_mut().enable();
+        if self.resetting.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let _ = tokio::time::timeout(RESET_WAIT, reset).await;
+        self.take_idle()
+    }
+
     /// Takes a connection back: at once if unused, else after the reset (in the
     /// background, so the guest does not wait for it).
     fn release(self: &Arc<Self>, mut session: PgSession) {
@@ -178,15 +209,18 @@ impl PgPool {
             return; // no runtime to reset it on: close it
         };
         let pool = self.clone();
+        self.resetting.fetch_add(1, Ordering::SeqCst);
         runtime.spawn(async move {
             match session.client.batch_execute(RESET).await {
                 Ok(()) => {
                     session.used = false;
                     pool.keep_idle(session);
                 }
-                // Closed instead of reused.
+                // Closed instead of reused (e.g. its transaction had failed).
                 Err(e) => eprintln!("edgehost: resetting a PostgreSQL connection failed: {e}"),
             }
+            pool.resetting.fetch_sub(1, Ordering::SeqCst);
+            pool.reset_done.notify_waiters();
         });
     }
 

@@ -81,20 +81,17 @@ impl ServerBackends {
         ]
     }
 
-    /// Spin runtime config putting the key-value store `default` in Redis.
-    pub fn runtime_config(&self) -> String {
-        format!(
-            "[key_value_store.default]\ntype = \"redis\"\nurl = \"{}\"\n",
-            self.redis_url
-        )
-    }
-
     /// Drops the platform's database (the cluster itself goes when the process ends).
     pub async fn discard(self) {
         if let Some(cluster) = POSTGRES.get() {
             cluster.drop_database(&self.database).await;
         }
     }
+}
+
+/// Spin runtime config putting the key-value store `default` in the Redis at `url`.
+pub fn kv_on_redis(url: &str) -> String {
+    format!("[key_value_store.default]\ntype = \"redis\"\nurl = \"{url}\"\n")
 }
 
 static POSTGRES: OnceLock<PostgresCluster> = OnceLock::new();
@@ -105,7 +102,19 @@ pub struct PostgresCluster {
     port: u16,
     password: String,
     databases: AtomicUsize,
+    bin: PathBuf,
+    base: PathBuf,
+    owner: Option<(u32, u32)>,
     _supervisor: Supervisor,
+}
+
+/// The server's settings: loopback only, no durability (throwaway data), many clients.
+fn server_options(base: &Path, port: u16) -> String {
+    format!(
+        "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
+         -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500",
+        base.display()
+    )
 }
 
 impl PostgresCluster {
@@ -181,6 +190,40 @@ impl PostgresCluster {
         }
     }
 
+    /// Stops the server as an operator's restart does (`pg_ctl stop -m fast`: sessions are
+    /// terminated, new connections refused), keeps it down for `down`, and starts it again
+    /// (the faults suite). Answers once it takes connections again.
+    pub async fn outage(&'static self, down: Duration) {
+        let pg_ctl = |args: Vec<String>| {
+            let out = as_owner(Command::new(self.bin.join("pg_ctl")), self.owner)
+                .current_dir(&self.base)
+                .arg("-D")
+                .arg(self.base.join("data"))
+                .args(args)
+                .output()
+                .expect("run pg_ctl");
+            assert!(
+                out.status.success(),
+                "pg_ctl failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let stop = vec!["-m".into(), "fast".into(), "-w".into(), "stop".into()];
+        tokio::task::block_in_place(|| pg_ctl(stop));
+        tokio::time::sleep(down).await;
+        let log = self.base.join("log").display().to_string();
+        let options = server_options(&self.base, self.port);
+        let start = vec![
+            "-l".into(),
+            log,
+            "-o".into(),
+            options,
+            "-w".into(),
+            "start".into(),
+        ];
+        tokio::task::block_in_place(|| pg_ctl(start));
+    }
+
     fn start() -> PostgresCluster {
         let bin = postgres_bin_dir();
         let password = random_hex();
@@ -207,14 +250,12 @@ impl PostgresCluster {
         let _ = std::fs::remove_file(&pwfile);
 
         let port = free_port();
+        let options = server_options(&base, port);
+        // pg_ctl, so that the faults suite can stop and start the server under load.
         let script = r#"
-            "$1/postgres" -D "$2/data" -p "$3" -c listen_addresses=127.0.0.1 \
-                -c unix_socket_directories="$2" -c fsync=off -c synchronous_commit=off \
-                -c full_page_writes=off -c max_connections=500 </dev/null >"$2/log" 2>&1 &
-            server=$!
+            "$1/pg_ctl" -D "$2/data" -l "$2/log" -o "$3" -w -t 60 start >/dev/null 2>&1
             cat >/dev/null
-            kill -INT "$server" 2>/dev/null
-            wait "$server"
+            "$1/pg_ctl" -D "$2/data" -m fast -w stop >/dev/null 2>&1
             rm -rf "$2"
         "#;
         let supervisor = Supervisor::spawn(
@@ -223,7 +264,7 @@ impl PostgresCluster {
                 .args(["-c", script, "sh"])
                 .arg(&bin)
                 .arg(&base)
-                .arg(port.to_string()),
+                .arg(&options),
         );
         let ready = wait_until(|| {
             Command::new(bin.join("pg_isready"))
@@ -239,9 +280,12 @@ impl PostgresCluster {
             port,
             password,
             databases: AtomicUsize::new(0),
+            bin,
+            base,
+            owner,
             _supervisor: supervisor,
         };
-        let create_role = Command::new(bin.join("psql"))
+        let create_role = Command::new(cluster.bin.join("psql"))
             .arg(cluster.url("postgres", "postgres"))
             .args(["-q", "-v", "ON_ERROR_STOP=1", "-c"])
             .arg(format!(
@@ -516,4 +560,86 @@ fn wait_until(mut ready: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
     false
+}
+
+/// A `redis-server` of a test's own on a free port, without persistence, that the test
+/// can stop and start again on the same port (Redis going away under the relays or the
+/// key-value store).
+pub struct OwnRedis {
+    port: u16,
+    child: Option<std::process::Child>,
+    /// Where a durable server keeps its append-only file.
+    durable: Option<tempfile::TempDir>,
+}
+
+impl OwnRedis {
+    pub async fn start() -> OwnRedis {
+        let mut r = OwnRedis {
+            port: free_port(),
+            child: None,
+            durable: None,
+        };
+        r.launch().await;
+        r
+    }
+
+    /// One that keeps what it acknowledged across a kill, as a production Redis holding
+    /// data does (an append-only file written through on every write).
+    pub async fn start_durable() -> OwnRedis {
+        let mut r = OwnRedis {
+            port: free_port(),
+            child: None,
+            durable: Some(tempfile::tempdir().expect("a directory for Redis's data")),
+        };
+        r.launch().await;
+        r
+    }
+
+    /// Starts it (again), and returns once it answers.
+    pub async fn launch(&mut self) {
+        let mut command = Command::new("redis-server");
+        command.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"]);
+        match &self.durable {
+            Some(dir) => command
+                .args([
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    "always",
+                ])
+                .arg("--dir")
+                .arg(dir.path()),
+            None => command.args(["--save", "", "--appendonly", "no"]),
+        };
+        let child = command
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (scripts/test installs it)");
+        self.child = Some(child);
+        let port = self.port;
+        let ready = tokio::task::spawn_blocking(move || wait_until(|| redis_answers_ping(port)))
+            .await
+            .expect("the wait for redis-server");
+        assert!(ready, "redis-server did not start on port {port}");
+    }
+
+    /// Kills it (its data goes with it).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }

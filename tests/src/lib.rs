@@ -63,8 +63,20 @@ pub struct Platform {
     pub http: Client,
     /// How far [`Platform::advance_clock`] moved the components' clock (seconds).
     clock_offset: std::sync::atomic::AtomicI64,
+    /// What runs beside the app and where its key-value store is.
+    setup: Setup,
+}
+
+/// What a platform runs beside the app, beyond its back end.
+#[derive(Clone, Default)]
+struct Setup {
+    /// edgehost's scheduler runs the periodic jobs of `jobs.toml`.
+    scheduler: bool,
     /// How edgehost runs the media server (nginx-rtmp) beside the app, if it does.
     media: Option<edgehost::MediaServer>,
+    /// The key-value store on this Redis (else the back end's: SQLite in the state
+    /// directory, or the PostgreSQL back end's Redis).
+    kv_redis_url: Option<String>,
 }
 
 impl Platform {
@@ -123,6 +135,35 @@ impl Platform {
         media: Option<edgehost::MediaServer>,
     ) -> Platform {
         let state = tempfile::tempdir().expect("temporary state directory");
+        let setup = Setup {
+            scheduler,
+            media,
+            ..Setup::default()
+        };
+        Self::start_in(state, backend, variables, setup).await
+    }
+
+    /// The application on the selected back end with its state in `state` (the faults
+    /// suite puts it on a small file system it can fill) and, when `kv_redis_url` is given,
+    /// its key-value store on that Redis (whatever the back end).
+    pub async fn start_for_faults(
+        state: tempfile::TempDir,
+        kv_redis_url: Option<String>,
+        variables: &[(&str, &str)],
+    ) -> Platform {
+        let setup = Setup {
+            kv_redis_url,
+            ..Setup::default()
+        };
+        Self::start_in(state, backends::Backend::selected(), variables, setup).await
+    }
+
+    async fn start_in(
+        state: tempfile::TempDir,
+        backend: backends::Backend,
+        variables: &[(&str, &str)],
+        setup: Setup,
+    ) -> Platform {
         let variables = variables
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -131,16 +172,20 @@ impl Platform {
             backends::Backend::Sqlite => None,
             backends::Backend::Postgres => Some(backends::ServerBackends::fresh().await),
         };
-        Self::launch(state, variables, backends, scheduler, media).await
+        Self::launch(state, variables, backends, setup).await
     }
 
     async fn launch(
         state: tempfile::TempDir,
         variables: Vec<(String, String)>,
         backends: Option<backends::ServerBackends>,
-        scheduler: bool,
-        media: Option<edgehost::MediaServer>,
+        setup: Setup,
     ) -> Platform {
+        let Setup {
+            scheduler,
+            media,
+            kv_redis_url,
+        } = setup.clone();
         let manifest = workspace_root().join("spin.toml");
         tokio::task::block_in_place(|| build_once(&manifest));
         // The back end's variables first, so that a test's own values win.
@@ -148,8 +193,11 @@ impl Platform {
         let mut runtime_config_file = None;
         if let Some(b) = &backends {
             all_variables.extend(b.variables());
+        }
+        let kv_redis_url = kv_redis_url.or(backends.as_ref().map(|b| b.redis_url.clone()));
+        if let Some(url) = kv_redis_url {
             let path = state.path().join("runtime-config.toml");
-            std::fs::write(&path, b.runtime_config()).expect("write the runtime config");
+            std::fs::write(&path, backends::kv_on_redis(&url)).expect("write the runtime config");
             runtime_config_file = Some(path);
         }
         all_variables.extend(variables.iter().cloned());
@@ -174,7 +222,7 @@ impl Platform {
                 backends,
                 http: Client::new(),
                 clock_offset: Default::default(),
-                media: None,
+                setup,
             };
             // Spin runs no start-up job: the schema is applied as a deployment does.
             platform.run_job("migrate").await;
@@ -217,7 +265,7 @@ impl Platform {
             base,
             http: Client::new(),
             clock_offset: Default::default(),
-            media,
+            setup,
         }
     }
 
@@ -245,8 +293,11 @@ impl Platform {
         let state = std::mem::replace(&mut self.state, tempfile::tempdir().expect("tempdir"));
         let backends = self.backends.take();
         let variables = std::mem::take(&mut self.variables);
-        let media = self.media.take();
-        Self::launch(state, variables, backends, false, media).await
+        let setup = Setup {
+            scheduler: false,
+            ..self.setup.clone()
+        };
+        Self::launch(state, variables, backends, setup).await
     }
 
     pub fn state_dir(&self) -> &Path {

@@ -63,13 +63,26 @@ impl SpinProcess {
             .expect("a free loopback port")
             .port();
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let mut values: HashMap<String, String> = GENERATED
-            .iter()
-            .map(|name| (name.to_string(), hex::encode(random_bytes())))
+        // Kept where edgehost keeps the secrets it generates: the same across a restart on
+        // the same state, and there for the tests that read one.
+        let kept = state_dir.join("generated-variables.toml");
+        let mut values: HashMap<String, String> = std::fs::read_to_string(&kept)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.split_once(" = "))
+            .map(|(name, value)| (name.to_string(), value.trim_matches('"').to_string()))
             .collect();
+        for name in GENERATED {
+            values
+                .entry(name.to_string())
+                .or_insert_with(|| hex::encode(random_bytes()));
+        }
+        let generated: String = GENERATED
+            .iter()
+            .map(|name| format!("{name} = {:?}\n", values[*name]))
+            .collect();
+        std::fs::write(&kept, generated).expect("write the generated secrets");
         values.insert("registration_mode".into(), "open".into());
-        values.insert("base_url".into(), format!("http://{addr}"));
-        values.insert("api_url".into(), format!("http://{addr}"));
         for (name, value) in variables {
             values.insert(name.clone(), value.clone());
         }

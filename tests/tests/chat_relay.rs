@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::net::TcpStream;
 use tokio_tungstenite::MaybeTlsStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -24,6 +23,7 @@ const JWT: &str = "chat-relay-test-jwt-secret-0123456789abcdef";
 const RELAY: &str = "chat-relay-test-relay-secret-0123456789";
 const WAIT: Duration = Duration::from_secs(10);
 
+use platform_tests::backends::OwnRedis as Redis;
 use platform_tests::ws::Ws;
 
 /// A platform, a tenant with two users, and one broadcast's streamId.
@@ -496,65 +496,6 @@ async fn a_slow_client_is_disconnected_without_slowing_the_room() {
     );
     assert_eq!(metric(&metrics, "chat_relay_connections"), 1);
     drop(slow);
-}
-
-/// A `redis-server` of this test's own on a free port, without persistence.
-struct Redis {
-    port: u16,
-    child: Option<std::process::Child>,
-}
-
-impl Redis {
-    async fn start() -> Redis {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut r = Redis { port, child: None };
-        r.launch().await;
-        r
-    }
-
-    async fn launch(&mut self) {
-        let child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server is installed (scripts/test installs it)");
-        self.child = Some(child);
-        let deadline = Instant::now() + WAIT;
-        while TcpStream::connect(("127.0.0.1", self.port)).await.is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 async fn relay_on_redis(p: &Platform, redis: &Redis) -> RelayServer {

@@ -822,7 +822,7 @@ async fn postgres_values_errors_and_transactions() {
 }
 
 #[tokio::test]
-async fn postgres_trap_mid_transaction_rolls_back_before_reuse() {
+async fn postgres_trap_mid_transaction_leaves_it_open_and_the_platform_rolls_it_back() {
     setup().await;
     let state = tempfile::tempdir().expect("tempdir");
     let (p, address) = probe_on_postgres(state.path()).await;
@@ -833,19 +833,32 @@ async fn postgres_trap_mid_transaction_rolls_back_before_reuse() {
     for round in 1..=3 {
         let (status, _) = p.get(&format!("/probe/pg-lock-trap?{address}")).await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
-        // The trapped transaction's row lock is gone and its increment undone; the
-        // session setting it made does not reach the next guest.
-        let bump = p.json(&format!("/probe/pg-lock-bump?{address}")).await;
-        assert_eq!(bump["bump"], 1, "round {round}: {bump}");
+        // As on Spin, the pooled connection comes back with the trapped transaction still
+        // open: a guest that opens it raw works inside it (its increment on top of the
+        // trapped one, never committed); only the session settings were reset.
+        let raw = p.json(&format!("/probe/pg-lock-bump?{address}")).await;
+        assert_eq!(raw["bump"], 1, "round {round}: {raw}");
         assert_eq!(
-            bump["counter"]["rows"],
-            json!([[{ "int64": round }]]),
-            "round {round}: {bump}"
+            raw["counter"]["rows"],
+            json!([[{ "int64": round + 1 }]]),
+            "round {round}: {raw}"
         );
         assert_ne!(
-            bump["application_name"]["rows"],
+            raw["application_name"]["rows"],
             json!([[{ "str": "left-behind" }]]),
-            "{bump}"
+            "{raw}"
+        );
+        // The platform's components open it out of that transaction: both uncommitted
+        // increments are gone, the row lock is free, and the setting stays reset.
+        let app = p.json(&format!("/probe/pg-app-bump?{address}")).await;
+        assert_eq!(
+            app,
+            json!({
+                "bump": "ok",
+                "counter": round.to_string(),
+                "application_name": "",
+            }),
+            "round {round}"
         );
     }
     p.stop().await;

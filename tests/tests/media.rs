@@ -329,6 +329,45 @@ async fn a_publisher_back_within_the_window_continues_the_broadcast() {
     again.stop().await;
 }
 
+/// The faults suite's media server fault: nginx killed under a live publish.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_media_server_is_restarted_and_the_broadcast_goes_on() {
+    let p = platform(60).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let id = text(&b, "id");
+    let publisher = Publisher::start(&text(&b, "rtmpUrl"));
+    let live = until_ingest(&p, &user, &id, "live").await;
+    let killed = p.media().nginx_pid().expect("nginx runs");
+    let kill = std::process::Command::new("kill")
+        .args(["-KILL", &killed.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(kill.success());
+    // edgehost restarts it, and the broadcast waits for its encoder (nothing is lost:
+    // it is still the same live broadcast, in its reconnect window).
+    wait_for("nginx to be restarted", Duration::from_secs(15), || async {
+        let media = p.media();
+        (media.restarts() == 1 && media.nginx_pid().is_some_and(|pid| pid != killed)).then_some(())
+    })
+    .await;
+    let away = until_ingest(&p, &user, &id, "reconnecting").await;
+    assert_eq!(away["status"], "active");
+    publisher.stop().await;
+    // The encoder reconnects (as OBS does) and the same broadcast plays again.
+    let again = Publisher::start(&text(&b, "rtmpUrl"));
+    let back = until_ingest(&p, &user, &id, "live").await;
+    assert_eq!(back["status"], "active");
+    assert_eq!(
+        back["startedAt"], live["startedAt"],
+        "the same broadcast goes on"
+    );
+    assert_eq!(back["ingest"]["publishes"], 2);
+    let playlist = until_playlist(&text(&b, "hlsUrl")).await;
+    assert!(!playlist_segments(&playlist).is_empty());
+    again.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn unknown_reset_second_ended_and_suspended_publishers_are_refused() {
     let p = platform(60).await;

@@ -61,12 +61,27 @@ pub fn chunk_key(client_id: &str, file_id: &str, n: u64) -> String {
 }
 
 pub fn open_store() -> Result<Store, ApiError> {
-    Store::open_default()
-        .map_err(|e| ApiError::internal(format!("key-value store unavailable: {e}")))
+    Store::open_default().map_err(kv_error)
 }
 
+/// A key-value failure: the store unreachable or failing for now (`other`: e.g. its Redis
+/// restarting) is 503 with `Retry-After`, so clients retry; the rest (a store this
+/// component may not open) is the deployment's fault.
 pub fn kv_error(e: spin_sdk::key_value::Error) -> ApiError {
-    ApiError::internal(format!("key-value store error: {e}"))
+    match e {
+        spin_sdk::key_value::Error::Other(detail) => {
+            eprintln!("files: key-value store unavailable: {detail}");
+            ApiError::unavailable(
+                "storage_unavailable",
+                "file storage is unavailable for the moment: retry shortly",
+            )
+            .with_header(
+                "retry-after",
+                common::store::UNAVAILABLE_RETRY_AFTER_SECS.to_string(),
+            )
+        }
+        e => ApiError::internal(format!("key-value store error: {e}")),
+    }
 }
 
 pub fn bad_id() -> ApiError {

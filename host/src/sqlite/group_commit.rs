@@ -25,6 +25,10 @@ use tokio::sync::watch;
 /// Commits between checkpoints: for small transactions, about the 1000 WAL pages after
 /// which SQLite would checkpoint on its own.
 const CHECKPOINT_EVERY: u64 = 256;
+/// A WAL larger than this is truncated by the next checkpoint.
+const WAL_TRUNCATE_ABOVE: u64 = 16 << 20;
+/// How long a truncating checkpoint waits for the writer and the readers.
+const TRUNCATE_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
 pub struct GroupCommit {
     database: PathBuf,
@@ -131,7 +135,11 @@ impl GroupCommit {
     }
 
     /// Copies what it can of the WAL into the database file, without waiting for the
-    /// writer or the readers.
+    /// writer or the readers. A passive checkpoint never moves the WAL back to its start
+    /// while some reader still reads from it, and under steady load one always does, so
+    /// the file would grow without bound (SQLite's "checkpoint starvation"); past
+    /// [`WAL_TRUNCATE_ABOVE`] bytes the checkpoint waits (briefly: [`TRUNCATE_WAIT`],
+    /// holding off the writer) for the readers and truncates the WAL instead.
     fn checkpoint(&self) -> rusqlite::Result<()> {
         let mut slot = self
             .checkpointer
@@ -139,9 +147,20 @@ impl GroupCommit {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let conn = match slot.as_mut() {
             Some(conn) => conn,
-            None => slot.insert(Connection::open(&self.database)?),
+            None => {
+                let conn = Connection::open(&self.database)?;
+                conn.busy_timeout(TRUNCATE_WAIT)?;
+                slot.insert(conn)
+            }
         };
-        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
+        let wal_bytes = std::fs::metadata(&self.wal).map_or(0, |m| m.len());
+        let mode = if wal_bytes > WAL_TRUNCATE_ABOVE {
+            "TRUNCATE"
+        } else {
+            "PASSIVE"
+        };
+        // Busy (the readers outlasted the wait) is not an error: the next one tries again.
+        conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(()))?;
         self.checkpoints.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }

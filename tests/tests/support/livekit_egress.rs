@@ -18,8 +18,6 @@ pub const SFU_SECRET: &str = "record-sfu-secret-long-enough-0123456789abcdef";
 pub struct EgressCall {
     pub method: String,
     pub body: Value,
-    /// The egress started or stopped.
-    pub egress_id: String,
     /// Part of an SFU feed into the ingest (a stream output), not of a recording.
     pub feed: bool,
 }
@@ -148,7 +146,6 @@ impl StandInEgress {
             method: method.to_string(),
             body: serde_json::from_slice(&body).unwrap(),
             feed: info.egress_id.starts_with("EG_FEED_"),
-            egress_id: info.egress_id.clone(),
         });
         hyper::Response::builder()
             .header("content-type", "application/json")

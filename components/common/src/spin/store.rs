@@ -4,7 +4,7 @@
 
 use super::config;
 use crate::ApiError;
-use crate::store::{Backend, Db, Dialect, Row, Value, sql};
+use crate::store::{self, Backend, BackendError, Db, Dialect, Row, Value, sql};
 // `spin:postgres@3.0.0`: the newest PostgreSQL interface every Spin 3.x and 4.x and Fermyon
 // Wasm Functions accept (see docs/data.md).
 use spin_sdk::pg3 as pg;
@@ -32,19 +32,45 @@ fn connect() -> Result<Db, ApiError> {
     match config::var_or("database", "sqlite").as_str() {
         "sqlite" => sqlite::Connection::open_default()
             .map(|conn| Db::new(Box::new(SpinSqlite(conn))))
-            .map_err(|e| ApiError::internal(format!("database unavailable: {e}"))),
-        "postgres" => {
-            let url = config::required("postgres_url")?;
-            pg::Connection::open(&url)
-                .map(|conn| Db::new(Box::new(SpinPostgres(conn))))
-                .map_err(|e| ApiError::internal(format!("database unavailable: {e:?}")))
-        }
+            .map_err(|e| store::unavailable(&format!("opening SQLite: {e}"))),
+        "postgres" => connect_postgres(&config::required("postgres_url")?),
         other => Err(ApiError::unavailable(
             "not_configured",
             format!("the variable database is {other:?}: use sqlite or postgres"),
         )),
     }
 }
+
+/// Opens the PostgreSQL database at `url`, out of any transaction an earlier request left.
+///
+/// Spin hands a pooled connection to the next instance as the last one left it: when a
+/// guest trapped between `BEGIN` and `COMMIT`, the transaction is still open, with its
+/// writes and locks (Spin's pool clears session settings, not transactions). The next
+/// `BEGIN` would only warn, and its `COMMIT` would commit the trapped request's half-done
+/// work too. So a connection is checked first: `DROP INDEX CONCURRENTLY` refuses to run
+/// inside a transaction block and is a no-op outside one (no such index exists), which
+/// tells the two apart in one round trip, on every PostgreSQL and through Spin's extended
+/// query protocol. A connection inside one (or in a failed one) is rolled back.
+pub fn connect_postgres(url: &str) -> Result<Db, ApiError> {
+    let unavailable = |what: &str, e: pg::PgError| store::unavailable(&format!("{what}: {e:?}"));
+    let conn = pg::Connection::open(url).map_err(|e| unavailable("opening PostgreSQL", e))?;
+    if let Err(e) = conn.execute(OUTSIDE_A_TRANSACTION_PROBE, &[]) {
+        if pg_error(e).unavailable {
+            return Err(store::unavailable("the connection was lost"));
+        }
+        eprintln!("store: the pooled PostgreSQL connection was left in a transaction: rolled back");
+        conn.execute("ROLLBACK", &[])
+            .map_err(|e| unavailable("rolling back", e))?;
+        // The pool's `RESET ALL` ran inside the rolled-back transaction: run it again.
+        conn.execute("RESET ALL", &[])
+            .map_err(|e| unavailable("resetting", e))?;
+    }
+    Ok(Db::new(Box::new(SpinPostgres(conn))))
+}
+
+/// Fails inside a transaction block, does nothing outside one: no index has this name.
+const OUTSIDE_A_TRANSACTION_PROBE: &str =
+    r#"DROP INDEX CONCURRENTLY IF EXISTS "~ transaction probe: no such index""#;
 
 struct SpinSqlite(sqlite::Connection);
 
@@ -53,7 +79,7 @@ impl Backend for SpinSqlite {
         Dialect::Sqlite
     }
 
-    fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, String> {
+    fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, BackendError> {
         let params: Vec<sqlite::Value> = params
             .iter()
             .map(|p| match p {
@@ -64,7 +90,7 @@ impl Backend for SpinSqlite {
                 Value::Blob(b) => sqlite::Value::Blob(b.clone()),
             })
             .collect();
-        let result = self.0.execute(sql, &params).map_err(|e| e.to_string())?;
+        let result = self.0.execute(sql, &params).map_err(sqlite_error)?;
         let columns: Rc<[String]> = result.columns.into();
         Ok(result
             .rows
@@ -102,8 +128,24 @@ fn pg_params(params: &[Value]) -> Vec<pg::ParameterValue> {
         .collect()
 }
 
-fn pg_error(e: pg::PgError) -> String {
-    format!("{e:?}")
+fn pg_error(e: pg::PgError) -> BackendError {
+    let detail = format!("{e:?}");
+    match e {
+        pg::PgError::ConnectionFailed(_) => BackendError::unavailable(detail),
+        _ if store::postgres_unavailable(&detail) => BackendError::unavailable(detail),
+        _ => detail.into(),
+    }
+}
+
+fn sqlite_error(e: sqlite::Error) -> BackendError {
+    let detail = e.to_string();
+    match e {
+        sqlite::Error::DatabaseFull => BackendError::unavailable(detail),
+        sqlite::Error::Io(text) if store::sqlite_unavailable(&text) => {
+            BackendError::unavailable(detail)
+        }
+        _ => detail.into(),
+    }
 }
 
 impl Backend for SpinPostgres {
@@ -111,7 +153,7 @@ impl Backend for SpinPostgres {
         Dialect::Postgres
     }
 
-    fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, String> {
+    fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, BackendError> {
         // Spin 4.0.0 to 4.0.2 never answer a query without rows: every query answers at
         // least the sentinel row (see `sql::never_empty`).
         let set = self
@@ -121,7 +163,9 @@ impl Backend for SpinPostgres {
         let names = set.columns.into_iter().map(|c| c.name).collect();
         let (names, rows) =
             sql::without_sentinel(names, set.rows, |v| matches!(v, pg::DbValue::Boolean(true)))
-                .ok_or("the query's answer lacks its sentinel row")?;
+                .ok_or_else(|| {
+                    BackendError::from("the query's answer lacks its sentinel row".to_string())
+                })?;
         let columns: Rc<[String]> = names.into();
         Ok(rows
             .into_iter()
@@ -147,7 +191,7 @@ impl Backend for SpinPostgres {
             .collect())
     }
 
-    fn execute(&self, sql: &str, params: &[Value]) -> Result<(), String> {
+    fn execute(&self, sql: &str, params: &[Value]) -> Result<(), BackendError> {
         self.0
             .execute(sql, &pg_params(params))
             .map(|_| ())

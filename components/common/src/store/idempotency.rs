@@ -6,6 +6,11 @@ use crate::ApiError;
 
 /// How long a key is remembered.
 pub const TTL_SECS: i64 = 24 * 60 * 60;
+/// How long a claim without an answer holds its key. A request that claimed a key and
+/// then lost its database (or its instance) before it could release it leaves such a
+/// claim; after this, far beyond any request's deadline, its work certainly did not
+/// commit (the answer commits with it), so a retry takes the key over and runs.
+pub const CLAIM_LEASE_SECS: i64 = 120;
 
 /// What a key's first use found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,12 +36,14 @@ pub fn claim(
     now: i64,
 ) -> Result<Claim, ApiError> {
     let scope: [Value; 3] = [client_id.into(), caller.into(), key.into()];
-    // A key older than the TTL is free again: the upsert takes it over in the same write.
+    // A key older than the TTL, or an abandoned claim past its lease, is free again: the
+    // upsert takes it over in the same write.
     let inserted = db.query(
         "INSERT INTO idempotency_keys (client_id, caller, idem_key, request_hash, created_at) \
          VALUES (?, ?, ?, ?, ?) ON CONFLICT (client_id, caller, idem_key) DO UPDATE \
            SET request_hash = excluded.request_hash, created_at = excluded.created_at, status = NULL, body = NULL \
            WHERE idempotency_keys.created_at < ? \
+              OR (idempotency_keys.status IS NULL AND idempotency_keys.created_at < ?) \
          RETURNING idem_key",
         &[
             scope[0].clone(),
@@ -45,6 +52,7 @@ pub fn claim(
             request_hash.into(),
             Value::Int(now),
             Value::Int(now - TTL_SECS),
+            Value::Int(now - CLAIM_LEASE_SECS),
         ],
     )?;
     if !inserted.is_empty() {
@@ -185,5 +193,30 @@ mod tests {
             claim(&db, "c1", "u1", "k", "h1", 101).unwrap(),
             Claim::Fresh
         );
+    }
+
+    #[test]
+    fn an_abandoned_claim_holds_its_key_only_for_the_lease() {
+        let db = testing::db();
+        assert_eq!(
+            claim(&db, "c1", "u1", "k", "h1", 100).unwrap(),
+            Claim::Fresh
+        );
+        // Never completed nor released (its request lost the database).
+        let within = 100 + CLAIM_LEASE_SECS;
+        assert_eq!(
+            claim(&db, "c1", "u1", "k", "h1", within).unwrap(),
+            Claim::InProgress
+        );
+        assert_eq!(
+            claim(&db, "c1", "u1", "k", "h1", within + 1).unwrap(),
+            Claim::Fresh
+        );
+        // An answered key is kept for the whole TTL.
+        complete(&db, "c1", "u1", "k", 201, "{}").unwrap();
+        assert!(matches!(
+            claim(&db, "c1", "u1", "k", "h1", within + 1000).unwrap(),
+            Claim::Replay { status: 201, .. }
+        ));
     }
 }

@@ -184,12 +184,85 @@ impl Value {
 pub trait Backend {
     fn dialect(&self) -> Dialect;
     /// Runs one statement and answers its rows.
-    fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, String>;
+    fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, BackendError>;
     /// Runs one statement that answers no rows (DDL, transaction control, writes without
     /// `RETURNING`).
-    fn execute(&self, sql: &str, params: &[Value]) -> Result<(), String> {
+    fn execute(&self, sql: &str, params: &[Value]) -> Result<(), BackendError> {
         self.query(sql, params).map(|_| ())
     }
+}
+
+/// A statement the back end did not run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendError {
+    pub detail: String,
+    /// The database could not take it for now (restarting, unreachable, out of
+    /// connections or space): the same request may succeed later. Anything else is a fault
+    /// of the statement or the schema.
+    pub unavailable: bool,
+}
+
+impl From<String> for BackendError {
+    fn from(detail: String) -> Self {
+        BackendError {
+            detail,
+            unavailable: false,
+        }
+    }
+}
+
+impl BackendError {
+    pub fn unavailable(detail: String) -> Self {
+        BackendError {
+            detail,
+            unavailable: true,
+        }
+    }
+}
+
+/// How long a client should wait before retrying a request the database could not take.
+pub const UNAVAILABLE_RETRY_AFTER_SECS: u32 = 1;
+
+/// The answer to a request the database could not take for now: 503 with `Retry-After`
+/// (what failed is logged, not shown).
+pub fn unavailable(detail: &str) -> ApiError {
+    eprintln!("store: database unavailable: {detail}");
+    ApiError::unavailable(
+        "database_unavailable",
+        "the database is unavailable for the moment: retry shortly",
+    )
+    .with_header("retry-after", UNAVAILABLE_RETRY_AFTER_SECS.to_string())
+}
+
+/// Whether a PostgreSQL failure, as Spin's `postgres@3.0.0` reports it (tokio-postgres's
+/// error, debug-formatted), is the server being unavailable rather than the statement
+/// failing: a lost or refused connection, or SQLSTATE class 08 (connection exception), 53
+/// (insufficient resources: disk full, out of memory, too many connections), 57P01-57P03
+/// (shutting down, crashed, starting up), or a serialization failure or deadlock (40001,
+/// 40P01), which a retry resolves.
+pub fn postgres_unavailable(text: &str) -> bool {
+    const CONNECTION_KINDS: [&str; 3] = ["kind: Closed", "kind: Io", "kind: Connect"];
+    const STATES: [&str; 6] = [
+        "SqlState(E08",
+        "SqlState(E53",
+        "SqlState(E57P01)",
+        "SqlState(E57P02)",
+        "SqlState(E57P03)",
+        "SqlState(E40",
+    ];
+    CONNECTION_KINDS.iter().any(|k| text.contains(k)) || STATES.iter().any(|s| text.contains(s))
+}
+
+/// Whether a SQLite failure (the host's I/O error text) is the database being unavailable
+/// for now: its disk full, an I/O error, or its lock not free in time.
+pub fn sqlite_unavailable(text: &str) -> bool {
+    const TEXTS: [&str; 4] = [
+        "database or disk is full",
+        "disk I/O error",
+        "database is locked",
+        "unable to open database file",
+    ];
+    TEXTS.iter().any(|t| text.contains(t))
 }
 
 /// A connection to the platform's database.
@@ -201,8 +274,12 @@ pub struct Db {
     depth: Rc<std::cell::Cell<u32>>,
 }
 
-fn failed(e: String) -> ApiError {
-    ApiError::internal(format!("database error: {e}"))
+fn failed(e: BackendError) -> ApiError {
+    if e.unavailable {
+        unavailable(&e.detail)
+    } else {
+        ApiError::internal(format!("database error: {}", e.detail))
+    }
 }
 
 impl Db {
@@ -327,7 +404,7 @@ pub mod testing {
             Dialect::Sqlite
         }
 
-        fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, String> {
+        fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, BackendError> {
             use rusqlite::types::{Value as V, ValueRef};
             let mut statement = self.0.prepare(sql).map_err(|e| e.to_string())?;
             let columns: Rc<[String]> = statement
@@ -471,5 +548,40 @@ mod transaction_tests {
         });
         assert!(outer.is_err());
         assert_eq!(count(&db), 2, "the outer rollback undoes the inner work");
+    }
+}
+
+#[cfg(test)]
+mod unavailable_tests {
+    use super::{postgres_unavailable, sqlite_unavailable};
+
+    #[test]
+    fn a_lost_or_refusing_server_is_unavailable_and_a_bad_statement_is_not() {
+        for text in [
+            "Error { kind: Closed, cause: None }",
+            "Error { kind: Io, cause: Some(Os { code: 104, kind: ConnectionReset, message: \"Connection reset by peer\" }) }",
+            "Error { kind: Db, cause: Some(DbError { severity: \"FATAL\", parsed_severity: Some(Fatal), code: SqlState(E57P01), message: \"terminating connection due to administrator command\" }) }",
+            "Error { kind: Db, cause: Some(DbError { severity: \"FATAL\", code: SqlState(E57P03), message: \"the database system is starting up\" }) }",
+            "Error { kind: Db, cause: Some(DbError { severity: \"FATAL\", code: SqlState(E53300), message: \"sorry, too many clients already\" }) }",
+            "Error { kind: Db, cause: Some(DbError { severity: \"ERROR\", code: SqlState(E40P01), message: \"deadlock detected\" }) }",
+        ] {
+            assert!(postgres_unavailable(text), "{text}");
+        }
+        for text in [
+            "Error { kind: Db, cause: Some(DbError { severity: \"ERROR\", code: SqlState(E23505), message: \"duplicate key value violates unique constraint\" }) }",
+            "Error { kind: Db, cause: Some(DbError { severity: \"ERROR\", code: SqlState(E42601), message: \"syntax error at or near\" }) }",
+            "Error { kind: ToSql(0), cause: Some(WrongType) }",
+        ] {
+            assert!(!postgres_unavailable(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_full_disk_or_a_busy_lock_is_unavailable_on_sqlite() {
+        assert!(sqlite_unavailable("database or disk is full"));
+        assert!(sqlite_unavailable("disk I/O error"));
+        assert!(sqlite_unavailable("database is locked"));
+        assert!(!sqlite_unavailable("UNIQUE constraint failed: users.email"));
+        assert!(!sqlite_unavailable("no such table: nope"));
     }
 }

@@ -15,6 +15,7 @@
 //! | `/probe/pg-lock-setup?ADDRESS` | a one-row counter table at 0 |
 //! | `/probe/pg-lock-trap?ADDRESS` | takes the counter's row lock in a transaction, then traps |
 //! | `/probe/pg-lock-bump?ADDRESS` | increments the counter (waiting at most 3 s for its lock) |
+//! | `/probe/pg-app-bump?ADDRESS` | the same, on a connection opened as the platform's components open theirs |
 //! | `/probe/sqlite` | value round trips, SQL error, transactions, undeclared/unknown databases |
 //! | `/probe/sqlite3` | the same basics through `spin:sqlite@3.0.0` |
 //! | `/probe/migrations` | rows of the fixture migration and of `_edgehost_migrations` |
@@ -56,6 +57,7 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         "/probe/pg-lock-setup" => pg::lock_setup(&query),
         "/probe/pg-lock-trap" => pg::lock_trap(&query),
         "/probe/pg-lock-bump" => pg::lock_bump(&query),
+        "/probe/pg-app-bump" => pg::app_bump(&query),
         "/probe/sqlite" => sqlite_suite(),
         "/probe/sqlite3" => sqlite3_suite(),
         "/probe/migrations" => migrations(),

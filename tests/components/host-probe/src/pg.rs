@@ -308,3 +308,28 @@ pub fn lock_bump(address: &str) -> Json {
         "application_name": application_name,
     })
 }
+
+/// `lock_bump` through the platform's store: opened by `connect_postgres`, which rolls
+/// back a transaction an earlier guest left open.
+pub fn app_bump(address: &str) -> Json {
+    let db = match common::spin::store::connect_postgres(address) {
+        Ok(db) => db,
+        Err(e) => return json!({ "open": e.detail }),
+    };
+    let text = |sql: &str| {
+        db.query(sql, &[])
+            .map(|rows| json!(rows.first().map(|r| r.text("v"))))
+            .unwrap_or_else(|e| json!({ "error": e.detail }))
+    };
+    let application_name = text("SELECT current_setting('application_name') AS v");
+    let bump = db
+        .execute("SET lock_timeout = '3s'", &[])
+        .and_then(|()| db.execute("UPDATE probe_lock SET n = n + 1 WHERE id = 1", &[]))
+        .map(|()| json!("ok"))
+        .unwrap_or_else(|e| json!({ "error": e.detail }));
+    json!({
+        "bump": bump,
+        "counter": text("SELECT n::text AS v FROM probe_lock WHERE id = 1"),
+        "application_name": application_name,
+    })
+}
