@@ -65,9 +65,10 @@ enum Cmd {
         #[arg(long)]
         production: bool,
         /// Where the embedded chat relay's internal events endpoint listens (loopback);
-        /// the app's `relay_url` defaults to it.
-        #[arg(long, default_value = chat_relay::DEFAULT_INTERNAL_LISTEN)]
-        relay_internal_listen: SocketAddr,
+        /// the app's `relay_url` defaults to it. Default 127.0.0.1:3101, or a free port
+        /// when another edgehost holds that one.
+        #[arg(long)]
+        relay_internal_listen: Option<SocketAddr>,
         /// Do not run the media server (nginx-rtmp), even where rtmp_ingest_base and
         /// playback_hls_base point at this machine.
         #[arg(long)]
@@ -126,10 +127,11 @@ async fn main() -> Result<()> {
             // loopback listener. Its limits, origins and Redis come from the environment
             // (ALLOWED_ORIGINS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, TRUST_PROXY,
             // QUEUE_CAPACITY, REDIS_URL), as for the standalone relay.
-            let mut relay = edgehost::ChatRelay {
-                internal_listen: relay_internal_listen,
-                ..Default::default()
-            };
+            let mut relay = edgehost::ChatRelay::default();
+            match relay_internal_listen {
+                Some(addr) => relay.internal_listen = addr,
+                None => relay.any_port_if_taken = true,
+            }
             relay
                 .config
                 .read_env(|name| std::env::var(name).ok())

@@ -14,6 +14,7 @@ const PUBLIC_URL_VARIABLES: &[&str] = &[
     "sfu_api_url",
     "rtmp_ingest_base",
     "playback_hls_base",
+    "music_url",
 ];
 
 /// Each local default still in place, as a sentence saying what to change; empty when
@@ -129,7 +130,7 @@ mod tests {
                 ("api_url", "https://live.example.com"),
                 ("relay_url", "http://relay.internal:8081"),
                 ("sfu_server_url", "wss://my.livekit.cloud"),
-                ("music_url", "http://127.0.0.1:8090"),
+                ("music_url", "https://music.example.com"),
                 ("rtmp_ingest_base", "rtmp://ingest.example.com/live"),
                 ("playback_hls_base", "https://cdn.example.com/hls"),
                 ("restream_allow_private", "false"),
@@ -156,13 +157,14 @@ mod tests {
                 ("sfu_api_url", "https://sfu.example.com"),
                 ("rtmp_ingest_base", "rtmp://127.0.0.1:1935/live"),
                 ("playback_hls_base", "http://localhost:8080/hls"),
+                ("music_url", "http://127.0.0.1:8090"),
                 ("restream_allow_private", "true"),
             ],
             &["jwt_secret", "admin_token"],
         );
         let problems = local_defaults_left(&v);
         let text = problems.join("\n");
-        assert_eq!(problems.len(), 11, "{text}");
+        assert_eq!(problems.len(), 12, "{text}");
         for needle in [
             "registration_mode",
             "jwt_secret",
@@ -174,6 +176,7 @@ mod tests {
             "sfu_server_url",
             "rtmp_ingest_base",
             "playback_hls_base",
+            "music_url",
             "restream_allow_private",
         ] {
             assert!(text.contains(needle), "{needle}: {text}");

@@ -15,6 +15,9 @@ pub struct ChatRelay {
     /// Where the relay's internal endpoint (`/internal/...`, `/metrics`, `/healthz`)
     /// listens: loopback; port 0 picks a free port. Default `127.0.0.1:3101`.
     pub internal_listen: SocketAddr,
+    /// When `internal_listen` is taken (another edgehost on this machine), listen on a
+    /// free port instead and say so: set when nobody chose the address.
+    pub any_port_if_taken: bool,
     /// The relay's settings (limits, origins, Redis). edgehost fills in `api_url` (its
     /// own address), `jwt_secret` and `relay_secret` (the app's variables), and adds the
     /// app's `base_url` origin and its own address to `allowed_origins`.
@@ -27,6 +30,7 @@ impl Default for ChatRelay {
             internal_listen: chat_relay::DEFAULT_INTERNAL_LISTEN
                 .parse()
                 .unwrap_or(SocketAddr::from((Ipv4Addr::LOCALHOST, 3101))),
+            any_port_if_taken: false,
             config: chat_relay::Config::new("", "", ""),
         }
     }
@@ -50,14 +54,28 @@ pub(crate) async fn bind(opts: &ChatRelay) -> Result<chat_relay::Embedded> {
             opts.internal_listen
         ));
     }
-    chat_relay::Embedded::bind(opts.internal_listen)
-        .await
-        .with_context(|| {
+    match chat_relay::Embedded::bind(opts.internal_listen).await {
+        Err(e) if opts.any_port_if_taken && e.kind() == std::io::ErrorKind::AddrInUse => {
+            let any = SocketAddr::new(opts.internal_listen.ip(), 0);
+            let embedded = chat_relay::Embedded::bind(any).await.with_context(|| {
+                format!("cannot listen on {any} for the chat relay's internal endpoint")
+            })?;
+            warn(format_args!(
+                "{} is taken (another edgehost?): the chat relay's internal endpoint listens \
+                 on {} instead (choose one with --relay-internal-listen)",
+                opts.internal_listen,
+                embedded.internal_addr()
+            ));
+            Ok(embedded)
+        }
+        result => result.with_context(|| {
             format!(
-                "cannot listen on {} for the chat relay's internal endpoint",
+                "cannot listen on {} for the chat relay's internal endpoint (another \
+                 edgehost? choose another address with --relay-internal-listen)",
                 opts.internal_listen
             )
-        })
+        }),
+    }
 }
 
 /// Starts the relay for the running app: it calls the API at edgehost's own address with

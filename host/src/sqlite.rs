@@ -181,12 +181,13 @@ impl DbPool {
                 path.display()
             )
         })?;
+        let writer = Arc::new(tokio::sync::Mutex::new(writer));
         Ok(Arc::new(DbPool {
             label: label.to_string(),
             path: path.to_path_buf(),
             readers: Mutex::new(Vec::new()),
-            writer: Arc::new(tokio::sync::Mutex::new(writer)),
-            group_commit: Arc::new(group_commit::GroupCommit::new(path)),
+            group_commit: Arc::new(group_commit::GroupCommit::new(path, writer.clone())),
+            writer,
             timings: timings.clone(),
         }))
     }

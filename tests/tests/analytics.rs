@@ -442,8 +442,12 @@ async fn a_scripted_hour_across_midnight_adds_up() {
     let csv = response.text().await.unwrap();
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 3, "{csv}");
-    assert!(
-        lines[0].starts_with("time,viewersMin,viewersMax,viewersMean,viewerReports,watchSeconds"),
+    // The columns as docs/analytics.md lists them, in its order.
+    assert_eq!(
+        lines[0],
+        "time,viewersMin,viewersMax,viewersMean,viewerReports,watchSeconds,joins,leaves,\
+         newViewers,messages,newChatters,reactions,gifts,giftTokens,follows,subscriptions,\
+         timeEpoch",
         "{csv}"
     );
     assert!(

@@ -38,18 +38,7 @@ async fn cast(p: &Platform) -> (Tenant, User, User) {
 
 /// A broadcast of `owner` with `visibility`, moved to `active`.
 async fn live_broadcast(p: &Platform, owner: &User, visibility: &str) -> Value {
-    let (status, b) = p
-        .as_user(owner, Method::POST, "/api/broadcasts")
-        .send_json(&json!({"title": "Show", "visibility": visibility}))
-        .await;
-    assert_eq!(status, 200, "{b}");
-    let id = b["id"].as_str().unwrap();
-    let (status, live) = p
-        .as_user(owner, Method::POST, &format!("/api/broadcasts/{id}/status"))
-        .send_json(&json!({"status": "active"}))
-        .await;
-    assert_eq!(status, 200, "{live}");
-    live
+    p.live_broadcast(owner, visibility).await
 }
 
 async fn owner_view(p: &Platform, owner: &User, id: &str) -> Value {

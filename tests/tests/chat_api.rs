@@ -57,7 +57,14 @@ async fn stream_and_broadcast_chat() {
     let (status, via_broadcast) = say(&p, &ada, &broadcast_chat, "hello from the broadcast").await;
     assert_eq!(status, 200);
     assert_eq!(via_broadcast["broadcastId"], id);
-    say(&p, &eve, &stream_chat, "third").await;
+    // The stream route addressed by the broadcast's own id posts to the broadcast's chat.
+    let by_id = format!("/api/streams/{id}/chat");
+    let (status, via_id) = say(&p, &eve, &by_id, "third").await;
+    assert_eq!(status, 200, "{via_id}");
+    assert_eq!(
+        (&via_id["broadcastId"], &via_id["streamId"]),
+        (&json!(id), &json!(stream))
+    );
 
     // The broadcast's history includes what was stored under its streamId, once, in order.
     let (status, page) = p.as_user(&ada, Method::GET, &broadcast_chat).answer().await;

@@ -1497,3 +1497,82 @@ async fn rest_changes_reach_the_sockets_as_events() {
     );
     assert_eq!(e["coHost"]["status"], "active");
 }
+
+/// The platform behind TLS on loopback, as `https://localhost:PORT`, with a certificate
+/// issued by a certificate authority of the test's own (its PEM in `dir/ca.pem`): what an
+/// app served only over TLS (Fermyon Wasm Functions) looks like to the relay.
+async fn behind_tls(
+    app: std::net::SocketAddr,
+    dir: &std::path::Path,
+) -> (String, std::path::PathBuf) {
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "relay test CA");
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = loopback_listener().await;
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let Ok(mut plain) = tokio::net::TcpStream::connect(app).await else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+            });
+        }
+    });
+    (format!("https://localhost:{port}"), ca_file)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_relay_talks_to_an_api_served_over_tls() {
+    let w = world().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (https, ca_file) = behind_tls(w.p.addr(), dir.path()).await;
+
+    // Without the CA the relay refuses the certificate: the socket is refused with 502
+    // (the API unreachable), not opened on an unverified connection.
+    let r = relay_with(Config::new(&https, JWT, RELAY)).await;
+    let url = ws_url(&r, &w.stream, &format!("token={}", w.ada.token));
+    assert_eq!(refused(&url).await, 502);
+
+    // Trusting it (API_CA_FILE), history, posts and their delivery work over TLS.
+    let mut config = Config::new(&https, JWT, RELAY);
+    let ca = ca_file.display().to_string();
+    config
+        .read_env(|name| (name == "API_CA_FILE").then(|| ca.clone()))
+        .unwrap();
+    let r = relay_with(config).await;
+    let mut ada = connect(&r, &w.stream, &w.ada).await;
+    assert_eq!(frame(&mut ada).await["type"], "history");
+    say(&mut ada, "over TLS").await;
+    let mine = frame_of(&mut ada, "message").await;
+    assert_eq!(mine["message"]["message"], "over TLS", "{mine}");
+    let stored = rest_history(&w, &w.stream).await;
+    assert_eq!(stored.last().unwrap()["message"], "over TLS");
+}

@@ -303,6 +303,27 @@ fn the_spinapp_sets_declared_variables_secrets_from_the_secret_and_every_require
     }
 }
 
+/// The probes are asked of a running app, not only matched against the routes: a path
+/// that no longer answers 200 (an asset renamed by its content hash) would keep every pod
+/// unready.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_spinapps_probes_answer_200_from_a_running_app() {
+    let objects = kubernetes();
+    let app = object(&objects, "SpinApp", SPIN_APP);
+    let p = platform_tests::Platform::start().await;
+    for probe in ["readiness", "liveness"] {
+        let path = text(app, &["spec", "checks", probe, "httpGet", "path"]).unwrap();
+        let status = p
+            .request(platform_tests::Method::GET, path)
+            .send()
+            .await
+            .expect("the app answers")
+            .status();
+        assert_eq!(status, 200, "the {probe} probe {path}");
+    }
+    p.stop().await;
+}
+
 #[test]
 fn a_renamed_or_missing_variable_is_caught() {
     let objects = kubernetes();

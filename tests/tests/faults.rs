@@ -68,7 +68,7 @@ struct SmallDisk {
 }
 
 impl SmallDisk {
-    const SIZE_MIB: u32 = 48;
+    const SIZE_MIB: u32 = 96;
 
     fn mount() -> SmallDisk {
         let mount = std::env::temp_dir().join(format!("faults-disk-{}", std::process::id()));
@@ -475,16 +475,6 @@ async fn wallet(p: &Platform, user: &User) -> Value {
 
 /// A public broadcast of `owner`, live; answers its id.
 async fn live_broadcast(p: &Platform, owner: &User) -> String {
-    let (status, b) = p
-        .as_user(owner, Method::POST, "/api/broadcasts")
-        .send_json(&json!({"title": "Show", "visibility": "public"}))
-        .await;
-    assert_eq!(status, 200, "{b}");
-    let id = b["id"].as_str().unwrap().to_string();
-    let (status, live) = p
-        .as_user(owner, Method::POST, &format!("/api/broadcasts/{id}/status"))
-        .send_json(&json!({"status": "active"}))
-        .await;
-    assert_eq!(status, 200, "{live}");
-    id
+    let live = p.live_broadcast(owner, "public").await;
+    live["id"].as_str().unwrap().to_string()
 }

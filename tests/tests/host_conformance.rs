@@ -640,6 +640,45 @@ source = "{}"
 }
 
 #[tokio::test]
+async fn a_taken_relay_address_is_named_or_replaced_by_a_free_one() {
+    setup().await;
+    // Another edgehost's relay endpoint, as it were.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let addr = taken.local_addr().unwrap();
+    let relay = |any_port_if_taken| edgehost::ChatRelay {
+        internal_listen: addr,
+        any_port_if_taken,
+        ..Default::default()
+    };
+    let state = tempfile::tempdir().expect("tempdir");
+    // Chosen with --relay-internal-listen: start-up fails, naming the address and the flag.
+    let mut options = opts(&fixture(), state.path(), &[]);
+    options.chat_relay = Some(relay(false));
+    let err = Probe::try_start(options)
+        .await
+        .err()
+        .expect("start-up fails");
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains(&addr.to_string()) && msg.contains("--relay-internal-listen"),
+        "{msg}"
+    );
+    // Left to the default: the second instance listens on a free port beside the first.
+    let mut options = opts(&fixture(), state.path(), &[]);
+    options.chat_relay = Some(relay(true));
+    let p = Probe::try_start(options)
+        .await
+        .expect("starts beside the other");
+    let bound = p.server.as_ref().unwrap().relay_internal_addr().unwrap();
+    assert_ne!(bound, addr);
+    let health = reqwest::get(format!("http://{bound}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), StatusCode::OK);
+    p.stop().await;
+}
+
+#[tokio::test]
 async fn start_up_errors_are_clear() {
     setup().await;
     // A required, non-secret variable without a value.

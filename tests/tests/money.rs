@@ -104,18 +104,8 @@ async fn put_gift(p: &Platform, t: &Tenant, id: &str, price: i64) {
 
 /// A broadcast of `owner` with `visibility`, moved to `active`; answers its id.
 async fn live_broadcast(p: &Platform, owner: &User, visibility: &str) -> String {
-    let (status, b) = p
-        .as_user(owner, Method::POST, "/api/broadcasts")
-        .send_json(&json!({"title": "Show", "visibility": visibility}))
-        .await;
-    assert_eq!(status, 200, "{b}");
-    let id = b["id"].as_str().unwrap().to_string();
-    let (status, live) = p
-        .as_user(owner, Method::POST, &format!("/api/broadcasts/{id}/status"))
-        .send_json(&json!({"status": "active"}))
-        .await;
-    assert_eq!(status, 200, "{live}");
-    id
+    let live = p.live_broadcast(owner, visibility).await;
+    live["id"].as_str().unwrap().to_string()
 }
 
 fn gift_request(

@@ -279,10 +279,16 @@ pub fn socket_ticket(ctx: &CallerCtx) -> Result<Response, ApiError> {
 }
 
 /// `POST /api/streams/{id}/chat`: as the signed-in user (the relay posts for its sockets).
+/// Addressed by the broadcast's own id rather than its streamId, it is a post to the
+/// broadcast's chat, and stored as one.
 pub fn stream_post(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
     let target = stream_target(ctx, &ctx.tenant, Viewer::User(&ctx.user.id), &db)?;
-    post(ctx, &db, &target, false)
+    let by_broadcast_id = target
+        .broadcast
+        .as_ref()
+        .is_some_and(|b| ids::parse_uuid(ctx.param("id")).as_deref() == Some(b.id.as_str()));
+    post(ctx, &db, &target, by_broadcast_id)
 }
 
 /// `GET /api/broadcasts/{id}/chat`: includes messages stored under its streamId.

@@ -64,12 +64,17 @@ pub struct ChatApi {
 }
 
 impl ChatApi {
-    pub fn new(base: &str, relay_secret: &str) -> ChatApi {
-        let http = reqwest::Client::builder()
+    /// `base` may be `https://`: the public web's certificate authorities are trusted,
+    /// and `roots` besides.
+    pub fn new(base: &str, relay_secret: &str, roots: &[reqwest::Certificate]) -> ChatApi {
+        let builder = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
-            .pool_max_idle_per_host(64)
+            .pool_max_idle_per_host(64);
+        let http = roots
+            .iter()
+            .fold(builder, |b, root| b.add_root_certificate(root.clone()))
             .build()
-            .expect("a plain HTTP client builds");
+            .expect("an HTTP client with TLS builds");
         ChatApi {
             base: base.trim_end_matches('/').to_string(),
             relay_secret: relay_secret.to_string(),

@@ -31,6 +31,7 @@ pub const ENVIRONMENT: &[(&str, bool)] = &[
     ("MAX_CONNECTIONS_PER_IP", false),
     ("TRUST_PROXY", false),
     ("ALLOWED_ORIGINS", false),
+    ("API_CA_FILE", false),
 ];
 
 /// Whether `name` is one of the relay's environment variables.
@@ -66,6 +67,9 @@ pub struct Config {
     pub trust_forwarded_for: bool,
     /// The browser origins that may open sockets.
     pub allowed_origins: AllowedOrigins,
+    /// Certificate authorities trusted for an `https://` API besides the public web's
+    /// (a private CA in front of the app).
+    pub api_roots: Vec<reqwest::Certificate>,
 }
 
 impl Config {
@@ -83,13 +87,15 @@ impl Config {
             max_connections_per_ip: DEFAULT_MAX_CONNECTIONS_PER_IP,
             trust_forwarded_for: false,
             allowed_origins: AllowedOrigins::default(),
+            api_roots: Vec::new(),
         }
     }
 
     /// Reads the settings that do not depend on the platform's secrets from the
     /// environment (through `get`): `REDIS_URL`, `QUEUE_CAPACITY`, `MAX_CONNECTIONS`,
-    /// `MAX_CONNECTIONS_PER_IP`, `TRUST_PROXY` and `ALLOWED_ORIGINS`. Unset or empty
-    /// variables keep the current value.
+    /// `MAX_CONNECTIONS_PER_IP`, `TRUST_PROXY`, `ALLOWED_ORIGINS` and `API_CA_FILE` (a PEM
+    /// file of certificate authorities to trust for the API). Unset or empty variables keep
+    /// the current value.
     pub fn read_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), String> {
         let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());
         let number = |name: &str| -> Result<Option<usize>, String> {
@@ -125,6 +131,15 @@ impl Config {
         if let Some(list) = get("ALLOWED_ORIGINS") {
             self.allowed_origins.extend_from_list(&list)?;
         }
+        if let Some(path) = get("API_CA_FILE") {
+            let pem = std::fs::read(path.trim())
+                .map_err(|e| format!("API_CA_FILE {path}: cannot read it: {e}"))?;
+            let roots = reqwest::Certificate::from_pem_bundle(&pem)
+                .ok()
+                .filter(|roots| !roots.is_empty())
+                .ok_or_else(|| format!("API_CA_FILE {path}: no PEM certificate in it"))?;
+            self.api_roots.extend(roots);
+        }
         Ok(())
     }
 }
@@ -143,6 +158,7 @@ impl std::fmt::Debug for Config {
             .field("max_connections_per_ip", &self.max_connections_per_ip)
             .field("trust_forwarded_for", &self.trust_forwarded_for)
             .field("allowed_origins", &self.allowed_origins)
+            .field("api_roots", &self.api_roots.len())
             .finish_non_exhaustive()
     }
 }

@@ -110,7 +110,7 @@ impl Relay {
             .map(|url| Arc::new(bus::Bus::new(url, &instance, metrics.clone())));
         let bus_task = bus.clone().map(|b| tokio::spawn(b.run(hub.clone())));
         Relay(Arc::new(Inner {
-            api: ChatApi::new(&config.api_url, &config.relay_secret),
+            api: ChatApi::new(&config.api_url, &config.relay_secret, &config.api_roots),
             limits: Arc::new(ConnectionLimits::new(
                 config.max_connections,
                 config.max_connections_per_ip,

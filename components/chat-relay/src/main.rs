@@ -8,7 +8,7 @@
 //! `BASE_URL` (the platform's public URL: its origin may open sockets),
 //! `--redis-url URL` / `REDIS_URL`, `JWT_SECRET` and `RELAY_SECRET` (required),
 //! `ALLOWED_ORIGINS`, `MAX_CONNECTIONS`, `MAX_CONNECTIONS_PER_IP`, `TRUST_PROXY`,
-//! `QUEUE_CAPACITY` (see `docs/chat.md`).
+//! `QUEUE_CAPACITY`, `API_CA_FILE` (see `docs/chat.md`).
 
 use anyhow::{Context, Result, anyhow, bail};
 use chat_relay::{
@@ -28,7 +28,8 @@ fn env(name: &str) -> Option<String> {
 const USAGE: &str = "usage: chat-relay [--listen ADDR] [--internal-listen ADDR] [--api-url URL] \
 [--base-url URL] [--redis-url URL]\n\
 env: LISTEN, INTERNAL_LISTEN, API_URL, BASE_URL, JWT_SECRET (required), RELAY_SECRET (required), \
-REDIS_URL, ALLOWED_ORIGINS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, TRUST_PROXY, QUEUE_CAPACITY";
+REDIS_URL, ALLOWED_ORIGINS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_IP, TRUST_PROXY, QUEUE_CAPACITY, \
+API_CA_FILE";
 
 #[tokio::main]
 async fn main() -> Result<()> {

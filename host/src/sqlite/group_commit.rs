@@ -45,11 +45,13 @@ pub struct GroupCommit {
     checkpointing: AtomicBool,
     checkpoints: AtomicU64,
     checkpointer: Mutex<Option<Connection>>,
+    /// The database's writer, held by a truncating checkpoint (see [`Self::checkpoint`]).
+    writer: Arc<tokio::sync::Mutex<Connection>>,
 }
 
 impl GroupCommit {
-    /// For the database file at `database` (in WAL mode).
-    pub fn new(database: &Path) -> GroupCommit {
+    /// For the database file at `database` (in WAL mode), written through `writer`.
+    pub fn new(database: &Path, writer: Arc<tokio::sync::Mutex<Connection>>) -> GroupCommit {
         let mut wal = database.as_os_str().to_owned();
         wal.push("-wal");
         GroupCommit {
@@ -62,6 +64,7 @@ impl GroupCommit {
             checkpointing: AtomicBool::new(false),
             checkpoints: AtomicU64::new(0),
             checkpointer: Mutex::new(None),
+            writer,
         }
     }
 
@@ -119,9 +122,11 @@ impl GroupCommit {
     /// Starts a passive checkpoint in the background once [`CHECKPOINT_EVERY`] commits
     /// have gone by since the last one (and none is running).
     fn checkpoint_when_due(self: &Arc<Self>, latest: u64) {
-        if latest < self.checkpointed.load(Ordering::SeqCst) + CHECKPOINT_EVERY
-            || self.checkpointing.swap(true, Ordering::SeqCst)
-        {
+        let since = latest.saturating_sub(self.checkpointed.load(Ordering::SeqCst));
+        // Large transactions fill the WAL long before CHECKPOINT_EVERY commits.
+        let due = since >= CHECKPOINT_EVERY
+            || (since >= CHECKPOINT_EVERY / 8 && self.wal_bytes() > WAL_TRUNCATE_ABOVE);
+        if !due || self.checkpointing.swap(true, Ordering::SeqCst) {
             return;
         }
         self.checkpointed.store(latest, Ordering::SeqCst);
@@ -137,9 +142,11 @@ impl GroupCommit {
     /// Copies what it can of the WAL into the database file, without waiting for the
     /// writer or the readers. A passive checkpoint never moves the WAL back to its start
     /// while some reader still reads from it, and under steady load one always does, so
-    /// the file would grow without bound (SQLite's "checkpoint starvation"); past
-    /// [`WAL_TRUNCATE_ABOVE`] bytes the checkpoint waits (briefly: [`TRUNCATE_WAIT`],
-    /// holding off the writer) for the readers and truncates the WAL instead.
+    /// the file would grow without bound (SQLite's "checkpoint starvation", until the disk
+    /// is full). Past [`WAL_TRUNCATE_ABOVE`] bytes the checkpoint takes the writer's turn
+    /// (no guest writes meanwhile; a lock SQLite's busy handler would rarely catch free
+    /// between back-to-back transactions), waits up to [`TRUNCATE_WAIT`] for the readers
+    /// of older snapshots, and truncates the WAL.
     fn checkpoint(&self) -> rusqlite::Result<()> {
         let mut slot = self
             .checkpointer
@@ -153,16 +160,20 @@ impl GroupCommit {
                 slot.insert(conn)
             }
         };
-        let wal_bytes = std::fs::metadata(&self.wal).map_or(0, |m| m.len());
-        let mode = if wal_bytes > WAL_TRUNCATE_ABOVE {
-            "TRUNCATE"
+        if self.wal_bytes() > WAL_TRUNCATE_ABOVE {
+            // Held, not used: the guests' connection; the checkpoint runs on its own.
+            let _writers_turn = self.writer.blocking_lock();
+            // Busy (a reader outlasted the wait) is not an error: the next one tries again.
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         } else {
-            "PASSIVE"
-        };
-        // Busy (the readers outlasted the wait) is not an error: the next one tries again.
-        conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(()))?;
+            conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
+        }
         self.checkpoints.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+
+    fn wal_bytes(&self) -> u64 {
+        std::fs::metadata(&self.wal).map_or(0, |m| m.len())
     }
 
     async fn sync_wal(&self) -> Result<(), String> {
@@ -190,6 +201,17 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// The group commit of `database`, with a writer connection of its own.
+    fn group_of(database: &Path) -> Arc<GroupCommit> {
+        let writer = Connection::open(database)
+            .or_else(|_| Connection::open_in_memory())
+            .unwrap();
+        Arc::new(GroupCommit::new(
+            database,
+            Arc::new(tokio::sync::Mutex::new(writer)),
+        ))
+    }
+
     /// A fresh directory of this test's own.
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("edgehost-gc-{name}-{}", std::process::id()));
@@ -202,7 +224,7 @@ mod tests {
     async fn every_commit_is_answered_after_a_sync_that_covers_it() {
         let dir = scratch("covers");
         std::fs::write(dir.join("db-wal"), b"frames").unwrap();
-        let group = Arc::new(GroupCommit::new(&dir.join("db")));
+        let group = group_of(&dir.join("db"));
         let waiters: Vec<_> = (0..64)
             .map(|_| {
                 let group = group.clone();
@@ -226,7 +248,7 @@ mod tests {
         // The WAL's path runs through a plain file, so it cannot be opened.
         let blocker = scratch("fails").join("file");
         std::fs::write(&blocker, b"").unwrap();
-        let group = Arc::new(GroupCommit::new(&blocker.join("db")));
+        let group = group_of(&blocker.join("db"));
         let ticket = group.committed();
         let err = group.durable(ticket).await.unwrap_err();
         assert!(err.contains("disk I/O error"), "{err}");
@@ -236,8 +258,38 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_wal_means_nothing_is_left_to_sync() {
-        let group = Arc::new(GroupCommit::new(&scratch("missing").join("db")));
+        let group = group_of(&scratch("missing").join("db"));
         let ticket = group.committed();
         group.durable(ticket).await.unwrap();
+    }
+
+    #[test]
+    fn a_wal_past_the_limit_is_truncated() {
+        let database = scratch("truncate").join("db");
+        let group = group_of(&database);
+        {
+            let writer = group.writer.blocking_lock();
+            writer.pragma_update(None, "journal_mode", "WAL").unwrap();
+            writer.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+            writer.execute("CREATE TABLE t (b BLOB)", []).unwrap();
+            for _ in 0..17 {
+                writer
+                    .execute("INSERT INTO t VALUES (zeroblob(1048576))", [])
+                    .unwrap();
+            }
+        }
+        let wal = |group: &GroupCommit| std::fs::metadata(&group.wal).unwrap().len();
+        assert!(wal(&group) > WAL_TRUNCATE_ABOVE);
+        group.checkpoint().unwrap();
+        assert_eq!(wal(&group), 0, "the WAL was truncated");
+        // Below the limit a checkpoint is passive and leaves the file's size alone.
+        group
+            .writer
+            .blocking_lock()
+            .execute("INSERT INTO t VALUES (zeroblob(4096))", [])
+            .unwrap();
+        let before = wal(&group);
+        group.checkpoint().unwrap();
+        assert_eq!(wal(&group), before);
     }
 }
