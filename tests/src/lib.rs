@@ -468,13 +468,13 @@ impl Platform {
     pub async fn live_broadcast(&self, owner: &User, visibility: &str) -> Value {
         let (status, b) = self
             .as_user(owner, Method::POST, "/api/broadcasts")
-            .send_json(&serde_json::json!({"title": "Show", "visibility": visibility}))
+            .send_json(&json!({"title": "Show", "visibility": visibility}))
             .await;
         assert_eq!(status, 200, "{b}");
         let id = b["id"].as_str().expect("the broadcast's id");
         let (status, live) = self
             .as_user(owner, Method::POST, &format!("/api/broadcasts/{id}/status"))
-            .send_json(&serde_json::json!({"status": "active"}))
+            .send_json(&json!({"status": "active"}))
             .await;
         assert_eq!(status, 200, "{live}");
         live
