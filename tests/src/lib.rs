@@ -5,6 +5,7 @@
 //! internal endpoint on another ephemeral loopback port).
 
 pub mod backends;
+pub mod guide;
 pub mod load;
 pub mod media;
 pub mod spin_host;
@@ -77,6 +78,8 @@ struct Setup {
     /// The key-value store on this Redis (else the back end's: SQLite in the state
     /// directory, or the PostgreSQL back end's Redis).
     kv_redis_url: Option<String>,
+    /// Where edgehost listens (else a free loopback port).
+    listen: Option<std::net::SocketAddr>,
 }
 
 impl Platform {
@@ -185,6 +188,7 @@ impl Platform {
             scheduler,
             media,
             kv_redis_url,
+            listen,
         } = setup.clone();
         let manifest = workspace_root().join("spin.toml");
         tokio::task::block_in_place(|| build_once(&manifest));
@@ -230,7 +234,7 @@ impl Platform {
         }
         let options = edgehost::Options {
             manifest,
-            listen: "127.0.0.1:0".parse().expect("loopback address"),
+            listen: listen.unwrap_or_else(|| "127.0.0.1:0".parse().expect("loopback address")),
             state_dir: Some(state.path().to_path_buf()),
             runtime_config_file,
             variables: all_variables,
@@ -375,6 +379,25 @@ impl Platform {
         self.edgehost("the media server")
             .media()
             .expect("the platform runs the media server (Platform::start_with_media)")
+    }
+
+    /// The application as a reader of the guides runs it (`edgehost up`): the media server
+    /// beside it, and listening where its `base_url` and `api_url` say, so that the
+    /// addresses in its answers are the ones to call.
+    pub async fn start_as_documented(variables: &[(&str, &str)]) -> Platform {
+        let listen = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port");
+        let base = format!("http://{listen}");
+        let mut all = vec![("base_url", base.as_str()), ("api_url", base.as_str())];
+        all.extend_from_slice(variables);
+        let setup = Setup {
+            media: Some(media::server_options()),
+            listen: Some(listen),
+            ..Setup::default()
+        };
+        let state = tempfile::tempdir().expect("temporary state directory");
+        Self::start_in(state, backends::Backend::selected(), &all, setup).await
     }
 
     /// The embedded chat relay's internal address (`/internal/...`, `/metrics`).
