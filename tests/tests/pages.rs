@@ -522,6 +522,67 @@ async fn watch_page_by_short_id() {
     assert_eq!(get(&p, "/watch/%3Cx%3E").await.status(), 404);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scheduled_events_watch_url_is_its_watch_page() {
+    let p = Platform::start_with(&[("playback_hls_base", "https://cdn.example/hls")]).await;
+    let ada = broadcaster(&p).await;
+    let when = platform_tests::unix_now() + 3600;
+    let scheduled_for = rfc3339(when);
+    let create = |title: &str, visibility: &str| {
+        p.as_user(&ada, Method::POST, "/api/events").json(&json!({
+            "title": title, "scheduledFor": scheduled_for, "visibility": visibility,
+        }))
+    };
+    let (status, event) = create("Launch <night>", "public").answer().await;
+    assert_eq!(status, 200, "{event}");
+    let watch_url = event["watchUrl"].as_str().expect("watchUrl");
+    let path = watch_url
+        .split_once("/watch/")
+        .map(|(_, short)| format!("/watch/{short}"))
+        .expect("a watch page address");
+
+    // Before its time: the page announces it, on the event's stream.
+    let r = get(&p, &path).await;
+    assert_eq!(r.status(), 200);
+    let html = r.text().await.unwrap();
+    assert_eq!(data_attr(&html, "status"), "upcoming");
+    assert_eq!(
+        data_attr(&html, "stream-id"),
+        event["streamId"].as_str().unwrap()
+    );
+    assert!(html.contains("Launch &lt;night&gt;"), "{html}");
+    assert!(
+        html.contains(&format!("This event starts at {scheduled_for}.")),
+        "{html}"
+    );
+    // A private event has no public page.
+    let (status, private) = create("Rehearsal", "private").answer().await;
+    assert_eq!(status, 200, "{private}");
+    let private_short = private["watchUrl"]
+        .as_str()
+        .and_then(|u| u.rsplit('/').next())
+        .expect("the private event's short id");
+    assert_eq!(
+        get(&p, &format!("/watch/{private_short}")).await.status(),
+        404
+    );
+
+    // From its time on it plays the event's stream.
+    p.advance_clock(std::time::Duration::from_secs(3601));
+    let html = get(&p, &path).await.text().await.unwrap();
+    assert_eq!(data_attr(&html, "status"), "live");
+    assert!(data_attr(&html, "hls-url").contains(event["streamId"].as_str().unwrap()));
+}
+
+/// `at` (epoch seconds) as RFC 3339 in UTC, whole seconds.
+fn rfc3339(at: i64) -> String {
+    let output = std::process::Command::new("date")
+        .args(["-u", "-d", &format!("@{at}"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .expect("date");
+    String::from_utf8(output.stdout).unwrap().trim().to_string()
+}
+
 // ---------------------------------------------------------------------------------------
 // In the browser
 

@@ -9,7 +9,7 @@ use common::domain::sfu as sfu_rules;
 use common::spin::config;
 use common::spin::http::PublicCtx;
 use common::spin::sfu::SfuConfig;
-use common::store::{broadcasts, rooms};
+use common::store::{broadcasts, events, rooms};
 use minijinja::context;
 use spin_sdk::http::Response;
 
@@ -208,19 +208,82 @@ impl WatchState {
     }
 }
 
-/// `GET /watch/{shortId}`: a public or unlisted broadcast; private, subscribers-only and unknown
-/// ones are 404.
+/// What a watch page shows: a broadcast, or a scheduled event.
+struct Watched {
+    client_id: String,
+    stream_id: String,
+    title: String,
+    state: WatchState,
+    message: String,
+    /// The broadcast (its recordings replay after the show); none for an event.
+    broadcast: Option<common::store::broadcasts::Broadcast>,
+}
+
+/// The public or unlisted broadcast or scheduled event whose short id is `short_id`
+/// (broadcasts first); private, subscribers-only and unknown ones are none. An event is
+/// upcoming until its time, then live (its stream plays when it is published).
+fn watched(db: &common::store::Db, short_id: &str, now: i64) -> Result<Option<Watched>, ApiError> {
+    let open_to_all = |visibility: &str| !common::store::subscriptions::is_gated(visibility);
+    if let Some(b) = broadcasts::load_by_short_id(db, short_id, now)? {
+        if !open_to_all(&b.visibility) {
+            return Ok(None);
+        }
+        let state = WatchState::of(b.status, b.last_heartbeat, b.ingest_deadline, now);
+        return Ok(Some(Watched {
+            client_id: b.client_id.clone(),
+            stream_id: b.identity.stream_id.clone(),
+            title: b.title.clone(),
+            state,
+            message: state.message().to_string(),
+            broadcast: Some(b),
+        }));
+    }
+    let Some(event) = events::load_by_any_short_id(db, short_id)? else {
+        return Ok(None);
+    };
+    if !open_to_all(&event.visibility) {
+        return Ok(None);
+    }
+    let (state, message) = if now < event.scheduled_for {
+        (
+            WatchState::Upcoming,
+            format!(
+                "This event starts at {}.",
+                common::time::format_rfc3339(event.scheduled_for)
+            ),
+        )
+    } else {
+        (WatchState::Live, WatchState::Live.message().to_string())
+    };
+    Ok(Some(Watched {
+        client_id: event.client_id,
+        stream_id: event.identity.stream_id,
+        title: event.title,
+        state,
+        message,
+        broadcast: None,
+    }))
+}
+
+/// `GET /watch/{shortId}`: a public or unlisted broadcast or scheduled event; private,
+/// subscribers-only and unknown ones are 404.
 pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let short_id = ctx.param("id");
     if !params::valid_stream_id(short_id) {
         return Ok(web::text(404, "no such broadcast"));
     }
     let db = common::spin::store::open()?;
-    let found = broadcasts::load_by_short_id(&db, short_id, ctx.now())?;
-    let Some(b) = found.filter(|b| !common::store::subscriptions::is_gated(&b.visibility)) else {
+    let Some(watched) = watched(&db, short_id, ctx.now())? else {
         return Ok(web::text(404, "no such broadcast"));
     };
-    let state = WatchState::of(b.status, b.last_heartbeat, b.ingest_deadline, ctx.now());
+    let Watched {
+        client_id,
+        stream_id,
+        title,
+        state,
+        message,
+        broadcast,
+    } = watched;
     let hls_base = config::var_or("playback_hls_base", "http://127.0.0.1:8080/hls");
     let hls_origin = params::http_origin(&hls_base);
     let bases = StreamBases {
@@ -230,14 +293,14 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     };
     let hls_origin_set = hls_origin.is_some();
     let hls_url = match &hls_origin {
-        Some(_) => rules::hls_url(&bases, &b.identity.stream_id),
+        Some(_) => rules::hls_url(&bases, &stream_id),
         None => String::new(),
     };
     let origin = hls_origin.unwrap_or_default();
     // After the show, the latest ready recording replays (the watch page is only for
     // broadcasts anyone may watch, so its URL is no secret to this audience).
-    let replay = match state {
-        WatchState::Ended => common::store::recordings::latest_ready(&db, &b)?
+    let replay = match (state, &broadcast) {
+        (WatchState::Ended, Some(b)) => common::store::recordings::latest_ready(&db, b)?
             .and_then(|r| Some((params::http_origin(r.url.as_deref()?)?, r))),
         _ => None,
     };
@@ -255,16 +318,17 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let csp = web::csp(&[connect.trim_end(), media.trim_end(), images.trim_end()]);
     // The media server refreshes a live stream's thumbnail: the player's poster.
     let poster = match (&hls_origin_set, state) {
-        (true, WatchState::Live) => rules::thumbnail_url(&bases, &b.identity.stream_id),
+        (true, WatchState::Live) => rules::thumbnail_url(&bases, &stream_id),
         _ => String::new(),
     };
     let tag = web::etag(&[
         assets::BUILD_ID,
         "watch",
         short_id,
-        &b.identity.stream_id,
-        &b.title,
+        &stream_id,
+        &title,
         state.key(),
+        &message,
         &hls_url,
         &replay_url,
         &poster,
@@ -281,12 +345,12 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
             render::render(
                 "watch.html",
                 context! {
-                    client_id => b.client_id,
-                    stream_id => b.identity.stream_id,
-                    title => b.title,
+                    client_id,
+                    stream_id,
+                    title,
                     status => state.key(),
                     status_label => state.label(),
-                    message => state.message(),
+                    message,
                     hls_url,
                     poster,
                     replay_url,

@@ -148,6 +148,12 @@ pub fn load_by_short_id(
     )
 }
 
+/// The event (of any tenant) whose short id is `short_id`: the public watch page is reached
+/// by the short id alone, as a broadcast's is (short ids are unique in the table).
+pub fn load_by_any_short_id(db: &Db, short_id: &str) -> Result<Option<Event>, ApiError> {
+    find(db, "short_id = ?", &[short_id.into()])
+}
+
 /// The tenant's event whose streamId is `stream_id`.
 pub fn load_by_stream(
     db: &Db,
