@@ -915,3 +915,70 @@ fn format_time(t: i64) -> String {
 fn date(t: i64) -> String {
     format_time(t)[..10].to_string()
 }
+
+/// A broadcast without heartbeats goes `error` after 90 s and says why: in its view, in its
+/// `broadcast.errored` payload and on its dashboard; `error` stays final.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_errored_broadcast_says_why_on_its_dashboard() {
+    let p = Platform::start().await;
+    let t = p.register_client("Acme").await;
+    let ada = p.signup(&t, "ada").await;
+    let create = |title: &'static str| {
+        let request = p.as_user(&ada, Method::POST, "/api/broadcasts");
+        async move {
+            request
+                .send_json(&json!({ "title": title, "visibility": "public" }))
+                .await
+        }
+    };
+    let status = |id: &str, to: &'static str| {
+        let request = p.as_user(&ada, Method::POST, &format!("/api/broadcasts/{id}/status"));
+        async move { request.send_json(&json!({ "status": to })).await }
+    };
+    let (_, stale) = create("Forgot the heartbeat").await;
+    let stale_id = stale["id"].as_str().unwrap().to_string();
+    let (_, reported) = create("Encoder crashed").await;
+    let reported_id = reported["id"].as_str().unwrap().to_string();
+    assert_eq!(stale["errorReason"], Value::Null, "{stale}");
+    assert_eq!(status(&stale_id, "active").await.0, 200);
+    assert_eq!(status(&reported_id, "active").await.0, 200);
+    let (code, errored) = status(&reported_id, "error").await;
+    assert_eq!(code, 200, "{errored}");
+    assert_eq!(errored["errorReason"], "requested", "{errored}");
+
+    p.advance_clock(Duration::from_secs(91));
+    let (code, read) = p
+        .as_user(&ada, Method::GET, &format!("/api/broadcasts/{stale_id}"))
+        .answer()
+        .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        (&read["status"], &read["errorReason"]),
+        (&json!("error"), &json!("stale")),
+        "{read}"
+    );
+    let (code, refused) = status(&stale_id, "completed").await;
+    assert_eq!(code, 409, "error is final: {refused}");
+
+    let dashboard = |id: String| {
+        let p = &p;
+        let ada = &ada;
+        async move {
+            let share = format!("/api/broadcasts/{id}/analytics/share");
+            let (code, link) = p.as_user(ada, Method::POST, &share).answer().await;
+            assert_eq!(code, 200, "{link}");
+            let token = link["token"].as_str().unwrap();
+            let path = format!("/analytics/broadcasts/{id}?token={token}");
+            let page = p.request(Method::GET, &path).send().await.unwrap();
+            assert_eq!(page.status(), 200);
+            page.text().await.unwrap()
+        }
+    };
+    let html = dashboard(stale_id).await;
+    assert!(
+        html.contains("id=\"error-reason\"") && html.contains("no heartbeat for 90 seconds"),
+        "{html}"
+    );
+    let html = dashboard(reported_id).await;
+    assert!(html.contains("as the app reported"), "{html}");
+}

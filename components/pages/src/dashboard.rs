@@ -16,6 +16,18 @@ use spin_sdk::http::Response;
 /// The longest token a link carries (`an_` and 40 base62 characters).
 const MAX_TOKEN: usize = 64;
 
+/// Why a broadcast ended in `error`, for its creator.
+fn error_explained(reason: Option<&str>) -> Option<&'static str> {
+    match reason? {
+        broadcasts::ERROR_STALE => Some(
+            "Ended with an error: no heartbeat for 90 seconds (the app or encoder stopped \
+             reporting), so the broadcast was closed.",
+        ),
+        broadcasts::ERROR_REQUESTED => Some("Ended with an error, as the app reported."),
+        _ => Some("Ended with an error."),
+    }
+}
+
 /// `GET /analytics/broadcasts/{id}?token=...`
 pub fn dashboard(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let not_found = || Ok(web::text(404, "no such dashboard"));
@@ -62,6 +74,7 @@ pub fn dashboard(ctx: &PublicCtx) -> Result<Response, ApiError> {
         context! {
             title => b.title,
             status => b.status.as_str(),
+            error_reason => error_explained(b.error_reason.as_deref()),
             range,
             granularity_label => label(granularity),
             tiles,

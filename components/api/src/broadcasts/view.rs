@@ -26,6 +26,7 @@ pub fn of(b: &Broadcast, links: &Links, reactions: Value, audience: Audience, no
         "createdAt": b.created_at,
         "startedAt": b.started_at,
         "endedAt": b.ended_at,
+        "errorReason": b.error_reason,
         "reactions": reactions,
         "cohostPolicy": b.cohost_policy,
     });

@@ -40,6 +40,8 @@ pub struct Broadcast {
     pub updated_at: String,
     pub started_at: Option<String>,
     pub ended_at: Option<String>,
+    /// Why it is in `error` ([`ERROR_STALE`], [`ERROR_REQUESTED`]); none in any other status.
+    pub error_reason: Option<String>,
     pub last_heartbeat: Option<i64>,
     /// While its RTMP publisher is away: the time by which it must come back before the
     /// broadcast completes (the reconnect window's end).
@@ -96,6 +98,7 @@ fn from_row(row: &Row) -> Broadcast {
         updated_at: row.text("updated_at"),
         started_at: row.opt_text("started_at"),
         ended_at: row.opt_text("ended_at"),
+        error_reason: row.opt_text("error_reason"),
         last_heartbeat: row.opt_int("last_heartbeat"),
         ingest_deadline: row.opt_int("ingest_deadline"),
         cohost_policy: row.text("cohost_policy"),
@@ -152,6 +155,7 @@ pub fn new_record(
         updated_at: at,
         started_at: None,
         ended_at: None,
+        error_reason: None,
         last_heartbeat: None,
         ingest_deadline: None,
         cohost_policy: new.cohost_policy.clone(),
@@ -272,6 +276,11 @@ fn find(db: &Db, filter: &str, params: &[Value], now: i64) -> Result<Option<Broa
         .transpose()
 }
 
+/// `error_reason` of a broadcast that went stale (no heartbeat for 90 s).
+pub const ERROR_STALE: &str = "stale";
+/// `error_reason` of a broadcast its owner or the tenant's server moved to `error`.
+pub const ERROR_REQUESTED: &str = "requested";
+
 /// The staleness rule, in the one place every reader passes: an active broadcast whose
 /// last heartbeat is older than 90 s is moved to `error`, with its `broadcast.errored`
 /// event (recorded by the one reader whose update moved it).
@@ -285,11 +294,13 @@ fn expire_if_stale(db: &Db, mut b: Broadcast, now: i64) -> Result<Broadcast, Api
         let at = time::format_rfc3339(now);
         db.transaction(|tx| {
             let moved = tx.query(
-                "UPDATE broadcasts SET status = 'error', ended_at = COALESCE(ended_at, ?), updated_at = ? \
+                "UPDATE broadcasts SET status = 'error', error_reason = 'stale', \
+                   ended_at = COALESCE(ended_at, ?), updated_at = ? \
                  WHERE id = ? AND status = 'active' RETURNING id",
                 &[at.clone().into(), at.clone().into(), b.id.clone().into()],
             )?;
             b.status = Status::Error;
+            b.error_reason = Some(ERROR_STALE.to_string());
             b.ended_at = b.ended_at.clone().or(Some(at.clone()));
             b.updated_at = at.clone();
             if !moved.is_empty() {
@@ -297,7 +308,14 @@ fn expire_if_stale(db: &Db, mut b: Broadcast, now: i64) -> Result<Broadcast, Api
                     object_type: "broadcast",
                     object_id: &b.id,
                 };
-                super::outbox::record(tx, &b.client_id, "broadcast.errored", subject, stale_event_data(&b), now)?;
+                super::outbox::record(
+                    tx,
+                    &b.client_id,
+                    "broadcast.errored",
+                    subject,
+                    stale_event_data(&b),
+                    now,
+                )?;
             }
             Ok(())
         })?;
@@ -334,7 +352,8 @@ fn stale_event_data(b: &Broadcast) -> Json {
         "deviceType": b.device_type,
         "operatingSystem": b.operating_system,
         "updatedAt": b.updated_at,
-        "reason": "stale",
+        "errorReason": ERROR_STALE,
+        "reason": ERROR_STALE,
     })
 }
 
@@ -420,11 +439,13 @@ pub fn move_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<bool,
         Status::Active => (Some(at.clone()), None, Some(now)),
         _ => (None, Some(at.clone()), None),
     };
+    let error_reason = (to == Status::Error).then_some(ERROR_REQUESTED);
     // The status in the WHERE clause makes concurrent moves safe: only one wins.
     let moved = db.query(
         "UPDATE broadcasts SET status = ?1, started_at = COALESCE(started_at, ?2), ended_at = COALESCE(?3, ended_at), \
            last_heartbeat = COALESCE(?4, last_heartbeat), updated_at = ?5, \
-           ingest_deadline = CASE WHEN ?1 = 'active' THEN ingest_deadline ELSE NULL END \
+           ingest_deadline = CASE WHEN ?1 = 'active' THEN ingest_deadline ELSE NULL END, \
+           error_reason = ?8 \
          WHERE id = ?6 AND status = ?7 RETURNING id",
         &[
             to.as_str().into(),
@@ -434,6 +455,7 @@ pub fn move_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<bool,
             at.into(),
             b.id.clone().into(),
             b.status.as_str().into(),
+            error_reason.into(),
         ],
     )?;
     Ok(!moved.is_empty())

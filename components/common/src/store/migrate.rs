@@ -135,6 +135,10 @@ pub const MIGRATIONS: &[Migration] = &[
             run: replace_derived_stream_keys,
         }),
     },
+    Migration::sql(
+        "0100_error_reason",
+        include_str!("../../migrations/0100_error_reason.sql"),
+    ),
 ];
 
 /// Broadcasts and scheduled events made before ingest keys were random had the streamId
