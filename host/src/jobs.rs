@@ -55,6 +55,17 @@ pub struct JobSpec {
     pub max_rounds: u32,
 }
 
+impl JobSpec {
+    /// The route the job calls.
+    pub fn path(&self) -> String {
+        job_path(&self.name)
+    }
+}
+
+fn job_path(name: &str) -> String {
+    format!("/api/jobs/{name}")
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
@@ -200,7 +211,7 @@ impl JobClient {
         let (mut sender, conn) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
         let driver = tokio::spawn(conn);
-        let request = hyper::Request::post(format!("/api/jobs/{name}"))
+        let request = hyper::Request::post(job_path(name))
             .header(hyper::header::HOST, self.addr.to_string())
             .header(
                 hyper::header::AUTHORIZATION,

@@ -137,6 +137,10 @@ pub struct Options {
     pub jobs_file: Option<PathBuf>,
     /// Local development (the default) or production.
     pub mode: Mode,
+    /// Serve only these components (Spin's `--component-id`, selective deployment): the
+    /// others' routes are 404, and jobs whose route none of them serves are not run.
+    /// Empty serves all.
+    pub components: Vec<String>,
 }
 
 /// Which defaults edgehost applies, and what it refuses.
@@ -171,6 +175,7 @@ impl Default for Options {
             scheduler: false,
             jobs_file: None,
             mode: Mode::Local,
+            components: Vec::new(),
         }
     }
 }
@@ -195,6 +200,7 @@ impl std::fmt::Debug for Options {
             .field("scheduler", &self.scheduler)
             .field("jobs_file", &self.jobs_file)
             .field("mode", &self.mode)
+            .field("components", &self.components)
             .finish()
     }
 }

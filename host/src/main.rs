@@ -73,6 +73,10 @@ enum Cmd {
         /// playback_hls_base point at this machine.
         #[arg(long)]
         no_media: bool,
+        /// Serve only this component (repeatable; like `spin up --component-id`): the
+        /// others' routes answer 404 and their jobs are not run. Default: all.
+        #[arg(long = "component-id", short = 'c')]
+        component_ids: Vec<String>,
     },
     /// Run each component's build command (like `spin build`).
     Build {
@@ -119,6 +123,7 @@ async fn main() -> Result<()> {
             production,
             relay_internal_listen,
             no_media,
+            component_ids,
         } => {
             if build {
                 edgehost::build_components(&from)?;
@@ -161,6 +166,7 @@ async fn main() -> Result<()> {
                 } else {
                     edgehost::Mode::Local
                 },
+                components: component_ids,
                 ..Default::default()
             })
             .await?;

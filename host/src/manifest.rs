@@ -192,6 +192,28 @@ impl Manifest {
     }
 
     /// Parses and validates manifest text; `dir` is where relative paths start.
+    /// Keeps only the components `ids` and their triggers, as Spin's `spin up
+    /// --component-id` (selective deployment) does; empty keeps all. An unknown id is an
+    /// error.
+    pub fn retain_components(&mut self, ids: &[String]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        if let Some(unknown) = ids.iter().find(|id| !self.components.contains_key(*id)) {
+            bail!(
+                "--component-id {unknown}: the manifest has no such component (it has {})",
+                self.components
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        self.components.retain(|id, _| ids.contains(id));
+        self.http_triggers.retain(|t| ids.contains(&t.component));
+        Ok(())
+    }
+
     pub fn parse(text: &str, dir: PathBuf) -> Result<Manifest> {
         let raw: RawManifest = toml::from_str(text)?;
         ensure!(
@@ -384,6 +406,26 @@ workdir = "components/api"
         );
         let b = m.components["api"].build.as_ref().unwrap();
         assert_eq!(b.command.commands(), vec!["cargo build"]);
+    }
+
+    #[test]
+    fn a_selection_keeps_its_components_and_their_triggers() {
+        let two = format!(
+            "{GOOD}[[trigger.http]]\nroute = \"/hooks\"\ncomponent = \"hooks\"\n\
+             [component.hooks]\nsource = \"target/hooks.wasm\"\n"
+        );
+        let mut m = parse(&two).unwrap();
+        m.retain_components(&[]).unwrap();
+        assert_eq!(m.components.len(), 2);
+        m.retain_components(&["hooks".to_string()]).unwrap();
+        assert_eq!(m.components.keys().collect::<Vec<_>>(), ["hooks"]);
+        assert_eq!(m.http_triggers.len(), 1);
+        assert_eq!(m.http_triggers[0].route.as_deref(), Some("/hooks"));
+        let err = parse(&two)
+            .unwrap()
+            .retain_components(&["nope".to_string()])
+            .unwrap_err();
+        assert!(err.to_string().contains("no such component"), "{err}");
     }
 
     #[test]

@@ -281,7 +281,8 @@ struct LoadedComponent {
 async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> {
     let manifest_path = std::path::absolute(&opts.manifest)
         .with_context(|| format!("bad manifest path {}", opts.manifest.display()))?;
-    let manifest = Manifest::load(&manifest_path)?;
+    let mut manifest = Manifest::load(&manifest_path)?;
+    manifest.retain_components(&opts.components)?;
     let runtime = RuntimeConfig::load(opts.runtime_config_file.as_deref())?;
     let state_dir = match &opts.state_dir {
         Some(d) => std::path::absolute(d)?,
@@ -331,6 +332,11 @@ async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> 
     }
 
     let router = Router::build(&manifest.http_triggers)?;
+    // With a selection of components, the jobs the others serve are theirs to run.
+    let jobs: Vec<_> = jobs
+        .into_iter()
+        .filter(|job| opts.components.is_empty() || router.route(&job.path()).is_some())
+        .collect();
     let listener = TcpListener::bind(opts.listen)
         .await
         .with_context(|| format!("cannot listen on {}", opts.listen))?;

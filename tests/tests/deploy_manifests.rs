@@ -772,9 +772,13 @@ fn cron_jobs(objects: &[Yaml]) -> BTreeMap<String, String> {
             let container = &list(pod, &["containers"])[0];
             let env = settings(list(container, &["env"]));
             let job = value(&env, "JOB").expect("JOB").to_string();
+            // The SpinApp that runs the component serving the job's route.
+            let component = component_serving(&format!("/api/jobs/{job}"));
+            let app = spin_app_running(objects, &component);
             assert_eq!(
                 value(&env, "APP_URL"),
-                Some(format!("http://{SPIN_APP}").as_str())
+                Some(format!("http://{app}").as_str()),
+                "{job} is served by {component}, which the SpinApp {app} runs"
             );
             assert_eq!(
                 env.get("JOBS_TOKEN"),
@@ -800,6 +804,133 @@ fn cron_jobs(objects: &[Yaml]) -> BTreeMap<String, String> {
             (job, text(cron, &["spec", "schedule"]).unwrap().to_string())
         })
         .collect()
+}
+
+/// The component of `spin.toml` whose HTTP trigger serves `path` (the most specific one,
+/// as Spin routes: an exact route before a wildcard).
+fn component_serving(path: &str) -> String {
+    let doc: toml::Table = read("spin.toml").parse().expect("spin.toml is TOML");
+    let triggers = doc["trigger"]["http"].as_array().unwrap();
+    let route_of = |t: &toml::Value| t["route"].as_str().unwrap_or_default().to_string();
+    let exact = triggers.iter().find(|t| route_of(t) == path);
+    let wildcard = || {
+        triggers
+            .iter()
+            .filter(|t| {
+                route_of(t)
+                    .strip_suffix("...")
+                    .is_some_and(|prefix| path.starts_with(prefix))
+            })
+            .max_by_key(|t| route_of(t).len())
+    };
+    exact
+        .or_else(wildcard)
+        .map(|t| t["component"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no trigger of spin.toml serves {path}"))
+}
+
+/// The components `spin.toml` declares.
+fn component_ids() -> Vec<String> {
+    let doc: toml::Table = read("spin.toml").parse().expect("spin.toml is TOML");
+    doc["component"]
+        .as_table()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect()
+}
+
+/// The components a SpinApp runs (`spec.components`; all when it lists none).
+fn components_of(app: &Yaml) -> Vec<String> {
+    match get(app, &["spec", "components"]).as_sequence() {
+        Some(list) => list
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect(),
+        None => component_ids(),
+    }
+}
+
+/// The name of the one SpinApp that runs `component`.
+fn spin_app_running<'a>(objects: &'a [Yaml], component: &str) -> &'a str {
+    let apps: Vec<&str> = objects_of(objects, "SpinApp")
+        .filter(|app| components_of(app).iter().any(|c| c == component))
+        .map(|app| text(app, &["metadata", "name"]).unwrap())
+        .collect();
+    match apps.as_slice() {
+        [one] => one,
+        other => panic!("{component} runs in {} SpinApps: {other:?}", other.len()),
+    }
+}
+
+/// The `[outbound_networking] block_networks` of a SpinApp's runtime config.
+fn blocked_networks(objects: &[Yaml], app: &Yaml) -> Vec<String> {
+    let secret_name = text(app, &["spec", "runtimeConfig", "loadFromSecret"]).unwrap();
+    let secret = object(objects, "Secret", secret_name);
+    let config: toml::Table = text(secret, &["stringData", "runtime-config.toml"])
+        .unwrap()
+        .parse()
+        .expect("the runtime config is TOML");
+    config
+        .get("outbound_networking")
+        .and_then(|o| o.get("block_networks"))
+        .and_then(|b| b.as_array())
+        .map(|b| b.iter().map(|n| n.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn every_component_runs_once_and_only_the_one_reaching_any_host_blocks_private_networks() {
+    let objects = kubernetes();
+    for component in component_ids() {
+        let name = spin_app_running(&objects, &component);
+        let app = object(&objects, "SpinApp", name);
+        let blocked = blocked_networks(&objects, app).contains(&"private".to_string());
+        let doc: toml::Table = read("spin.toml").parse().unwrap();
+        let reaches_any_host = doc["component"][component.as_str()]
+            .get("allowed_outbound_hosts")
+            .and_then(|h| h.as_array())
+            .is_some_and(|hosts| hosts.iter().any(|h| h.as_str().unwrap().contains("://*")));
+        // The component that connects to hosts tenants choose must not reach private
+        // networks; the others must reach the private hosts spin.toml names (the relay's
+        // in-cluster address), so their SpinApp may not block them.
+        assert_eq!(
+            blocked, reaches_any_host,
+            "{component} (SpinApp {name}): blocks private networks: {blocked}, \
+             reaches any host: {reaches_any_host}"
+        );
+    }
+    let main = spin_app_settings(&objects);
+    let relay_url = value(&main, "relay_url").unwrap();
+    assert!(
+        relay_url.starts_with("http://chat-relay-internal"),
+        "{relay_url}"
+    );
+
+    // Spin resolves every required variable at start, whatever components run: the
+    // delivery SpinApp sets them, from the app's Secret, and the same database.
+    let keys = secret_keys(&objects, APP_SECRETS);
+    let delivery = object(&objects, "SpinApp", spin_app_running(&objects, "webhooks"));
+    let set = settings(list(delivery, &["spec", "variables"]));
+    for name in spin_manifest().required() {
+        assert!(
+            set.contains_key(name),
+            "the delivery SpinApp does not set {name}"
+        );
+    }
+    for (name, setting) in &set {
+        if let Setting::Secret { secret, key } = setting {
+            assert!(secret == APP_SECRETS && keys.contains(key), "{name}");
+        }
+        assert_eq!(
+            Some(setting),
+            main.get(name),
+            "{name}: set as the app sets it"
+        );
+    }
+    for name in ["database", "postgres_host", "postgres_url"] {
+        assert_eq!(set.get(name), main.get(name), "{name}");
+    }
 }
 
 fn job_problems(jobs: &[Job], scheduled: &BTreeMap<String, String>, readme: &str) -> Vec<String> {
@@ -1103,4 +1234,95 @@ fn the_media_server_matches_the_agents_configuration_and_the_apps_addresses() {
     assert!(dockerfile.contains("EXPOSE 1935 8080"), "{dockerfile}");
     assert!(dockerfile.contains("RTMP_LISTEN=0.0.0.0:1935"));
     assert!(dockerfile.contains("HTTP_LISTEN=0.0.0.0:8080"));
+}
+
+/// The delivery process as the deploy files run it (`-c webhooks` with
+/// runtime-config/webhooks.toml, beside the app on the same database) cannot reach a
+/// receiver on a private address, while the same delivery from a process without that
+/// policy arrives: the policy, not the receiver, stopped it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_delivery_process_cannot_reach_private_receivers() {
+    use platform_tests::{Exchange, Method};
+    let p = platform_tests::Platform::start_with(&[("webhook_allow_http", "true")]).await;
+    let receiver = platform_tests::webhook_receiver::Receiver::start().await;
+    let tenant = p.register_client("Acme").await;
+    let (status, endpoint) = p
+        .as_server(
+            &tenant,
+            Method::POST,
+            "/api/v1/webhooks",
+            Some(&serde_json::json!({"url": receiver.url("/hooks"), "events": ["*"]})),
+        )
+        .answer()
+        .await;
+    assert_eq!(status, 201, "{endpoint}");
+    let endpoint = endpoint["id"].as_str().unwrap().to_string();
+    let (status, test) = p
+        .as_server(
+            &tenant,
+            Method::POST,
+            &format!("/api/v1/webhooks/{endpoint}/test"),
+            None,
+        )
+        .answer()
+        .await;
+    assert_eq!(status, 202, "{test}");
+
+    // The delivery process, on the app's state (database and generated secrets).
+    let mut variables = vec![("webhook_allow_http".to_string(), "true".to_string())];
+    if let Some(backends) = &p.backends {
+        variables.extend(backends.variables());
+    }
+    let root = platform_tests::workspace_root();
+    let delivery = edgehost::Server::start(edgehost::Options {
+        manifest: root.join("spin.toml"),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        state_dir: Some(p.state_dir().to_path_buf()),
+        runtime_config_file: Some(root.join("runtime-config/webhooks.toml")),
+        variables,
+        components: vec!["webhooks".to_string()],
+        ..Default::default()
+    })
+    .await
+    .expect("the delivery process starts");
+    let base = format!("http://{}", delivery.local_addr());
+    let http = reqwest::Client::new();
+    let docs = http.get(format!("{base}/docs")).send().await.unwrap();
+    assert_eq!(docs.status(), 404, "only the webhooks component runs there");
+    let job = http
+        .post(format!("{base}/api/jobs/deliver-webhooks"))
+        .bearer_auth(p.variable("jobs_token").unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(job.status(), 200, "{}", job.text().await.unwrap());
+    assert!(
+        receiver
+            .wait_for(1, std::time::Duration::from_secs(2))
+            .await
+            .is_empty(),
+        "a delivery reached a loopback receiver through the policy"
+    );
+    let deliveries = format!("/api/v1/webhooks/{endpoint}/deliveries");
+    let (_, list) = p
+        .as_server(&tenant, Method::GET, &deliveries, None)
+        .answer()
+        .await;
+    let attempt = &list["items"][0];
+    assert_eq!(attempt["attempts"], 1, "{list}");
+    assert!(attempt["lastError"].is_string(), "{list}");
+    delivery.shutdown().await.ok();
+
+    // Retried from the app itself (no policy), it arrives.
+    let retry = format!("{deliveries}/{}/retry", attempt["id"].as_str().unwrap());
+    let (status, answer) = p
+        .as_server(&tenant, Method::POST, &retry, None)
+        .answer()
+        .await;
+    assert!(status.is_success(), "{answer}");
+    p.run_job("deliver-webhooks").await;
+    let arrived = receiver
+        .wait_for(1, std::time::Duration::from_secs(10))
+        .await;
+    assert_eq!(arrived.len(), 1, "the retried delivery arrives");
 }
