@@ -141,6 +141,9 @@ pub struct Options {
     /// others' routes are 404, and jobs whose route none of them serves are not run.
     /// Empty serves all.
     pub components: Vec<String>,
+    /// A PEM file of certificate authorities that TLS connections to PostgreSQL trust
+    /// besides the system's roots (which `SSL_CERT_FILE` replaces, as for Spin).
+    pub postgres_ca_file: Option<PathBuf>,
 }
 
 /// Which defaults edgehost applies, and what it refuses.
@@ -176,6 +179,7 @@ impl Default for Options {
             jobs_file: None,
             mode: Mode::Local,
             components: Vec::new(),
+            postgres_ca_file: None,
         }
     }
 }
@@ -201,6 +205,7 @@ impl std::fmt::Debug for Options {
             .field("jobs_file", &self.jobs_file)
             .field("mode", &self.mode)
             .field("components", &self.components)
+            .field("postgres_ca_file", &self.postgres_ca_file)
             .finish()
     }
 }

@@ -6,8 +6,11 @@
 //!   as Spin checks them: each `host` with the port at the same index (or the only port;
 //!   none means 5432). Unix sockets are refused. edgehost also checks any `hostaddr`, which
 //!   tokio-postgres would connect to instead of resolving `host`.
-//! - No TLS: `sslmode=disable` and `prefer` (the default) connect in plain text,
-//!   `sslmode=require` is refused with `connection-failed`.
+//! - TLS as Spin does it: `sslmode=disable` connects in plain text; `prefer` (the default)
+//!   tries TLS and falls back to plain text when the server offers none; `require` insists
+//!   on TLS. The server's certificate is verified (chain and host name) against the
+//!   system's roots (`SSL_CERT_FILE` / `SSL_CERT_DIR` replace them, as for Spin's OpenSSL),
+//!   plus [`crate::Options::postgres_ca_file`]: Spin's native-tls verifies the same way.
 //! - Each guest `connection` holds one real PostgreSQL connection from `open` until it is
 //!   dropped, so `BEGIN` ... `COMMIT` across calls works. Connections are pooled per
 //!   address across instances (at most 64 open per address); one that a guest used has its
@@ -38,6 +41,7 @@ use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
 use wasmtime::component::Resource;
 
 use crate::bindings::spin::postgres3_0_0::postgres as v3;
@@ -77,14 +81,39 @@ const RESET: &str = "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UN
 #[derive(Default)]
 pub struct PgPools {
     pools: Mutex<HashMap<String, Arc<PgPool>>>,
+    /// A PEM file of further roots for TLS (besides the system's).
+    extra_roots: Option<std::path::PathBuf>,
+    /// The TLS connector, made at the first connection that wants TLS.
+    tls: std::sync::OnceLock<Result<MakeRustlsConnect, String>>,
 }
 
 impl PgPools {
-    fn pool(&self, address: &str, config: Config) -> Arc<PgPool> {
+    /// Pools whose TLS connections also trust the roots in `extra_roots` (PEM).
+    pub fn with_extra_roots(extra_roots: Option<std::path::PathBuf>) -> PgPools {
+        PgPools {
+            extra_roots,
+            ..PgPools::default()
+        }
+    }
+
+    /// The TLS connector: the system's roots and the extra ones, on `ring`.
+    fn tls(&self) -> Result<MakeRustlsConnect, String> {
+        self.tls
+            .get_or_init(|| tls_connector(self.extra_roots.as_deref()))
+            .clone()
+    }
+
+    fn pool(&self, address: &str, config: Config) -> Result<Arc<PgPool>, String> {
+        let tls = match config.get_ssl_mode() {
+            SslMode::Disable => None,
+            // TLS is optional here: without usable roots, plain text as the server allows.
+            SslMode::Prefer => self.tls().ok(),
+            _ => Some(self.tls()?),
+        };
         let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(pool) = pools.get(address) {
             pool.touch();
-            return pool.clone();
+            return Ok(pool.clone());
         }
         if pools.len() >= MAX_POOLS {
             let oldest = pools
@@ -97,6 +126,7 @@ impl PgPools {
         }
         let pool = Arc::new(PgPool {
             config,
+            tls,
             idle: Mutex::new(Vec::new()),
             slots: Arc::new(Semaphore::new(POOL_SIZE)),
             connecting: Semaphore::new(MAX_CONNECTING),
@@ -105,13 +135,83 @@ impl PgPools {
             last_used: Mutex::new(Instant::now()),
         });
         pools.insert(address.to_string(), pool.clone());
-        pool
+        Ok(pool)
+    }
+}
+
+/// A TLS connector for PostgreSQL that verifies the server against the system's roots
+/// (`SSL_CERT_FILE` / `SSL_CERT_DIR` when set) and those in `extra_roots`.
+fn tls_connector(extra_roots: Option<&std::path::Path>) -> Result<MakeRustlsConnect, String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    let (added, _ignored) = roots.add_parsable_certificates(native.certs);
+    if added == 0 && extra_roots.is_none() {
+        return Err(format!(
+            "no trusted roots for TLS to PostgreSQL (the system's could not be read: {:?})",
+            native.errors
+        ));
+    }
+    if let Some(path) = extra_roots {
+        let certs = CertificateDer::pem_file_iter(path)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("PostgreSQL CA file {}: {e}", path.display()))?;
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| format!("PostgreSQL CA file {}: {e}", path.display()))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(MakeRustlsConnect::new(config))
+}
+
+/// An error with its causes ("error performing TLS handshake: invalid peer certificate:
+/// UnknownIssuer").
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+/// Connects, over TLS when `tls` is given (as `sslmode` says), and drives the connection
+/// in the background until the client is dropped or the server goes away.
+async fn connect(config: &Config, tls: Option<&MakeRustlsConnect>) -> Result<Client, String> {
+    let failed = |e: tokio_postgres::Error| with_causes(&e);
+    match tls {
+        None => {
+            let (client, connection) = config.connect(NoTls).await.map_err(failed)?;
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            Ok(client)
+        }
+        Some(tls) => {
+            let (client, connection) = config.connect(tls.clone()).await.map_err(failed)?;
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            Ok(client)
+        }
     }
 }
 
 /// The connections to one address.
 struct PgPool {
     config: Config,
+    /// TLS, unless the address says `sslmode=disable`.
+    tls: Option<MakeRustlsConnect>,
     idle: Mutex<Vec<PgSession>>,
     slots: Arc<Semaphore>,
     /// Connections being made (`MAX_CONNECTING`).
@@ -165,15 +265,10 @@ impl PgPool {
         if let Some(session) = self.take_idle() {
             return Ok(session);
         }
-        let (client, connection) =
-            tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(NoTls))
+        let client =
+            tokio::time::timeout(CONNECT_TIMEOUT, connect(&self.config, self.tls.as_ref()))
                 .await
-                .map_err(|_| "timed out connecting".to_string())?
-                .map_err(|e| e.to_string())?;
-        tokio::spawn(async move {
-            // Ends when the client is dropped or the server goes away.
-            let _ = connection.await;
-        });
+                .map_err(|_| "timed out connecting".to_string())??;
         Ok(PgSession {
             client,
             statements: HashMap::new(),
@@ -488,17 +583,13 @@ impl InstanceState {
             );
             return failed(refusal);
         }
-        if !matches!(config.get_ssl_mode(), SslMode::Disable | SslMode::Prefer) {
-            return failed(
-                "edgehost connects to PostgreSQL without TLS and cannot honour this sslmode; \
-                 use sslmode=disable or prefer"
-                    .into(),
-            );
-        }
         if self.open_pg_connections >= MAX_OPEN_CONNECTIONS {
             return failed("too many connections".into());
         }
-        let pool = self.services.pg.pool(&address, config);
+        let pool = match self.services.pg.pool(&address, config) {
+            Ok(pool) => pool,
+            Err(e) => return failed(e),
+        };
         let session = match pool.acquire().await {
             Ok(s) => s,
             Err(e) => return failed(e),

@@ -411,7 +411,7 @@ async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> 
         services: Arc::new(Services {
             kv,
             sqlite,
-            pg: Default::default(),
+            pg: crate::pg::PgPools::with_extra_roots(opts.postgres_ca_file.clone()),
             clock: Default::default(),
         }),
         websocket: opts.websocket.clone(),

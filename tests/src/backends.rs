@@ -108,13 +108,34 @@ pub struct PostgresCluster {
     _supervisor: Supervisor,
 }
 
-/// The server's settings: loopback only, no durability (throwaway data), many clients.
+/// The server's settings: loopback only, no durability (throwaway data), many clients,
+/// and TLS with a certificate of the cluster's own CA ([`PostgresCluster::ca_file`]), for
+/// clients that ask for it (the suites' URLs say `sslmode=disable`).
 fn server_options(base: &Path, port: u16) -> String {
     format!(
-        "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
-         -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500",
-        base.display()
+        "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={dir} \
+         -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500 \
+         -c ssl=on -c ssl_cert_file={dir}/server.crt -c ssl_key_file={dir}/server.key",
+        dir = base.display()
     )
+}
+
+/// Writes the cluster's TLS files into `base`: its CA (`ca.pem`) and the server's
+/// certificate for 127.0.0.1 and its key (readable by the server's user only).
+fn write_tls_files(base: &Path, owner: Option<(u32, u32)>) {
+    use std::os::unix::fs::PermissionsExt;
+    let ca = crate::tls::TestCa::new("test PostgreSQL CA", &["127.0.0.1", "localhost"]);
+    for (name, text, mode) in [
+        ("ca.pem", &ca.ca_pem, 0o644),
+        ("server.crt", &ca.cert_pem, 0o644),
+        ("server.key", &ca.key_pem, 0o600),
+    ] {
+        let path = base.join(name);
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {name}: {e}"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+            .unwrap_or_else(|e| panic!("chmod {name}: {e}"));
+        chown(&path, owner);
+    }
 }
 
 impl PostgresCluster {
@@ -131,6 +152,12 @@ impl PostgresCluster {
     /// `127.0.0.1:PORT`.
     pub fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The CA that signed the server's certificate (PEM): what a client verifying the
+    /// server over TLS trusts.
+    pub fn ca_file(&self) -> PathBuf {
+        self.base.join("ca.pem")
     }
 
     /// A URL for `role` (`postgres`, the superuser, or `platform`) and `database`.
@@ -248,6 +275,7 @@ impl PostgresCluster {
             String::from_utf8_lossy(&out.stderr)
         );
         let _ = std::fs::remove_file(&pwfile);
+        write_tls_files(&base, owner);
 
         let port = free_port();
         let options = server_options(&base, port);

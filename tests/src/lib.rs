@@ -10,6 +10,7 @@ pub mod load;
 pub mod media;
 pub mod spin_host;
 mod storage;
+pub mod tls;
 pub mod webhook_receiver;
 pub mod ws;
 

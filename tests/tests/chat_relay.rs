@@ -1506,27 +1506,17 @@ async fn behind_tls(
     dir: &std::path::Path,
 ) -> (String, std::path::PathBuf) {
     use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "relay test CA");
-    let ca = ca.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .signed_by(&key, &ca, &ca_key)
-        .unwrap();
+    let ca = platform_tests::tls::TestCa::new("relay test CA", &["localhost"]);
     let ca_file = dir.join("ca.pem");
-    std::fs::write(&ca_file, ca.pem()).unwrap();
+    std::fs::write(&ca_file, &ca.ca_pem).unwrap();
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_no_client_auth()
         .with_single_cert(
-            vec![leaf.der().clone()],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            vec![ca.cert_der.clone().into()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ca.key_der.clone())),
         )
         .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
