@@ -1326,3 +1326,130 @@ async fn the_delivery_process_cannot_reach_private_receivers() {
         .await;
     assert_eq!(arrived.len(), 1, "the retried delivery arrives");
 }
+
+/// The runtime configs the guides ship, run: `redis-kv.toml` with the components the
+/// Kubernetes app runs (its Redis URL pointed at a Redis of the test's own) keeps the
+/// key-value store in that Redis, answers the probes and runs every job the CronJobs send
+/// it, while the job it does not serve is 404; `local.toml` gives its fixed secrets and
+/// keeps the database where it says.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_shipped_runtime_configs_run_the_app() {
+    use platform_tests::backends::{OwnRedis, RedisServer, Resp};
+    let root = platform_tests::workspace_root();
+    let objects = kubernetes();
+    let app = object(&objects, "SpinApp", SPIN_APP);
+    let dir = tempfile::tempdir().unwrap();
+
+    let redis = OwnRedis::start().await;
+    let shipped = read("runtime-config/redis-kv.toml");
+    let redis_url = format!("{}0", redis.url());
+    let config = shipped.replace("redis://127.0.0.1:6379", &redis_url);
+    assert_ne!(config, shipped, "redis-kv.toml names a Redis URL");
+    let config_file = dir.path().join("redis-kv.toml");
+    std::fs::write(&config_file, config).unwrap();
+    let server = edgehost::Server::start(edgehost::Options {
+        manifest: root.join("spin.toml"),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        state_dir: Some(dir.path().join("state")),
+        runtime_config_file: Some(config_file),
+        components: components_of(app),
+        ..Default::default()
+    })
+    .await
+    .expect("the app starts with redis-kv.toml");
+    let base = format!("http://{}", server.local_addr());
+    let http = reqwest::Client::new();
+    for probe in ["readiness", "liveness"] {
+        let path = text(app, &["spec", "checks", probe, "httpGet", "path"]).unwrap();
+        let status = http
+            .get(format!("{base}{path}"))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 200, "{probe} {path}");
+    }
+    let token = server.variable("jobs_token").unwrap().to_string();
+    for (job, _) in cron_jobs(&objects) {
+        let answer = http
+            .post(format!("{base}/api/jobs/{job}"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        let served_here =
+            components_of(app).contains(&component_serving(&format!("/api/jobs/{job}")));
+        let expected = if served_here { 200 } else { 404 };
+        assert_eq!(answer.status(), expected, "job {job}");
+    }
+    // A file goes to the key-value store, which is the Redis the config names.
+    let registered: serde_json::Value = http
+        .post(format!("{base}/api/admin/sdk-clients"))
+        .json(
+            &serde_json::json!({"name": "Acme", "contactEmail": "dev@acme.example",
+            "agreeTerms": true, "agreeDataProcessing": true}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let key = registered["apiKey"].as_str().expect("apiKey");
+    let signup: serde_json::Value = http
+        .post(format!("{base}/api/users/signup"))
+        .header("x-api-key", key)
+        .json(
+            &serde_json::json!({"username": "ada", "email": "ada@example.com",
+            "password": "correct horse battery"}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let upload = http
+        .post(format!("{base}/api/files?filename=a.txt"))
+        .header("x-api-key", key)
+        .bearer_auth(signup["token"].as_str().expect("token"))
+        .header("content-type", "text/plain")
+        .body("kept in Redis")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(upload.status(), 201);
+    let Resp::Array(keys) = RedisServer::command(&redis_url, &[b"KEYS", b"file:*"]) else {
+        panic!("KEYS")
+    };
+    assert!(
+        !keys.is_empty(),
+        "the file's chunks are in the config's Redis"
+    );
+    server.shutdown().await.ok();
+
+    // local.toml: its database path is relative to the file.
+    let copy = dir.path().join("project/runtime-config");
+    std::fs::create_dir_all(&copy).unwrap();
+    std::fs::copy(
+        root.join("runtime-config/local.toml"),
+        copy.join("local.toml"),
+    )
+    .unwrap();
+    let server = edgehost::Server::start(edgehost::Options {
+        manifest: root.join("spin.toml"),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        state_dir: Some(dir.path().join("local-state")),
+        runtime_config_file: Some(copy.join("local.toml")),
+        ..Default::default()
+    })
+    .await
+    .expect("the app starts with local.toml");
+    assert_eq!(server.variable("admin_token"), Some("local-admin-token"));
+    assert_eq!(
+        server.variable("jwt_secret"),
+        Some("local-development-jwt-secret")
+    );
+    assert!(dir.path().join("project/.spin/sqlite_db.db").is_file());
+    server.shutdown().await.ok();
+}
