@@ -1,0 +1,94 @@
+import type { components, operations } from "./generated/api.js";
+import type { Api } from "./clients.js";
+
+type Broadcast = components["schemas"]["Broadcast"];
+type NewBroadcast = NonNullable<
+  operations["post-broadcasts"]["requestBody"]
+>["content"]["application/json"];
+
+/** What a broadcaster needs to go on air: the broadcast, OBS's settings and LiveKit's. */
+export interface StreamSetup {
+  broadcast: Broadcast;
+  /** OBS: Settings → Stream → Service "Custom": `server` and the stream `key`. */
+  obs: { server: string; key: string };
+  /** LiveKit: connect to `url` with `token` (a publisher token for the broadcast's room). */
+  livekit: { url: string; token: string; room: string };
+}
+
+/** The spec's intervals: a heartbeat every 30 s, the viewer count every 5 s. */
+export const HEARTBEAT_INTERVAL_MS = 30_000;
+export const VIEWER_COUNT_INTERVAL_MS = 5_000;
+
+/**
+ * Creates a broadcast as the signed-in user (an app client's `api`) and answers its OBS
+ * settings and a LiveKit publisher token, in one call.
+ */
+export async function createStream(api: Api, body: NewBroadcast): Promise<StreamSetup> {
+  const { data: broadcast } = await api.POST("/api/broadcasts", { body });
+  if (!broadcast) throw new Error("the platform answered without a broadcast");
+  const { data: grant } = await api.POST("/api/streaming/sessions/{id}/token", {
+    params: { path: { id: broadcast.id } },
+    body: { role: "publisher" },
+  });
+  if (!grant) throw new Error("the platform answered without a token");
+  const rtmpUrl = broadcast.rtmpUrl ?? "";
+  const key = broadcast.streamKey ?? "";
+  const server = rtmpUrl.endsWith(`/${key}`) ? rtmpUrl.slice(0, -key.length - 1) : rtmpUrl;
+  return {
+    broadcast,
+    obs: { server, key },
+    livekit: { url: grant.serverUrl, token: grant.token, room: grant.room },
+  };
+}
+
+export interface LiveOptions {
+  /** The audience now (asked every 5 s and reported); none to report nothing. */
+  viewerCount?: () => number;
+  /** A report or heartbeat failed (the loop goes on). */
+  onError?: (error: unknown) => void;
+  heartbeatIntervalMs?: number;
+  viewerCountIntervalMs?: number;
+}
+
+/** A broadcast on air: its heartbeat and viewer reports run until {@link Live.stop}. */
+export interface Live {
+  /** Stops the loops and completes the broadcast (or moves it to `error`). */
+  stop(status?: "completed" | "error"): Promise<Broadcast>;
+}
+
+/**
+ * Moves the broadcast to `active`, then sends its heartbeat every 30 s and its viewer count
+ * every 5 s (without them the platform closes it after 90 s), until stopped.
+ */
+export async function goLive(api: Api, broadcastId: string, options: LiveOptions = {}): Promise<Live> {
+  const path = { params: { path: { id: broadcastId } } };
+  await api.POST("/api/broadcasts/{id}/status", { ...path, body: { status: "active" } });
+  const report = (work: () => Promise<unknown>) => () => {
+    work().catch((error) => options.onError?.(error));
+  };
+  const timers = [
+    setInterval(
+      report(() => api.POST("/api/sessions/{id}/heartbeat", path)),
+      options.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS,
+    ),
+  ];
+  const count = options.viewerCount;
+  if (count) {
+    timers.push(
+      setInterval(
+        report(() =>
+          api.POST("/api/broadcasts/{id}/viewer-count", { ...path, body: { viewerCount: count() } }),
+        ),
+        options.viewerCountIntervalMs ?? VIEWER_COUNT_INTERVAL_MS,
+      ),
+    );
+  }
+  return {
+    async stop(status = "completed") {
+      for (const timer of timers) clearInterval(timer);
+      const { data } = await api.POST("/api/broadcasts/{id}/status", { ...path, body: { status } });
+      if (!data) throw new Error("the platform answered without a broadcast");
+      return data;
+    },
+  };
+}

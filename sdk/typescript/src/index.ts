@@ -1,0 +1,12 @@
+export { createAppClient, createServerClient } from "./clients.js";
+export type { Api, AppClient, AppClientOptions, ClientOptions, ServerClient, ServerClientOptions, Session } from "./clients.js";
+export { PlatformError, type FieldError } from "./errors.js";
+export { DEFAULT_RETRY, movesMoney, type RetryPolicy } from "./transport.js";
+export { signature } from "./signing.js";
+export { verifyWebhook, WebhookVerificationError, type VerifyOptions, type WebhookEvent } from "./webhooks.js";
+export { ChatConnection, connectChat } from "./chat.js";
+export type { ChatListeners, ChatMessage, ChatOptions, ChatState, ErrorFrame, RealtimeEvent, RealtimeEventKind, ServerFrame } from "./chat.js";
+export { createStream, goLive, HEARTBEAT_INTERVAL_MS, VIEWER_COUNT_INTERVAL_MS } from "./broadcaster.js";
+export type { Live, LiveOptions, StreamSetup } from "./broadcaster.js";
+export { WEBHOOK_EVENT_TYPES, type WebhookEventType } from "./generated/contract.js";
+export type { components, operations, paths } from "./generated/api.js";

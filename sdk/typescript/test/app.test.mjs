@@ -1,0 +1,76 @@
+// An app's flow with the app client: sign-up, the user's calls, a broadcast with its OBS
+// and LiveKit settings, going live with heartbeats and viewer reports, errors as typed
+// PlatformErrors, and an expired token refreshed and the call sent again.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createAppClient, createStream, goLive, PlatformError } from "../dist/esm/index.js";
+import { control, env, unique } from "./support.mjs";
+
+function newUser() {
+  const name = unique("ada");
+  return { username: name, email: `${name}@example.com`, password: "correct horse battery" };
+}
+
+test("sign-up, profile and a refused body as a typed error", async () => {
+  const sessions = [];
+  const app = createAppClient({ baseUrl: env.platformUrl, apiKey: env.apiKey, onSession: (s) => sessions.push(s) });
+  const body = newUser();
+  const session = await app.signUp(body);
+  assert.ok(session.token && session.refreshToken);
+  assert.equal(sessions.length, 1);
+  const { data: profile } = await app.api.GET("/api/users/profile/full");
+  assert.equal(profile.username, body.username);
+
+  const other = createAppClient({ baseUrl: env.platformUrl, apiKey: env.apiKey });
+  await assert.rejects(
+    other.signUp({ username: "x", email: "not an email", password: "short" }),
+    (error) => {
+      assert.ok(error instanceof PlatformError);
+      assert.equal(error.status, 422);
+      assert.equal(error.code, "validation_failed");
+      assert.ok(error.errors.some((e) => e.field === "email"), JSON.stringify(error.errors));
+      assert.ok(error.requestId === undefined || typeof error.requestId === "string");
+      return true;
+    },
+  );
+});
+
+test("a broadcast's OBS and LiveKit settings in one call, then live with reports, then stopped", async () => {
+  const app = createAppClient({ baseUrl: env.platformUrl, apiKey: env.apiKey });
+  await app.signUp(newUser());
+  const setup = await createStream(app.api, { title: "SDK show", visibility: "public" });
+  assert.equal(setup.broadcast.status, "pending");
+  assert.equal(`${setup.obs.server}/${setup.obs.key}`, setup.broadcast.rtmpUrl);
+  assert.ok(setup.livekit.token.length > 20);
+  assert.equal(setup.livekit.room, setup.broadcast.streamId);
+
+  const errors = [];
+  let viewers = 7;
+  const live = await goLive(app.api, setup.broadcast.id, {
+    viewerCount: () => viewers++,
+    onError: (e) => errors.push(e),
+    heartbeatIntervalMs: 100,
+    viewerCountIntervalMs: 50,
+  });
+  await new Promise((r) => setTimeout(r, 400));
+  const ended = await live.stop();
+  assert.equal(ended.status, "completed");
+  assert.deepEqual(errors, []);
+  const { data: analytics } = await app.api.GET("/api/broadcasts/{id}/analytics", {
+    params: { path: { id: setup.broadcast.id } },
+  });
+  assert.ok(analytics.peakViewers >= 8, JSON.stringify(analytics));
+});
+
+test("an expired token is refreshed and the call sent again, once for concurrent calls", async () => {
+  const sessions = [];
+  const app = createAppClient({ baseUrl: env.platformUrl, apiKey: env.apiKey, onSession: (s) => sessions.push(s) });
+  await app.signUp(newUser());
+  const before = app.session.token;
+  // An hour and a bit later the access token has expired; the refresh token has not.
+  await control("/clock/advance?seconds=3700");
+  const answers = await Promise.all([1, 2, 3].map(() => app.api.GET("/api/users/profile/full")));
+  for (const { data } of answers) assert.ok(data.id);
+  assert.notEqual(app.session.token, before);
+  assert.equal(sessions.length, 2, "one sign-up, one refresh for three concurrent calls");
+});
