@@ -412,50 +412,45 @@ impl Parser<'_> {
         Ok(text)
     }
 
-    fn object(&mut self) -> Result<Pattern, String> {
-        let mut members = Vec::new();
-        let mut open = false;
-        if self.eat("}") {
-            return Ok(Pattern::Object { members, open });
+    /// The items of an object or array up to `close`, and whether `...` stood for more.
+    fn items<T>(
+        &mut self,
+        close: &str,
+        mut item: impl FnMut(&mut Self) -> Result<T, String>,
+    ) -> Result<(Vec<T>, bool), String> {
+        let (mut items, mut open) = (Vec::new(), false);
+        if self.eat(close) {
+            return Ok((items, open));
         }
         loop {
             if self.ellipsis() {
                 open = true;
             } else {
-                let key = self.string()?;
-                if !self.eat(":") {
-                    return self.fail("`:` expected");
-                }
-                members.push((key, self.value()?));
+                items.push(item(self)?);
             }
-            if self.eat("}") {
-                return Ok(Pattern::Object { members, open });
+            if self.eat(close) {
+                return Ok((items, open));
             }
             if !self.eat(",") {
-                return self.fail("`,` or `}` expected");
+                return self.fail(&format!("`,` or `{close}` expected"));
             }
         }
     }
 
+    fn object(&mut self) -> Result<Pattern, String> {
+        let (members, open) = self.items("}", |p| {
+            let key = p.string()?;
+            if !p.eat(":") {
+                return p.fail("`:` expected");
+            }
+            Ok((key, p.value()?))
+        })?;
+        Ok(Pattern::Object { members, open })
+    }
+
     fn array(&mut self) -> Result<Pattern, String> {
-        let mut items = Vec::new();
-        let mut open = false;
-        if self.eat("]") {
-            return Ok(Pattern::Array { items, open });
-        }
-        loop {
-            if self.ellipsis() {
-                open = true;
-            } else {
-                items.push(self.value()?);
-            }
-            if self.eat("]") {
-                return Ok(Pattern::Array { items, open });
-            }
-            if !self.eat(",") {
-                return self.fail("`,` or `]` expected");
-            }
-        }
+        let (items, open) = self.items("]", Self::value)?;
+        Ok(Pattern::Array { items, open })
     }
 }
 

@@ -115,8 +115,11 @@ export function createAppClient(options: AppClientOptions): AppClient {
         attempt.headers.set("authorization", `Bearer ${session.token}`);
       }
     },
-    async renew(problem) {
+    async renew(problem, attempt) {
       if (problem.code !== "token_expired" || !session) return false;
+      // Sent with a token that a concurrent call has already replaced: send it again with
+      // the new one rather than refresh a second time.
+      if (attempt.headers.get("authorization") !== `Bearer ${session.token}`) return true;
       await refresh();
       return true;
     },

@@ -30,10 +30,10 @@ export interface TransportOptions {
   /** Adds the credentials to an attempt (called for every attempt: signatures expire). */
   authorize(attempt: Attempt): void | Promise<void>;
   /**
-   * A 401 came back. Answer true when the credentials were renewed (a refreshed token):
-   * the call is then sent once more.
+   * A 401 came back for `attempt`. Answer true when the credentials were renewed (a
+   * refreshed token): the call is then sent once more.
    */
-  renew?(problem: PlatformError): Promise<boolean>;
+  renew?(problem: PlatformError, attempt: Attempt): Promise<boolean>;
   /** Give money-moving calls an `Idempotency-Key` (the same on every retry). */
   idempotencyKeys?: boolean;
   sleep?: (ms: number) => Promise<void>;
@@ -120,7 +120,7 @@ export function createTransport(options: TransportOptions): (input: Request) => 
       const problem = await PlatformError.fromResponse(response);
       if (response.status === 401 && options.renew && !renewed) {
         renewed = true;
-        if (await options.renew(problem)) {
+        if (await options.renew(problem, attempt)) {
           number--;
           continue;
         }
