@@ -63,8 +63,12 @@ export interface Live {
 export async function goLive(api: Api, broadcastId: string, options: LiveOptions = {}): Promise<Live> {
   const path = { params: { path: { id: broadcastId } } };
   await api.POST("/api/broadcasts/{id}/status", { ...path, body: { status: "active" } });
+  // Reports in flight: stop() waits for them, so that none lands after the broadcast ended.
+  const inFlight = new Set<Promise<unknown>>();
   const report = (work: () => Promise<unknown>) => () => {
-    work().catch((error) => options.onError?.(error));
+    const sent = work().catch((error) => options.onError?.(error));
+    inFlight.add(sent);
+    void sent.finally(() => inFlight.delete(sent));
   };
   const timers = [
     setInterval(
@@ -86,6 +90,7 @@ export async function goLive(api: Api, broadcastId: string, options: LiveOptions
   return {
     async stop(status = "completed") {
       for (const timer of timers) clearInterval(timer);
+      await Promise.allSettled([...inFlight]);
       const { data } = await api.POST("/api/broadcasts/{id}/status", { ...path, body: { status } });
       if (!data) throw new Error("the platform answered without a broadcast");
       return data;
