@@ -104,17 +104,18 @@ impl PgPools {
     }
 
     fn pool(&self, address: &str, config: Config) -> Result<Arc<PgPool>, String> {
+        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pool) = pools.get(address) {
+            pool.touch();
+            return Ok(pool.clone());
+        }
+        // Decided once per address, when its pool is made.
         let tls = match config.get_ssl_mode() {
             SslMode::Disable => None,
             // TLS is optional here: without usable roots, plain text as the server allows.
             SslMode::Prefer => self.tls().ok(),
             _ => Some(self.tls()?),
         };
-        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(pool) = pools.get(address) {
-            pool.touch();
-            return Ok(pool.clone());
-        }
         if pools.len() >= MAX_POOLS {
             let oldest = pools
                 .iter()

@@ -1383,32 +1383,36 @@ async fn the_shipped_runtime_configs_run_the_app() {
         assert_eq!(answer.status(), expected, "job {job}");
     }
     // A file goes to the key-value store, which is the Redis the config names.
-    let registered: serde_json::Value = http
-        .post(format!("{base}/api/admin/sdk-clients"))
-        .json(
-            &serde_json::json!({"name": "Acme", "contactEmail": "dev@acme.example",
+    let post = |path: &str, key: Option<&str>, body: serde_json::Value| {
+        let mut request = http.post(format!("{base}{path}")).json(&body);
+        if let Some(key) = key {
+            request = request.header("x-api-key", key);
+        }
+        async move {
+            request
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let registered = post(
+        "/api/admin/sdk-clients",
+        None,
+        serde_json::json!({"name": "Acme", "contactEmail": "dev@acme.example",
             "agreeTerms": true, "agreeDataProcessing": true}),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    )
+    .await;
     let key = registered["apiKey"].as_str().expect("apiKey");
-    let signup: serde_json::Value = http
-        .post(format!("{base}/api/users/signup"))
-        .header("x-api-key", key)
-        .json(
-            &serde_json::json!({"username": "ada", "email": "ada@example.com",
+    let signup = post(
+        "/api/users/signup",
+        Some(key),
+        serde_json::json!({"username": "ada", "email": "ada@example.com",
             "password": "correct horse battery"}),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    )
+    .await;
     let upload = http
         .post(format!("{base}/api/files?filename=a.txt"))
         .header("x-api-key", key)

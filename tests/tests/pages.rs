@@ -527,7 +527,7 @@ async fn a_scheduled_events_watch_url_is_its_watch_page() {
     let p = Platform::start_with(&[("playback_hls_base", "https://cdn.example/hls")]).await;
     let ada = broadcaster(&p).await;
     let when = platform_tests::unix_now() + 3600;
-    let scheduled_for = rfc3339(when);
+    let scheduled_for = common::time::format_rfc3339(when);
     let create = |title: &str, visibility: &str| {
         p.as_user(&ada, Method::POST, "/api/events").json(&json!({
             "title": title, "scheduledFor": scheduled_for, "visibility": visibility,
@@ -572,15 +572,6 @@ async fn a_scheduled_events_watch_url_is_its_watch_page() {
     let html = get(&p, &path).await.text().await.unwrap();
     assert_eq!(data_attr(&html, "status"), "live");
     assert!(data_attr(&html, "hls-url").contains(event["streamId"].as_str().unwrap()));
-}
-
-/// `at` (epoch seconds) as RFC 3339 in UTC, whole seconds.
-fn rfc3339(at: i64) -> String {
-    let output = std::process::Command::new("date")
-        .args(["-u", "-d", &format!("@{at}"), "+%Y-%m-%dT%H:%M:%SZ"])
-        .output()
-        .expect("date");
-    String::from_utf8(output.stdout).unwrap().trim().to_string()
 }
 
 // ---------------------------------------------------------------------------------------
