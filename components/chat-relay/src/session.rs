@@ -26,6 +26,9 @@ use crate::token;
 
 type Socket = WebSocketStream<TokioIo<Upgraded>>;
 
+/// The most queued frames one write to a socket carries.
+const MAX_BATCH: usize = 32;
+
 /// Runs the socket until either side ends it, then leaves the room and gives its
 /// connection slot back.
 pub async fn run(
@@ -129,15 +132,29 @@ async fn write(
                     let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::Close(Some(close)))).await;
                     return;
                 };
-                if item.key.as_deref().is_some_and(|k| seen.contains(k)) {
-                    continue;
+                // Frames queued behind this one go out with it, in one write: a socket
+                // that fell behind catches up in few system calls.
+                let mut next = Some(item);
+                let mut banned = false;
+                let mut fed = 0;
+                while let Some(item) = next.take() {
+                    if !item.key.as_deref().is_some_and(|k| seen.contains(k)) {
+                        banned = item
+                            .key
+                            .as_deref()
+                            .and_then(protocol::banned_user_of_key)
+                            .is_some_and(|banned| user.get().is_some_and(|me| me == banned));
+                        if sink.feed(Message::Text(item.text)).await.is_err() {
+                            return;
+                        }
+                        fed += 1;
+                    }
+                    if banned || fed >= MAX_BATCH {
+                        break;
+                    }
+                    next = rx.try_recv().ok();
                 }
-                let banned = item
-                    .key
-                    .as_deref()
-                    .and_then(protocol::banned_user_of_key)
-                    .is_some_and(|banned| user.get().is_some_and(|me| me == banned));
-                if sink.send(Message::Text(item.text)).await.is_err() {
+                if sink.flush().await.is_err() {
                     return;
                 }
                 if banned {

@@ -1,0 +1,303 @@
+//! Gift to screen: VIEWERS WebSocket viewers of a live broadcast on one relay (a child
+//! process, its internal endpoint the platform's `relay_url`), SENDERS fans sending RATE
+//! gifts/s in all for SECONDS through `POST /api/broadcasts/{id}/gifts` (each with its own
+//! Idempotency-Key; one fan's gifts one after another, as a fan taps). Measures the time
+//! from before each POST to the `gift` event's arrival on every SAMPLE-th socket, checks
+//! on those sockets that each fan's combo values arrive as 1, 2, 3... without gaps or
+//! repeats, and counts the gift events on every socket.
+//!
+//! `cargo bench -p platform-tests --bench gift_screen --profile host` (env: VIEWERS=10000,
+//! RATE=200, SECONDS=8, SENDERS=64, SAMPLE=10, CONCURRENCY=32, PER_ADDRESS=10000)
+
+mod relay_scale;
+
+use platform_tests::{Exchange, Method, Platform, env_or};
+use relay_scale::{
+    Counters, Histogram, JWT, RELAY, RelayProcess, connect_all, json_number, json_str,
+    load_average, now_micros, raise_nofile, read_frames, relay_child, wait_delivery,
+};
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Default)]
+struct ComboCheck {
+    in_order: AtomicU64,
+    gaps: AtomicU64,
+    repeats: AtomicU64,
+    unknown: AtomicU64,
+}
+
+#[tokio::main]
+async fn main() {
+    if relay_child().await {
+        return;
+    }
+    let viewers = env_or("VIEWERS", 10_000usize);
+    let rate = env_or("RATE", 200u64).max(1);
+    let seconds = env_or("SECONDS", 8u64);
+    let senders = env_or("SENDERS", 64usize).max(1);
+    let sample = env_or("SAMPLE", 10usize).max(1);
+    let limit = raise_nofile(viewers as u64 + 4096);
+    if viewers as u64 + 512 > limit {
+        eprintln!("gift_screen: the open-file limit is {limit}; {viewers} viewers will not fit");
+    }
+    let load_before = load_average();
+    // The relay's internal address comes first: the platform's relay_url names it.
+    let internal = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let relay_url = format!("http://{internal}");
+    let p = Platform::start_with(&[
+        ("jwt_secret", JWT),
+        ("relay_secret", RELAY),
+        ("relay_url", &relay_url),
+    ])
+    .await;
+    let relay = RelayProcess::spawn(&p.base, viewers + 1, None, Some(internal)).await;
+
+    let t = p.register_client("Bench").await;
+    let host = p.signup(&t, "host").await;
+    let (status, gift) = p
+        .as_server(
+            &t,
+            Method::PUT,
+            "/api/v1/gifts/rose",
+            Some(&json!({"name": "Rose", "priceTokens": 10})),
+        )
+        .answer()
+        .await;
+    assert_eq!(status, 200, "gift: {gift}");
+    let mut fans = Vec::new();
+    for i in 0..senders {
+        let fan = p.signup(&t, &format!("fan{i}")).await;
+        let credit = json!({"tokens": 1_000_000, "reference": format!("screen-{i}")});
+        let (status, answer) = p
+            .as_server(
+                &t,
+                Method::POST,
+                &format!("/api/v1/wallets/{}/credits", fan.id),
+                Some(&credit),
+            )
+            .header("idempotency-key", format!("screen-credit-{i}"))
+            .answer()
+            .await;
+        assert_eq!(status, 201, "credit: {answer}");
+        fans.push(fan);
+    }
+    let (status, b) = p
+        .as_user(&host, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "Bench"}))
+        .await;
+    assert_eq!(status, 200, "broadcast: {b}");
+    let id = b["id"].as_str().unwrap().to_string();
+    let stream = b["streamId"].as_str().unwrap().to_string();
+    let (status, live) = p
+        .as_user(&host, Method::POST, &format!("/api/broadcasts/{id}/status"))
+        .send_json(&json!({"status": "active"}))
+        .await;
+    assert_eq!(status, 200, "live: {live}");
+
+    let started = Instant::now();
+    let url = {
+        let (public, token) = (relay.public, host.token.clone());
+        move |_| format!("ws://{public}/ws/streams/{stream}/chat?token={token}")
+    };
+    let opened = connect_all(
+        &[relay.public],
+        0..viewers,
+        env_or("PER_ADDRESS", 10_000),
+        env_or("CONCURRENCY", 32),
+        url,
+    )
+    .await;
+    let connected = opened.len() as u64;
+    let connect_time = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // Gift k (from 1) of fan s is expected to carry combo k; its POST's start time is
+    // kept at starts[s][k].
+    let per_sender = (rate * seconds).div_ceil(senders as u64) as usize;
+    let planned = per_sender * senders;
+    let starts: Arc<Vec<Vec<AtomicU64>>> = Arc::new(
+        (0..senders)
+            .map(|_| (0..per_sender + 2).map(|_| AtomicU64::new(0)).collect())
+            .collect(),
+    );
+    let index: Arc<HashMap<Vec<u8>, usize>> = Arc::new(
+        fans.iter()
+            .enumerate()
+            .map(|(i, f)| (f.id.as_bytes().to_vec(), i))
+            .collect(),
+    );
+    let counters = Arc::new(Counters::default());
+    let latency = Arc::new(Histogram::default());
+    let combos = Arc::new(ComboCheck::default());
+    for (i, socket) in opened {
+        let inspect = (i % sample == 0).then(|| {
+            let (latency, combos, starts, index) = (
+                latency.clone(),
+                combos.clone(),
+                starts.clone(),
+                index.clone(),
+            );
+            let mut last = vec![0u64; senders];
+            Box::new(move |payload: &[u8], now: u64| {
+                if json_str(payload, b"kind") != Some(b"gift".as_slice()) {
+                    return;
+                }
+                let sender = json_str(payload, b"senderId").and_then(|s| index.get(s));
+                let (Some(&s), Some(combo)) = (sender, json_number(payload, b"combo")) else {
+                    combos.unknown.fetch_add(1, Ordering::Relaxed);
+                    return;
+                };
+                let verdict = if combo == last[s] + 1 {
+                    &combos.in_order
+                } else if combo <= last[s] {
+                    &combos.repeats
+                } else {
+                    &combos.gaps
+                };
+                verdict.fetch_add(1, Ordering::Relaxed);
+                last[s] = last[s].max(combo);
+                if let Some(start) = starts[s].get(combo as usize) {
+                    let start = start.load(Ordering::Relaxed);
+                    if start > 0 {
+                        latency.record(now.saturating_sub(start));
+                    }
+                }
+            }) as relay_scale::Inspector
+        });
+        tokio::spawn(read_frames(
+            socket,
+            planned as u64,
+            counters.clone(),
+            inspect,
+        ));
+    }
+
+    let cpu_before = relay.cpu_micros();
+    let post_latency = Arc::new(Histogram::default());
+    let (created, refused, off_combo) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let send_start = tokio::time::Instant::now();
+    let mut tasks = Vec::new();
+    for (s, fan) in fans.iter().enumerate() {
+        let http = p.http.clone();
+        let url = format!("{}/api/broadcasts/{id}/gifts", p.base);
+        let (api_key, bearer) = (t.api_key.clone(), format!("Bearer {}", fan.token));
+        let (starts, post_latency) = (starts.clone(), post_latency.clone());
+        let (created, refused, off_combo) = (created.clone(), refused.clone(), off_combo.clone());
+        tasks.push(tokio::spawn(async move {
+            for k in 1..=per_sender {
+                // Gift n of the whole run goes at n / RATE; fan s sends gifts s, s +
+                // SENDERS, s + 2 SENDERS, ...
+                let n = (k - 1) * senders + s;
+                tokio::time::sleep_until(
+                    send_start + Duration::from_micros(n as u64 * 1_000_000 / rate),
+                )
+                .await;
+                let start = now_micros();
+                starts[s][k].store(start, Ordering::Relaxed);
+                let answer = http
+                    .post(&url)
+                    .header("x-api-key", &api_key)
+                    .header("authorization", &bearer)
+                    .header("idempotency-key", format!("screen-{s}-{k}"))
+                    .json(&json!({"giftId": "rose"}))
+                    .send()
+                    .await;
+                post_latency.record(now_micros().saturating_sub(start));
+                match answer {
+                    Ok(a) if a.status() == 201 => {
+                        created.fetch_add(1, Ordering::Relaxed);
+                        let body: serde_json::Value = a.json().await.unwrap_or_default();
+                        if body["combo"].as_u64() != Some(k as u64) {
+                            off_combo.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Ok(a) => {
+                        if refused.fetch_add(1, Ordering::Relaxed) < 3 {
+                            let status = a.status();
+                            eprintln!(
+                                "gift refused: {status} {}",
+                                a.text().await.unwrap_or_default()
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        if refused.fetch_add(1, Ordering::Relaxed) < 3 {
+                            eprintln!("gift failed: {e}");
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let sent_in = send_start.elapsed();
+    wait_delivery(
+        &counters,
+        connected,
+        Duration::from_secs(5),
+        Duration::from_secs(60),
+    )
+    .await;
+    let last_at = counters.last_frame_at.load(Ordering::Relaxed);
+    let cpu = relay.cpu_micros().saturating_sub(cpu_before);
+    let delivered = counters.frames.load(Ordering::Relaxed);
+    let dropped = relay.metric("chat_relay_dropped_slow_clients_total").await;
+    let created = created.load(Ordering::Relaxed);
+    let load_after = load_average();
+
+    println!(
+        "gift to screen: {connected} of {viewers} viewers on one relay, {senders} fans sending {rate} gifts/s for {seconds} s"
+    );
+    println!("  load average {load_before} before, {load_after} after");
+    println!(
+        "  connect: {connected} sockets in {:.1} s; relay RSS {} KiB",
+        connect_time.as_secs_f64(),
+        relay.rss_kib()
+    );
+    println!(
+        "  POST /api/broadcasts/{{id}}/gifts: {created} created of {planned} in {:.1} s ({:.0} gifts/s), {} refused or failed; {}",
+        sent_in.as_secs_f64(),
+        created as f64 / sent_in.as_secs_f64(),
+        refused.load(Ordering::Relaxed),
+        post_latency.summary()
+    );
+    println!(
+        "  gift events on the sockets: {delivered} of {} ({} sockets with every gift, {} closed by the relay, chat_relay_dropped_slow_clients_total {dropped}), the last {:.1} s after the first POST",
+        created * connected,
+        counters.done.load(Ordering::Relaxed),
+        counters.closed.load(Ordering::Relaxed),
+        last_at.saturating_sub(now_micros() - send_start.elapsed().as_micros() as u64) as f64 / 1e6,
+    );
+    println!(
+        "  POST to gift event on the socket (every {sample}th socket): {}",
+        latency.summary()
+    );
+    println!(
+        "  combo values on those sockets: {} in order, {} gaps, {} repeats, {} unreadable; {} POST answers with a combo other than the fan's gift count",
+        combos.in_order.load(Ordering::Relaxed),
+        combos.gaps.load(Ordering::Relaxed),
+        combos.repeats.load(Ordering::Relaxed),
+        combos.unknown.load(Ordering::Relaxed),
+        off_combo.load(Ordering::Relaxed)
+    );
+    println!(
+        "  relay CPU {:.1} s: {:.2} µs per delivered event",
+        cpu as f64 / 1e6,
+        cpu as f64 / delivered.max(1) as f64
+    );
+    relay.stop().await;
+    p.stop().await;
+}
