@@ -3,7 +3,8 @@
 //! ledger's invariant check. SQLite, then PostgreSQL + Redis (throwaway servers) in the
 //! same run.
 //!
-//! Run: `cargo bench -p platform-tests --bench gifts --profile host`.
+//! Run: `cargo bench -p platform-tests --bench gifts --profile host` (`BACKEND=sqlite` or
+//! `BACKEND=postgres` for one of them).
 
 use anyhow::Result;
 use bytes::Bytes;
@@ -29,10 +30,15 @@ async fn run() -> Result<()> {
         ..Plan::default()
     };
     plan.describe();
-    for (backend, label) in [
-        (Backend::Sqlite, "SQLite"),
-        (Backend::Postgres, "PostgreSQL"),
+    // `BACKEND=sqlite` or `BACKEND=postgres` runs one of them.
+    let only = std::env::var("BACKEND").unwrap_or_default();
+    for (backend, name, label) in [
+        (Backend::Sqlite, "sqlite", "SQLite"),
+        (Backend::Postgres, "postgres", "PostgreSQL"),
     ] {
+        if !only.is_empty() && only != name {
+            continue;
+        }
         let p = Platform::start_on(backend, &[("jobs_token", JOBS_TOKEN)]).await;
         measure(&p, plan, label).await?;
         p.stop().await;

@@ -152,31 +152,36 @@ fn recipient_of(
 
 /// `POST /api/broadcasts/{id}/gifts` `{giftId, quantity?, recipientId?, anonymous?}`
 /// (Idempotency-Key): only while the broadcast is live, only by someone who may watch it.
+///
+/// What the gift reads (the broadcast, the catalog entry, the recipient, the tenant's
+/// rates) is read before its transaction, so that the transaction holds the database's
+/// writer (SQLite) only for what it writes; the ledger keeps the money exact however the
+/// reads race with an edit of the catalog.
 pub fn send(ctx: &UserCtx) -> Reply {
     let ask = read_ask(ctx)?;
     let client_id = &ctx.tenant.client_id;
     let sender = &ctx.user;
     let (now, now_ms) = (ctx.now(), ctx.now_millis());
-    idempotent::run(ctx, client_id, &sender.id, |tx| {
-        let b = broadcasts::load(tx, client_id, ctx.param("id"), now)?;
-        if !subscriptions::user_may_watch(tx, &b, &sender.id, now)? {
-            return Err(ApiError::not_found("broadcast"));
-        }
-        if b.status != Status::Active {
-            return Err(ApiError::conflict(
-                "broadcast_not_live",
-                "gifts are sent while the broadcast is live",
-            ));
-        }
-        let gift = store::get(tx, client_id, &ask.gift_id)?
-            .filter(|g| g.active)
-            .ok_or_else(|| ApiError::not_found("gift"))?;
-        let recipient = recipient_of(tx, &b, &ask, &sender.id)?;
-        let tokens = rules::gift_cost(gift.price_tokens, ask.quantity).ok_or_else(|| {
-            ApiError::new(422, "amount_too_large", "that many gifts cost too much")
-        })?;
-        let settings = monetization::get(tx, client_id)?;
-        let diamonds = rules::diamonds_for(tokens, settings.diamonds_per_100_tokens);
+    let db = common::spin::store::open()?;
+    let b = broadcasts::load(&db, client_id, ctx.param("id"), now)?;
+    if !subscriptions::user_may_watch(&db, &b, &sender.id, now)? {
+        return Err(ApiError::not_found("broadcast"));
+    }
+    if b.status != Status::Active {
+        return Err(ApiError::conflict(
+            "broadcast_not_live",
+            "gifts are sent while the broadcast is live",
+        ));
+    }
+    let gift = store::get(&db, client_id, &ask.gift_id)?
+        .filter(|g| g.active)
+        .ok_or_else(|| ApiError::not_found("gift"))?;
+    let recipient = recipient_of(&db, &b, &ask, &sender.id)?;
+    let tokens = rules::gift_cost(gift.price_tokens, ask.quantity)
+        .ok_or_else(|| ApiError::new(422, "amount_too_large", "that many gifts cost too much"))?;
+    let settings = monetization::get(&db, client_id)?;
+    let diamonds = rules::diamonds_for(tokens, settings.diamonds_per_100_tokens);
+    idempotent::run(ctx, &db, client_id, &sender.id, |tx| {
         let mut legs = vec![Leg::new(
             Currency::Tokens,
             &sender.id,
@@ -195,7 +200,7 @@ pub fn send(ctx: &UserCtx) -> Reply {
         }
         let operation = common::ids::uuid();
         let key = ctx.header("idempotency-key");
-        ledger::post(
+        let posted = ledger::post(
             tx,
             client_id,
             &operation,
@@ -230,7 +235,6 @@ pub fn send(ctx: &UserCtx) -> Reply {
             created_at_ms: now_ms,
         };
         store::record(tx, client_id, &sent)?;
-        common::store::analytics::gift(tx, &b, tokens, now)?;
         let data = json!({
             "id": sent.id,
             "broadcastId": b.id,
@@ -256,15 +260,18 @@ pub fn send(ctx: &UserCtx) -> Reply {
             data.clone(),
             now,
         )?;
+        // Last: every gift of the broadcast updates this minute's row, and on PostgreSQL
+        // its lock is held from here to the commit.
+        common::store::analytics::gift(tx, &b, tokens, now)?;
         let mut answer = data;
-        answer["balance"] = ledger::balance(tx, client_id, &sender.id, Currency::Tokens)?.into();
+        answer["balance"] = posted.debited.get(&sender.id).copied().unwrap_or(0).into();
         let event = Event::Gift {
-            gift_id: gift.id,
-            name: gift.name,
-            animation: gift.animation,
+            gift_id: gift.id.clone(),
+            name: gift.name.clone(),
+            animation: gift.animation.clone(),
             quantity: ask.quantity,
             combo,
-            recipient_id: recipient,
+            recipient_id: recipient.clone(),
             sender_id: (!ask.anonymous).then(|| sender.id.clone()),
             sender_name: (!ask.anonymous).then(|| sender.username.clone()),
         };

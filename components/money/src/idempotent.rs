@@ -1,16 +1,16 @@
 //! `Idempotency-Key` on every money-moving POST: the first request with a key runs, and
 //! its answer (status and body) is kept 24 hours with a hash of the request; the same key
 //! and request replays that answer, the same key with another request is 422
-//! `idempotency_key_reused`, and a duplicate that arrives while the first still runs is
-//! 409 `request_in_progress`. Keys belong to the tenant and the caller (a user, or the
-//! tenant's server), so nobody can replay another's answer.
+//! `idempotency_key_reused`, and a duplicate that arrives while the first still runs
+//! waits for it and replays its answer. Keys belong to the tenant and the caller (a user,
+//! or the tenant's server), so nobody can replay another's answer.
 
 use common::ApiError;
 use common::problem::PROBLEM_CONTENT_TYPE;
 use common::realtime::Event;
 use common::spin::http::{Call, Reply};
 use common::store::Db;
-use common::store::idempotency::{self, Claim};
+use common::store::idempotency::{self, Earlier};
 use serde_json::Value as Json;
 use spin_sdk::http::Response;
 
@@ -63,40 +63,34 @@ fn answer(status: u16, body: Vec<u8>, replayed: bool) -> Response {
     builder.body(body).build()
 }
 
+/// The error that rolls back a transaction whose key turned out to be answered already.
+const ANSWERED_BEFORE: &str = "idempotency_key_answered";
+
 /// Runs `work` once per key: inside one transaction that also stores the answer, so the
-/// money and the answer that reports it commit together. A refusal (4xx) is kept and
-/// replayed too; a server error releases the key so that a retry runs again.
+/// money and the answer that reports it commit together, or neither does. A request
+/// whose key holds an answer already (a retry, or a duplicate that ran at the same time
+/// and committed first) rolls back whatever its work did and replays that answer. A
+/// refusal (4xx) is kept and replayed too; a server error stores nothing, so a retry runs
+/// again.
 pub fn run(
     call: &Call,
+    db: &Db,
     client_id: &str,
     caller: &str,
     work: impl FnOnce(&Db) -> Result<Outcome, ApiError>,
 ) -> Reply {
     let key = key_of(call)?;
     let hash = request_hash(call);
-    let db = common::spin::store::open()?;
-    match idempotency::claim(&db, client_id, caller, &key, &hash, call.now())? {
-        Claim::Replay { status, body } => return Ok(answer(status, body.into_bytes(), true)),
-        Claim::Reused => {
-            return Err(ApiError::new(
-                422,
-                "idempotency_key_reused",
-                "this Idempotency-Key was used for another request",
-            ));
-        }
-        Claim::InProgress => {
-            return Err(ApiError::conflict(
-                "request_in_progress",
-                "a request with this Idempotency-Key is still running",
-            )
-            .with_header("retry-after", "1"));
-        }
-        Claim::Fresh => {}
-    }
+    let now = call.now();
+    let remember = |db: &Db, status: u16, body: &str| {
+        idempotency::remember(db, client_id, caller, &key, &hash, status, body, now)
+    };
     let result = db.transaction(|tx| {
         let outcome = work(tx)?;
         let body = outcome.body.to_string();
-        idempotency::complete(tx, client_id, caller, &key, outcome.status, &body)?;
+        if !remember(tx, outcome.status, &body)? {
+            return Err(ApiError::conflict(ANSWERED_BEFORE, "answered before"));
+        }
         Ok((outcome, body))
     });
     match result {
@@ -106,15 +100,33 @@ pub fn run(
             }
             Ok(answer(outcome.status, body.into_bytes(), false))
         }
+        Err(err) if err.code == ANSWERED_BEFORE => replay(db, client_id, caller, &key, &hash, now),
         // A refusal is the answer to replay, except a rate limit (429), which passes.
         Err(err) if err.status < 500 && err.status != 429 => {
-            let body = err.to_json().to_string();
-            idempotency::complete(&db, client_id, caller, &key, err.status, &body)?;
-            Err(err)
+            if remember(db, err.status, &err.to_json().to_string())? {
+                Err(err)
+            } else {
+                replay(db, client_id, caller, &key, &hash, now)
+            }
         }
-        Err(err) => {
-            let _ = idempotency::release(&db, client_id, caller, &key);
-            Err(err)
-        }
+        Err(err) => Err(err),
+    }
+}
+
+/// The answer `key` holds for this request.
+fn replay(db: &Db, client_id: &str, caller: &str, key: &str, hash: &str, now: i64) -> Reply {
+    match idempotency::earlier(db, client_id, caller, key, hash, now)? {
+        Some(Earlier::Replay { status, body }) => Ok(answer(status, body.into_bytes(), true)),
+        Some(Earlier::Reused) => Err(ApiError::new(
+            422,
+            "idempotency_key_reused",
+            "this Idempotency-Key was used for another request",
+        )),
+        // A claim left by an earlier version, or a key pruned meanwhile.
+        Some(Earlier::InProgress) | None => Err(ApiError::conflict(
+            "request_in_progress",
+            "a request with this Idempotency-Key is still running",
+        )
+        .with_header("retry-after", "1")),
     }
 }

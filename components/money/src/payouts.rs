@@ -35,7 +35,8 @@ pub fn request(ctx: &UserCtx) -> Reply {
     let client_id = &ctx.tenant.client_id;
     let user_id = &ctx.user.id;
     let now = ctx.now();
-    idempotent::run(ctx, client_id, user_id, |tx| {
+    let db = common::spin::store::open()?;
+    idempotent::run(ctx, &db, client_id, user_id, |tx| {
         let min = monetization::get(tx, client_id)?.min_payout_diamonds;
         if diamonds < min {
             return Err(ApiError::new(
@@ -117,7 +118,8 @@ fn decide(ctx: &ServerCtx, completed: bool) -> Reply {
     let client_id = &ctx.tenant.client_id;
     let id = ctx.param("id").to_string();
     let now = ctx.now();
-    idempotent::run(ctx, client_id, "server", |tx| {
+    let db = common::spin::store::open()?;
+    idempotent::run(ctx, &db, client_id, "server", |tx| {
         let current =
             store::get(tx, client_id, &id)?.ok_or_else(|| ApiError::not_found("payout"))?;
         let status = if completed { "completed" } else { "rejected" };

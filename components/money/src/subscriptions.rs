@@ -150,7 +150,8 @@ pub fn subscribe(ctx: &UserCtx) -> Reply {
     let subscriber = &ctx.user.id;
     let creator = ctx.param("id").to_string();
     let now = ctx.now();
-    idempotent::run(ctx, client_id, subscriber, |tx| {
+    let db = common::spin::store::open()?;
+    idempotent::run(ctx, &db, client_id, subscriber, |tx| {
         if creator == *subscriber {
             return Err(ApiError::new(
                 422,

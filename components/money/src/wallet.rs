@@ -66,7 +66,8 @@ pub fn credit(ctx: &ServerCtx) -> Reply {
     let client_id = &ctx.tenant.client_id;
     let user_id = ctx.param("userId").to_string();
     let now = ctx.now();
-    idempotent::run(ctx, client_id, "server", |tx| {
+    let db = common::spin::store::open()?;
+    idempotent::run(ctx, &db, client_id, "server", |tx| {
         if !users::exists(tx, client_id, &user_id)? {
             return Err(ApiError::not_found("user"));
         }
@@ -97,6 +98,7 @@ pub fn credit(ctx: &ServerCtx) -> Reply {
             key,
             now,
         )?
+        .transfers
         .remove(0);
         ledger::name_reference(tx, client_id, &reference, &transfer.id)?;
         let mut data = views::transfer(&transfer);
@@ -126,7 +128,8 @@ pub fn reverse(ctx: &ServerCtx) -> Reply {
     let client_id = &ctx.tenant.client_id;
     let transfer_id = ctx.param("id").to_string();
     let now = ctx.now();
-    idempotent::run(ctx, client_id, "server", |tx| {
+    let db = common::spin::store::open()?;
+    idempotent::run(ctx, &db, client_id, "server", |tx| {
         let original = ledger::transfer(tx, client_id, &transfer_id)?
             .ok_or_else(|| ApiError::not_found("transfer"))?;
         if original.kind != "credit" {
@@ -162,6 +165,7 @@ pub fn reverse(ctx: &ServerCtx) -> Reply {
             key,
             now,
         )?
+        .transfers
         .remove(0);
         let mut data = views::transfer(&reversal);
         data["wallet"] = wallet_of(tx, client_id, &original.to)?;

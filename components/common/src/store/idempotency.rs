@@ -1,111 +1,105 @@
 //! Idempotency keys of money-moving requests: per tenant and caller, the hash of the first
-//! request and, once it is done, its answer (status and body), kept for 24 hours.
+//! request and its answer (status and body), kept for 24 hours.
 
 use super::{Db, Value};
 use crate::ApiError;
 
 /// How long a key is remembered.
 pub const TTL_SECS: i64 = 24 * 60 * 60;
-/// How long a claim without an answer holds its key. A request that claimed a key and
-/// then lost its database (or its instance) before it could release it leaves such a
-/// claim; after this, far beyond any request's deadline, its work certainly did not
-/// commit (the answer commits with it), so a retry takes the key over and runs.
+/// How long a key stored without an answer holds it. Keys are now stored with their
+/// answer, in the transaction of the work they answer; rows without one were claims
+/// written before the work by earlier versions, and are free after this lease.
 pub const CLAIM_LEASE_SECS: i64 = 120;
 
-/// What a key's first use found.
+/// What a key held when its request came again.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Claim {
-    /// The key is new: the request runs (and must be completed or released).
-    Fresh,
-    /// The same request was answered before: replay this.
+pub enum Earlier {
+    /// The same request was answered: replay this.
     Replay { status: u16, body: String },
     /// The key was used for another request.
     Reused,
-    /// The same request is running now.
+    /// A claim without an answer, within its lease.
     InProgress,
 }
 
-/// Claims `key` for a request hashing to `request_hash` (a committed write of its own, so
-/// a concurrent duplicate sees it at once).
-pub fn claim(
+/// Stores the answer to the first request with `key` (hashing to `request_hash`), inside
+/// the transaction of the work it answers so that the two commit together. Answers false,
+/// writing nothing, when the key already holds a live answer: the caller rolls back and
+/// replays [`earlier`]. On PostgreSQL a concurrent duplicate's insert waits here until the
+/// first transaction ends, so a key is answered once.
+#[allow(clippy::too_many_arguments)]
+pub fn remember(
+    db: &Db,
+    client_id: &str,
+    caller: &str,
+    key: &str,
+    request_hash: &str,
+    status: u16,
+    body: &str,
+    now: i64,
+) -> Result<bool, ApiError> {
+    // A key older than the TTL, or a claim without an answer past its lease, is free
+    // again: the upsert takes it over in the same write.
+    let stored = db.query(
+        "INSERT INTO idempotency_keys (client_id, caller, idem_key, request_hash, created_at, status, body) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (client_id, caller, idem_key) DO UPDATE \
+           SET request_hash = excluded.request_hash, created_at = excluded.created_at, \
+               status = excluded.status, body = excluded.body \
+           WHERE idempotency_keys.created_at < ?8 \
+              OR (idempotency_keys.status IS NULL AND idempotency_keys.created_at < ?9) \
+         RETURNING idem_key",
+        &[
+            client_id.into(),
+            caller.into(),
+            key.into(),
+            request_hash.into(),
+            Value::Int(now),
+            Value::Int(status.into()),
+            body.into(),
+            Value::Int(now - TTL_SECS),
+            Value::Int(now - CLAIM_LEASE_SECS),
+        ],
+    )?;
+    Ok(!stored.is_empty())
+}
+
+/// What `key` holds for a request hashing to `request_hash`: nothing (None) when it is
+/// unknown or expired.
+pub fn earlier(
     db: &Db,
     client_id: &str,
     caller: &str,
     key: &str,
     request_hash: &str,
     now: i64,
-) -> Result<Claim, ApiError> {
-    let scope: [Value; 3] = [client_id.into(), caller.into(), key.into()];
-    // A key older than the TTL, or an abandoned claim past its lease, is free again: the
-    // upsert takes it over in the same write.
-    let inserted = db.query(
-        "INSERT INTO idempotency_keys (client_id, caller, idem_key, request_hash, created_at) \
-         VALUES (?, ?, ?, ?, ?) ON CONFLICT (client_id, caller, idem_key) DO UPDATE \
-           SET request_hash = excluded.request_hash, created_at = excluded.created_at, status = NULL, body = NULL \
-           WHERE idempotency_keys.created_at < ? \
-              OR (idempotency_keys.status IS NULL AND idempotency_keys.created_at < ?) \
-         RETURNING idem_key",
-        &[
-            scope[0].clone(),
-            scope[1].clone(),
-            scope[2].clone(),
-            request_hash.into(),
-            Value::Int(now),
-            Value::Int(now - TTL_SECS),
-            Value::Int(now - CLAIM_LEASE_SECS),
-        ],
-    )?;
-    if !inserted.is_empty() {
-        return Ok(Claim::Fresh);
-    }
+) -> Result<Option<Earlier>, ApiError> {
     let Some(row) = db.query_one(
-        "SELECT request_hash, status, body FROM idempotency_keys WHERE client_id = ? AND caller = ? AND idem_key = ?",
-        &scope,
+        "SELECT request_hash, status, body, created_at FROM idempotency_keys \
+         WHERE client_id = ? AND caller = ? AND idem_key = ?",
+        &[client_id.into(), caller.into(), key.into()],
     )?
     else {
-        // Released between our insert and read: the caller may simply retry.
-        return Ok(Claim::InProgress);
+        return Ok(None);
     };
-    if row.text("request_hash") != request_hash {
-        return Ok(Claim::Reused);
+    let created_at = row.int("created_at");
+    let status = row.opt_int("status");
+    let live = match status {
+        Some(_) => created_at >= now - TTL_SECS,
+        None => created_at >= now - CLAIM_LEASE_SECS,
+    };
+    if !live {
+        return Ok(None);
     }
-    Ok(match row.opt_int("status") {
-        Some(status) => Claim::Replay {
+    if row.text("request_hash") != request_hash {
+        return Ok(Some(Earlier::Reused));
+    }
+    Ok(Some(match status {
+        Some(status) => Earlier::Replay {
             status: u16::try_from(status).unwrap_or(500),
             body: row.text("body"),
         },
-        None => Claim::InProgress,
-    })
-}
-
-/// Stores the answer of a claimed key (inside the request's transaction when it succeeded,
-/// so the answer commits with the money it reports).
-pub fn complete(
-    db: &Db,
-    client_id: &str,
-    caller: &str,
-    key: &str,
-    status: u16,
-    body: &str,
-) -> Result<(), ApiError> {
-    db.execute(
-        "UPDATE idempotency_keys SET status = ?, body = ? WHERE client_id = ? AND caller = ? AND idem_key = ?",
-        &[
-            Value::Int(status.into()),
-            body.into(),
-            client_id.into(),
-            caller.into(),
-            key.into(),
-        ],
-    )
-}
-
-/// Forgets a claimed key whose request failed without an answer worth replaying.
-pub fn release(db: &Db, client_id: &str, caller: &str, key: &str) -> Result<(), ApiError> {
-    db.execute(
-        "DELETE FROM idempotency_keys WHERE client_id = ? AND caller = ? AND idem_key = ? AND status IS NULL",
-        &[client_id.into(), caller.into(), key.into()],
-    )
+        None => Earlier::InProgress,
+    }))
 }
 
 /// Removes up to `batch` keys older than the TTL; answers how many.
@@ -133,47 +127,42 @@ mod tests {
     use super::*;
     use crate::store::testing;
 
+    fn store(db: &Db, caller: &str, hash: &str, status: u16, now: i64) -> bool {
+        remember(db, "c1", caller, "k", hash, status, "{\"ok\":1}", now).unwrap()
+    }
+
     #[test]
-    fn a_key_runs_once_replays_its_answer_and_refuses_another_request() {
+    fn a_key_is_answered_once_replays_its_answer_and_refuses_another_request() {
         let db = testing::db();
+        assert_eq!(earlier(&db, "c1", "u1", "k", "h1", 100).unwrap(), None);
+        assert!(store(&db, "u1", "h1", 201, 100));
+        assert!(!store(&db, "u1", "h1", 201, 101), "a key is answered once");
         assert_eq!(
-            claim(&db, "c1", "u1", "k", "h1", 100).unwrap(),
-            Claim::Fresh
-        );
-        assert_eq!(
-            claim(&db, "c1", "u1", "k", "h1", 101).unwrap(),
-            Claim::InProgress
-        );
-        complete(&db, "c1", "u1", "k", 201, "{\"ok\":1}").unwrap();
-        assert_eq!(
-            claim(&db, "c1", "u1", "k", "h1", 102).unwrap(),
-            Claim::Replay {
+            earlier(&db, "c1", "u1", "k", "h1", 102).unwrap(),
+            Some(Earlier::Replay {
                 status: 201,
                 body: "{\"ok\":1}".into()
-            }
+            })
         );
         assert_eq!(
-            claim(&db, "c1", "u1", "k", "h2", 103).unwrap(),
-            Claim::Reused
+            earlier(&db, "c1", "u1", "k", "h2", 103).unwrap(),
+            Some(Earlier::Reused)
         );
         // Another caller's or tenant's key of the same name is its own.
-        assert_eq!(
-            claim(&db, "c1", "u2", "k", "h2", 104).unwrap(),
-            Claim::Fresh
-        );
-        assert_eq!(
-            claim(&db, "c2", "u1", "k", "h2", 104).unwrap(),
-            Claim::Fresh
-        );
+        assert!(store(&db, "u2", "h2", 201, 104));
+        assert!(remember(&db, "c2", "u1", "k", "h2", 201, "{}", 104).unwrap());
         // After 24 hours the key is new again, and pruning removes what expired.
         assert_eq!(
-            claim(&db, "c1", "u1", "k", "h2", 100 + TTL_SECS + 1).unwrap(),
-            Claim::Fresh
+            earlier(&db, "c1", "u1", "k", "h2", 100 + TTL_SECS + 1).unwrap(),
+            None
         );
-        // ... and the old answer is gone with it.
+        assert!(store(&db, "u1", "h2", 409, 100 + TTL_SECS + 1));
         assert_eq!(
-            claim(&db, "c1", "u1", "k", "h2", 100 + TTL_SECS + 2).unwrap(),
-            Claim::InProgress
+            earlier(&db, "c1", "u1", "k", "h2", 100 + TTL_SECS + 2).unwrap(),
+            Some(Earlier::Replay {
+                status: 409,
+                body: "{\"ok\":1}".into()
+            })
         );
         assert_eq!(expired(&db, 104 + TTL_SECS + 1).unwrap(), 2);
         assert_eq!(prune(&db, 104 + TTL_SECS + 1, 1).unwrap(), 1);
@@ -182,41 +171,24 @@ mod tests {
     }
 
     #[test]
-    fn a_released_key_may_run_again() {
+    fn a_claim_left_without_an_answer_holds_its_key_only_for_the_lease() {
         let db = testing::db();
-        assert_eq!(
-            claim(&db, "c1", "u1", "k", "h1", 100).unwrap(),
-            Claim::Fresh
-        );
-        release(&db, "c1", "u1", "k").unwrap();
-        assert_eq!(
-            claim(&db, "c1", "u1", "k", "h1", 101).unwrap(),
-            Claim::Fresh
-        );
-    }
-
-    #[test]
-    fn an_abandoned_claim_holds_its_key_only_for_the_lease() {
-        let db = testing::db();
-        assert_eq!(
-            claim(&db, "c1", "u1", "k", "h1", 100).unwrap(),
-            Claim::Fresh
-        );
-        // Never completed nor released (its request lost the database).
+        db.execute(
+            "INSERT INTO idempotency_keys (client_id, caller, idem_key, request_hash, created_at) \
+             VALUES ('c1', 'u1', 'k', 'h1', 100)",
+            &[],
+        )
+        .unwrap();
         let within = 100 + CLAIM_LEASE_SECS;
         assert_eq!(
-            claim(&db, "c1", "u1", "k", "h1", within).unwrap(),
-            Claim::InProgress
+            earlier(&db, "c1", "u1", "k", "h1", within).unwrap(),
+            Some(Earlier::InProgress)
         );
+        assert!(!store(&db, "u1", "h1", 201, within));
         assert_eq!(
-            claim(&db, "c1", "u1", "k", "h1", within + 1).unwrap(),
-            Claim::Fresh
+            earlier(&db, "c1", "u1", "k", "h1", within + 1).unwrap(),
+            None
         );
-        // An answered key is kept for the whole TTL.
-        complete(&db, "c1", "u1", "k", 201, "{}").unwrap();
-        assert!(matches!(
-            claim(&db, "c1", "u1", "k", "h1", within + 1000).unwrap(),
-            Claim::Replay { status: 201, .. }
-        ));
+        assert!(store(&db, "u1", "h1", 201, within + 1));
     }
 }

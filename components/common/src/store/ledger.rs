@@ -1,16 +1,18 @@
 //! The double-entry ledger: accounts (one per user and currency, plus the tenant's system
 //! accounts) and immutable transfers between two accounts of one currency. An account's
-//! cached balance changes only here, in the transaction that writes the transfers, by
-//! guarded updates: a user account never goes below zero unless the operation is a
-//! chargeback reversal, after which the account cannot spend until its balance is back.
+//! balance is its stored balance plus its pending changes, and both change only here, in
+//! the transaction that writes the transfers: debits of user accounts by guarded updates
+//! (a user account never goes below zero unless the operation is a chargeback reversal,
+//! after which the account cannot spend until its balance is back), everything else as
+//! pending changes that are folded into the stored balance later (see [`post`]).
 
-use super::{Db, Row, Value};
+use super::{Db, Dialect, Row, Value};
 use crate::pagination::Page;
 use crate::{ApiError, ids};
 use std::collections::BTreeMap;
 
 /// The two currencies of every tenant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Currency {
     /// Bought by viewers, spent on gifts and subscriptions.
     Tokens,
@@ -124,44 +126,98 @@ pub enum Overdraft {
     Chargeback,
 }
 
-/// The id of `owner`'s account of `currency`, created when missing.
-pub fn account(
+/// The ids of the accounts of `keys` (owner and currency), each created when missing.
+fn accounts(
     db: &Db,
     client_id: &str,
-    owner: &str,
-    currency: Currency,
+    keys: &[(&str, Currency)],
     now: i64,
-) -> Result<String, ApiError> {
-    let find = || {
-        db.query_one(
-            "SELECT id FROM ledger_accounts WHERE client_id = ? AND owner = ? AND currency = ?",
-            &[client_id.into(), owner.into(), currency.as_str().into()],
-        )
+) -> Result<BTreeMap<(String, Currency), String>, ApiError> {
+    let mut owners: Vec<&str> = keys.iter().map(|(owner, _)| *owner).collect();
+    owners.sort_unstable();
+    owners.dedup();
+    let find = |owners: &[&str]| -> Result<BTreeMap<(String, Currency), String>, ApiError> {
+        let mut params: Vec<Value> = vec![client_id.into()];
+        params.extend(owners.iter().map(|o| Value::from(*o)));
+        let rows = db.query(
+            &format!(
+                "SELECT id, owner, currency FROM ledger_accounts WHERE client_id = ? AND owner IN ({})",
+                vec!["?"; owners.len()].join(", ")
+            ),
+            &params,
+        )?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                let currency = Currency::parse(&row.text("currency"))?;
+                Some(((row.text("owner"), currency), row.text("id")))
+            })
+            .collect())
     };
-    if let Some(row) = find()? {
-        return Ok(row.text("id"));
+    let mut found = find(&owners)?;
+    let missing: Vec<(&str, Currency)> = keys
+        .iter()
+        .filter(|(owner, currency)| !found.contains_key(&(owner.to_string(), *currency)))
+        .copied()
+        .collect();
+    if missing.is_empty() {
+        return Ok(found);
     }
-    db.execute(
-        "INSERT INTO ledger_accounts (id, client_id, owner, currency, balance, created_at) \
-         VALUES (?, ?, ?, ?, 0, ?) ON CONFLICT (client_id, owner, currency) DO NOTHING",
-        &[
-            ids::uuid().into(),
-            client_id.into(),
-            owner.into(),
-            currency.as_str().into(),
-            Value::Int(now),
-        ],
-    )?;
-    find()?
-        .map(|row| row.text("id"))
-        .ok_or_else(|| ApiError::internal("a ledger account vanished after it was created"))
+    for (owner, currency) in &missing {
+        db.execute(
+            "INSERT INTO ledger_accounts (id, client_id, owner, currency, balance, created_at) \
+             VALUES (?, ?, ?, ?, 0, ?) ON CONFLICT (client_id, owner, currency) DO NOTHING",
+            &[
+                ids::uuid().into(),
+                client_id.into(),
+                (*owner).into(),
+                currency.as_str().into(),
+                Value::Int(now),
+            ],
+        )?;
+    }
+    let created: Vec<&str> = missing.iter().map(|(owner, _)| *owner).collect();
+    found.extend(find(&created)?);
+    if keys
+        .iter()
+        .any(|(owner, currency)| !found.contains_key(&(owner.to_string(), *currency)))
+    {
+        return Err(ApiError::internal(
+            "a ledger account vanished after it was created",
+        ));
+    }
+    Ok(found)
 }
 
-/// Writes `legs` as one operation (call it inside a transaction): each account's balance
-/// moves once by its net change, in account-id order (so concurrent operations lock rows
-/// in the same order and never deadlock), user accounts by a guarded update that refuses
-/// to go below zero (409 `insufficient_funds`, or `spending_blocked` for an account in
-/// debt) unless `overdraft` is a chargeback. Answers the transfers written.
+/// What [`post`] wrote: the transfers, and the new balance of each user account it
+/// debited (by owner).
+#[derive(Debug, Clone)]
+pub struct Posted {
+    pub transfers: Vec<Transfer>,
+    pub debited: BTreeMap<String, i64>,
+}
+
+/// One in how many operations folds the pending changes of each account it defers into
+/// the account's balance (see [`post`]): hot accounts keep about this many pending rows,
+/// and a fold takes their row lock only this often.
+const FOLD_ONE_IN: u8 = 32;
+
+/// Writes `legs` as one operation (call it inside a transaction) and moves each account's
+/// balance by its net change:
+///
+/// - a user account's debit is applied at once, by a guarded update that refuses to go
+///   below zero (409 `insufficient_funds`, or `spending_blocked` for an account in debt)
+///   unless `overdraft` is a chargeback, after folding the account's pending changes (so
+///   the guard sees all of its money);
+/// - every other change (any credit, and any change to a system account, which has no
+///   guard) is recorded as a pending change of the account, an insert that locks no
+///   account row: a creator credited by many gifts at once, or a tenant's system
+///   accounts, do not make those gifts wait for each other. An account's balance is its
+///   stored balance plus its pending changes; one operation in [`FOLD_ONE_IN`] folds them
+///   into the stored balance, skipping an account another transaction is folding.
+///
+/// Debited accounts are updated in account-id order, so concurrent operations lock rows
+/// in the same order and never deadlock. Answers the transfers written.
 pub fn post(
     tx: &Db,
     client_id: &str,
@@ -170,9 +226,7 @@ pub fn post(
     overdraft: Overdraft,
     idempotency_key: Option<&str>,
     now: i64,
-) -> Result<Vec<Transfer>, ApiError> {
-    let mut net: BTreeMap<String, (i64, bool)> = BTreeMap::new();
-    let mut resolved = Vec::with_capacity(legs.len());
+) -> Result<Posted, ApiError> {
     for leg in legs {
         if leg.amount <= 0 {
             return Err(ApiError::internal("a transfer's amount must be positive"));
@@ -180,54 +234,98 @@ pub fn post(
         if leg.from == leg.to {
             return Err(ApiError::internal("a transfer needs two accounts"));
         }
-        let debit = account(tx, client_id, leg.from, leg.currency, now)?;
-        let credit = account(tx, client_id, leg.to, leg.currency, now)?;
-        let out = net.entry(debit.clone()).or_insert((0, is_system(leg.from)));
+    }
+    let keys: Vec<(&str, Currency)> = legs
+        .iter()
+        .flat_map(|leg| [(leg.from, leg.currency), (leg.to, leg.currency)])
+        .collect();
+    let ids = accounts(tx, client_id, &keys, now)?;
+    let id_of = |owner: &str, currency: Currency| ids[&(owner.to_string(), currency)].clone();
+    // Each account's net change, and its owner.
+    let mut net: BTreeMap<String, (i64, &str)> = BTreeMap::new();
+    let mut resolved = Vec::with_capacity(legs.len());
+    for leg in legs {
+        let debit = id_of(leg.from, leg.currency);
+        let credit = id_of(leg.to, leg.currency);
+        let out = net.entry(debit.clone()).or_insert((0, leg.from));
         out.0 = out.0.checked_sub(leg.amount).ok_or_else(overflow)?;
-        let into = net.entry(credit.clone()).or_insert((0, is_system(leg.to)));
+        let into = net.entry(credit.clone()).or_insert((0, leg.to));
         into.0 = into.0.checked_add(leg.amount).ok_or_else(overflow)?;
         resolved.push((leg, debit, credit));
     }
-    for (account_id, (change, system)) in &net {
-        if *change < 0 && !*system && overdraft == Overdraft::Refused {
-            let spent = -*change;
-            let moved = tx.query(
-                "UPDATE ledger_accounts SET balance = balance - ?1 WHERE id = ?2 AND balance >= ?1 RETURNING balance",
-                &[Value::Int(spent), account_id.into()],
+    let mut debited = BTreeMap::new();
+    let mut deferred = Vec::new();
+    for (account_id, (change, owner)) in &net {
+        if *change < 0 && !is_system(owner) {
+            let folded = take_pending(tx, account_id, Lock::Wait)?;
+            let moved = folded.checked_add(*change).ok_or_else(overflow)?;
+            let guard = if overdraft == Overdraft::Refused {
+                " AND balance + ?1 >= 0"
+            } else {
+                ""
+            };
+            let row = tx.query_one(
+                &format!(
+                    "UPDATE ledger_accounts SET balance = balance + ?1 WHERE id = ?2{guard} RETURNING balance"
+                ),
+                &[Value::Int(moved), account_id.into()],
             )?;
-            if moved.is_empty() {
-                return Err(refusal(tx, account_id, spent)?);
-            }
+            match row {
+                Some(row) => debited.insert(owner.to_string(), row.int("balance")),
+                None => {
+                    // The folded changes stay in the balance even when the caller goes on
+                    // after the refusal.
+                    if folded != 0 {
+                        tx.execute(
+                            "UPDATE ledger_accounts SET balance = balance + ? WHERE id = ?",
+                            &[Value::Int(folded), account_id.into()],
+                        )?;
+                    }
+                    return Err(refusal(tx, account_id, -*change)?);
+                }
+            };
         } else if *change != 0 {
-            tx.execute(
-                "UPDATE ledger_accounts SET balance = balance + ? WHERE id = ?",
-                &[Value::Int(*change), account_id.into()],
-            )?;
+            deferred.push((account_id, *change));
         }
     }
+    if !deferred.is_empty() {
+        let mut params = Vec::with_capacity(deferred.len() * 5);
+        for (account_id, change) in &deferred {
+            params.extend([
+                ids::uuid().into(),
+                operation_id.into(),
+                (*account_id).into(),
+                Value::Int(*change),
+                Value::Int(now),
+            ]);
+        }
+        tx.execute(
+            &format!(
+                "INSERT INTO ledger_pending (id, operation_id, account_id, amount, created_at) VALUES {}",
+                vec!["(?, ?, ?, ?, ?)"; deferred.len()].join(", ")
+            ),
+            &params,
+        )?;
+    }
     let mut written = Vec::with_capacity(resolved.len());
+    let mut params = Vec::with_capacity(resolved.len() * 13);
     for (leg, debit, credit) in resolved {
         let id = ids::uuid();
-        tx.execute(
-            "INSERT INTO ledger_transfers (id, client_id, currency, debit_account, credit_account, amount, kind, \
-             reference, reason, reverses, operation_id, idempotency_key, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            &[
-                id.clone().into(),
-                client_id.into(),
-                leg.currency.as_str().into(),
-                debit.into(),
-                credit.into(),
-                Value::Int(leg.amount),
-                leg.kind.into(),
-                leg.reference.into(),
-                leg.reason.into(),
-                leg.reverses.into(),
-                operation_id.into(),
-                idempotency_key.into(),
-                Value::Int(now),
-            ],
-        )?;
+        params.extend([
+            id.clone().into(),
+            client_id.into(),
+            leg.currency.as_str().into(),
+            debit.into(),
+            credit.into(),
+            Value::Int(leg.amount),
+            leg.kind.into(),
+            leg.reference.into(),
+            leg.reason.into(),
+            leg.reverses.into(),
+            operation_id.into(),
+            idempotency_key.into(),
+            Value::Int(now),
+        ]);
         written.push(Transfer {
             id,
             currency: leg.currency.as_str().into(),
@@ -242,7 +340,78 @@ pub fn post(
             created_at: now,
         });
     }
-    Ok(written)
+    tx.execute(
+        &format!(
+            "INSERT INTO ledger_transfers (id, client_id, currency, debit_account, credit_account, amount, kind, \
+             reference, reason, reverses, operation_id, idempotency_key, created_at) VALUES {}",
+            vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"; written.len()].join(", ")
+        ),
+        &params,
+    )?;
+    for (account_id, _) in deferred {
+        if ids::random_bytes(1)[0].is_multiple_of(FOLD_ONE_IN) {
+            fold(tx, account_id, Lock::Skip)?;
+        }
+    }
+    Ok(Posted {
+        transfers: written,
+        debited,
+    })
+}
+
+/// Whether taking an account's pending changes waits for another transaction that holds
+/// them, or leaves the account alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lock {
+    Wait,
+    /// PostgreSQL's `SKIP LOCKED`; SQLite has one writer, so nothing is ever held.
+    Skip,
+}
+
+/// Removes `account_id`'s pending changes and answers their sum (to be added to its
+/// stored balance in the same transaction). A change inserted by a transaction that has
+/// not committed yet is neither seen nor removed: it stays pending.
+fn take_pending(tx: &Db, account_id: &str, lock: Lock) -> Result<i64, ApiError> {
+    let rows = if lock == Lock::Skip && tx.dialect() == Dialect::Postgres {
+        tx.query(
+            "DELETE FROM ledger_pending WHERE id IN (\
+               SELECT id FROM ledger_pending WHERE account_id = ? FOR UPDATE SKIP LOCKED) \
+             RETURNING amount",
+            &[account_id.into()],
+        )?
+    } else {
+        tx.query(
+            "DELETE FROM ledger_pending WHERE account_id = ? RETURNING amount",
+            &[account_id.into()],
+        )?
+    };
+    rows.iter()
+        .try_fold(0i64, |sum, row| sum.checked_add(row.int("amount")))
+        .ok_or_else(overflow)
+}
+
+/// Folds `account_id`'s pending changes into its stored balance. With [`Lock::Skip`] an
+/// account whose row another transaction holds is left for a later fold.
+fn fold(tx: &Db, account_id: &str, lock: Lock) -> Result<(), ApiError> {
+    if lock == Lock::Skip
+        && tx.dialect() == Dialect::Postgres
+        && tx
+            .query_one(
+                "SELECT id FROM ledger_accounts WHERE id = ? FOR UPDATE SKIP LOCKED",
+                &[account_id.into()],
+            )?
+            .is_none()
+    {
+        return Ok(());
+    }
+    let folded = take_pending(tx, account_id, lock)?;
+    if folded != 0 {
+        tx.execute(
+            "UPDATE ledger_accounts SET balance = balance + ? WHERE id = ?",
+            &[Value::Int(folded), account_id.into()],
+        )?;
+    }
+    Ok(())
 }
 
 fn overflow() -> ApiError {
@@ -311,10 +480,18 @@ pub fn name_reference(
     )
 }
 
-/// `owner`'s balance of `currency` (0 without an account).
+/// The sum of the pending changes of the account `a` (an SQL expression).
+const PENDING: &str =
+    "COALESCE((SELECT SUM(p.amount) FROM ledger_pending p WHERE p.account_id = a.id), 0)";
+
+/// `owner`'s balance of `currency` (0 without an account): its stored balance and its
+/// pending changes.
 pub fn balance(db: &Db, client_id: &str, owner: &str, currency: Currency) -> Result<i64, ApiError> {
     db.count(
-        "SELECT balance FROM ledger_accounts WHERE client_id = ? AND owner = ? AND currency = ?",
+        &format!(
+            "SELECT CAST(a.balance + {PENDING} AS BIGINT) FROM ledger_accounts a \
+             WHERE a.client_id = ? AND a.owner = ? AND a.currency = ?"
+        ),
         &[client_id.into(), owner.into(), currency.as_str().into()],
     )
 }
@@ -414,7 +591,8 @@ pub struct Check {
     pub violations: Vec<String>,
 }
 
-/// Checks the ledger's invariants over every tenant: each account's cached balance equals
+/// Checks the ledger's invariants over every tenant: each account's balance (stored and
+/// pending) equals
 /// the sum of its transfers (credits minus debits), each tenant's accounts of a currency
 /// sum to zero, every transfer joins two accounts of its own currency and tenant, and no
 /// user account is below zero except after a chargeback reversal.
@@ -425,12 +603,12 @@ pub fn check(db: &Db) -> Result<Check, ApiError> {
         violations: Vec::new(),
     };
     let drifted = db.query(
-        "SELECT s.id, s.owner, s.balance, s.credits, s.debits FROM (\
-           SELECT a.id, a.owner, a.balance, \
+        &format!("SELECT s.id, s.owner, s.balance, s.credits, s.debits FROM (\
+           SELECT a.id, a.owner, CAST(a.balance + {PENDING} AS BIGINT) AS balance, \
              CAST(COALESCE((SELECT SUM(c.amount) FROM ledger_transfers c WHERE c.credit_account = a.id), 0) AS BIGINT) AS credits, \
              CAST(COALESCE((SELECT SUM(d.amount) FROM ledger_transfers d WHERE d.debit_account = a.id), 0) AS BIGINT) AS debits \
            FROM ledger_accounts a) s \
-         WHERE s.balance <> s.credits - s.debits",
+         WHERE s.balance <> s.credits - s.debits"),
         &[],
     )?;
     for row in drifted {
@@ -443,8 +621,11 @@ pub fn check(db: &Db) -> Result<Check, ApiError> {
         ));
     }
     let unbalanced = db.query(
-        "SELECT client_id, currency, CAST(SUM(balance) AS BIGINT) AS total FROM ledger_accounts \
-         GROUP BY client_id, currency HAVING SUM(balance) <> 0",
+        "SELECT client_id, currency, CAST(SUM(amount) AS BIGINT) AS total FROM (\
+           SELECT client_id, currency, balance AS amount FROM ledger_accounts \
+           UNION ALL SELECT a.client_id, a.currency, p.amount FROM ledger_pending p \
+             JOIN ledger_accounts a ON a.id = p.account_id) s \
+         GROUP BY client_id, currency HAVING SUM(amount) <> 0",
         &[],
     )?;
     for row in unbalanced {
@@ -480,11 +661,21 @@ pub fn check(db: &Db) -> Result<Check, ApiError> {
             .violations
             .push(format!("{orphans} transfers name a missing account"));
     }
+    let stray = db.count(
+        "SELECT CAST(COUNT(*) AS BIGINT) FROM ledger_pending p \
+         WHERE NOT EXISTS (SELECT 1 FROM ledger_accounts a WHERE a.id = p.account_id)",
+        &[],
+    )?;
+    if stray > 0 {
+        report
+            .violations
+            .push(format!("{stray} pending changes name a missing account"));
+    }
     let overdrawn = db.query(
-        "SELECT a.id, a.owner, a.balance FROM ledger_accounts a \
-         WHERE a.balance < 0 AND a.owner NOT LIKE 'system:%' \
+        &format!("SELECT a.id, a.owner, CAST(a.balance + {PENDING} AS BIGINT) AS balance FROM ledger_accounts a \
+         WHERE a.balance + {PENDING} < 0 AND a.owner NOT LIKE 'system:%' \
            AND NOT EXISTS (SELECT 1 FROM ledger_transfers t \
-                           WHERE t.debit_account = a.id AND t.kind = 'chargeback')",
+                           WHERE t.debit_account = a.id AND t.kind = 'chargeback')"),
         &[],
     )?;
     for row in overdrawn {
@@ -522,6 +713,7 @@ mod tests {
             )
         })
         .unwrap()
+        .transfers
     }
 
     fn spend(db: &Db, user: &str, tokens: i64) -> Result<Vec<Transfer>, ApiError> {
@@ -551,6 +743,67 @@ mod tests {
                 20,
             )
         })
+        .map(|posted| posted.transfers)
+    }
+
+    fn pending_rows(db: &Db) -> i64 {
+        db.count("SELECT COUNT(*) FROM ledger_pending", &[])
+            .unwrap()
+    }
+
+    #[test]
+    fn credits_wait_as_pending_changes_and_a_debit_folds_them_first() {
+        let db = testing::db();
+        credit(&db, "ada", 100);
+        credit(&db, "ada", 20);
+        // Two credits: each moved the user's and the system account's pending changes.
+        assert_eq!(balance(&db, "c1", "ada", Currency::Tokens).unwrap(), 120);
+        assert!(pending_rows(&db) > 0);
+        assert!(check(&db).unwrap().violations.is_empty());
+        // The debit sees all 120 and folds the user's pending credits into the stored
+        // balance; what it credits is pending again.
+        spend(&db, "ada", 110).unwrap();
+        let stored = db
+            .count(
+                "SELECT balance FROM ledger_accounts WHERE owner = 'ada' AND currency = 'tokens'",
+                &[],
+            )
+            .unwrap();
+        assert_eq!(stored, 10);
+        assert_eq!(balance(&db, "c1", "ada", Currency::Tokens).unwrap(), 10);
+        assert_eq!(
+            balance(&db, "c1", "creator", Currency::Diamonds).unwrap(),
+            55
+        );
+        assert_eq!(
+            spend(&db, "ada", 11).unwrap_err().code,
+            "insufficient_funds"
+        );
+        // A fold moves the pending changes into the stored balance and changes no balance.
+        let creator = accounts(&db, "c1", &[("creator", Currency::Diamonds)], 30).unwrap()
+            [&("creator".to_string(), Currency::Diamonds)]
+            .clone();
+        fold(&db, &creator, Lock::Skip).unwrap();
+        assert_eq!(
+            balance(&db, "c1", "creator", Currency::Diamonds).unwrap(),
+            55
+        );
+        let report = check(&db).unwrap();
+        assert_eq!(report.violations, Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_checker_counts_pending_changes_and_finds_one_that_drifted() {
+        let db = testing::db();
+        credit(&db, "ada", 100);
+        db.execute(
+            "UPDATE ledger_pending SET amount = amount + 1 WHERE amount > 0",
+            &[],
+        )
+        .unwrap();
+        let report = check(&db).unwrap();
+        assert_eq!(report.violations.len(), 2, "{:?}", report.violations);
+        assert!(report.violations[0].contains("balance 101 but its transfers sum to 100"));
     }
 
     #[test]

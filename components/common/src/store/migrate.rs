@@ -139,6 +139,10 @@ pub const MIGRATIONS: &[Migration] = &[
         "0100_error_reason",
         include_str!("../../migrations/0100_error_reason.sql"),
     ),
+    Migration::sql(
+        "0110_ledger_pending",
+        include_str!("../../migrations/0110_ledger_pending.sql"),
+    ),
 ];
 
 /// Broadcasts and scheduled events made before ingest keys were random had the streamId
