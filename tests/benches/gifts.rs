@@ -1,7 +1,7 @@
-//! Gifts per second and their latency with 16 concurrent senders, each gift two ledger
-//! transfers, a guarded debit and an idempotency record in one transaction; then the
-//! ledger's invariant check. SQLite, then PostgreSQL + Redis (throwaway servers) in the
-//! same run.
+//! Gifts per second and their latency with 16 concurrent senders (`SENDERS`) to one
+//! creator, each gift two ledger transfers, a guarded debit and an idempotency record in
+//! one transaction; then the ledger's invariant check. SQLite, then PostgreSQL + Redis
+//! (throwaway servers) in the same run.
 //!
 //! Run: `cargo bench -p platform-tests --bench gifts --profile host` (`BACKEND=sqlite` or
 //! `BACKEND=postgres` for one of them).
@@ -14,7 +14,6 @@ use platform_tests::load::{self, Plan};
 use platform_tests::{Exchange, Method, Platform};
 use serde_json::json;
 
-const SENDERS: usize = 16;
 const JOBS_TOKEN: &str = "jobs-token-for-the-gift-benchmark-0123456789";
 
 fn main() -> Result<()> {
@@ -25,8 +24,10 @@ fn main() -> Result<()> {
 }
 
 async fn run() -> Result<()> {
+    // Senders, each on a keep-alive connection of its own (`SENDERS`, 16 by default).
+    let senders = platform_tests::env_or("SENDERS", 16usize);
     let plan = Plan {
-        connections: SENDERS,
+        connections: senders,
         ..Plan::default()
     };
     plan.describe();
@@ -56,7 +57,7 @@ async fn measure(p: &Platform, plan: Plan, label: &str) -> Result<()> {
         .await;
     anyhow::ensure!(status == 200, "gift: {gift}");
     let mut senders = Vec::new();
-    for i in 0..SENDERS {
+    for i in 0..plan.connections {
         let fan = p.signup(&t, &format!("fan{i}")).await;
         let credit = json!({"tokens": 1_000_000, "reference": format!("bench-{i}")});
         let (status, answer) = p
@@ -94,7 +95,7 @@ async fn measure(p: &Platform, plan: Plan, label: &str) -> Result<()> {
             .method("POST")
             .uri(path.as_str())
             .header("x-api-key", api_key.as_str())
-            .header("authorization", senders[n % SENDERS].as_str())
+            .header("authorization", senders[n % senders.len()].as_str())
             .header("content-type", "application/json")
             .header("idempotency-key", key)
             .body(Full::new(Bytes::from(gift_body.clone())))

@@ -188,6 +188,62 @@ async fn sixty_four_concurrent_gifts_from_a_wallet_for_forty_move_exactly_forty(
     assert_ledger_consistent(&p).await;
 }
 
+/// A popular creator: 64 gifts from 16 fans at once all credit one account (as pending
+/// changes that no gift waits for), and then 64 payout requests race for what arrived.
+#[tokio::test(flavor = "multi_thread")]
+async fn gifts_from_many_fans_at_once_all_reach_one_creator_whose_payouts_race_for_them() {
+    let p = platform().await;
+    let t = p.register_client("Crowd").await;
+    let host = p.signup(&t, "host").await;
+    put_gift(&p, &t, "rose", 10).await;
+    let mut fans = Vec::new();
+    for i in 0..16 {
+        let fan = p.signup(&t, &format!("fan{i}")).await;
+        credit(&p, &t, &fan, 40, &format!("receipt-{i}")).await;
+        fans.push(fan);
+    }
+    let b = live_broadcast(&p, &host, "public").await;
+    join_all((0..64).map(|_| p.as_user(&host, Method::GET, "/api/wallet").status())).await;
+    let body = json!({"giftId": "rose"});
+    let keys: Vec<String> = (0..64).map(|_| key()).collect();
+    let answers = join_all(
+        keys.iter()
+            .enumerate()
+            .map(|(n, k)| gift_request(&p, &fans[n % 16], &b, k, &body).answer()),
+    )
+    .await;
+    let refused: Vec<_> = answers.iter().filter(|(s, _)| *s != 201).collect();
+    assert!(refused.is_empty(), "{refused:?}");
+    // 64 gifts of 10 tokens at 50 diamonds per 100 tokens.
+    assert_eq!(wallet(&p, &host).await["diamonds"], 320);
+    for fan in &fans {
+        assert_eq!(wallet(&p, fan).await["tokens"], 0);
+    }
+    assert_ledger_consistent(&p).await;
+
+    let payouts = join_all((0..64).map(|_| {
+        p.as_user(&host, Method::POST, "/api/wallet/payouts")
+            .header("idempotency-key", key())
+            .json(&json!({"diamonds": 100}))
+            .answer()
+    }))
+    .await;
+    let held = payouts.iter().filter(|(s, _)| *s == 201).count();
+    assert_eq!(held, 3, "320 diamonds hold three payouts of 100");
+    for (status, body) in payouts.iter().filter(|(s, _)| *s != 201) {
+        assert_eq!(
+            (status.as_u16(), code(body)),
+            (409, "insufficient_funds"),
+            "{body}"
+        );
+    }
+    let w = wallet(&p, &host).await;
+    assert_eq!(
+        (w["diamonds"].as_i64(), w["diamondsHeld"].as_i64()),
+        (Some(20), Some(300))
+    );
+    assert_ledger_consistent(&p).await;
+}
 #[tokio::test(flavor = "multi_thread")]
 async fn retries_with_the_same_key_move_money_once() {
     let p = platform().await;
