@@ -249,17 +249,13 @@ pub fn send(ctx: &UserCtx) -> Reply {
             "combo": combo,
             "createdAt": views::millis(now_ms),
         });
-        outbox::record(
-            tx,
-            client_id,
-            "gift.sent",
-            Subject {
-                object_type: "gift",
-                object_id: &sent.id,
-            },
-            data.clone(),
-            now,
-        )?;
+        let subject = Subject {
+            object_type: "gift",
+            object_id: &sent.id,
+        };
+        let webhook_event =
+            outbox::Event::first(client_id, "gift.sent", subject, data.clone(), now);
+        outbox::record_first(tx, &webhook_event)?;
         // Last: every gift of the broadcast updates this minute's row, and on PostgreSQL
         // its lock is held from here to the commit.
         common::store::analytics::gift(tx, &b, tokens, now)?;

@@ -3,7 +3,7 @@
 //! no rolled-back one has one. Each event carries a per-object `sequence`, so receivers can
 //! order what arrives out of order.
 
-use super::{Db, Value};
+use super::{Db, Dialect, Value};
 use crate::{ApiError, ids, time};
 use serde_json::Value as Json;
 
@@ -110,6 +110,24 @@ impl Event {
 /// Stores an object's first event ([`Event::first`]) and starts its sequence. Fails if the
 /// object already has events.
 pub fn record_first(db: &Db, event: &Event) -> Result<(), ApiError> {
+    if db.dialect() == Dialect::Postgres {
+        // One round trip: the sequence's row and the event in one statement.
+        return db.execute(
+            "WITH started AS (\
+               INSERT INTO outbox_sequences (client_id, object_type, object_id, last) VALUES (?1, ?2, ?3, 1)) \
+             INSERT INTO outbox_events (id, client_id, event_type, object_type, object_id, sequence, payload, created_at) \
+             VALUES (?4, ?1, ?5, ?2, ?3, 1, ?6, ?7)",
+            &[
+                event.client_id.clone().into(),
+                event.object_type.clone().into(),
+                event.object_id.clone().into(),
+                event.id.clone().into(),
+                event.event_type.clone().into(),
+                event.payload.clone().into(),
+                Value::Int(event.created_at),
+            ],
+        );
+    }
     db.execute(
         "INSERT INTO outbox_sequences (client_id, object_type, object_id, last) VALUES (?, ?, ?, 1)",
         &[
