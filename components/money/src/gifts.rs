@@ -256,8 +256,6 @@ pub fn send(ctx: &UserCtx) -> Reply {
         let webhook_event =
             outbox::Event::first(client_id, "gift.sent", subject, data.clone(), now);
         outbox::record_first(tx, &webhook_event)?;
-        // Last: every gift of the broadcast updates this minute's row, and on PostgreSQL
-        // its lock is held from here to the commit.
         common::store::analytics::gift(tx, &b, tokens, now)?;
         let mut answer = data;
         answer["balance"] = posted.debited.get(&sender.id).copied().unwrap_or(0).into();

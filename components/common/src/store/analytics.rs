@@ -1,10 +1,11 @@
-//! Analytics: per-broadcast minute buckets filled as things happen (one upsert per event,
-//! plus an insert into a uniqueness set where a count must be distinct), the daily rows
-//! per creator and per tenant that `rollup-analytics` folds finished broadcasts into, and
-//! the reads, which touch only these tables.
+//! Analytics: per-broadcast minute buckets filled as things happen (one insert of pending
+//! counts per event, folded into the minute's row now and then, plus an insert into a
+//! uniqueness set where a count must be distinct), the daily rows per creator and per
+//! tenant that `rollup-analytics` folds finished broadcasts into, and the reads, which
+//! touch only these tables.
 
 use super::broadcasts::Broadcast;
-use super::{Db, Row, Value};
+use super::{Db, Dialect, Row, Value};
 use crate::ApiError;
 use crate::domain::analytics::{self as math, Bucket, Granularity};
 
@@ -44,7 +45,31 @@ impl Counter {
     }
 }
 
-/// Adds `amounts` to the broadcast's bucket of the minute `now` falls in: one upsert.
+/// Every counter column, in the order of [`Counter`].
+const COUNTERS: [&str; 12] = [
+    "joins",
+    "join_time_sum",
+    "leaves",
+    "leave_time_sum",
+    "new_viewers",
+    "messages",
+    "new_chatters",
+    "reactions",
+    "gifts",
+    "gift_tokens",
+    "follows",
+    "subscriptions",
+];
+
+/// One call of [`add`] in [`FOLD_ONE_IN`] also folds the broadcast's pending counts into
+/// its minute rows.
+const FOLD_ONE_IN: u8 = 32;
+
+/// Adds `amounts` to the broadcast's bucket of the minute `now` falls in, as a pending
+/// count: an insert, which no other event of the broadcast waits for (an upsert of the
+/// minute's row would hold that row locked on PostgreSQL until the transaction commits, so
+/// a popular broadcast's gifts, reactions and messages would take turns). Reads add the
+/// pending counts to the minute rows; one call in [`FOLD_ONE_IN`] folds them in.
 fn add(
     db: &Db,
     client_id: &str,
@@ -53,16 +78,10 @@ fn add(
     amounts: &[(Counter, i64)],
 ) -> Result<(), ApiError> {
     let columns: Vec<&str> = amounts.iter().map(|(c, _)| c.column()).collect();
-    let updates: Vec<String> = columns
-        .iter()
-        .map(|c| format!("{c} = analytics_minutes.{c} + excluded.{c}"))
-        .collect();
     let sql = format!(
-        "INSERT INTO analytics_minutes (broadcast_id, minute, client_id, {}) VALUES (?, ?, ?{}) \
-         ON CONFLICT (broadcast_id, minute) DO UPDATE SET {}",
+        "INSERT INTO analytics_pending (broadcast_id, minute, client_id, {}) VALUES (?, ?, ?{})",
         columns.join(", "),
         ", ?".repeat(columns.len()),
-        updates.join(", ")
     );
     let mut params: Vec<Value> = vec![
         broadcast_id.into(),
@@ -70,7 +89,82 @@ fn add(
         client_id.into(),
     ];
     params.extend(amounts.iter().map(|(_, n)| Value::Int(*n)));
-    db.execute(&sql, &params)
+    db.execute(&sql, &params)?;
+    if crate::ids::random_bytes(1)[0].is_multiple_of(FOLD_ONE_IN) {
+        fold(db, broadcast_id)?;
+    }
+    Ok(())
+}
+
+/// Moves `broadcast_id`'s pending counts into its minute rows. On PostgreSQL the counts
+/// another transaction is folding at the same time are left to it (`SKIP LOCKED`), so each
+/// pending row is added once.
+fn fold(db: &Db, broadcast_id: &str) -> Result<(), ApiError> {
+    let counters = COUNTERS.join(", ");
+    let taken = match db.dialect() {
+        Dialect::Postgres => db.query(
+            &format!(
+                "DELETE FROM analytics_pending WHERE ctid = ANY(ARRAY(\
+                   SELECT ctid FROM analytics_pending WHERE broadcast_id = ? FOR UPDATE SKIP LOCKED)) \
+                 RETURNING minute, client_id, {counters}"
+            ),
+            &[broadcast_id.into()],
+        )?,
+        Dialect::Sqlite => db.query(
+            &format!(
+                "DELETE FROM analytics_pending WHERE broadcast_id = ? RETURNING minute, client_id, {counters}"
+            ),
+            &[broadcast_id.into()],
+        )?,
+    };
+    let mut minutes: std::collections::BTreeMap<(i64, String), [i64; 12]> = Default::default();
+    for row in &taken {
+        let sums = minutes
+            .entry((row.int("minute"), row.text("client_id")))
+            .or_insert([0; 12]);
+        for (sum, column) in sums.iter_mut().zip(COUNTERS) {
+            *sum += row.int(column);
+        }
+    }
+    let updates = COUNTERS
+        .map(|c| format!("{c} = analytics_minutes.{c} + excluded.{c}"))
+        .join(", ");
+    for ((minute, client_id), sums) in minutes {
+        let mut params: Vec<Value> =
+            vec![broadcast_id.into(), Value::Int(minute), client_id.into()];
+        params.extend(sums.iter().map(|n| Value::Int(*n)));
+        db.execute(
+            &format!(
+                "INSERT INTO analytics_minutes (broadcast_id, minute, client_id, {counters}) VALUES (?, ?, ?{}) \
+                 ON CONFLICT (broadcast_id, minute) DO UPDATE SET {updates}",
+                ", ?".repeat(COUNTERS.len()),
+            ),
+            &params,
+        )?;
+    }
+    Ok(())
+}
+
+/// The minute rows matching `filter` together with the pending counts matching it, as one
+/// relation of [`BUCKET_COLUMNS`] (and `client_id`) to sum per minute.
+fn minutes_with_pending(filter: &str) -> String {
+    let counters = COUNTERS.join(", ");
+    format!(
+        "(SELECT client_id, {BUCKET_COLUMNS} FROM analytics_minutes WHERE {filter} \
+          UNION ALL SELECT client_id, minute, 0 AS viewer_reports, 0 AS viewer_sum, NULL AS viewer_min, \
+            0 AS viewer_max, {counters} FROM analytics_pending WHERE {filter})"
+    )
+}
+
+/// The per-minute sums of [`minutes_with_pending`]'s relation, as [`BUCKET_COLUMNS`].
+fn summed_columns() -> String {
+    let sums = ["viewer_reports", "viewer_sum"]
+        .into_iter()
+        .chain(COUNTERS)
+        .map(|c| format!("CAST(SUM({c}) AS BIGINT) AS {c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("minute, {sums}, MIN(viewer_min) AS viewer_min, MAX(viewer_max) AS viewer_max")
 }
 
 /// A concurrent-viewer report (`viewer-count`): the minute's lowest, highest, sum and count.
@@ -258,7 +352,9 @@ pub fn buckets(db: &Db, b: &Broadcast) -> Result<Vec<Bucket>, ApiError> {
     Ok(db
         .query(
             &format!(
-                "SELECT {BUCKET_COLUMNS} FROM analytics_minutes WHERE broadcast_id = ? AND client_id = ? ORDER BY minute"
+                "SELECT {} FROM {} m GROUP BY minute ORDER BY minute",
+                summed_columns(),
+                minutes_with_pending("broadcast_id = ?1 AND client_id = ?2")
             ),
             &[b.id.clone().into(), b.client_id.clone().into()],
         )?
@@ -508,6 +604,8 @@ pub fn roll_up(db: &Db, b: &Broadcast, now: i64) -> Result<bool, ApiError> {
             return Ok(true);
         };
         close_open_sessions(tx, b, ended)?;
+        // A finished broadcast gets no more counts: none stays pending.
+        fold(tx, &b.id)?;
         let days = days_of_broadcast(&buckets(tx, b)?, started, ended);
         let owner = b.owner_id.clone().unwrap_or_default();
         for d in &days {
@@ -652,29 +750,12 @@ pub fn tenant_minutes(
     from: i64,
     to: i64,
 ) -> Result<Vec<Bucket>, ApiError> {
-    let sums = [
-        "viewer_reports",
-        "viewer_sum",
-        "joins",
-        "join_time_sum",
-        "leaves",
-        "leave_time_sum",
-        "new_viewers",
-        "messages",
-        "new_chatters",
-        "reactions",
-        "gifts",
-        "gift_tokens",
-        "follows",
-        "subscriptions",
-    ]
-    .map(|c| format!("CAST(SUM({c}) AS BIGINT) AS {c}"))
-    .join(", ");
     Ok(db
         .query(
             &format!(
-                "SELECT minute, {sums}, MIN(viewer_min) AS viewer_min, MAX(viewer_max) AS viewer_max \
-                 FROM analytics_minutes WHERE client_id = ? AND minute >= ? AND minute < ? GROUP BY minute ORDER BY minute"
+                "SELECT {} FROM {} m GROUP BY minute ORDER BY minute",
+                summed_columns(),
+                minutes_with_pending("client_id = ?1 AND minute >= ?2 AND minute < ?3")
             ),
             &[client_id.into(), Value::Int(from), Value::Int(to)],
         )?
@@ -715,7 +796,10 @@ pub fn live_spans(
 /// How many of the tenant's viewer sessions were open at `at` (started before, not ended).
 pub fn tenant_sessions_open_at(db: &Db, client_id: &str, at: i64) -> Result<i64, ApiError> {
     db.count(
-        "SELECT CAST(SUM(joins - leaves) AS BIGINT) FROM analytics_minutes WHERE client_id = ? AND minute < ?",
+        &format!(
+            "SELECT CAST(SUM(joins - leaves) AS BIGINT) FROM {} m",
+            minutes_with_pending("client_id = ?1 AND minute < ?2")
+        ),
         &[client_id.into(), Value::Int(math::minute_of(at))],
     )
 }
@@ -847,6 +931,41 @@ mod tests {
         assert_eq!((got[0].follows, got[0].subscriptions), (1, 1));
     }
 
+    #[test]
+    fn pending_counts_read_the_same_before_and_after_they_are_folded() {
+        let db = testing::db();
+        let b = live(&db, "ada", T0);
+        record_viewers(&db, &b, 7, T0).unwrap();
+        for n in 0..100 {
+            gift(&db, &b, 10, T0 + n).unwrap();
+            reaction(&db, &b, T0 + n).unwrap();
+        }
+        let totals = |got: &[Bucket]| -> (i64, i64, i64, i64) {
+            got.iter().fold((0, 0, 0, 0), |t, m| {
+                (
+                    t.0 + m.gifts,
+                    t.1 + m.gift_tokens,
+                    t.2 + m.reactions,
+                    t.3.max(m.viewer_max),
+                )
+            })
+        };
+        let before = buckets(&db, &b).unwrap();
+        assert_eq!(before.len(), 2, "the counts fall in two minutes");
+        assert_eq!(totals(&before), (100, 1000, 100, 7));
+        assert_eq!(
+            totals(&tenant_minutes(&db, "c1", T0 - 60, T0 + 200).unwrap()),
+            (100, 1000, 100, 7)
+        );
+        fold(&db, &b.id).unwrap();
+        let pending = db
+            .count("SELECT COUNT(*) FROM analytics_pending", &[])
+            .unwrap();
+        assert_eq!(pending, 0);
+        let after = buckets(&db, &b).unwrap();
+        assert_eq!(totals(&after), (100, 1000, 100, 7));
+        assert_eq!((after[0].viewer_min, after[0].viewer_reports), (Some(7), 1));
+    }
     #[test]
     fn a_finished_broadcast_rolls_up_once_split_at_midnight() {
         let db = testing::db();

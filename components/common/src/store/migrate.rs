@@ -143,6 +143,10 @@ pub const MIGRATIONS: &[Migration] = &[
         "0110_ledger_pending",
         include_str!("../../migrations/0110_ledger_pending.sql"),
     ),
+    Migration::sql(
+        "0120_analytics_pending",
+        include_str!("../../migrations/0120_analytics_pending.sql"),
+    ),
 ];
 
 /// Broadcasts and scheduled events made before ingest keys were random had the streamId
