@@ -105,6 +105,7 @@ async fn measure(p: &Platform, plan: Plan, label: &str) -> Result<()> {
     if let Some(t) = &timings {
         t.start();
     }
+    eprintln!("{label}: sending gifts");
     let result = load::run(p.addr(), plan, 201, make).await?;
     result.report(&format!("{label:<10} POST /api/broadcasts/{{id}}/gifts"));
     if let Some(t) = timings {
