@@ -232,7 +232,9 @@ const FOLD_ONE_IN: u8 = 32;
 ///   into the stored balance, skipping an account another transaction is folding.
 ///
 /// Debited accounts are updated in account-id order, so concurrent operations lock rows
-/// in the same order and never deadlock. Answers the transfers written.
+/// in the same order and never deadlock. A fold never waits for a row another transaction
+/// holds, so it cannot join a cycle either. Answers the transfers written and the debited
+/// accounts' new balances.
 pub fn post(
     tx: &Db,
     client_id: &str,
