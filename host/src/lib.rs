@@ -63,7 +63,7 @@ pub use media::MediaServer;
 pub use relay::ChatRelay;
 pub use server::Server;
 #[doc(hidden)]
-pub use server::bench_instantiation;
+pub use server::{bench_instantiation, bench_request};
 pub use sqlite::{LeaseTiming, WriterRecord, WriterTimings};
 
 /// Re-exported: the crates in the [`WebSocketHandler`] signature, so that handlers use

@@ -3,9 +3,12 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -744,9 +747,20 @@ impl App {
     }
 }
 
+/// The guest's run, from the call to its end (the response body included); holds the
+/// instance slot.
+type GuestRun = Pin<Box<dyn Future<Output = Result<(), CallError>> + Send>>;
+
 /// Calls an instance's `wasi:http/incoming-handler` and waits for the response head. The
 /// guest, response body included, must finish by `deadline`: a guest computing past it
 /// is interrupted at the next epoch tick, one waiting on I/O is dropped.
+///
+/// The guest runs on the connection's task until it sets its response head, then for as
+/// long as it can go on without waiting. A guest that has finished by then (most answers:
+/// the body written in one go) is answered with its whole body at once, which hyper sends
+/// with a `Content-Length` in one write, and without a task or channel hand-off per
+/// request. A guest still running (a streamed body, an outbound call after the head)
+/// continues in its own task while its body streams, as Spin runs it.
 async fn run_handler<B>(
     id: &Arc<str>,
     mut store: Store<InstanceState>,
@@ -763,11 +777,9 @@ where
         .data_mut()
         .http()
         .new_incoming_request(Scheme::Http, req)?;
-    let (tx, rx) = oneshot::channel();
+    let (tx, mut rx) = oneshot::channel();
     let outparam = store.data_mut().http().new_response_outparam(tx)?;
-    // The guest keeps running after it sets the response head (it streams the body),
-    // so it runs in its own task.
-    let guest = tokio::spawn(async move {
+    let guest: GuestRun = Box::pin(async move {
         let _slot = slot;
         let handle = proxy
             .wasi_http_incoming_handler()
@@ -781,33 +793,189 @@ where
             Err(_elapsed) => Err(CallError::Timeout),
         }
     });
-    match rx.await {
-        Ok(Ok(resp)) => {
-            let id = id.clone();
-            tokio::spawn(async move {
-                match guest.await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(CallError::Timeout)) => eprintln!(
-                        "edgehost: component `{id}` interrupted at its deadline while sending its response body"
-                    ),
-                    Ok(Err(e)) => eprintln!(
-                        "edgehost: component `{id}` failed after sending its response head: {:#}",
-                        anyhow::Error::from(e)
-                    ),
-                    Err(e) => eprintln!("edgehost: component `{id}` task failed: {e}"),
-                }
-            });
+    // Should this request's future be dropped (the client went away), the guest still
+    // runs to its end in a task of its own, as it would on Spin.
+    let mut guest = Detached::new(id.clone(), guest);
+    let (head, finished) = tokio::select! {
+        biased;
+        head = &mut rx => (head.map_err(|_| ()), guest.poll_once().await),
+        done = guest.run() => (rx.try_recv().map_err(|_| ()), Some(done)),
+    };
+    match (head, finished) {
+        (Ok(Ok(resp)), Some(Ok(()))) => Ok(whole_body(resp).await),
+        (Ok(Ok(resp)), Some(Err(e))) => {
+            // The head was sent, so the answer stands; its body ends where the guest
+            // stopped (the client sees it cut short).
+            log_after_head(id, e);
             Ok(resp.map(|b| b.map_err(anyhow::Error::from).boxed_unsync()))
         }
-        Ok(Err(code)) => {
-            let _ = guest.await;
+        (Ok(Ok(resp)), None) => {
+            guest.detach();
+            Ok(resp.map(|b| b.map_err(anyhow::Error::from).boxed_unsync()))
+        }
+        (Ok(Err(code)), finished) => {
+            if finished.is_none() {
+                let _ = guest.run().await;
+            }
             Err(anyhow!("component responded with error code {code:?}").into())
         }
-        Err(_) => match guest.await {
-            Ok(Ok(())) => Err(anyhow!("component returned without setting a response").into()),
-            Ok(Err(e)) => Err(e),
-            Err(e) => Err(anyhow!("component task failed: {e}").into()),
-        },
+        (Err(()), finished) => {
+            // The guest dropped its response outparam unset: its outcome says why.
+            let finished = match finished {
+                Some(finished) => finished,
+                None => guest.run().await,
+            };
+            match finished {
+                Ok(()) => Err(anyhow!("component returned without setting a response").into()),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+/// A guest's run that is not lost with the request's future: dropped unfinished, it is
+/// spawned to finish on its own.
+struct Detached {
+    id: Arc<str>,
+    run: Option<GuestRun>,
+}
+
+impl Detached {
+    fn new(id: Arc<str>, run: GuestRun) -> Detached {
+        Detached { id, run: Some(run) }
+    }
+
+    /// Runs the guest to its end.
+    async fn run(&mut self) -> Result<(), CallError> {
+        let run = self.run.as_mut().expect("the guest has not ended");
+        let done = run.await;
+        self.run = None;
+        done
+    }
+
+    /// Lets the guest go on until it ends (its outcome) or waits (`None`).
+    async fn poll_once(&mut self) -> Option<Result<(), CallError>> {
+        let run = self.run.as_mut()?;
+        let done = std::future::poll_fn(|cx| match run.as_mut().poll(cx) {
+            Poll::Ready(done) => Poll::Ready(Some(done)),
+            Poll::Pending => Poll::Ready(None),
+        })
+        .await;
+        if done.is_some() {
+            self.run = None;
+        }
+        done
+    }
+
+    /// Leaves the rest of the run to a task of its own, which logs how it ended.
+    fn detach(&mut self) {
+        if let Some(run) = self.run.take() {
+            let id = self.id.clone();
+            tokio::spawn(async move {
+                if let Err(e) = run.await {
+                    log_after_head(&id, e);
+                }
+            });
+        }
+    }
+}
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        if self.run.is_some() && tokio::runtime::Handle::try_current().is_ok() {
+            self.detach();
+        }
+    }
+}
+
+/// Logs a guest that failed once its response head was sent.
+fn log_after_head(id: &str, e: CallError) {
+    match e {
+        CallError::Timeout => eprintln!(
+            "edgehost: component `{id}` interrupted at its deadline while sending its response body"
+        ),
+        e => eprintln!(
+            "edgehost: component `{id}` failed after sending its response head: {:#}",
+            anyhow::Error::from(e)
+        ),
+    }
+}
+
+/// The response of a guest that has ended: its body is all in the channel already, and is
+/// answered as one known-length body. A body that ends otherwise (trailers, an abort) is
+/// answered as it was written, frame by frame.
+async fn whole_body(
+    resp: Response<wasmtime_wasi_http::p2::body::HyperOutgoingBody>,
+) -> Response<Body> {
+    let (parts, mut body) = resp.into_parts();
+    let mut chunks = Vec::new();
+    let mut size = 0u64;
+    let rest = loop {
+        match std::future::poll_fn(|cx| {
+            Poll::Ready(hyper::body::Body::poll_frame(Pin::new(&mut body), cx))
+        })
+        .await
+        {
+            Poll::Ready(None) => break None,
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => {
+                    size += data.len() as u64;
+                    chunks.push(data);
+                }
+                Err(frame) => break Some(Some(Ok(frame))),
+            },
+            Poll::Ready(Some(Err(e))) => break Some(Some(Err(e))),
+            Poll::Pending => break Some(None),
+        }
+    };
+    let body = match rest {
+        None if !parts.headers.contains_key(hyper::header::TRANSFER_ENCODING) => Written {
+            chunks: chunks.into(),
+            size,
+        }
+        .boxed_unsync(),
+        rest => {
+            // What was already read goes first, then the frame that stopped the read,
+            // then whatever remains.
+            let read = chunks.into_iter().map(|c| Ok(hyper::body::Frame::data(c)));
+            let stopped = rest.flatten().into_iter();
+            let head = futures_util::stream::iter(read.chain(stopped).collect::<Vec<_>>());
+            let tail = http_body_util::BodyStream::new(body);
+            http_body_util::StreamBody::new(futures_util::StreamExt::chain(head, tail))
+                .map_err(anyhow::Error::from)
+                .boxed_unsync()
+        }
+    };
+    Response::from_parts(parts, body)
+}
+
+/// A response body written whole: its chunks and their total size.
+struct Written {
+    chunks: std::collections::VecDeque<Bytes>,
+    size: u64,
+}
+
+impl hyper::body::Body for Written {
+    type Data = Bytes;
+    type Error = anyhow::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, anyhow::Error>>> {
+        let chunk = self.chunks.pop_front();
+        if let Some(c) = &chunk {
+            self.size -= c.len() as u64;
+        }
+        Poll::Ready(chunk.map(|c| Ok(hyper::body::Frame::data(c))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.size)
     }
 }
 
@@ -818,6 +986,19 @@ pub async fn bench_instantiation(
     opts: &Options,
     component: &str,
     path: &str,
+    iterations: usize,
+) -> Result<Vec<(Duration, Duration)>> {
+    bench_request(opts, component, path, &[], iterations).await
+}
+
+/// [`bench_instantiation`] for a `GET path` with `headers` (the hosts bench splits an
+/// asset request's time with it).
+#[doc(hidden)]
+pub async fn bench_request(
+    opts: &Options,
+    component: &str,
+    path: &str,
+    headers: &[(&str, &str)],
     iterations: usize,
 ) -> Result<Vec<(Duration, Duration)>> {
     let app = load_app(opts, &[]).await?;
@@ -835,12 +1016,14 @@ pub async fn bench_instantiation(
             .ok_or_else(|| anyhow!("no instance slot"))?;
         let (store, proxy) = app.instantiate(c, start + app.limits.timeout).await?;
         let instantiated = start.elapsed();
-        let req = Request::builder()
-            .uri(format!("http://localhost{path}"))
-            .body(
-                http_body_util::Empty::<Bytes>::new()
-                    .map_err(|never| -> wasmtime_wasi_http::Error { match never {} }),
-            )?;
+        let mut req = Request::builder().uri(format!("http://localhost{path}"));
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let req = req.body(
+            http_body_util::Empty::<Bytes>::new()
+                .map_err(|never| -> wasmtime_wasi_http::Error { match never {} }),
+        )?;
         let resp = run_handler(
             &c.env.id,
             store,

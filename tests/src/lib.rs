@@ -81,6 +81,9 @@ struct Setup {
     kv_redis_url: Option<String>,
     /// Where edgehost listens (else a free loopback port).
     listen: Option<std::net::SocketAddr>,
+    /// Run on the real Spin (`Some(true)`) or on edgehost (`Some(false)`) whatever
+    /// `PLATFORM_HOST` says; `None` leaves the choice to it.
+    on_spin: Option<bool>,
 }
 
 impl Platform {
@@ -98,6 +101,21 @@ impl Platform {
     /// The application on the given back end (benchmarks compare both in one run).
     pub async fn start_on(backend: backends::Backend, variables: &[(&str, &str)]) -> Platform {
         Self::start_scheduled(backend, variables, false).await
+    }
+
+    /// The application on the real Spin (`SPIN_BIN`) when `on_spin`, else on edgehost,
+    /// whatever `PLATFORM_HOST` says: a benchmark compares both hosts in one run.
+    pub async fn start_on_spin(
+        on_spin: bool,
+        backend: backends::Backend,
+        variables: &[(&str, &str)],
+    ) -> Platform {
+        let state = tempfile::tempdir().expect("temporary state directory");
+        let setup = Setup {
+            on_spin: Some(on_spin),
+            ..Setup::default()
+        };
+        Self::start_in(state, backend, variables, setup).await
     }
 
     /// The application with the media server (nginx-rtmp through media-agent) on free
@@ -190,6 +208,7 @@ impl Platform {
             media,
             kv_redis_url,
             listen,
+            on_spin,
         } = setup.clone();
         let manifest = workspace_root().join("spin.toml");
         tokio::task::block_in_place(|| build_once(&manifest));
@@ -206,7 +225,7 @@ impl Platform {
             runtime_config_file = Some(path);
         }
         all_variables.extend(variables.iter().cloned());
-        if spin_host::selected() {
+        if on_spin.unwrap_or_else(spin_host::selected) {
             assert!(
                 media.is_none(),
                 "the media server is edgehost's (PLATFORM_HOST=spin runs none)"

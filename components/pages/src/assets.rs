@@ -15,6 +15,8 @@ pub struct Asset {
     pub etag: &'static str,
     /// The content as one gzip member.
     pub gzip: &'static [u8],
+    /// The content as it is, for a small file (`build.rs` says which).
+    pub raw: Option<&'static [u8]>,
 }
 
 include!(concat!(env!("OUT_DIR"), "/assets.rs"));
@@ -40,10 +42,83 @@ pub fn url_value(path: &str) -> minijinja::Value {
 }
 
 /// The content of a gzip member written by `build.rs` (10-byte header, raw DEFLATE,
-/// CRC-32 and size trailer).
+/// CRC-32 and size trailer), inflated straight into a buffer of the size the trailer
+/// records: one allocation, no regrowth and no copy of the content.
 pub fn gunzip(member: &[u8]) -> Option<Vec<u8>> {
-    let deflate = member.get(10..member.len().checked_sub(8)?)?;
-    miniz_oxide::inflate::decompress_to_vec(deflate).ok()
+    use miniz_oxide::inflate::TINFLStatus;
+    use miniz_oxide::inflate::core::{DecompressorOxide, decompress, inflate_flags};
+    let trailer = member.len().checked_sub(8)?;
+    let deflate = member.get(10..trailer)?;
+    let size = u32::from_le_bytes(member.get(trailer + 4..)?.try_into().ok()?);
+    let mut out = vec![0; usize::try_from(size).ok()?];
+    let mut state = Box::<DecompressorOxide>::default();
+    let (status, _, written) = decompress(
+        &mut state,
+        deflate,
+        &mut out,
+        0,
+        inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF,
+    );
+    (status == TINFLStatus::Done && written == out.len()).then_some(out)
+}
+
+/// What a request for an asset is answered.
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(&'static str, &'static str)>,
+    pub body: Body,
+}
+
+/// An answer's body: the embedded bytes themselves, or the decompressed content.
+pub enum Body {
+    Embedded(&'static [u8]),
+    Inflated(Vec<u8>),
+}
+
+impl Body {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Body::Embedded(bytes) => bytes,
+            Body::Inflated(bytes) => bytes,
+        }
+    }
+}
+
+/// The answer for `asset`: gzip-encoded to clients that accept it, decompressed to the
+/// others, 304 when the client holds it already. `None` if the embedded member is corrupt.
+pub fn answer(
+    asset: &'static Asset,
+    accept_encoding: Option<&str>,
+    if_none_match: Option<&str>,
+) -> Option<Answer> {
+    let mut headers = vec![
+        ("content-type", asset.content_type),
+        ("cache-control", web::CACHE_IMMUTABLE),
+        ("etag", asset.etag),
+        ("vary", "accept-encoding"),
+        ("x-content-type-options", "nosniff"),
+        ("access-control-allow-origin", "*"),
+    ];
+    if if_none_match.is_some_and(|h| web::none_match(h, asset.etag)) {
+        return Some(Answer {
+            status: 304,
+            headers,
+            body: Body::Embedded(&[]),
+        });
+    }
+    let body = if accept_encoding.is_some_and(web::accepts_gzip) {
+        headers.push(("content-encoding", "gzip"));
+        Body::Embedded(asset.gzip)
+    } else if let Some(raw) = asset.raw {
+        Body::Embedded(raw)
+    } else {
+        Body::Inflated(gunzip(asset.gzip)?)
+    };
+    Some(Answer {
+        status: 200,
+        headers,
+        body,
+    })
 }
 
 /// Serves `hashed`: gzip-encoded to clients that accept it, decompressed to the others.
@@ -51,28 +126,19 @@ pub fn serve(hashed: &str, accept_encoding: Option<&str>, if_none_match: Option<
     let Some(asset) = by_hashed_name(hashed) else {
         return web::text(404, "no such file");
     };
+    let Some(answer) = self::answer(asset, accept_encoding, if_none_match) else {
+        return web::server_error(&format!("embedded asset {} is corrupt", asset.path));
+    };
     let mut builder = Response::builder();
-    builder
-        .header("content-type", asset.content_type)
-        .header("cache-control", web::CACHE_IMMUTABLE)
-        .header("etag", asset.etag)
-        .header("vary", "accept-encoding")
-        .header("x-content-type-options", "nosniff")
-        .header("access-control-allow-origin", "*");
-    if if_none_match.is_some_and(|h| web::none_match(h, asset.etag)) {
-        return builder.status(304).body(Vec::new()).build();
+    builder.status(answer.status);
+    for (name, value) in &answer.headers {
+        builder.header(*name, *value);
     }
-    if accept_encoding.is_some_and(web::accepts_gzip) {
-        return builder
-            .status(200)
-            .header("content-encoding", "gzip")
-            .body(asset.gzip.to_vec())
-            .build();
-    }
-    match gunzip(asset.gzip) {
-        Some(body) => builder.status(200).body(body).build(),
-        None => web::server_error(&format!("embedded asset {} is corrupt", asset.path)),
-    }
+    let body = match answer.body {
+        Body::Embedded(bytes) => bytes.to_vec(),
+        Body::Inflated(bytes) => bytes,
+    };
+    builder.body(body).build()
 }
 
 #[cfg(test)]
