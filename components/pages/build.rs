@@ -10,10 +10,6 @@ use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Files up to this size are also embedded as they are, for clients that do not accept
-/// gzip: inflating even a few KB per request costs more than the rest of the request.
-const RAW_COPY_MAX: usize = 8 * 1024;
-
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let static_dir = manifest.join("../../static");
@@ -40,16 +36,10 @@ fn main() {
         build.update(digest.as_bytes());
         let gz_name = format!("asset{index}.gz");
         std::fs::write(out.join(&gz_name), gzip(&bytes)).expect("OUT_DIR is writable");
-        let raw = if bytes.len() <= RAW_COPY_MAX {
-            format!("Some(include_bytes!({:?}))", file.display())
-        } else {
-            "None".to_string()
-        };
         writeln!(
             table,
             "    Asset {{ path: {logical:?}, hashed: {hashed:?}, content_type: {ct:?}, \
-             etag: {etag:?}, gzip: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{gz_name}\")), \
-             raw: {raw} }},",
+             etag: {etag:?}, gzip: include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{gz_name}\")) }},",
             hashed = hashed_name(&logical, &digest[..10]),
             ct = content_type(&logical),
             etag = format!("\"{}\"", &digest[..20]),

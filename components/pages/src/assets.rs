@@ -15,8 +15,6 @@ pub struct Asset {
     pub etag: &'static str,
     /// The content as one gzip member.
     pub gzip: &'static [u8],
-    /// The content as it is, for a small file (`build.rs` says which).
-    pub raw: Option<&'static [u8]>,
 }
 
 include!(concat!(env!("OUT_DIR"), "/assets.rs"));
@@ -109,8 +107,6 @@ pub fn answer(
     let body = if accept_encoding.is_some_and(web::accepts_gzip) {
         headers.push(("content-encoding", "gzip"));
         Body::Embedded(asset.gzip)
-    } else if let Some(raw) = asset.raw {
-        Body::Embedded(raw)
     } else {
         Body::Inflated(gunzip(asset.gzip)?)
     };
