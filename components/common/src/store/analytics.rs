@@ -91,32 +91,53 @@ fn add(
     params.extend(amounts.iter().map(|(_, n)| Value::Int(*n)));
     db.execute(&sql, &params)?;
     if crate::ids::random_bytes(1)[0].is_multiple_of(FOLD_ONE_IN) {
-        fold(db, broadcast_id)?;
+        fold(db, broadcast_id, Folding::Skip)?;
     }
     Ok(())
 }
 
-/// Moves `broadcast_id`'s pending counts into its minute rows. On PostgreSQL the counts
-/// another transaction is folding at the same time are left to it (`SKIP LOCKED`), so each
-/// pending row is added once.
-fn fold(db: &Db, broadcast_id: &str) -> Result<(), ApiError> {
+/// Whether a fold waits for another transaction folding the same broadcast, or leaves
+/// the counts to a later fold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Folding {
+    Wait,
+    Skip,
+}
+
+/// Moves `broadcast_id`'s pending counts into its minute rows, in a transaction of its own
+/// (a savepoint inside the caller's). Each pending row is deleted, and added, by exactly
+/// one transaction. On PostgreSQL a broadcast is folded by one transaction at a time (an
+/// advisory lock on it, held to the end of the transaction): with [`Folding::Skip`] a
+/// fold that finds it taken leaves the counts pending rather than wait for that
+/// transaction's minute rows.
+fn fold(db: &Db, broadcast_id: &str, folding: Folding) -> Result<(), ApiError> {
+    db.transaction(|tx| fold_in(tx, broadcast_id, folding))
+}
+
+fn fold_in(db: &Db, broadcast_id: &str, folding: Folding) -> Result<(), ApiError> {
+    if db.dialect() == Dialect::Postgres {
+        let key = format!("analytics fold {broadcast_id}");
+        let locked = match folding {
+            Folding::Skip => db.count(
+                "SELECT CAST(pg_try_advisory_xact_lock(hashtext(?)) AS INT) AS locked",
+                &[key.into()],
+            )?,
+            Folding::Wait => db.count(
+                "SELECT 1 AS locked FROM (SELECT pg_advisory_xact_lock(hashtext(?))) l",
+                &[key.into()],
+            )?,
+        };
+        if locked != 1 {
+            return Ok(());
+        }
+    }
     let counters = COUNTERS.join(", ");
-    let taken = match db.dialect() {
-        Dialect::Postgres => db.query(
-            &format!(
-                "DELETE FROM analytics_pending WHERE ctid = ANY(ARRAY(\
-                   SELECT ctid FROM analytics_pending WHERE broadcast_id = ? FOR UPDATE SKIP LOCKED)) \
-                 RETURNING minute, client_id, {counters}"
-            ),
-            &[broadcast_id.into()],
-        )?,
-        Dialect::Sqlite => db.query(
-            &format!(
-                "DELETE FROM analytics_pending WHERE broadcast_id = ? RETURNING minute, client_id, {counters}"
-            ),
-            &[broadcast_id.into()],
-        )?,
-    };
+    let taken = db.query(
+        &format!(
+            "DELETE FROM analytics_pending WHERE broadcast_id = ? RETURNING minute, client_id, {counters}"
+        ),
+        &[broadcast_id.into()],
+    )?;
     let mut minutes: std::collections::BTreeMap<(i64, String), [i64; 12]> = Default::default();
     for row in &taken {
         let sums = minutes
@@ -605,7 +626,7 @@ pub fn roll_up(db: &Db, b: &Broadcast, now: i64) -> Result<bool, ApiError> {
         };
         close_open_sessions(tx, b, ended)?;
         // A finished broadcast gets no more counts: none stays pending.
-        fold(tx, &b.id)?;
+        fold(tx, &b.id, Folding::Wait)?;
         let days = days_of_broadcast(&buckets(tx, b)?, started, ended);
         let owner = b.owner_id.clone().unwrap_or_default();
         for d in &days {
@@ -957,7 +978,7 @@ mod tests {
             totals(&tenant_minutes(&db, "c1", T0 - 60, T0 + 200).unwrap()),
             (100, 1000, 100, 7)
         );
-        fold(&db, &b.id).unwrap();
+        fold(&db, &b.id, Folding::Wait).unwrap();
         let pending = db
             .count("SELECT COUNT(*) FROM analytics_pending", &[])
             .unwrap();
