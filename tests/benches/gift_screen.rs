@@ -73,19 +73,9 @@ async fn main() {
     assert_eq!(status, 200, "gift: {gift}");
     let mut fans = Vec::new();
     for i in 0..senders {
-        let fan = p.signup(&t, &format!("fan{i}")).await;
-        let credit = json!({"tokens": 1_000_000, "reference": format!("screen-{i}")});
-        let (status, answer) = p
-            .as_server(
-                &t,
-                Method::POST,
-                &format!("/api/v1/wallets/{}/credits", fan.id),
-                Some(&credit),
-            )
-            .header("idempotency-key", format!("screen-credit-{i}"))
-            .answer()
+        let fan = p
+            .signup_with_tokens(&t, &format!("fan{i}"), 1_000_000)
             .await;
-        assert_eq!(status, 201, "credit: {answer}");
         fans.push(fan);
     }
     let (status, b) = p

@@ -58,19 +58,9 @@ async fn measure(p: &Platform, plan: Plan, label: &str) -> Result<()> {
     anyhow::ensure!(status == 200, "gift: {gift}");
     let mut senders = Vec::new();
     for i in 0..plan.connections {
-        let fan = p.signup(&t, &format!("fan{i}")).await;
-        let credit = json!({"tokens": 1_000_000, "reference": format!("bench-{i}")});
-        let (status, answer) = p
-            .as_server(
-                &t,
-                Method::POST,
-                &format!("/api/v1/wallets/{}/credits", fan.id),
-                Some(&credit),
-            )
-            .header("idempotency-key", format!("bench-credit-{i}"))
-            .answer()
+        let fan = p
+            .signup_with_tokens(&t, &format!("fan{i}"), 1_000_000)
             .await;
-        anyhow::ensure!(status == 201, "credit: {answer}");
         senders.push(format!("Bearer {}", fan.token));
     }
     let (status, b) = p

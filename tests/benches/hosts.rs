@@ -289,13 +289,8 @@ async fn prepare(
         .expect("record page");
     assert_eq!(page.status(), 200, "{name}: the record page");
     let html = page.text().await.expect("the page's body");
-    let layout = html
-        .split("src=\"")
-        .skip(1)
-        .filter_map(|s| s.split('"').next())
-        .find(|u| u.contains("/static/layout."))
-        .expect("layout.js is referenced")
-        .to_string();
+    let layout =
+        platform_tests::script_url(&html, "/static/layout.").expect("layout.js is referenced");
     let create_script = work.join(format!("create-{name}.lua"));
     std::fs::write(
         &create_script,

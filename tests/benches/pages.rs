@@ -27,13 +27,8 @@ async fn main() {
     assert_eq!(first.status(), 200);
     let etag = first.headers()["etag"].to_str().expect("etag").to_string();
     let html = first.text().await.expect("body");
-    let asset = html
-        .split("src=\"")
-        .skip(1)
-        .filter_map(|s| s.split('"').next())
-        .find(|u| u.contains("/static/layout."))
-        .expect("layout.js is referenced")
-        .to_string();
+    let asset =
+        platform_tests::script_url(&html, "/static/layout.").expect("layout.js is referenced");
     let addr = p.addr();
     let warm_up = Plan {
         max_requests: 200,

@@ -22,6 +22,16 @@ pub use reqwest::{Client, Method, Response, StatusCode};
 
 /// A setting of a bench or suite from the environment (`POSTS=400`, `CONTRACT_SEED=...`),
 /// else `default`. A value that does not parse stops the run rather than being ignored.
+/// The address of the content-hashed asset `name` (e.g. `/static/layout.`) that a page's
+/// HTML loads with `src="..."`.
+pub fn script_url(html: &str, name: &str) -> Option<String> {
+    html.split("src=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next())
+        .find(|u| u.contains(name))
+        .map(str::to_string)
+}
+
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     match std::env::var(name) {
         Ok(value) => value
@@ -504,6 +514,25 @@ impl Platform {
                 .to_string(),
             api_key: tenant.api_key.clone(),
         }
+    }
+
+    /// A new user of `tenant` whose wallet the tenant's server credited with `tokens`
+    /// (the purchase reference and the Idempotency-Key named after the user).
+    pub async fn signup_with_tokens(&self, tenant: &Tenant, username: &str, tokens: i64) -> User {
+        let user = self.signup(tenant, username).await;
+        let credit = json!({"tokens": tokens, "reference": format!("purchase-{username}")});
+        let (status, answer) = self
+            .as_server(
+                tenant,
+                Method::POST,
+                &format!("/api/v1/wallets/{}/credits", user.id),
+                Some(&credit),
+            )
+            .header("idempotency-key", format!("credit-{username}"))
+            .answer()
+            .await;
+        assert_eq!(status, 201, "credit: {answer}");
+        user
     }
 
     /// A broadcast of `owner` with `visibility`, moved to `active` by hand; answers its
