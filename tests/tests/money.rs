@@ -315,6 +315,29 @@ async fn retries_with_the_same_key_move_money_once() {
         (400, "idempotency_key_required")
     );
     assert_eq!(wallet(&p, &fan).await["tokens"], 80);
+    // Once the broadcast has ended, a retry of the gift still replays its answer, and a
+    // gift refused for it is refused again with the same answer.
+    let (status, ended) = p
+        .as_user(&host, Method::POST, &format!("/api/broadcasts/{b}/status"))
+        .send_json(&json!({"status": "completed"}))
+        .await;
+    assert_eq!(status, 200, "{ended}");
+    let replay = gift_request(&p, &fan, &b, &gift_key, &body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    let (status, again) = platform_tests::json_of(replay).await;
+    assert_eq!((status.as_u16(), &again["id"]), (201, &created[0].1["id"]));
+    let late_key = key();
+    let (status, late) = gift_request(&p, &fan, &b, &late_key, &body).answer().await;
+    assert_eq!((status.as_u16(), code(&late)), (409, "broadcast_not_live"));
+    let replay = gift_request(&p, &fan, &b, &late_key, &body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(wallet(&p, &fan).await["tokens"], 80);
     // A day later the key is forgotten (and pruned).
     p.advance_clock(Duration::from_secs(24 * 3600 + 60));
     let (status, pruned) = p

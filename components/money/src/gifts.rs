@@ -150,6 +150,48 @@ fn recipient_of(
     Ok(recipient)
 }
 
+/// What a gift reads before its transaction.
+struct Prepared {
+    /// The live broadcast, which the sender may watch.
+    broadcast: broadcasts::Broadcast,
+    /// The active catalog entry.
+    gift: Gift,
+    recipient: String,
+    /// What the gifts cost.
+    tokens: i64,
+    settings: monetization::Settings,
+}
+
+fn prepare(ctx: &UserCtx, db: &Db, ask: &Ask) -> Result<Prepared, ApiError> {
+    let client_id = &ctx.tenant.client_id;
+    let sender = &ctx.user;
+    let now = ctx.now();
+    let b = broadcasts::load(db, client_id, ctx.param("id"), now)?;
+    if !subscriptions::user_may_watch(db, &b, &sender.id, now)? {
+        return Err(ApiError::not_found("broadcast"));
+    }
+    if b.status != Status::Active {
+        return Err(ApiError::conflict(
+            "broadcast_not_live",
+            "gifts are sent while the broadcast is live",
+        ));
+    }
+    let gift = store::get(db, client_id, &ask.gift_id)?
+        .filter(|g| g.active)
+        .ok_or_else(|| ApiError::not_found("gift"))?;
+    let recipient = recipient_of(db, &b, ask, &sender.id)?;
+    let tokens = rules::gift_cost(gift.price_tokens, ask.quantity)
+        .ok_or_else(|| ApiError::new(422, "amount_too_large", "that many gifts cost too much"))?;
+    let settings = monetization::get(db, client_id)?;
+    Ok(Prepared {
+        broadcast: b,
+        gift,
+        recipient,
+        tokens,
+        settings,
+    })
+}
+
 /// `POST /api/broadcasts/{id}/gifts` `{giftId, quantity?, recipientId?, anonymous?}`
 /// (Idempotency-Key): only while the broadcast is live, only by someone who may watch it.
 ///
@@ -163,23 +205,18 @@ pub fn send(ctx: &UserCtx) -> Reply {
     let sender = &ctx.user;
     let (now, now_ms) = (ctx.now(), ctx.now_millis());
     let db = common::spin::store::open()?;
-    let b = broadcasts::load(&db, client_id, ctx.param("id"), now)?;
-    if !subscriptions::user_may_watch(&db, &b, &sender.id, now)? {
-        return Err(ApiError::not_found("broadcast"));
-    }
-    if b.status != Status::Active {
-        return Err(ApiError::conflict(
-            "broadcast_not_live",
-            "gifts are sent while the broadcast is live",
-        ));
-    }
-    let gift = store::get(&db, client_id, &ask.gift_id)?
-        .filter(|g| g.active)
-        .ok_or_else(|| ApiError::not_found("gift"))?;
-    let recipient = recipient_of(&db, &b, &ask, &sender.id)?;
-    let tokens = rules::gift_cost(gift.price_tokens, ask.quantity)
-        .ok_or_else(|| ApiError::new(422, "amount_too_large", "that many gifts cost too much"))?;
-    let settings = monetization::get(&db, client_id)?;
+    // A refusal here is the key's answer too, and a retry of a gift that was sent replays
+    // it even after the broadcast ended.
+    let Prepared {
+        broadcast: b,
+        gift,
+        recipient,
+        tokens,
+        settings,
+    } = match prepare(ctx, &db, &ask) {
+        Ok(prepared) => prepared,
+        Err(err) => return idempotent::refused(ctx, &db, client_id, &sender.id, err),
+    };
     let diamonds = rules::diamonds_for(tokens, settings.diamonds_per_100_tokens);
     idempotent::run(ctx, &db, client_id, &sender.id, |tx| {
         let mut legs = vec![Leg::new(

@@ -101,15 +101,26 @@ pub fn run(
             Ok(answer(outcome.status, body.into_bytes(), false))
         }
         Err(err) if err.code == ANSWERED_BEFORE => replay(db, client_id, caller, &key, &hash, now),
-        // A refusal is the answer to replay, except a rate limit (429), which passes.
-        Err(err) if err.status < 500 && err.status != 429 => {
-            if remember(db, err.status, &err.to_json().to_string())? {
-                Err(err)
-            } else {
-                replay(db, client_id, caller, &key, &hash, now)
-            }
-        }
-        Err(err) => Err(err),
+        Err(err) => refused(call, db, client_id, caller, err),
+    }
+}
+
+/// Answers a request whose work was refused, before or inside its transaction: a refusal
+/// (4xx) is stored as the key's answer, except a rate limit (429), which passes; when the
+/// key holds an answer already, that answer is replayed instead (a retry of a request that
+/// succeeded is answered as it was, whatever changed since). A server error stores nothing.
+pub fn refused(call: &Call, db: &Db, client_id: &str, caller: &str, err: ApiError) -> Reply {
+    if err.status >= 500 || err.status == 429 {
+        return Err(err);
+    }
+    let key = key_of(call)?;
+    let hash = request_hash(call);
+    let now = call.now();
+    let body = err.to_json().to_string();
+    if idempotency::remember(db, client_id, caller, &key, &hash, err.status, &body, now)? {
+        Err(err)
+    } else {
+        replay(db, client_id, caller, &key, &hash, now)
     }
 }
 
