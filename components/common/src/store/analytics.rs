@@ -27,25 +27,13 @@ enum Counter {
 }
 
 impl Counter {
+    /// Its column: [`COUNTERS`] lists them in the order of the variants.
     fn column(self) -> &'static str {
-        match self {
-            Counter::Joins => "joins",
-            Counter::JoinTimeSum => "join_time_sum",
-            Counter::Leaves => "leaves",
-            Counter::LeaveTimeSum => "leave_time_sum",
-            Counter::NewViewers => "new_viewers",
-            Counter::Messages => "messages",
-            Counter::NewChatters => "new_chatters",
-            Counter::Reactions => "reactions",
-            Counter::Gifts => "gifts",
-            Counter::GiftTokens => "gift_tokens",
-            Counter::Follows => "follows",
-            Counter::Subscriptions => "subscriptions",
-        }
+        COUNTERS[self as usize]
     }
 }
 
-/// Every counter column, in the order of [`Counter`].
+/// Every counter column, in the order of [`Counter`]'s variants.
 const COUNTERS: [&str; 12] = [
     "joins",
     "join_time_sum",

@@ -303,12 +303,7 @@ pub fn post(
                 None => {
                     // The folded changes stay in the balance even when the caller goes on
                     // after the refusal.
-                    if folded != 0 {
-                        tx.execute(
-                            "UPDATE ledger_accounts SET balance = balance + ? WHERE id = ?",
-                            &[Value::Int(folded), account_id.into()],
-                        )?;
-                    }
+                    add_to_stored(tx, account_id, folded)?;
                     return Err(refusal(tx, account_id, -*change)?);
                 }
             };
@@ -433,13 +428,18 @@ fn fold(tx: &Db, account_id: &str, lock: Lock) -> Result<(), ApiError> {
         return Ok(());
     }
     let folded = take_pending(tx, account_id, lock)?;
-    if folded != 0 {
-        tx.execute(
-            "UPDATE ledger_accounts SET balance = balance + ? WHERE id = ?",
-            &[Value::Int(folded), account_id.into()],
-        )?;
+    add_to_stored(tx, account_id, folded)
+}
+
+/// Adds `amount` (folded pending changes) to `account_id`'s stored balance.
+fn add_to_stored(tx: &Db, account_id: &str, amount: i64) -> Result<(), ApiError> {
+    if amount == 0 {
+        return Ok(());
     }
-    Ok(())
+    tx.execute(
+        "UPDATE ledger_accounts SET balance = balance + ? WHERE id = ?",
+        &[Value::Int(amount), account_id.into()],
+    )
 }
 
 fn overflow() -> ApiError {
