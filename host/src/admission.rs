@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -171,6 +172,8 @@ where
 /// that a trickling client cannot hold an instance until its deadline.
 pub struct RateGuarded<B> {
     inner: B,
+    /// Set once the whole body has been read ([`RateGuarded::ended`]).
+    ended: Arc<AtomicBool>,
     started: Instant,
     received: u64,
     min_rate: u64,
@@ -178,9 +181,10 @@ pub struct RateGuarded<B> {
     check: Pin<Box<tokio::time::Sleep>>,
 }
 
-impl<B> RateGuarded<B> {
+impl<B: Body> RateGuarded<B> {
     pub fn new(inner: B, admission: &Admission) -> RateGuarded<B> {
         RateGuarded {
+            ended: Arc::new(AtomicBool::new(inner.is_end_stream())),
             inner,
             started: Instant::now(),
             received: 0,
@@ -188,6 +192,12 @@ impl<B> RateGuarded<B> {
             grace: admission.body_grace,
             check: Box::pin(tokio::time::sleep(admission.body_grace)),
         }
+    }
+
+    /// Whether the whole body has been read, to ask once the guest has answered: a
+    /// connection whose request body was left unread cannot carry another request.
+    pub fn ended(&self) -> Arc<AtomicBool> {
+        self.ended.clone()
     }
 
     /// Whether the body has fallen behind: past the grace, less than the minimum rate
@@ -220,10 +230,16 @@ where
                         wasmtime_wasi_http::Error::ConnectionReadTimeout,
                     )));
                 }
+                if self.inner.is_end_stream() {
+                    self.ended.store(true, Ordering::Relaxed);
+                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(None) => {
+                self.ended.store(true, Ordering::Relaxed);
+                Poll::Ready(None)
+            }
             Poll::Pending => {
                 // Wake up to check the rate while nothing arrives.
                 while self.check.as_mut().poll(cx).is_ready() {

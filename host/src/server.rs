@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -667,6 +668,7 @@ impl App {
             .get(hyper::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
+        let mut body_ended = None;
         let body: GuestBody = match declared {
             Some(len) if len <= self.admission.small_body => {
                 let within = self.admission.small_body_deadline(len);
@@ -680,7 +682,11 @@ impl App {
                     }
                 }
             }
-            _ => RateGuarded::new(body, &self.admission).boxed_unsync(),
+            _ => {
+                let guarded = RateGuarded::new(body, &self.admission);
+                body_ended = Some(guarded.ended());
+                guarded.boxed_unsync()
+            }
         };
         let req = Request::from_parts(parts, body);
         // Refuse at once rather than queue without bound when every slot is taken, or
@@ -695,7 +701,16 @@ impl App {
             return (id, busy());
         };
         match self.call(component, req, (slot, held)).await {
-            Ok(resp) => (id, resp),
+            Ok(mut resp) => {
+                // An answer given before the request's body was read (a 413, say) ends
+                // the connection; saying so keeps the client from sending its next
+                // request on it.
+                if body_ended.is_some_and(|ended| !ended.load(Ordering::Relaxed)) {
+                    resp.headers_mut()
+                        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                (id, resp)
+            }
             Err(CallError::Busy) => (id, busy()),
             Err(CallError::Timeout) => {
                 eprintln!(

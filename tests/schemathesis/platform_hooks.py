@@ -1,4 +1,4 @@
-"""Schemathesis hooks for the platform's contract run (tests/tests/api_contract.rs).
+"""Schemathesis hooks for the platform's contract run (tests/tests/platform/api_contract.rs).
 
 - Signs the tenant server's requests: an operation whose security names the `signature`
   scheme gets the placeholder credential from the config; here the placeholder is replaced,

@@ -17,7 +17,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:3001";
 pub const PUBLIC_PATH_PREFIX: &str = "/ws/";
 
 /// Every environment variable the `chat-relay` binary reads, and whether it is required.
-/// Deployment manifests are checked against this list (`tests/tests/deploy_manifests.rs`).
+/// Deployment manifests are checked against this list (`tests/tests/platform/deploy_manifests.rs`).
 pub const ENVIRONMENT: &[(&str, bool)] = &[
     ("LISTEN", false),
     ("INTERNAL_LISTEN", false),

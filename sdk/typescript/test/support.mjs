@@ -1,4 +1,4 @@
-// What the harness (tests/tests/sdk_typescript.rs) started, and small helpers.
+// What the harness (tests/tests/platform/sdk_typescript.rs) started, and small helpers.
 import assert from "node:assert/strict";
 
 export const env = {
@@ -12,7 +12,7 @@ export const env = {
 
 function need(name) {
   const value = process.env[name];
-  assert.ok(value, `${name} is not set: run these tests through tests/tests/sdk_typescript.rs`);
+  assert.ok(value, `${name} is not set: run these tests through tests/tests/platform/sdk_typescript.rs`);
   return value;
 }
 

@@ -4,8 +4,7 @@
 //! a test file served from a local HTTP server). Screenshots go to
 //! `target/page-screenshots/`.
 
-#[path = "pages/browser.rs"]
-mod browser;
+use crate::support::browser;
 
 use browser::Browser;
 use platform_tests::{Exchange, Method, Platform, workspace_root};

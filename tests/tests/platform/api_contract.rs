@@ -8,11 +8,9 @@
 //!
 //! The bar: no 5xx, every response conforms to the document, bad input answers 4xx, no
 //! operation ignores its credentials. The seed and example count are printed so that a
-//! failure replays: `CONTRACT_SEED=<seed> cargo test -p platform-tests --test api_contract`.
+//! failure replays: `CONTRACT_SEED=<seed> cargo test -p platform-tests --test platform api_contract::`.
 
-#[path = "pages/browser.rs"]
-#[allow(dead_code)]
-mod browser;
+use crate::support::browser;
 
 use browser::Browser;
 use bytes::Bytes;

@@ -8,9 +8,7 @@
 //! instant lands up to `drift` seconds after its planned time; events are planned 5 s into
 //! their minute, and time spans are checked to within the drift the test measured.
 
-#[allow(dead_code)]
-#[path = "pages/browser.rs"]
-mod browser;
+use crate::support::browser;
 
 use base64::Engine;
 use browser::Browser;

@@ -4,12 +4,8 @@
 //! ingest drives the broadcast's status; HLS plays under the `streamId` (never the key),
 //! signed for private broadcasts; health, thumbnails and restreams follow the stream.
 
-#[allow(dead_code)]
-#[path = "pages/browser.rs"]
-mod browser;
-#[allow(dead_code)]
-#[path = "support/livekit_egress.rs"]
-mod livekit_egress;
+use crate::support::browser;
+use crate::support::livekit_egress;
 
 use browser::Browser;
 use platform_tests::media::{Publisher, playlist_segments, probe_codecs, resolve, tool, wait_for};

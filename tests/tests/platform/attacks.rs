@@ -739,7 +739,40 @@ async fn oversized_bodies_and_floods_are_refused() {
             .unwrap();
         assert_eq!(&reply[9..12], b"413", "{path}");
     }
-    // A chunked body with no declared length is cut off once it passes the limit.
+    // A chunked body with no declared length is cut off once it passes the limit, and the
+    // answer says the connection ends (its unread body makes it useless), so a client
+    // does not send its next request on it.
+    let socket = tokio::net::TcpStream::connect(p.addr()).await.unwrap();
+    let (mut reading, mut writing) = socket.into_split();
+    let head = format!(
+        "POST /api/broadcasts HTTP/1.1\r\nhost: {}\r\nx-api-key: {}\r\nauthorization: Bearer {}\r\n\
+         content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
+        p.addr(),
+        t.api_key,
+        ada.token
+    );
+    let sending = tokio::spawn(async move {
+        writing.write_all(head.as_bytes()).await?;
+        let chunk = format!("10000\r\n{}\r\n", " ".repeat(0x10000));
+        for _ in 0..48 {
+            writing.write_all(chunk.as_bytes()).await?;
+        }
+        writing.write_all(b"0\r\n\r\n").await
+    });
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), reading.read(&mut buf))
+            .await
+            .expect("the platform answers")
+            .unwrap();
+        assert!(n > 0, "the connection closed without an answer");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let answer = String::from_utf8_lossy(&answer).to_lowercase();
+    assert!(answer.starts_with("http/1.1 413"), "{answer}");
+    assert!(answer.contains("\r\nconnection: close\r\n"), "{answer}");
+    sending.abort();
     let big = vec![b' '; 3 * 1024 * 1024];
     let stream = futures_util::stream::iter(
         big.chunks(64 * 1024)

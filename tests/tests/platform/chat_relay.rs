@@ -3,9 +3,7 @@
 //! `edgehost up` runs it, headless Chromium for the pages' sockets, and a real
 //! `redis-server` for scale-out.
 
-#[path = "pages/browser.rs"]
-#[allow(dead_code)]
-mod browser;
+use crate::support::browser;
 
 use chat_relay::{AllowedOrigins, Config, Relay, RelayServer};
 use futures_util::{SinkExt, StreamExt};

@@ -4,12 +4,8 @@
 //! webhooks then drive the recording to `ready` (or `failed`, after one retry), and the
 //! watch page replays it in headless Chromium from an HLS fixture served on loopback.
 
-// The pages suite's Chromium driver (this suite uses part of it).
-#[allow(dead_code)]
-#[path = "pages/browser.rs"]
-mod browser;
-#[path = "support/livekit_egress.rs"]
-mod livekit_egress;
+use crate::support::browser;
+use crate::support::livekit_egress;
 
 use base64::Engine;
 use browser::Browser;
