@@ -3,6 +3,7 @@
 //! the egress player plays into the room.
 
 use crate::links::Links;
+use common::app::access::{Viewer, Watched, may_watch};
 use common::pagination::{Page, Paged};
 use common::spin::http::{UserCtx, json};
 use common::spin::store as database;
@@ -41,7 +42,7 @@ fn view(event: &Event, links: &Links, owner: bool, now: i64) -> Value {
         )
         .into();
     }
-    links.add_stream_addresses(&mut view, &event.identity, &event.visibility, owner, now);
+    links.add_stream_addresses(&mut view, &event.identity, event.visibility, owner, now);
     view
 }
 
@@ -96,11 +97,11 @@ fn load(db: &Db, client_id: &str, raw_id: &str) -> Result<Event, ApiError> {
     stored::load(db, client_id, &id)?.ok_or_else(|| ApiError::not_found("event"))
 }
 
-/// Loads an event the user may see: their own, or another's that is not private.
+/// Loads an event the user may watch ([`may_watch`]); one they may not is unknown (404).
 fn load_visible(ctx: &UserCtx, db: &Db) -> Result<Event, ApiError> {
-    let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let event = load(db, &tenant.client_id, ctx.param("id"))?;
-    if event.owner_id != user.id && event.visibility == "private" {
+    let event = load(db, &ctx.tenant.client_id, ctx.param("id"))?;
+    let watched = Watched::event(&event.client_id, &event.owner_id, event.visibility);
+    if !may_watch(db, watched, Viewer::User(&ctx.user.id), ctx.now())? {
         return Err(ApiError::not_found("event"));
     }
     Ok(event)
@@ -164,6 +165,7 @@ pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use common::domain::broadcast::Visibility;
 
     fn parse(body: &str) -> Result<NewEvent, ApiError> {
         let mut body = JsonBody::parse(body.as_bytes())?;
@@ -178,7 +180,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(new.title, "Launch");
-        assert_eq!(new.visibility, "public");
+        assert_eq!(new.visibility, Visibility::Public);
         assert_eq!(new.scheduled_for, 1_893_492_000);
         let playback = new.playback.unwrap();
         assert_eq!(

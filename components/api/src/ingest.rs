@@ -77,7 +77,7 @@ fn accepted(db: &Db, b: &Broadcast) -> Result<protocol::Accepted, ApiError> {
     };
     Ok(protocol::Accepted {
         stream_id: b.identity.stream_id.clone(),
-        playback: Playback::of_visibility(&b.visibility),
+        playback: Playback::of_visibility(b.visibility),
         restreams,
     })
 }

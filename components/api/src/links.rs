@@ -3,7 +3,7 @@
 //! their addresses from here. A stream that does not play openly (private and
 //! subscribers-only) gets signed playback addresses that expire.
 
-use common::domain::broadcast::{self as rules, StreamBases, StreamIdentity};
+use common::domain::broadcast::{self as rules, StreamBases, StreamIdentity, Visibility};
 use common::domain::media::{self, Playback};
 use common::spin::config;
 use serde_json::Value;
@@ -65,7 +65,7 @@ impl Links {
         &self,
         view: &mut Value,
         identity: &StreamIdentity,
-        visibility: &str,
+        visibility: Visibility,
         owner: bool,
         now: i64,
     ) {

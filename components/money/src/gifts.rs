@@ -5,13 +5,14 @@
 use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
 use common::ApiError;
+use common::app::access::{Viewer, Watched, may_watch};
 use common::domain::broadcast::Status;
 use common::realtime::Event;
 use common::spin::http::{AppCtx, Reply, ServerCtx, UserCtx, json};
 use common::store::gifts::{self as store, Gift, Sent};
 use common::store::ledger::{self, Currency, Leg, Overdraft, system};
 use common::store::outbox::{self, Subject};
-use common::store::{Db, broadcasts, cohosts, files, monetization, subscriptions, users};
+use common::store::{Db, broadcasts, cohosts, files, monetization, users};
 use common::validate::MAX_NAME;
 use serde_json::json;
 
@@ -167,7 +168,7 @@ fn prepare(ctx: &UserCtx, db: &Db, ask: &Ask) -> Result<Prepared, ApiError> {
     let sender = &ctx.user;
     let now = ctx.now();
     let b = broadcasts::load(db, client_id, ctx.param("id"), now)?;
-    if !subscriptions::user_may_watch(db, &b, &sender.id, now)? {
+    if !may_watch(db, Watched::broadcast(&b), Viewer::User(&sender.id), now)? {
         return Err(ApiError::not_found("broadcast"));
     }
     if b.status != Status::Active {
@@ -319,7 +320,8 @@ pub fn leaderboard(ctx: &UserCtx) -> Reply {
     let db = common::spin::store::open()?;
     let client_id = &ctx.tenant.client_id;
     let b = broadcasts::load(&db, client_id, ctx.param("id"), ctx.now())?;
-    if !subscriptions::user_may_watch(&db, &b, &ctx.user.id, ctx.now())? {
+    let viewer = Viewer::User(&ctx.user.id);
+    if !may_watch(&db, Watched::broadcast(&b), viewer, ctx.now())? {
         return Err(ApiError::not_found("broadcast"));
     }
     let items: Vec<_> = store::leaderboard(&db, client_id, &b.id, TOP)?

@@ -20,9 +20,9 @@ const RECORD_CSP: &[&str] = &[
 ];
 
 /// `GET /streams/{id}/record`: the recording page of a broadcast's or a scheduled event's
-/// SFU room. An unknown room is 404. A private broadcast's page renders only with a valid
-/// SFU token for its room in `token` (what LiveKit egress sends), and is never cached by
-/// shared caches; other pages depend only on the stream id and the layout parameters, so
+/// SFU room. An unknown room is 404. A private or subscribers-only room's page renders
+/// only with a valid SFU token for its room in `token` (what LiveKit egress sends), and is
+/// never cached by shared caches; other pages depend only on the stream id and the layout parameters, so
 /// edges may cache them.
 pub fn record(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let stream_id = ctx.param("id");
@@ -32,7 +32,7 @@ pub fn record(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let Some(stream) = stream_of_room(stream_id, ctx.now())? else {
         return Ok(web::text(404, "no such stream"));
     };
-    if stream.private && !token_opens_room(ctx, stream_id) {
+    if stream.gated && !token_opens_room(ctx, stream_id) {
         return Ok(web::text(404, "no such stream"));
     }
     let system_resolution = config::var("default_resolution");
@@ -44,7 +44,7 @@ pub fn record(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let csp = web::csp(RECORD_CSP);
     let headers = PageHeaders {
         etag: &tag,
-        cache_control: if stream.private {
+        cache_control: if stream.gated {
             web::CACHE_NONE
         } else {
             web::CACHE_PAGE
@@ -63,7 +63,8 @@ pub fn record(ctx: &PublicCtx) -> Result<Response, ApiError> {
 struct RecordedStream {
     /// The tenant, which the relay needs for read-only sockets.
     client_id: String,
-    private: bool,
+    /// Private or subscribers-only: its page renders only with a token for the room.
+    gated: bool,
 }
 
 /// The broadcast (by streamId) or scheduled event (by streamId or room name) whose SFU
@@ -74,11 +75,11 @@ fn stream_of_room(room: &str, now: i64) -> Result<Option<RecordedStream>, ApiErr
         rooms::by_room_name(&db, room, now)?.map(|found| match found {
             rooms::Room::Broadcast(b) => RecordedStream {
                 client_id: b.client_id,
-                private: common::store::subscriptions::is_gated(&b.visibility),
+                gated: b.visibility.is_gated(),
             },
             rooms::Room::Event(e) => RecordedStream {
                 client_id: e.client_id,
-                private: e.visibility == "private",
+                gated: e.visibility.is_gated(),
             },
         }),
     )
@@ -223,9 +224,8 @@ struct Watched {
 /// (broadcasts first); private, subscribers-only and unknown ones are none. An event is
 /// upcoming until its time, then live (its stream plays when it is published).
 fn watched(db: &common::store::Db, short_id: &str, now: i64) -> Result<Option<Watched>, ApiError> {
-    let open_to_all = |visibility: &str| !common::store::subscriptions::is_gated(visibility);
     if let Some(b) = broadcasts::load_by_short_id(db, short_id, now)? {
-        if !open_to_all(&b.visibility) {
+        if b.visibility.is_gated() {
             return Ok(None);
         }
         let state = WatchState::of(b.status, b.last_heartbeat, b.ingest_deadline, now);
@@ -241,7 +241,7 @@ fn watched(db: &common::store::Db, short_id: &str, now: i64) -> Result<Option<Wa
     let Some(event) = events::load_by_any_short_id(db, short_id)? else {
         return Ok(None);
     };
-    if !open_to_all(&event.visibility) {
+    if event.visibility.is_gated() {
         return Ok(None);
     }
     let (state, message) = if now < event.scheduled_for {

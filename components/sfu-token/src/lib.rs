@@ -7,6 +7,7 @@
 mod rooms;
 
 use common::ApiError;
+use common::app::access::{Viewer, may_watch};
 use common::domain::sfu::{self, Role, TokenRequest};
 use common::routing::{Route, route};
 use common::spin::http::{Caller, CallerCtx, Handler, Reply, handle_incoming, json};
@@ -96,12 +97,8 @@ fn grant(
     asked: Role,
 ) -> Result<Role, ApiError> {
     let client_id = &ctx.tenant.client_id;
-    let may_watch = match &ctx.caller {
-        Caller::Server => true,
-        Caller::User(user) => rooms::user_may_watch(db, client_id, room, &user.id, ctx.now())?,
-        Caller::Guest => !common::store::subscriptions::is_gated(&room.visibility),
-    };
-    if !may_watch {
+    let viewer = Viewer::of(&ctx.caller);
+    if !may_watch(db, room.watched(client_id), viewer, ctx.now())? {
         return Err(ApiError::not_found("session"));
     }
     if !asked.publishes() {

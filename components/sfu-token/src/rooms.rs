@@ -1,10 +1,11 @@
 //! Which SFU room a session id names, and whether it may still be published to.
 
 use common::ApiError;
-use common::domain::broadcast::Status;
+use common::app::access::Watched;
+use common::domain::broadcast::{Status, Visibility};
 use common::domain::sfu::Role;
 use common::ids;
-use common::store::{Db, cohosts, rooms, subscriptions};
+use common::store::{Db, cohosts, rooms};
 
 /// Participants allowed in a room created for a scheduled event.
 const EVENT_MAX_PARTICIPANTS: u32 = 100;
@@ -51,8 +52,7 @@ pub struct Room {
     /// A broadcast's status; events have none.
     pub status: Option<Status>,
     pub max_participants: u32,
-    /// public, unlisted, private or subscribers.
-    pub visibility: String,
+    pub visibility: Visibility,
 }
 
 /// A participant's standing as a co-host of a broadcast.
@@ -67,6 +67,17 @@ pub enum CoHostStanding {
 }
 
 impl Room {
+    /// The room as [`common::app::access::may_watch`] sees it: a broadcast's co-hosts and
+    /// invitees watch it, an event has none.
+    pub fn watched<'a>(&'a self, client_id: &'a str) -> Watched<'a> {
+        Watched {
+            client_id,
+            owner_id: self.owner_id.as_deref(),
+            visibility: self.visibility,
+            broadcast_id: (self.kind == Kind::Broadcast).then_some(self.session_id.as_str()),
+        }
+    }
+
     /// A broadcast that has completed or failed takes no new publishers.
     pub fn ensure_publishable(&self) -> Result<(), ApiError> {
         match self.status {
@@ -138,35 +149,6 @@ pub fn cohost_standing(
     )
 }
 
-/// Whether a signed-in user may watch the room: anyone of the tenant for a public or
-/// unlisted one; a private one only its owner, its co-hosts (active or asking to join), and
-/// users holding an unexpired invite; a subscribers-only one those and the host's active
-/// subscribers.
-pub fn user_may_watch(
-    db: &Db,
-    client_id: &str,
-    room: &Room,
-    user_id: &str,
-    now: i64,
-) -> Result<bool, ApiError> {
-    if !subscriptions::is_gated(&room.visibility) || room.is_owned_by(user_id) {
-        return Ok(true);
-    }
-    if room.kind != Kind::Broadcast {
-        return Ok(false);
-    }
-    if cohosts::is_invited_or_host(db, client_id, &room.session_id, user_id, now)? {
-        return Ok(true);
-    }
-    // A subscribers-only broadcast: also the host's active subscribers.
-    match (&room.owner_id, room.visibility.as_str()) {
-        (Some(host), "subscribers") => {
-            subscriptions::is_subscriber(db, client_id, host, user_id, now)
-        }
-        _ => Ok(false),
-    }
-}
-
 /// Finds the tenant's room for `raw_id` (any id form of a broadcast or a scheduled event).
 /// A broadcast is read through the one broadcast loader, so a stale one is already `error`.
 pub fn resolve(db: &Db, client_id: &str, raw_id: &str, now: i64) -> Result<Room, ApiError> {
@@ -236,7 +218,7 @@ mod tests {
             owner_id: Some("owner".into()),
             status,
             max_participants: 100,
-            visibility: "public".into(),
+            visibility: Visibility::Public,
         };
         assert!(room(Some(Status::Active)).ensure_publishable().is_ok());
         assert!(room(Some(Status::Pending)).ensure_publishable().is_ok());
@@ -256,7 +238,7 @@ mod tests {
             owner_id: Some("owner".into()),
             status: Some(Status::Active),
             max_participants: 100,
-            visibility: "public".into(),
+            visibility: Visibility::Public,
         };
         use CoHostStanding::*;
         assert_eq!(room.publisher_role("owner", None).unwrap(), Role::Publisher);

@@ -777,6 +777,30 @@ async fn subscriptions_charge_renew_lapse_and_open_subscriber_broadcasts() {
         404
     );
 
+    // A subscribers-only scheduled event follows the same rule: its details and its room.
+    let (status, event) = p
+        .as_user(&host, Method::POST, "/api/events")
+        .send_json(&json!({"title": "Members' Q&A", "scheduledFor": "2031-04-30T18:00:00Z", "visibility": "subscribers"}))
+        .await;
+    assert_eq!(status, 200, "{event}");
+    let event_path = format!("/api/events/{}", event["id"].as_str().unwrap());
+    let room_token = format!(
+        "/api/streaming/sessions/{}/token",
+        event["shortId"].as_str().unwrap()
+    );
+    for (who, expected) in [(&fan, 200), (&stranger, 404)] {
+        assert_eq!(
+            p.as_user(who, Method::GET, &event_path).status().await,
+            expected
+        );
+        let status = p
+            .as_user(who, Method::POST, &room_token)
+            .json(&viewer)
+            .status()
+            .await;
+        assert_eq!(status, expected, "{}: the event room's token", who.id);
+    }
+
     // Chat messages carry the sender's subscriber badge.
     let chat = format!("/api/broadcasts/{live}/chat");
     let (status, said) = p

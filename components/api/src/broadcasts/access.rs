@@ -1,36 +1,11 @@
 //! Who may see and change a broadcast.
 
 use common::ApiError;
-use common::spin::http::{Actor, ActorCtx, Caller, UserCtx};
+pub use common::app::access::Viewer;
+use common::app::access::{Watched, may_watch};
+use common::spin::http::{ActorCtx, UserCtx};
+use common::store::Db;
 use common::store::broadcasts::{self as store, Broadcast};
-use common::store::{Db, subscriptions};
-
-/// Who is asking to watch (or read) a broadcast.
-#[derive(Debug, Clone, Copy)]
-pub enum Viewer<'a> {
-    /// Someone with the app's public API key and nothing else.
-    Guest,
-    User(&'a str),
-    /// The tenant's own backend.
-    Server,
-}
-
-impl<'a> Viewer<'a> {
-    pub fn of(caller: &'a Caller) -> Self {
-        match caller {
-            Caller::Guest => Viewer::Guest,
-            Caller::User(user) => Viewer::User(&user.id),
-            Caller::Server => Viewer::Server,
-        }
-    }
-
-    pub fn of_actor(actor: &'a Actor) -> Self {
-        match actor {
-            Actor::User(user) => Viewer::User(&user.id),
-            Actor::Server => Viewer::Server,
-        }
-    }
-}
 
 /// Who is looking at a broadcast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,30 +15,15 @@ pub enum Audience {
     Viewer,
 }
 
-/// Whether `viewer` may watch `b`: anyone of the tenant for a public or unlisted broadcast;
-/// a private one only its owner, its co-hosts (active or asking to join), users holding an
-/// unexpired invite, and the tenant's server.
-/// A `subscribers` broadcast is like a private one, and also for the host's active
-/// subscribers.
-pub fn may_watch(db: &Db, b: &Broadcast, viewer: Viewer<'_>, now: i64) -> Result<bool, ApiError> {
-    if !subscriptions::is_gated(&b.visibility) {
-        return Ok(true);
-    }
-    match viewer {
-        Viewer::Server => Ok(true),
-        Viewer::Guest => Ok(false),
-        Viewer::User(id) => subscriptions::user_may_watch(db, b, id, now),
-    }
-}
-
-/// [`may_watch`], with a broadcast one may not watch as unknown (404) as a missing one.
+/// Whether `viewer` may watch `b` ([`may_watch`]), with a broadcast one may not watch as
+/// unknown (404) as a missing one.
 pub fn check_can_watch(
     db: &Db,
     b: &Broadcast,
     viewer: Viewer<'_>,
     now: i64,
 ) -> Result<(), ApiError> {
-    if may_watch(db, b, viewer, now)? {
+    if may_watch(db, Watched::broadcast(b), viewer, now)? {
         Ok(())
     } else {
         Err(ApiError::not_found("broadcast"))

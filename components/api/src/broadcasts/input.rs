@@ -2,7 +2,7 @@
 //! broadcast checks its fields here.
 
 use common::ApiError;
-use common::domain::broadcast::Status;
+use common::domain::broadcast::{Status, Visibility};
 use common::problem::FieldError;
 use common::store::broadcasts::NewBroadcast;
 use common::validate::JsonBody;
@@ -18,18 +18,17 @@ pub const MAX_VIEWERS: i64 = 100_000_000;
 
 /// The `visibility` field: public (the default), unlisted, private or subscribers (the
 /// host's active subscribers, besides those who may watch a private one).
-pub fn visibility(body: &mut JsonBody) -> String {
-    match body.opt_string("visibility", 20).as_deref() {
-        None => "public".into(),
-        Some(v @ ("public" | "unlisted" | "private" | "subscribers")) => v.into(),
-        Some(_) => {
-            body.error(
-                "visibility",
-                "must be public, unlisted, private or subscribers",
-            );
-            "public".into()
-        }
-    }
+pub fn visibility(body: &mut JsonBody) -> Visibility {
+    let Some(given) = body.opt_string("visibility", 20) else {
+        return Visibility::default();
+    };
+    Visibility::parse(&given).unwrap_or_else(|| {
+        body.error(
+            "visibility",
+            "must be public, unlisted, private or subscribers",
+        );
+        Visibility::default()
+    })
 }
 
 /// The `cohostPolicy` field: approval (the default), open or invite_only.

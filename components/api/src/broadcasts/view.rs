@@ -31,7 +31,7 @@ pub fn of(b: &Broadcast, links: &Links, reactions: Value, audience: Audience, no
         "cohostPolicy": b.cohost_policy,
     });
     let owner = audience == Audience::Owner;
-    links.add_stream_addresses(&mut view, &b.identity, &b.visibility, owner, now);
+    links.add_stream_addresses(&mut view, &b.identity, b.visibility, owner, now);
     if owner {
         view["metadata"] = b.metadata.clone();
         view["deviceWidth"] = b.device_width.into();

@@ -1,4 +1,5 @@
-//! Broadcast rules: the status machine, stream identity, recording size, staleness.
+//! Broadcast rules: the status machine, visibility, stream identity, recording size,
+//! staleness.
 
 use crate::ApiError;
 use crate::ids;
@@ -43,6 +44,60 @@ impl Status {
 
     pub fn is_final(self) -> bool {
         self.next().is_empty()
+    }
+}
+
+/// Who may watch a broadcast or a scheduled event ([`crate::app::access::may_watch`] holds
+/// the rule). Stored and served by its name; public unless said otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Visibility {
+    /// Every user of the tenant and its guests; listed.
+    #[default]
+    Public,
+    /// Everyone who knows its id; not listed.
+    Unlisted,
+    /// Its owner, co-hosts and invitees.
+    Private,
+    /// As private, and the owner's active subscribers.
+    Subscribers,
+}
+
+impl Visibility {
+    pub const ALL: [Visibility; 4] = [
+        Visibility::Public,
+        Visibility::Unlisted,
+        Visibility::Private,
+        Visibility::Subscribers,
+    ];
+
+    pub fn parse(s: &str) -> Option<Visibility> {
+        Visibility::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// A stored value: one this code does not know reads as private, so it fails closed.
+    pub fn stored(s: &str) -> Visibility {
+        Visibility::parse(s).unwrap_or(Visibility::Private)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Visibility::Public => "public",
+            Visibility::Unlisted => "unlisted",
+            Visibility::Private => "private",
+            Visibility::Subscribers => "subscribers",
+        }
+    }
+
+    /// For some viewers only: guests never watch it, its page needs a token and its
+    /// playback addresses are signed.
+    pub fn is_gated(self) -> bool {
+        matches!(self, Visibility::Private | Visibility::Subscribers)
+    }
+}
+
+impl serde::Serialize for Visibility {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 
@@ -168,6 +223,25 @@ pub const REACTIONS: [&str; 4] = ["heart", "sparkle", "thumbs_up", "surprised"];
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn visibility_reads_back_what_it_stores_and_fails_closed() {
+        for v in Visibility::ALL {
+            assert_eq!(Visibility::parse(v.as_str()), Some(v));
+            assert_eq!(Visibility::stored(v.as_str()), v);
+        }
+        assert_eq!(Visibility::parse("secret"), None);
+        assert_eq!(Visibility::stored("secret"), Visibility::Private);
+        let gated: Vec<_> = Visibility::ALL
+            .into_iter()
+            .filter(|v| v.is_gated())
+            .collect();
+        assert_eq!(gated, [Visibility::Private, Visibility::Subscribers]);
+        assert_eq!(
+            serde_json::to_value(Visibility::Subscribers).unwrap(),
+            serde_json::json!("subscribers")
+        );
+    }
 
     #[test]
     fn created_is_pending() {

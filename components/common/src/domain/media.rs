@@ -6,6 +6,7 @@
 //! so the platform signs addresses that nginx's `secure_link` checks without either side
 //! storing a second secret.
 
+use super::broadcast::Visibility;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use md5::{Digest, Md5};
@@ -45,12 +46,13 @@ pub enum Playback {
 }
 
 impl Playback {
-    /// Public and unlisted broadcasts play openly; every other visibility (private,
-    /// subscribers, and any value this code does not know) needs a signature.
-    pub fn of_visibility(visibility: &str) -> Playback {
-        match visibility {
-            "public" | "unlisted" => Playback::Open,
-            _ => Playback::Signed,
+    /// Public and unlisted broadcasts play openly; a gated one (private, subscribers)
+    /// needs a signature.
+    pub fn of_visibility(visibility: Visibility) -> Playback {
+        if visibility.is_gated() {
+            Playback::Signed
+        } else {
+            Playback::Open
         }
     }
 }
@@ -338,11 +340,12 @@ mod tests {
 
     #[test]
     fn playback_follows_visibility_and_fails_closed() {
-        assert_eq!(Playback::of_visibility("public"), Playback::Open);
-        assert_eq!(Playback::of_visibility("unlisted"), Playback::Open);
-        assert_eq!(Playback::of_visibility("private"), Playback::Signed);
-        assert_eq!(Playback::of_visibility("subscribers"), Playback::Signed);
-        assert_eq!(Playback::of_visibility("anything else"), Playback::Signed);
+        let of = |stored: &str| Playback::of_visibility(Visibility::stored(stored));
+        assert_eq!(of("public"), Playback::Open);
+        assert_eq!(of("unlisted"), Playback::Open);
+        assert_eq!(of("private"), Playback::Signed);
+        assert_eq!(of("subscribers"), Playback::Signed);
+        assert_eq!(of("anything else"), Playback::Signed);
     }
 
     #[test]

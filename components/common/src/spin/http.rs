@@ -8,6 +8,7 @@
 
 use super::auth::{self, CurrentUser, Tenant};
 use super::incoming::{self, BodyStream};
+use crate::app::access::Viewer;
 use crate::problem::{ApiError, PROBLEM_CONTENT_TYPE};
 use crate::routing::{self, Endpoint, Miss, Route, Tier};
 use crate::validate::{self, JsonBody};
@@ -137,6 +138,24 @@ pub struct ServerCtx {
 pub enum Actor {
     User(CurrentUser),
     Server,
+}
+
+impl<'a> Viewer<'a> {
+    /// The caller as a viewer of a broadcast or an event.
+    pub fn of(caller: &'a Caller) -> Viewer<'a> {
+        match caller {
+            Caller::Guest => Viewer::Guest,
+            Caller::User(user) => Viewer::User(&user.id),
+            Caller::Server => Viewer::Server,
+        }
+    }
+
+    pub fn of_actor(actor: &'a Actor) -> Viewer<'a> {
+        match actor {
+            Actor::User(user) => Viewer::User(&user.id),
+            Actor::Server => Viewer::Server,
+        }
+    }
 }
 
 pub struct ActorCtx {

@@ -4,7 +4,7 @@
 
 use super::{Db, Row, Value};
 use crate::ApiError;
-use crate::domain::broadcast::{self as rules, Status, StreamIdentity};
+use crate::domain::broadcast::{self as rules, Status, StreamIdentity, Visibility};
 use crate::ids;
 use crate::pagination::Page;
 use crate::time;
@@ -21,7 +21,7 @@ pub struct Broadcast {
     /// streamId (the SFU room), streamKey and shortId.
     pub identity: StreamIdentity,
     pub title: String,
-    pub visibility: String,
+    pub visibility: Visibility,
     pub tags: Json,
     pub metadata: Json,
     pub status: Status,
@@ -77,7 +77,7 @@ fn from_row(row: &Row) -> Broadcast {
         owner_id: row.opt_text("owner_id"),
         identity: stream_identity_of(row),
         title: row.text("title"),
-        visibility: row.text("visibility"),
+        visibility: Visibility::stored(&row.text("visibility")),
         tags: json("tags", Json::Array(Vec::new())),
         metadata: json("metadata", Json::Object(Map::new())),
         status: Status::parse(&row.text("status")).unwrap_or(Status::Error),
@@ -109,7 +109,7 @@ fn from_row(row: &Row) -> Broadcast {
 #[derive(Debug, Default)]
 pub struct NewBroadcast {
     pub title: String,
-    pub visibility: String,
+    pub visibility: Visibility,
     pub tags: Vec<String>,
     pub metadata: Map<String, Json>,
     pub device: Option<(i64, i64)>,
@@ -136,7 +136,7 @@ pub fn new_record(
         owner_id: owner_id.map(str::to_string),
         identity: StreamIdentity::generate(),
         title: new.title.clone(),
-        visibility: new.visibility.clone(),
+        visibility: new.visibility,
         tags: Json::from(new.tags.clone()),
         metadata: Json::Object(new.metadata.clone()),
         status: Status::Pending,
@@ -177,7 +177,7 @@ pub fn insert_record(db: &Db, b: &Broadcast) -> Result<(), ApiError> {
             b.identity.stream_id.clone().into(),
             b.identity.stream_key.clone().into(),
             b.title.clone().into(),
-            b.visibility.clone().into(),
+            b.visibility.into(),
             b.tags.to_string().into(),
             b.metadata.to_string().into(),
             b.status.as_str().into(),
@@ -523,7 +523,7 @@ pub fn reset_stream_key(db: &Db, b: &Broadcast, key: &str, now: i64) -> Result<(
 #[derive(Debug, Default)]
 pub struct Changes {
     pub title: Option<String>,
-    pub visibility: Option<String>,
+    pub visibility: Option<Visibility>,
     pub tags: Option<Vec<String>>,
     pub cohost_policy: Option<String>,
     pub metadata: Option<Map<String, Json>>,
@@ -538,7 +538,7 @@ pub fn update(db: &Db, b: &Broadcast, changes: &Changes, now: i64) -> Result<(),
          WHERE client_id = ? AND id = ?",
         &[
             changes.title.clone().into(),
-            changes.visibility.clone().into(),
+            changes.visibility.into(),
             changes
                 .tags
                 .as_ref()
@@ -619,7 +619,7 @@ mod tests {
     fn new(title: &str) -> NewBroadcast {
         NewBroadcast {
             title: title.into(),
-            visibility: "public".into(),
+            visibility: Visibility::Public,
             orientation: "portrait".into(),
             max_participants: 100,
             cohost_policy: "approval".into(),

@@ -478,7 +478,7 @@ mod tests {
     fn broadcast(db: &Db) -> Broadcast {
         let new = NewBroadcast {
             title: "Panel".into(),
-            visibility: "private".into(),
+            visibility: crate::domain::broadcast::Visibility::Private,
             orientation: "portrait".into(),
             max_participants: 10,
             cohost_policy: "approval".into(),

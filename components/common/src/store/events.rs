@@ -5,7 +5,7 @@
 use super::broadcasts::stream_identity_of;
 use super::{Db, Row, Value};
 use crate::ApiError;
-use crate::domain::broadcast::StreamIdentity;
+use crate::domain::broadcast::{StreamIdentity, Visibility};
 use crate::ids;
 use crate::pagination::Page;
 use crate::time;
@@ -17,7 +17,7 @@ pub struct Event {
     pub owner_id: String,
     pub title: String,
     pub description: Option<String>,
-    pub visibility: String,
+    pub visibility: Visibility,
     /// Epoch seconds.
     pub scheduled_for: i64,
     pub playback: Option<Playback>,
@@ -53,7 +53,7 @@ fn from_row(row: &Row) -> Event {
         owner_id: row.text("owner_id"),
         title: row.text("title"),
         description: row.opt_text("description"),
-        visibility: row.text("visibility"),
+        visibility: Visibility::stored(&row.text("visibility")),
         scheduled_for: row.int("scheduled_for"),
         playback,
         identity: stream_identity_of(row),
@@ -67,7 +67,7 @@ fn from_row(row: &Row) -> Event {
 pub struct NewEvent {
     pub title: String,
     pub description: Option<String>,
-    pub visibility: String,
+    pub visibility: Visibility,
     pub scheduled_for: i64,
     pub playback: Option<Playback>,
 }
@@ -93,7 +93,7 @@ pub fn insert(
             owner_id.into(),
             new.title.clone().into(),
             new.description.clone().into(),
-            new.visibility.clone().into(),
+            new.visibility.into(),
             Value::Int(new.scheduled_for),
             new.playback.as_ref().map(|p| p.url.clone()).into(),
             new.playback.as_ref().map(|p| p.kind.clone()).into(),
@@ -209,7 +209,7 @@ mod tests {
         NewEvent {
             title: title.into(),
             description: None,
-            visibility: visibility.into(),
+            visibility: Visibility::stored(visibility),
             scheduled_for: at,
             playback: None,
         }

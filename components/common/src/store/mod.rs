@@ -91,6 +91,12 @@ impl From<bool> for Value {
     }
 }
 
+impl From<crate::domain::broadcast::Visibility> for Value {
+    fn from(v: crate::domain::broadcast::Visibility) -> Self {
+        Value::Text(v.as_str().to_string())
+    }
+}
+
 impl<T: Into<Value>> From<Option<T>> for Value {
     fn from(v: Option<T>) -> Self {
         v.map_or(Value::Null, Into::into)
@@ -447,7 +453,7 @@ pub mod testing {
     pub fn new_broadcast() -> super::broadcasts::NewBroadcast {
         super::broadcasts::NewBroadcast {
             title: "Show".into(),
-            visibility: "public".into(),
+            visibility: crate::domain::broadcast::Visibility::Public,
             orientation: "portrait".into(),
             max_participants: 100,
             cohost_policy: "approval".into(),

@@ -4,6 +4,7 @@
 use super::broadcasts::{self, Broadcast};
 use super::{Db, Row};
 use crate::ApiError;
+use crate::domain::broadcast::Visibility;
 
 /// A scheduled event's room.
 #[derive(Debug, Clone)]
@@ -12,7 +13,7 @@ pub struct EventRoom {
     pub client_id: String,
     pub owner_id: String,
     pub room_name: String,
-    pub visibility: String,
+    pub visibility: Visibility,
 }
 
 fn event_room(row: &Row) -> EventRoom {
@@ -21,7 +22,7 @@ fn event_room(row: &Row) -> EventRoom {
         client_id: row.text("client_id"),
         owner_id: row.text("owner_id"),
         room_name: row.text("room_name"),
-        visibility: row.text("visibility"),
+        visibility: Visibility::stored(&row.text("visibility")),
     }
 }
 
@@ -102,7 +103,7 @@ mod tests {
         let db = testing::db();
         let new = NewBroadcast {
             title: "Show".into(),
-            visibility: "public".into(),
+            visibility: Visibility::Public,
             orientation: "portrait".into(),
             max_participants: 10,
             cohost_policy: "approval".into(),

@@ -1,9 +1,8 @@
 //! Subscriptions: creators' plans and viewers' subscriptions to creators (one per viewer
-//! and creator), paid per 30-day period; and who may watch a broadcast, since
-//! `visibility: "subscribers"` makes that depend on them.
+//! and creator), paid per 30-day period. A `subscribers` broadcast's audience depends on
+//! them ([`crate::app::access::may_watch`]).
 
-use super::broadcasts::Broadcast;
-use super::{Db, Row, Value, cohosts};
+use super::{Db, Row, Value};
 use crate::ApiError;
 
 /// A period's length.
@@ -258,28 +257,6 @@ pub fn is_subscriber(
             Value::Int(now),
         ],
     )? > 0)
-}
-
-/// Whether a signed-in user may watch `b`: anyone for a public or unlisted broadcast; a
-/// private one its owner, co-hosts (active or asking) and invitees; a subscribers-only one
-/// those, and the active subscribers of its owner.
-pub fn user_may_watch(db: &Db, b: &Broadcast, user_id: &str, now: i64) -> Result<bool, ApiError> {
-    let gated = matches!(b.visibility.as_str(), "private" | "subscribers");
-    if !gated || b.is_owned_by(user_id) {
-        return Ok(true);
-    }
-    if cohosts::is_invited_or_host(db, &b.client_id, &b.id, user_id, now)? {
-        return Ok(true);
-    }
-    match (&b.owner_id, b.visibility.as_str()) {
-        (Some(owner), "subscribers") => is_subscriber(db, &b.client_id, owner, user_id, now),
-        _ => Ok(false),
-    }
-}
-
-/// Whether a broadcast is for some viewers only (guests never watch it).
-pub fn is_gated(visibility: &str) -> bool {
-    matches!(visibility, "private" | "subscribers")
 }
 
 #[cfg(test)]
