@@ -2,7 +2,7 @@
 //! reports, SFU webhooks, chat, reactions, follows) through `common::store::analytics`;
 //! these handlers only read the minute buckets and the daily rows.
 
-use crate::broadcasts::{Viewer, check_can_watch};
+use crate::access::{Viewer, check_can_watch};
 use common::domain::analytics::{self as math, DAY, Granularity, Point};
 use common::spin::config;
 use common::spin::http::{Actor, ActorCtx, Call, JobsCtx, Reply, ServerCtx, UserCtx, json};
@@ -124,7 +124,7 @@ const SHARE_TTL_SECS: i64 = 15 * 60;
 /// broadcast's dashboard page, for that broadcast only, valid 15 minutes.
 pub fn share(ctx: &UserCtx) -> Reply {
     let db = common::spin::store::open()?;
-    let b = crate::broadcasts::load_owned(ctx, &db)?;
+    let b = crate::access::load_owned(ctx, &db)?;
     let token = format!("an_{}", ids::random_base62(40));
     let expires_at = ctx.now() + SHARE_TTL_SECS;
     store::add_share(&db, &b, &ids::sha256_hex(token.as_bytes()), expires_at)?;

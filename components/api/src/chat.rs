@@ -2,17 +2,16 @@
 //! through `POST /api/streams/{id}/chat`, so these rules (and the moderation checks they
 //! run, `crate::moderation::screen`) are the only ones.
 
-use crate::broadcasts::{self, Viewer};
+use crate::access::Viewer;
+use crate::chat_target::{ChatTarget, broadcast_target, is_moderator, stream_target};
 use crate::moderation::{self, Screened};
 use crate::realtime;
 use common::pagination::{Page, Paged};
 use common::realtime::Event;
-use common::spin::auth::Tenant;
 use common::spin::config;
 use common::spin::http::{Call, Caller, CallerCtx, UserCtx, json};
-use common::store::broadcasts::{self as broadcast_store, Broadcast};
-use common::store::chat::{self as store, NewMessage, Target};
-use common::store::{Db, analytics, cohosts, rate_limits, rooms, subscriptions, users};
+use common::store::chat::{self as store, NewMessage};
+use common::store::{Db, analytics, rate_limits, subscriptions, users};
 use common::{ApiError, ids, jwt, time};
 use serde_json::json;
 use spin_sdk::http::Response;
@@ -34,69 +33,6 @@ pub fn clean_message(raw: &str) -> Result<String, String> {
     } else {
         Ok(text.to_string())
     }
-}
-
-/// Where a chat lives: a stream (a broadcast's or a scheduled event's streamId), the
-/// broadcast behind it when there is one, and its creator (whose channel-wide bans and
-/// blocked words apply; None for a session the tenant's server made).
-pub struct ChatTarget {
-    pub client_id: String,
-    pub stream_id: String,
-    pub broadcast: Option<Broadcast>,
-    pub owner_id: Option<String>,
-}
-
-impl ChatTarget {
-    pub fn store(&self) -> Target<'_> {
-        Target {
-            client_id: &self.client_id,
-            stream_id: &self.stream_id,
-            broadcast_id: self.broadcast.as_ref().map(|b| b.id.as_str()),
-        }
-    }
-}
-
-/// The chat of `/api/streams/{id}`: the tenant's broadcast with that streamId (or that
-/// id), else its scheduled event's stream. A private broadcast's chat is only for those
-/// who may watch it.
-pub fn stream_target(
-    call: &Call,
-    tenant: &Tenant,
-    viewer: Viewer<'_>,
-    db: &Db,
-) -> Result<ChatTarget, ApiError> {
-    let stream_id = ids::parse_uuid(call.param("id"))
-        .ok_or_else(|| ApiError::bad_request("invalid_id", "the stream id must be a UUID"))?;
-    if let Some(b) = broadcast_store::load_by_any_id(db, &tenant.client_id, &stream_id, call.now())?
-    {
-        broadcasts::check_can_watch(db, &b, viewer, call.now())?;
-        return Ok(ChatTarget {
-            client_id: tenant.client_id.clone(),
-            stream_id: b.identity.stream_id.clone(),
-            owner_id: b.owner_id.clone(),
-            broadcast: Some(b),
-        });
-    }
-    let Some(owner) = rooms::visible_event_stream_owner(db, &tenant.client_id, &stream_id)? else {
-        return Err(ApiError::not_found("stream"));
-    };
-    Ok(ChatTarget {
-        client_id: tenant.client_id.clone(),
-        stream_id,
-        broadcast: None,
-        owner_id: Some(owner),
-    })
-}
-
-fn broadcast_target(ctx: &UserCtx, db: &Db) -> Result<ChatTarget, ApiError> {
-    let b = broadcast_store::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
-    broadcasts::check_can_watch(db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
-    Ok(ChatTarget {
-        client_id: ctx.tenant.client_id.clone(),
-        stream_id: b.identity.stream_id.clone(),
-        owner_id: b.owner_id.clone(),
-        broadcast: Some(b),
-    })
 }
 
 /// Messages of a target, newest `limit` after skipping `offset` newest, oldest first.
@@ -304,19 +240,6 @@ pub fn broadcast_post(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
     let target = broadcast_target(ctx, &db)?;
     post(ctx, &db, &target, true)
-}
-
-/// Whether `user_id` moderates the chat of `target`: its creator, or an active co-host of
-/// its broadcast with canModerateChat.
-pub fn is_moderator(db: &Db, target: &ChatTarget, user_id: &str) -> Result<bool, ApiError> {
-    if target.owner_id.as_deref() == Some(user_id) {
-        return Ok(true);
-    }
-    let Some(b) = &target.broadcast else {
-        return Ok(false);
-    };
-    Ok(cohosts::of_user(db, b, user_id)?
-        .is_some_and(|c| c.is_active() && c.permissions.can_moderate_chat))
 }
 
 /// `DELETE /api/streams/{id}/chat/{messageId}`: marks the message deleted (its record

@@ -2,7 +2,8 @@
 //! host decides, an invite, or an open session), invites, managing co-hosts, SFU presence
 //! from LiveKit webhooks, and metrics.
 
-use crate::broadcasts::{self, Audience, Viewer};
+use crate::access::{self, Audience, Viewer};
+use crate::broadcasts;
 use common::domain::broadcast::Status;
 use common::domain::cohost::{self as rules, Permissions};
 use common::realtime::{CohostAction, Event};
@@ -67,7 +68,7 @@ fn actor_of(db: &Db, b: &Broadcast, user_id: &str) -> Result<Actor, ApiError> {
 /// The session the signed-in user may see (a private one is 404 to others).
 fn load_session(ctx: &UserCtx, db: &Db) -> Result<(Broadcast, Audience), ApiError> {
     let b = broadcast_store::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
-    let audience = broadcasts::audience(db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
+    let audience = access::audience(db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
     Ok((b, audience))
 }
 
@@ -602,7 +603,7 @@ pub fn metrics(ctx: &ActorCtx) -> Result<Response, ApiError> {
     if let Some(user) = ctx.user() {
         let actor = actor_of(&db, &b, &user.id)?;
         if !actor.is_host() || !actor.permissions().can_access_analytics {
-            broadcasts::check_can_watch(&db, &b, Viewer::User(&user.id), now)?;
+            access::check_can_watch(&db, &b, Viewer::User(&user.id), now)?;
             return Err(ApiError::forbidden(
                 "only the owner or a co-host with canAccessAnalytics sees metrics",
             ));

@@ -184,7 +184,7 @@ pub async fn store(
             db.transaction(|tx| {
                 stored::mark_ready(tx, &tenant.client_id, &id, &content)?;
                 let file = load_ready(tx, &tenant.client_id, &id)?;
-                crate::webhook_events::file(tx, "file.ready", &file, ctx.now())
+                record_event(tx, "file.ready", &file, ctx.now())
             })
         });
     if let Err(err) = written {
@@ -594,7 +594,7 @@ pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = database::open()?;
     let file = load_own(ctx, &db)?;
     db.transaction(|tx| {
-        crate::webhook_events::file(tx, "file.deleted", &file, ctx.now())?;
+        record_event(tx, "file.deleted", &file, ctx.now())?;
         remove(tx, &file)
     })?;
     Ok(json(200, &json!({ "success": true, "id": file.id })))
@@ -609,4 +609,11 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (files, total) = stored::page_of_owner(&db, &tenant.client_id, &user.id, page)?;
     let items = files.iter().map(|f| view(f, &links)).collect();
     Ok(json(200, &Paged::new(items, total, page)))
+}
+
+/// `file.*` with the file's metadata as `GET /api/files/{id}` answers it (in `db`'s
+/// transaction).
+fn record_event(db: &Db, event_type: &str, file: &FileRow, now: i64) -> Result<(), ApiError> {
+    let data = view(file, &crate::links::Links::load());
+    crate::webhook_events::record(db, &file.client_id, event_type, "file", &file.id, data, now)
 }

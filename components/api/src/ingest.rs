@@ -3,14 +3,11 @@
 //! targets' states), and says when it ends. The platform decides who may publish, and the
 //! ingest moves the broadcast: a publish makes it `active`, updates count as heartbeats,
 //! and a publisher that leaves has the reconnect window to come back before the broadcast
-//! completes (the `settle-ingests` job completes it).
-//!
-//! A broadcast published into the SFU room instead reaches the same HLS: when it goes
-//! active without an RTMP publisher, a LiveKit egress of the record page publishes the room
-//! into the ingest with the broadcast's own key.
+//! completes (the `settle-ingests` job completes it). A broadcast published into its SFU
+//! room instead reaches the same ingest through the SFU feed (`sfu_feed`).
 
 use crate::broadcasts;
-use crate::egress::Egress;
+use common::ApiError;
 use common::domain::broadcast::Status;
 use common::domain::media::{self, Health, HealthSample, Playback, protocol};
 use common::spin::config;
@@ -18,8 +15,7 @@ use common::spin::http::{JobsCtx, MediaCtx, Reply, json};
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
 use common::store::ingests::{self as store, Ingest};
 use common::store::{Db, restreams, tenants};
-use common::{ApiError, time};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Broadcasts the `settle-ingests` job completes per call.
 const SETTLE_BATCH: i64 = 100;
@@ -187,7 +183,7 @@ pub fn update(ctx: &MediaCtx) -> Reply {
             && record_health(tx, &ingest, &clean(sample), now)?
         {
             // The event carries the broadcast with its new health.
-            crate::webhook_events::broadcast(tx, "broadcast.health", &b, now)?;
+            broadcasts::events::broadcast(tx, "broadcast.health", &b, now)?;
         }
         Ok(())
     })?;
@@ -283,96 +279,4 @@ pub fn settle(ctx: &JobsCtx) -> Reply {
             "remaining": (total - due.len() as i64).max(0),
         }),
     ))
-}
-
-/// The ingest as the broadcast's owner sees it: whether an encoder publishes (`live`), has
-/// dropped and may still come back (`reconnecting`) or not (`idle`), and the stream's
-/// health with its last sample.
-pub fn view(ingest: Option<&Ingest>, b: &Broadcast, now: i64) -> Value {
-    let live = ingest.is_some_and(|i| i.is_live(now));
-    let state = if live {
-        "live"
-    } else if b.status == Status::Active && b.ingest_deadline.is_some_and(|d| d >= now) {
-        "reconnecting"
-    } else {
-        "idle"
-    };
-    let at = |t: Option<i64>| t.map(time::format_rfc3339);
-    json!({
-        "state": state,
-        "connectedAt": at(ingest.and_then(|i| i.started_at).filter(|_| live)),
-        "lastSeenAt": at(ingest.and_then(|i| i.last_update)),
-        "reconnectDeadline": at(b.ingest_deadline.filter(|_| state == "reconnecting")),
-        "publishes": ingest.map_or(0, |i| i.publishes),
-        "health": ingest.and_then(|i| i.health).filter(|_| live).map(Health::as_str),
-        "healthChangedAt": at(ingest.and_then(|i| i.health_changed_at).filter(|_| live)),
-        "stats": ingest.and_then(|i| i.health_sample.as_ref()).filter(|_| live),
-    })
-}
-
-/// After a broadcast's status changed: one that went live in the SFU room (no RTMP
-/// publisher) gets its room published into the ingest by a LiveKit egress of the record
-/// page; one that ended stops that egress. Best effort, like recording.
-pub fn on_status_change(db: &Db, b: &Broadcast, now: i64) {
-    let result = match b.status {
-        Status::Active => feed_from_sfu(db, b, now),
-        Status::Completed | Status::Error => stop_sfu_feed(db, b, now),
-        Status::Pending => Ok(()),
-    };
-    if let Err(e) = result {
-        eprintln!("broadcast {}: SFU feed into the ingest: {}", b.id, e.detail);
-    }
-}
-
-fn feed_from_sfu(db: &Db, b: &Broadcast, now: i64) -> Result<(), ApiError> {
-    let ingest = store::of_broadcast(db, &b.id)?;
-    if ingest
-        .as_ref()
-        .is_some_and(|i| i.is_live(now) || i.sfu_egress_id.is_some())
-    {
-        return Ok(());
-    }
-    // Without a configured SFU there is no room to publish from.
-    let Ok(egress) = Egress::load() else {
-        return Ok(());
-    };
-    let links = crate::links::Links::load();
-    let rtmp_url = common::domain::broadcast::rtmp_url(
-        &common::domain::broadcast::StreamBases {
-            base_url: "",
-            rtmp_ingest_base: &config::var_or("rtmp_ingest_base", "rtmp://127.0.0.1:1935/live"),
-            playback_hls_base: "",
-        },
-        &b.identity.stream_key,
-    );
-    let size = common::domain::recording::page_size(b.recording, &b.orientation);
-    let page = common::domain::recording::record_page_url(
-        links.base_url(),
-        &b.identity.stream_id,
-        size,
-        &b.orientation,
-        "default",
-    );
-    let request = common::domain::recording::stream_egress_request(
-        &b.identity.stream_id,
-        &page,
-        size,
-        &rtmp_url,
-    );
-    let report = egress
-        .start(&request, now)
-        .map_err(|why| ApiError::new(502, "egress_failed", why))?;
-    store::set_sfu_egress(db, b, Some(&report.egress_id), now)
-}
-
-fn stop_sfu_feed(db: &Db, b: &Broadcast, now: i64) -> Result<(), ApiError> {
-    let Some(egress_id) = store::of_broadcast(db, &b.id)?.and_then(|i| i.sfu_egress_id) else {
-        return Ok(());
-    };
-    store::set_sfu_egress(db, b, None, now)?;
-    let egress = Egress::load().map_err(|why| ApiError::unavailable("sfu_not_configured", why))?;
-    egress
-        .stop(&egress_id, now)
-        .map(|_| ())
-        .map_err(|why| ApiError::new(502, "egress_failed", why))
 }

@@ -1,8 +1,10 @@
 //! The REST API component: every `/api/` route that no other component serves.
 
+mod access;
 mod analytics;
 mod broadcasts;
 mod chat;
+mod chat_target;
 mod clients;
 mod cohosts;
 mod contact_form;
@@ -23,6 +25,7 @@ mod reference;
 mod restreams;
 mod sessions;
 mod sfu;
+mod sfu_feed;
 mod sfu_webhook;
 mod uploads;
 mod users;

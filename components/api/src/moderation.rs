@@ -5,8 +5,8 @@
 //! tenant's server; channel-wide forms (`/api/users/me/chat/...`) are the creator's own.
 //! Every action is logged and pushed live as a `moderation` event after it commits.
 
-use crate::broadcasts::Viewer;
-use crate::chat::{self, ChatTarget};
+use crate::access::Viewer;
+use crate::chat_target::{self, ChatTarget};
 use crate::realtime;
 use common::domain::moderation::{
     self as rules, BlockedAction, MAX_REASON_CHARS, MAX_TIMEOUT_SECS, Modes, Poster, Refusal, Scope,
@@ -69,7 +69,7 @@ pub fn screen(
         now_ms,
     )?;
     let restriction = rules::binding(&restrictions, now_ms);
-    let is_moderator = restriction.is_none() && chat::is_moderator(db, target, user_id)?;
+    let is_moderator = restriction.is_none() && chat_target::is_moderator(db, target, user_id)?;
     let settings = if is_moderator {
         store::Settings::default()
     } else {
@@ -287,13 +287,13 @@ struct Moderator {
 /// The chat of the path's stream, if the caller moderates it (403 otherwise; 404 when the
 /// caller may not even see it).
 fn moderated(ctx: &ActorCtx, db: &Db) -> Result<(ChatTarget, Moderator), ApiError> {
-    let target = chat::stream_target(ctx, &ctx.tenant, Viewer::of_actor(&ctx.actor), db)?;
+    let target = chat_target::stream_target(ctx, &ctx.tenant, Viewer::of_actor(&ctx.actor), db)?;
     let moderator = match ctx.user() {
         None => Moderator {
             actor: "server".into(),
             is_creator: true,
         },
-        Some(user) if chat::is_moderator(db, &target, &user.id)? => Moderator {
+        Some(user) if chat_target::is_moderator(db, &target, &user.id)? => Moderator {
             actor: user.id.clone(),
             is_creator: target.owner_id.as_deref() == Some(user.id.as_str()),
         },
@@ -370,7 +370,7 @@ fn check_restrictable(db: &Db, target: &ChatTarget, user_id: &str) -> Result<(),
     if !users::exists(db, &target.client_id, user_id)? {
         return Err(crate::users::unknown_user("userId"));
     }
-    if chat::is_moderator(db, target, user_id)? {
+    if chat_target::is_moderator(db, target, user_id)? {
         return Err(ApiError::conflict(
             "cannot_restrict_moderator",
             "the creator and the chat's moderators cannot be timed out or banned",
@@ -681,7 +681,7 @@ fn settings_view(db: &Db, target: &ChatTarget) -> Result<Value, ApiError> {
 /// modes).
 pub fn get_settings(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
-    let target = chat::stream_target(ctx, &ctx.tenant, Viewer::of_actor(&ctx.actor), &db)?;
+    let target = chat_target::stream_target(ctx, &ctx.tenant, Viewer::of_actor(&ctx.actor), &db)?;
     Ok(json(200, &settings_view(&db, &target)?))
 }
 
@@ -877,7 +877,7 @@ fn set_pin(
 /// may read the chat; rate limited; once per message and reporter.
 pub fn report(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
-    let target = chat::stream_target(ctx, &ctx.tenant, Viewer::User(&ctx.user.id), &db)?;
+    let target = chat_target::stream_target(ctx, &ctx.tenant, Viewer::User(&ctx.user.id), &db)?;
     let message_id = ids::parse_uuid(ctx.param("messageId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the message id must be a UUID"))?;
     let mut body = ctx.json()?;

@@ -2,7 +2,7 @@
 //! when a recorded broadcast goes live (or on request), stopping it when the broadcast
 //! ends, following the egress through the SFU's webhooks, and the recordings' routes.
 
-use crate::broadcasts::{self, Viewer};
+use crate::access::{self, Viewer};
 use crate::egress::{self, Egress};
 use common::domain::broadcast::Status as BroadcastStatus;
 use common::domain::recording::{
@@ -322,7 +322,7 @@ fn is_host(db: &Db, b: &Broadcast, user_id: &str) -> Result<bool, ApiError> {
 fn controlled(ctx: &UserCtx, db: &Db) -> Result<Broadcast, ApiError> {
     let b = broadcast_store::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
     if !may_control(db, &b, &ctx.user.id)? {
-        broadcasts::check_can_watch(db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
+        access::check_can_watch(db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
         return Err(ApiError::forbidden(
             "only the owner or a co-host with canControlLayout records the broadcast",
         ));
@@ -379,7 +379,7 @@ pub fn list(ctx: &CallerCtx) -> Result<Response, ApiError> {
         Caller::Guest => false,
     };
     if !everything {
-        broadcasts::check_can_watch(&db, &b, Viewer::of(&ctx.caller), now)?;
+        access::check_can_watch(&db, &b, Viewer::of(&ctx.caller), now)?;
     }
     let items: Vec<Value> = store::list(&db, &b, !everything)?
         .iter()
@@ -392,7 +392,7 @@ pub fn list(ctx: &CallerCtx) -> Result<Response, ApiError> {
 /// server removes a finished recording's record (the files stay in the bucket).
 pub fn delete(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
-    let b = broadcasts::load_for_owner_or_server(ctx, &db, "deletes its recordings")?;
+    let b = access::load_for_owner_or_server(ctx, &db, "deletes its recordings")?;
     let id = ids::parse_uuid(ctx.param("recordingId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the recording id must be a UUID"))?;
     let r = store::by_id(&db, &b, &id)?.ok_or_else(|| ApiError::not_found("recording"))?;

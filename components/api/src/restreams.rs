@@ -3,7 +3,7 @@
 //! the destination is sealed at rest and never answered whole (the server URL, and the
 //! key's last characters). The media server reports each target's state.
 
-use crate::broadcasts;
+use crate::access;
 use common::domain::media::{self, MAX_RESTREAM_TARGETS, RestreamState};
 use common::sealed::{Purpose, SealingKey};
 use common::spin::config;
@@ -37,7 +37,7 @@ fn view(t: &Target) -> Value {
 /// `GET /api/broadcasts/{id}/restreams`
 pub fn list(ctx: &ActorCtx) -> Reply {
     let db = common::spin::store::open()?;
-    let b = broadcasts::load_for_owner_or_server(ctx, &db, "sees its restream targets")?;
+    let b = access::load_for_owner_or_server(ctx, &db, "sees its restream targets")?;
     let items: Vec<Value> = store::of_broadcast(&db, &b)?.iter().map(view).collect();
     Ok(json(200, &json!({ "items": items, "total": items.len() })))
 }
@@ -63,8 +63,8 @@ pub fn create(ctx: &ActorCtx) -> Reply {
     body.finish()?;
     let sealing = sealing_key()?;
     let db = common::spin::store::open()?;
-    let b = broadcasts::load_for_owner_or_server(ctx, &db, "adds restream targets")?;
-    broadcasts::ensure_not_final(&b)?;
+    let b = access::load_for_owner_or_server(ctx, &db, "adds restream targets")?;
+    access::ensure_not_final(&b)?;
     let id = ids::uuid();
     let now = ctx.now();
     let target = Target {
@@ -93,7 +93,7 @@ pub fn create(ctx: &ActorCtx) -> Reply {
 /// at its next update.
 pub fn delete(ctx: &ActorCtx) -> Reply {
     let db = common::spin::store::open()?;
-    let b = broadcasts::load_for_owner_or_server(ctx, &db, "removes restream targets")?;
+    let b = access::load_for_owner_or_server(ctx, &db, "removes restream targets")?;
     let id = ids::parse_uuid(ctx.param("targetId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the target id must be a UUID"))?;
     if !store::delete(&db, &b, &id)? {

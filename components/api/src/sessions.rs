@@ -1,7 +1,8 @@
 //! Streaming sessions (the SFU provider API). A streaming session is a broadcast: one
 //! record and one id, whichever endpoint created it; this module adds the SFU view.
 
-use crate::broadcasts::{self, Audience, Viewer};
+use crate::access::{self, Audience, Viewer};
+use crate::broadcasts;
 use common::ApiError;
 use common::domain::sfu::client_url;
 use common::spin::http::{UserCtx, json};
@@ -59,6 +60,6 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
 pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = common::spin::store::open()?;
     let b = store::load(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
-    let audience = broadcasts::audience(&db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
+    let audience = access::audience(&db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
     Ok(json(200, &session_view(&db, &b, audience, ctx.now())?))
 }

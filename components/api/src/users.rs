@@ -232,7 +232,7 @@ pub fn signup(ctx: &AppCtx) -> Result<Response, ApiError> {
         analytics::user_signed_up(tx, &tenant.client_id, ctx.now())?;
         let user = store::by_id(tx, &tenant.client_id, &id)?
             .ok_or_else(|| ApiError::internal("the new user is missing"))?;
-        crate::webhook_events::user(
+        record_event(
             tx,
             "user.created",
             &PublicUser::of(&user),
@@ -450,7 +450,7 @@ pub fn delete_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
         let gone = store::by_id(db, &tenant.client_id, &user.id)?
             .ok_or_else(|| ApiError::not_found("user"))?;
         store::delete_account(db, &tenant.client_id, &user.id)?;
-        crate::webhook_events::user(
+        record_event(
             db,
             "user.deleted",
             &PublicUser::of(&gone),
@@ -596,6 +596,18 @@ pub fn list_for_client(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let (users, total) = store::page_of_tenant(&db, &ctx.tenant.client_id, page)?;
     let items: Vec<PublicUser> = users.iter().map(PublicUser::of).collect();
     Ok(json(200, &Paged::new(items, total, page)))
+}
+
+/// `user.*` with the user as `GET /api/v1/users` lists them (in `db`'s transaction).
+fn record_event(
+    db: &Db,
+    event_type: &str,
+    user: &PublicUser,
+    client_id: &str,
+    now: i64,
+) -> Result<(), ApiError> {
+    let data = serde_json::to_value(user).map_err(|e| ApiError::internal(e.to_string()))?;
+    crate::webhook_events::record(db, client_id, event_type, "user", &user.id, data, now)
 }
 
 #[cfg(test)]

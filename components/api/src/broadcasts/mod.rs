@@ -1,19 +1,16 @@
 //! Broadcasts: one record whichever endpoint created it (`/api/broadcasts`,
 //! `/api/streaming/sessions`, or the tenant's server through `/api/v1/sessions`).
 
-mod access;
+pub mod events;
 mod input;
 mod tenant_api;
 mod view;
 
-pub use access::{
-    Audience, Viewer, audience, check_can_watch, ensure_not_final, load_for_owner_or_server,
-    load_owned,
-};
 pub use input::{new_broadcast, visibility};
 pub use tenant_api::{react, v1_create, v1_list, v1_patch};
 pub use view::one as view_one;
 
+use crate::access::{Audience, Viewer, audience, ensure_not_final, load_owned};
 use common::domain::broadcast::{self as rules, Status, Transition};
 use common::domain::recording::SettingsPatch;
 use common::pagination::{Page, Paged};
@@ -61,8 +58,8 @@ pub fn insert(
     let b = store::new_record(client_id, owner_id, new, now);
     let mut owner_view = view::of(&b, &links, Value::Null, Audience::Owner, now);
     owner_view["recording"] = recording.view();
-    owner_view["ingest"] = crate::ingest::view(None, &b, now);
-    let created = crate::webhook_events::broadcast_created(&b, owner_view.clone(), now);
+    owner_view["ingest"] = view::ingest_view(None, &b, now);
+    let created = events::broadcast_created(&b, owner_view.clone(), now);
     db.transaction(|tx| {
         store::insert_record(tx, &b)?;
         common::store::recordings::save_settings(tx, &b, &recording, now)?;
@@ -147,7 +144,7 @@ pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Bro
                     ));
                 }
                 let moved = store::load(tx, &b.client_id, &b.id, now)?;
-                crate::webhook_events::status_reached(tx, &moved, now)?;
+                events::status_reached(tx, &moved, now)?;
                 Ok(moved)
             })?;
             crate::realtime::publish(
@@ -159,7 +156,7 @@ pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Bro
             );
             // The second's start in milliseconds: any later manual recording sorts after.
             crate::recordings::on_status_change(db, &moved, now.saturating_mul(1000));
-            crate::ingest::on_status_change(db, &moved, now);
+            crate::sfu_feed::on_status_change(db, &moved, now);
             Ok(moved)
         }
     }
@@ -226,7 +223,7 @@ pub fn reset_stream_key(ctx: &UserCtx) -> Result<Response, ApiError> {
     let b = db.transaction(|tx| {
         store::reset_stream_key(tx, &b, &common::domain::media::new_stream_key(), ctx.now())?;
         let b = store::load(tx, &b.client_id, &b.id, ctx.now())?;
-        crate::webhook_events::broadcast(tx, "broadcast.stream_key_reset", &b, ctx.now())?;
+        events::broadcast(tx, "broadcast.stream_key_reset", &b, ctx.now())?;
         Ok(b)
     })?;
     Ok(json(200, &view::one(&db, &b, Audience::Owner, ctx.now())?))

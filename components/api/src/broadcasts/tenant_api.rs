@@ -1,8 +1,8 @@
 //! The tenant's server's view of broadcasts (`/api/v1/sessions`, signed requests), and
 //! reactions, which viewers send too.
 
-use super::access::{Audience, Viewer, check_can_watch, ensure_not_final};
 use super::{change_status, input, owner_page, view};
+use crate::access::{Audience, Viewer, check_can_watch, ensure_not_final};
 use common::ApiError;
 use common::domain::broadcast::{self as rules};
 use common::realtime::Event;

@@ -1,11 +1,15 @@
 //! A broadcast as the API answers it.
 
-use super::access::Audience;
+use crate::access::Audience;
 use crate::links::Links;
 use common::ApiError;
+use common::domain::broadcast::Status;
+use common::domain::media::Health;
 use common::store::Db;
 use common::store::broadcasts::{self as store, Broadcast};
+use common::store::ingests::Ingest;
 use common::store::{ingests, recordings};
+use common::time;
 use serde_json::{Value, json};
 
 /// The broadcast as `audience` sees it at `now`, with its reaction counts: the owner also
@@ -70,7 +74,7 @@ pub fn many(
                 if let Some(settings) = recording.remove(&b.id) {
                     view["recording"] = settings.view();
                 }
-                view["ingest"] = crate::ingest::view(ingests.remove(&b.id).as_ref(), b, now);
+                view["ingest"] = ingest_view(ingests.remove(&b.id).as_ref(), b, now);
             }
             view
         })
@@ -81,4 +85,29 @@ pub fn many(
 pub fn one(db: &Db, b: &Broadcast, audience: Audience, now: i64) -> Result<Value, ApiError> {
     let mut views = many(db, std::slice::from_ref(b), |_| audience, now)?;
     Ok(views.pop().unwrap_or(Value::Null))
+}
+
+/// The ingest as the broadcast's owner sees it: whether an encoder publishes (`live`), has
+/// dropped and may still come back (`reconnecting`) or not (`idle`), and the stream's
+/// health with its last sample.
+pub fn ingest_view(ingest: Option<&Ingest>, b: &Broadcast, now: i64) -> Value {
+    let live = ingest.is_some_and(|i| i.is_live(now));
+    let state = if live {
+        "live"
+    } else if b.status == Status::Active && b.ingest_deadline.is_some_and(|d| d >= now) {
+        "reconnecting"
+    } else {
+        "idle"
+    };
+    let at = |t: Option<i64>| t.map(time::format_rfc3339);
+    json!({
+        "state": state,
+        "connectedAt": at(ingest.and_then(|i| i.started_at).filter(|_| live)),
+        "lastSeenAt": at(ingest.and_then(|i| i.last_update)),
+        "reconnectDeadline": at(b.ingest_deadline.filter(|_| state == "reconnecting")),
+        "publishes": ingest.map_or(0, |i| i.publishes),
+        "health": ingest.and_then(|i| i.health).filter(|_| live).map(Health::as_str),
+        "healthChangedAt": at(ingest.and_then(|i| i.health_changed_at).filter(|_| live)),
+        "stats": ingest.and_then(|i| i.health_sample.as_ref()).filter(|_| live),
+    })
 }

@@ -1,4 +1,5 @@
-//! Who may see and change a broadcast.
+//! Who may see and change a broadcast, for every handler that reads or changes one (the
+//! rule of who may watch is [`common::app::access::may_watch`]).
 
 use common::ApiError;
 pub use common::app::access::Viewer;

@@ -1,0 +1,87 @@
+//! Where a chat lives (a broadcast's or a scheduled event's stream), who may read it and
+//! who moderates it: what the chat routes and the moderation routes both start from.
+
+use crate::access::{self, Viewer};
+use common::ApiError;
+use common::ids;
+use common::spin::auth::Tenant;
+use common::spin::http::{Call, UserCtx};
+use common::store::broadcasts::{self as broadcast_store, Broadcast};
+use common::store::chat::Target;
+use common::store::{Db, cohosts, rooms};
+
+/// Where a chat lives: a stream (a broadcast's or a scheduled event's streamId), the
+/// broadcast behind it when there is one, and its creator (whose channel-wide bans and
+/// blocked words apply; None for a session the tenant's server made).
+pub struct ChatTarget {
+    pub client_id: String,
+    pub stream_id: String,
+    pub broadcast: Option<Broadcast>,
+    pub owner_id: Option<String>,
+}
+
+impl ChatTarget {
+    pub fn store(&self) -> Target<'_> {
+        Target {
+            client_id: &self.client_id,
+            stream_id: &self.stream_id,
+            broadcast_id: self.broadcast.as_ref().map(|b| b.id.as_str()),
+        }
+    }
+}
+
+/// The chat of `/api/streams/{id}`: the tenant's broadcast with that streamId (or that
+/// id), else its scheduled event's stream. A private broadcast's chat is only for those
+/// who may watch it.
+pub fn stream_target(
+    call: &Call,
+    tenant: &Tenant,
+    viewer: Viewer<'_>,
+    db: &Db,
+) -> Result<ChatTarget, ApiError> {
+    let stream_id = ids::parse_uuid(call.param("id"))
+        .ok_or_else(|| ApiError::bad_request("invalid_id", "the stream id must be a UUID"))?;
+    if let Some(b) = broadcast_store::load_by_any_id(db, &tenant.client_id, &stream_id, call.now())?
+    {
+        access::check_can_watch(db, &b, viewer, call.now())?;
+        return Ok(ChatTarget {
+            client_id: tenant.client_id.clone(),
+            stream_id: b.identity.stream_id.clone(),
+            owner_id: b.owner_id.clone(),
+            broadcast: Some(b),
+        });
+    }
+    let Some(owner) = rooms::visible_event_stream_owner(db, &tenant.client_id, &stream_id)? else {
+        return Err(ApiError::not_found("stream"));
+    };
+    Ok(ChatTarget {
+        client_id: tenant.client_id.clone(),
+        stream_id,
+        broadcast: None,
+        owner_id: Some(owner),
+    })
+}
+
+pub fn broadcast_target(ctx: &UserCtx, db: &Db) -> Result<ChatTarget, ApiError> {
+    let b = broadcast_store::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
+    access::check_can_watch(db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
+    Ok(ChatTarget {
+        client_id: ctx.tenant.client_id.clone(),
+        stream_id: b.identity.stream_id.clone(),
+        owner_id: b.owner_id.clone(),
+        broadcast: Some(b),
+    })
+}
+
+/// Whether `user_id` moderates the chat of `target`: its creator, or an active co-host of
+/// its broadcast with canModerateChat.
+pub fn is_moderator(db: &Db, target: &ChatTarget, user_id: &str) -> Result<bool, ApiError> {
+    if target.owner_id.as_deref() == Some(user_id) {
+        return Ok(true);
+    }
+    let Some(b) = &target.broadcast else {
+        return Ok(false);
+    };
+    Ok(cohosts::of_user(db, b, user_id)?
+        .is_some_and(|c| c.is_active() && c.permissions.can_moderate_chat))
+}
