@@ -22,8 +22,8 @@ const RECORD_CSP: &[&str] = &[
 /// `GET /streams/{id}/record`: the recording page of a broadcast's or a scheduled event's
 /// SFU room. An unknown room is 404. A private or subscribers-only room's page renders
 /// only with a valid SFU token for its room in `token` (what LiveKit egress sends), and is
-/// never cached by shared caches; other pages depend only on the stream id and the layout parameters, so
-/// edges may cache them.
+/// never cached by shared caches; other pages depend only on the stream id and the layout
+/// parameters, so edges may cache them.
 pub fn record(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let stream_id = ctx.param("id");
     if !params::valid_stream_id(stream_id) {
