@@ -682,6 +682,10 @@ impl App {
                     }
                 }
             }
+            // No body at all (a GET): nothing to guard, and no timer to set.
+            None if hyper::body::Body::is_end_stream(&body) => http_body_util::Empty::new()
+                .map_err(|never| match never {})
+                .boxed_unsync(),
             _ => {
                 let guarded = RateGuarded::new(body, &self.admission);
                 body_ended = Some(guarded.ended());
