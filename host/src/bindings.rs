@@ -1,18 +1,13 @@
 //! Host bindings for the Spin interfaces in `/wit` (see `wit/README.md`).
 //!
-//! Every import is an async host function (SQLite and the key-value store run on the
-//! blocking pool) and may trap (`wasmtime::Result`) on host-side failures such as a bad
-//! resource handle.
+//! Every import is an async host function and may trap (`wasmtime::Result`) on host-side
+//! failures such as a bad resource handle. Each interface is implemented and linked by
+//! its own module (`kv`, `sqlite`, `pg`, `variables`) on a view of the instance it gets
+//! from `state`; a resource here is a placeholder type, and its handle indexes that
+//! module's own table (`handles.rs`).
 
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "edgehost:host/edgehost",
     imports: { default: async | trappable },
-    with: {
-        "fermyon:spin/key-value.store": crate::kv::KvStoreHandle,
-        "fermyon:spin/sqlite.connection": crate::sqlite::SqliteConn,
-        "spin:sqlite/sqlite.connection": crate::sqlite::SqliteConn,
-        "spin:postgres/postgres@3.0.0.connection": crate::pg::PgConn,
-        "spin:postgres/postgres@4.0.0.connection": crate::pg::PgConn,
-    },
 });

@@ -72,7 +72,7 @@ pub fn engine() -> Result<&'static Engine> {
     let engine = match Engine::new(&config) {
         Ok(e) => e,
         Err(e) => {
-            crate::manifest::warn(format_args!(
+            crate::warn(format_args!(
                 "pooling allocator unavailable ({e}); using on-demand allocation"
             ));
             Engine::new(&base_config())?
@@ -183,7 +183,7 @@ fn compile_or_load(
         // and wasmtime still checks its version and engine-compatibility header.
         match unsafe { Component::deserialize_file(engine, file) } {
             Ok(c) => return Ok(c),
-            Err(e) => crate::manifest::warn(format_args!(
+            Err(e) => crate::warn(format_args!(
                 "ignoring unusable cache entry {}: {e}",
                 file.display()
             )),
@@ -193,7 +193,7 @@ fn compile_or_load(
     if let (Some(dir), Some(file)) = (dir, &file)
         && let Err(e) = store(dir, file, &component)
     {
-        crate::manifest::warn(format_args!(
+        crate::warn(format_args!(
             "cannot write compile cache {}: {e:#}",
             dir.display()
         ));

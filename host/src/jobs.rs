@@ -312,7 +312,7 @@ impl Runner {
             match outcome {
                 Outcome::Done { done, remaining } if remaining > 0 && done > 0 => {
                     if round == job.max_rounds {
-                        crate::manifest::warn(format_args!(
+                        crate::warn(format_args!(
                             "job `{}`: {remaining} still remaining after {round} calls; \
                              continues at its next run",
                             job.name

@@ -8,7 +8,7 @@
 //!   (no prefix), so the store is the whole Redis database the URL names, and `get-keys`
 //!   lists that database. Keys and values are binary-safe.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,11 +17,11 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use redis::AsyncCommands;
 use rusqlite::{Connection, OptionalExtension, params};
-use wasmtime::component::Resource;
+use wasmtime::component::{HasData, Linker, Resource};
 
-use crate::bindings::fermyon::spin::key_value::{self, Error};
+use crate::bindings::fermyon::spin::key_value::{self, Error, Store};
+use crate::handles::Handles;
 use crate::runtime_config::KvStoreConfig;
-use crate::state::InstanceState;
 
 /// How many stores one instance may hold open at once (Spin's default capacity).
 pub const MAX_OPEN_STORES: usize = 256;
@@ -368,79 +368,97 @@ fn is_broken(e: &redis::RedisError) -> bool {
     e.is_unrecoverable_error() || e.is_connection_dropped() || e.is_io_error()
 }
 
-/// The resource behind a guest's `store` handle.
-pub struct KvStoreHandle(Arc<KvStore>);
+/// The stores one instance has open, by `store` handle.
+pub type OpenStores = Handles<Arc<KvStore>>;
 
-impl InstanceState {
-    fn kv_store(&self, handle: &Resource<KvStoreHandle>) -> wasmtime::Result<Arc<KvStore>> {
-        Ok(self.table.get(handle)?.0.clone())
+/// A new instance's (empty) table of open stores, with Spin's capacity.
+pub const fn open_stores() -> OpenStores {
+    Handles::new(MAX_OPEN_STORES)
+}
+
+/// What the key-value interface sees of one instance.
+pub struct KvView<'a> {
+    /// The labels the component may open (its `key_value_stores`).
+    pub allowed: &'a HashSet<String>,
+    pub stores: &'a KvStores,
+    pub open: &'a mut OpenStores,
+}
+
+struct KeyValue;
+
+impl HasData for KeyValue {
+    type Data<'a> = KvView<'a>;
+}
+
+/// Links `fermyon:spin/key-value`, with `view` to find an instance's part.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> KvView<'_>,
+) -> wasmtime::Result<()> {
+    key_value::add_to_linker::<T, KeyValue>(linker, view)
+}
+
+impl KvView<'_> {
+    fn store(&self, handle: &Resource<Store>) -> wasmtime::Result<Arc<KvStore>> {
+        Ok(self.open.get(handle)?.clone())
     }
 }
 
-impl key_value::Host for InstanceState {}
+impl key_value::Host for KvView<'_> {}
 
-impl key_value::HostStore for InstanceState {
-    async fn open(
-        &mut self,
-        label: String,
-    ) -> wasmtime::Result<Result<Resource<KvStoreHandle>, Error>> {
-        if !self.env.kv_allowed.contains(&label) {
+impl key_value::HostStore for KvView<'_> {
+    async fn open(&mut self, label: String) -> wasmtime::Result<Result<Resource<Store>, Error>> {
+        if !self.allowed.contains(&label) {
             return Ok(Err(Error::AccessDenied));
         }
-        let Some(store) = self.services.kv.get(&label).cloned() else {
+        let Some(store) = self.stores.get(&label).cloned() else {
             return Ok(Err(Error::NoSuchStore));
         };
-        if self.open_stores >= MAX_OPEN_STORES {
-            return Ok(Err(Error::StoreTableFull));
-        }
-        let handle = self.table.push(KvStoreHandle(store))?;
-        self.open_stores += 1;
-        Ok(Ok(handle))
+        Ok(self.open.push(store).map_err(|_| Error::StoreTableFull))
     }
 
     async fn get(
         &mut self,
-        store: Resource<KvStoreHandle>,
+        store: Resource<Store>,
         key: String,
     ) -> wasmtime::Result<Result<Option<Vec<u8>>, Error>> {
-        Ok(self.kv_store(&store)?.get(key).await)
+        Ok(self.store(&store)?.get(key).await)
     }
 
     async fn set(
         &mut self,
-        store: Resource<KvStoreHandle>,
+        store: Resource<Store>,
         key: String,
         value: Vec<u8>,
     ) -> wasmtime::Result<Result<(), Error>> {
-        Ok(self.kv_store(&store)?.set(key, value).await)
+        Ok(self.store(&store)?.set(key, value).await)
     }
 
     async fn delete(
         &mut self,
-        store: Resource<KvStoreHandle>,
+        store: Resource<Store>,
         key: String,
     ) -> wasmtime::Result<Result<(), Error>> {
-        Ok(self.kv_store(&store)?.delete(key).await)
+        Ok(self.store(&store)?.delete(key).await)
     }
 
     async fn exists(
         &mut self,
-        store: Resource<KvStoreHandle>,
+        store: Resource<Store>,
         key: String,
     ) -> wasmtime::Result<Result<bool, Error>> {
-        Ok(self.kv_store(&store)?.exists(key).await)
+        Ok(self.store(&store)?.exists(key).await)
     }
 
     async fn get_keys(
         &mut self,
-        store: Resource<KvStoreHandle>,
+        store: Resource<Store>,
     ) -> wasmtime::Result<Result<Vec<String>, Error>> {
-        Ok(self.kv_store(&store)?.get_keys().await)
+        Ok(self.store(&store)?.get_keys().await)
     }
 
-    async fn drop(&mut self, store: Resource<KvStoreHandle>) -> wasmtime::Result<()> {
-        self.table.delete(store)?;
-        self.open_stores = self.open_stores.saturating_sub(1);
+    async fn drop(&mut self, store: Resource<Store>) -> wasmtime::Result<()> {
+        self.open.remove(store)?;
         Ok(())
     }
 }

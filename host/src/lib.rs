@@ -33,6 +33,7 @@ mod bindings;
 mod builder;
 mod cache;
 mod clock;
+mod handles;
 mod jobs;
 mod kv;
 mod limits;
@@ -65,6 +66,11 @@ pub use server::Server;
 #[doc(hidden)]
 pub use server::{bench_instantiation, bench_request};
 pub use sqlite::{LeaseTiming, WriterRecord, WriterTimings};
+
+/// A warning on edgehost's standard error (a setting ignored, a background task that failed).
+pub(crate) fn warn(msg: std::fmt::Arguments<'_>) {
+    eprintln!("edgehost: warning: {msg}");
+}
 
 /// Re-exported: the crates in the [`WebSocketHandler`] signature, so that handlers use
 /// the same versions.

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail, ensure};
 use serde::Deserialize;
 
+use crate::warn;
+
 /// A parsed and validated manifest.
 #[derive(Debug, Clone)]
 pub struct Manifest {
@@ -229,7 +231,7 @@ impl Manifest {
         }
 
         for (name, decl) in &raw.variables {
-            crate::variables::validate_name(name)
+            validate_variable_name(name)
                 .map_err(anyhow::Error::msg)
                 .with_context(|| format!("invalid variable name `{name}` in [variables]"))?;
             ensure!(
@@ -309,7 +311,7 @@ impl Manifest {
                 ));
             }
             for name in c.variables.keys() {
-                crate::variables::validate_name(name)
+                validate_variable_name(name)
                     .map_err(anyhow::Error::msg)
                     .with_context(|| format!("component `{id}`: invalid variable name `{name}`"))?;
             }
@@ -356,8 +358,27 @@ fn validate_component_id(id: &str) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn warn(msg: std::fmt::Arguments<'_>) {
-    eprintln!("edgehost: warning: {msg}");
+/// Spin's variable-name rules (`spin_expressions::Key`).
+pub fn validate_variable_name(name: &str) -> Result<(), String> {
+    let reason = if name.is_empty() {
+        "must not be empty".to_string()
+    } else if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_'))
+    {
+        format!(
+            "invalid character {c:?}. Variable names may contain only lower-case letters, numbers, and underscores."
+        )
+    } else if !name.as_bytes()[0].is_ascii_lowercase() {
+        "must start with a lowercase ASCII letter".to_string()
+    } else if !name.as_bytes()[name.len() - 1].is_ascii_alphanumeric() {
+        "must end with a lowercase ASCII letter or digit".to_string()
+    } else if name.contains("__") {
+        "must not contain multiple consecutive underscores".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(format!("{name:?}: {reason}"))
 }
 
 #[cfg(test)]
@@ -449,5 +470,14 @@ workdir = "components/api"
             "source = { url = \"https://x/y.wasm\", digest = \"sha256:0\" }",
         );
         assert!(err(&remote).contains("remote source"));
+    }
+
+    #[test]
+    fn names_follow_spin_rules() {
+        assert!(validate_variable_name("jwt_secret").is_ok());
+        assert!(validate_variable_name("a1").is_ok());
+        for bad in ["", "Jwt", "1a", "a_", "a__b", "a-b"] {
+            assert!(validate_variable_name(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -42,12 +42,12 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
-use wasmtime::component::Resource;
+use wasmtime::component::{HasData, Linker, Resource};
 
 use crate::bindings::spin::postgres3_0_0::postgres as v3;
 use crate::bindings::spin::postgres4_0_0::postgres as v4;
+use crate::handles::Handles;
 use crate::outbound::AllowedHosts;
-use crate::state::InstanceState;
 
 /// How many PostgreSQL connections one instance may hold open at once.
 pub const MAX_OPEN_CONNECTIONS: usize = 256;
@@ -553,7 +553,7 @@ fn check_address(config: &Config, allowed: &AllowedHosts) -> Result<(), String> 
     Ok(())
 }
 
-/// The resource behind a guest's `connection` handle (both interface versions).
+/// What a guest's `connection` handle names (both interface versions).
 pub struct PgConn {
     pool: Arc<PgPool>,
     session: Option<PgSession>,
@@ -567,27 +567,61 @@ impl Drop for PgConn {
     }
 }
 
-impl InstanceState {
-    async fn pg_open(
+/// The connections one instance has open, by handle (both interface versions).
+pub type OpenConnections = Handles<PgConn>;
+
+/// A new instance's (empty) table of open connections.
+pub const fn open_connections() -> OpenConnections {
+    Handles::new(MAX_OPEN_CONNECTIONS)
+}
+
+/// What the PostgreSQL interfaces see of one instance.
+pub struct PgView<'a> {
+    /// The component's id, for the log line of a refused address.
+    pub component: &'a str,
+    /// The component's `allowed_outbound_hosts`.
+    pub allowed_hosts: &'a AllowedHosts,
+    pub pools: &'a PgPools,
+    pub open: &'a mut OpenConnections,
+}
+
+struct Postgres;
+
+impl HasData for Postgres {
+    type Data<'a> = PgView<'a>;
+}
+
+/// Links `spin:postgres/postgres@4.0.0` and `@3.0.0`, with `view` to find an instance's
+/// part.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> PgView<'_>,
+) -> wasmtime::Result<()> {
+    v4::add_to_linker::<T, Postgres>(linker, view)?;
+    v3::add_to_linker::<T, Postgres>(linker, view)
+}
+
+impl PgView<'_> {
+    async fn connect<R: 'static>(
         &mut self,
         address: String,
-    ) -> wasmtime::Result<Result<Resource<PgConn>, v4::Error>> {
+    ) -> wasmtime::Result<Result<Resource<R>, v4::Error>> {
         let failed = |m: String| Ok(Err(v4::Error::ConnectionFailed(m)));
         let config = match address.parse::<Config>() {
             Ok(c) => c,
             Err(e) => return failed(e.to_string()),
         };
-        if let Err(refusal) = check_address(&config, &self.env.allowed_hosts) {
+        if let Err(refusal) = check_address(&config, self.allowed_hosts) {
             eprintln!(
                 "edgehost: component `{}`: PostgreSQL {refusal} by its allowed_outbound_hosts",
-                self.env.id
+                self.component
             );
             return failed(refusal);
         }
-        if self.open_pg_connections >= MAX_OPEN_CONNECTIONS {
+        if self.open.is_full() {
             return failed("too many connections".into());
         }
-        let pool = match self.services.pg.pool(&address, config) {
+        let pool = match self.pools.pool(&address, config) {
             Ok(pool) => pool,
             Err(e) => return failed(e),
         };
@@ -595,131 +629,131 @@ impl InstanceState {
             Ok(s) => s,
             Err(e) => return failed(e),
         };
-        let handle = self.table.push(PgConn {
+        let conn = PgConn {
             pool,
             session: Some(session),
-        })?;
-        self.open_pg_connections += 1;
-        Ok(Ok(handle))
+        };
+        match self.open.push(conn) {
+            Ok(handle) => Ok(Ok(handle)),
+            Err(_) => failed("too many connections".into()),
+        }
     }
 
-    /// Takes the connection's session out for a call; it goes back with `pg_return`.
-    fn pg_session(&mut self, conn: &Resource<PgConn>) -> wasmtime::Result<Option<PgSession>> {
-        Ok(self.table.get_mut(conn)?.session.take())
+    /// Takes the connection's session out for a call, with the call's parameters
+    /// converted; [`PgView::end_call`] puts the session back.
+    fn begin_call<R: 'static>(
+        &mut self,
+        conn: &Resource<R>,
+        params: Vec<v4::ParameterValue>,
+    ) -> wasmtime::Result<Result<(PgSession, Vec<values::Param>), v4::Error>> {
+        let params = match params
+            .into_iter()
+            .map(values::param)
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(v4::Error::BadParameter(e))),
+        };
+        match self.open.get_mut(conn)?.session.take() {
+            Some(session) => Ok(Ok((session, params))),
+            None => Ok(Err(v4::Error::ConnectionFailed(
+                "no connection found".into(),
+            ))),
+        }
     }
 
-    fn pg_return(&mut self, conn: &Resource<PgConn>, session: PgSession) -> wasmtime::Result<()> {
-        self.table.get_mut(conn)?.session = Some(session);
+    fn end_call<R: 'static>(
+        &mut self,
+        conn: &Resource<R>,
+        session: PgSession,
+    ) -> wasmtime::Result<()> {
+        self.open.get_mut(conn)?.session = Some(session);
         Ok(())
     }
 
-    async fn pg_execute(
+    async fn execute<R: 'static>(
         &mut self,
-        conn: &Resource<PgConn>,
+        conn: &Resource<R>,
         statement: String,
         params: Vec<v4::ParameterValue>,
     ) -> wasmtime::Result<Result<u64, v4::Error>> {
-        let params = match params
-            .into_iter()
-            .map(values::param)
-            .collect::<Result<Vec<_>, _>>()
-        {
-            Ok(p) => p,
-            Err(e) => return Ok(Err(v4::Error::BadParameter(e))),
-        };
-        let Some(mut session) = self.pg_session(conn)? else {
-            return Ok(Err(v4::Error::ConnectionFailed(
-                "no connection found".into(),
-            )));
+        let (mut session, params) = match self.begin_call(conn, params)? {
+            Ok(call) => call,
+            Err(e) => return Ok(Err(e)),
         };
         let result = session.execute(&statement, &params).await;
-        self.pg_return(conn, session)?;
+        self.end_call(conn, session)?;
         Ok(result)
     }
 
-    async fn pg_query(
+    async fn query<R: 'static>(
         &mut self,
-        conn: &Resource<PgConn>,
+        conn: &Resource<R>,
         statement: String,
         params: Vec<v4::ParameterValue>,
     ) -> wasmtime::Result<Result<v4::RowSet, v4::Error>> {
-        let params = match params
-            .into_iter()
-            .map(values::param)
-            .collect::<Result<Vec<_>, _>>()
-        {
-            Ok(p) => p,
-            Err(e) => return Ok(Err(v4::Error::BadParameter(e))),
-        };
-        let Some(mut session) = self.pg_session(conn)? else {
-            return Ok(Err(v4::Error::ConnectionFailed(
-                "no connection found".into(),
-            )));
+        let (mut session, params) = match self.begin_call(conn, params)? {
+            Ok(call) => call,
+            Err(e) => return Ok(Err(e)),
         };
         let result = session.query(&statement, &params).await;
-        self.pg_return(conn, session)?;
+        self.end_call(conn, session)?;
         Ok(result)
-    }
-
-    fn pg_drop(&mut self, conn: Resource<PgConn>) -> wasmtime::Result<()> {
-        self.table.delete(conn)?;
-        self.open_pg_connections = self.open_pg_connections.saturating_sub(1);
-        Ok(())
     }
 }
 
-impl v4::Host for InstanceState {}
+impl v4::Host for PgView<'_> {}
 
-impl v4::HostConnection for InstanceState {
+impl v4::HostConnection for PgView<'_> {
     async fn open(
         &mut self,
         address: String,
-    ) -> wasmtime::Result<Result<Resource<PgConn>, v4::Error>> {
-        self.pg_open(address).await
+    ) -> wasmtime::Result<Result<Resource<v4::Connection>, v4::Error>> {
+        self.connect(address).await
     }
 
     async fn query(
         &mut self,
-        conn: Resource<PgConn>,
+        conn: Resource<v4::Connection>,
         statement: String,
         params: Vec<v4::ParameterValue>,
     ) -> wasmtime::Result<Result<v4::RowSet, v4::Error>> {
-        self.pg_query(&conn, statement, params).await
+        PgView::query(self, &conn, statement, params).await
     }
 
     async fn execute(
         &mut self,
-        conn: Resource<PgConn>,
+        conn: Resource<v4::Connection>,
         statement: String,
         params: Vec<v4::ParameterValue>,
     ) -> wasmtime::Result<Result<u64, v4::Error>> {
-        self.pg_execute(&conn, statement, params).await
+        PgView::execute(self, &conn, statement, params).await
     }
 
-    async fn drop(&mut self, conn: Resource<PgConn>) -> wasmtime::Result<()> {
-        self.pg_drop(conn)
+    async fn drop(&mut self, conn: Resource<v4::Connection>) -> wasmtime::Result<()> {
+        self.open.remove(conn)?;
+        Ok(())
     }
 }
 
-impl v3::Host for InstanceState {}
+impl v3::Host for PgView<'_> {}
 
-impl v3::HostConnection for InstanceState {
+impl v3::HostConnection for PgView<'_> {
     async fn open(
         &mut self,
         address: String,
-    ) -> wasmtime::Result<Result<Resource<PgConn>, v3::Error>> {
-        Ok(self.pg_open(address).await?.map_err(Into::into))
+    ) -> wasmtime::Result<Result<Resource<v3::Connection>, v3::Error>> {
+        Ok(self.connect(address).await?.map_err(Into::into))
     }
 
     async fn query(
         &mut self,
-        conn: Resource<PgConn>,
+        conn: Resource<v3::Connection>,
         statement: String,
         params: Vec<v3::ParameterValue>,
     ) -> wasmtime::Result<Result<v3::RowSet, v3::Error>> {
         let params = params.into_iter().map(Into::into).collect();
-        Ok(self
-            .pg_query(&conn, statement, params)
+        Ok(PgView::query(self, &conn, statement, params)
             .await?
             .map(Into::into)
             .map_err(Into::into))
@@ -727,19 +761,19 @@ impl v3::HostConnection for InstanceState {
 
     async fn execute(
         &mut self,
-        conn: Resource<PgConn>,
+        conn: Resource<v3::Connection>,
         statement: String,
         params: Vec<v3::ParameterValue>,
     ) -> wasmtime::Result<Result<u64, v3::Error>> {
         let params = params.into_iter().map(Into::into).collect();
-        Ok(self
-            .pg_execute(&conn, statement, params)
+        Ok(PgView::execute(self, &conn, statement, params)
             .await?
             .map_err(Into::into))
     }
 
-    async fn drop(&mut self, conn: Resource<PgConn>) -> wasmtime::Result<()> {
-        self.pg_drop(conn)
+    async fn drop(&mut self, conn: Resource<v3::Connection>) -> wasmtime::Result<()> {
+        self.open.remove(conn)?;
+        Ok(())
     }
 }
 

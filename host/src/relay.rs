@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use anyhow::{Context, Result};
 
-use crate::manifest::warn;
+use crate::warn;
 
 /// How edgehost embeds the chat relay (see [`crate::Options::chat_relay`]).
 #[derive(Clone, Debug)]

@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 
 use anyhow::{Result, anyhow};
 
-use crate::manifest::{HttpTrigger, warn};
+use crate::manifest::HttpTrigger;
+use crate::warn;
 
 /// A routing table: route pattern -> component.
 #[derive(Debug)]

@@ -46,8 +46,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use crate::manifest::warn;
 use crate::network_policy::BlockedNetworks;
+use crate::warn;
 
 /// Spin's default environment prefix for variables.
 pub const DEFAULT_ENV_PREFIX: &str = "SPIN_VARIABLE";

@@ -32,12 +32,13 @@ use crate::admission::{self, Admission, BodyRefused, Clients, RateGuarded};
 use crate::jobs::{JobClient, JobStats, Scheduler};
 use crate::limits::{InstanceLimiter, RunLimits};
 use crate::linger::Lingering;
-use crate::manifest::{FileMount, Manifest, warn};
+use crate::manifest::{FileMount, Manifest};
 use crate::network_policy::BlockedNetworks;
 use crate::outbound::AllowedHosts;
 use crate::routes::Router;
 use crate::runtime_config::RuntimeConfig;
 use crate::state::{ComponentEnv, InstanceState, Services};
+use crate::warn;
 use crate::{
     Mode, Options, WebSocketHandler, cache, jobs, kv, limits, production, sqlite, variables,
 };

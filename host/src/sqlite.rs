@@ -27,7 +27,7 @@
 
 mod group_commit;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,11 +37,11 @@ use rusqlite::Connection;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use sha2::{Digest, Sha256};
 use tokio::sync::OwnedMutexGuard;
-use wasmtime::component::Resource;
+use wasmtime::component::{HasData, Linker, Resource};
 
 use crate::bindings::fermyon::spin::sqlite as v2;
 use crate::bindings::spin::sqlite::sqlite as v3;
-use crate::state::InstanceState;
+use crate::handles::Handles;
 
 /// How many connections one instance may hold open at once (Spin's default capacity).
 pub const MAX_OPEN_CONNECTIONS: usize = 256;
@@ -323,7 +323,7 @@ impl Drop for WriterLease {
     }
 }
 
-/// The resource behind a guest's `connection` handle (both interface versions).
+/// What a guest's `connection` handle names (both interface versions).
 pub struct SqliteConn {
     pool: Arc<DbPool>,
     session: Session,
@@ -622,6 +622,38 @@ struct Param(SqlValue);
 conversions!(v2);
 conversions!(v3);
 
+/// The connections one instance has open, by handle (both interface versions).
+pub type OpenConnections = Handles<SqliteConn>;
+
+/// A new instance's (empty) table of open connections, with Spin's capacity.
+pub const fn open_connections() -> OpenConnections {
+    Handles::new(MAX_OPEN_CONNECTIONS)
+}
+
+/// What the SQLite interfaces see of one instance.
+pub struct SqliteView<'a> {
+    /// The databases the component may open (its `sqlite_databases`).
+    pub allowed: &'a HashSet<String>,
+    pub databases: &'a Databases,
+    pub open: &'a mut OpenConnections,
+}
+
+struct Sqlite;
+
+impl HasData for Sqlite {
+    type Data<'a> = SqliteView<'a>;
+}
+
+/// Links `fermyon:spin/sqlite@2.0.0` and `spin:sqlite/sqlite@3.0.0`, with `view` to find an
+/// instance's part.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> SqliteView<'_>,
+) -> wasmtime::Result<()> {
+    v2::add_to_linker::<T, Sqlite>(linker, view)?;
+    v3::add_to_linker::<T, Sqlite>(linker, view)
+}
+
 /// Why `open` failed, independent of the interface version.
 enum OpenError {
     AccessDenied,
@@ -629,54 +661,42 @@ enum OpenError {
     TooMany,
 }
 
-impl InstanceState {
-    fn sqlite_open(
-        &mut self,
-        database: &str,
-    ) -> wasmtime::Result<Result<Resource<SqliteConn>, OpenError>> {
-        if !self.env.sqlite_allowed.contains(database) {
-            return Ok(Err(OpenError::AccessDenied));
+impl SqliteView<'_> {
+    fn open_database<R: 'static>(&mut self, database: &str) -> Result<Resource<R>, OpenError> {
+        if !self.allowed.contains(database) {
+            return Err(OpenError::AccessDenied);
         }
-        let Some(pool) = self.services.sqlite.get(database).cloned() else {
-            return Ok(Err(OpenError::NoSuchDatabase));
+        let Some(pool) = self.databases.get(database).cloned() else {
+            return Err(OpenError::NoSuchDatabase);
         };
-        if self.open_connections >= MAX_OPEN_CONNECTIONS {
-            return Ok(Err(OpenError::TooMany));
-        }
-        let handle = self.table.push(SqliteConn::new(pool))?;
-        self.open_connections += 1;
-        Ok(Ok(handle))
+        self.open
+            .push(SqliteConn::new(pool))
+            .map_err(|_| OpenError::TooMany)
     }
 
-    async fn sqlite_execute(
+    async fn execute<R: 'static>(
         &mut self,
-        conn: &Resource<SqliteConn>,
+        conn: &Resource<R>,
         sql: String,
         params: Vec<SqlValue>,
     ) -> wasmtime::Result<Result<QueryOutput, String>> {
-        let handle = self.table.get_mut(conn)?;
+        let handle = self.open.get_mut(conn)?;
         let pool = handle.pool.clone();
         let session = std::mem::take(&mut handle.session);
         let (session, result) = run_statement(pool, session, sql, params).await;
-        self.table.get_mut(conn)?.session = session;
+        self.open.get_mut(conn)?.session = session;
         Ok(result)
-    }
-
-    fn sqlite_drop(&mut self, conn: Resource<SqliteConn>) -> wasmtime::Result<()> {
-        self.table.delete(conn)?;
-        self.open_connections = self.open_connections.saturating_sub(1);
-        Ok(())
     }
 }
 
-impl v2::Host for InstanceState {}
+impl v2::Host for SqliteView<'_> {}
 
-impl v2::HostConnection for InstanceState {
+impl v2::HostConnection for SqliteView<'_> {
     async fn open(
         &mut self,
         database: String,
-    ) -> wasmtime::Result<Result<Resource<SqliteConn>, v2::Error>> {
-        Ok(self.sqlite_open(&database)?.map_err(|e| match e {
+    ) -> wasmtime::Result<Result<Resource<v2::Connection>, v2::Error>> {
+        Ok(self.open_database(&database).map_err(|e| match e {
             OpenError::AccessDenied => v2::Error::AccessDenied,
             OpenError::NoSuchDatabase => v2::Error::NoSuchDatabase,
             OpenError::TooMany => v2::Error::Io("too many connections opened".into()),
@@ -685,31 +705,31 @@ impl v2::HostConnection for InstanceState {
 
     async fn execute(
         &mut self,
-        conn: Resource<SqliteConn>,
+        conn: Resource<v2::Connection>,
         statement: String,
         parameters: Vec<v2::Value>,
     ) -> wasmtime::Result<Result<v2::QueryResult, v2::Error>> {
         let params = parameters.into_iter().map(|p| Param::from(p).0).collect();
-        Ok(self
-            .sqlite_execute(&conn, statement, params)
+        Ok(SqliteView::execute(self, &conn, statement, params)
             .await?
             .map(Into::into)
             .map_err(v2::Error::Io))
     }
 
-    async fn drop(&mut self, conn: Resource<SqliteConn>) -> wasmtime::Result<()> {
-        self.sqlite_drop(conn)
+    async fn drop(&mut self, conn: Resource<v2::Connection>) -> wasmtime::Result<()> {
+        self.open.remove(conn)?;
+        Ok(())
     }
 }
 
-impl v3::Host for InstanceState {}
+impl v3::Host for SqliteView<'_> {}
 
-impl v3::HostConnection for InstanceState {
+impl v3::HostConnection for SqliteView<'_> {
     async fn open(
         &mut self,
         database: String,
-    ) -> wasmtime::Result<Result<Resource<SqliteConn>, v3::Error>> {
-        Ok(self.sqlite_open(&database)?.map_err(|e| match e {
+    ) -> wasmtime::Result<Result<Resource<v3::Connection>, v3::Error>> {
+        Ok(self.open_database(&database).map_err(|e| match e {
             OpenError::AccessDenied => v3::Error::AccessDenied,
             OpenError::NoSuchDatabase => v3::Error::NoSuchDatabase,
             OpenError::TooMany => v3::Error::Io("too many connections opened".into()),
@@ -718,28 +738,28 @@ impl v3::HostConnection for InstanceState {
 
     async fn execute(
         &mut self,
-        conn: Resource<SqliteConn>,
+        conn: Resource<v3::Connection>,
         statement: String,
         parameters: Vec<v3::Value>,
     ) -> wasmtime::Result<Result<v3::QueryResult, v3::Error>> {
         let params = parameters.into_iter().map(|p| Param::from(p).0).collect();
-        Ok(self
-            .sqlite_execute(&conn, statement, params)
+        Ok(SqliteView::execute(self, &conn, statement, params)
             .await?
             .map(Into::into)
             .map_err(v3::Error::Io))
     }
 
-    async fn last_insert_rowid(&mut self, conn: Resource<SqliteConn>) -> wasmtime::Result<i64> {
-        Ok(self.table.get(&conn)?.session.last_insert_rowid)
+    async fn last_insert_rowid(&mut self, conn: Resource<v3::Connection>) -> wasmtime::Result<i64> {
+        Ok(self.open.get(&conn)?.session.last_insert_rowid)
     }
 
-    async fn changes(&mut self, conn: Resource<SqliteConn>) -> wasmtime::Result<u64> {
-        Ok(self.table.get(&conn)?.session.changes)
+    async fn changes(&mut self, conn: Resource<v3::Connection>) -> wasmtime::Result<u64> {
+        Ok(self.open.get(&conn)?.session.changes)
     }
 
-    async fn drop(&mut self, conn: Resource<SqliteConn>) -> wasmtime::Result<()> {
-        self.sqlite_drop(conn)
+    async fn drop(&mut self, conn: Resource<v3::Connection>) -> wasmtime::Result<()> {
+        self.open.remove(conn)?;
+        Ok(())
     }
 }
 
@@ -784,7 +804,7 @@ pub fn apply_migrations(pool: &DbPool, dir: &Path) -> Result<Vec<String>> {
             .ok();
         if let Some(old) = recorded {
             if old != checksum {
-                crate::manifest::warn(format_args!(
+                crate::warn(format_args!(
                     "migration {name} changed since it was applied to `{}`; not re-applied \
                      (add a new file instead)",
                     pool.label

@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use wasmtime::Engine;
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::component::{Linker, ResourceTable};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::kv::KvStores;
+use crate::kv::{self, KvStores, KvView};
 use crate::outbound::{AllowedHosts, OutboundHooks};
-use crate::pg::PgPools;
-use crate::sqlite::Databases;
+use crate::pg::{self, PgPools, PgView};
+use crate::sqlite::{self, Databases, SqliteView};
+use crate::variables::{self, VariablesView};
 
 /// What one component may use, fixed at start-up.
 pub struct ComponentEnv {
@@ -42,15 +43,16 @@ pub struct Services {
 }
 
 pub struct InstanceState {
-    pub table: ResourceTable,
+    table: ResourceTable,
     wasi: WasiCtx,
     http: WasiHttpCtx,
     hooks: OutboundHooks,
     pub env: Arc<ComponentEnv>,
     pub services: Arc<Services>,
-    pub open_stores: usize,
-    pub open_connections: usize,
-    pub open_pg_connections: usize,
+    /// The handles of each Spin interface, each in the interface's own table.
+    kv_stores: kv::OpenStores,
+    sqlite_connections: sqlite::OpenConnections,
+    pg_connections: pg::OpenConnections,
     /// The instance's memory limit (see `limits.rs`); set by the server.
     pub limits: crate::limits::InstanceLimiter,
 }
@@ -84,11 +86,47 @@ impl InstanceState {
             },
             env,
             services,
-            open_stores: 0,
-            open_connections: 0,
-            open_pg_connections: 0,
+            kv_stores: kv::open_stores(),
+            sqlite_connections: sqlite::open_connections(),
+            pg_connections: pg::open_connections(),
             limits: Default::default(),
         })
+    }
+}
+
+/// Each Spin interface's view of the instance: the component's grants, the app's shared
+/// back end, and the interface's own handles.
+impl InstanceState {
+    fn kv(&mut self) -> KvView<'_> {
+        KvView {
+            allowed: &self.env.kv_allowed,
+            stores: &self.services.kv,
+            open: &mut self.kv_stores,
+        }
+    }
+
+    fn sqlite(&mut self) -> SqliteView<'_> {
+        SqliteView {
+            allowed: &self.env.sqlite_allowed,
+            databases: &self.services.sqlite,
+            open: &mut self.sqlite_connections,
+        }
+    }
+
+    fn pg(&mut self) -> PgView<'_> {
+        PgView {
+            component: &self.env.id,
+            allowed_hosts: &self.env.allowed_hosts,
+            pools: &self.services.pg,
+            open: &mut self.pg_connections,
+        }
+    }
+
+    fn variables(&mut self) -> VariablesView<'_> {
+        VariablesView {
+            component: &self.env.id,
+            values: &self.env.variables,
+        }
     }
 }
 
@@ -116,6 +154,9 @@ pub fn linker(engine: &Engine) -> Result<Linker<InstanceState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-    crate::bindings::Edgehost::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+    kv::add_to_linker(&mut linker, InstanceState::kv)?;
+    sqlite::add_to_linker(&mut linker, InstanceState::sqlite)?;
+    pg::add_to_linker(&mut linker, InstanceState::pg)?;
+    variables::add_to_linker(&mut linker, InstanceState::variables)?;
     Ok(linker)
 }

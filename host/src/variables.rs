@@ -13,35 +13,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use wasmtime::component::{HasData, Linker};
 
-use crate::manifest::Manifest;
+use crate::bindings::fermyon::spin::variables as spin_vars;
+use crate::bindings::wasi::config::store as wasi_config;
+use crate::manifest::{Manifest, validate_variable_name};
 use crate::runtime_config::RuntimeConfig;
 
 /// File (in the state dir) that keeps generated local secrets across restarts.
 pub const GENERATED_FILE: &str = "generated-variables.toml";
-
-/// Spin's variable-name rules (`spin_expressions::Key`).
-pub fn validate_name(name: &str) -> Result<(), String> {
-    let reason = if name.is_empty() {
-        "must not be empty".to_string()
-    } else if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_'))
-    {
-        format!(
-            "invalid character {c:?}. Variable names may contain only lower-case letters, numbers, and underscores."
-        )
-    } else if !name.as_bytes()[0].is_ascii_lowercase() {
-        "must start with a lowercase ASCII letter".to_string()
-    } else if !name.as_bytes()[name.len() - 1].is_ascii_alphanumeric() {
-        "must end with a lowercase ASCII letter or digit".to_string()
-    } else if name.contains("__") {
-        "must not contain multiple consecutive underscores".to_string()
-    } else {
-        return Ok(());
-    };
-    Err(format!("{name:?}: {reason}"))
-}
 
 /// A template such as `"{{ base_url }}/api"`: literal text and `{{ variable }}` references.
 #[derive(Debug, Clone, PartialEq)]
@@ -246,7 +226,7 @@ fn restrict_to_owner(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
     if mode & !SECRET_FILE_MODE != 0 {
-        crate::manifest::warn(format_args!(
+        crate::warn(format_args!(
             "{} was readable by others (mode {mode:o}); now {SECRET_FILE_MODE:o}",
             path.display()
         ));
@@ -289,28 +269,48 @@ fn random_hex_32() -> Result<String> {
 
 // --- Host side of `fermyon:spin/variables@2.0.0` and `wasi:config/store` ---
 
-use crate::bindings::fermyon::spin::variables as spin_vars;
-use crate::bindings::wasi::config::store as wasi_config;
-use crate::state::InstanceState;
+/// What the variables interfaces see of one instance.
+pub struct VariablesView<'a> {
+    /// The component's id, for the error of an undeclared name.
+    pub component: &'a str,
+    /// Its resolved `[component.X.variables]`.
+    pub values: &'a HashMap<String, String>,
+}
 
-impl InstanceState {
+struct Variables;
+
+impl HasData for Variables {
+    type Data<'a> = VariablesView<'a>;
+}
+
+/// Links `fermyon:spin/variables@2.0.0` and `wasi:config/store`, with `view` to find an
+/// instance's part.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> VariablesView<'_>,
+) -> wasmtime::Result<()> {
+    spin_vars::add_to_linker::<T, Variables>(linker, view)?;
+    wasi_config::add_to_linker::<T, Variables>(linker, view)
+}
+
+impl VariablesView<'_> {
     /// Spin semantics: a bad name is `invalid-name`; a name the component did not declare
     /// in `[component.X.variables]` is `undefined`.
     fn variable(&self, name: &str) -> Result<String, spin_vars::Error> {
-        validate_name(name).map_err(spin_vars::Error::InvalidName)?;
-        self.env.variables.get(name).cloned().ok_or_else(|| {
-            spin_vars::Error::Undefined(format!("no variable for {:?}.{name:?}", self.env.id))
+        validate_variable_name(name).map_err(spin_vars::Error::InvalidName)?;
+        self.values.get(name).cloned().ok_or_else(|| {
+            spin_vars::Error::Undefined(format!("no variable for {:?}.{name:?}", self.component))
         })
     }
 }
 
-impl spin_vars::Host for InstanceState {
+impl spin_vars::Host for VariablesView<'_> {
     async fn get(&mut self, name: String) -> wasmtime::Result<Result<String, spin_vars::Error>> {
         Ok(self.variable(&name))
     }
 }
 
-impl wasi_config::Host for InstanceState {
+impl wasi_config::Host for VariablesView<'_> {
     async fn get(
         &mut self,
         key: String,
@@ -322,8 +322,7 @@ impl wasi_config::Host for InstanceState {
         &mut self,
     ) -> wasmtime::Result<Result<Vec<(String, String)>, wasi_config::Error>> {
         let mut all: Vec<(String, String)> = self
-            .env
-            .variables
+            .values
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
@@ -335,15 +334,6 @@ impl wasi_config::Host for InstanceState {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_follow_spin_rules() {
-        assert!(validate_name("jwt_secret").is_ok());
-        assert!(validate_name("a1").is_ok());
-        for bad in ["", "Jwt", "1a", "a_", "a__b", "a-b"] {
-            assert!(validate_name(bad).is_err(), "{bad}");
-        }
-    }
 
     fn manifest_with(vars: &str) -> Manifest {
         let text = format!(

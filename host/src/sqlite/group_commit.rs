@@ -133,7 +133,7 @@ impl GroupCommit {
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
             if let Err(e) = me.checkpoint() {
-                crate::manifest::warn(format_args!("SQLite checkpoint failed: {e}"));
+                crate::warn(format_args!("SQLite checkpoint failed: {e}"));
             }
             me.checkpointing.store(false, Ordering::SeqCst);
         });
