@@ -2,11 +2,12 @@
 //! rule of who may watch is [`common::app::access::may_watch`]).
 
 use common::ApiError;
+use common::app;
 pub use common::app::access::Viewer;
 use common::app::access::{Watched, may_watch};
 use common::spin::http::{ActorCtx, UserCtx};
 use common::store::Db;
-use common::store::broadcasts::{self as store, Broadcast};
+use common::store::broadcasts::Broadcast;
 
 /// Who is looking at a broadcast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +50,7 @@ pub fn audience(
 /// Loads the broadcast of the path's `id` that the signed-in user owns (403 for another
 /// user's broadcast they may see, 404 for one they may not).
 pub fn load_owned(ctx: &UserCtx, db: &Db) -> Result<Broadcast, ApiError> {
-    let b = store::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
+    let b = app::broadcasts::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
     if !b.is_owned_by(&ctx.user.id) {
         check_can_watch(db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
         return Err(ApiError::forbidden(
@@ -67,7 +68,7 @@ pub fn load_for_owner_or_server(
     db: &Db,
     doing: &str,
 ) -> Result<Broadcast, ApiError> {
-    let b = store::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
+    let b = app::broadcasts::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
     if let Some(user) = ctx.user()
         && !b.is_owned_by(&user.id)
     {

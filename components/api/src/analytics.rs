@@ -3,6 +3,7 @@
 //! these handlers only read the minute buckets and the daily rows.
 
 use crate::access::{Viewer, check_can_watch};
+use common::app;
 use common::domain::analytics::{self as math, DAY, Granularity, Point};
 use common::spin::config;
 use common::spin::http::{Actor, ActorCtx, Call, JobsCtx, Reply, ServerCtx, UserCtx, json};
@@ -21,9 +22,9 @@ const ROLLUP_BATCH: i64 = 50;
 /// so far.
 pub fn broadcast(ctx: &ActorCtx) -> Reply {
     let granularity = granularity(ctx, Granularity::Minute, &["minute", "5m", "hour"])?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let now = ctx.now();
-    let b = broadcast_store::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
+    let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
     if let Actor::User(user) = &ctx.actor {
         let allowed = b.is_owned_by(&user.id)
             || cohosts::of_user(&db, &b, &user.id)?
@@ -123,7 +124,7 @@ const SHARE_TTL_SECS: i64 = 15 * 60;
 /// `POST /api/broadcasts/{id}/analytics/share` (owner): a read-only link to the
 /// broadcast's dashboard page, for that broadcast only, valid 15 minutes.
 pub fn share(ctx: &UserCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let b = crate::access::load_owned(ctx, &db)?;
     let token = format!("an_{}", ids::random_base62(40));
     let expires_at = ctx.now() + SHARE_TTL_SECS;
@@ -429,7 +430,7 @@ pub fn mine(ctx: &UserCtx) -> Reply {
     if math::points_between(from, to, granularity) > math::MAX_POINTS {
         return Err(too_many_points());
     }
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let first = granularity.start_of(from);
     let rows = store::creator_days(&db, &ctx.tenant.client_id, &ctx.user.id, first, to)?;
     let periods = fold_days(&rows, granularity, from, to);
@@ -456,7 +457,7 @@ pub fn tenant(ctx: &ServerCtx) -> Reply {
         return Err(too_many_points());
     }
     let metrics = requested_metrics(ctx)?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let client = &ctx.tenant.client_id;
     let first = granularity.start_of(from);
     let periods = match granularity {
@@ -553,11 +554,11 @@ fn hourly(
 /// `POST /api/jobs/rollup-analytics`: folds a batch of finished broadcasts into the daily
 /// rows per creator and per tenant. Idempotent: a broadcast is folded once.
 pub fn rollup(ctx: &JobsCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let now = ctx.now();
     let mut done = 0;
     for (client, id) in store::rollups_due(&db, ROLLUP_BATCH)? {
-        let b = broadcast_store::load(&db, &client, &id, now)?;
+        let b = app::broadcasts::load(&db, &client, &id, now)?;
         if store::roll_up(&db, &b, now)? {
             done += 1;
         }

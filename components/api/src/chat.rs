@@ -150,7 +150,7 @@ fn subscriber_badge(
 /// `GET /api/streams/{id}/chat`: anyone who may watch the stream (the relay reads for its
 /// sockets).
 pub fn stream_history(ctx: &CallerCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let target = stream_target(ctx, &ctx.tenant, Viewer::of(&ctx.caller), &db)?;
     if let Some(user) = ctx.user() {
         moderation::check_not_banned(&db, &target, &user.id, ctx.now_millis())?;
@@ -167,7 +167,7 @@ pub fn socket_ticket(ctx: &CallerCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let named = body.opt_string("userId", 64);
     body.finish()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let user_id = match (&ctx.caller, named) {
         (Caller::Server, Some(named)) => Some(
             users::by_id(&db, &ctx.tenant.client_id, &named)?
@@ -218,7 +218,7 @@ pub fn socket_ticket(ctx: &CallerCtx) -> Result<Response, ApiError> {
 /// Addressed by the broadcast's own id rather than its streamId, it is a post to the
 /// broadcast's chat, and stored as one.
 pub fn stream_post(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let target = stream_target(ctx, &ctx.tenant, Viewer::User(&ctx.user.id), &db)?;
     let by_broadcast_id = target
         .broadcast
@@ -229,7 +229,7 @@ pub fn stream_post(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `GET /api/broadcasts/{id}/chat`: includes messages stored under its streamId.
 pub fn broadcast_history(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let target = broadcast_target(ctx, &db)?;
     moderation::check_not_banned(&db, &target, &ctx.user.id, ctx.now_millis())?;
     history(ctx, &db, &target)
@@ -237,7 +237,7 @@ pub fn broadcast_history(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `POST /api/broadcasts/{id}/chat`
 pub fn broadcast_post(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let target = broadcast_target(ctx, &db)?;
     post(ctx, &db, &target, true)
 }
@@ -246,7 +246,7 @@ pub fn broadcast_post(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// stays, with `deleted: true` and no text).
 pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     let user = &ctx.user;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let target = stream_target(ctx, &ctx.tenant, Viewer::User(&user.id), &db)?;
     let message_id = ids::parse_uuid(ctx.param("messageId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the message id must be a UUID"))?;

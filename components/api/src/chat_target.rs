@@ -3,10 +3,11 @@
 
 use crate::access::{self, Viewer};
 use common::ApiError;
+use common::app;
 use common::ids;
 use common::spin::auth::Tenant;
 use common::spin::http::{Call, UserCtx};
-use common::store::broadcasts::{self as broadcast_store, Broadcast};
+use common::store::broadcasts::Broadcast;
 use common::store::chat::Target;
 use common::store::{Db, cohosts, rooms};
 
@@ -41,7 +42,7 @@ pub fn stream_target(
 ) -> Result<ChatTarget, ApiError> {
     let stream_id = ids::parse_uuid(call.param("id"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the stream id must be a UUID"))?;
-    if let Some(b) = broadcast_store::load_by_any_id(db, &tenant.client_id, &stream_id, call.now())?
+    if let Some(b) = app::broadcasts::load_by_any_id(db, &tenant.client_id, &stream_id, call.now())?
     {
         access::check_can_watch(db, &b, viewer, call.now())?;
         return Ok(ChatTarget {
@@ -63,7 +64,7 @@ pub fn stream_target(
 }
 
 pub fn broadcast_target(ctx: &UserCtx, db: &Db) -> Result<ChatTarget, ApiError> {
-    let b = broadcast_store::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
+    let b = app::broadcasts::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
     access::check_can_watch(db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
     Ok(ChatTarget {
         client_id: ctx.tenant.client_id.clone(),

@@ -4,6 +4,7 @@
 
 use crate::access::{self, Audience, Viewer};
 use crate::broadcasts;
+use common::app;
 use common::domain::broadcast::Status;
 use common::domain::cohost::{self as rules, Permissions};
 use common::realtime::{CohostAction, Event};
@@ -67,7 +68,7 @@ fn actor_of(db: &Db, b: &Broadcast, user_id: &str) -> Result<Actor, ApiError> {
 
 /// The session the signed-in user may see (a private one is 404 to others).
 fn load_session(ctx: &UserCtx, db: &Db) -> Result<(Broadcast, Audience), ApiError> {
-    let b = broadcast_store::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
+    let b = app::broadcasts::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
     let audience = access::audience(db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
     Ok((b, audience))
 }
@@ -94,7 +95,7 @@ fn refused(status: u16, code: &str, message: impl Into<String>) -> Result<Respon
 
 /// `GET /api/streaming/sessions/{id}/multihost`
 pub fn multihost(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (b, audience) = load_session(ctx, &db)?;
     let layout = store::layout(&db, &b)?;
     let connected = store::connected(&db, &b)?;
@@ -124,7 +125,7 @@ pub fn multihost(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// fit (columns x rows hold maxHosts) and hold the co-hosts already there.
 pub fn update_layout(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (b, _) = load_session(ctx, &db)?;
     let actor = actor_of(&db, &b, &ctx.user.id)?;
     if !actor.permissions().can_control_layout {
@@ -185,7 +186,7 @@ pub fn invite(ctx: &UserCtx) -> Result<Response, ApiError> {
     let invitee = body.string("userId", 64);
     let granted = permissions_field(&mut body, "permissions").unwrap_or(Permissions::DEFAULT);
     body.finish()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (b, _) = load_session(ctx, &db)?;
     let actor = actor_of(&db, &b, &ctx.user.id)?;
     if !actor.permissions().can_invite_others {
@@ -296,7 +297,7 @@ pub fn join(ctx: &UserCtx) -> Result<Response, ApiError> {
     body.finish()?;
     let user = &ctx.user;
     let now = ctx.now();
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (b, _) = load_session(ctx, &db)?;
     if b.is_owned_by(&user.id) {
         return refused(409, "is_owner", "you host this session already");
@@ -447,7 +448,7 @@ pub fn approve(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let permissions = permissions_field(&mut body, "permissions").unwrap_or(Permissions::DEFAULT);
     body.finish()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (b, actor, target) = pending_request(ctx, &db)?;
     if !permissions.is_within(actor.permissions()) {
         return Err(ApiError::forbidden(
@@ -486,7 +487,7 @@ pub fn approve(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `POST /api/streaming/sessions/{id}/cohosts/{coHostId}/decline`: the request is declined;
 /// the user may come back only with an invite.
 pub fn decline(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (b, _, target) = pending_request(ctx, &db)?;
     if !store::decline(&db, &b, &target.id, &ctx.user.id, ctx.now())? {
         return Err(decided_meanwhile());
@@ -546,7 +547,7 @@ pub fn update_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
     }
     body.finish()?;
     let permissions = permissions.unwrap_or_default();
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (b, actor, target) = managed_cohost(
         ctx,
         &db,
@@ -576,7 +577,7 @@ pub fn update_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// canRemoveOthers, removes a co-host; the SFU token endpoint stops giving them publisher
 /// tokens.
 pub fn remove_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (b, _, target) = managed_cohost(ctx, &db, |p| p.can_remove_others, "remove")?;
     db.transaction(|tx| {
         store::remove(tx, &b, &target.id, &ctx.user.id, ctx.now())?;
@@ -597,9 +598,9 @@ pub fn remove_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `GET /api/streaming/sessions/{id}/metrics`: for the owner, co-hosts with
 /// canAccessAnalytics, and the tenant's server.
 pub fn metrics(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let now = ctx.now();
-    let b = broadcast_store::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
+    let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
     if let Some(user) = ctx.user() {
         let actor = actor_of(&db, &b, &user.id)?;
         if !actor.is_host() || !actor.permissions().can_access_analytics {
@@ -677,21 +678,21 @@ pub fn participant_event(ctx: &SfuCtx) -> Result<Response, ApiError> {
     let event = ParticipantEvent::read(&ctx.event)?;
     let id = ids::parse_uuid(ctx.param("id"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the session id must be a UUID"))?;
-    participant_presence(&event, Some(&id), ctx.now())
+    participant_presence(&ctx.db()?, &event, Some(&id), ctx.now())
 }
 
 /// Presence from a verified participant event, for the per-session route (`session` is
 /// its id: the room must be that session's, else 404) and for `POST /api/sfu/webhook`
 /// (any broadcast's room; another room is acknowledged and ignored).
 pub fn participant_presence(
+    db: &Db,
     event: &ParticipantEvent,
     session: Option<&str>,
     now: i64,
 ) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
     // The webhook carries no API key: the SFU's signature is its credential, and the room
     // in the signed body must be this session's.
-    let found = broadcast_store::load_by_room(&db, &event.room, now)?;
+    let found = app::broadcasts::load_by_room(db, &event.room, now)?;
     let b = match (session, found) {
         (Some(id), found) => found
             .filter(|b| b.id == id)

@@ -32,7 +32,7 @@ pub fn submit(ctx: &PublicCtx) -> Result<Response, ApiError> {
     }
     body.finish()?;
     let ip = client_ip(ctx.client_addr());
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     rate_limits::hit(
         &db,
         &format!("contact:{ip}"),

@@ -8,6 +8,7 @@
 
 use crate::broadcasts;
 use common::ApiError;
+use common::app;
 use common::domain::broadcast::Status;
 use common::domain::media::{self, Health, HealthSample, Playback, protocol};
 use common::spin::config;
@@ -111,8 +112,8 @@ pub fn publish(ctx: &MediaCtx) -> Reply {
         return Err(unknown());
     }
     let now = ctx.now();
-    let db = common::spin::store::open()?;
-    let b = broadcast_store::load_by_stream_key(&db, &call.key, now)?.ok_or_else(unknown)?;
+    let db = ctx.db()?;
+    let b = app::broadcasts::load_by_stream_key(&db, &call.key, now)?.ok_or_else(unknown)?;
     if let Some(why) = refusal(&db, &b, &call.key)? {
         return Err(why);
     }
@@ -135,7 +136,7 @@ pub fn publish(ctx: &MediaCtx) -> Reply {
             Ok(moved) => moved,
             // Moved meanwhile (ended by its owner, say): read it again and decide.
             Err(e) if e.status == 409 => {
-                let again = broadcast_store::load(&db, &b.client_id, &b.id, now)?;
+                let again = app::broadcasts::load(&db, &b.client_id, &b.id, now)?;
                 if again.status.is_final() {
                     release(&db, &again, &call.connection, now)?;
                     return Err(refused("broadcast_ended", "the broadcast has ended"));
@@ -158,7 +159,7 @@ pub fn update(ctx: &MediaCtx) -> Reply {
     let call: protocol::Update = ctx.typed_json()?;
     check_connection(&call.connection)?;
     let now = ctx.now();
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let Some(ingest) = store::by_connection(&db, &call.connection)? else {
         return Err(ApiError::new(
             404,
@@ -166,7 +167,7 @@ pub fn update(ctx: &MediaCtx) -> Reply {
             "no live publish has this connection",
         ));
     };
-    let b = broadcast_store::load(&db, &ingest.client_id, &ingest.broadcast_id, now)?;
+    let b = app::broadcasts::load(&db, &ingest.client_id, &ingest.broadcast_id, now)?;
     let key = ingest.publish_key.as_deref().unwrap_or_default();
     if let Some(why) = refusal(&db, &b, key)? {
         release(&db, &b, &call.connection, now)?;
@@ -225,11 +226,11 @@ pub fn publish_done(ctx: &MediaCtx) -> Reply {
     let call: protocol::PublishDone = ctx.typed_json()?;
     check_connection(&call.connection)?;
     let now = ctx.now();
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let Some(ingest) = store::by_connection(&db, &call.connection)? else {
         return Ok(json(200, &json!({ "handled": false })));
     };
-    let b = broadcast_store::load(&db, &ingest.client_id, &ingest.broadcast_id, now)?;
+    let b = app::broadcasts::load(&db, &ingest.client_id, &ingest.broadcast_id, now)?;
     let handled = release(&db, &b, &call.connection, now)?;
     Ok(json(
         200,
@@ -259,7 +260,7 @@ fn release(db: &Db, b: &Broadcast, connection: &str, now: i64) -> Result<bool, A
 /// `POST /api/jobs/settle-ingests`: completes the broadcasts whose publisher did not come
 /// back within the reconnect window (with their `broadcast.ended` events).
 pub fn settle(ctx: &JobsCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let now = ctx.now();
     let (due, total) = broadcast_store::past_ingest_deadline(&db, now, SETTLE_BATCH)?;
     let mut completed = 0;

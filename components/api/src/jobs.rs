@@ -28,7 +28,7 @@ const ABANDONED_UPLOAD_SECS: i64 = 86_400;
 /// `POST /api/jobs/migrate`: applies the schema migrations not applied yet, on whichever
 /// back end `database` names. Safe to run twice and concurrently.
 pub fn migrate(ctx: &JobsCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let report = common::store::migrate::run(&db, ctx.now())?;
     Ok(json(
         200,
@@ -49,7 +49,7 @@ pub fn migrate(ctx: &JobsCtx) -> Reply {
 /// chunks) and expired resumable uploads (with their parts). Each kind loses at most a
 /// batch per call.
 pub fn prune(ctx: &JobsCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let now = ctx.now();
     // (kind, removed, batch)
     let counts = [

@@ -537,7 +537,7 @@ fn apply_restriction(call: &Call, db: &Db, r: &Restrict<'_>) -> Result<Value, Ap
 
 /// `POST /api/streams/{id}/chat/timeouts` `{userId, seconds, reason?, scope?}`
 pub fn timeout(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
     let mut body = ctx.json()?;
     let user_id = user_id_field(&mut body);
@@ -571,7 +571,7 @@ pub fn timeout(ctx: &ActorCtx) -> Result<Response, ApiError> {
 
 /// `POST /api/streams/{id}/chat/bans` `{userId, reason?, scope?}`
 pub fn ban(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
     let mut body = ctx.json()?;
     let user_id = user_id_field(&mut body);
@@ -634,7 +634,7 @@ fn lift(
 
 /// `DELETE /api/streams/{id}/chat/bans/{userId}` (`?scope=channel` for a channel-wide one)
 pub fn unban(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
     let scope = match ctx.query_value("scope").as_deref() {
         None | Some("stream") => Scope::Stream,
@@ -680,14 +680,14 @@ fn settings_view(db: &Db, target: &ChatTarget) -> Result<Value, ApiError> {
 /// `GET /api/streams/{id}/chat/settings`: anyone who may read the chat (clients show the
 /// modes).
 pub fn get_settings(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let target = chat_target::stream_target(ctx, &ctx.tenant, Viewer::of_actor(&ctx.actor), &db)?;
     Ok(json(200, &settings_view(&db, &target)?))
 }
 
 /// `PUT /api/streams/{id}/chat/settings`: the modes as a whole; a field left out is off.
 pub fn put_settings(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
     let mut body = ctx.json()?;
     let modes = Modes {
@@ -748,7 +748,7 @@ fn save_modes(
 /// `POST /api/streams/{id}/chat/clear` `{userId?}`: deletes every message of the chat, or
 /// only that user's.
 pub fn clear(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
     let user_id = if ctx.req.body().is_empty() {
         None
@@ -804,7 +804,7 @@ pub fn clear(ctx: &ActorCtx) -> Result<Response, ApiError> {
 
 /// `PUT /api/streams/{id}/chat/pin` `{messageId}`
 pub fn pin(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
     let mut body = ctx.json()?;
     let raw = body.string("messageId", 64);
@@ -820,7 +820,7 @@ pub fn pin(ctx: &ActorCtx) -> Result<Response, ApiError> {
 
 /// `DELETE /api/streams/{id}/chat/pin`
 pub fn unpin(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
     set_pin(ctx, &db, &target, &moderator, None)?;
     Ok(json(200, &settings_view(&db, &target)?))
@@ -876,7 +876,7 @@ fn set_pin(
 /// `POST /api/streams/{id}/chat/{messageId}/report` `{reason}`: any signed-in viewer who
 /// may read the chat; rate limited; once per message and reporter.
 pub fn report(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let target = chat_target::stream_target(ctx, &ctx.tenant, Viewer::User(&ctx.user.id), &db)?;
     let message_id = ids::parse_uuid(ctx.param("messageId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the message id must be a UUID"))?;
@@ -932,7 +932,7 @@ pub fn report(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `GET /api/streams/{id}/chat/reports?status=open|resolved|all`: the queue, oldest first.
 pub fn reports(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (target, _) = moderated(ctx, &db)?;
     let filter = match ctx.query_value("status").as_deref() {
         None | Some("open") => ReportFilter::Open,
@@ -954,7 +954,7 @@ pub fn reports(ctx: &ActorCtx) -> Result<Response, ApiError> {
 /// `{action: "dismiss" | "delete" | "approve", note?}`: `delete` deletes the message,
 /// `approve` shows a held one. Every open report of that message is settled with it.
 pub fn resolve(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
     let report_id = ids::parse_uuid(ctx.param("reportId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the report id must be a UUID"))?;
@@ -1052,7 +1052,7 @@ pub fn resolve(ctx: &ActorCtx) -> Result<Response, ApiError> {
 /// `GET /api/streams/{id}/chat/moderation-log`: newest first, with the creator's
 /// channel-wide actions.
 pub fn moderation_log(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (target, _) = moderated(ctx, &db)?;
     let page = Page::from_query(ctx.query())?;
     let (items, total) = store::log_page(
@@ -1070,7 +1070,7 @@ pub fn moderation_log(ctx: &ActorCtx) -> Result<Response, ApiError> {
 /// `POST /api/users/me/chat/bans` `{userId, reason?}`: banned from all the creator's
 /// streams.
 pub fn channel_ban(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let mut body = ctx.json()?;
     let user_id = user_id_field(&mut body);
     let reason = reason_field(&mut body);
@@ -1105,7 +1105,7 @@ pub fn channel_ban(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `DELETE /api/users/me/chat/bans/{userId}`
 pub fn channel_unban(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let me = &ctx.user.id;
     let user_id = lift(ctx, &db, &ctx.tenant.client_id, Scope::Channel, me, me)?;
     let event = restriction_event(
@@ -1169,14 +1169,14 @@ fn read_word_list(call: &Call) -> Result<WordList, ApiError> {
 
 /// `GET /api/users/me/chat/blocked-words`
 pub fn get_blocked_words(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let list = store::word_list(&db, &ctx.tenant.client_id, &ctx.user.id)?;
     Ok(json(200, &word_list_view(list)))
 }
 
 /// `PUT /api/users/me/chat/blocked-words` `{words, action}`
 pub fn put_blocked_words(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let list = read_word_list(ctx)?;
     let me = &ctx.user.id;
     db.transaction(|tx| {
@@ -1202,14 +1202,14 @@ pub fn put_blocked_words(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `GET /api/v1/chat/blocked-words`: the tenant's default list (every creator's chat).
 pub fn get_tenant_blocked_words(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let list = store::word_list(&db, &ctx.tenant.client_id, store::TENANT_LIST)?;
     Ok(json(200, &word_list_view(list)))
 }
 
 /// `PUT /api/v1/chat/blocked-words` `{words, action}`
 pub fn put_tenant_blocked_words(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let list = read_word_list(ctx)?;
     store::save_word_list(
         &db,

@@ -4,6 +4,7 @@
 
 use crate::access::{self, Viewer};
 use crate::egress::{self, Egress};
+use common::app;
 use common::domain::broadcast::Status as BroadcastStatus;
 use common::domain::recording::{
     self as rules, EgressPlan, EgressReport, Settings, SettingsPatch, Status, Step,
@@ -240,7 +241,7 @@ pub fn on_egress_event(db: &Db, info: &Value, now: i64) -> Result<Response, ApiE
     let Some(r) = store::by_egress(db, &report.egress_id)? else {
         return ignored("unknown egress");
     };
-    let b = broadcast_store::load(db, &r.client_id, &r.broadcast_id, now)?;
+    let b = app::broadcasts::load(db, &r.client_id, &r.broadcast_id, now)?;
     if !report.room_name.is_empty() && report.room_name != b.identity.stream_id {
         return ignored("the egress is for another room");
     }
@@ -320,7 +321,7 @@ fn is_host(db: &Db, b: &Broadcast, user_id: &str) -> Result<bool, ApiError> {
 /// The broadcast a controller names, checked: 404 to whoever may not watch it, 403 to
 /// watchers without control.
 fn controlled(ctx: &UserCtx, db: &Db) -> Result<Broadcast, ApiError> {
-    let b = broadcast_store::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
+    let b = app::broadcasts::load(db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
     if !may_control(db, &b, &ctx.user.id)? {
         access::check_can_watch(db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
         return Err(ApiError::forbidden(
@@ -333,7 +334,7 @@ fn controlled(ctx: &UserCtx, db: &Db) -> Result<Broadcast, ApiError> {
 /// `POST /api/broadcasts/{id}/recordings/start`: records the live broadcast now, with its
 /// layout and output settings.
 pub fn start(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let b = controlled(ctx, &db)?;
     if b.status != BroadcastStatus::Active {
         return Err(ApiError::conflict(
@@ -356,7 +357,7 @@ pub fn start(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `POST /api/broadcasts/{id}/recordings/stop`: stops the recording in progress.
 pub fn stop(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let b = controlled(ctx, &db)?;
     match stop_recording(&db, &b, ctx.now())? {
         Some(r) => Ok(json(200, &view(&r))),
@@ -370,9 +371,9 @@ pub fn stop(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `GET /api/broadcasts/{id}/recordings`: every recording for the owner, co-hosts and the
 /// tenant's server; the ready ones for others who may watch the broadcast.
 pub fn list(ctx: &CallerCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let now = ctx.now();
-    let b = broadcast_store::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
+    let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
     let everything = match &ctx.caller {
         Caller::Server => true,
         Caller::User(user) => is_host(&db, &b, &user.id)?,
@@ -391,7 +392,7 @@ pub fn list(ctx: &CallerCtx) -> Result<Response, ApiError> {
 /// `DELETE /api/broadcasts/{id}/recordings/{recordingId}`: the owner or the tenant's
 /// server removes a finished recording's record (the files stay in the bucket).
 pub fn delete(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let b = access::load_for_owner_or_server(ctx, &db, "deletes its recordings")?;
     let id = ids::parse_uuid(ctx.param("recordingId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the recording id must be a UUID"))?;
@@ -407,7 +408,7 @@ pub fn delete(ctx: &ActorCtx) -> Result<Response, ApiError> {
 
 /// `GET /api/v1/recording-defaults`: the tenant's default for new broadcasts.
 pub fn get_defaults(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     Ok(json(
         200,
         &store::tenant_default(&db, &ctx.tenant.client_id)?.view(),
@@ -436,7 +437,7 @@ pub fn put_defaults(ctx: &ServerCtx) -> Result<Response, ApiError> {
         }
     };
     body.finish()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     let settings = patch.applied_to(&store::tenant_default(&db, client_id)?);
     store::save_tenant_default(&db, client_id, &settings, ctx.now())?;

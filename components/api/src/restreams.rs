@@ -36,7 +36,7 @@ fn view(t: &Target) -> Value {
 
 /// `GET /api/broadcasts/{id}/restreams`
 pub fn list(ctx: &ActorCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let b = access::load_for_owner_or_server(ctx, &db, "sees its restream targets")?;
     let items: Vec<Value> = store::of_broadcast(&db, &b)?.iter().map(view).collect();
     Ok(json(200, &json!({ "items": items, "total": items.len() })))
@@ -62,7 +62,7 @@ pub fn create(ctx: &ActorCtx) -> Reply {
     }
     body.finish()?;
     let sealing = sealing_key()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let b = access::load_for_owner_or_server(ctx, &db, "adds restream targets")?;
     access::ensure_not_final(&b)?;
     let id = ids::uuid();
@@ -92,7 +92,7 @@ pub fn create(ctx: &ActorCtx) -> Reply {
 /// `DELETE /api/broadcasts/{id}/restreams/{targetId}`: the media server stops pushing to it
 /// at its next update.
 pub fn delete(ctx: &ActorCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let b = access::load_for_owner_or_server(ctx, &db, "removes restream targets")?;
     let id = ids::parse_uuid(ctx.param("targetId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the target id must be a UUID"))?;

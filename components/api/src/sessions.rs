@@ -4,11 +4,12 @@
 use crate::access::{self, Audience, Viewer};
 use crate::broadcasts;
 use common::ApiError;
+use common::app;
 use common::domain::sfu::client_url;
 use common::spin::http::{UserCtx, json};
 use common::spin::sfu::SfuConfig;
 use common::store::Db;
-use common::store::broadcasts::{self as store, Broadcast};
+use common::store::broadcasts::Broadcast;
 use serde_json::Value;
 use spin_sdk::http::Response;
 
@@ -44,7 +45,7 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
         .unwrap_or(DEFAULT_MAX_PARTICIPANTS);
     let recording = crate::recordings::settings_field(&mut body);
     body.finish()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (b, view) = broadcasts::insert(
         &db,
         &ctx.tenant.client_id,
@@ -58,8 +59,8 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `GET /api/streaming/sessions/{id}`
 pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
-    let b = store::load(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
+    let db = ctx.db()?;
+    let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
     let audience = access::audience(&db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
     Ok(json(200, &session_view(&db, &b, audience, ctx.now())?))
 }

@@ -14,14 +14,14 @@ pub fn receive(ctx: &SfuCtx) -> Result<Response, ApiError> {
     match kind {
         "participant_joined" | "participant_left" => {
             let event = ParticipantEvent::read(&ctx.event)?;
-            cohosts::participant_presence(&event, None, ctx.now())
+            cohosts::participant_presence(&ctx.db()?, &event, None, ctx.now())
         }
         "egress_started" | "egress_updated" | "egress_ended" => {
             let info = match &ctx.event["egressInfo"] {
                 serde_json::Value::Null => &ctx.event["egress_info"],
                 info => info,
             };
-            let db = common::spin::store::open()?;
+            let db = ctx.db()?;
             crate::recordings::on_egress_event(&db, info, ctx.now())
         }
         "" => Err(ApiError::new(

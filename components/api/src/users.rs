@@ -212,7 +212,7 @@ pub fn signup(ctx: &AppCtx) -> Result<Response, ApiError> {
     body.finish()?;
     let password = password.unwrap_or_default();
 
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     ensure_unique(&db, &tenant.client_id, Some(&username), Some(&email), "")?;
     let id = ids::uuid();
     let hash = passwords::hash(&password)?;
@@ -266,7 +266,7 @@ pub fn login(ctx: &AppCtx) -> Result<Response, ApiError> {
     };
     let password = password.unwrap_or_default();
 
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let now = ctx.now();
     // Attempts count per login string and, once it names an account, per account too: the
     // e-mail and the username of one account share its budget.
@@ -343,7 +343,7 @@ pub fn refresh(ctx: &AppCtx) -> Result<Response, ApiError> {
         )
     };
     let now = ctx.now();
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let hash = ids::sha256_hex(token.as_bytes());
     let found = store::refresh_token(&db, &tenant.client_id, &hash)?.ok_or_else(invalid)?;
     if found.rotated {
@@ -379,7 +379,7 @@ pub fn refresh(ctx: &AppCtx) -> Result<Response, ApiError> {
 /// `GET /api/users/profile/full`
 pub fn full_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let profile = load_profile(&db, &tenant.client_id, &user.id)?;
     let followers = store::follow_count(&db, &tenant.client_id, &user.id, Side::Followers)?;
     let following = store::follow_count(&db, &tenant.client_id, &user.id, Side::Following)?;
@@ -418,7 +418,7 @@ pub fn update_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
         );
     }
     body.finish()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     ensure_unique(
         &db,
         &tenant.client_id,
@@ -445,7 +445,7 @@ pub fn update_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `DELETE /api/users/profile`: removes the user and everything that is theirs.
 pub fn delete_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     db.transaction(|db| {
         let gone = store::by_id(db, &tenant.client_id, &user.id)?
             .ok_or_else(|| ApiError::not_found("user"))?;
@@ -483,7 +483,7 @@ pub fn change_password(ctx: &UserCtx) -> Result<Response, ApiError> {
         }
     }
     body.finish()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let stored = store::by_id(&db, &tenant.client_id, &user.id)?
         .ok_or_else(|| ApiError::not_found("user"))?;
     if !passwords::verify(&current.unwrap_or_default(), &stored.password_hash) {
@@ -514,7 +514,7 @@ fn other_user(db: &Db, client_id: &str, raw_id: &str) -> Result<String, ApiError
 /// `POST /api/users/follow/{id}`: idempotent; following makes both users contacts.
 pub fn follow(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let target = other_user(&db, &tenant.client_id, ctx.param("id"))?;
     if target == user.id {
         return Err(ApiError::new(
@@ -538,7 +538,7 @@ pub fn follow(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `DELETE /api/users/follow/{id}`: idempotent.
 pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let target = other_user(&db, &tenant.client_id, ctx.param("id"))?;
     unfollow_user(&db, &tenant.client_id, &user.id, &target)?;
     Ok(json(
@@ -573,7 +573,7 @@ pub fn following(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 fn follow_list(ctx: &UserCtx, followers: bool) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let id = ids::parse_uuid(ctx.param("id"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the user id must be a UUID"))?;
     if !store::exists(&db, &ctx.tenant.client_id, &id)? {
@@ -592,7 +592,7 @@ fn follow_list(ctx: &UserCtx, followers: bool) -> Result<Response, ApiError> {
 /// `GET /api/v1/users`: the tenant's users, for the tenant's server.
 pub fn list_for_client(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (users, total) = store::page_of_tenant(&db, &ctx.tenant.client_id, page)?;
     let items: Vec<PublicUser> = users.iter().map(PublicUser::of).collect();
     Ok(json(200, &Paged::new(items, total, page)))

@@ -117,7 +117,7 @@ pub fn create(ctx: &ServerCtx) -> Result<Response, ApiError> {
         return Err(ApiError::internal("validated fields missing"));
     };
     let key = secret_key()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     let id = store::new_endpoint_id();
     let secret = rules::new_secret();
@@ -143,14 +143,14 @@ pub fn create(ctx: &ServerCtx) -> Result<Response, ApiError> {
 /// `GET /api/v1/webhooks`: the tenant's endpoints (no secrets).
 pub fn list(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (endpoints, total) = store::list(&db, &ctx.tenant.client_id, page)?;
     let items = endpoints.iter().map(|ep| view(ep, ctx.now())).collect();
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
 fn load(ctx: &ServerCtx) -> Result<(common::store::Db, Endpoint), ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let ep = store::load(&db, &ctx.tenant.client_id, ctx.param("id"))?;
     Ok((db, ep))
 }

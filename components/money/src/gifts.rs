@@ -5,6 +5,7 @@
 use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
 use common::ApiError;
+use common::app;
 use common::app::access::{Viewer, Watched, may_watch};
 use common::domain::broadcast::Status;
 use common::realtime::Event;
@@ -21,7 +22,7 @@ const TOP: i64 = 50;
 
 /// `GET /api/gifts`: the active catalog, in display order.
 pub fn catalog(ctx: &AppCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let items: Vec<_> = store::list(&db, &ctx.tenant.client_id, true)?
         .iter()
         .map(views::gift)
@@ -31,7 +32,7 @@ pub fn catalog(ctx: &AppCtx) -> Reply {
 
 /// `GET /api/v1/gifts`: the whole catalog, inactive entries too.
 pub fn catalog_for_server(ctx: &ServerCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let items: Vec<_> = store::list(&db, &ctx.tenant.client_id, false)?
         .iter()
         .map(views::gift)
@@ -56,7 +57,7 @@ pub fn put(ctx: &ServerCtx) -> Reply {
     }
     let active = body.opt_bool("active").unwrap_or(true);
     let sort_order = body.opt_int("sortOrder", 0..=1_000_000).unwrap_or(0);
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     if let Some(file) = &image_file_id
         && files::load_ready(&db, client_id, file)?.is_none()
@@ -79,7 +80,7 @@ pub fn put(ctx: &ServerCtx) -> Reply {
 
 /// `DELETE /api/v1/gifts/{giftId}`: removes a catalog entry (gifts sent keep their name).
 pub fn delete(ctx: &ServerCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     if store::delete(&db, &ctx.tenant.client_id, ctx.param("giftId"))? {
         Ok(json(200, &json!({ "deleted": true })))
     } else {
@@ -167,7 +168,7 @@ fn prepare(ctx: &UserCtx, db: &Db, ask: &Ask) -> Result<Prepared, ApiError> {
     let client_id = &ctx.tenant.client_id;
     let sender = &ctx.user;
     let now = ctx.now();
-    let b = broadcasts::load(db, client_id, ctx.param("id"), now)?;
+    let b = app::broadcasts::load(db, client_id, ctx.param("id"), now)?;
     if !may_watch(db, Watched::broadcast(&b), Viewer::User(&sender.id), now)? {
         return Err(ApiError::not_found("broadcast"));
     }
@@ -205,7 +206,7 @@ pub fn send(ctx: &UserCtx) -> Reply {
     let client_id = &ctx.tenant.client_id;
     let sender = &ctx.user;
     let (now, now_ms) = (ctx.now(), ctx.now_millis());
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     // A refusal here is the key's answer too, and a retry of a gift that was sent replays
     // it even after the broadcast ended.
     let Prepared {
@@ -317,9 +318,9 @@ pub fn send(ctx: &UserCtx) -> Reply {
 
 /// `GET /api/broadcasts/{id}/gifts/leaderboard`: the broadcast's top gifters.
 pub fn leaderboard(ctx: &UserCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
-    let b = broadcasts::load(&db, client_id, ctx.param("id"), ctx.now())?;
+    let b = app::broadcasts::load(&db, client_id, ctx.param("id"), ctx.now())?;
     let viewer = Viewer::User(&ctx.user.id);
     if !may_watch(&db, Watched::broadcast(&b), viewer, ctx.now())? {
         return Err(ApiError::not_found("broadcast"));
@@ -338,7 +339,7 @@ pub fn supporters(ctx: &UserCtx) -> Reply {
     let since = rules::period_start_ms(&period, ctx.now_millis()).ok_or_else(|| {
         ApiError::bad_request("invalid_query", "period must be week, month or all")
     })?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     let creator = ctx.param("id");
     if !users::exists(&db, client_id, creator)? {

@@ -13,8 +13,8 @@ const MAX_LISTED: usize = 50;
 
 /// `POST /api/jobs/check-ledger`: 200 when every invariant holds, otherwise 500
 /// `ledger_inconsistent` listing what is broken.
-pub fn check_ledger(_ctx: &JobsCtx) -> Reply {
-    let db = common::spin::store::open()?;
+pub fn check_ledger(ctx: &JobsCtx) -> Reply {
+    let db = ctx.db()?;
     let report = ledger::check(&db)?;
     if report.violations.is_empty() {
         return Ok(json(
@@ -41,7 +41,7 @@ pub fn check_ledger(_ctx: &JobsCtx) -> Reply {
 /// `POST /api/jobs/renew-subscriptions`: each active subscription whose period ended is
 /// charged for the next one, or lapses (canceled, or the subscriber cannot pay).
 pub fn renew_subscriptions(ctx: &JobsCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let now = ctx.now();
     let (mut renewed, mut lapsed) = (0, 0);
     for (client_id, s) in subscriptions::due(&db, now, BATCH)? {

@@ -35,7 +35,7 @@ pub fn request(ctx: &UserCtx) -> Reply {
     let client_id = &ctx.tenant.client_id;
     let user_id = &ctx.user.id;
     let now = ctx.now();
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     idempotent::run(ctx, &db, client_id, user_id, |tx| {
         let min = monetization::get(tx, client_id)?.min_payout_diamonds;
         if diamonds < min {
@@ -82,7 +82,7 @@ pub fn request(ctx: &UserCtx) -> Reply {
 /// `GET /api/wallet/payouts`: the user's own payout requests.
 pub fn list_own(ctx: &UserCtx) -> Reply {
     let page = Page::from_query(ctx.query())?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (items, total) = store::page(&db, &ctx.tenant.client_id, Some(&ctx.user.id), None, page)?;
     let items = items.iter().map(views::payout).collect();
     Ok(json(200, &Paged::new(items, total, page)))
@@ -100,7 +100,7 @@ pub fn list(ctx: &ServerCtx) -> Reply {
             "status must be pending, completed or rejected",
         ));
     }
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (items, total) = store::page(&db, &ctx.tenant.client_id, None, status.as_deref(), page)?;
     let items = items.iter().map(views::payout).collect();
     Ok(json(200, &Paged::new(items, total, page)))
@@ -118,7 +118,7 @@ fn decide(ctx: &ServerCtx, completed: bool) -> Reply {
     let client_id = &ctx.tenant.client_id;
     let id = ctx.param("id").to_string();
     let now = ctx.now();
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     idempotent::run(ctx, &db, client_id, "server", |tx| {
         let current =
             store::get(tx, client_id, &id)?.ok_or_else(|| ApiError::not_found("payout"))?;
@@ -187,7 +187,7 @@ pub fn reject(ctx: &ServerCtx) -> Reply {
 
 /// `GET /api/wallet/payouts/{id}`: one of the user's own payouts (any other is 404).
 pub fn get_own(ctx: &UserCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     match store::get(&db, &ctx.tenant.client_id, ctx.param("id"))? {
         Some(p) if p.user_id == ctx.user.id => Ok(json(200, &views::payout(&p))),
         _ => Err(ApiError::not_found("payout")),

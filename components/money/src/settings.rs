@@ -14,14 +14,14 @@ fn view(s: &Settings) -> serde_json::Value {
 }
 
 pub fn get(ctx: &ServerCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     Ok(json(200, &view(&store::get(&db, &ctx.tenant.client_id)?)))
 }
 
 /// Replaces the fields sent; the others keep their values. `spendingCaps` members set to
 /// null remove that cap.
 pub fn put(ctx: &ServerCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     let mut s = store::get(&db, client_id)?;
     let mut body = ctx.json()?;

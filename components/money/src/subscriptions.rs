@@ -116,7 +116,7 @@ pub fn put_plan(ctx: &UserCtx) -> Reply {
         perks,
         active,
     };
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     store::put_plan(&db, &ctx.tenant.client_id, &plan, ctx.now())?;
     Ok(json(200, &views::plan(&plan)))
 }
@@ -124,7 +124,7 @@ pub fn put_plan(ctx: &UserCtx) -> Reply {
 /// `GET /api/users/{id}/subscription-plans`: a creator's active plans (`me`: all of one's
 /// own).
 pub fn plans(ctx: &UserCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     let (creator, own) = match ctx.param("id") {
         "me" => (ctx.user.id.as_str(), true),
@@ -150,7 +150,7 @@ pub fn subscribe(ctx: &UserCtx) -> Reply {
     let subscriber = &ctx.user.id;
     let creator = ctx.param("id").to_string();
     let now = ctx.now();
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     idempotent::run(ctx, &db, client_id, subscriber, |tx| {
         if creator == *subscriber {
             return Err(ApiError::new(
@@ -198,7 +198,7 @@ pub fn subscribe(ctx: &UserCtx) -> Reply {
 
 /// `GET /api/users/me/subscriptions`: the user's own subscriptions.
 pub fn list_own(ctx: &UserCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let items: Vec<_> = store::of_subscriber(&db, &ctx.tenant.client_id, &ctx.user.id)?
         .iter()
         .map(views::subscription)
@@ -209,7 +209,7 @@ pub fn list_own(ctx: &UserCtx) -> Reply {
 /// `DELETE /api/users/{id}/subscriptions`: cancels the user's subscription to creator
 /// `{id}` at the end of the period already paid.
 pub fn cancel(ctx: &UserCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     let now = ctx.now();
     let canceled = db.transaction(|tx| {

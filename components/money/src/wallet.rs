@@ -31,7 +31,7 @@ pub fn wallet_of(db: &Db, client_id: &str, user_id: &str) -> Result<serde_json::
 
 /// `GET /api/wallet`.
 pub fn get(ctx: &UserCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     Ok(json(
         200,
         &wallet_of(&db, &ctx.tenant.client_id, &ctx.user.id)?,
@@ -47,7 +47,7 @@ pub fn transactions(ctx: &UserCtx) -> Reply {
             ApiError::bad_request("invalid_query", "currency must be tokens or diamonds")
         })?),
     };
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let owner = &ctx.user.id;
     let (items, total) = ledger::page_of_owner(&db, &ctx.tenant.client_id, owner, currency, page)?;
     let items = items.iter().map(|t| views::transaction(t, owner)).collect();
@@ -66,7 +66,7 @@ pub fn credit(ctx: &ServerCtx) -> Reply {
     let client_id = &ctx.tenant.client_id;
     let user_id = ctx.param("userId").to_string();
     let now = ctx.now();
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     idempotent::run(ctx, &db, client_id, "server", |tx| {
         if !users::exists(tx, client_id, &user_id)? {
             return Err(ApiError::not_found("user"));
@@ -128,7 +128,7 @@ pub fn reverse(ctx: &ServerCtx) -> Reply {
     let client_id = &ctx.tenant.client_id;
     let transfer_id = ctx.param("id").to_string();
     let now = ctx.now();
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     idempotent::run(ctx, &db, client_id, "server", |tx| {
         let original = ledger::transfer(tx, client_id, &transfer_id)?
             .ok_or_else(|| ApiError::not_found("transfer"))?;
@@ -186,7 +186,7 @@ pub fn reverse(ctx: &ServerCtx) -> Reply {
 
 /// `GET /api/wallet/transactions/{id}`: one of the user's own transfers (any other is 404).
 pub fn transaction(ctx: &UserCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let owner = &ctx.user.id;
     match ledger::transfer(&db, &ctx.tenant.client_id, ctx.param("id"))? {
         Some(t) if t.from == *owner || t.to == *owner => {

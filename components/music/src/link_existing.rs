@@ -92,7 +92,7 @@ pub fn link_existing(ctx: &UserCtx) -> Result<Response, ApiError> {
     if hint_requires_password(&req, &user.email) {
         return Err(password_required());
     }
-    let limits = common::spin::store::open()?;
+    let limits = ctx.db()?;
     let bucket = format!("music-link:{}:{}", tenant.client_id, user.id);
     let now = ctx.now();
     rate_limits::check(&limits, &bucket, FAILURES_ALLOWED, FAILURE_WINDOW_SECS, now)?;

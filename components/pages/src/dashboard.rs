@@ -5,6 +5,7 @@
 
 use crate::web::{self, PageHeaders};
 use crate::{assets, render};
+use common::app;
 use common::domain::analytics::{self as math, Granularity, Point, Totals};
 use common::spin::http::PublicCtx;
 use common::store::{analytics, broadcasts};
@@ -39,12 +40,12 @@ pub fn dashboard(ctx: &PublicCtx) -> Result<Response, ApiError> {
         return not_found();
     }
     let now = ctx.now();
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let Some(client_id) = analytics::shared(&db, &ids::sha256_hex(token.as_bytes()), &id, now)?
     else {
         return not_found();
     };
-    let b = broadcasts::load(&db, &client_id, &id, now)?;
+    let b = app::broadcasts::load(&db, &client_id, &id, now)?;
     let started = b.started_at.as_deref().and_then(time::parse_rfc3339);
     let until = b
         .ended_at

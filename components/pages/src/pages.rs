@@ -4,12 +4,14 @@ use crate::params::{self, RecordParams};
 use crate::web::{self, PageHeaders};
 use crate::{assets, render};
 use common::ApiError;
+use common::app;
+use common::app::rooms;
 use common::domain::broadcast::{self as rules, REACTIONS, Status, StreamBases};
 use common::domain::sfu as sfu_rules;
 use common::spin::config;
 use common::spin::http::PublicCtx;
 use common::spin::sfu::SfuConfig;
-use common::store::{broadcasts, events, rooms};
+use common::store::{Db, events};
 use minijinja::context;
 use spin_sdk::http::Response;
 
@@ -29,7 +31,7 @@ pub fn record(ctx: &PublicCtx) -> Result<Response, ApiError> {
     if !params::valid_stream_id(stream_id) {
         return Ok(web::text(400, "the stream id is not valid"));
     }
-    let Some(stream) = stream_of_room(stream_id, ctx.now())? else {
+    let Some(stream) = stream_of_room(&ctx.db()?, stream_id, ctx.now())? else {
         return Ok(web::text(404, "no such stream"));
     };
     if stream.gated && !token_opens_room(ctx, stream_id) {
@@ -69,10 +71,9 @@ struct RecordedStream {
 
 /// The broadcast (by streamId) or scheduled event (by streamId or room name) whose SFU
 /// room is `room`.
-fn stream_of_room(room: &str, now: i64) -> Result<Option<RecordedStream>, ApiError> {
-    let db = common::spin::store::open()?;
+fn stream_of_room(db: &Db, room: &str, now: i64) -> Result<Option<RecordedStream>, ApiError> {
     Ok(
-        rooms::by_room_name(&db, room, now)?.map(|found| match found {
+        rooms::by_room_name(db, room, now)?.map(|found| match found {
             rooms::Room::Broadcast(b) => RecordedStream {
                 client_id: b.client_id,
                 gated: b.visibility.is_gated(),
@@ -224,7 +225,7 @@ struct Watched {
 /// (broadcasts first); private, subscribers-only and unknown ones are none. An event is
 /// upcoming until its time, then live (its stream plays when it is published).
 fn watched(db: &common::store::Db, short_id: &str, now: i64) -> Result<Option<Watched>, ApiError> {
-    if let Some(b) = broadcasts::load_by_short_id(db, short_id, now)? {
+    if let Some(b) = app::broadcasts::load_by_short_id(db, short_id, now)? {
         if b.visibility.is_gated() {
             return Ok(None);
         }
@@ -272,7 +273,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     if !params::valid_stream_id(short_id) {
         return Ok(web::text(404, "no such broadcast"));
     }
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let Some(watched) = watched(&db, short_id, ctx.now())? else {
         return Ok(web::text(404, "no such broadcast"));
     };

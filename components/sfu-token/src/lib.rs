@@ -118,7 +118,7 @@ fn grant(
 fn mint(ctx: &CallerCtx) -> Reply {
     let ask = read_ask(ctx)?;
     let identity = identity_of(ctx, &ask)?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let room = rooms::resolve(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
     let role = grant(ctx, &db, &room, &identity, ask.role)?;
     let sfu = SfuConfig::load().credentials()?;

@@ -2,10 +2,11 @@
 
 use common::ApiError;
 use common::app::access::Watched;
+use common::app::rooms;
 use common::domain::broadcast::{Status, Visibility};
 use common::domain::sfu::Role;
 use common::ids;
-use common::store::{Db, cohosts, rooms};
+use common::store::{Db, cohosts};
 
 /// Participants allowed in a room created for a scheduled event.
 const EVENT_MAX_PARTICIPANTS: u32 = 100;

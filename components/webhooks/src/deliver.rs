@@ -30,7 +30,7 @@ const LEASE_SECS: i64 = 60;
 const MAX_ERROR_CHARS: usize = 300;
 
 pub fn run(ctx: &JobsCtx) -> Reply {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let now = ctx.now();
     let dispatched = store::dispatch(&db, DISPATCH_BATCH, now)?;
     let key = SealingKey::derive(

@@ -11,6 +11,7 @@ pub use tenant_api::{react, v1_create, v1_list, v1_patch};
 pub use view::one as view_one;
 
 use crate::access::{Audience, Viewer, audience, ensure_not_final, load_owned};
+use common::app;
 use common::domain::broadcast::{self as rules, Status, Transition};
 use common::domain::recording::SettingsPatch;
 use common::pagination::{Page, Paged};
@@ -28,7 +29,7 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     let new = input::new_broadcast(&mut body);
     let recording = crate::recordings::settings_field(&mut body);
     body.finish()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (_, view) = insert(
         &db,
         &ctx.tenant.client_id,
@@ -70,8 +71,8 @@ pub fn insert(
 
 /// `GET /api/broadcasts/{id}`
 pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
-    let b = store::load(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
+    let db = ctx.db()?;
+    let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
     let audience = audience(&db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
     Ok(json(200, &view::one(&db, &b, audience, ctx.now())?))
 }
@@ -88,7 +89,7 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
     let cohost_policy = input::cohost_policy(&mut body);
     let recording = crate::recordings::settings_field(&mut body);
     body.finish()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
     if let Some(patch) = &recording {
@@ -102,7 +103,7 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
         metadata: None,
     };
     store::update(&db, &b, &changes, ctx.now())?;
-    let b = store::load(&db, &b.client_id, &b.id, ctx.now())?;
+    let b = app::broadcasts::load(&db, &b.client_id, &b.id, ctx.now())?;
     Ok(json(200, &view::one(&db, &b, Audience::Owner, ctx.now())?))
 }
 
@@ -115,8 +116,8 @@ pub fn list_own(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// first, in the owner's view.
 pub fn owner_page(ctx: &Call, client_id: &str, owner: Option<&str>) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
-    let db = common::spin::store::open()?;
-    let (items, total) = store::page_of_tenant(&db, client_id, owner, page, ctx.now())?;
+    let db = ctx.db()?;
+    let (items, total) = app::broadcasts::page_of_tenant(&db, client_id, owner, page, ctx.now())?;
     let items = view::many(&db, &items, |_| Audience::Owner, ctx.now())?;
     Ok(json(200, &Paged::new(items, total, page)))
 }
@@ -124,7 +125,7 @@ pub fn owner_page(ctx: &Call, client_id: &str, owner: Option<&str>) -> Result<Re
 /// `GET /api/broadcasts/live`: public, active, not stale, newest first.
 pub fn list_live(ctx: &AppCtx) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (items, total) = store::page_of_live(&db, &ctx.tenant.client_id, page, ctx.now())?;
     let items = view::many(&db, &items, |_| Audience::Viewer, ctx.now())?;
     Ok(json(200, &Paged::new(items, total, page)))
@@ -143,7 +144,7 @@ pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Bro
                         "the broadcast changed meanwhile; read it and retry",
                     ));
                 }
-                let moved = store::load(tx, &b.client_id, &b.id, now)?;
+                let moved = app::broadcasts::load(tx, &b.client_id, &b.id, now)?;
                 events::status_reached(tx, &moved, now)?;
                 Ok(moved)
             })?;
@@ -168,7 +169,7 @@ pub fn update_status(ctx: &UserCtx) -> Result<Response, ApiError> {
     let status = body.string("status", 20);
     body.finish()?;
     let requested = input::requested_status(&status)?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let b = load_owned(ctx, &db)?;
     let b = change_status(&db, &b, requested, ctx.now())?;
     Ok(json(200, &view::one(&db, &b, Audience::Owner, ctx.now())?))
@@ -176,7 +177,7 @@ pub fn update_status(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `POST /api/sessions/{id}/heartbeat`: keeps a pending or active broadcast alive.
 pub fn heartbeat(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
     store::heartbeat(&db, &b, ctx.now())?;
@@ -195,7 +196,7 @@ pub fn viewer_count(ctx: &UserCtx) -> Result<Response, ApiError> {
     }
     body.finish()?;
     let count = count.unwrap_or_default();
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
     // One commit for the broadcast's count and the minute's analytics.
@@ -217,12 +218,12 @@ pub fn viewer_count(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `POST /api/broadcasts/{id}/stream-key/reset`: a new ingest key; the old one stops working.
 pub fn reset_stream_key(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
     let b = db.transaction(|tx| {
         store::reset_stream_key(tx, &b, &common::domain::media::new_stream_key(), ctx.now())?;
-        let b = store::load(tx, &b.client_id, &b.id, ctx.now())?;
+        let b = app::broadcasts::load(tx, &b.client_id, &b.id, ctx.now())?;
         events::broadcast(tx, "broadcast.stream_key_reset", &b, ctx.now())?;
         Ok(b)
     })?;

@@ -4,6 +4,7 @@
 use super::{change_status, input, owner_page, view};
 use crate::access::{Audience, Viewer, check_can_watch, ensure_not_final};
 use common::ApiError;
+use common::app;
 use common::domain::broadcast::{self as rules};
 use common::realtime::Event;
 use common::spin::http::{Actor, ActorCtx, ServerCtx, json};
@@ -22,7 +23,7 @@ pub fn v1_create(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let new = input::new_broadcast(&mut body);
     let recording = crate::recordings::settings_field(&mut body);
     body.finish()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let (_, view) = super::insert(
         &db,
         &ctx.tenant.client_id,
@@ -51,9 +52,9 @@ pub fn v1_patch(ctx: &ServerCtx) -> Result<Response, ApiError> {
     }
     body.finish()?;
     let to = status.as_deref().map(input::requested_status).transpose()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let now = ctx.now();
-    let mut b = store::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
+    let mut b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
     // Check the move before writing anything, so a refused status changes nothing.
     if let Some(to) = to {
         rules::transition(b.status, to)?;
@@ -65,7 +66,7 @@ pub fn v1_patch(ctx: &ServerCtx) -> Result<Response, ApiError> {
             ..Changes::default()
         };
         store::update(&db, &b, &changes, now)?;
-        b = store::load(&db, &b.client_id, &b.id, now)?;
+        b = app::broadcasts::load(&db, &b.client_id, &b.id, now)?;
     }
     if let Some(to) = to {
         b = change_status(&db, &b, to, now)?;
@@ -85,9 +86,9 @@ pub fn react(ctx: &ActorCtx) -> Result<Response, ApiError> {
         );
     }
     body.finish()?;
-    let db = common::spin::store::open()?;
+    let db = ctx.db()?;
     let now = ctx.now();
-    let b = store::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
+    let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
     check_can_watch(&db, &b, Viewer::of_actor(&ctx.actor), now)?;
     ensure_not_final(&b)?;
     if let Actor::User(user) = &ctx.actor {

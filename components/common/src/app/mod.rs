@@ -2,3 +2,5 @@
 //! way, written once. Handlers call these; the store below knows nothing of them.
 
 pub mod access;
+pub mod broadcasts;
+pub mod rooms;

@@ -11,9 +11,11 @@ use super::incoming::{self, BodyStream};
 use crate::app::access::Viewer;
 use crate::problem::{ApiError, PROBLEM_CONTENT_TYPE};
 use crate::routing::{self, Endpoint, Miss, Route, Tier};
+use crate::store::Db;
 use crate::validate::{self, JsonBody};
 use serde::Serialize;
 use spin_sdk::http::{IncomingRequest, Request, Response, ResponseOutparam};
+use std::cell::OnceCell;
 use std::ops::Deref;
 
 /// What a handler answers.
@@ -25,6 +27,8 @@ pub struct Call {
     params: routing::Params,
     request_id: String,
     now_ms: i64,
+    /// The database, opened by the first handler step that asks for it.
+    db: OnceCell<Db>,
 }
 
 impl Call {
@@ -67,6 +71,15 @@ impl Call {
     /// The time of this request in epoch milliseconds (the same clock as [`Call::now`]).
     pub fn now_millis(&self) -> i64 {
         self.now_ms
+    }
+
+    /// The platform's database: the one connection of this request, opened on first use.
+    pub fn db(&self) -> Result<Db, ApiError> {
+        if let Some(db) = self.db.get() {
+            return Ok(db.clone());
+        }
+        let db = super::store::open()?;
+        Ok(self.db.get_or_init(|| db).clone())
     }
 
     /// The request's `Idempotency-Key`, or why it has none that counts (400).
@@ -434,6 +447,7 @@ fn prepare_matched<U: Copy>(
         params: matched.params,
         request_id: request_id.to_string(),
         now_ms: crate::time::now_millis(),
+        db: OnceCell::new(),
     };
     authenticate(handler, call)
 }

@@ -854,6 +854,7 @@ pub fn prune_active_users(db: &Db, before_day: i64, batch: i64) -> Result<i64, A
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app;
     use crate::domain::broadcast::Status;
     use crate::store::broadcasts;
     use crate::store::testing;
@@ -864,7 +865,7 @@ mod tests {
         let new = testing::new_broadcast();
         let b = broadcasts::insert(db, "c1", Some(owner), &new, at).unwrap();
         assert!(broadcasts::move_status(db, &b, Status::Active, at).unwrap());
-        broadcasts::load(db, "c1", &b.id, at).unwrap()
+        app::broadcasts::load(db, "c1", &b.id, at).unwrap()
     }
 
     #[test]
@@ -988,7 +989,7 @@ mod tests {
         assert_eq!(rollups_remaining(&db).unwrap(), 1);
         let due = rollups_due(&db, 10).unwrap();
         assert_eq!(due, vec![("c1".to_string(), b.id.clone())]);
-        let b = broadcasts::load(&db, "c1", &b.id, start + 1800).unwrap();
+        let b = app::broadcasts::load(&db, "c1", &b.id, start + 1800).unwrap();
         assert!(roll_up(&db, &b, start + 2000).unwrap());
         assert!(!roll_up(&db, &b, start + 2001).unwrap(), "once");
         assert_eq!(rollups_remaining(&db).unwrap(), 0);

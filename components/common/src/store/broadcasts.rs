@@ -1,6 +1,6 @@
-//! Broadcasts: one record whichever endpoint created it, read by one loader that applies
-//! the staleness rule (an active broadcast without a heartbeat for 90 s becomes `error` when
-//! read) for every component.
+//! Broadcasts: one record whichever endpoint created it. The loaders return the stored
+//! record and are for this crate only: components read broadcasts through
+//! `app::broadcasts`, which applies the staleness rule.
 
 use super::{Db, Row, Value};
 use crate::ApiError;
@@ -209,71 +209,63 @@ pub fn insert(
     Ok(b)
 }
 
-/// The tenant's broadcast `id` (a UUID; 400 otherwise), moved to `error` first when it
-/// went stale.
-pub fn load(db: &Db, client_id: &str, raw_id: &str, now: i64) -> Result<Broadcast, ApiError> {
+/// The tenant's broadcast `id` (a UUID; 400 otherwise), as stored.
+pub(crate) fn load(db: &Db, client_id: &str, raw_id: &str) -> Result<Broadcast, ApiError> {
     let id = ids::parse_uuid(raw_id)
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the broadcast id must be a UUID"))?;
     find(
         db,
         "client_id = ? AND id = ?",
         &[client_id.into(), id.into()],
-        now,
     )?
     .ok_or_else(|| ApiError::not_found("broadcast"))
 }
 
 /// The tenant's broadcast whose SFU room (streamId) is `stream_id`, if any.
-pub fn load_by_stream(
+pub(crate) fn load_by_stream(
     db: &Db,
     client_id: &str,
     stream_id: &str,
-    now: i64,
 ) -> Result<Option<Broadcast>, ApiError> {
     find(
         db,
         "client_id = ? AND stream_id = ?",
         &[client_id.into(), stream_id.into()],
-        now,
     )
 }
 
 /// The tenant's broadcast named by its id or its streamId (a UUID), or by its shortId.
-pub fn load_by_any_id(
+pub(crate) fn load_by_any_id(
     db: &Db,
     client_id: &str,
     id: &str,
-    now: i64,
 ) -> Result<Option<Broadcast>, ApiError> {
     find(
         db,
         "client_id = ?1 AND (id = ?2 OR stream_id = ?2 OR short_id = ?2)",
         &[client_id.into(), id.into()],
-        now,
     )
 }
 
-/// The broadcast (of any tenant) whose SFU room is `stream_id`: for callers that prove
-/// something about the room rather than the tenant (the SFU, the recording page).
-pub fn load_by_room(db: &Db, stream_id: &str, now: i64) -> Result<Option<Broadcast>, ApiError> {
-    find(db, "stream_id = ?", &[stream_id.into()], now)
+/// The broadcast (of any tenant) whose SFU room is `stream_id`.
+pub(crate) fn load_by_room(db: &Db, stream_id: &str) -> Result<Option<Broadcast>, ApiError> {
+    find(db, "stream_id = ?", &[stream_id.into()])
 }
 
-/// The broadcast (of any tenant) whose ingest key is `key`: the media server asks with
-/// nothing else.
-pub fn load_by_stream_key(db: &Db, key: &str, now: i64) -> Result<Option<Broadcast>, ApiError> {
-    find(db, "stream_key = ?", &[key.into()], now)
+/// The broadcast (of any tenant) whose ingest key is `key`.
+pub(crate) fn load_by_stream_key(db: &Db, key: &str) -> Result<Option<Broadcast>, ApiError> {
+    find(db, "stream_key = ?", &[key.into()])
 }
 
-/// The broadcast (of any tenant) whose short id is `short_id`: the watch page.
-pub fn load_by_short_id(db: &Db, short_id: &str, now: i64) -> Result<Option<Broadcast>, ApiError> {
-    find(db, "short_id = ?", &[short_id.into()], now)
+/// The broadcast (of any tenant) whose short id is `short_id`.
+pub(crate) fn load_by_short_id(db: &Db, short_id: &str) -> Result<Option<Broadcast>, ApiError> {
+    find(db, "short_id = ?", &[short_id.into()])
 }
 
-fn find(db: &Db, filter: &str, params: &[Value], now: i64) -> Result<Option<Broadcast>, ApiError> {
-    db.query_one(&format!("SELECT * FROM broadcasts WHERE {filter}"), params)?
-        .map(|row| expire_if_stale(db, from_row(&row), now))
-        .transpose()
+fn find(db: &Db, filter: &str, params: &[Value]) -> Result<Option<Broadcast>, ApiError> {
+    Ok(db
+        .query_one(&format!("SELECT * FROM broadcasts WHERE {filter}"), params)?
+        .map(|row| from_row(&row)))
 }
 
 /// `error_reason` of a broadcast that went stale (no heartbeat for 90 s).
@@ -281,90 +273,25 @@ pub const ERROR_STALE: &str = "stale";
 /// `error_reason` of a broadcast its owner or the tenant's server moved to `error`.
 pub const ERROR_REQUESTED: &str = "requested";
 
-/// The staleness rule, in the one place every reader passes: an active broadcast whose
-/// last heartbeat is older than 90 s is moved to `error`, with its `broadcast.errored`
-/// event (recorded by the one reader whose update moved it).
-fn expire_if_stale(db: &Db, mut b: Broadcast, now: i64) -> Result<Broadcast, ApiError> {
-    if rules::is_stale(
-        b.status,
-        b.last_heartbeat.unwrap_or(0),
-        b.ingest_deadline,
-        now,
-    ) {
-        let at = time::format_rfc3339(now);
-        db.transaction(|tx| {
-            let moved = tx.query(
-                "UPDATE broadcasts SET status = 'error', error_reason = 'stale', \
-                   ended_at = COALESCE(ended_at, ?), updated_at = ? \
-                 WHERE id = ? AND status = 'active' RETURNING id",
-                &[at.clone().into(), at.clone().into(), b.id.clone().into()],
-            )?;
-            b.status = Status::Error;
-            b.error_reason = Some(ERROR_STALE.to_string());
-            b.ended_at = b.ended_at.clone().or(Some(at.clone()));
-            b.updated_at = at.clone();
-            if !moved.is_empty() {
-                let subject = super::outbox::Subject {
-                    object_type: "broadcast",
-                    object_id: &b.id,
-                };
-                super::outbox::record(
-                    tx,
-                    &b.client_id,
-                    "broadcast.errored",
-                    subject,
-                    stale_event_data(&b),
-                    now,
-                )?;
-            }
-            Ok(())
-        })?;
-    }
-    Ok(b)
+/// Moves the broadcast, if still active, to `error` as stale at `at` (RFC 3339); whether
+/// this call moved it.
+pub(crate) fn mark_stale(db: &Db, id: &str, at: &str) -> Result<bool, ApiError> {
+    let moved = db.query(
+        "UPDATE broadcasts SET status = 'error', error_reason = 'stale', \
+           ended_at = COALESCE(ended_at, ?), updated_at = ? \
+         WHERE id = ? AND status = 'active' RETURNING id",
+        &[at.into(), at.into(), id.into()],
+    )?;
+    Ok(!moved.is_empty())
 }
 
-/// A broadcast that went stale, as its owner's view shows it, without the addresses built
-/// from the API's configuration (watchUrl, hlsUrl, rtmpUrl) and the reaction counts, which
-/// a reader outside the API cannot build; `reason` says why it errored.
-fn stale_event_data(b: &Broadcast) -> Json {
-    serde_json::json!({
-        "id": b.id,
-        "title": b.title,
-        "status": b.status.as_str(),
-        "visibility": b.visibility,
-        "tags": b.tags,
-        "ownerId": b.owner_id,
-        "viewerCount": b.viewer_count,
-        "maxParticipants": b.max_participants,
-        "orientation": b.orientation,
-        "recordingWidth": b.recording.map(|r| r.0),
-        "recordingHeight": b.recording.map(|r| r.1),
-        "createdAt": b.created_at,
-        "startedAt": b.started_at,
-        "endedAt": b.ended_at,
-        "cohostPolicy": b.cohost_policy,
-        "streamId": b.identity.stream_id,
-        "shortId": b.identity.short_id,
-        "streamKey": b.identity.stream_key,
-        "metadata": b.metadata,
-        "deviceWidth": b.device_width,
-        "deviceHeight": b.device_height,
-        "deviceType": b.device_type,
-        "operatingSystem": b.operating_system,
-        "updatedAt": b.updated_at,
-        "errorReason": ERROR_STALE,
-        "reason": ERROR_STALE,
-    })
-}
-
-/// One page of the tenant's broadcasts (all, or one owner's), newest first, stale ones
-/// expired; and how many there are.
-pub fn page_of_tenant(
+/// One page of the tenant's broadcasts (all, or one owner's), newest first, as stored;
+/// and how many there are.
+pub(crate) fn page_of_tenant(
     db: &Db,
     client_id: &str,
     owner_id: Option<&str>,
     page: Page,
-    now: i64,
 ) -> Result<(Vec<Broadcast>, i64), ApiError> {
     let (rows, total) = match owner_id {
         Some(owner) => db.page(
@@ -382,11 +309,7 @@ pub fn page_of_tenant(
             page,
         )?,
     };
-    let items = rows
-        .iter()
-        .map(|row| expire_if_stale(db, from_row(row), now))
-        .collect::<Result<_, _>>()?;
-    Ok((items, total))
+    Ok((rows.iter().map(from_row).collect(), total))
 }
 
 /// The streamIds of `owner_id`'s broadcasts that are not over (pending or active): where
@@ -639,56 +562,8 @@ mod tests {
         for (owner, fields) in [(Some("ada"), full), (None, new("Bare"))] {
             let b = insert(&db, "c1", owner, &fields, 1_800_000_000).unwrap();
             // Built in the component, not read back: it must hold the schema's defaults.
-            assert_eq!(load(&db, "c1", &b.id, 1_800_000_000).unwrap(), b);
+            assert_eq!(load(&db, "c1", &b.id).unwrap(), b);
         }
-    }
-
-    #[test]
-    fn every_reader_expires_a_stale_broadcast() {
-        let db = testing::db();
-        let t0 = 1_800_000_000;
-        let b = insert(&db, "c1", Some("ada"), &new("Show"), t0).unwrap();
-        assert!(move_status(&db, &b, Status::Active, t0).unwrap());
-        let live = load(&db, "c1", &b.id, t0 + 60).unwrap();
-        assert_eq!(live.status, Status::Active);
-        assert_eq!(
-            page_of_live(&db, "c1", Page::default(), t0 + 60).unwrap().1,
-            1
-        );
-        // 91 s without a heartbeat: gone from the live list, and `error` when read, by
-        // whichever reader comes first.
-        assert_eq!(
-            page_of_live(&db, "c1", Page::default(), t0 + 91).unwrap().1,
-            0
-        );
-        let by_room = load_by_room(&db, &b.identity.stream_id, t0 + 91)
-            .unwrap()
-            .unwrap();
-        assert_eq!(by_room.status, Status::Error);
-        assert_eq!(
-            by_room.ended_at.as_deref(),
-            Some(time::format_rfc3339(t0 + 91).as_str())
-        );
-        assert_eq!(
-            load(&db, "c1", &b.id, t0 + 200).unwrap().status,
-            Status::Error
-        );
-        // One `broadcast.errored` event, from the reader that moved it, inside or outside
-        // a transaction of its own.
-        db.transaction(|tx| load(tx, "c1", &b.id, t0 + 300))
-            .unwrap();
-        let events = db
-            .query(
-                "SELECT event_type, payload FROM outbox_events WHERE object_id = ?",
-                &[b.id.clone().into()],
-            )
-            .unwrap();
-        assert_eq!(events.len(), 1);
-        assert_eq!(events[0].text("event_type"), "broadcast.errored");
-        let payload: Json = serde_json::from_str(&events[0].text("payload")).unwrap();
-        assert_eq!(payload["data"]["status"], "error");
-        assert_eq!(payload["data"]["reason"], "stale");
-        assert_eq!(payload["data"]["id"], b.id.as_str());
     }
 
     #[test]
@@ -698,7 +573,7 @@ mod tests {
         assert!(move_status(&db, &b, Status::Active, 11).unwrap());
         // A second mover that read the same `pending` broadcast loses.
         assert!(!move_status(&db, &b, Status::Completed, 12).unwrap());
-        assert_eq!(load(&db, "c1", &b.id, 12).unwrap().status, Status::Active);
+        assert_eq!(load(&db, "c1", &b.id).unwrap().status, Status::Active);
     }
 
     #[test]
@@ -706,11 +581,11 @@ mod tests {
         let db = testing::db();
         let b = insert(&db, "c1", Some("ada"), &new("Mine"), 10).unwrap();
         for id in [&b.id, &b.identity.stream_id, &b.identity.short_id] {
-            assert_eq!(load_by_any_id(&db, "c1", id, 10).unwrap().unwrap().id, b.id);
-            assert!(load_by_any_id(&db, "c2", id, 10).unwrap().is_none());
+            assert_eq!(load_by_any_id(&db, "c1", id).unwrap().unwrap().id, b.id);
+            assert!(load_by_any_id(&db, "c2", id).unwrap().is_none());
         }
-        assert_eq!(load(&db, "c2", &b.id, 10).unwrap_err().status, 404);
-        assert_eq!(load(&db, "c1", "nope", 10).unwrap_err().status, 400);
+        assert_eq!(load(&db, "c2", &b.id).unwrap_err().status, 404);
+        assert_eq!(load(&db, "c1", "nope").unwrap_err().status, 400);
     }
 
     #[test]
@@ -720,7 +595,7 @@ mod tests {
         for count in [5, 12, 7] {
             report_viewers(&db, &b, count).unwrap();
         }
-        let b = load(&db, "c1", &b.id, 10).unwrap();
+        let b = load(&db, "c1", &b.id).unwrap();
         assert_eq!(
             (
                 b.viewer_count,

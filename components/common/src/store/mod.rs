@@ -271,8 +271,7 @@ pub fn sqlite_unavailable(text: &str) -> bool {
     TEXTS.iter().any(|t| text.contains(t))
 }
 
-/// A connection to the platform's database.
-/// A database connection; clones share it.
+/// A connection to the platform's database; clones share it.
 #[derive(Clone)]
 pub struct Db {
     backend: Rc<dyn Backend>,
