@@ -177,25 +177,14 @@ impl<'a> ErroredAsStale<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::broadcasts::{NewBroadcast, insert, move_status, page_of_live};
+    use crate::store::broadcasts::{insert, move_status, page_of_live};
     use crate::store::testing;
-
-    fn new(title: &str) -> NewBroadcast {
-        NewBroadcast {
-            title: title.into(),
-            visibility: Visibility::Public,
-            orientation: "portrait".into(),
-            max_participants: 100,
-            cohost_policy: "approval".into(),
-            ..Default::default()
-        }
-    }
 
     #[test]
     fn every_reader_expires_a_stale_broadcast() {
         let db = testing::db();
         let t0 = 1_800_000_000;
-        let b = insert(&db, "c1", Some("ada"), &new("Show"), t0).unwrap();
+        let b = insert(&db, "c1", Some("ada"), &testing::new_broadcast(), t0).unwrap();
         assert!(move_status(&db, &b, Status::Active, t0).unwrap());
         let live = load(&db, "c1", &b.id, t0 + 60).unwrap();
         assert_eq!(live.status, Status::Active);
@@ -225,15 +214,10 @@ mod tests {
         // a transaction of its own.
         db.transaction(|tx| load(tx, "c1", &b.id, t0 + 300))
             .unwrap();
-        let events = db
-            .query(
-                "SELECT event_type, payload FROM outbox_events WHERE object_id = ?",
-                &[b.id.clone().into()],
-            )
-            .unwrap();
+        let events = testing::outbox_events(&db, &b.id);
         assert_eq!(events.len(), 1);
-        assert_eq!(events[0].text("event_type"), "broadcast.errored");
-        let payload: Json = serde_json::from_str(&events[0].text("payload")).unwrap();
+        let (event_type, payload) = &events[0];
+        assert_eq!(event_type, "broadcast.errored");
         assert_eq!(payload["data"]["status"], "error");
         assert_eq!(payload["data"]["reason"], "stale");
         assert_eq!(payload["data"]["id"], b.id.as_str());

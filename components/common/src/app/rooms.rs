@@ -37,40 +37,36 @@ pub fn by_room_name(db: &Db, room: &str, now: i64) -> Result<Option<Room>, ApiEr
 mod tests {
     use super::*;
     use crate::domain::broadcast::Visibility;
-    use crate::store::broadcasts::{self as broadcasts_store, NewBroadcast};
+    use crate::store::broadcasts as broadcasts_store;
+    use crate::store::events::{self, NewEvent};
     use crate::store::rooms::{has_visible_event_stream, visible_event_stream_owner};
     use crate::store::testing;
 
     #[test]
     fn rooms_are_found_by_every_name_within_the_tenant() {
         let db = testing::db();
-        let new = NewBroadcast {
-            title: "Show".into(),
-            visibility: Visibility::Public,
-            orientation: "portrait".into(),
-            max_participants: 10,
-            cohost_policy: "approval".into(),
-            ..Default::default()
+        let b = broadcasts_store::insert(&db, "c1", Some("ada"), &testing::new_broadcast(), 10)
+            .unwrap();
+        let later = NewEvent {
+            title: "Later".into(),
+            description: None,
+            visibility: Visibility::Private,
+            scheduled_for: 99,
+            playback: None,
         };
-        let b = broadcasts_store::insert(&db, "c1", Some("ada"), &new, 10).unwrap();
-        db.execute(
-            "INSERT INTO scheduled_events (id, client_id, owner_id, title, visibility, scheduled_for, short_id, stream_id, stream_key, room_name, created_at) \
-             VALUES ('e1', 'c1', 'ada', 'Later', 'private', 99, 'ABCDEFGH', 'es1', 'ek1', 'room-e1', 'now')",
-            &[],
-        )
-        .unwrap();
+        let e = events::insert(&db, "c1", "ada", &later, 10).unwrap();
         assert!(matches!(
             find(&db, "c1", &b.identity.short_id, 10).unwrap(),
             Some(Room::Broadcast(_))
         ));
-        for name in ["room-e1", "es1", "ABCDEFGH"] {
+        for name in [&e.room_name, &e.identity.stream_id, &e.identity.short_id] {
             assert!(
-                matches!(find(&db, "c1", name, 10).unwrap(), Some(Room::Event(e)) if e.id == "e1")
+                matches!(find(&db, "c1", name, 10).unwrap(), Some(Room::Event(found)) if found.id == e.id)
             );
             assert!(find(&db, "c2", name, 10).unwrap().is_none());
         }
         assert!(matches!(
-            by_room_name(&db, "room-e1", 10).unwrap(),
+            by_room_name(&db, &e.room_name, 10).unwrap(),
             Some(Room::Event(_))
         ));
         assert!(matches!(
@@ -78,14 +74,17 @@ mod tests {
             Some(Room::Broadcast(_))
         ));
         assert!(
-            by_room_name(&db, "ABCDEFGH", 10).unwrap().is_none(),
+            by_room_name(&db, &e.identity.short_id, 10)
+                .unwrap()
+                .is_none(),
             "short ids are no room names"
         );
+        let stream = &e.identity.stream_id;
         assert!(
-            !has_visible_event_stream(&db, "c1", "es1").unwrap(),
+            !has_visible_event_stream(&db, "c1", stream).unwrap(),
             "private"
         );
-        assert_eq!(visible_event_stream_owner(&db, "c1", "es1").unwrap(), None);
+        assert_eq!(visible_event_stream_owner(&db, "c1", stream).unwrap(), None);
         assert_eq!(
             broadcasts_store::open_stream_ids_of_owner(&db, "c1", "ada", 10).unwrap(),
             vec![b.identity.stream_id.clone()]

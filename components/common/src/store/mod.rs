@@ -460,6 +460,21 @@ pub mod testing {
         }
     }
 
+    /// The outbox events recorded about `object_id`, oldest first: (type, stored payload).
+    pub fn outbox_events(db: &Db, object_id: &str) -> Vec<(String, serde_json::Value)> {
+        db.query(
+            "SELECT event_type, payload FROM outbox_events WHERE object_id = ? ORDER BY sequence",
+            &[object_id.into()],
+        )
+        .expect("the outbox reads")
+        .iter()
+        .map(|row| {
+            let payload = serde_json::from_str(&row.text("payload")).expect("stored JSON");
+            (row.text("event_type"), payload)
+        })
+        .collect()
+    }
+
     /// A fresh in-memory database with every migration applied.
     pub fn db() -> Db {
         let conn = rusqlite::Connection::open_in_memory().expect("in-memory SQLite");
