@@ -47,27 +47,39 @@ impl MediaServer {
     }
 }
 
+/// Free loopback ports held until the media server binds them: the application loads
+/// (compiles, migrates) in between, and a port let go that long may be taken by anyone
+/// (an outbound connection's source port included). Drop it just before [`start`].
+pub(crate) struct HeldPorts {
+    _listeners: Vec<std::net::TcpListener>,
+}
+
 /// With [`MediaServer::ephemeral`]: the two variables, pointed at free loopback ports
-/// (edgehost's own defaults, which any value the user set replaces).
-pub(crate) fn ephemeral_defaults() -> Result<Vec<(String, String)>> {
+/// (edgehost's own defaults, which any value the user set replaces), and those ports held.
+pub(crate) fn ephemeral_defaults() -> Result<(Vec<(String, String)>, HeldPorts)> {
     let rtmp = free_loopback_port()?;
     let http = free_loopback_port()?;
-    Ok(vec![
+    let defaults = vec![
         (
             "rtmp_ingest_base".to_string(),
-            format!("rtmp://127.0.0.1:{rtmp}/live"),
+            format!("rtmp://127.0.0.1:{}/live", rtmp.local_addr()?.port()),
         ),
         (
             "playback_hls_base".to_string(),
-            format!("http://127.0.0.1:{http}/hls"),
+            format!("http://127.0.0.1:{}/hls", http.local_addr()?.port()),
         ),
-    ])
+    ];
+    Ok((
+        defaults,
+        HeldPorts {
+            _listeners: vec![rtmp, http],
+        },
+    ))
 }
 
-fn free_loopback_port() -> Result<u16> {
-    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .context("cannot find a free loopback port")?;
-    Ok(listener.local_addr()?.port())
+fn free_loopback_port() -> Result<std::net::TcpListener> {
+    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .context("cannot find a free loopback port")
 }
 
 /// Where the media server listens and what it serves, read from the app's variables:

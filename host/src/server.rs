@@ -88,14 +88,18 @@ impl Server {
             }
             None => None,
         };
+        let mut held_ports = None;
         if opts.media.as_ref().is_some_and(|m| m.ephemeral) {
-            defaults.extend(crate::media::ephemeral_defaults()?);
+            let (media_defaults, held) = crate::media::ephemeral_defaults()?;
+            defaults.extend(media_defaults);
+            held_ports = Some(held);
         }
         let app = load_app(&opts, &defaults).await?;
         let local_addr = app.local_addr;
         if let (Some(embedded), Some(relay_opts)) = (&relay, &opts.chat_relay) {
             crate::relay::start(embedded, relay_opts, &app.variables, local_addr);
         }
+        drop(held_ports);
         let media = match &opts.media {
             Some(media) => {
                 crate::media::start(media, &app.variables, &app.state_dir, local_addr).await?
