@@ -42,9 +42,16 @@ pub fn fragment_key(route: &TableRoute) -> String {
     format!("{} {}", route.method, route.pattern)
 }
 
-pub fn document(routes: &[TableRoute], fragments: &[(&str, &str)]) -> Result<Value, Problems> {
+/// The document of `routes`, with what `fragments` say of them and the `derived` schemas
+/// (see `schemas.rs`).
+pub fn document(
+    routes: &[TableRoute],
+    fragments: &[(&str, &str)],
+    derived: &Map<String, Value>,
+) -> Result<Value, Problems> {
     let mut problems = Vec::new();
     let mut schemas = base_schemas();
+    schemas.extend(derived.clone());
     let mut operations: BTreeMap<String, (String, Value)> = BTreeMap::new();
     for (component, text) in fragments {
         let fragment: Value = match serde_json::from_str(text) {

@@ -1,15 +1,17 @@
 //! The platform's OpenAPI 3.1 document, built from every component's route table.
 //!
 //! Paths, methods and tiers come from the tables themselves (`pub const ROUTES` in each
-//! component); what a table cannot say (summaries, request and response schemas, the
-//! error codes a handler answers, examples) sits beside the handlers in each component's
-//! `openapi.json` fragment, keyed by `"METHOD /path"`. Building fails when a route has
+//! component); the schemas of the views that have a type are derived from it
+//! (`schemas.rs`); what neither can say (summaries, the other request and response
+//! schemas, the error codes a handler answers, examples) sits beside the handlers in each
+//! component's `openapi.json` fragment, keyed by `"METHOD /path"`. Building fails when a route has
 //! no fragment entry or an entry names no route, so the document cannot drift from the
 //! code. `cargo run -p openapi-doc` writes `docs/openapi.json`, which the api component
 //! serves at `GET /api/openapi.json`.
 
 pub mod build;
 pub mod realtime;
+pub mod schemas;
 pub mod security;
 pub mod tables;
 
@@ -21,7 +23,7 @@ pub const COMMITTED: &str = include_str!("../../docs/openapi.json");
 
 /// The document, built from the route tables and the components' fragments.
 pub fn document() -> Result<serde_json::Value, build::Problems> {
-    build::document(&tables::all(), &tables::fragments())
+    build::document(&tables::all(), &tables::fragments(), &schemas::derived())
 }
 
 /// The document as committed: pretty JSON with a final newline.

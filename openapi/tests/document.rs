@@ -3,7 +3,7 @@
 
 use common::routing::{ANY_METHOD, Tier};
 use openapi_doc::build::{documented_methods, openapi_path};
-use openapi_doc::tables;
+use openapi_doc::{schemas, tables};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -128,7 +128,7 @@ fn a_route_missing_from_the_fragments_fails_the_build() {
         pattern: "/api/undocumented",
         tier: Tier::User,
     });
-    let problems = openapi_doc::build::document(&routes, &tables::fragments())
+    let problems = openapi_doc::build::document(&routes, &tables::fragments(), &schemas::derived())
         .expect_err("an undocumented route is refused")
         .0;
     assert!(
@@ -143,13 +143,28 @@ fn a_fragment_entry_without_a_route_fails_the_build() {
         .into_iter()
         .filter(|r| r.pattern != "/api/gifts")
         .collect();
-    let problems = openapi_doc::build::document(&routes, &tables::fragments())
+    let problems = openapi_doc::build::document(&routes, &tables::fragments(), &schemas::derived())
         .expect_err("a documented route the tables lack is refused")
         .0;
     assert!(
         problems
             .iter()
             .any(|p| p.contains("GET /api/gifts") && p.contains("no route table")),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn a_schema_both_derived_and_written_fails_the_build() {
+    let mut fragments = tables::fragments();
+    fragments.push(("api", r#"{"schemas": {"Broadcast": {"type": "object"}}}"#));
+    let problems = openapi_doc::build::document(&tables::all(), &fragments, &schemas::derived())
+        .expect_err("a second definition of a derived schema is refused")
+        .0;
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("schema Broadcast is defined twice")),
         "{problems:#?}"
     );
 }

@@ -38,6 +38,11 @@ use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
 
+/// The views whose OpenAPI schemas are derived from their types (by `openapi-doc`).
+pub mod views {
+    pub use crate::broadcasts::BroadcastView;
+}
+
 /// The routes whose body is streamed into storage after authentication.
 #[derive(Debug, Clone, Copy)]
 pub enum Upload {

@@ -6,7 +6,9 @@
 use common::domain::broadcast::{self as rules, StreamBases, StreamIdentity, Visibility};
 use common::domain::media::{self, Playback};
 use common::spin::config;
-use serde_json::Value;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
 
 /// The configured bases, read once per request.
 pub struct Links {
@@ -58,9 +60,40 @@ impl Links {
         }
     }
 
-    /// Adds streamId, shortId, watchUrl, hlsUrl and thumbnailUrl to `view` (playback
-    /// addresses signed when `visibility` needs it); for the owner also the ingest
-    /// credentials, streamKey and rtmpUrl.
+    /// Where the stream plays and is watched (playback addresses signed when
+    /// `visibility` needs it).
+    pub fn stream_addresses(
+        &self,
+        identity: &StreamIdentity,
+        visibility: Visibility,
+        now: i64,
+    ) -> StreamAddresses {
+        let bases = self.bases();
+        let playback = Playback::of_visibility(visibility);
+        let stream_id = &identity.stream_id;
+        StreamAddresses {
+            stream_id: stream_id.clone(),
+            short_id: identity.short_id.clone(),
+            watch_url: rules::watch_url(&bases, &identity.short_id),
+            hls_url: self.playback(rules::hls_url(&bases, stream_id), stream_id, playback, now),
+            thumbnail_url: self.playback(
+                rules::thumbnail_url(&bases, stream_id),
+                stream_id,
+                playback,
+                now,
+            ),
+        }
+    }
+
+    /// What the owner's encoder publishes with.
+    pub fn ingest_credentials(&self, identity: &StreamIdentity) -> IngestCredentials {
+        IngestCredentials {
+            stream_key: identity.stream_key.clone(),
+            rtmp_url: rules::rtmp_url(&self.bases(), &identity.stream_key),
+        }
+    }
+
+    /// Adds the stream's addresses to `view`, and for the owner its ingest credentials.
     pub fn add_stream_addresses(
         &self,
         view: &mut Value,
@@ -69,26 +102,45 @@ impl Links {
         owner: bool,
         now: i64,
     ) {
-        let bases = self.bases();
-        let playback = Playback::of_visibility(visibility);
-        let stream_id = &identity.stream_id;
-        view["streamId"] = stream_id.clone().into();
-        view["shortId"] = identity.short_id.clone().into();
-        view["watchUrl"] = rules::watch_url(&bases, &identity.short_id).into();
-        view["hlsUrl"] = self
-            .playback(rules::hls_url(&bases, stream_id), stream_id, playback, now)
-            .into();
-        view["thumbnailUrl"] = self
-            .playback(
-                rules::thumbnail_url(&bases, stream_id),
-                stream_id,
-                playback,
-                now,
-            )
-            .into();
+        let Value::Object(view) = view else {
+            return;
+        };
+        view.extend(fields_of(json!(
+            self.stream_addresses(identity, visibility, now)
+        )));
         if owner {
-            view["streamKey"] = identity.stream_key.clone().into();
-            view["rtmpUrl"] = rules::rtmp_url(&bases, &identity.stream_key).into();
+            view.extend(fields_of(json!(self.ingest_credentials(identity))));
         }
     }
+}
+
+fn fields_of(object: Value) -> serde_json::Map<String, Value> {
+    match object {
+        Value::Object(fields) => fields,
+        _ => Default::default(),
+    }
+}
+
+/// Where a stream plays and is watched.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamAddresses {
+    /// The stream's SFU room.
+    pub stream_id: String,
+    pub short_id: String,
+    /// Its watch page.
+    pub watch_url: String,
+    /// The HLS playlist; signed (exp, sig) and short-lived for private and
+    /// subscribers-only streams.
+    pub hls_url: String,
+    /// A live stream's JPEG thumbnail, refreshed every few seconds (signed like hlsUrl).
+    pub thumbnail_url: String,
+}
+
+/// What the owner's encoder publishes with: its RTMP address, and the key in it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IngestCredentials {
+    pub stream_key: String,
+    pub rtmp_url: String,
 }

@@ -2,7 +2,7 @@
 //! record and one id, whichever endpoint created it; this module adds the SFU view.
 
 use crate::access::{self, Audience, Viewer};
-use crate::broadcasts;
+use crate::broadcasts::{self, BroadcastView};
 use common::ApiError;
 use common::app;
 use common::domain::sfu::client_url;
@@ -10,29 +10,46 @@ use common::spin::http::{UserCtx, json};
 use common::spin::sfu::SfuConfig;
 use common::store::Db;
 use common::store::broadcasts::Broadcast;
-use serde_json::Value;
+use serde::Serialize;
 use spin_sdk::http::Response;
 
 /// Participants a session allows when the creator names no number, and the most it may.
 pub const DEFAULT_MAX_PARTICIPANTS: i64 = 100;
 pub const MAX_PARTICIPANTS: i64 = 1000;
 
-/// The broadcast view plus what an SFU client needs: the room and where the SFU is.
-fn session_view(db: &Db, b: &Broadcast, audience: Audience, now: i64) -> Result<Value, ApiError> {
+/// A broadcast with what an SFU client needs: its room and where the SFU is.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SessionView {
+    #[serde(flatten)]
+    broadcast: BroadcastView,
+    room_name: String,
+    provider: &'static str,
+    sfu_configured: bool,
+    server_url: Option<String>,
+}
+
+fn session_view(
+    db: &Db,
+    b: &Broadcast,
+    audience: Audience,
+    now: i64,
+) -> Result<SessionView, ApiError> {
     Ok(with_session_fields(
         broadcasts::view_one(db, b, audience, now)?,
         b,
     ))
 }
 
-/// A broadcast's view with what a streaming session adds: its room and SFU.
-fn with_session_fields(mut view: Value, b: &Broadcast) -> Value {
+fn with_session_fields(broadcast: BroadcastView, b: &Broadcast) -> SessionView {
     let sfu = SfuConfig::load();
-    view["roomName"] = b.identity.stream_id.clone().into();
-    view["provider"] = "livekit".into();
-    view["sfuConfigured"] = sfu.is_configured().into();
-    view["serverUrl"] = sfu.server_url.as_deref().map(client_url).into();
-    view
+    SessionView {
+        broadcast,
+        room_name: b.identity.stream_id.clone(),
+        provider: "livekit",
+        sfu_configured: sfu.is_configured(),
+        server_url: sfu.server_url.as_deref().map(client_url),
+    }
 }
 
 /// `POST /api/streaming/sessions`: `title`, `visibility`, `maxParticipants` (1..1000,

@@ -12,6 +12,12 @@ pub struct FieldError {
     pub message: String,
 }
 
+/// `value` as a JSON value (a payload to store or to embed). Only a bug fails, as a 500:
+/// a map with keys that are not strings.
+pub fn json_value(value: &impl Serialize) -> Result<Value, ApiError> {
+    serde_json::to_value(value).map_err(|e| ApiError::internal(format!("cannot render JSON: {e}")))
+}
+
 /// An error answer: status, stable code, human detail and optional field errors.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {

@@ -1,23 +1,41 @@
 //! The `broadcast.*` webhook events, each with the broadcast as its owner sees it. Record
 //! them inside the transaction that makes the change.
 
+use super::BroadcastView;
 use crate::access::Audience;
 use crate::webhook_events;
 use common::ApiError;
 use common::domain::broadcast::Status;
+use common::problem::json_value;
 use common::store::Db;
 use common::store::broadcasts::Broadcast;
 use common::store::outbox::{self, Subject};
+use serde::Serialize;
 use serde_json::Value;
 
 /// `broadcast.*` with the broadcast as its owner (and the tenant's server) sees it;
 /// `broadcast.ended` adds the analytics summary as `analytics`.
 pub fn broadcast(db: &Db, event_type: &str, b: &Broadcast, now: i64) -> Result<(), ApiError> {
-    let mut data = super::view_one(db, b, Audience::Owner, now)?;
-    if event_type == "broadcast.ended" {
-        data["analytics"] = crate::analytics::summary(db, b, now)?;
-    }
+    let analytics = match event_type {
+        "broadcast.ended" => Some(crate::analytics::summary(db, b, now)?),
+        _ => None,
+    };
+    let data = BroadcastEvent {
+        broadcast: super::view_one(db, b, Audience::Owner, now)?,
+        analytics,
+    };
+    let data = json_value(&data)?;
     webhook_events::record(db, &b.client_id, event_type, "broadcast", &b.id, data, now)
+}
+
+/// A `broadcast.*` event's data.
+#[derive(Serialize)]
+struct BroadcastEvent {
+    #[serde(flatten)]
+    broadcast: BroadcastView,
+    /// `broadcast.ended`'s analytics summary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    analytics: Option<Value>,
 }
 
 /// `broadcast.created` of a broadcast about to be stored, with `owner_view`, its view

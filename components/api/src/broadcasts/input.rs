@@ -23,10 +23,7 @@ pub fn visibility(body: &mut JsonBody) -> Visibility {
         return Visibility::default();
     };
     Visibility::parse(&given).unwrap_or_else(|| {
-        body.error(
-            "visibility",
-            "must be public, unlisted, private or subscribers",
-        );
+        body.error("visibility", Visibility::expected());
         Visibility::default()
     })
 }

@@ -8,19 +8,20 @@ mod view;
 
 pub use input::{new_broadcast, visibility};
 pub use tenant_api::{react, v1_create, v1_list, v1_patch};
-pub use view::one as view_one;
+pub use view::{BroadcastView, one as view_one};
 
 use crate::access::{Audience, Viewer, audience, ensure_not_final, load_owned};
 use common::app;
 use common::domain::broadcast::{self as rules, Status, Transition};
 use common::domain::recording::SettingsPatch;
 use common::pagination::{Page, Paged};
+use common::problem::json_value;
 use common::realtime::Event;
 use common::spin::http::{AppCtx, Call, UserCtx, json};
 use common::store::broadcasts::{self as store, Broadcast, Changes};
 use common::store::{Db, outbox};
 use common::{ApiError, time};
-use serde_json::{Value, json};
+use serde_json::json;
 use spin_sdk::http::Response;
 
 /// `POST /api/broadcasts`
@@ -53,14 +54,16 @@ pub fn insert(
     new: &store::NewBroadcast,
     recording: Option<&SettingsPatch>,
     now: i64,
-) -> Result<(Broadcast, Value), ApiError> {
+) -> Result<(Broadcast, BroadcastView), ApiError> {
     let recording = crate::recordings::initial_settings(db, client_id, recording)?;
     let links = crate::links::Links::load();
     let b = store::new_record(client_id, owner_id, new, now);
-    let mut owner_view = view::of(&b, &links, Value::Null, Audience::Owner, now);
-    owner_view["recording"] = recording.view();
-    owner_view["ingest"] = view::ingest_view(None, &b, now);
-    let created = events::broadcast_created(&b, owner_view.clone(), now);
+    let owner = view::OwnerExtras {
+        recording: Some(recording.view()),
+        ingest: view::ingest_view(None, &b, now),
+    };
+    let owner_view = view::of(&b, &links, None, Some(owner), now);
+    let created = events::broadcast_created(&b, json_value(&owner_view)?, now);
     db.transaction(|tx| {
         store::insert_record(tx, &b)?;
         common::store::recordings::save_settings(tx, &b, &recording, now)?;

@@ -1,50 +1,187 @@
-//! A broadcast as the API answers it.
+//! A broadcast as the API answers it and as its `broadcast.*` webhooks carry it: one
+//! type, from which the OpenAPI document's `Broadcast` and `Ingest` schemas are derived.
 
 use crate::access::Audience;
-use crate::links::Links;
+use crate::links::{IngestCredentials, Links, StreamAddresses};
 use common::ApiError;
-use common::domain::broadcast::Status;
-use common::domain::media::Health;
+use common::domain::broadcast::{Status, Visibility};
+use common::domain::media::{Health, HealthSample};
 use common::store::Db;
-use common::store::broadcasts::{self as store, Broadcast};
+use common::store::broadcasts::{self as store, Broadcast, ERROR_REQUESTED, ERROR_STALE};
 use common::store::ingests::Ingest;
 use common::store::{ingests, recordings};
 use common::time;
-use serde_json::{Value, json};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
-/// The broadcast as `audience` sees it at `now`, with its reaction counts: the owner also
-/// gets the ingest credentials (from `links`), metadata and device details.
-pub fn of(b: &Broadcast, links: &Links, reactions: Value, audience: Audience, now: i64) -> Value {
-    let mut view = json!({
-        "id": b.id,
-        "title": b.title,
-        "status": b.status.as_str(),
-        "visibility": b.visibility,
-        "tags": b.tags,
-        "ownerId": b.owner_id,
-        "viewerCount": b.viewer_count,
-        "maxParticipants": b.max_participants,
-        "orientation": b.orientation,
-        "recordingWidth": b.recording.map(|r| r.0),
-        "recordingHeight": b.recording.map(|r| r.1),
-        "createdAt": b.created_at,
-        "startedAt": b.started_at,
-        "endedAt": b.ended_at,
-        "errorReason": b.error_reason,
-        "reactions": reactions,
-        "cohostPolicy": b.cohost_policy,
-    });
-    let owner = audience == Audience::Owner;
-    links.add_stream_addresses(&mut view, &b.identity, b.visibility, owner, now);
-    if owner {
-        view["metadata"] = b.metadata.clone();
-        view["deviceWidth"] = b.device_width.into();
-        view["deviceHeight"] = b.device_height.into();
-        view["deviceType"] = b.device_type.clone().into();
-        view["operatingSystem"] = b.operating_system.clone().into();
-        view["updatedAt"] = b.updated_at.clone().into();
+/// A broadcast as its audience sees it; the owner also gets the ingest credentials,
+/// metadata and device details.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Broadcast")]
+pub struct BroadcastView {
+    #[schemars(extend("format" = "uuid"))]
+    pub id: String,
+    pub title: String,
+    pub status: Status,
+    pub visibility: Visibility,
+    #[schemars(with = "Vec<String>")]
+    pub tags: Value,
+    /// Null for a session the tenant's server created.
+    pub owner_id: Option<String>,
+    pub viewer_count: i64,
+    pub max_participants: i64,
+    /// `portrait` or `landscape`.
+    pub orientation: String,
+    pub recording_width: Option<i64>,
+    pub recording_height: Option<i64>,
+    #[schemars(extend("format" = "date-time"))]
+    pub created_at: String,
+    #[schemars(extend("format" = "date-time"))]
+    pub started_at: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
+    pub ended_at: Option<String>,
+    /// Why the broadcast is in `error`: `stale` (no heartbeat for 90 s) or `requested`
+    /// (set by its owner or the tenant's server); null in any other status.
+    #[schemars(schema_with = "error_reason_schema")]
+    pub error_reason: Option<String>,
+    /// How many of each reaction it received; null before the first.
+    #[schemars(with = "Option<BTreeMap<String, u64>>")]
+    pub reactions: Option<Map<String, Value>>,
+    /// How co-hosts join: `approval`, `open` or `invite_only`.
+    pub cohost_policy: String,
+    #[serde(flatten)]
+    pub addresses: StreamAddresses,
+    #[serde(flatten)]
+    pub owner: Option<OwnerDetails>,
+}
+
+/// What only the broadcast's owner (and the tenant's server) sees.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerDetails {
+    #[serde(flatten)]
+    pub credentials: IngestCredentials,
+    #[schemars(with = "BTreeMap<String, String>")]
+    pub metadata: Value,
+    pub device_width: Option<i64>,
+    pub device_height: Option<i64>,
+    pub device_type: Option<String>,
+    pub operating_system: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
+    pub updated_at: String,
+    /// Its recording settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "recording_settings_schema")]
+    pub recording: Option<Value>,
+    pub ingest: IngestView,
+}
+
+/// What the owner's view adds beyond the stored record.
+pub struct OwnerExtras {
+    /// Its recording settings, when it has any.
+    pub recording: Option<Value>,
+    pub ingest: IngestView,
+}
+
+/// The broadcast's RTMP ingest, as its owner sees it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Ingest")]
+pub struct IngestView {
+    pub state: IngestState,
+    #[schemars(extend("format" = "date-time"))]
+    pub connected_at: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
+    pub last_seen_at: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
+    pub reconnect_deadline: Option<String>,
+    #[schemars(extend("minimum" = 0))]
+    pub publishes: i64,
+    #[schemars(schema_with = "health_schema")]
+    pub health: Option<Health>,
+    #[schemars(extend("format" = "date-time"))]
+    pub health_changed_at: Option<String>,
+    #[schemars(schema_with = "health_sample_schema")]
+    pub stats: Option<HealthSample>,
+}
+
+/// Whether an encoder publishes (`live`), has dropped and may still come back
+/// (`reconnecting`) or not (`idle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
+pub enum IngestState {
+    Live,
+    Reconnecting,
+    Idle,
+}
+
+fn error_reason_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "enum": [ERROR_STALE, ERROR_REQUESTED, null] })
+}
+
+fn health_schema(_: &mut SchemaGenerator) -> Schema {
+    let names: Vec<Value> = [Health::Healthy, Health::Starving]
+        .iter()
+        .map(|h| h.as_str().into())
+        .chain([Value::Null])
+        .collect();
+    json_schema!({ "enum": names })
+}
+
+/// `RecordingSettings` and `HealthSample` are written in the api component's OpenAPI
+/// fragment (`components/api/openapi.json`).
+fn recording_settings_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "$ref": "#/components/schemas/RecordingSettings" })
+}
+
+fn health_sample_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "oneOf": [{ "$ref": "#/components/schemas/HealthSample" }, { "type": "null" }] })
+}
+
+/// The broadcast as `links` show it at `now`, with its reaction counts; `owner` is what
+/// its owner's view adds (None for anyone else).
+pub fn of(
+    b: &Broadcast,
+    links: &Links,
+    reactions: Option<Map<String, Value>>,
+    owner: Option<OwnerExtras>,
+    now: i64,
+) -> BroadcastView {
+    BroadcastView {
+        id: b.id.clone(),
+        title: b.title.clone(),
+        status: b.status,
+        visibility: b.visibility,
+        tags: b.tags.clone(),
+        owner_id: b.owner_id.clone(),
+        viewer_count: b.viewer_count,
+        max_participants: b.max_participants,
+        orientation: b.orientation.clone(),
+        recording_width: b.recording.map(|r| r.0),
+        recording_height: b.recording.map(|r| r.1),
+        created_at: b.created_at.clone(),
+        started_at: b.started_at.clone(),
+        ended_at: b.ended_at.clone(),
+        error_reason: b.error_reason.clone(),
+        reactions,
+        cohost_policy: b.cohost_policy.clone(),
+        addresses: links.stream_addresses(&b.identity, b.visibility, now),
+        owner: owner.map(|extras| OwnerDetails {
+            credentials: links.ingest_credentials(&b.identity),
+            metadata: b.metadata.clone(),
+            device_width: b.device_width,
+            device_height: b.device_height,
+            device_type: b.device_type.clone(),
+            operating_system: b.operating_system.clone(),
+            updated_at: b.updated_at.clone(),
+            recording: extras.recording,
+            ingest: extras.ingest,
+        }),
     }
-    view
 }
 
 /// The views of `items` (each as `audience_for` decides) at `now`, with their reaction
@@ -54,7 +191,7 @@ pub fn many(
     items: &[Broadcast],
     audience_for: impl Fn(&Broadcast) -> Audience,
     now: i64,
-) -> Result<Vec<Value>, ApiError> {
+) -> Result<Vec<BroadcastView>, ApiError> {
     let links = Links::load();
     let ids: Vec<&str> = items.iter().map(|b| b.id.as_str()).collect();
     let mut counts = store::reaction_counts(db, &ids)?;
@@ -66,48 +203,53 @@ pub fn many(
     Ok(items
         .iter()
         .map(|b| {
-            let reactions = counts.remove(&b.id).map_or(Value::Null, Value::Object);
-            let audience = audience_for(b);
-            let mut view = of(b, &links, reactions, audience, now);
             // The recording settings and the ingest are the owner's business.
-            if audience == Audience::Owner {
-                if let Some(settings) = recording.remove(&b.id) {
-                    view["recording"] = settings.view();
-                }
-                view["ingest"] = ingest_view(ingests.remove(&b.id).as_ref(), b, now);
-            }
-            view
+            let owner = (audience_for(b) == Audience::Owner).then(|| OwnerExtras {
+                recording: recording.remove(&b.id).map(|settings| settings.view()),
+                ingest: ingest_view(ingests.remove(&b.id).as_ref(), b, now),
+            });
+            of(b, &links, counts.remove(&b.id), owner, now)
         })
         .collect())
 }
 
 /// One broadcast's view at `now`, with its reaction counts.
-pub fn one(db: &Db, b: &Broadcast, audience: Audience, now: i64) -> Result<Value, ApiError> {
+pub fn one(
+    db: &Db,
+    b: &Broadcast,
+    audience: Audience,
+    now: i64,
+) -> Result<BroadcastView, ApiError> {
     let mut views = many(db, std::slice::from_ref(b), |_| audience, now)?;
-    Ok(views.pop().unwrap_or(Value::Null))
+    views
+        .pop()
+        .ok_or_else(|| ApiError::internal("no view of the broadcast"))
 }
 
-/// The ingest as the broadcast's owner sees it: whether an encoder publishes (`live`), has
-/// dropped and may still come back (`reconnecting`) or not (`idle`), and the stream's
-/// health with its last sample.
-pub fn ingest_view(ingest: Option<&Ingest>, b: &Broadcast, now: i64) -> Value {
+/// The ingest as the broadcast's owner sees it at `now`: its state, and the stream's
+/// health with its last sample while it is live.
+pub fn ingest_view(ingest: Option<&Ingest>, b: &Broadcast, now: i64) -> IngestView {
     let live = ingest.is_some_and(|i| i.is_live(now));
     let state = if live {
-        "live"
+        IngestState::Live
     } else if b.status == Status::Active && b.ingest_deadline.is_some_and(|d| d >= now) {
-        "reconnecting"
+        IngestState::Reconnecting
     } else {
-        "idle"
+        IngestState::Idle
     };
     let at = |t: Option<i64>| t.map(time::format_rfc3339);
-    json!({
-        "state": state,
-        "connectedAt": at(ingest.and_then(|i| i.started_at).filter(|_| live)),
-        "lastSeenAt": at(ingest.and_then(|i| i.last_update)),
-        "reconnectDeadline": at(b.ingest_deadline.filter(|_| state == "reconnecting")),
-        "publishes": ingest.map_or(0, |i| i.publishes),
-        "health": ingest.and_then(|i| i.health).filter(|_| live).map(Health::as_str),
-        "healthChangedAt": at(ingest.and_then(|i| i.health_changed_at).filter(|_| live)),
-        "stats": ingest.and_then(|i| i.health_sample.as_ref()).filter(|_| live),
-    })
+    IngestView {
+        state,
+        connected_at: at(ingest.and_then(|i| i.started_at).filter(|_| live)),
+        last_seen_at: at(ingest.and_then(|i| i.last_update)),
+        reconnect_deadline: at(b
+            .ingest_deadline
+            .filter(|_| state == IngestState::Reconnecting)),
+        publishes: ingest.map_or(0, |i| i.publishes),
+        health: ingest.and_then(|i| i.health).filter(|_| live),
+        health_changed_at: at(ingest.and_then(|i| i.health_changed_at).filter(|_| live)),
+        stats: ingest
+            .and_then(|i| i.health_sample.clone())
+            .filter(|_| live),
+    }
 }

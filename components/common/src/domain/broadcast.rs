@@ -3,6 +3,8 @@
 
 use crate::ApiError;
 use crate::ids;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use std::borrow::Cow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -13,6 +15,13 @@ pub enum Status {
 }
 
 impl Status {
+    pub const ALL: [Status; 4] = [
+        Status::Pending,
+        Status::Active,
+        Status::Completed,
+        Status::Error,
+    ];
+
     /// Parses a status; `created` is a synonym of `pending`.
     pub fn parse(s: &str) -> Option<Status> {
         match s {
@@ -88,6 +97,16 @@ impl Visibility {
         }
     }
 
+    /// The error of a field that is not a visibility: "must be public, unlisted, ...".
+    pub fn expected() -> String {
+        let names: Vec<&str> = Visibility::ALL.iter().map(|v| v.as_str()).collect();
+        format!(
+            "must be {} or {}",
+            names[..names.len() - 1].join(", "),
+            names[names.len() - 1]
+        )
+    }
+
     /// For some viewers only: guests never watch it, its page needs a token and its
     /// playback addresses are signed.
     pub fn is_gated(self) -> bool {
@@ -95,11 +114,33 @@ impl Visibility {
     }
 }
 
-impl serde::Serialize for Visibility {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
+/// Status and visibility are strings in JSON, named by `as_str`, and inlined in the
+/// OpenAPI schemas that use them.
+macro_rules! named_in_json {
+    ($($kind:ident),*) => {$(
+        impl serde::Serialize for $kind {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl JsonSchema for $kind {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> Cow<'static, str> {
+                stringify!($kind).into()
+            }
+
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                let names: Vec<&str> = $kind::ALL.iter().map(|v| v.as_str()).collect();
+                schemars::json_schema!({ "type": "string", "enum": names })
+            }
+        }
+    )*};
 }
+named_in_json!(Status, Visibility);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transition {
@@ -231,6 +272,14 @@ mod tests {
             assert_eq!(Visibility::stored(v.as_str()), v);
         }
         assert_eq!(Visibility::parse("secret"), None);
+        assert_eq!(
+            Visibility::expected(),
+            "must be public, unlisted, private or subscribers"
+        );
+        for s in Status::ALL {
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
         assert_eq!(Visibility::stored("secret"), Visibility::Private);
         let gated: Vec<_> = Visibility::ALL
             .into_iter()

@@ -2521,54 +2521,68 @@ export interface components {
         };
         /** @description A broadcast as its audience sees it; the owner also gets the ingest credentials, metadata and device details. */
         Broadcast: {
-            cohostPolicy?: string | null;
+            /** @description How co-hosts join: `approval`, `open` or `invite_only`. */
+            cohostPolicy: string;
             /** Format: date-time */
             createdAt: string;
+            /** Format: int64 */
             deviceHeight?: number | null;
             deviceType?: string | null;
+            /** Format: int64 */
             deviceWidth?: number | null;
             /** Format: date-time */
-            endedAt?: string | null;
+            endedAt: string | null;
             /**
              * @description Why the broadcast is in `error`: `stale` (no heartbeat for 90 s) or `requested` (set by its owner or the tenant's server); null in any other status.
              * @enum {unknown}
              */
-            errorReason?: "stale" | "requested" | null;
-            /** @description The HLS playlist; signed (exp, sig) and short-lived for private and subscribers-only broadcasts */
-            hlsUrl?: string | null;
+            errorReason: "stale" | "requested" | null;
+            /** @description The HLS playlist; signed (exp, sig) and short-lived for private and subscribers-only streams. */
+            hlsUrl: string;
             /** Format: uuid */
             id: string;
             ingest?: components["schemas"]["Ingest"];
-            maxParticipants?: number | null;
+            /** Format: int64 */
+            maxParticipants: number;
             metadata?: {
                 [key: string]: string;
             };
             operatingSystem?: string | null;
-            orientation?: string | null;
-            ownerId?: string | null;
-            reactions?: {
+            /** @description `portrait` or `landscape`. */
+            orientation: string;
+            /** @description Null for a session the tenant's server created. */
+            ownerId: string | null;
+            /** @description How many of each reaction it received; null before the first. */
+            reactions: {
                 [key: string]: number;
             } | null;
+            /** @description Its recording settings. */
             recording?: components["schemas"]["RecordingSettings"];
-            recordingHeight?: number | null;
-            recordingWidth?: number | null;
-            rtmpUrl?: string | null;
-            shortId?: string;
+            /** Format: int64 */
+            recordingHeight: number | null;
+            /** Format: int64 */
+            recordingWidth: number | null;
+            rtmpUrl?: string;
+            shortId: string;
             /** Format: date-time */
-            startedAt?: string | null;
-            /** @enum {unknown} */
+            startedAt: string | null;
+            /** @enum {string} */
             status: "pending" | "active" | "completed" | "error";
-            streamId?: string;
-            streamKey?: string | null;
-            tags?: string[] | null;
-            /** @description A live stream's JPEG thumbnail, refreshed every few seconds (signed like hlsUrl) */
-            thumbnailUrl?: string | null;
+            /** @description The stream's SFU room. */
+            streamId: string;
+            streamKey?: string;
+            tags: string[];
+            /** @description A live stream's JPEG thumbnail, refreshed every few seconds (signed like hlsUrl). */
+            thumbnailUrl: string;
             title: string;
-            updatedAt?: string | null;
-            viewerCount?: number | null;
-            /** @enum {unknown} */
+            /** Format: date-time */
+            updatedAt?: string;
+            /** Format: int64 */
+            viewerCount: number;
+            /** @enum {string} */
             visibility: "public" | "unlisted" | "private" | "subscribers";
-            watchUrl?: string | null;
+            /** @description Its watch page. */
+            watchUrl: string;
         };
         /** @description A broadcast's analytics: summary, totals and its time series (JSON; CSV with Accept: text/csv or ?format=csv) */
         BroadcastAnalytics: {
@@ -2769,19 +2783,23 @@ export interface components {
         /** @description The broadcast's RTMP ingest, as its owner sees it. */
         Ingest: {
             /** Format: date-time */
-            connectedAt?: string | null;
+            connectedAt: string | null;
             /** @enum {unknown} */
-            health?: "healthy" | "starving" | null;
+            health: "healthy" | "starving" | null;
             /** Format: date-time */
-            healthChangedAt?: string | null;
+            healthChangedAt: string | null;
             /** Format: date-time */
-            lastSeenAt?: string | null;
+            lastSeenAt: string | null;
+            /** Format: int64 */
             publishes: number;
             /** Format: date-time */
-            reconnectDeadline?: string | null;
-            /** @enum {unknown} */
+            reconnectDeadline: string | null;
+            /**
+             * @description Whether an encoder publishes (`live`), has dropped and may still come back (`reconnecting`) or not (`idle`).
+             * @enum {string}
+             */
             state: "live" | "reconnecting" | "idle";
-            stats?: components["schemas"]["HealthSample"] | null;
+            stats: components["schemas"]["HealthSample"] | null;
         };
         Layout: {
             aspectRatio: string;

@@ -1,0 +1,53 @@
+//! The schemas derived from the components' own types (`schemars`): a view that has a type
+//! is described by it, so the document cannot say something the code does not answer.
+//! The remaining schemas are still written in the components' fragments; a name defined
+//! in both fails the build.
+
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value};
+
+/// Every derived schema, by name, referring to one another as `#/components/schemas/X`.
+pub fn derived() -> Map<String, Value> {
+    let settings = SchemaSettings::draft2020_12().for_serialize().with(|s| {
+        s.definitions_path = "/components/schemas".into();
+        s.meta_schema = None;
+    });
+    let mut generator = settings.into_generator();
+    // The views answered, each with the named types it uses (a broadcast's ingest).
+    add::<api::views::BroadcastView>(&mut generator);
+    let mut schemas = generator.take_definitions(true);
+    for schema in schemas.values_mut() {
+        unwrap_descriptions(schema);
+    }
+    schemas
+}
+
+/// A description comes from a doc comment wrapped at the code's width: its lines are
+/// joined back into one (a blank line still starts a paragraph).
+fn unwrap_descriptions(schema: &mut Value) {
+    match schema {
+        Value::Object(fields) => {
+            for (key, value) in fields.iter_mut() {
+                match value {
+                    Value::String(text) if key == "description" => {
+                        *text = text
+                            .split("\n\n")
+                            .map(|paragraph| paragraph.replace('\n', " "))
+                            .collect::<Vec<_>>()
+                            .join("\n\n");
+                    }
+                    _ => unwrap_descriptions(value),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(unwrap_descriptions),
+        _ => {}
+    }
+}
+
+fn add<T: JsonSchema>(generator: &mut schemars::SchemaGenerator) {
+    // Named types land in the generator's definitions; the reference it returns is the
+    // caller's business.
+    let _reference = generator.subschema_for::<T>();
+}
