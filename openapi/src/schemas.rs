@@ -1,8 +1,10 @@
-//! The schemas derived from the components' own types (`schemars`): a view that has a type
-//! is described by it, so the document cannot say something the code does not answer.
+//! The schemas derived from the components' own types: a view that has a type is described
+//! by it (`schemars`), a request body declared with `request_body!` by its fields' kinds,
+//! so the document cannot say something the code does not do.
 //! The remaining schemas are still written in the components' fragments; a name defined
 //! in both fails the build.
 
+use common::validate::body::RequestBody;
 use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value};
@@ -15,8 +17,12 @@ pub fn derived() -> Map<String, Value> {
     });
     let mut generator = settings.into_generator();
     // The views answered, each with the named types it uses (a broadcast's ingest).
-    add::<api::views::BroadcastView>(&mut generator);
+    add::<api::contract::BroadcastView>(&mut generator);
     let mut schemas = generator.take_definitions(true);
+    // The request bodies, from their fields' kinds.
+    add_body::<api::contract::NewBroadcastBody>(&mut schemas);
+    add_body::<api::contract::NewSessionBody>(&mut schemas);
+    add_body::<api::contract::BroadcastChangesBody>(&mut schemas);
     for schema in schemas.values_mut() {
         unwrap_descriptions(schema);
     }
@@ -44,6 +50,10 @@ fn unwrap_descriptions(schema: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(unwrap_descriptions),
         _ => {}
     }
+}
+
+fn add_body<T: RequestBody>(schemas: &mut Map<String, Value>) {
+    schemas.insert(T::NAME.to_string(), T::schema());
 }
 
 fn add<T: JsonSchema>(generator: &mut schemars::SchemaGenerator) {

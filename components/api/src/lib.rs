@@ -38,9 +38,11 @@ use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
 
-/// The views whose OpenAPI schemas are derived from their types (by `openapi-doc`).
-pub mod views {
-    pub use crate::broadcasts::BroadcastView;
+/// The request bodies and views whose OpenAPI schemas are derived from their types (by
+/// `openapi-doc`).
+pub mod contract {
+    pub use crate::broadcasts::{BroadcastChangesBody, BroadcastView, NewBroadcastBody};
+    pub use crate::sessions::NewSessionBody;
 }
 
 /// The routes whose body is streamed into storage after authentication.

@@ -7,12 +7,14 @@ use crate::egress::{self, Egress};
 use common::app;
 use common::domain::broadcast::Status as BroadcastStatus;
 use common::domain::recording::{
-    self as rules, EgressPlan, EgressReport, Settings, SettingsPatch, Status, Step,
+    self as rules, EgressPlan, EgressReport, LAYOUTS, Output, Settings, SettingsPatch, Status, Step,
 };
 use common::spin::http::{ActorCtx, Caller, CallerCtx, ServerCtx, UserCtx, json};
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
 use common::store::recordings::{self as store, NewRecording, Outcome, Recording};
 use common::store::{Db, cohosts, outbox};
+use common::validate::JsonBody;
+use common::validate::body::FieldKind;
 use common::{ApiError, ids, time};
 use serde_json::{Value, json};
 use spin_sdk::http::Response;
@@ -52,19 +54,53 @@ fn record_event(db: &Db, r: &Recording, now: i64) -> Result<(), ApiError> {
     outbox::record(db, &r.client_id, event_type, subject, view(r), now).map(|_| ())
 }
 
-/// Reads the `recording` field of a broadcast body, if sent.
-pub fn settings_field(body: &mut common::validate::JsonBody) -> Option<SettingsPatch> {
-    let value = body.opt_value("recording")?;
+/// The `recording` field of a broadcast body: any of its settings, the rest from the
+/// tenant's default.
+pub struct RecordingField;
+
+impl FieldKind for RecordingField {
+    type Value = Option<SettingsPatch>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<SettingsPatch> {
+        settings_field(body, name)
+    }
+
+    fn schema() -> Value {
+        let nullable = |names: Vec<&str>| {
+            let mut names: Vec<Value> = names.into_iter().map(Value::from).collect();
+            names.push(Value::Null);
+            json!({ "enum": names })
+        };
+        json!({
+            "description": "Recording settings: any of the three fields, the rest from the tenant's default; null is the same as leaving it out.",
+            "anyOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "properties": {
+                        "enabled": {"type": ["boolean", "null"]},
+                        "layout": nullable(LAYOUTS.to_vec()),
+                        "output": nullable(Output::ALL.iter().map(|o| o.as_str()).collect()),
+                    },
+                    "additionalProperties": false,
+                },
+            ],
+        })
+    }
+}
+
+fn settings_field(body: &mut JsonBody, name: &'static str) -> Option<SettingsPatch> {
+    let value = body.opt_value(name)?;
     match SettingsPatch::from_json(&value) {
         Ok(patch) => Some(patch),
         Err(errors) => {
             for (field, message) in errors {
-                let name = if field.is_empty() {
-                    "recording".to_string()
+                let path = if field.is_empty() {
+                    name.to_string()
                 } else {
-                    format!("recording.{field}")
+                    format!("{name}.{field}")
                 };
-                body.error(&name, message);
+                body.error(&path, message);
             }
             None
         }

@@ -2,20 +2,31 @@
 //! record and one id, whichever endpoint created it; this module adds the SFU view.
 
 use crate::access::{self, Audience, Viewer};
-use crate::broadcasts::{self, BroadcastView};
+use crate::broadcasts;
+use crate::broadcasts::{BroadcastView, NewBroadcastBody};
 use common::ApiError;
 use common::app;
 use common::domain::sfu::client_url;
+use common::request_body;
 use common::spin::http::{UserCtx, json};
 use common::spin::sfu::SfuConfig;
 use common::store::Db;
 use common::store::broadcasts::Broadcast;
+use common::validate::body::{OptInt, RequestBody};
 use serde::Serialize;
 use spin_sdk::http::Response;
 
 /// Participants a session allows when the creator names no number, and the most it may.
 pub const DEFAULT_MAX_PARTICIPANTS: i64 = 100;
 pub const MAX_PARTICIPANTS: i64 = 1000;
+
+request_body! {
+    /// What creates a streaming session: a broadcast's fields and how many may join.
+    pub struct NewSessionBody as "NewStreamingSession" {
+        ..broadcast: NewBroadcastBody,
+        "maxParticipants" max_participants: OptInt<1, { MAX_PARTICIPANTS }>,
+    }
+}
 
 /// A broadcast with what an SFU client needs: its room and where the SFU is.
 #[derive(Serialize)]
@@ -56,11 +67,9 @@ fn with_session_fields(broadcast: BroadcastView, b: &Broadcast) -> SessionView {
 /// default 100), and any other broadcast creation field.
 pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let mut new = broadcasts::new_broadcast(&mut body);
-    new.max_participants = body
-        .opt_int("maxParticipants", 1..=MAX_PARTICIPANTS)
-        .unwrap_or(DEFAULT_MAX_PARTICIPANTS);
-    let recording = crate::recordings::settings_field(&mut body);
+    let fields = NewSessionBody::read(&mut body);
+    let (mut new, recording) = fields.broadcast.into_new(&mut body);
+    new.max_participants = fields.max_participants.unwrap_or(DEFAULT_MAX_PARTICIPANTS);
     body.finish()?;
     let db = ctx.db()?;
     let (b, view) = broadcasts::insert(

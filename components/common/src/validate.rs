@@ -8,6 +8,8 @@
 use crate::problem::{ApiError, FieldError};
 use serde_json::{Map, Value};
 
+pub mod body;
+
 /// Default cap for free-text string fields.
 pub const MAX_TEXT: usize = 1000;
 /// Cap for short names and labels.

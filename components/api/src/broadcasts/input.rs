@@ -1,12 +1,17 @@
-//! Reading broadcast fields from request bodies: every way of creating or changing a
-//! broadcast checks its fields here.
+//! The request bodies that create and change a broadcast: each field declared once, with
+//! its kind (how it is read and what the document says of it), and the rules between
+//! fields.
 
+use crate::recordings::RecordingField;
 use common::ApiError;
 use common::domain::broadcast::{Status, Visibility};
+use common::domain::recording::SettingsPatch;
 use common::problem::FieldError;
+use common::request_body;
 use common::store::broadcasts::NewBroadcast;
 use common::validate::JsonBody;
-use serde_json::{Map, Value};
+use common::validate::body::{FieldKind, NameList, OptChoice, OptInt, OptText, Text};
+use serde_json::{Map, Value, json};
 
 const MAX_TAGS: usize = 20;
 const MAX_TAG_LEN: usize = 50;
@@ -16,28 +21,97 @@ const MAX_METADATA_VALUE_LEN: usize = 1024;
 /// The largest viewer count a report may carry.
 pub const MAX_VIEWERS: i64 = 100_000_000;
 
-/// The `visibility` field: public (the default), unlisted, private or subscribers (the
-/// host's active subscribers, besides those who may watch a private one).
-pub fn visibility(body: &mut JsonBody) -> Visibility {
-    let Some(given) = body.opt_string("visibility", 20) else {
-        return Visibility::default();
-    };
-    Visibility::parse(&given).unwrap_or_else(|| {
-        body.error("visibility", Visibility::expected());
-        Visibility::default()
-    })
+request_body! {
+    /// What creates a broadcast: `POST /api/broadcasts`, `POST /api/v1/sessions`, and with
+    /// `maxParticipants` a streaming session.
+    pub struct NewBroadcastBody as "NewBroadcast" {
+        "title" title: Text<200>,
+        "visibility" visibility: OptChoice<Visibility>,
+        "tags" tags: Tags,
+        "metadata" metadata: Metadata,
+        "deviceWidth" device_width: OptInt<1, 16_384>,
+        "deviceHeight" device_height: OptInt<1, 16_384>,
+        "deviceType" device_type: OptText<50>,
+        "operatingSystem" operating_system: OptText<50>,
+        "orientation" orientation: OptChoice<Orientations>,
+        "cohostPolicy" cohost_policy: OptChoice<CohostPolicies>,
+        "recording" recording: RecordingField,
+    }
 }
 
-/// The `cohostPolicy` field: approval (the default), open or invite_only.
-pub fn cohost_policy(body: &mut JsonBody) -> Option<String> {
-    match body.opt_string("cohostPolicy", 20).as_deref() {
-        None => None,
-        Some(p @ ("approval" | "open" | "invite_only")) => Some(p.into()),
-        Some(_) => {
-            body.error("cohostPolicy", "must be approval, open or invite_only");
-            None
-        }
+request_body! {
+    /// What changes a broadcast: `PATCH /api/broadcasts/{id}`.
+    pub struct BroadcastChangesBody as "BroadcastChanges" {
+        "title" title: OptText<200>,
+        "visibility" visibility: OptChoice<Visibility>,
+        "tags" tags: Tags,
+        "cohostPolicy" cohost_policy: OptChoice<CohostPolicies>,
+        "recording" recording: RecordingField,
     }
+}
+
+/// `orientation`: how the stream is framed.
+pub struct Orientations;
+
+impl NameList for Orientations {
+    const NAMES: &'static [&'static str] = &["portrait", "landscape"];
+}
+
+/// `cohostPolicy`: how co-hosts join (approval, the default, open or invite_only).
+pub struct CohostPolicies;
+
+impl NameList for CohostPolicies {
+    const NAMES: &'static [&'static str] = &["approval", "open", "invite_only"];
+}
+
+/// `tags`: at most 20 strings of 1 to 50 characters (trimmed).
+pub struct Tags;
+
+impl FieldKind for Tags {
+    type Value = Option<Vec<String>>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<Vec<String>> {
+        let value = body.opt_value(name)?;
+        Some(tags(body, value))
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": ["array", "null"],
+            "maxItems": MAX_TAGS,
+            "items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG_LEN, "pattern": "\\S"},
+            "description": format!("At most {MAX_TAGS} tags of 1 to {MAX_TAG_LEN} characters (trimmed)"),
+        })
+    }
+}
+
+/// `metadata`: at most 50 string values of at most 1 KiB, by keys of 1 to 100 characters.
+pub struct Metadata;
+
+impl FieldKind for Metadata {
+    type Value = Map<String, Value>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Map<String, Value> {
+        let value = body.opt_value(name);
+        metadata(body, value, false)
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": ["object", "null"],
+            "maxProperties": MAX_METADATA_KEYS,
+            "propertyNames": {"minLength": 1, "maxLength": MAX_METADATA_KEY_LEN},
+            "additionalProperties": {"type": "string", "maxLength": MAX_METADATA_VALUE_LEN},
+            "description": format!(
+                "At most {MAX_METADATA_KEYS} keys of 1 to {MAX_METADATA_KEY_LEN} characters, string values of at most {MAX_METADATA_VALUE_LEN} bytes"
+            ),
+        })
+    }
+}
+
+/// The `visibility` field where a body reads it by hand: public when absent.
+pub fn visibility(body: &mut JsonBody) -> Visibility {
+    OptChoice::<Visibility>::read(body, "visibility").unwrap_or_default()
 }
 
 /// Checks metadata: an object of at most 50 string values of at most 1 KiB (a merge patch
@@ -129,48 +203,37 @@ pub fn tags(body: &mut JsonBody, value: Value) -> Vec<String> {
     tags
 }
 
-/// Reads the creation fields shared by every way of creating a broadcast.
-pub fn new_broadcast(body: &mut JsonBody) -> NewBroadcast {
-    let title = body.string("title", 200);
-    let visibility = visibility(body);
-    let tags = match body.opt_value("tags") {
-        None => Vec::new(),
-        Some(value) => tags(body, value),
-    };
-    let metadata_value = body.opt_value("metadata");
-    let metadata = metadata(body, metadata_value, false);
-    let width = body.opt_int("deviceWidth", 1..=16_384);
-    let height = body.opt_int("deviceHeight", 1..=16_384);
-    if width.is_some() != height.is_some() && !body.has_errors_for(&["deviceWidth", "deviceHeight"])
-    {
-        body.error("deviceWidth", "deviceWidth and deviceHeight go together");
-    }
-    let device = width.zip(height);
-    let device_type = body.opt_string("deviceType", 50);
-    let operating_system = body.opt_string("operatingSystem", 50);
-    let orientation = match body.opt_string("orientation", 20).as_deref() {
-        None => match device {
+impl NewBroadcastBody {
+    /// The broadcast these fields create, and its recording settings, once the rules
+    /// between fields hold (a broken one is recorded in `body`).
+    pub fn into_new(self, body: &mut JsonBody) -> (NewBroadcast, Option<SettingsPatch>) {
+        let device = match (self.device_width, self.device_height) {
+            (Some(w), Some(h)) => Some((w, h)),
+            (None, None) => None,
+            _ => {
+                if !body.has_errors_for(&["deviceWidth", "deviceHeight"]) {
+                    body.error("deviceWidth", "deviceWidth and deviceHeight go together");
+                }
+                None
+            }
+        };
+        let orientation = self.orientation.unwrap_or_else(|| match device {
             Some((w, h)) if w > h => "landscape".to_string(),
             _ => "portrait".to_string(),
-        },
-        Some(o @ ("portrait" | "landscape")) => o.to_string(),
-        Some(_) => {
-            body.error("orientation", "must be portrait or landscape");
-            "portrait".into()
-        }
-    };
-    let cohost_policy = cohost_policy(body).unwrap_or_else(|| "approval".into());
-    NewBroadcast {
-        title,
-        visibility,
-        tags,
-        metadata,
-        device,
-        device_type,
-        operating_system,
-        orientation,
-        max_participants: 100,
-        cohost_policy,
+        });
+        let new = NewBroadcast {
+            title: self.title,
+            visibility: self.visibility.unwrap_or_default(),
+            tags: self.tags.unwrap_or_default(),
+            metadata: self.metadata,
+            device,
+            device_type: self.device_type,
+            operating_system: self.operating_system,
+            orientation,
+            max_participants: 100,
+            cohost_policy: self.cohost_policy.unwrap_or_else(|| "approval".into()),
+        };
+        (new, self.recording)
     }
 }
 
@@ -191,7 +254,6 @@ pub fn requested_status(requested: &str) -> Result<Status, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn metadata_patches_merge_and_stay_bounded() {

@@ -6,7 +6,7 @@ mod input;
 mod tenant_api;
 mod view;
 
-pub use input::{new_broadcast, visibility};
+pub use input::{BroadcastChangesBody, NewBroadcastBody, visibility};
 pub use tenant_api::{react, v1_create, v1_list, v1_patch};
 pub use view::{BroadcastView, one as view_one};
 
@@ -20,6 +20,7 @@ use common::realtime::Event;
 use common::spin::http::{AppCtx, Call, UserCtx, json};
 use common::store::broadcasts::{self as store, Broadcast, Changes};
 use common::store::{Db, outbox};
+use common::validate::body::RequestBody;
 use common::{ApiError, time};
 use serde_json::json;
 use spin_sdk::http::Response;
@@ -27,8 +28,7 @@ use spin_sdk::http::Response;
 /// `POST /api/broadcasts`
 pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let new = input::new_broadcast(&mut body);
-    let recording = crate::recordings::settings_field(&mut body);
+    let (new, recording) = NewBroadcastBody::read(&mut body).into_new(&mut body);
     body.finish()?;
     let db = ctx.db()?;
     let (_, view) = insert(
@@ -84,25 +84,19 @@ pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `cohostPolicy`, until the broadcast has ended; `recording` until it goes live.
 pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let title = body.opt_string("title", 200);
-    let visibility = body.has("visibility").then(|| input::visibility(&mut body));
-    let tags = body
-        .opt_value("tags")
-        .map(|value| input::tags(&mut body, value));
-    let cohost_policy = input::cohost_policy(&mut body);
-    let recording = crate::recordings::settings_field(&mut body);
+    let fields = BroadcastChangesBody::read(&mut body);
     body.finish()?;
     let db = ctx.db()?;
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
-    if let Some(patch) = &recording {
+    if let Some(patch) = &fields.recording {
         crate::recordings::update_settings(&db, &b, patch, ctx.now())?;
     }
     let changes = Changes {
-        title,
-        visibility,
-        tags,
-        cohost_policy,
+        title: fields.title,
+        visibility: fields.visibility,
+        tags: fields.tags,
+        cohost_policy: fields.cohost_policy,
         metadata: None,
     };
     store::update(&db, &b, &changes, ctx.now())?;

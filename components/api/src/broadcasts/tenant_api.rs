@@ -10,6 +10,7 @@ use common::realtime::Event;
 use common::spin::http::{Actor, ActorCtx, ServerCtx, json};
 use common::store::broadcasts::{self as store, Changes};
 use common::store::rate_limits;
+use common::validate::body::RequestBody;
 use serde_json::json;
 use spin_sdk::http::Response;
 
@@ -20,8 +21,7 @@ const REACTION_WINDOW_SECS: i64 = 10;
 /// `POST /api/v1/sessions`: a broadcast session owned by the tenant itself.
 pub fn v1_create(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let new = input::new_broadcast(&mut body);
-    let recording = crate::recordings::settings_field(&mut body);
+    let (new, recording) = input::NewBroadcastBody::read(&mut body).into_new(&mut body);
     body.finish()?;
     let db = ctx.db()?;
     let (_, view) = super::insert(

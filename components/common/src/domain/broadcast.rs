@@ -3,6 +3,7 @@
 
 use crate::ApiError;
 use crate::ids;
+use crate::validate::body::Choices;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use std::borrow::Cow;
 
@@ -97,16 +98,6 @@ impl Visibility {
         }
     }
 
-    /// The error of a field that is not a visibility: "must be public, unlisted, ...".
-    pub fn expected() -> String {
-        let names: Vec<&str> = Visibility::ALL.iter().map(|v| v.as_str()).collect();
-        format!(
-            "must be {} or {}",
-            names[..names.len() - 1].join(", "),
-            names[names.len() - 1]
-        )
-    }
-
     /// For some viewers only: guests never watch it, its page needs a token and its
     /// playback addresses are signed.
     pub fn is_gated(self) -> bool {
@@ -141,6 +132,19 @@ macro_rules! named_in_json {
     )*};
 }
 named_in_json!(Status, Visibility);
+
+/// A request's `visibility` field.
+impl Choices for Visibility {
+    type Value = Visibility;
+
+    fn names() -> Vec<&'static str> {
+        Visibility::ALL.iter().map(|v| v.as_str()).collect()
+    }
+
+    fn choose(name: &str) -> Option<Visibility> {
+        Visibility::parse(name)
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transition {
@@ -273,7 +277,7 @@ mod tests {
         }
         assert_eq!(Visibility::parse("secret"), None);
         assert_eq!(
-            Visibility::expected(),
+            crate::validate::body::must_be_one_of(&<Visibility as Choices>::names()),
             "must be public, unlisted, private or subscribers"
         );
         for s in Status::ALL {

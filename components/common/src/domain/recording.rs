@@ -21,6 +21,8 @@ pub enum Output {
 }
 
 impl Output {
+    pub const ALL: [Output; 2] = [Output::Mp4, Output::Hls];
+
     pub fn parse(s: &str) -> Option<Output> {
         match s {
             "mp4" => Some(Output::Mp4),

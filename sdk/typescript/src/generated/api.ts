@@ -2617,6 +2617,23 @@ export interface components {
             viewerReports: number | null;
             viewerSessions: number;
         };
+        BroadcastChanges: {
+            /** @enum {unknown} */
+            cohostPolicy?: "approval" | "open" | "invite_only" | null;
+            /** @description Recording settings: any of the three fields, the rest from the tenant's default; null is the same as leaving it out. */
+            recording?: null | {
+                enabled?: boolean | null;
+                /** @enum {unknown} */
+                layout?: "default" | "grid3x3" | "grid4x4" | "battle" | "onebig" | "active" | null;
+                /** @enum {unknown} */
+                output?: "mp4" | "hls" | null;
+            };
+            /** @description At most 20 tags of 1 to 50 characters (trimmed) */
+            tags?: string[] | null;
+            title?: string | null;
+            /** @enum {unknown} */
+            visibility?: "public" | "unlisted" | "private" | "subscribers" | null;
+        };
         /** @description A channel's metrics per period, with their totals */
         ChannelAnalytics: {
             /** Format: date-time */
@@ -2848,6 +2865,61 @@ export interface components {
             platformUserEmail: string;
             /** Format: uuid */
             platformUserId: string;
+        };
+        NewBroadcast: {
+            /** @enum {unknown} */
+            cohostPolicy?: "approval" | "open" | "invite_only" | null;
+            deviceHeight?: number | null;
+            deviceType?: string | null;
+            deviceWidth?: number | null;
+            /** @description At most 50 keys of 1 to 100 characters, string values of at most 1024 bytes */
+            metadata?: {
+                [key: string]: string;
+            } | null;
+            operatingSystem?: string | null;
+            /** @enum {unknown} */
+            orientation?: "portrait" | "landscape" | null;
+            /** @description Recording settings: any of the three fields, the rest from the tenant's default; null is the same as leaving it out. */
+            recording?: null | {
+                enabled?: boolean | null;
+                /** @enum {unknown} */
+                layout?: "default" | "grid3x3" | "grid4x4" | "battle" | "onebig" | "active" | null;
+                /** @enum {unknown} */
+                output?: "mp4" | "hls" | null;
+            };
+            /** @description At most 20 tags of 1 to 50 characters (trimmed) */
+            tags?: string[] | null;
+            title: string;
+            /** @enum {unknown} */
+            visibility?: "public" | "unlisted" | "private" | "subscribers" | null;
+        };
+        NewStreamingSession: {
+            /** @enum {unknown} */
+            cohostPolicy?: "approval" | "open" | "invite_only" | null;
+            deviceHeight?: number | null;
+            deviceType?: string | null;
+            deviceWidth?: number | null;
+            maxParticipants?: number | null;
+            /** @description At most 50 keys of 1 to 100 characters, string values of at most 1024 bytes */
+            metadata?: {
+                [key: string]: string;
+            } | null;
+            operatingSystem?: string | null;
+            /** @enum {unknown} */
+            orientation?: "portrait" | "landscape" | null;
+            /** @description Recording settings: any of the three fields, the rest from the tenant's default; null is the same as leaving it out. */
+            recording?: null | {
+                enabled?: boolean | null;
+                /** @enum {unknown} */
+                layout?: "default" | "grid3x3" | "grid4x4" | "battle" | "onebig" | "active" | null;
+                /** @enum {unknown} */
+                output?: "mp4" | "hls" | null;
+            };
+            /** @description At most 20 tags of 1 to 50 characters (trimmed) */
+            tags?: string[] | null;
+            title: string;
+            /** @enum {unknown} */
+            visibility?: "public" | "unlisted" | "private" | "subscribers" | null;
         };
         /** @description A page of a list */
         Page: {
@@ -3533,30 +3605,7 @@ export interface operations {
                  *       "visibility": "public"
                  *     }
                  */
-                "application/json": {
-                    cohostPolicy?: string | null;
-                    deviceHeight?: number | null;
-                    deviceType?: string | null;
-                    deviceWidth?: number | null;
-                    /** @description At most 50 keys of 1 to 100 characters, string values of at most 1024 bytes */
-                    metadata?: {
-                        [key: string]: string;
-                    } | null;
-                    operatingSystem?: string | null;
-                    orientation?: string | null;
-                    /** @description Recording settings: any of the three fields, the rest from the tenant's default; null is the same as leaving it out. */
-                    recording?: null | {
-                        enabled?: boolean | null;
-                        /** @enum {unknown} */
-                        layout?: "default" | "grid3x3" | "grid4x4" | "battle" | "onebig" | "active" | null;
-                        /** @enum {unknown} */
-                        output?: "mp4" | "hls" | null;
-                    };
-                    /** @description At most 20 tags of 1 to 50 characters (trimmed) */
-                    tags?: string[] | null;
-                    title: string;
-                    visibility?: string | null;
-                };
+                "application/json": components["schemas"]["NewBroadcast"];
             };
         };
         responses: {
@@ -3811,21 +3860,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": {
-                    cohostPolicy?: string | null;
-                    /** @description Recording settings: any of the three fields, the rest from the tenant's default; null is the same as leaving it out. */
-                    recording?: null | {
-                        enabled?: boolean | null;
-                        /** @enum {unknown} */
-                        layout?: "default" | "grid3x3" | "grid4x4" | "battle" | "onebig" | "active" | null;
-                        /** @enum {unknown} */
-                        output?: "mp4" | "hls" | null;
-                    };
-                    /** @description At most 20 tags of 1 to 50 characters (trimmed) */
-                    tags?: string[] | null;
-                    title?: string | null;
-                    visibility?: string | null;
-                };
+                "application/json": components["schemas"]["BroadcastChanges"];
             };
         };
         responses: {
@@ -9738,17 +9773,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    maxParticipants?: number | null;
-                    /** @description Recording settings: any of the three fields, the rest from the tenant's default; null is the same as leaving it out. */
-                    recording?: null | {
-                        enabled?: boolean | null;
-                        /** @enum {unknown} */
-                        layout?: "default" | "grid3x3" | "grid4x4" | "battle" | "onebig" | "active" | null;
-                        /** @enum {unknown} */
-                        output?: "mp4" | "hls" | null;
-                    };
-                };
+                "application/json": components["schemas"]["NewStreamingSession"];
             };
         };
         responses: {
@@ -17984,30 +18009,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    cohostPolicy?: string | null;
-                    deviceHeight?: number | null;
-                    deviceType?: string | null;
-                    deviceWidth?: number | null;
-                    /** @description At most 50 keys of 1 to 100 characters, string values of at most 1024 bytes */
-                    metadata?: {
-                        [key: string]: string;
-                    } | null;
-                    operatingSystem?: string | null;
-                    orientation?: string | null;
-                    /** @description Recording settings: any of the three fields, the rest from the tenant's default; null is the same as leaving it out. */
-                    recording?: null | {
-                        enabled?: boolean | null;
-                        /** @enum {unknown} */
-                        layout?: "default" | "grid3x3" | "grid4x4" | "battle" | "onebig" | "active" | null;
-                        /** @enum {unknown} */
-                        output?: "mp4" | "hls" | null;
-                    };
-                    /** @description At most 20 tags of 1 to 50 characters (trimmed) */
-                    tags?: string[] | null;
-                    title: string;
-                    visibility?: string | null;
-                };
+                "application/json": components["schemas"]["NewBroadcast"];
             };
         };
         responses: {

@@ -1,0 +1,317 @@
+//! Request bodies as types. A body is declared once, with [`request_body!`]: each field's
+//! name and kind. The kind says both how the field is read (through [`JsonBody`], which
+//! reports every bad field by name) and what the OpenAPI document says of it, so the
+//! answer to a bad field and the document cannot disagree.
+
+use super::JsonBody;
+use serde_json::{Map, Value, json};
+use std::marker::PhantomData;
+
+/// A kind of body field: how it is read and described.
+pub trait FieldKind {
+    /// What the handler gets.
+    type Value;
+    /// Whether the document lists the field as required (reading reports it missing).
+    const REQUIRED: bool = false;
+    /// Reads `name` from `body`, recording an error there when it is bad.
+    fn read(body: &mut JsonBody, name: &'static str) -> Self::Value;
+    /// The field's JSON schema.
+    fn schema() -> Value;
+}
+
+/// A request body declared with [`request_body!`].
+pub trait RequestBody: Sized {
+    /// Its schema's name in the document.
+    const NAME: &'static str;
+    /// Reads every field (errors are recorded in `body`; `body.finish()` reports them and
+    /// any field the body does not know).
+    fn read(body: &mut JsonBody) -> Self;
+    /// Adds its fields to an object schema's `properties` and `required`.
+    fn describe(properties: &mut Map<String, Value>, required: &mut Vec<Value>);
+    /// Its JSON schema: an object of its fields and no others.
+    fn schema() -> Value {
+        let mut properties = Map::new();
+        let mut required = Vec::new();
+        Self::describe(&mut properties, &mut required);
+        let mut schema = json!({
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+        });
+        if !required.is_empty() {
+            schema["required"] = Value::Array(required);
+        }
+        schema
+    }
+}
+
+/// Declares a request body: a struct whose fields are read by their kinds, and its schema.
+/// A `..field: Other` line takes in every field of another body.
+///
+/// ```ignore
+/// request_body! {
+///     /// What creates a thing.
+///     pub struct NewThing as "NewThing" {
+///         "title" title: Text<200>,
+///         "size" size: OptInt<1, 10>,
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! request_body {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident as $schema_name:literal {
+            $( .. $inner:ident : $inner_ty:ty, )*
+            $( $json:literal $field:ident : $kind:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone)]
+        pub struct $name {
+            $( pub $inner: $inner_ty, )*
+            $( pub $field: <$kind as $crate::validate::body::FieldKind>::Value, )*
+        }
+
+        impl $crate::validate::body::RequestBody for $name {
+            const NAME: &'static str = $schema_name;
+
+            fn read(body: &mut $crate::validate::JsonBody) -> Self {
+                Self {
+                    $( $inner: <$inner_ty as $crate::validate::body::RequestBody>::read(body), )*
+                    $( $field: <$kind as $crate::validate::body::FieldKind>::read(body, $json), )*
+                }
+            }
+
+            fn describe(
+                properties: &mut ::serde_json::Map<String, ::serde_json::Value>,
+                required: &mut Vec<::serde_json::Value>,
+            ) {
+                $( <$inner_ty as $crate::validate::body::RequestBody>::describe(properties, required); )*
+                $(
+                    properties.insert(
+                        $json.to_string(),
+                        <$kind as $crate::validate::body::FieldKind>::schema(),
+                    );
+                    if <$kind as $crate::validate::body::FieldKind>::REQUIRED {
+                        required.push($json.into());
+                    }
+                )*
+            }
+        }
+    };
+}
+
+/// A required string, trimmed, not empty, at most `MAX` characters.
+pub struct Text<const MAX: usize>;
+
+impl<const MAX: usize> FieldKind for Text<MAX> {
+    type Value = String;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> String {
+        body.string(name, MAX)
+    }
+
+    fn schema() -> Value {
+        json!({ "type": "string", "minLength": 1, "maxLength": MAX, "pattern": "\\S" })
+    }
+}
+
+/// An optional string, trimmed (empty counts as absent), at most `MAX` characters.
+pub struct OptText<const MAX: usize>;
+
+impl<const MAX: usize> FieldKind for OptText<MAX> {
+    type Value = Option<String>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<String> {
+        body.opt_string(name, MAX)
+    }
+
+    fn schema() -> Value {
+        json!({ "type": ["string", "null"], "maxLength": MAX })
+    }
+}
+
+/// An optional integer from `MIN` to `MAX`.
+pub struct OptInt<const MIN: i64, const MAX: i64>;
+
+impl<const MIN: i64, const MAX: i64> FieldKind for OptInt<MIN, MAX> {
+    type Value = Option<i64>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<i64> {
+        body.opt_int(name, MIN..=MAX)
+    }
+
+    fn schema() -> Value {
+        json!({ "type": ["integer", "null"], "minimum": MIN, "maximum": MAX })
+    }
+}
+
+/// An optional boolean.
+pub struct OptBool;
+
+impl FieldKind for OptBool {
+    type Value = Option<bool>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<bool> {
+        body.opt_bool(name)
+    }
+
+    fn schema() -> Value {
+        json!({ "type": ["boolean", "null"] })
+    }
+}
+
+/// A closed set of names, such as a visibility.
+pub trait Choices {
+    /// What a name stands for.
+    type Value;
+    /// Every name, in the order an error lists them.
+    fn names() -> Vec<&'static str>;
+    /// The value `name` stands for, if it is one of the names.
+    fn choose(name: &str) -> Option<Self::Value>;
+}
+
+/// Choices that are their own names.
+pub trait NameList {
+    const NAMES: &'static [&'static str];
+}
+
+impl<N: NameList> Choices for N {
+    type Value = String;
+
+    fn names() -> Vec<&'static str> {
+        N::NAMES.to_vec()
+    }
+
+    fn choose(name: &str) -> Option<String> {
+        N::NAMES.contains(&name).then(|| name.to_string())
+    }
+}
+
+/// The longest text a choice is read as: a longer one is refused for its length first.
+const MAX_CHOICE_LEN: usize = 20;
+
+/// One of `C`'s names, optional.
+pub struct OptChoice<C>(PhantomData<C>);
+
+impl<C: Choices> FieldKind for OptChoice<C> {
+    type Value = Option<C::Value>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<C::Value> {
+        let given = body.opt_string(name, MAX_CHOICE_LEN)?;
+        let chosen = C::choose(&given);
+        if chosen.is_none() {
+            body.error(name, must_be_one_of(&C::names()));
+        }
+        chosen
+    }
+
+    fn schema() -> Value {
+        let mut names: Vec<Value> = C::names().into_iter().map(Value::from).collect();
+        names.push(Value::Null);
+        json!({ "enum": names })
+    }
+}
+
+/// "must be a, b or c".
+pub fn must_be_one_of(names: &[&str]) -> String {
+    match names {
+        [] => "must be absent".to_string(),
+        [one] => format!("must be {one}"),
+        [rest @ .., last] => format!("must be {} or {last}", rest.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub enum Size {
+        Small,
+        Large,
+    }
+
+    impl Choices for Size {
+        type Value = Size;
+
+        fn names() -> Vec<&'static str> {
+            vec!["small", "large"]
+        }
+
+        fn choose(name: &str) -> Option<Size> {
+            match name {
+                "small" => Some(Size::Small),
+                "large" => Some(Size::Large),
+                _ => None,
+            }
+        }
+    }
+
+    crate::request_body! {
+        /// A test body.
+        pub struct Inner as "Inner" {
+            "name" name: Text<5>,
+        }
+    }
+
+    crate::request_body! {
+        /// A test body with another inside.
+        pub struct Outer as "Outer" {
+            ..inner: Inner,
+            "size" size: OptChoice<Size>,
+            "count" count: OptInt<1, 3>,
+        }
+    }
+
+    fn read(json: &str) -> (Outer, Result<(), crate::ApiError>) {
+        let mut body = JsonBody::parse(json.as_bytes()).unwrap();
+        let outer = Outer::read(&mut body);
+        (outer, body.finish())
+    }
+
+    #[test]
+    fn a_body_reads_its_fields_and_reports_each_bad_one() {
+        let (ok, result) = read(r#"{"name": " ada ", "size": "large"}"#);
+        assert!(result.is_ok());
+        assert_eq!(ok.inner.name, "ada");
+        assert_eq!(ok.size, Some(Size::Large));
+        assert_eq!(ok.count, None);
+
+        let (_, result) = read(r#"{"size": "huge", "count": 9, "extra": 1}"#);
+        let errors: Vec<(String, String)> = result
+            .unwrap_err()
+            .fields
+            .into_iter()
+            .map(|e| (e.field, e.message))
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                ("name".to_string(), "is required".to_string()),
+                ("size".into(), "must be small or large".into()),
+                ("count".into(), "must be an integer from 1 to 3".into()),
+                ("extra".into(), "is not a known field".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_body_schema_lists_its_fields_and_refuses_others() {
+        assert_eq!(
+            Outer::schema(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "minLength": 1, "maxLength": 5, "pattern": "\\S"},
+                    "size": {"enum": ["small", "large", null]},
+                    "count": {"type": ["integer", "null"], "minimum": 1, "maximum": 3},
+                },
+                "required": ["name"],
+                "additionalProperties": false,
+            })
+        );
+    }
+}
