@@ -3,7 +3,6 @@
 use common::ApiError;
 use common::ids;
 use common::spin::http::{AdminCtx, json};
-use common::spin::store as database;
 use common::store::tenants::{self, Registration, StoredCredentials};
 use common::validate::{self, JsonBody};
 use serde::Serialize;
@@ -78,7 +77,7 @@ pub fn register(ctx: &AdminCtx) -> Result<Response, ApiError> {
         api_key_prefix: api_key[..7].to_string(),
         secret_key: secret_key.clone(),
     };
-    let db = database::open()?;
+    let db = ctx.db()?;
     let client_id = tenants::insert(&db, &reg, &credentials, ctx.now())?;
     Ok(json(
         200,
@@ -150,7 +149,7 @@ fn set_suspended(ctx: &AdminCtx, at: Option<i64>) -> Result<Response, ApiError> 
     common::spin::auth::require_admin_token(&ctx.req)?;
     let id = ids::parse_uuid(ctx.param("id"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the client id must be a UUID"))?;
-    let db = database::open()?;
+    let db = ctx.db()?;
     if !tenants::set_suspended(&db, &id, at)? {
         return Err(ApiError::not_found("client"));
     }

@@ -4,7 +4,6 @@
 use crate::users;
 use common::pagination::{Page, Paged};
 use common::spin::http::{UserCtx, json};
-use common::spin::store as database;
 use common::store::Db;
 use common::store::contacts::{self as stored, Contact, Notes};
 use common::validate;
@@ -62,7 +61,7 @@ fn load(db: &Db, client_id: &str, owner: &str, contact_id: &str) -> Result<Conta
 pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let page = Page::from_query(ctx.query())?;
-    let db = database::open()?;
+    let db = ctx.db()?;
     let (contacts, total) = stored::page_of_owner(&db, &tenant.client_id, &user.id, page)?;
     let items: Vec<ContactView> = contacts.into_iter().map(ContactView::from).collect();
     Ok(json(200, &Paged::new(items, total, page)))
@@ -87,7 +86,7 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
         );
     }
     body.finish()?;
-    let db = database::open()?;
+    let db = ctx.db()?;
     let existing = load(&db, &tenant.client_id, &user.id, ctx.param("id"))?;
     let notes = Notes {
         display_name,
@@ -111,7 +110,7 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `DELETE /api/contacts/{id}/follow`: unfollows the contact's user.
 pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = database::open()?;
+    let db = ctx.db()?;
     let existing = load(&db, &tenant.client_id, &user.id, ctx.param("id"))?;
     users::unfollow_user(&db, &tenant.client_id, &user.id, &existing.user_id)?;
     Ok(json(

@@ -6,7 +6,6 @@ use crate::links::Links;
 use common::app::access::{Viewer, Watched, may_watch};
 use common::pagination::{Page, Paged};
 use common::spin::http::{UserCtx, json};
-use common::spin::store as database;
 use common::store::Db;
 use common::store::events::{self as stored, Event, NewEvent, Playback};
 use common::validate::{self, JsonBody};
@@ -113,14 +112,14 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let new = parse_new(&mut body, ctx.now());
     body.finish()?;
-    let db = database::open()?;
+    let db = ctx.db()?;
     let event = stored::insert(&db, &tenant.client_id, &user.id, &new, ctx.now())?;
     Ok(json(200, &view(&event, &Links::load(), true, ctx.now())))
 }
 
 /// `GET /api/events/{id}`
 pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let event = load_visible(ctx, &db)?;
     let owner = event.is_owned_by(&ctx.user.id);
     Ok(json(200, &view(&event, &Links::load(), owner, ctx.now())))
@@ -141,7 +140,7 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
             ));
         }
     };
-    let db = database::open()?;
+    let db = ctx.db()?;
     let links = Links::load();
     let (events, total) = stored::page_visible_to(&db, &tenant.client_id, &user.id, since, page)?;
     let items = events
@@ -153,7 +152,7 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `DELETE /api/events/{id}` (owner only).
 pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let event = load_visible(ctx, &db)?;
     if !event.is_owned_by(&ctx.user.id) {
         return Err(ApiError::forbidden("only the event's owner may delete it"));

@@ -7,7 +7,7 @@ use crate::media::{self, Chunker, RangeAsk};
 use common::pagination::{Page, Paged};
 use common::spin::http::{Call, PublicCtx, UserCtx, json, problem};
 use common::spin::incoming::{self, BodyStream, Source};
-use common::spin::{config, store as database};
+use common::spin::config;
 use common::store::Db;
 use common::store::files::{self as stored, Content, FileKey};
 use common::{ApiError, ids};
@@ -388,7 +388,7 @@ pub async fn upload(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
             (new, Source::Bytes(form.bytes, form.data))
         }
     };
-    let db = database::open()?;
+    let db = ctx.db()?;
     let file = store(ctx, &db, &new, source, max).await?;
     Ok(json(201, &view(&file, &Links::load())))
 }
@@ -521,7 +521,7 @@ pub fn public(ctx: &PublicCtx) -> Result<Response, ApiError> {
     headers.push(("cache-control", "public, max-age=3600".into()));
     let answer = (|| {
         let id = ids::parse_uuid(ctx.param("id")).ok_or_else(bad_id)?;
-        let db = database::open()?;
+        let db = ctx.db()?;
         let file = stored::load_public(&db, &id)?.ok_or_else(|| ApiError::not_found("file"))?;
         file_response(ctx, &file, &headers)
     })();
@@ -564,7 +564,7 @@ fn load_own(ctx: &UserCtx, db: &Db) -> Result<FileRow, ApiError> {
 
 /// `GET /api/files/{id}/download`: the owner's download, as an attachment.
 pub fn download(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let file = load_own(ctx, &db)?;
     let disposition = format!(
         "attachment; filename=\"{}\"; filename*=UTF-8''{}",
@@ -584,14 +584,14 @@ pub fn download(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `GET /api/files/{id}`: the metadata, for the owner.
 pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let file = load_own(ctx, &db)?;
     Ok(json(200, &view(&file, &Links::load())))
 }
 
 /// `DELETE /api/files/{id}` (owner only): chunks and row.
 pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let file = load_own(ctx, &db)?;
     db.transaction(|tx| {
         record_event(tx, "file.deleted", &file, ctx.now())?;
@@ -604,7 +604,7 @@ pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
 pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let page = Page::from_query(ctx.query())?;
-    let db = database::open()?;
+    let db = ctx.db()?;
     let links = Links::load();
     let (files, total) = stored::page_of_owner(&db, &tenant.client_id, &user.id, page)?;
     let items = files.iter().map(|f| view(f, &links)).collect();

@@ -8,7 +8,6 @@ use common::pagination::{Page, Paged};
 use common::problem::FieldError;
 use common::spin::http::{UserCtx, json};
 use common::spin::incoming::{self, Source};
-use common::spin::store as database;
 use common::store::Db;
 use common::store::playlists::{self as stored, Appended, Fields, NewTrack, Playlist, Track};
 use common::validate::{self, JsonBody};
@@ -146,7 +145,7 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     let description = body.opt_string("description", MAX_DESCRIPTION);
     let visibility = visibility(&mut body, true).unwrap_or_default();
     body.finish()?;
-    let db = database::open()?;
+    let db = ctx.db()?;
     let fields = Fields {
         name,
         description,
@@ -158,7 +157,7 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `GET /api/playlists/{id}`: with its tracks in order.
 pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let playlist = load_visible(ctx, &db)?;
     Ok(json(200, &full_view(&db, &playlist)?))
 }
@@ -175,7 +174,7 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
         })?,
     };
     let public_only = owner != user.id;
-    let db = database::open()?;
+    let db = ctx.db()?;
     let links = Links::load();
     let (playlists, total) =
         stored::page_of_owner(&db, &tenant.client_id, &owner, public_only, page)?;
@@ -188,7 +187,7 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `PUT /api/playlists/{id}`: any of name, description, visibility.
 pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let playlist = load_owned(ctx, &db)?;
     let mut body = ctx.json()?;
     let name = body
@@ -215,7 +214,7 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
 
 /// `DELETE /api/playlists/{id}`: the playlist, its tracks and its poster.
 pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let playlist = load_owned(ctx, &db)?;
     stored::delete(&db, &playlist)?;
     remove_poster(&db, &playlist)?;
@@ -292,7 +291,7 @@ fn parse_track(index: usize, value: &Value, errors: &mut Vec<FieldError>) -> Opt
 /// `POST /api/playlists/{id}/tracks`: `{"tracks": [...]}` appended in order. A `fileId`
 /// must name a file of the tenant that the user owns or that is public.
 pub fn add_tracks(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let playlist = load_owned(ctx, &db)?;
     let user = &ctx.user;
     let mut body = ctx.json()?;
@@ -348,7 +347,7 @@ fn invalid(field: &str, message: &str) -> ApiError {
 
 /// `DELETE /api/playlists/{id}/tracks/{trackId}`
 pub fn remove_track(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let playlist = load_owned(ctx, &db)?;
     let track_id = ids::parse_uuid(ctx.param("trackId")).ok_or_else(|| bad_id("track"))?;
     if !stored::remove_track(&db, &playlist, &track_id, ctx.now())? {
@@ -360,7 +359,7 @@ pub fn remove_track(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `PUT /api/playlists/{id}/tracks/reorder`: `{"trackIds": [...]}`, the complete new
 /// order; anything else is a 422 and the order stays as it was.
 pub fn reorder(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let playlist = load_owned(ctx, &db)?;
     let mut body = ctx.json()?;
     let requested = body.opt_value("trackIds");
@@ -383,7 +382,7 @@ pub fn reorder(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// at most 5 MiB, recognised by its magic bytes; stored as a public file that replaces
 /// the previous poster.
 pub async fn poster(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let playlist = load_owned(ctx, &db)?;
     let head = &ctx.req;
     let stream: incoming::BodyStream = match body {

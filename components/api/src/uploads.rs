@@ -16,7 +16,6 @@ use common::domain::uploads::{
 };
 use common::spin::http::{Reply, UserCtx, json};
 use common::spin::incoming::{self, Source};
-use common::spin::store as database;
 use common::store::Db;
 use common::store::uploads::{self as stored, NewUpload, PartOutcome, UploadRow, WrittenPart};
 use common::{ApiError, ids, validate};
@@ -167,7 +166,7 @@ pub fn create(ctx: &UserCtx) -> Reply {
     }
     let plan = plan.ok_or_else(|| ApiError::internal("an upload without a plan"))?;
     let (tenant, user, now) = (&ctx.tenant, &ctx.user, ctx.now());
-    let db = database::open()?;
+    let db = ctx.db()?;
     let new = NewUpload {
         id: ids::uuid(),
         filename,
@@ -200,7 +199,7 @@ pub fn create(ctx: &UserCtx) -> Reply {
 
 /// `GET /api/files/uploads/{id}`: the upload and the parts received.
 pub fn get(ctx: &UserCtx) -> Reply {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let upload = load_own(ctx, &db)?;
     let parts = stored::stored_parts(&db, &upload.client_id, &upload.id)?;
     Ok(json(200, &view(&upload, &parts, &Links::load())))
@@ -230,7 +229,7 @@ pub async fn put_part(ctx: &UserCtx, body: Source) -> Result<Response, ApiError>
     if incoming::content_length(&ctx.req).is_some_and(|n| n > MAX_PART_SIZE) {
         return Err(incoming::too_large(MAX_PART_SIZE));
     }
-    let db = database::open()?;
+    let db = ctx.db()?;
     let upload = load_own(ctx, &db)?;
     let plan = plan_of(&upload);
     let n = ctx
@@ -339,7 +338,7 @@ fn remove_file_chunks(upload: &UploadRow, count: u64) {
 /// and the SHA-256 and answers the ready file (as `POST /api/files` does). Safe to repeat.
 /// A mismatch is a 422 and the upload stays open for corrected parts.
 pub fn complete(ctx: &UserCtx) -> Reply {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let upload = load_own(ctx, &db)?;
     let client_id = &upload.client_id;
     if upload.status == "complete" {
@@ -425,7 +424,7 @@ fn discard(db: &Db, client_id: &str, upload_id: &str) -> Result<(), ApiError> {
 
 /// `DELETE /api/files/uploads/{id}`: gives up an upload and removes its parts.
 pub fn abort(ctx: &UserCtx) -> Reply {
-    let db = database::open()?;
+    let db = ctx.db()?;
     let upload = load_own(ctx, &db)?;
     discard(&db, &upload.client_id, &upload.id)?;
     Ok(json(200, &json!({"success": true, "id": upload.id})))

@@ -14,7 +14,6 @@ use crate::sealed;
 use common::ApiError;
 use common::problem::FieldError;
 use common::spin::http::{UserCtx, json};
-use common::spin::store as database;
 use common::store::rate_limits;
 use common::validate::{self, JsonBody};
 use spin_sdk::http::Response;
@@ -118,7 +117,7 @@ pub fn link_existing(ctx: &UserCtx) -> Result<Response, ApiError> {
         .ok_or_else(|| platform::unreadable("the account look-up"))?;
 
     if emails_match(&account.email, &user.email) {
-        let link = links::attach(&database::open()?, ctx, &account.id, None)?;
+        let link = links::attach(&ctx.db()?, ctx, &account.id, None)?;
         return Ok(json(200, &LinkRecord::new(link, user)));
     }
     let password = req.password.as_deref().ok_or_else(password_required)?;
@@ -143,7 +142,7 @@ pub fn link_existing(ctx: &UserCtx) -> Result<Response, ApiError> {
     };
     rate_limits::clear(&limits, &bucket)?;
     let sealed = key.seal(&token, &sealed::row_context(&tenant.client_id, &user.id))?;
-    let link = links::attach(&database::open()?, ctx, &account.id, Some(&sealed))?;
+    let link = links::attach(&ctx.db()?, ctx, &account.id, Some(&sealed))?;
     Ok(json(200, &LinkRecord::new(link, user)))
 }
 

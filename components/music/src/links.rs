@@ -13,7 +13,6 @@ use common::jwt;
 use common::spin::auth::{CurrentUser, Tenant};
 use common::spin::config;
 use common::spin::http::{UserCtx, json};
-use common::spin::store as database;
 use common::store::Db;
 use common::store::music_links as stored;
 use serde::Serialize;
@@ -118,7 +117,7 @@ fn stored_token(
 /// an active link, else the service token (which the platform accepts, as in authenticate).
 pub fn credential(ctx: &UserCtx) -> Result<String, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = database::open()?;
+    let db = ctx.db()?;
     match load(&db, tenant, user)? {
         Some(link) => match stored_token(&link, tenant, user)? {
             Some(token) => Ok(token),
@@ -131,7 +130,7 @@ pub fn credential(ctx: &UserCtx) -> Result<String, ApiError> {
 /// `GET /api/users/music/link`: the link, or 404.
 pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let link = load_existing(&database::open()?, tenant, user)?;
+    let link = load_existing(&ctx.db()?, tenant, user)?;
     Ok(json(200, &LinkRecord::new(link, user)))
 }
 
@@ -170,7 +169,7 @@ fn answer_with_active(
 pub fn create_or_update(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let is_active = is_active_of(ctx)?;
-    let db = database::open()?;
+    let db = ctx.db()?;
     stored::create(
         &db,
         &tenant.client_id,
@@ -185,7 +184,7 @@ pub fn create_or_update(ctx: &UserCtx) -> Result<Response, ApiError> {
 pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let is_active = is_active_of(ctx)?;
-    let db = database::open()?;
+    let db = ctx.db()?;
     load_existing(&db, tenant, user)?;
     answer_with_active(&db, ctx, is_active)
 }
@@ -193,7 +192,7 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `DELETE /api/users/music/link`: unlinks; the row and its sealed token are deleted.
 pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = database::open()?;
+    let db = ctx.db()?;
     load_existing(&db, tenant, user)?;
     stored::delete(&db, &tenant.client_id, &user.id)?;
     Ok(json(
@@ -223,14 +222,14 @@ pub fn authenticate(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (token, account) = platform::parse_authenticated(&answer.body)
         .ok_or_else(|| platform::unreadable("authenticate"))?;
     let sealed = key.seal(&token, &sealed::row_context(&tenant.client_id, &user.id))?;
-    let link = attach(&database::open()?, ctx, &account.id, Some(&sealed))?;
+    let link = attach(&ctx.db()?, ctx, &account.id, Some(&sealed))?;
     Ok(json(200, &LinkRecord::new(link, user)))
 }
 
 /// `POST /api/users/music/refresh-token`: trades the stored music token for a new one.
 pub fn refresh(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let db = database::open()?;
+    let db = ctx.db()?;
     let link = load_existing(&db, tenant, user)?;
     if !link.is_active {
         return Err(ApiError::conflict(
