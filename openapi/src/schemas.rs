@@ -18,11 +18,13 @@ pub fn derived() -> Map<String, Value> {
     let mut generator = settings.into_generator();
     // The views answered, each with the named types it uses (a broadcast's ingest).
     add::<api::contract::BroadcastView>(&mut generator);
+    add::<api::contract::EventView>(&mut generator);
     let mut schemas = generator.take_definitions(true);
     // The request bodies, from their fields' kinds.
     add_body::<api::contract::NewBroadcastBody>(&mut schemas);
     add_body::<api::contract::NewSessionBody>(&mut schemas);
     add_body::<api::contract::BroadcastChangesBody>(&mut schemas);
+    add_body::<api::contract::NewEventBody>(&mut schemas);
     for schema in schemas.values_mut() {
         unwrap_descriptions(schema);
     }

@@ -2,56 +2,121 @@
 //! shortId) generated as a broadcast's is, an SFU room name, and optionally a media file
 //! the egress player plays into the room.
 
-use crate::links::Links;
+use crate::links::{IngestCredentials, Links, StreamAddresses};
 use common::app::access::{Viewer, Watched, may_watch};
+use common::domain::broadcast::Visibility;
 use common::pagination::{Page, Paged};
+use common::request_body;
 use common::spin::http::{UserCtx, json};
 use common::store::Db;
 use common::store::events::{self as stored, Event, NewEvent, Playback};
+use common::validate::body::{NameList, OptChoice, OptText, RequestBody, Text};
 use common::validate::{self, JsonBody};
 use common::{ApiError, ids, time};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::json;
 use spin_sdk::http::Response;
 
 const MAX_TITLE: usize = 200;
 const MAX_DESCRIPTION: usize = 2000;
 const MAX_URL: usize = 2048;
 
+/// A scheduled event as the API answers it; the owner also gets its ingest credentials.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "ScheduledEvent")]
+pub struct EventView {
+    #[schemars(extend("format" = "uuid"))]
+    pub id: String,
+    pub title: String,
+    pub description: Option<String>,
+    pub visibility: Visibility,
+    #[schemars(extend("format" = "date-time"))]
+    pub scheduled_for: String,
+    #[schemars(extend("format" = "uuid"))]
+    pub owner_id: String,
+    /// Its SFU room.
+    pub room_name: String,
+    #[schemars(extend("format" = "date-time"))]
+    pub created_at: String,
+    /// The media file the egress player plays into the room, if any.
+    pub playback_file: Option<PlaybackFile>,
+    /// The page that plays it (what LiveKit egress opens).
+    pub egress_player_url: Option<String>,
+    #[serde(flatten)]
+    pub addresses: StreamAddresses,
+    #[serde(flatten)]
+    pub credentials: Option<IngestCredentials>,
+}
+
+/// A scheduled event's media file.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(inline)]
+pub struct PlaybackFile {
+    pub url: String,
+    #[serde(rename = "type")]
+    #[schemars(schema_with = "playback_type_schema")]
+    pub kind: String,
+}
+
+fn playback_type_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "enum": PlaybackTypes::NAMES })
+}
+
 /// The event as the API answers it at `now`; the owner also sees the ingest addresses.
-fn view(event: &Event, links: &Links, owner: bool, now: i64) -> Value {
-    let mut view = json!({
-        "id": event.id,
-        "title": event.title,
-        "description": event.description,
-        "visibility": event.visibility,
-        "scheduledFor": time::format_rfc3339(event.scheduled_for),
-        "ownerId": event.owner_id,
-        "roomName": event.room_name,
-        "createdAt": event.created_at,
-        "playbackFile": null,
-        "egressPlayerUrl": null,
-    });
-    if let Some(p) = &event.playback {
-        view["playbackFile"] = json!({ "url": p.url, "type": p.kind });
-        view["egressPlayerUrl"] = format!(
-            "{}/egress-player?file={}&type={}",
-            links.base_url(),
-            validate::percent_encode(&p.url),
-            p.kind
-        )
-        .into();
+fn view(event: &Event, links: &Links, owner: bool, now: i64) -> EventView {
+    EventView {
+        id: event.id.clone(),
+        title: event.title.clone(),
+        description: event.description.clone(),
+        visibility: event.visibility,
+        scheduled_for: time::format_rfc3339(event.scheduled_for),
+        owner_id: event.owner_id.clone(),
+        room_name: event.room_name.clone(),
+        created_at: event.created_at.clone(),
+        playback_file: event.playback.as_ref().map(|p| PlaybackFile {
+            url: p.url.clone(),
+            kind: p.kind.clone(),
+        }),
+        egress_player_url: event.playback.as_ref().map(|p| {
+            format!(
+                "{}/egress-player?file={}&type={}",
+                links.base_url(),
+                validate::percent_encode(&p.url),
+                p.kind
+            )
+        }),
+        addresses: links.stream_addresses(&event.identity, event.visibility, now),
+        credentials: owner.then(|| links.ingest_credentials(&event.identity)),
     }
-    links.add_stream_addresses(&mut view, &event.identity, event.visibility, owner, now);
-    view
+}
+
+request_body! {
+    /// What schedules an event: `POST /api/events`.
+    pub struct NewEventBody as "NewEvent" {
+        "title" title: Text<MAX_TITLE>,
+        "description" description: OptText<MAX_DESCRIPTION>,
+        "visibility" visibility: OptChoice<Visibility>,
+        "scheduledFor" scheduled_for: Text<64>,
+        "playbackUrl" playback_url: OptText<MAX_URL>,
+        "playbackType" playback_type: OptChoice<PlaybackTypes>,
+    }
+}
+
+/// `playbackType`: what the file holds.
+pub struct PlaybackTypes;
+
+impl NameList for PlaybackTypes {
+    const NAMES: &'static [&'static str] = &["audio", "video"];
+    const MAX_LEN: usize = 10;
 }
 
 /// Reads and checks a creation request; `now` decides what counts as the past.
 pub fn parse_new(body: &mut JsonBody, now: i64) -> NewEvent {
-    let title = body.string("title", MAX_TITLE);
-    let description = body.opt_string("description", MAX_DESCRIPTION);
-    let visibility = crate::broadcasts::visibility(body);
-    let when = body.string("scheduledFor", 64);
-    let scheduled_for = match time::parse_rfc3339(&when) {
+    let fields = NewEventBody::read(body);
+    let when = &fields.scheduled_for;
+    let scheduled_for = match time::parse_rfc3339(when) {
         Some(t) if t > now => t,
         Some(_) => {
             body.error("scheduledFor", "must be in the future");
@@ -63,30 +128,21 @@ pub fn parse_new(body: &mut JsonBody, now: i64) -> NewEvent {
             0
         }
     };
-    let url = body.opt_string("playbackUrl", MAX_URL);
-    let kind = body.opt_string("playbackType", 10);
-    if let Some(u) = &url
+    if let Some(u) = &fields.playback_url
         && !validate::is_http_url(u)
     {
         body.error("playbackUrl", "must be an absolute http(s) URL");
     }
-    let kind = match kind.as_deref() {
-        None => "video".to_string(),
-        Some(k @ ("audio" | "video")) => k.to_string(),
-        Some(_) => {
-            body.error("playbackType", "must be audio or video");
-            String::new()
-        }
-    };
-    if url.is_none() && body.has("playbackType") {
+    if fields.playback_url.is_none() && body.has("playbackType") {
         body.error("playbackType", "needs a playbackUrl");
     }
+    let kind = fields.playback_type.unwrap_or_else(|| "video".to_string());
     NewEvent {
-        title,
-        description,
-        visibility,
+        title: fields.title,
+        description: fields.description,
+        visibility: fields.visibility.unwrap_or_default(),
         scheduled_for,
-        playback: url.map(|url| Playback { url, kind }),
+        playback: fields.playback_url.map(|url| Playback { url, kind }),
     }
 }
 
@@ -164,7 +220,6 @@ pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use common::domain::broadcast::Visibility;
 
     fn parse(body: &str) -> Result<NewEvent, ApiError> {
         let mut body = JsonBody::parse(body.as_bytes())?;

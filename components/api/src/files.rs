@@ -5,9 +5,9 @@
 use crate::links::Links;
 use crate::media::{self, Chunker, RangeAsk};
 use common::pagination::{Page, Paged};
+use common::spin::config;
 use common::spin::http::{Call, PublicCtx, UserCtx, json, problem};
 use common::spin::incoming::{self, BodyStream, Source};
-use common::spin::config;
 use common::store::Db;
 use common::store::files::{self as stored, Content, FileKey};
 use common::{ApiError, ids};

@@ -8,7 +8,6 @@ use common::domain::media::{self, Playback};
 use common::spin::config;
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::{Value, json};
 
 /// The configured bases, read once per request.
 pub struct Links {
@@ -91,33 +90,6 @@ impl Links {
             stream_key: identity.stream_key.clone(),
             rtmp_url: rules::rtmp_url(&self.bases(), &identity.stream_key),
         }
-    }
-
-    /// Adds the stream's addresses to `view`, and for the owner its ingest credentials.
-    pub fn add_stream_addresses(
-        &self,
-        view: &mut Value,
-        identity: &StreamIdentity,
-        visibility: Visibility,
-        owner: bool,
-        now: i64,
-    ) {
-        let Value::Object(view) = view else {
-            return;
-        };
-        view.extend(fields_of(json!(
-            self.stream_addresses(identity, visibility, now)
-        )));
-        if owner {
-            view.extend(fields_of(json!(self.ingest_credentials(identity))));
-        }
-    }
-}
-
-fn fields_of(object: Value) -> serde_json::Map<String, Value> {
-    match object {
-        Value::Object(fields) => fields,
-        _ => Default::default(),
     }
 }
 

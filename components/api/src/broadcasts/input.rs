@@ -109,11 +109,6 @@ impl FieldKind for Metadata {
     }
 }
 
-/// The `visibility` field where a body reads it by hand: public when absent.
-pub fn visibility(body: &mut JsonBody) -> Visibility {
-    OptChoice::<Visibility>::read(body, "visibility").unwrap_or_default()
-}
-
 /// Checks metadata: an object of at most 50 string values of at most 1 KiB (a merge patch
 /// may also carry nulls, which remove keys).
 pub fn metadata(

@@ -6,7 +6,7 @@ mod input;
 mod tenant_api;
 mod view;
 
-pub use input::{BroadcastChangesBody, NewBroadcastBody, visibility};
+pub use input::{BroadcastChangesBody, NewBroadcastBody};
 pub use tenant_api::{react, v1_create, v1_list, v1_patch};
 pub use view::{BroadcastView, one as view_one};
 

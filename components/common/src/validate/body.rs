@@ -167,6 +167,8 @@ impl FieldKind for OptBool {
 pub trait Choices {
     /// What a name stands for.
     type Value;
+    /// The longest text read as a choice: a longer one is refused for its length first.
+    const MAX_LEN: usize = 20;
     /// Every name, in the order an error lists them.
     fn names() -> Vec<&'static str>;
     /// The value `name` stands for, if it is one of the names.
@@ -176,10 +178,13 @@ pub trait Choices {
 /// Choices that are their own names.
 pub trait NameList {
     const NAMES: &'static [&'static str];
+    /// See [`Choices::MAX_LEN`].
+    const MAX_LEN: usize = 20;
 }
 
 impl<N: NameList> Choices for N {
     type Value = String;
+    const MAX_LEN: usize = N::MAX_LEN;
 
     fn names() -> Vec<&'static str> {
         N::NAMES.to_vec()
@@ -190,9 +195,6 @@ impl<N: NameList> Choices for N {
     }
 }
 
-/// The longest text a choice is read as: a longer one is refused for its length first.
-const MAX_CHOICE_LEN: usize = 20;
-
 /// One of `C`'s names, optional.
 pub struct OptChoice<C>(PhantomData<C>);
 
@@ -200,7 +202,7 @@ impl<C: Choices> FieldKind for OptChoice<C> {
     type Value = Option<C::Value>;
 
     fn read(body: &mut JsonBody, name: &'static str) -> Option<C::Value> {
-        let given = body.opt_string(name, MAX_CHOICE_LEN)?;
+        let given = body.opt_string(name, C::MAX_LEN)?;
         let chosen = C::choose(&given);
         if chosen.is_none() {
             body.error(name, must_be_one_of(&C::names()));

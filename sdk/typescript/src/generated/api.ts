@@ -2893,6 +2893,16 @@ export interface components {
             /** @enum {unknown} */
             visibility?: "public" | "unlisted" | "private" | "subscribers" | null;
         };
+        NewEvent: {
+            description?: string | null;
+            /** @enum {unknown} */
+            playbackType?: "audio" | "video" | null;
+            playbackUrl?: string | null;
+            scheduledFor: string;
+            title: string;
+            /** @enum {unknown} */
+            visibility?: "public" | "unlisted" | "private" | "subscribers" | null;
+        };
         NewStreamingSession: {
             /** @enum {unknown} */
             cohostPolicy?: "approval" | "open" | "invite_only" | null;
@@ -3039,32 +3049,40 @@ export interface components {
             /** @description The server URL (the key is never answered) */
             url: string;
         };
-        /** @description A scheduled event; the owner also gets streamKey and rtmpUrl. */
+        /** @description A scheduled event as the API answers it; the owner also gets its ingest credentials. */
         ScheduledEvent: {
             /** Format: date-time */
             createdAt: string;
             description: string | null;
+            /** @description The page that plays it (what LiveKit egress opens). */
             egressPlayerUrl: string | null;
+            /** @description The HLS playlist; signed (exp, sig) and short-lived for private and subscribers-only streams. */
             hlsUrl: string;
             /** Format: uuid */
             id: string;
             /** Format: uuid */
             ownerId: string;
+            /** @description The media file the egress player plays into the room, if any. */
             playbackFile: {
                 /** @enum {unknown} */
                 type: "audio" | "video";
                 url: string;
             } | null;
+            /** @description Its SFU room. */
             roomName: string;
             rtmpUrl?: string;
             /** Format: date-time */
             scheduledFor: string;
             shortId: string;
+            /** @description The stream's SFU room. */
             streamId: string;
             streamKey?: string;
+            /** @description A live stream's JPEG thumbnail, refreshed every few seconds (signed like hlsUrl). */
+            thumbnailUrl: string;
             title: string;
-            /** @enum {unknown} */
+            /** @enum {string} */
             visibility: "public" | "unlisted" | "private" | "subscribers";
+            /** @description Its watch page. */
             watchUrl: string;
         };
         /** @description What the platform did with an SFU webhook event */
@@ -6228,13 +6246,7 @@ export interface operations {
                  *       "title": "Launch"
                  *     }
                  */
-                "application/json": {
-                    description?: string | null;
-                    playbackType?: string | null;
-                    playbackUrl?: string | null;
-                    scheduledFor: string;
-                    title: string;
-                };
+                "application/json": components["schemas"]["NewEvent"];
             };
         };
         responses: {
