@@ -1,0 +1,368 @@
+//! Where a guest's statement runs (a reader, or the writer it leases), and what it answers.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rusqlite::Connection;
+use rusqlite::types::{Value as SqlValue, ValueRef};
+
+use super::pool::{DbPool, WriterLease};
+
+/// Largest query result handed to a guest.
+const MAX_RESULT_BYTES: usize = 128 * 1024 * 1024;
+
+/// What a guest's `connection` handle names (both interface versions).
+pub struct SqliteConn {
+    pub(super) pool: Arc<DbPool>,
+    pub(super) session: Session,
+}
+
+/// What a guest connection carries between calls.
+#[derive(Default)]
+pub(super) struct Session {
+    /// Held from a `BEGIN` until the transaction ends.
+    writer: Option<WriterLease>,
+    /// This connection's own `last_insert_rowid()` and `changes()`.
+    pub(super) last_insert_rowid: i64,
+    pub(super) changes: u64,
+}
+
+/// Where a statement runs, judged from its text before it is prepared.
+#[derive(Debug, PartialEq)]
+enum Route {
+    /// Starts a transaction: runs on the writer, which it keeps. The string is the
+    /// statement to run (a deferred `BEGIN` becomes `BEGIN IMMEDIATE`).
+    Begin(String),
+    /// Changes the database: runs on the writer.
+    Write,
+    /// Probably reads only: tried on a reader, moved to the writer if SQLite says it writes.
+    Read,
+}
+
+/// The first `n` keywords of `sql`, upper-cased, skipping whitespace and comments; and
+/// the text after them.
+fn leading_keywords(sql: &str, n: usize) -> (Vec<String>, &str) {
+    let mut words = Vec::new();
+    let mut rest = sql;
+    while words.len() < n {
+        rest = rest.trim_start();
+        if let Some(after) = rest.strip_prefix("--") {
+            rest = after.split_once('\n').map_or("", |(_, r)| r);
+            continue;
+        }
+        if let Some(after) = rest.strip_prefix("/*") {
+            rest = after.split_once("*/").map_or("", |(_, r)| r);
+            continue;
+        }
+        let end = rest
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .unwrap_or(rest.len());
+        if end == 0 {
+            break;
+        }
+        words.push(rest[..end].to_ascii_uppercase());
+        rest = &rest[end..];
+    }
+    (words, rest)
+}
+
+fn first_keyword(sql: &str) -> Option<String> {
+    leading_keywords(sql, 1).0.into_iter().next()
+}
+
+fn route(sql: &str) -> Route {
+    let (words, rest) = leading_keywords(sql, 4);
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    match words.first() {
+        Some(&"BEGIN") => {
+            let deferred = matches!(
+                words.as_slice(),
+                ["BEGIN"]
+                    | ["BEGIN", "TRANSACTION"]
+                    | ["BEGIN", "DEFERRED"]
+                    | ["BEGIN", "DEFERRED", "TRANSACTION"]
+            );
+            if deferred && rest.trim().trim_end_matches(';').trim().is_empty() {
+                Route::Begin("BEGIN IMMEDIATE".into())
+            } else {
+                Route::Begin(sql.to_string())
+            }
+        }
+        Some(&"SAVEPOINT") => Route::Begin(sql.to_string()),
+        Some(
+            &("INSERT" | "UPDATE" | "DELETE" | "REPLACE" | "CREATE" | "DROP" | "ALTER" | "REINDEX"
+            | "VACUUM" | "ANALYZE"),
+        ) => Route::Write,
+        _ => Route::Read,
+    }
+}
+
+/// Whether a statement sets SQLite's `changes()`: a top-level INSERT, UPDATE or DELETE.
+fn counts_changes(sql: &str, readonly: bool) -> bool {
+    !readonly
+        && matches!(
+            first_keyword(sql).as_deref(),
+            Some("INSERT" | "UPDATE" | "DELETE" | "REPLACE" | "WITH")
+        )
+}
+
+/// Runs one guest statement: on a reader when it only reads and no transaction is open,
+/// otherwise on the writer. Answers the session (to keep) and the result.
+pub(super) async fn run_statement(
+    pool: Arc<DbPool>,
+    mut session: Session,
+    sql: String,
+    params: Vec<SqlValue>,
+) -> (Session, Result<QueryOutput, String>) {
+    let in_transaction = session.writer.is_some();
+    let (sql, params) = match (in_transaction, route(&sql)) {
+        (true, _) => (sql, params),
+        (false, Route::Begin(statement)) => (statement, params),
+        (false, Route::Write) => (sql, params),
+        (false, Route::Read) => {
+            let reader_pool = pool.clone();
+            let read = move || {
+                let conn = match reader_pool.reader() {
+                    Ok(c) => c,
+                    Err(e) => return ReadOutcome::Answered(Err(e.to_string())),
+                };
+                match run_query(&conn, &sql, params, true) {
+                    Ran::Done(result) => ReadOutcome::Answered(result.map(|(out, _)| out)),
+                    Ran::Writes(params) => ReadOutcome::NeedsWriter(sql, params),
+                }
+            };
+            // In place, like the writer's statements: a read of the local file is short,
+            // and a hop to the blocking pool and back cost more than the read itself
+            // (BENCHMARKS.md: token mints, which only read).
+            match read() {
+                ReadOutcome::NeedsWriter(sql, params) => (sql, params),
+                ReadOutcome::Answered(result) => return (session, result),
+            }
+        }
+    };
+    let mut lease = match session.writer.take() {
+        Some(lease) => lease,
+        None => match pool.writer().await {
+            Ok(lease) => lease,
+            Err(e) => return (session, Err(e)),
+        },
+    };
+    let step = move || {
+        // This guest's own last_insert_rowid, as if the connection were its alone.
+        // SAFETY: the handle belongs to the connection we hold exclusively here.
+        unsafe {
+            rusqlite::ffi::sqlite3_set_last_insert_rowid(lease.handle(), session.last_insert_rowid)
+        };
+        let result = match lease.run(|conn| {
+            let ran = run_query(conn, &sql, params, false);
+            let wrote = matches!(ran, Ran::Done(Ok((_, false))));
+            (ran, wrote)
+        }) {
+            Ran::Done(result) => result,
+            Ran::Writes(_) => Err("internal error: statement refused on the writer".into()),
+        };
+        if let Ok((_, readonly)) = &result {
+            session.last_insert_rowid = lease.last_insert_rowid();
+            if counts_changes(&sql, *readonly) {
+                session.changes = lease.changes();
+            }
+        }
+        // A finished transaction that wrote takes its place in the commit order before the
+        // writer passes on.
+        let commit =
+            (lease.is_autocommit() && lease.wrote()).then(|| pool.group_commit.committed());
+        if !lease.is_autocommit() {
+            session.writer = Some(lease);
+        }
+        (session, result.map(|(out, _)| out), pool, commit)
+    };
+    // Run in place, not on the blocking pool: the statement is short (no sync waits in it,
+    // see `group_commit.rs`), and a hop to another thread and back would lengthen the
+    // time the writer is held by a scheduling delay on a busy machine.
+    match step() {
+        (session, Ok(out), pool, Some(commit)) => {
+            let asked = Instant::now();
+            let durable = pool.group_commit.durable(commit).await;
+            pool.timings.record_durable_wait(asked.elapsed());
+            (session, durable.map(|()| out))
+        }
+        (session, result, _, _) => (session, result),
+    }
+}
+
+impl SqliteConn {
+    pub(super) fn new(pool: Arc<DbPool>) -> SqliteConn {
+        SqliteConn {
+            pool,
+            session: Session::default(),
+        }
+    }
+}
+
+pub(super) struct QueryOutput {
+    pub(super) columns: Vec<String>,
+    pub(super) rows: Vec<Vec<SqlValue>>,
+}
+
+/// What running a statement on one connection gave.
+enum Ran {
+    /// The statement ran (or failed); with whether it was read-only.
+    Done(Result<(QueryOutput, bool), String>),
+    /// Only reads were allowed and the statement writes: it did not run.
+    Writes(Vec<SqlValue>),
+}
+
+/// The outcome of trying a statement on a reader.
+enum ReadOutcome {
+    Answered(Result<QueryOutput, String>),
+    NeedsWriter(String, Vec<SqlValue>),
+}
+
+fn run_query(conn: &Connection, sql: &str, params: Vec<SqlValue>, only_reads: bool) -> Ran {
+    let mut stmt = match conn.prepare_cached(sql) {
+        Ok(s) => s,
+        Err(e) => return Ran::Done(Err(e.to_string())),
+    };
+    let readonly = stmt.readonly();
+    if only_reads && !readonly {
+        return Ran::Writes(params);
+    }
+    let columns: Vec<String> = stmt.column_names().into_iter().map(String::from).collect();
+    let result = collect_rows(&mut stmt, columns.len(), params)
+        .map(|rows| (QueryOutput { columns, rows }, readonly));
+    Ran::Done(result)
+}
+
+fn collect_rows(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    width: usize,
+    params: Vec<SqlValue>,
+) -> Result<Vec<Vec<SqlValue>>, String> {
+    let mut rows_out = Vec::new();
+    let mut bytes = 0usize;
+    let mut rows = stmt
+        .query(rusqlite::params_from_iter(params))
+        .map_err(|e| e.to_string())?;
+    while let Some(row) = rows.next().map_err(|e| e.to_string())? {
+        let mut values = Vec::with_capacity(width);
+        for i in 0..width {
+            let v = match row.get_ref(i).map_err(|e| e.to_string())? {
+                ValueRef::Null => SqlValue::Null,
+                ValueRef::Integer(n) => SqlValue::Integer(n),
+                ValueRef::Real(f) => SqlValue::Real(f),
+                ValueRef::Text(t) => SqlValue::Text(String::from_utf8_lossy(t).into_owned()),
+                ValueRef::Blob(b) => SqlValue::Blob(b.to_vec()),
+            };
+            bytes += match &v {
+                SqlValue::Text(t) => t.len(),
+                SqlValue::Blob(b) => b.len(),
+                _ => 8,
+            };
+            values.push(v);
+        }
+        if bytes > MAX_RESULT_BYTES {
+            return Err(format!(
+                "query result exceeds limit of {MAX_RESULT_BYTES} bytes"
+            ));
+        }
+        rows_out.push(values);
+    }
+    Ok(rows_out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sqlite::pool::WriterTimings;
+    use std::time::Duration;
+
+    #[test]
+    fn statements_are_routed_by_their_leading_keyword() {
+        let immediate = Route::Begin("BEGIN IMMEDIATE".into());
+        for deferred in [
+            "BEGIN",
+            "begin;",
+            "  Begin Transaction ",
+            "BEGIN DEFERRED",
+            "-- a comment\nBEGIN DEFERRED TRANSACTION;",
+            "/* c */ begin",
+        ] {
+            assert_eq!(route(deferred), immediate, "{deferred:?}");
+        }
+        for as_written in [
+            "BEGIN EXCLUSIVE",
+            "BEGIN IMMEDIATE TRANSACTION",
+            "SAVEPOINT a",
+        ] {
+            assert_eq!(route(as_written), Route::Begin(as_written.into()));
+        }
+        for write in [
+            "INSERT INTO t VALUES (1)",
+            " update t set x = 1",
+            "DELETE FROM t",
+            "create table x (y)",
+            "/* hi */ DROP TABLE x",
+        ] {
+            assert_eq!(route(write), Route::Write, "{write:?}");
+        }
+        for read in [
+            "SELECT 1",
+            "WITH a AS (SELECT 1) SELECT * FROM a",
+            "COMMIT",
+            "PRAGMA user_version",
+            "",
+        ] {
+            assert_eq!(route(read), Route::Read, "{read:?}");
+        }
+        assert!(counts_changes(
+            "WITH a AS (SELECT 1) INSERT INTO t SELECT * FROM a",
+            false
+        ));
+        assert!(counts_changes("insert into t values (1)", false));
+        assert!(!counts_changes("CREATE TABLE t (x)", false));
+        assert!(!counts_changes(
+            "WITH a AS (SELECT 1) SELECT * FROM a",
+            true
+        ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_commits_are_synced_and_checkpointed_beside_the_writer() {
+        let dir = std::env::temp_dir().join(format!("edgehost-commits-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("db.sqlite");
+        let pool = DbPool::open("default", &file, &WriterTimings::default()).unwrap();
+        let create = "CREATE TABLE t (n INTEGER)".to_string();
+        let (_, created) = run_statement(pool.clone(), Session::default(), create, vec![]).await;
+        created.unwrap();
+        let inserts: Vec<_> = (0..600)
+            .map(|n| {
+                let pool = pool.clone();
+                let sql = "INSERT INTO t VALUES (?)".to_string();
+                tokio::spawn(async move {
+                    run_statement(pool, Session::default(), sql, vec![SqlValue::Integer(n)])
+                        .await
+                        .1
+                })
+            })
+            .collect();
+        for insert in inserts {
+            insert.await.unwrap().unwrap();
+        }
+        let (durable, syncs, _) = pool.group_commit.counts();
+        assert_eq!(durable, 601, "every commit answered was synced");
+        assert!(syncs <= 601, "{syncs} syncs");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while pool.group_commit.counts().2 == 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(pool.group_commit.counts().2 > 0, "no checkpoint ran");
+        let other = Connection::open(&file).unwrap();
+        let rows: i64 = other
+            .query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 600);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
