@@ -8,13 +8,16 @@ use common::ApiError;
 use common::app;
 use common::app::access::{Viewer, Watched, may_watch};
 use common::domain::broadcast::Status;
+use common::problem::json_value;
 use common::realtime::Event;
+use common::spin::auth::CurrentUser;
 use common::spin::http::{AppCtx, Reply, ServerCtx, UserCtx, json};
 use common::store::gifts::{self as store, Gift, Sent};
 use common::store::ledger::{self, Currency, Leg, Overdraft, system};
 use common::store::outbox::{self, Subject};
 use common::store::{Db, broadcasts, cohosts, files, monetization, users};
 use common::validate::MAX_NAME;
+use serde::Serialize;
 use serde_json::json;
 
 /// Rows a leaderboard or supporters list answers.
@@ -205,115 +208,169 @@ pub fn send(ctx: &UserCtx) -> Reply {
     let ask = read_ask(ctx)?;
     let client_id = &ctx.tenant.client_id;
     let sender = &ctx.user;
-    let (now, now_ms) = (ctx.now(), ctx.now_millis());
     let db = ctx.db()?;
     // A refusal here is the key's answer too, and a retry of a gift that was sent replays
     // it even after the broadcast ended.
+    let prepared = match prepare(ctx, &db, &ask) {
+        Ok(prepared) => prepared,
+        Err(err) => return idempotent::refused(ctx, &db, client_id, &sender.id, err),
+    };
+    idempotent::run(ctx, &db, client_id, &sender.id, |tx| {
+        let (sent, balance) = give(tx, ctx, &ask, &prepared)?;
+        let view = GiftSent::of(&sent);
+        let subject = Subject {
+            object_type: "gift",
+            object_id: &sent.id,
+        };
+        let data = json_value(&view)?;
+        outbox::record_first(
+            tx,
+            &outbox::Event::first(client_id, "gift.sent", subject, data, ctx.now()),
+        )?;
+        common::store::analytics::gift(tx, &prepared.broadcast, sent.tokens, ctx.now())?;
+        let answer = GiftAnswer {
+            sent: view,
+            balance,
+        };
+        Ok(Outcome {
+            status: 201,
+            body: json_value(&answer)?,
+            event: Some((
+                prepared.broadcast.identity.stream_id.clone(),
+                on_screen(&sent, &ctx.user),
+            )),
+        })
+    })
+}
+
+/// The gift's money and record, in the caller's transaction: the sender's tokens to the
+/// platform and new diamonds to the recipient, under the sender's spending caps, and the
+/// gift with its place in a combo. Answers the gift and the sender's balance after it.
+fn give(tx: &Db, ctx: &UserCtx, ask: &Ask, prepared: &Prepared) -> Result<(Sent, i64), ApiError> {
+    let client_id = &ctx.tenant.client_id;
+    let sender = &ctx.user.id;
+    let (now, now_ms) = (ctx.now(), ctx.now_millis());
     let Prepared {
         broadcast: b,
         gift,
         recipient,
         tokens,
         settings,
-    } = match prepare(ctx, &db, &ask) {
-        Ok(prepared) => prepared,
-        Err(err) => return idempotent::refused(ctx, &db, client_id, &sender.id, err),
-    };
-    let diamonds = rules::diamonds_for(tokens, settings.diamonds_per_100_tokens);
-    idempotent::run(ctx, &db, client_id, &sender.id, |tx| {
-        let mut legs = vec![Leg::new(
-            Currency::Tokens,
-            &sender.id,
-            system::TOKENS_EARNED,
-            tokens,
-            "gift",
-        )];
-        if diamonds > 0 {
-            legs.push(Leg::new(
-                Currency::Diamonds,
-                system::DIAMONDS_ISSUED,
-                &recipient,
-                diamonds,
-                "gift",
-            ));
-        }
-        let operation = common::ids::uuid();
-        let key = ctx.header("idempotency-key");
-        let posted = ledger::post(
-            tx,
-            client_id,
-            &operation,
-            &legs,
-            Overdraft::Refused,
-            key,
-            now,
-        )?;
-        // The debit above holds the sender's account row, so these sums see every earlier
-        // gift of the sender.
-        for (window, secs, cap) in rules::cap_windows(&settings) {
-            let spent = ledger::spent_since(tx, client_id, &sender.id, now - secs + 1)?;
-            rules::check_cap(window, cap, spent)?;
-        }
-        let combo = store::next_combo(
-            tx, client_id, &b.id, &sender.id, &recipient, &gift.id, now_ms,
-        )?;
-        let sent = Sent {
-            id: common::ids::uuid(),
-            broadcast_id: b.id.clone(),
-            sender_id: sender.id.clone(),
-            recipient_id: recipient.clone(),
-            gift_id: gift.id.clone(),
-            gift_name: gift.name.clone(),
-            animation: gift.animation.clone(),
-            quantity: ask.quantity,
-            tokens,
+    } = prepared;
+    let diamonds = rules::diamonds_for(*tokens, settings.diamonds_per_100_tokens);
+    let mut legs = vec![Leg::new(
+        Currency::Tokens,
+        sender,
+        system::TOKENS_EARNED,
+        *tokens,
+        "gift",
+    )];
+    if diamonds > 0 {
+        legs.push(Leg::new(
+            Currency::Diamonds,
+            system::DIAMONDS_ISSUED,
+            recipient,
             diamonds,
-            anonymous: ask.anonymous,
-            combo,
-            operation_id: operation,
-            created_at_ms: now_ms,
-        };
-        store::record(tx, client_id, &sent)?;
-        let data = json!({
-            "id": sent.id,
-            "broadcastId": b.id,
-            "giftId": gift.id,
-            "giftName": gift.name,
-            "quantity": sent.quantity,
-            "tokens": tokens,
-            "diamonds": diamonds,
-            "recipientId": recipient,
-            "senderId": if ask.anonymous { None } else { Some(&sender.id) },
-            "anonymous": ask.anonymous,
-            "combo": combo,
-            "createdAt": views::millis(now_ms),
-        });
-        let subject = Subject {
-            object_type: "gift",
-            object_id: &sent.id,
-        };
-        let webhook_event =
-            outbox::Event::first(client_id, "gift.sent", subject, data.clone(), now);
-        outbox::record_first(tx, &webhook_event)?;
-        common::store::analytics::gift(tx, &b, tokens, now)?;
-        let mut answer = data;
-        answer["balance"] = posted.debited.get(&sender.id).copied().unwrap_or(0).into();
-        let event = Event::Gift {
-            gift_id: gift.id.clone(),
-            name: gift.name.clone(),
-            animation: gift.animation.clone(),
-            quantity: ask.quantity,
-            combo,
-            recipient_id: recipient.clone(),
-            sender_id: (!ask.anonymous).then(|| sender.id.clone()),
-            sender_name: (!ask.anonymous).then(|| sender.username.clone()),
-        };
-        Ok(Outcome {
-            status: 201,
-            body: answer,
-            event: Some((b.identity.stream_id.clone(), event)),
-        })
-    })
+            "gift",
+        ));
+    }
+    let operation = common::ids::uuid();
+    let key = ctx.header("idempotency-key");
+    let posted = ledger::post(
+        tx,
+        client_id,
+        &operation,
+        &legs,
+        Overdraft::Refused,
+        key,
+        now,
+    )?;
+    // The debit above holds the sender's account row, so these sums see every earlier
+    // gift of the sender.
+    for (window, secs, cap) in rules::cap_windows(settings) {
+        let spent = ledger::spent_since(tx, client_id, sender, now - secs + 1)?;
+        rules::check_cap(window, cap, spent)?;
+    }
+    let combo = store::next_combo(tx, client_id, &b.id, sender, recipient, &gift.id, now_ms)?;
+    let sent = Sent {
+        id: common::ids::uuid(),
+        broadcast_id: b.id.clone(),
+        sender_id: sender.clone(),
+        recipient_id: recipient.clone(),
+        gift_id: gift.id.clone(),
+        gift_name: gift.name.clone(),
+        animation: gift.animation.clone(),
+        quantity: ask.quantity,
+        tokens: *tokens,
+        diamonds,
+        anonymous: ask.anonymous,
+        combo,
+        operation_id: operation,
+        created_at_ms: now_ms,
+    };
+    store::record(tx, client_id, &sent)?;
+    let balance = posted.debited.get(sender).copied().unwrap_or(0);
+    Ok((sent, balance))
+}
+
+/// A sent gift, as `gift.sent` webhooks carry it; an anonymous one without its sender.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GiftSent<'a> {
+    id: &'a str,
+    broadcast_id: &'a str,
+    gift_id: &'a str,
+    gift_name: &'a str,
+    quantity: i64,
+    tokens: i64,
+    diamonds: i64,
+    recipient_id: &'a str,
+    sender_id: Option<&'a str>,
+    anonymous: bool,
+    combo: i64,
+    created_at: String,
+}
+
+impl<'a> GiftSent<'a> {
+    fn of(sent: &'a Sent) -> GiftSent<'a> {
+        GiftSent {
+            id: &sent.id,
+            broadcast_id: &sent.broadcast_id,
+            gift_id: &sent.gift_id,
+            gift_name: &sent.gift_name,
+            quantity: sent.quantity,
+            tokens: sent.tokens,
+            diamonds: sent.diamonds,
+            recipient_id: &sent.recipient_id,
+            sender_id: (!sent.anonymous).then_some(sent.sender_id.as_str()),
+            anonymous: sent.anonymous,
+            combo: sent.combo,
+            created_at: views::millis(sent.created_at_ms),
+        }
+    }
+}
+
+/// The sender's answer: the gift and their token balance after it.
+#[derive(Serialize)]
+struct GiftAnswer<'a> {
+    #[serde(flatten)]
+    sent: GiftSent<'a>,
+    balance: i64,
+}
+
+/// The `gift` event every viewer's socket gets.
+fn on_screen(sent: &Sent, sender: &CurrentUser) -> Event {
+    let named = !sent.anonymous;
+    Event::Gift {
+        gift_id: sent.gift_id.clone(),
+        name: sent.gift_name.clone(),
+        animation: sent.animation.clone(),
+        quantity: sent.quantity,
+        combo: sent.combo,
+        recipient_id: sent.recipient_id.clone(),
+        sender_id: named.then(|| sender.id.clone()),
+        sender_name: named.then(|| sender.username.clone()),
+    }
 }
 
 /// `GET /api/broadcasts/{id}/gifts/leaderboard`: the broadcast's top gifters.
