@@ -291,15 +291,15 @@ fn uninvited_refusal(
 /// `invite_only` refuses.
 pub fn join(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let user_name = body.string("userName", 100);
-    let requested = permissions_field(&mut body, "permissions");
-    let invite_token = body.opt_string("inviteToken", 100);
+    let ask = JoinAsk {
+        user_name: body.string("userName", 100),
+        requested: permissions_field(&mut body, "permissions"),
+        invite_token: body.opt_string("inviteToken", 100),
+    };
     body.finish()?;
-    let user = &ctx.user;
-    let now = ctx.now();
     let db = ctx.db()?;
     let (b, _) = load_session(ctx, &db)?;
-    if b.is_owned_by(&user.id) {
+    if b.is_owned_by(&ctx.user.id) {
         return refused(409, "is_owner", "you host this session already");
     }
     match b.status {
@@ -312,103 +312,143 @@ pub fn join(ctx: &UserCtx) -> Result<Response, ApiError> {
     // The event goes out after the commit, so no socket hears of a join that was undone.
     let (response, event) = db.transaction(|db| {
         broadcast_store::lock(db, &b)?;
-        let existing = store::of_user(db, &b, &user.id)?;
-        match existing.as_ref().map(|c| c.status.as_str()) {
-            Some("active") => {
-                return Ok((
-                    refused(
-                        409,
-                        "already_cohost",
-                        "you are already a co-host of this session",
-                    )?,
-                    None,
-                ));
-            }
-            Some("requested") if invite_token.is_none() => {
+        let existing = store::of_user(db, &b, &ctx.user.id)?;
+        match admission(db, &b, ctx, &ask, existing.as_ref())? {
+            Admission::Refused(status, code, why) => Ok((refused(status, code, why)?, None)),
+            Admission::Waiting => {
                 let view = existing.as_ref().map(|c| view(c, false));
                 let message = "your request to co-host is waiting for the host";
-                return Ok((
-                    json(
-                        200,
-                        &json!({ "success": true, "message": message, "coHost": view }),
-                    ),
-                    None,
-                ));
+                let answer = json!({ "success": true, "message": message, "coHost": view });
+                Ok((json(200, &answer), None))
             }
-            _ => {}
-        }
-        let (granted, status) = match invite_token.as_deref() {
-            Some(token) => match redeem_invite(db, &b, &user.id, token, now)? {
-                Ok(p) => (p, "active"),
-                Err(why) => return Ok((refused(403, "invalid_invite", why)?, None)),
-            },
-            None => {
-                if let Some((code, why)) = uninvited_refusal(&b.cohost_policy, existing.as_ref()) {
-                    return Ok((refused(403, code, why)?, None));
-                }
-                let status = if b.cohost_policy == "open" {
-                    "active"
-                } else {
-                    "requested"
-                };
-                (Permissions::DEFAULT, status)
-            }
-        };
-        if status == "active" {
-            let active = store::count_active(db, &b)?;
-            if rules::free_slots(&store::layout(db, &b)?, active) == 0 {
-                return Ok((
-                    refused(409, "session_full", "the session has no free co-host slot")?,
-                    None,
-                ));
+            Admission::Admitted { granted, status } => {
+                let id = existing.map_or_else(ids::uuid, |c| c.id);
+                let (answer, event) = enter(db, &b, ctx, &ask, &id, granted, status)?;
+                Ok((json(200, &answer), Some(event)))
             }
         }
-        let capped = requested.is_some_and(|r| !r.is_within(granted));
-        let id = existing.map_or_else(ids::uuid, |c| c.id);
-        let joining = Joining {
-            id: &id,
-            user_id: &user.id,
-            user_name: &user_name,
-            permissions: granted,
-            status,
-        };
-        let cohost = store::upsert(db, &b, &joining, ctx.now_millis())?;
-        let message = match (status, capped) {
-            ("requested", _) => "asked to co-host; the host approves or declines the request",
-            (_, true) => {
-                "joined as a co-host; the requested permissions were reduced to what you may hold"
-            }
-            _ => "joined as a co-host",
-        };
-        let view = view(&cohost, false);
-        if status == "requested" {
-            crate::webhook_events::cohost(
-                db,
-                "cohost.requested",
-                &b,
-                &cohost.id,
-                view.clone(),
-                now,
-            )?;
-        }
-        let action = if status == "active" {
-            CohostAction::Joined
-        } else {
-            CohostAction::Requested
-        };
-        let event = Event::cohost(action, view.clone());
-        Ok((
-            json(
-                200,
-                &json!({ "success": true, "message": message, "coHost": view }),
-            ),
-            Some(event),
-        ))
     })?;
     if let Some(event) = event {
         crate::realtime::publish(&b.identity.stream_id, event);
     }
     Ok(response)
+}
+
+/// A join request's body.
+struct JoinAsk {
+    user_name: String,
+    /// The permissions asked for; what is granted may be less.
+    requested: Option<Permissions>,
+    invite_token: Option<String>,
+}
+
+/// How a join request is decided.
+enum Admission {
+    /// Not admitted: the status, code and message of the refusal.
+    Refused(u16, &'static str, &'static str),
+    /// Asked before, without an invite: the request is still waiting for the host.
+    Waiting,
+    /// Admitted as `status` (`active`, or `requested` for the host to decide).
+    Admitted {
+        granted: Permissions,
+        status: &'static str,
+    },
+}
+
+/// Decides a join on the locked session: an invite admits with its permissions; without
+/// one the session's policy decides; an active co-host needs a free slot.
+fn admission(
+    db: &Db,
+    b: &Broadcast,
+    ctx: &UserCtx,
+    ask: &JoinAsk,
+    existing: Option<&CoHost>,
+) -> Result<Admission, ApiError> {
+    match existing.map(|c| c.status.as_str()) {
+        Some("active") => {
+            return Ok(Admission::Refused(
+                409,
+                "already_cohost",
+                "you are already a co-host of this session",
+            ));
+        }
+        Some("requested") if ask.invite_token.is_none() => return Ok(Admission::Waiting),
+        _ => {}
+    }
+    let (granted, status) = match ask.invite_token.as_deref() {
+        Some(token) => match redeem_invite(db, b, &ctx.user.id, token, ctx.now())? {
+            Ok(p) => (p, "active"),
+            Err(why) => return Ok(Admission::Refused(403, "invalid_invite", why)),
+        },
+        None => {
+            if let Some((code, why)) = uninvited_refusal(&b.cohost_policy, existing) {
+                return Ok(Admission::Refused(403, code, why));
+            }
+            let status = if b.cohost_policy == "open" {
+                "active"
+            } else {
+                "requested"
+            };
+            (Permissions::DEFAULT, status)
+        }
+    };
+    if status == "active" {
+        let active = store::count_active(db, b)?;
+        if rules::free_slots(&store::layout(db, b)?, active) == 0 {
+            return Ok(Admission::Refused(
+                409,
+                "session_full",
+                "the session has no free co-host slot",
+            ));
+        }
+    }
+    Ok(Admission::Admitted { granted, status })
+}
+
+/// Stores an admitted co-host (row `id`) and its `cohost.requested` webhook; answers the
+/// joiner's answer and the event for the session's sockets.
+fn enter(
+    db: &Db,
+    b: &Broadcast,
+    ctx: &UserCtx,
+    ask: &JoinAsk,
+    id: &str,
+    granted: Permissions,
+    status: &'static str,
+) -> Result<(Value, Event), ApiError> {
+    let joining = Joining {
+        id,
+        user_id: &ctx.user.id,
+        user_name: &ask.user_name,
+        permissions: granted,
+        status,
+    };
+    let cohost = store::upsert(db, b, &joining, ctx.now_millis())?;
+    let capped = ask.requested.is_some_and(|r| !r.is_within(granted));
+    let message = match (status, capped) {
+        ("requested", _) => "asked to co-host; the host approves or declines the request",
+        (_, true) => {
+            "joined as a co-host; the requested permissions were reduced to what you may hold"
+        }
+        _ => "joined as a co-host",
+    };
+    let view = view(&cohost, false);
+    let action = if status == "active" {
+        CohostAction::Joined
+    } else {
+        crate::webhook_events::cohost(
+            db,
+            "cohost.requested",
+            b,
+            &cohost.id,
+            view.clone(),
+            ctx.now(),
+        )?;
+        CohostAction::Requested
+    };
+    let event = Event::cohost(action, view.clone());
+    let answer = json!({ "success": true, "message": message, "coHost": view });
+    Ok((answer, event))
 }
 
 /// The co-host row a path's `coHostId` names, in this session.
