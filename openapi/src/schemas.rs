@@ -25,6 +25,7 @@ pub fn derived() -> Map<String, Value> {
     add_body::<api::contract::NewSessionBody>(&mut schemas);
     add_body::<api::contract::BroadcastChangesBody>(&mut schemas);
     add_body::<api::contract::NewEventBody>(&mut schemas);
+    add_body::<api::contract::LayoutChangesBody>(&mut schemas);
     for schema in schemas.values_mut() {
         unwrap_descriptions(schema);
     }

@@ -8,11 +8,13 @@ use common::app;
 use common::domain::broadcast::Status;
 use common::domain::cohost::{self as rules, Permissions};
 use common::realtime::{CohostAction, Event};
+use common::request_body;
 use common::spin::http::{ActorCtx, SfuCtx, UserCtx, json};
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
 use common::store::cohosts::{self as store, CoHost, Joining};
 use common::store::{Db, analytics};
 use common::validate::JsonBody;
+use common::validate::body::{OptBool, OptInt, OptText, RequestBody};
 use common::{ApiError, ids, time};
 use serde_json::{Value, json};
 use spin_sdk::http::Response;
@@ -121,6 +123,18 @@ pub fn multihost(ctx: &UserCtx) -> Result<Response, ApiError> {
     ))
 }
 
+request_body! {
+    /// What changes a session's co-host grid: any of its fields (none changes nothing).
+    pub struct LayoutChangesBody as "LayoutChanges" {
+        "maxHosts" max_hosts: OptInt<1, { rules::MAX_HOSTS }>,
+        "gridColumns" grid_columns: OptInt<1, { rules::MAX_HOSTS }>,
+        "gridRows" grid_rows: OptInt<1, { rules::MAX_HOSTS }>,
+        "aspectRatio" aspect_ratio: OptText<9>,
+        "showNames" show_names: OptBool,
+        "showControls" show_controls: OptBool,
+    }
+}
+
 /// `PUT /api/streaming/sessions/{id}/layout`: any of the layout's fields; the result must
 /// fit (columns x rows hold maxHosts) and hold the co-hosts already there.
 pub fn update_layout(ctx: &UserCtx) -> Result<Response, ApiError> {
@@ -133,27 +147,14 @@ pub fn update_layout(ctx: &UserCtx) -> Result<Response, ApiError> {
             "only the owner or a co-host with canControlLayout changes the layout",
         ));
     }
+    let changes = LayoutChangesBody::read(&mut body);
     let mut layout = store::layout(&db, &b)?;
-    for (field, target) in [
-        ("maxHosts", &mut layout.max_hosts),
-        ("gridColumns", &mut layout.grid_columns),
-        ("gridRows", &mut layout.grid_rows),
-    ] {
-        if let Some(n) = body.opt_int(field, 1..=rules::MAX_HOSTS) {
-            *target = n;
-        }
-    }
-    if let Some(ratio) = body.opt_string("aspectRatio", 9) {
-        layout.aspect_ratio = ratio;
-    }
-    for (field, target) in [
-        ("showNames", &mut layout.show_names),
-        ("showControls", &mut layout.show_controls),
-    ] {
-        if let Some(flag) = body.opt_bool(field) {
-            *target = flag;
-        }
-    }
+    layout.max_hosts = changes.max_hosts.unwrap_or(layout.max_hosts);
+    layout.grid_columns = changes.grid_columns.unwrap_or(layout.grid_columns);
+    layout.grid_rows = changes.grid_rows.unwrap_or(layout.grid_rows);
+    layout.aspect_ratio = changes.aspect_ratio.unwrap_or(layout.aspect_ratio);
+    layout.show_names = changes.show_names.unwrap_or(layout.show_names);
+    layout.show_controls = changes.show_controls.unwrap_or(layout.show_controls);
     for (field, message) in layout.problems() {
         body.error(field, message);
     }

@@ -42,6 +42,7 @@ use spin_sdk::http_component;
 /// `openapi-doc`).
 pub mod contract {
     pub use crate::broadcasts::{BroadcastChangesBody, BroadcastView, NewBroadcastBody};
+    pub use crate::cohosts::LayoutChangesBody;
     pub use crate::events::{EventView, NewEventBody};
     pub use crate::sessions::NewSessionBody;
 }

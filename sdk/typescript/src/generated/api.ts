@@ -2826,6 +2826,14 @@ export interface components {
             showControls: boolean;
             showNames: boolean;
         };
+        LayoutChanges: {
+            aspectRatio?: string | null;
+            gridColumns?: number | null;
+            gridRows?: number | null;
+            maxHosts?: number | null;
+            showControls?: boolean | null;
+            showNames?: boolean | null;
+        };
         ModerationLogEntry: {
             action: string;
             actor: string;
@@ -10763,11 +10771,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                "application/json": {
-                    aspectRatio?: string | null;
-                };
+                "application/json": components["schemas"]["LayoutChanges"];
             };
         };
         responses: {
