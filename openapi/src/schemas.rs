@@ -26,6 +26,10 @@ pub fn derived() -> Map<String, Value> {
     add_body::<api::contract::BroadcastChangesBody>(&mut schemas);
     add_body::<api::contract::NewEventBody>(&mut schemas);
     add_body::<api::contract::LayoutChangesBody>(&mut schemas);
+    add_body::<api::contract::StatusChangeBody>(&mut schemas);
+    add_body::<api::contract::ViewerCountBody>(&mut schemas);
+    add_body::<api::contract::SessionPatchBody>(&mut schemas);
+    add_body::<api::contract::ReactionBody>(&mut schemas);
     for schema in schemas.values_mut() {
         unwrap_descriptions(schema);
     }

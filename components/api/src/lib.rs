@@ -41,7 +41,10 @@ use spin_sdk::http_component;
 /// The request bodies and views whose OpenAPI schemas are derived from their types (by
 /// `openapi-doc`).
 pub mod contract {
-    pub use crate::broadcasts::{BroadcastChangesBody, BroadcastView, NewBroadcastBody};
+    pub use crate::broadcasts::{
+        BroadcastChangesBody, BroadcastView, NewBroadcastBody, ReactionBody, SessionPatchBody,
+        StatusChangeBody, ViewerCountBody,
+    };
     pub use crate::cohosts::LayoutChangesBody;
     pub use crate::events::{EventView, NewEventBody};
     pub use crate::sessions::NewSessionBody;

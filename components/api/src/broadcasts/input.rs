@@ -10,7 +10,9 @@ use common::problem::FieldError;
 use common::request_body;
 use common::store::broadcasts::NewBroadcast;
 use common::validate::JsonBody;
-use common::validate::body::{FieldKind, NameList, OptChoice, OptInt, OptText, Text};
+use common::validate::body::{
+    Choice, Choices, FieldKind, Int, NameList, OptChoice, OptInt, OptText, Text,
+};
 use serde_json::{Map, Value, json};
 
 const MAX_TAGS: usize = 20;
@@ -48,6 +50,63 @@ request_body! {
         "cohostPolicy" cohost_policy: OptChoice<CohostPolicies>,
         "recording" recording: RecordingField,
     }
+}
+
+request_body! {
+    /// What moves a broadcast along its states: `POST /api/broadcasts/{id}/status`.
+    pub struct StatusChangeBody as "BroadcastStatusChange" {
+        "status" status: Choice<RequestedStatuses>,
+    }
+}
+
+request_body! {
+    /// A viewer count report: `POST /api/broadcasts/{id}/viewer-count`.
+    pub struct ViewerCountBody as "ViewerCountReport" {
+        "viewerCount" viewer_count: Int<0, MAX_VIEWERS>,
+    }
+}
+
+request_body! {
+    /// What the tenant's server changes on a session: `PATCH /api/v1/sessions/{id}`.
+    pub struct SessionPatchBody as "SessionPatch" {
+        "status" status: OptChoice<RequestedStatuses>,
+        "metadata" metadata: MetadataPatch,
+    }
+}
+
+request_body! {
+    /// A reaction to a session: `POST /api/v1/sessions/{id}/reactions`.
+    pub struct ReactionBody as "Reaction" {
+        "reaction" reaction: Choice<Reactions>,
+    }
+}
+
+/// A status a caller may ask for: active, completed or error.
+pub struct RequestedStatuses;
+
+impl Choices for RequestedStatuses {
+    type Value = Status;
+
+    fn names() -> Vec<&'static str> {
+        [Status::Active, Status::Completed, Status::Error]
+            .iter()
+            .map(|s| s.as_str())
+            .collect()
+    }
+
+    fn choose(name: &str) -> Option<Status> {
+        Self::names()
+            .contains(&name)
+            .then(|| Status::parse(name))
+            .flatten()
+    }
+}
+
+/// The reactions a session counts.
+pub struct Reactions;
+
+impl NameList for Reactions {
+    const NAMES: &'static [&'static str] = &common::domain::broadcast::REACTIONS;
 }
 
 /// `orientation`: how the stream is framed.
@@ -104,6 +163,31 @@ impl FieldKind for Metadata {
             "additionalProperties": {"type": "string", "maxLength": MAX_METADATA_VALUE_LEN},
             "description": format!(
                 "At most {MAX_METADATA_KEYS} keys of 1 to {MAX_METADATA_KEY_LEN} characters, string values of at most {MAX_METADATA_VALUE_LEN} bytes"
+            ),
+        })
+    }
+}
+
+/// `metadata` as a JSON merge patch: a null value removes its key.
+pub struct MetadataPatch;
+
+impl FieldKind for MetadataPatch {
+    /// None when the body has none.
+    type Value = Option<Map<String, Value>>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<Map<String, Value>> {
+        let value = body.opt_value(name)?;
+        Some(metadata(body, Some(value), true))
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": ["object", "null"],
+            "maxProperties": MAX_METADATA_KEYS,
+            "propertyNames": {"minLength": 1, "maxLength": MAX_METADATA_KEY_LEN},
+            "additionalProperties": {"type": ["string", "null"], "maxLength": MAX_METADATA_VALUE_LEN},
+            "description": format!(
+                "At most {MAX_METADATA_KEYS} keys of 1 to {MAX_METADATA_KEY_LEN} characters, string values of at most {MAX_METADATA_VALUE_LEN} bytes (a null value removes the key)"
             ),
         })
     }
@@ -232,20 +316,6 @@ impl NewBroadcastBody {
     }
 }
 
-/// A status a caller may ask for: active, completed or error (else 422).
-pub fn requested_status(requested: &str) -> Result<Status, ApiError> {
-    match requested {
-        "active" | "completed" | "error" => Status::parse(requested),
-        _ => None,
-    }
-    .ok_or_else(|| {
-        ApiError::invalid_fields(vec![FieldError {
-            field: "status".into(),
-            message: "must be active, completed or error".into(),
-        }])
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,8 +336,8 @@ mod tests {
 
     #[test]
     fn only_live_statuses_may_be_asked_for() {
-        assert_eq!(requested_status("active").unwrap(), Status::Active);
-        assert_eq!(requested_status("pending").unwrap_err().status, 422);
-        assert_eq!(requested_status("created").unwrap_err().status, 422);
+        assert_eq!(RequestedStatuses::choose("active"), Some(Status::Active));
+        assert_eq!(RequestedStatuses::choose("pending"), None);
+        assert_eq!(RequestedStatuses::choose("created"), None);
     }
 }

@@ -6,7 +6,10 @@ mod input;
 mod tenant_api;
 mod view;
 
-pub use input::{BroadcastChangesBody, NewBroadcastBody};
+pub use input::{
+    BroadcastChangesBody, NewBroadcastBody, ReactionBody, SessionPatchBody, StatusChangeBody,
+    ViewerCountBody,
+};
 pub use tenant_api::{react, v1_create, v1_list, v1_patch};
 pub use view::{BroadcastView, one as view_one};
 
@@ -163,13 +166,18 @@ pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Bro
 /// `POST /api/broadcasts/{id}/status`
 pub fn update_status(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let status = body.string("status", 20);
+    let fields = input::StatusChangeBody::read(&mut body);
     body.finish()?;
-    let requested = input::requested_status(&status)?;
+    let requested = fields.status.ok_or_else(read_without_error)?;
     let db = ctx.db()?;
     let b = load_owned(ctx, &db)?;
     let b = change_status(&db, &b, requested, ctx.now())?;
     Ok(json(200, &view::one(&db, &b, Audience::Owner, ctx.now())?))
+}
+
+/// A required field that came back empty from a body that reported no error.
+pub(crate) fn read_without_error() -> ApiError {
+    ApiError::internal("a required body field was read without an error")
 }
 
 /// `POST /api/sessions/{id}/heartbeat`: keeps a pending or active broadcast alive.
@@ -187,12 +195,8 @@ pub fn heartbeat(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `POST /api/broadcasts/{id}/viewer-count`
 pub fn viewer_count(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let count = body.opt_int("viewerCount", 0..=input::MAX_VIEWERS);
-    if count.is_none() && !body.has_errors_for(&["viewerCount"]) {
-        body.error("viewerCount", "is required");
-    }
+    let count = input::ViewerCountBody::read(&mut body).viewer_count;
     body.finish()?;
-    let count = count.unwrap_or_default();
     let db = ctx.db()?;
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;

@@ -44,14 +44,13 @@ pub fn v1_list(ctx: &ServerCtx) -> Result<Response, ApiError> {
 /// merge patch (a null value removes a key).
 pub fn v1_patch(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let status = body.opt_string("status", 20);
-    let patch_value = body.opt_value("metadata");
-    let patch = input::metadata(&mut body, patch_value.clone(), true);
-    if status.is_none() && patch_value.is_none() {
+    let fields = input::SessionPatchBody::read(&mut body);
+    let status_sent = fields.status.is_some() || body.has_errors_for(&["status"]);
+    if !status_sent && fields.metadata.is_none() {
         body.error("status", "send status, metadata or both");
     }
     body.finish()?;
-    let to = status.as_deref().map(input::requested_status).transpose()?;
+    let to = fields.status;
     let db = ctx.db()?;
     let now = ctx.now();
     let mut b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
@@ -59,7 +58,7 @@ pub fn v1_patch(ctx: &ServerCtx) -> Result<Response, ApiError> {
     if let Some(to) = to {
         rules::transition(b.status, to)?;
     }
-    if patch_value.is_some() {
+    if let Some(patch) = fields.metadata {
         let merged = input::merge_metadata(&b.metadata, patch)?;
         let changes = Changes {
             metadata: Some(merged),
@@ -78,14 +77,9 @@ pub fn v1_patch(ctx: &ServerCtx) -> Result<Response, ApiError> {
 /// The tenant's server, or a user who may watch the broadcast (rate limited per user).
 pub fn react(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let reaction = body.string("reaction", 20);
-    if !reaction.is_empty() && !rules::REACTIONS.contains(&reaction.as_str()) {
-        body.error(
-            "reaction",
-            "must be one of heart, sparkle, thumbs_up, surprised",
-        );
-    }
+    let reaction = input::ReactionBody::read(&mut body).reaction;
     body.finish()?;
+    let reaction = reaction.ok_or_else(super::read_without_error)?;
     let db = ctx.db()?;
     let now = ctx.now();
     let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;

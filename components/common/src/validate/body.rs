@@ -148,6 +148,27 @@ impl<const MIN: i64, const MAX: i64> FieldKind for OptInt<MIN, MAX> {
     }
 }
 
+/// A required integer from `MIN` to `MAX`.
+pub struct Int<const MIN: i64, const MAX: i64>;
+
+impl<const MIN: i64, const MAX: i64> FieldKind for Int<MIN, MAX> {
+    /// Zero when missing or bad (the body then has an error).
+    type Value = i64;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> i64 {
+        let n = body.opt_int(name, MIN..=MAX);
+        if n.is_none() && !body.has_errors_for(&[name]) {
+            body.error(name, "is required");
+        }
+        n.unwrap_or_default()
+    }
+
+    fn schema() -> Value {
+        json!({ "type": "integer", "minimum": MIN, "maximum": MAX })
+    }
+}
+
 /// An optional boolean.
 pub struct OptBool;
 
@@ -217,6 +238,31 @@ impl<C: Choices> FieldKind for OptChoice<C> {
     }
 }
 
+/// One of `C`'s names, required.
+pub struct Choice<C>(PhantomData<C>);
+
+impl<C: Choices> FieldKind for Choice<C> {
+    /// None when missing or bad (the body then has an error).
+    type Value = Option<C::Value>;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<C::Value> {
+        let given = body.string(name, C::MAX_LEN);
+        if body.has_errors_for(&[name]) {
+            return None;
+        }
+        let chosen = C::choose(&given);
+        if chosen.is_none() {
+            body.error(name, must_be_one_of(&C::names()));
+        }
+        chosen
+    }
+
+    fn schema() -> Value {
+        json!({ "enum": C::names() })
+    }
+}
+
 /// "must be a, b or c".
 pub fn must_be_one_of(names: &[&str]) -> String {
     match names {
@@ -257,6 +303,54 @@ mod tests {
         pub struct Inner as "Inner" {
             "name" name: Text<5>,
         }
+    }
+
+    crate::request_body! {
+        /// A test body of required kinds.
+        pub struct Required as "Required" {
+            "size" size: Choice<Size>,
+            "count" count: Int<0, 9>,
+        }
+    }
+
+    #[test]
+    fn required_kinds_say_what_is_missing_or_bad() {
+        let read = |json: &str| {
+            let mut body = JsonBody::parse(json.as_bytes()).unwrap();
+            let fields = Required::read(&mut body);
+            (fields, body)
+        };
+        let (fields, _) = read(r#"{"size": "large", "count": 7}"#);
+        assert_eq!((fields.size, fields.count), (Some(Size::Large), 7));
+        let messages = |json: &str| -> Vec<(String, String)> {
+            let (_, body) = read(json);
+            match body.finish() {
+                Ok(()) => Vec::new(),
+                Err(e) => e.fields.into_iter().map(|f| (f.field, f.message)).collect(),
+            }
+        };
+        assert_eq!(messages(r#"{"size": "small", "count": 0}"#), []);
+        assert_eq!(
+            messages("{}"),
+            [
+                ("size".to_string(), "is required".to_string()),
+                ("count".into(), "is required".into()),
+            ]
+        );
+        assert_eq!(
+            messages(r#"{"size": "huge", "count": 10}"#),
+            [
+                ("size".to_string(), "must be small or large".to_string()),
+                ("count".into(), "must be an integer from 0 to 9".into()),
+            ]
+        );
+        assert_eq!(
+            Required::schema()["properties"],
+            json!({
+                "size": {"enum": ["small", "large"]},
+                "count": {"type": "integer", "minimum": 0, "maximum": 9},
+            })
+        );
     }
 
     crate::request_body! {

@@ -2634,6 +2634,10 @@ export interface components {
             /** @enum {unknown} */
             visibility?: "public" | "unlisted" | "private" | "subscribers" | null;
         };
+        BroadcastStatusChange: {
+            /** @enum {unknown} */
+            status: "active" | "completed" | "error";
+        };
         /** @description A channel's metrics per period, with their totals */
         ChannelAnalytics: {
             /** Format: date-time */
@@ -3014,6 +3018,10 @@ export interface components {
             lastName: string | null;
             username: string;
         };
+        Reaction: {
+            /** @enum {unknown} */
+            reaction: "heart" | "sparkle" | "thumbs_up" | "surprised";
+        };
         /** @description A recording of a broadcast by LiveKit Egress. */
         Recording: {
             attempts?: number;
@@ -3092,6 +3100,14 @@ export interface components {
             visibility: "public" | "unlisted" | "private" | "subscribers";
             /** @description Its watch page. */
             watchUrl: string;
+        };
+        SessionPatch: {
+            /** @description At most 50 keys of 1 to 100 characters, string values of at most 1024 bytes (a null value removes the key) */
+            metadata?: {
+                [key: string]: string | null;
+            } | null;
+            /** @enum {unknown} */
+            status?: "active" | "completed" | "error" | null;
         };
         /** @description What the platform did with an SFU webhook event */
         SfuEventAck: {
@@ -3203,6 +3219,9 @@ export interface components {
             /** Format: date-time */
             updatedAt?: string | null;
             username: string;
+        };
+        ViewerCountReport: {
+            viewerCount: number;
         };
         /** @description A user's balances; tokens below 0 (after a chargeback) block spending */
         Wallet: {
@@ -5405,9 +5424,7 @@ export interface operations {
                  *       "status": "active"
                  *     }
                  */
-                "application/json": {
-                    status: string;
-                };
+                "application/json": components["schemas"]["BroadcastStatusChange"];
             };
         };
         responses: {
@@ -5637,9 +5654,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    viewerCount?: number | null;
-                };
+                "application/json": components["schemas"]["ViewerCountReport"];
             };
         };
         responses: {
@@ -18137,13 +18152,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description At most 50 keys of 1 to 100 characters, string values of at most 1024 bytes (a null value removes the key) */
-                    metadata?: {
-                        [key: string]: string | null;
-                    } | null;
-                    status?: string | null;
-                };
+                "application/json": components["schemas"]["SessionPatch"];
             };
         };
         responses: {
@@ -18281,9 +18290,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    reaction: string;
-                };
+                "application/json": components["schemas"]["Reaction"];
             };
         };
         responses: {
