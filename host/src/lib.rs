@@ -42,6 +42,7 @@ mod manifest;
 mod media;
 mod network_policy;
 mod outbound;
+mod outbound_pool;
 mod pg;
 mod production;
 mod relay;

@@ -24,6 +24,7 @@ use tokio::net::TcpStream;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::network_policy::BlockedNetworks;
+use crate::outbound_pool::{ConnectionPool, PoolKey};
 use crate::variables::Template;
 
 /// The hosts a component may call.
@@ -270,11 +271,14 @@ fn default_port(scheme: Option<&str>) -> Option<u16> {
 /// Per-instance `wasi:http` hooks: enforce the component's allowed hosts and the blocked
 /// networks, and send requests addressed to the app itself (no authority, or `self.alt`)
 /// to our listener.
+#[derive(Clone)]
 pub struct OutboundHooks {
     pub component: Arc<str>,
     pub allowed: Arc<AllowedHosts>,
     pub self_addr: SocketAddr,
     pub blocked: Arc<BlockedNetworks>,
+    /// The app's idle connections.
+    pub pool: Arc<ConnectionPool>,
 }
 
 impl WasiHttpHooks for OutboundHooks {
@@ -345,9 +349,9 @@ impl WasiHttpHooks for OutboundHooks {
             }
         }
         _ = fut;
-        let (blocked, component) = (self.blocked.clone(), self.component.clone());
+        let hooks = self.clone();
         Box::new(async move {
-            let (resp, io) = send(request, options, destination, &blocked, &component).await?;
+            let (resp, io) = send(request, options, destination, &hooks).await?;
             Ok((resp, Box::new(io) as Box<dyn Future<Output = _> + Send>))
         })
     }
@@ -361,6 +365,17 @@ enum Destination {
 }
 
 impl Destination {
+    fn pool_key(&self) -> PoolKey {
+        match self {
+            Destination::Host { host, port, tls } => PoolKey::Host {
+                host: host.to_ascii_lowercase(),
+                port: *port,
+                tls: *tls,
+            },
+            Destination::Addr(addr) => PoolKey::Addr(*addr),
+        }
+    }
+
     fn of(uri: &http::Uri, scheme: &str) -> Result<Destination, HttpError> {
         let tls = match scheme {
             "https" => true,
@@ -383,14 +398,16 @@ impl Destination {
 /// wasmtime's defaults for requests that set no timeouts.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Resolves, drops blocked addresses, connects to a remaining one, and sends the request
-/// over HTTP/1.1 (TLS for https). Answers the response and the connection's I/O future.
+/// Sends the request over HTTP/1.1 (TLS for https) on an idle pooled connection to the
+/// same destination, or else on a new one: resolved, blocked addresses dropped, connected
+/// to a remaining one. Answers the response and a future for the exchange's I/O: errors
+/// after the response head reach the guest through the response body, so it has nothing
+/// left to report.
 async fn send(
     mut request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
     destination: Destination,
-    blocked: &BlockedNetworks,
-    component: &str,
+    hooks: &OutboundHooks,
 ) -> Result<
     (
         http::Response<WasiBody>,
@@ -405,50 +422,6 @@ async fn send(
     let first_byte_timeout = option(|o| o.first_byte_timeout);
     let between_bytes_timeout = option(|o| o.between_bytes_timeout);
 
-    let connect = async {
-        let (mut addrs, tls) = match &destination {
-            Destination::Addr(a) => (vec![*a], None),
-            Destination::Host { host, port, tls } => {
-                (resolve(host, *port).await?, tls.then_some(host.as_str()))
-            }
-        };
-        let removed = blocked.remove_blocked(&mut addrs);
-        if addrs.is_empty() && !removed.is_empty() {
-            eprintln!(
-                "edgehost: component `{component}`: every address of the destination is                  blocked by the runtime config's block_networks ({removed:?})"
-            );
-            return Err(HttpError::DestinationIpProhibited);
-        }
-        let tcp = TcpStream::connect(&addrs[..])
-            .await
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::ConnectionRefused => HttpError::ConnectionRefused,
-                _ => HttpError::Connect(e),
-            })?;
-        let _ = tcp.set_nodelay(true);
-        let stream: Box<dyn Stream> = match tls {
-            None => Box::new(tcp),
-            Some(host) => {
-                let name = rustls::pki_types::ServerName::try_from(host.to_string())
-                    .map_err(|_| HttpError::HttpRequestUriInvalid)?;
-                let config = TLS_CONFIG
-                    .clone()
-                    .map_err(|e| HttpError::InternalError(Some(e)))?;
-                let tls = tokio_rustls::TlsConnector::from(config)
-                    .connect(name, tcp)
-                    .await
-                    .map_err(HttpError::Tls)?;
-                Box::new(tls)
-            }
-        };
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(HttpError::from)
-    };
-    let (mut sender, conn) = tokio::time::timeout(connect_timeout, connect)
-        .await
-        .map_err(|_| HttpError::ConnectionTimeout)??;
-
     // The origin server gets the path and query only (absolute form is for proxies).
     let path = request
         .uri()
@@ -457,16 +430,41 @@ async fn send(
         .unwrap_or_else(|| "/".into());
     *request.uri_mut() = http::Uri::try_from(path).map_err(|_| HttpError::HttpRequestUriInvalid)?;
 
-    // The connection runs in its own task; its result is the I/O future's.
-    let driver = tokio::spawn(conn);
-    let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
-        .await
-        .map_err(|_| HttpError::ConnectionReadTimeout)?
-        .map_err(HttpError::from)?;
-    let io = async move {
-        match driver.await {
-            Ok(result) => result.map_err(HttpError::from),
-            Err(_) => Err(HttpError::ConnectionTerminated),
+    let key = destination.pool_key();
+    let pool = &hooks.pool;
+    let mut response = None;
+    if let Some(mut sender) = pool.take(&key) {
+        match tokio::time::timeout(first_byte_timeout, sender.try_send_request(request)).await {
+            Err(_) => return Err(HttpError::ConnectionReadTimeout),
+            Ok(Ok(answer)) => {
+                pool.give_back(key.clone(), sender);
+                response = Some(answer);
+                request = http::Request::default();
+            }
+            // The server closed the idle connection before it took the request: send it
+            // on a new one.
+            Ok(Err(mut failed)) => match failed.take_message() {
+                Some(unsent) => request = unsent,
+                None => return Err(HttpError::from(failed.into_error())),
+            },
+        }
+    }
+    let response = match response {
+        Some(response) => response,
+        None => {
+            let connect = connect(&destination, &hooks.blocked, &hooks.component);
+            let (mut sender, connection) = tokio::time::timeout(connect_timeout, connect)
+                .await
+                .map_err(|_| HttpError::ConnectionTimeout)??;
+            // The connection runs in its own task, as long as it stays open (in the pool
+            // too).
+            tokio::spawn(connection);
+            let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
+                .await
+                .map_err(|_| HttpError::ConnectionReadTimeout)?
+                .map_err(HttpError::from)?;
+            pool.give_back(key, sender);
+            response
         }
     };
     let response = response.map(|incoming| {
@@ -477,7 +475,61 @@ async fn send(
         }
         .boxed_unsync()
     });
-    Ok((response, io))
+    Ok((response, async { Ok(()) }))
+}
+
+/// Resolves the destination, drops blocked addresses, connects to a remaining one (with
+/// TLS when asked) and starts HTTP/1.1 on the connection.
+async fn connect(
+    destination: &Destination,
+    blocked: &BlockedNetworks,
+    component: &str,
+) -> Result<
+    (
+        hyper::client::conn::http1::SendRequest<WasiBody>,
+        hyper::client::conn::http1::Connection<hyper_util::rt::TokioIo<Box<dyn Stream>>, WasiBody>,
+    ),
+    HttpError,
+> {
+    let (mut addrs, tls) = match destination {
+        Destination::Addr(a) => (vec![*a], None),
+        Destination::Host { host, port, tls } => {
+            (resolve(host, *port).await?, tls.then_some(host.as_str()))
+        }
+    };
+    let removed = blocked.remove_blocked(&mut addrs);
+    if addrs.is_empty() && !removed.is_empty() {
+        eprintln!(
+            "edgehost: component `{component}`: every address of the destination is \
+             blocked by the runtime config's block_networks ({removed:?})"
+        );
+        return Err(HttpError::DestinationIpProhibited);
+    }
+    let tcp = TcpStream::connect(&addrs[..])
+        .await
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => HttpError::ConnectionRefused,
+            _ => HttpError::Connect(e),
+        })?;
+    let _ = tcp.set_nodelay(true);
+    let stream: Box<dyn Stream> = match tls {
+        None => Box::new(tcp),
+        Some(host) => {
+            let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                .map_err(|_| HttpError::HttpRequestUriInvalid)?;
+            let config = TLS_CONFIG
+                .clone()
+                .map_err(|e| HttpError::InternalError(Some(e)))?;
+            let tls = tokio_rustls::TlsConnector::from(config)
+                .connect(name, tcp)
+                .await
+                .map_err(HttpError::Tls)?;
+            Box::new(tls)
+        }
+    };
+    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .map_err(HttpError::from)
 }
 
 async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, HttpError> {

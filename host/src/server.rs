@@ -422,6 +422,7 @@ async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> 
             sqlite,
             pg: crate::pg::PgPools::with_extra_roots(opts.postgres_ca_file.clone()),
             clock: Default::default(),
+            outbound: Default::default(),
         }),
         websocket: opts.websocket.clone(),
         variables: vars.values.clone(),

@@ -40,6 +40,8 @@ pub struct Services {
     pub pg: PgPools,
     /// The guests' wall clock (`clock.rs`).
     pub clock: crate::clock::GuestClock,
+    /// Idle outbound HTTP connections (`outbound_pool.rs`).
+    pub outbound: Arc<crate::outbound_pool::ConnectionPool>,
 }
 
 pub struct InstanceState {
@@ -83,6 +85,7 @@ impl InstanceState {
                 allowed: env.allowed_hosts.clone(),
                 self_addr,
                 blocked: env.blocked_networks.clone(),
+                pool: services.outbound.clone(),
             },
             env,
             services,

@@ -444,6 +444,74 @@ async fn outbound_http_is_limited_to_allowed_hosts() {
     p.stop().await;
 }
 
+/// A loopback HTTP/1.1 server that answers every request on a connection with `body`,
+/// keeping the connection open unless `close_after_each`; answers the number of
+/// connections it accepted so far.
+async fn counting_upstream(
+    body: &'static str,
+    close_after_each: bool,
+) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                loop {
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buf.clear();
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if stream.write_all(answer.as_bytes()).await.is_err() || close_after_each {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+#[tokio::test]
+async fn outbound_connections_are_reused_and_a_closed_one_is_replaced() {
+    use std::sync::atomic::Ordering;
+    setup().await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let (keeps, kept_connections) = counting_upstream("kept", false).await;
+    let (closes, closed_connections) = counting_upstream("closed", true).await;
+    // The probe may call both upstreams: `*` for the port.
+    let p = Probe::start(state.path(), &[("upstream", "http://127.0.0.1:*")]).await;
+    for _ in 0..5 {
+        let r = p.json(&format!("/probe/outbound?http://{keeps}/x")).await;
+        assert_eq!(r, json!({ "status": 200, "body": "kept" }));
+    }
+    // A server that keeps its connections open: one connection for the five requests.
+    assert_eq!(kept_connections.load(Ordering::SeqCst), 1);
+    // A server that closes each connection after its answer, without saying so in a
+    // `Connection: close` header: every request still gets its answer, on a new one.
+    for _ in 0..3 {
+        let r = p.json(&format!("/probe/outbound?http://{closes}/x")).await;
+        assert_eq!(r, json!({ "status": 200, "body": "closed" }));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(closed_connections.load(Ordering::SeqCst), 3);
+    p.stop().await;
+}
+
 #[tokio::test]
 async fn state_migrations_and_secrets_survive_restarts() {
     setup().await;

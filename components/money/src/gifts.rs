@@ -274,7 +274,7 @@ fn give(tx: &Db, ctx: &UserCtx, ask: &Ask, prepared: &Prepared) -> Result<(Sent,
             "gift",
         ));
     }
-    let operation = common::ids::uuid();
+    let operation = common::ids::ordered_uuid();
     let key = ctx.header("idempotency-key");
     let posted = ledger::post(
         tx,
@@ -293,7 +293,7 @@ fn give(tx: &Db, ctx: &UserCtx, ask: &Ask, prepared: &Prepared) -> Result<(Sent,
     }
     let combo = store::next_combo(tx, client_id, &b.id, sender, recipient, &gift.id, now_ms)?;
     let sent = Sent {
-        id: common::ids::uuid(),
+        id: common::ids::ordered_uuid(),
         broadcast_id: b.id.clone(),
         sender_id: sender.clone(),
         recipient_id: recipient.clone(),

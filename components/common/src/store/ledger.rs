@@ -315,7 +315,7 @@ pub fn post(
         let mut params = Vec::with_capacity(deferred.len() * 5);
         for (account_id, change) in &deferred {
             params.extend([
-                ids::uuid().into(),
+                ids::ordered_uuid().into(),
                 operation_id.into(),
                 (*account_id).into(),
                 Value::Int(*change),
@@ -333,7 +333,7 @@ pub fn post(
     let mut written = Vec::with_capacity(resolved.len());
     let mut params = Vec::with_capacity(resolved.len() * 13);
     for (leg, debit, credit) in resolved {
-        let id = ids::uuid();
+        let id = ids::ordered_uuid();
         params.extend([
             id.clone().into(),
             client_id.into(),

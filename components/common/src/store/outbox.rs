@@ -72,7 +72,7 @@ impl Event {
         data: Json,
         now: i64,
     ) -> Event {
-        let id = format!("evt_{}", ids::random_base62(24));
+        let id = format!("evt_{}", ids::ordered_base62(16));
         let payload = serde_json::to_string(&Envelope {
             data: &data,
             id: &id,
