@@ -1,0 +1,213 @@
+//! Viewers' reports of messages, their resolution by moderators, and the moderation log.
+
+use super::{log_action, moderated};
+use crate::access::Viewer;
+use crate::chat_target::{self};
+use crate::realtime;
+use common::domain::moderation::MAX_REASON_CHARS;
+use common::pagination::{Page, Paged};
+use common::realtime::Event;
+use common::spin::http::{ActorCtx, UserCtx, json};
+use common::store::chat::{self as chat_store};
+use common::store::moderation::{self as store, NewReport, ReportFilter};
+use common::store::outbox::{self, Subject};
+use common::store::rate_limits;
+use common::{ApiError, ids};
+use serde_json::json;
+use spin_sdk::http::Response;
+
+/// Reports one user may file per window.
+const REPORT_MAX: i64 = 5;
+const REPORT_WINDOW_SECS: i64 = 60;
+
+/// `POST /api/streams/{id}/chat/{messageId}/report` `{reason}`: any signed-in viewer who
+/// may read the chat; rate limited; once per message and reporter.
+pub fn report(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let db = ctx.db()?;
+    let target = chat_target::stream_target(ctx, &ctx.tenant, Viewer::User(&ctx.user.id), &db)?;
+    let message_id = ids::parse_uuid(ctx.param("messageId"))
+        .ok_or_else(|| ApiError::bad_request("invalid_id", "the message id must be a UUID"))?;
+    let mut body = ctx.json()?;
+    let reason = body.string("reason", MAX_REASON_CHARS);
+    body.finish()?;
+    let message = chat_store::message(&db, &target.store(), &message_id)?
+        .filter(|m| !m.deleted && !m.held)
+        .ok_or_else(|| ApiError::not_found("message"))?;
+    let filed = db.transaction(|tx| {
+        let Some(filed) = store::add_report(
+            tx,
+            &NewReport {
+                client_id: &target.client_id,
+                stream_id: &target.stream_id,
+                message_id: &message.id,
+                reporter_id: Some(&ctx.user.id),
+                reason: &reason,
+            },
+            ctx.now_millis(),
+        )?
+        else {
+            return Err(ApiError::conflict(
+                "already_reported",
+                "you reported this message already",
+            ));
+        };
+        // Counted with the report itself: a duplicate or refused report is not counted.
+        rate_limits::hit(
+            tx,
+            &format!("chat-report:{}:{}", target.client_id, ctx.user.id),
+            REPORT_MAX,
+            REPORT_WINDOW_SECS,
+            ctx.now(),
+        )?;
+        let mut data = serde_json::to_value(&filed).unwrap_or_default();
+        data["message"] = serde_json::to_value(&message).unwrap_or_default();
+        outbox::record(
+            tx,
+            &target.client_id,
+            "chat.message_reported",
+            Subject {
+                object_type: "chat_message",
+                object_id: &message.id,
+            },
+            data,
+            ctx.now(),
+        )?;
+        Ok(filed)
+    })?;
+    Ok(json(201, &filed))
+}
+
+/// `GET /api/streams/{id}/chat/reports?status=open|resolved|all`: the queue, oldest first.
+pub fn reports(ctx: &ActorCtx) -> Result<Response, ApiError> {
+    let db = ctx.db()?;
+    let (target, _) = moderated(ctx, &db)?;
+    let filter = match ctx.query_value("status").as_deref() {
+        None | Some("open") => ReportFilter::Open,
+        Some("resolved") => ReportFilter::Resolved,
+        Some("all") => ReportFilter::All,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "invalid_status",
+                "status must be open, resolved or all",
+            ));
+        }
+    };
+    let page = Page::from_query(ctx.query())?;
+    let (items, total) = store::reports(&db, &target.client_id, &target.stream_id, filter, page)?;
+    Ok(json(200, &Paged::new(items, total, page)))
+}
+
+/// `POST /api/streams/{id}/chat/reports/{reportId}/resolve`
+/// `{action: "dismiss" | "delete" | "approve", note?}`: `delete` deletes the message,
+/// `approve` shows a held one. Every open report of that message is settled with it.
+pub fn resolve(ctx: &ActorCtx) -> Result<Response, ApiError> {
+    let db = ctx.db()?;
+    let (target, moderator) = moderated(ctx, &db)?;
+    let report_id = ids::parse_uuid(ctx.param("reportId"))
+        .ok_or_else(|| ApiError::bad_request("invalid_id", "the report id must be a UUID"))?;
+    let mut body = ctx.json()?;
+    let action = body.string("action", 16);
+    let note = body
+        .opt_string("note", MAX_REASON_CHARS)
+        .unwrap_or_default();
+    if !action.is_empty() && !matches!(action.as_str(), "dismiss" | "delete" | "approve") {
+        body.error("action", "must be dismiss, delete or approve");
+    }
+    body.finish()?;
+    let report = store::report(&db, &target.client_id, &target.stream_id, &report_id)?
+        .ok_or_else(|| ApiError::not_found("report"))?;
+    if action == "approve" && report.kind != "held" {
+        return Err(ApiError::conflict(
+            "not_held",
+            "only a held message is approved; dismiss a report instead",
+        ));
+    }
+    let resolution = match action.as_str() {
+        "delete" => "deleted",
+        "approve" => "approved",
+        _ => "dismissed",
+    };
+    let now_ms = ctx.now_millis();
+    let (resolved, released) = db.transaction(|tx| {
+        let Some(resolved) = store::resolve(
+            tx,
+            &target.client_id,
+            &report_id,
+            resolution,
+            &moderator.actor,
+            now_ms,
+        )?
+        else {
+            return Err(ApiError::conflict(
+                "already_resolved",
+                "this report was resolved already",
+            ));
+        };
+        store::resolve_all_of_message(
+            tx,
+            &target.client_id,
+            &report.message_id,
+            resolution,
+            &moderator.actor,
+            now_ms,
+        )?;
+        let released = match resolution {
+            "deleted" => {
+                chat_store::delete(
+                    tx,
+                    &target.client_id,
+                    &report.message_id,
+                    &moderator.actor,
+                    ctx.now(),
+                )?;
+                None
+            }
+            "approved" => chat_store::release(tx, &target.client_id, &report.message_id)?,
+            _ => None,
+        };
+        log_action(
+            tx,
+            &target,
+            &moderator.actor,
+            "report_resolved",
+            None,
+            Some(&report.message_id),
+            &note,
+            json!({"reportId": report_id, "resolution": resolution}),
+            now_ms,
+        )?;
+        Ok((resolved, released))
+    })?;
+    match (resolution, released) {
+        ("deleted", _) => realtime::publish(
+            &target.stream_id,
+            Event::ChatDeleted {
+                id: report.message_id.clone(),
+            },
+        ),
+        (_, Some(message)) => realtime::publish(
+            &target.stream_id,
+            Event::ChatMessage {
+                message: serde_json::to_value(&message).unwrap_or_default(),
+            },
+        ),
+        _ => {}
+    }
+    Ok(json(200, &resolved))
+}
+
+/// `GET /api/streams/{id}/chat/moderation-log`: newest first, with the creator's
+/// channel-wide actions.
+pub fn moderation_log(ctx: &ActorCtx) -> Result<Response, ApiError> {
+    let db = ctx.db()?;
+    let (target, _) = moderated(ctx, &db)?;
+    let page = Page::from_query(ctx.query())?;
+    let (items, total) = store::log_page(
+        &db,
+        &target.client_id,
+        &target.stream_id,
+        target.owner_id.as_deref(),
+        page,
+    )?;
+    Ok(json(200, &Paged::new(items, total, page)))
+}

@@ -1,0 +1,362 @@
+//! Timeouts and bans: on one stream's chat (its moderators) and channel-wide (the
+//! creator's own, on every stream of theirs).
+
+use super::{Moderator, moderated, publish_channel, reason_field, scope_field, user_id_field};
+use crate::chat_target::{self, ChatTarget};
+use crate::realtime;
+use common::domain::moderation::{MAX_TIMEOUT_SECS, Scope};
+use common::realtime::{Event, ModerationAction};
+use common::spin::http::{ActorCtx, Call, UserCtx, json};
+use common::store::moderation::{self as store, NewLogEntry, NewRestriction};
+use common::store::outbox::{self, Subject};
+use common::store::{Db, users};
+use common::{ApiError, ids, time};
+use serde_json::{Value, json};
+use spin_sdk::http::Response;
+
+/// The user to restrict must be of the tenant and not a moderator of this chat.
+fn check_restrictable(db: &Db, target: &ChatTarget, user_id: &str) -> Result<(), ApiError> {
+    if !users::exists(db, &target.client_id, user_id)? {
+        return Err(crate::users::unknown_user("userId"));
+    }
+    if chat_target::is_moderator(db, target, user_id)? {
+        return Err(ApiError::conflict(
+            "cannot_restrict_moderator",
+            "the creator and the chat's moderators cannot be timed out or banned",
+        ));
+    }
+    Ok(())
+}
+
+/// Where a restriction is stored: the stream, or the creator's channel.
+fn scope_id<'t>(
+    target: &'t ChatTarget,
+    scope: Scope,
+    moderator: &Moderator,
+) -> Result<&'t str, ApiError> {
+    match scope {
+        Scope::Stream => Ok(&target.stream_id),
+        Scope::Channel => {
+            if !moderator.is_creator {
+                return Err(ApiError::new(
+                    403,
+                    "not_the_creator",
+                    "only the creator or the tenant's server restricts a user channel-wide",
+                ));
+            }
+            target.owner_id.as_deref().ok_or_else(|| {
+                ApiError::conflict(
+                    "no_channel",
+                    "this stream has no creator: restrict the user on the stream",
+                )
+            })
+        }
+    }
+}
+
+/// A restriction as the API answers it.
+fn restriction_view(user_id: &str, scope: Scope, until_ms: Option<i64>, reason: &str) -> Value {
+    json!({
+        "userId": user_id,
+        "scope": scope.as_str(),
+        "kind": if until_ms.is_some() { "timeout" } else { "ban" },
+        "until": until_ms.map(time::format_rfc3339_millis),
+        "reason": reason,
+    })
+}
+
+fn restriction_event(
+    action: ModerationAction,
+    user: &str,
+    scope: Scope,
+    until_ms: Option<i64>,
+) -> Event {
+    let mut event = Event::moderation(action);
+    if let Event::Moderation {
+        user_id,
+        scope: s,
+        until,
+        ..
+    } = &mut event
+    {
+        *user_id = Some(user.to_string());
+        *s = Some(scope.as_str().to_string());
+        *until = until_ms.map(time::format_rfc3339_millis);
+    }
+    event
+}
+
+struct Restrict<'a> {
+    target: Option<&'a ChatTarget>,
+    client_id: &'a str,
+    scope: Scope,
+    scope_id: &'a str,
+    user_id: &'a str,
+    until_ms: Option<i64>,
+    reason: &'a str,
+    actor: &'a str,
+    /// The creator, for channel-wide pushes.
+    owner: Option<&'a str>,
+}
+
+/// Stores a timeout or ban with its log entry (and, for a ban, its `chat.user_banned`
+/// webhook event) in one transaction, then pushes it live.
+fn apply_restriction(call: &Call, db: &Db, r: &Restrict<'_>) -> Result<Value, ApiError> {
+    let now_ms = call.now_millis();
+    let action = if r.until_ms.is_some() {
+        ModerationAction::UserTimedOut
+    } else {
+        ModerationAction::UserBanned
+    };
+    let stored = db.transaction(|tx| {
+        let stored = store::restrict(
+            tx,
+            &NewRestriction {
+                client_id: r.client_id,
+                scope: r.scope,
+                scope_id: r.scope_id,
+                user_id: r.user_id,
+                until_ms: r.until_ms,
+                reason: r.reason,
+                by: r.actor,
+            },
+            now_ms,
+        )?;
+        let view = restriction_view(r.user_id, r.scope, stored.until_ms, r.reason);
+        store::log(
+            tx,
+            &NewLogEntry {
+                client_id: r.client_id,
+                scope: r.scope,
+                scope_id: r.scope_id,
+                actor: r.actor,
+                action: action.as_str(),
+                target_user_id: Some(r.user_id),
+                message_id: None,
+                reason: r.reason,
+                detail: json!({"until": view["until"]}),
+            },
+            now_ms,
+        )?;
+        if stored.is_ban() && r.until_ms.is_none() {
+            let mut data = view.clone();
+            data["streamId"] = r.target.map(|t| t.stream_id.clone()).into();
+            data["creatorId"] = r.owner.into();
+            data["bannedBy"] = r.actor.into();
+            outbox::record(
+                tx,
+                r.client_id,
+                "chat.user_banned",
+                Subject {
+                    object_type: "user",
+                    object_id: r.user_id,
+                },
+                data,
+                call.now(),
+            )?;
+        }
+        Ok((stored, view))
+    })?;
+    let (stored, view) = stored;
+    let live_action = if stored.is_ban() {
+        ModerationAction::UserBanned
+    } else {
+        action
+    };
+    let event = restriction_event(live_action, r.user_id, r.scope, stored.until_ms);
+    match (r.scope, r.owner, r.target) {
+        (Scope::Channel, Some(owner), _) => publish_channel(db, r.client_id, owner, event)?,
+        (_, _, Some(target)) => realtime::publish(&target.stream_id, event),
+        _ => {}
+    }
+    Ok(view)
+}
+
+// ---- Stream routes ----
+
+/// `POST /api/streams/{id}/chat/timeouts` `{userId, seconds, reason?, scope?}`
+pub fn timeout(ctx: &ActorCtx) -> Result<Response, ApiError> {
+    let db = ctx.db()?;
+    let (target, moderator) = moderated(ctx, &db)?;
+    let mut body = ctx.json()?;
+    let user_id = user_id_field(&mut body);
+    let seconds = body.opt_int("seconds", 1..=MAX_TIMEOUT_SECS);
+    if seconds.is_none() && !body.has_errors_for(&["seconds"]) {
+        body.error("seconds", "is required");
+    }
+    let reason = reason_field(&mut body);
+    let scope = scope_field(&mut body);
+    body.finish()?;
+    let seconds = seconds.unwrap_or(1);
+    let scope_id = scope_id(&target, scope, &moderator)?;
+    check_restrictable(&db, &target, &user_id)?;
+    let view = apply_restriction(
+        ctx,
+        &db,
+        &Restrict {
+            target: Some(&target),
+            client_id: &target.client_id,
+            scope,
+            scope_id,
+            user_id: &user_id,
+            until_ms: Some(ctx.now_millis() + seconds * 1000),
+            reason: &reason,
+            actor: &moderator.actor,
+            owner: target.owner_id.as_deref(),
+        },
+    )?;
+    Ok(json(200, &view))
+}
+
+/// `POST /api/streams/{id}/chat/bans` `{userId, reason?, scope?}`
+pub fn ban(ctx: &ActorCtx) -> Result<Response, ApiError> {
+    let db = ctx.db()?;
+    let (target, moderator) = moderated(ctx, &db)?;
+    let mut body = ctx.json()?;
+    let user_id = user_id_field(&mut body);
+    let reason = reason_field(&mut body);
+    let scope = scope_field(&mut body);
+    body.finish()?;
+    let scope_id = scope_id(&target, scope, &moderator)?;
+    check_restrictable(&db, &target, &user_id)?;
+    let view = apply_restriction(
+        ctx,
+        &db,
+        &Restrict {
+            target: Some(&target),
+            client_id: &target.client_id,
+            scope,
+            scope_id,
+            user_id: &user_id,
+            until_ms: None,
+            reason: &reason,
+            actor: &moderator.actor,
+            owner: target.owner_id.as_deref(),
+        },
+    )?;
+    Ok(json(200, &view))
+}
+
+/// Lifts a restriction with its log entry, then pushes `user_unbanned`.
+fn lift(
+    call: &Call,
+    db: &Db,
+    client_id: &str,
+    scope: Scope,
+    scope_id: &str,
+    actor: &str,
+) -> Result<String, ApiError> {
+    let user_id = ids::parse_uuid(call.param("userId"))
+        .ok_or_else(|| ApiError::bad_request("invalid_id", "the user id must be a UUID"))?;
+    db.transaction(|tx| {
+        if !store::lift(tx, client_id, scope, scope_id, &user_id)? {
+            return Err(ApiError::not_found("ban"));
+        }
+        store::log(
+            tx,
+            &NewLogEntry {
+                client_id,
+                scope,
+                scope_id,
+                actor,
+                action: ModerationAction::UserUnbanned.as_str(),
+                target_user_id: Some(&user_id),
+                message_id: None,
+                reason: "",
+                detail: json!({}),
+            },
+            call.now_millis(),
+        )
+    })?;
+    Ok(user_id)
+}
+
+/// `DELETE /api/streams/{id}/chat/bans/{userId}` (`?scope=channel` for a channel-wide one)
+pub fn unban(ctx: &ActorCtx) -> Result<Response, ApiError> {
+    let db = ctx.db()?;
+    let (target, moderator) = moderated(ctx, &db)?;
+    let scope = match ctx.query_value("scope").as_deref() {
+        None | Some("stream") => Scope::Stream,
+        Some("channel") => Scope::Channel,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "invalid_scope",
+                "scope must be `stream` or `channel`",
+            ));
+        }
+    };
+    let scope_id = scope_id(&target, scope, &moderator)?;
+    let user_id = lift(
+        ctx,
+        &db,
+        &target.client_id,
+        scope,
+        scope_id,
+        &moderator.actor,
+    )?;
+    let event = restriction_event(ModerationAction::UserUnbanned, &user_id, scope, None);
+    match (scope, target.owner_id.as_deref()) {
+        (Scope::Channel, Some(owner)) => publish_channel(&db, &target.client_id, owner, event)?,
+        _ => realtime::publish(&target.stream_id, event),
+    }
+    Ok(json(
+        200,
+        &json!({"success": true, "userId": user_id, "scope": scope.as_str()}),
+    ))
+}
+
+// ---- The creator's channel-wide routes ----
+
+/// `POST /api/users/me/chat/bans` `{userId, reason?}`: banned from all the creator's
+/// streams.
+pub fn channel_ban(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let db = ctx.db()?;
+    let mut body = ctx.json()?;
+    let user_id = user_id_field(&mut body);
+    let reason = reason_field(&mut body);
+    body.finish()?;
+    let me = &ctx.user.id;
+    if user_id == *me {
+        return Err(ApiError::conflict(
+            "cannot_restrict_moderator",
+            "a creator cannot ban themself",
+        ));
+    }
+    if !users::exists(&db, &ctx.tenant.client_id, &user_id)? {
+        return Err(crate::users::unknown_user("userId"));
+    }
+    let view = apply_restriction(
+        ctx,
+        &db,
+        &Restrict {
+            target: None,
+            client_id: &ctx.tenant.client_id,
+            scope: Scope::Channel,
+            scope_id: me,
+            user_id: &user_id,
+            until_ms: None,
+            reason: &reason,
+            actor: me,
+            owner: Some(me),
+        },
+    )?;
+    Ok(json(200, &view))
+}
+
+/// `DELETE /api/users/me/chat/bans/{userId}`
+pub fn channel_unban(ctx: &UserCtx) -> Result<Response, ApiError> {
+    let db = ctx.db()?;
+    let me = &ctx.user.id;
+    let user_id = lift(ctx, &db, &ctx.tenant.client_id, Scope::Channel, me, me)?;
+    let event = restriction_event(
+        ModerationAction::UserUnbanned,
+        &user_id,
+        Scope::Channel,
+        None,
+    );
+    publish_channel(&db, &ctx.tenant.client_id, me, event)?;
+    Ok(json(
+        200,
+        &json!({"success": true, "userId": user_id, "scope": "channel"}),
+    ))
+}
