@@ -19,6 +19,7 @@ pub fn derived() -> Map<String, Value> {
     // The views answered, each with the named types it uses (a broadcast's ingest).
     add::<api::contract::BroadcastView>(&mut generator);
     add::<api::contract::EventView>(&mut generator);
+    add::<api::contract::SessionView>(&mut generator);
     let mut schemas = generator.take_definitions(true);
     // The request bodies, from their fields' kinds.
     add_body::<api::contract::NewBroadcastBody>(&mut schemas);

@@ -47,7 +47,7 @@ pub mod contract {
     };
     pub use crate::cohosts::LayoutChangesBody;
     pub use crate::events::{EventView, NewEventBody};
-    pub use crate::sessions::NewSessionBody;
+    pub use crate::sessions::{NewSessionBody, SessionView};
 }
 
 /// The routes whose body is streamed into storage after authentication.

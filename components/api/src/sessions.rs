@@ -13,6 +13,7 @@ use common::spin::sfu::SfuConfig;
 use common::store::Db;
 use common::store::broadcasts::Broadcast;
 use common::validate::body::{OptInt, RequestBody};
+use schemars::JsonSchema;
 use serde::Serialize;
 use spin_sdk::http::Response;
 
@@ -30,14 +31,40 @@ request_body! {
 
 /// A broadcast with what an SFU client needs: its room and where the SFU is.
 #[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SessionView {
+pub struct SessionView {
     #[serde(flatten)]
     broadcast: BroadcastView,
+    #[serde(flatten)]
+    sfu: SfuFields,
+}
+
+/// What a session adds to its broadcast.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(inline)]
+struct SfuFields {
     room_name: String,
+    #[schemars(extend("const" = "livekit"))]
     provider: &'static str,
     sfu_configured: bool,
     server_url: Option<String>,
+}
+
+/// The document says "a `Broadcast` and these fields" (`allOf`), as clients type it,
+/// rather than the broadcast's fields all over again (what a derive makes of `flatten`).
+impl JsonSchema for SessionView {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "StreamingSession".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let broadcast = generator.subschema_for::<BroadcastView>();
+        let fields = SfuFields::json_schema(generator);
+        schemars::json_schema!({
+            "description": "A broadcast with what an SFU client needs: its room and where the SFU is.",
+            "allOf": [broadcast, fields],
+        })
+    }
 }
 
 fn session_view(
@@ -56,10 +83,12 @@ fn with_session_fields(broadcast: BroadcastView, b: &Broadcast) -> SessionView {
     let sfu = SfuConfig::load();
     SessionView {
         broadcast,
-        room_name: b.identity.stream_id.clone(),
-        provider: "livekit",
-        sfu_configured: sfu.is_configured(),
-        server_url: sfu.server_url.as_deref().map(client_url),
+        sfu: SfuFields {
+            room_name: b.identity.stream_id.clone(),
+            provider: "livekit",
+            sfu_configured: sfu.is_configured(),
+            server_url: sfu.server_url.as_deref().map(client_url),
+        },
     }
 }
 

@@ -3117,7 +3117,7 @@ export interface components {
             reason?: string;
             recording?: components["schemas"]["Recording"];
         };
-        /** @description A broadcast with what an SFU client needs: its room and where the SFU is */
+        /** @description A broadcast with what an SFU client needs: its room and where the SFU is. */
         StreamingSession: components["schemas"]["Broadcast"] & {
             /** @constant */
             provider: "livekit";
