@@ -31,6 +31,8 @@ pub fn derived() -> Map<String, Value> {
     add_body::<api::contract::ViewerCountBody>(&mut schemas);
     add_body::<api::contract::SessionPatchBody>(&mut schemas);
     add_body::<api::contract::ReactionBody>(&mut schemas);
+    add_body::<api::contract::NewPlaylistBody>(&mut schemas);
+    add_body::<api::contract::PlaylistChangesBody>(&mut schemas);
     for schema in schemas.values_mut() {
         unwrap_descriptions(schema);
     }

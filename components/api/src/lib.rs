@@ -47,6 +47,7 @@ pub mod contract {
     };
     pub use crate::cohosts::LayoutChangesBody;
     pub use crate::events::{EventView, NewEventBody};
+    pub use crate::playlists::{NewPlaylistBody, PlaylistChangesBody};
     pub use crate::sessions::{NewSessionBody, SessionView};
 }
 

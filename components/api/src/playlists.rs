@@ -6,10 +6,14 @@ use crate::links::Links;
 use crate::media;
 use common::pagination::{Page, Paged};
 use common::problem::FieldError;
+use common::request_body;
 use common::spin::http::{UserCtx, json};
 use common::spin::incoming::{self, Source};
 use common::store::Db;
 use common::store::playlists::{self as stored, Appended, Fields, NewTrack, Playlist, Track};
+use common::validate::body::{
+    ClearableText, NameList, OptChoice, OptNonEmptyText, OptText, RequestBody, Text,
+};
 use common::validate::{self, JsonBody};
 use common::{ApiError, ids};
 use serde_json::{Value, json};
@@ -24,6 +28,31 @@ pub const MAX_TRACKS_PER_REQUEST: usize = 100;
 pub const MAX_TRACKS: i64 = 1000;
 const MAX_DESCRIPTION: usize = 2000;
 const MAX_URL: usize = 2048;
+
+/// Who sees a playlist.
+pub struct PlaylistVisibilities;
+
+impl NameList for PlaylistVisibilities {
+    const NAMES: &'static [&'static str] = &["public", "unlisted", "private"];
+}
+
+request_body! {
+    /// A new playlist: public unless its visibility says otherwise.
+    pub struct NewPlaylistBody as "NewPlaylist" {
+        "name" name: Text<{ validate::MAX_NAME }>,
+        "description" description: OptText<MAX_DESCRIPTION>,
+        "visibility" visibility: OptChoice<PlaylistVisibilities>,
+    }
+}
+
+request_body! {
+    /// Changes to a playlist: what is left out stays as it is.
+    pub struct PlaylistChangesBody as "PlaylistChanges" {
+        "name" name: OptNonEmptyText<{ validate::MAX_NAME }>,
+        "description" description: ClearableText<MAX_DESCRIPTION>,
+        "visibility" visibility: OptChoice<PlaylistVisibilities>,
+    }
+}
 
 fn view(playlist: &Playlist, links: &Links, track_count: i64) -> Value {
     json!({
@@ -78,18 +107,6 @@ pub fn check_order(current: &[String], requested: &[String]) -> Result<(), Strin
     Ok(())
 }
 
-fn visibility(body: &mut JsonBody, required: bool) -> Option<String> {
-    match body.opt_string("visibility", 20).as_deref() {
-        None if required => Some("public".into()),
-        None => None,
-        Some(v @ ("public" | "unlisted" | "private")) => Some(v.to_string()),
-        Some(_) => {
-            body.error("visibility", "must be public, unlisted or private");
-            None
-        }
-    }
-}
-
 fn bad_id(what: &str) -> ApiError {
     ApiError::bad_request("invalid_id", format!("the {what} id must be a UUID"))
 }
@@ -141,15 +158,13 @@ fn fresh_view(db: &Db, playlist: &Playlist) -> Result<Value, ApiError> {
 pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let mut body = ctx.json()?;
-    let name = body.string("name", validate::MAX_NAME);
-    let description = body.opt_string("description", MAX_DESCRIPTION);
-    let visibility = visibility(&mut body, true).unwrap_or_default();
+    let new = NewPlaylistBody::read(&mut body);
     body.finish()?;
     let db = ctx.db()?;
     let fields = Fields {
-        name,
-        description,
-        visibility,
+        name: new.name,
+        description: new.description,
+        visibility: new.visibility.unwrap_or_else(|| "public".into()),
     };
     let playlist = stored::insert(&db, &tenant.client_id, &user.id, &fields, ctx.now())?;
     Ok(json(201, &full_view(&db, &playlist)?))
@@ -190,23 +205,16 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
     let playlist = load_owned(ctx, &db)?;
     let mut body = ctx.json()?;
-    let name = body
-        .has("name")
-        .then(|| body.string("name", validate::MAX_NAME));
-    // An empty string clears the description; absent (or null) keeps it.
-    let description_sent = body.has("description");
-    let description = body.opt_string("description", MAX_DESCRIPTION);
-    let description = if description_sent {
-        description
-    } else {
-        playlist.description.clone()
-    };
-    let visibility = visibility(&mut body, false);
+    let changes = PlaylistChangesBody::read(&mut body);
     body.finish()?;
     let fields = Fields {
-        name: name.unwrap_or_else(|| playlist.name.clone()),
-        description,
-        visibility: visibility.unwrap_or_else(|| playlist.visibility.clone()),
+        name: changes.name.unwrap_or_else(|| playlist.name.clone()),
+        description: changes
+            .description
+            .unwrap_or_else(|| playlist.description.clone()),
+        visibility: changes
+            .visibility
+            .unwrap_or_else(|| playlist.visibility.clone()),
     };
     stored::update(&db, &playlist, &fields, ctx.now())?;
     Ok(json(200, &fresh_view(&db, &playlist)?))

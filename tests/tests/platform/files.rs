@@ -617,6 +617,26 @@ async fn playlists_tracks_reorder_and_posters() {
         .send_json(&json!({"name": "mine now"}))
         .await;
     assert_eq!(status, 403);
+    // Null is "no change", as the document says; an empty name is refused.
+    let (status, list) = p
+        .as_user(&ada, Method::PUT, &format!("/api/playlists/{pid}"))
+        .send_json(&json!({"name": null, "visibility": "unlisted"}))
+        .await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["name"], "Night mix");
+    assert_eq!(list["visibility"], "unlisted");
+    let (status, problem) = p
+        .as_user(&ada, Method::PUT, &format!("/api/playlists/{pid}"))
+        .send_json(&json!({"name": " ", "visibility": "hidden"}))
+        .await;
+    assert_eq!(status, 422, "{problem}");
+    assert_eq!(
+        problem["errors"],
+        json!([
+            {"field": "name", "message": "must not be empty"},
+            {"field": "visibility", "message": "must be public, unlisted or private"},
+        ])
+    );
 
     // Posters: magic bytes decide, 5 MiB at most, the poster is a public file.
     let poster = format!("/api/playlists/{pid}/poster");

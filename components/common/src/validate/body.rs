@@ -169,6 +169,49 @@ impl<const MIN: i64, const MAX: i64> FieldKind for Int<MIN, MAX> {
     }
 }
 
+/// A string that may be left out (or null) but, when sent, is a text of at most `MAX`
+/// characters that is not empty: a name that may be changed but not cleared.
+pub struct OptNonEmptyText<const MAX: usize>;
+
+impl<const MAX: usize> FieldKind for OptNonEmptyText<MAX> {
+    type Value = Option<String>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<String> {
+        let sent = body.has(name);
+        let text = body.opt_string(name, MAX);
+        if sent && text.is_none() && !body.has_errors_for(&[name]) {
+            body.error(name, "must not be empty");
+        }
+        text
+    }
+
+    fn schema() -> Value {
+        json!({ "type": ["string", "null"], "minLength": 1, "maxLength": MAX, "pattern": "\\S" })
+    }
+}
+
+/// A text that may be changed or cleared: left out (or null), it stays as it is
+/// (`None`); an empty string clears it (`Some(None)`); at most `MAX` characters.
+pub struct ClearableText<const MAX: usize>;
+
+impl<const MAX: usize> FieldKind for ClearableText<MAX> {
+    type Value = Option<Option<String>>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<Option<String>> {
+        let sent = body.has(name);
+        let text = body.opt_string(name, MAX);
+        sent.then_some(text)
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": ["string", "null"],
+            "maxLength": MAX,
+            "description": "An empty string clears it; null or left out, it stays as it is.",
+        })
+    }
+}
+
 /// An optional boolean.
 pub struct OptBool;
 
@@ -350,6 +393,45 @@ mod tests {
                 "size": {"enum": ["small", "large"]},
                 "count": {"type": "integer", "minimum": 0, "maximum": 9},
             })
+        );
+    }
+
+    crate::request_body! {
+        /// A test body of changes.
+        pub struct Changes as "Changes" {
+            "name" name: OptNonEmptyText<5>,
+            "note" note: ClearableText<5>,
+        }
+    }
+
+    #[test]
+    fn changes_keep_clear_or_refuse_what_is_sent() {
+        let read = |json: &str| {
+            let mut body = JsonBody::parse(json.as_bytes()).unwrap();
+            let changes = Changes::read(&mut body);
+            let errors: Vec<String> = match body.finish() {
+                Ok(()) => Vec::new(),
+                Err(e) => e.fields.into_iter().map(|f| f.message).collect(),
+            };
+            (changes.name, changes.note, errors)
+        };
+        // Left out or null: both stay as they are.
+        assert_eq!(read("{}"), (None, None, vec![]));
+        assert_eq!(
+            read(r#"{"name": null, "note": null}"#),
+            (None, None, vec![])
+        );
+        // Sent: a name is set; a note is set, or cleared by an empty string.
+        assert_eq!(
+            read(r#"{"name": " ada ", "note": "hi"}"#),
+            (Some("ada".into()), Some(Some("hi".into())), vec![])
+        );
+        assert_eq!(read(r#"{"note": " "}"#), (None, Some(None), vec![]));
+        // A name cannot be cleared, and both have their length.
+        let (_, _, errors) = read(r#"{"name": "  ", "note": "too long"}"#);
+        assert_eq!(
+            errors,
+            ["must not be empty", "must be at most 5 characters"]
         );
     }
 

@@ -2915,6 +2915,12 @@ export interface components {
             /** @enum {unknown} */
             visibility?: "public" | "unlisted" | "private" | "subscribers" | null;
         };
+        NewPlaylist: {
+            description?: string | null;
+            name: string;
+            /** @enum {unknown} */
+            visibility?: "public" | "unlisted" | "private" | null;
+        };
         NewStreamingSession: {
             /** @enum {unknown} */
             cohostPolicy?: "approval" | "open" | "invite_only" | null;
@@ -2981,6 +2987,13 @@ export interface components {
             updatedAt: string;
             /** @enum {unknown} */
             visibility: "public" | "unlisted" | "private";
+        };
+        PlaylistChanges: {
+            /** @description An empty string clears it; null or left out, it stays as it is. */
+            description?: string | null;
+            name?: string | null;
+            /** @enum {unknown} */
+            visibility?: "public" | "unlisted" | "private" | null;
         };
         PlaylistTrack: {
             artist: string | null;
@@ -8532,11 +8545,7 @@ export interface operations {
                  *       "visibility": "public"
                  *     }
                  */
-                "application/json": {
-                    description?: string | null;
-                    name: string;
-                    visibility?: string | null;
-                };
+                "application/json": components["schemas"]["NewPlaylist"];
             };
         };
         responses: {
@@ -8742,11 +8751,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": {
-                    description?: string | null;
-                    name?: string | null;
-                    visibility?: string | null;
-                };
+                "application/json": components["schemas"]["PlaylistChanges"];
             };
         };
         responses: {
