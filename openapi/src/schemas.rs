@@ -33,6 +33,7 @@ pub fn derived() -> Map<String, Value> {
     add_body::<api::contract::ReactionBody>(&mut schemas);
     add_body::<api::contract::NewPlaylistBody>(&mut schemas);
     add_body::<api::contract::PlaylistChangesBody>(&mut schemas);
+    add_body::<money::contract::GiftToSendBody>(&mut schemas);
     for schema in schemas.values_mut() {
         unwrap_descriptions(schema);
     }

@@ -10,6 +10,7 @@ use common::app::access::{Viewer, Watched, may_watch};
 use common::domain::broadcast::Status;
 use common::problem::json_value;
 use common::realtime::Event;
+use common::request_body;
 use common::spin::auth::CurrentUser;
 use common::spin::http::{AppCtx, Reply, ServerCtx, UserCtx, json};
 use common::store::gifts::{self as store, Gift, Sent};
@@ -17,6 +18,7 @@ use common::store::ledger::{self, Currency, Leg, Overdraft, system};
 use common::store::outbox::{self, Subject};
 use common::store::{Db, broadcasts, cohosts, files, monetization, users};
 use common::validate::MAX_NAME;
+use common::validate::body::{OptBool, OptInt, OptText, RequestBody, Text};
 use serde::Serialize;
 use serde_json::json;
 
@@ -91,7 +93,21 @@ pub fn delete(ctx: &ServerCtx) -> Reply {
     }
 }
 
-/// What a gift request asks for.
+request_body! {
+    /// A gift to send on a live broadcast.
+    pub struct GiftToSendBody as "GiftToSend" {
+        /// The catalog entry's id.
+        "giftId" gift_id: Text<64>,
+        /// How many (1 by default).
+        "quantity" quantity: OptInt<1, { rules::MAX_QUANTITY }>,
+        /// The host (the default) or an active co-host.
+        "recipientId" recipient_id: OptText<64>,
+        /// Whether the gift's `gift` event and `gift.sent` webhook leave the sender out.
+        "anonymous" anonymous: OptBool,
+    }
+}
+
+/// What a gift request asks for, defaults applied.
 struct Ask {
     gift_id: String,
     quantity: i64,
@@ -101,18 +117,13 @@ struct Ask {
 
 fn read_ask(ctx: &UserCtx) -> Result<Ask, ApiError> {
     let mut body = ctx.json()?;
-    let gift_id = body.string("giftId", 64);
-    let quantity = body
-        .opt_int("quantity", 1..=rules::MAX_QUANTITY)
-        .unwrap_or(1);
-    let recipient_id = body.opt_string("recipientId", 64);
-    let anonymous = body.opt_bool("anonymous").unwrap_or(false);
+    let asked = GiftToSendBody::read(&mut body);
     body.finish()?;
     Ok(Ask {
-        gift_id,
-        quantity,
-        recipient_id,
-        anonymous,
+        gift_id: asked.gift_id,
+        quantity: asked.quantity.unwrap_or(1),
+        recipient_id: asked.recipient_id,
+        anonymous: asked.anonymous.unwrap_or(false),
     })
 }
 

@@ -14,6 +14,11 @@ mod subscriptions;
 mod views;
 mod wallet;
 
+/// The types the OpenAPI document is derived from (`openapi/src/schemas.rs`).
+pub mod contract {
+    pub use crate::gifts::GiftToSendBody;
+}
+
 use common::routing::{Route, route};
 use common::spin::http::{Handler, handle_incoming};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};

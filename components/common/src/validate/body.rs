@@ -63,14 +63,14 @@ macro_rules! request_body {
         $(#[$meta:meta])*
         pub struct $name:ident as $schema_name:literal {
             $( .. $inner:ident : $inner_ty:ty, )*
-            $( $json:literal $field:ident : $kind:ty ),* $(,)?
+            $( $(#[doc = $doc:literal])* $json:literal $field:ident : $kind:ty ),* $(,)?
         }
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone)]
         pub struct $name {
             $( pub $inner: $inner_ty, )*
-            $( pub $field: <$kind as $crate::validate::body::FieldKind>::Value, )*
+            $( $(#[doc = $doc])* pub $field: <$kind as $crate::validate::body::FieldKind>::Value, )*
         }
 
         impl $crate::validate::body::RequestBody for $name {
@@ -91,7 +91,10 @@ macro_rules! request_body {
                 $(
                     properties.insert(
                         $json.to_string(),
-                        <$kind as $crate::validate::body::FieldKind>::schema(),
+                        $crate::validate::body::described(
+                            <$kind as $crate::validate::body::FieldKind>::schema(),
+                            &[$($doc),*],
+                        ),
                     );
                     if <$kind as $crate::validate::body::FieldKind>::REQUIRED {
                         required.push($json.into());
@@ -100,6 +103,20 @@ macro_rules! request_body {
             }
         }
     };
+}
+
+/// A field's schema with its doc comment (`doc`: its lines) as the description, unless
+/// it has none.
+pub fn described(mut schema: Value, doc: &[&str]) -> Value {
+    let text = doc
+        .iter()
+        .map(|line| line.trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if let (false, Some(fields)) = (text.is_empty(), schema.as_object_mut()) {
+        fields.insert("description".into(), text.into());
+    }
+    schema
 }
 
 /// A required string, trimmed, not empty, at most `MAX` characters.
@@ -399,6 +416,8 @@ mod tests {
     crate::request_body! {
         /// A test body of changes.
         pub struct Changes as "Changes" {
+            /// Its name,
+            /// never empty.
             "name" name: OptNonEmptyText<5>,
             "note" note: ClearableText<5>,
         }
@@ -432,6 +451,16 @@ mod tests {
         assert_eq!(
             errors,
             ["must not be empty", "must be at most 5 characters"]
+        );
+        // A field's doc comment is its description in the document.
+        let schema = Changes::schema();
+        assert_eq!(
+            schema["properties"]["name"]["description"],
+            "Its name, never empty."
+        );
+        assert_eq!(
+            schema["properties"]["note"]["description"],
+            ClearableText::<5>::schema()["description"]
         );
     }
 

@@ -2784,6 +2784,16 @@ export interface components {
             priceTokens: number;
             sortOrder: number;
         };
+        GiftToSend: {
+            /** @description Whether the gift's `gift` event and `gift.sent` webhook leave the sender out. */
+            anonymous?: boolean | null;
+            /** @description The catalog entry's id. */
+            giftId: string;
+            /** @description How many (1 by default). */
+            quantity?: number | null;
+            /** @description The host (the default) or an active co-host. */
+            recipientId?: string | null;
+        };
         /** @description The incoming stream as the media server measured it last. */
         HealthSample: {
             audioChannels?: number | null;
@@ -4484,13 +4494,7 @@ export interface operations {
                  *       "quantity": 1
                  *     }
                  */
-                "application/json": {
-                    anonymous?: boolean | null;
-                    giftId: string;
-                    quantity?: number | null;
-                    /** @description The host (the default) or an active co-host */
-                    recipientId?: string | null;
-                };
+                "application/json": components["schemas"]["GiftToSend"];
             };
         };
         responses: {
