@@ -34,6 +34,8 @@ pub fn derived() -> Map<String, Value> {
     add_body::<api::contract::NewPlaylistBody>(&mut schemas);
     add_body::<api::contract::PlaylistChangesBody>(&mut schemas);
     add_body::<money::contract::GiftToSendBody>(&mut schemas);
+    add_body::<api::contract::ContactFormBody>(&mut schemas);
+    add_body::<api::contract::ContactNotesBody>(&mut schemas);
     for schema in schemas.values_mut() {
         unwrap_descriptions(schema);
     }

@@ -1,14 +1,26 @@
 //! The public contact form: no authentication, so it is validated strictly and rate
 //! limited per client address.
 
+use common::request_body;
 use common::spin::http::{PublicCtx, json};
 use common::store::rate_limits;
 use common::store::tenants::{self, ContactMessage};
+use common::validate::body::{RequestBody, Text};
 use common::{ApiError, validate};
 use serde_json::json;
 use spin_sdk::http::Response;
 
 const POSTS_PER_MINUTE: i64 = 5;
+
+request_body! {
+    /// A message through the public contact form.
+    pub struct ContactFormBody as "ContactForm" {
+        "name" name: Text<{ validate::MAX_NAME }>,
+        /// An e-mail address to answer.
+        "email" email: Text<254>,
+        "message" message: Text<5000>,
+    }
+}
 
 /// The client's IP address without the port (`spin-client-addr` is `ip:port`).
 pub fn client_ip(addr: &str) -> &str {
@@ -24,9 +36,11 @@ pub fn client_ip(addr: &str) -> &str {
 /// `POST /api/contact`
 pub fn submit(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let name = body.string("name", validate::MAX_NAME);
-    let email = body.string("email", 254);
-    let message = body.string("message", 5000);
+    let ContactFormBody {
+        name,
+        email,
+        message,
+    } = ContactFormBody::read(&mut body);
     if !email.is_empty() && !validate::is_email(&email) {
         body.error("email", "must be an e-mail address");
     }

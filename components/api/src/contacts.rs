@@ -3,10 +3,12 @@
 
 use crate::users;
 use common::pagination::{Page, Paged};
+use common::request_body;
 use common::spin::http::{UserCtx, json};
 use common::store::Db;
 use common::store::contacts::{self as stored, Contact, Notes};
 use common::validate;
+use common::validate::body::{OptText, RequestBody};
 use common::{ApiError, ids};
 use serde::Serialize;
 use serde_json::json;
@@ -67,15 +69,31 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
+request_body! {
+    /// The owner's own notes on a contact: a field sent replaces the stored one; one left
+    /// out, null or empty stays as it is.
+    pub struct ContactNotesBody as "ContactNotes" {
+        /// Digits, spaces and `+ - ( ) .` only.
+        "phoneNumber" phone_number: OptText<40>,
+        "displayName" display_name: OptText<{ validate::MAX_NAME }>,
+        "firstName" first_name: OptText<{ validate::MAX_NAME }>,
+        "lastName" last_name: OptText<{ validate::MAX_NAME }>,
+        /// An e-mail address.
+        "email" email: OptText<254>,
+    }
+}
+
 /// `PUT /api/contacts/{id}`: the owner's display fields for this contact.
 pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let mut body = ctx.json()?;
-    let phone = body.opt_string("phoneNumber", 40);
-    let display_name = body.opt_string("displayName", validate::MAX_NAME);
-    let first_name = body.opt_string("firstName", validate::MAX_NAME);
-    let last_name = body.opt_string("lastName", validate::MAX_NAME);
-    let email = body.opt_string("email", 254);
+    let ContactNotesBody {
+        phone_number: phone,
+        display_name,
+        first_name,
+        last_name,
+        email,
+    } = ContactNotesBody::read(&mut body);
     if email.as_deref().is_some_and(|e| !validate::is_email(e)) {
         body.error("email", "must be an e-mail address");
     }

@@ -46,6 +46,8 @@ pub mod contract {
         StatusChangeBody, ViewerCountBody,
     };
     pub use crate::cohosts::LayoutChangesBody;
+    pub use crate::contact_form::ContactFormBody;
+    pub use crate::contacts::ContactNotesBody;
     pub use crate::events::{EventView, NewEventBody};
     pub use crate::playlists::{NewPlaylistBody, PlaylistChangesBody};
     pub use crate::sessions::{NewSessionBody, SessionView};

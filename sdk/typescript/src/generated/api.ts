@@ -2758,6 +2758,21 @@ export interface components {
             userId: string;
             username: string;
         };
+        ContactForm: {
+            /** @description An e-mail address to answer. */
+            email: string;
+            message: string;
+            name: string;
+        };
+        ContactNotes: {
+            displayName?: string | null;
+            /** @description An e-mail address. */
+            email?: string | null;
+            firstName?: string | null;
+            lastName?: string | null;
+            /** @description Digits, spaces and `+ - ( ) .` only. */
+            phoneNumber?: string | null;
+        };
         /** @description A stored file's metadata */
         File: {
             contentType: string;
@@ -5813,11 +5828,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    email: string;
-                    message: string;
-                    name: string;
-                };
+                "application/json": components["schemas"]["ContactForm"];
             };
         };
         responses: {
@@ -5986,13 +5997,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    displayName?: string | null;
-                    email?: string | null;
-                    firstName?: string | null;
-                    lastName?: string | null;
-                    phoneNumber?: string | null;
-                };
+                "application/json": components["schemas"]["ContactNotes"];
             };
         };
         responses: {
