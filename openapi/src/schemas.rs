@@ -34,6 +34,13 @@ pub fn derived() -> Map<String, Value> {
     add_body::<api::contract::NewPlaylistBody>(&mut schemas);
     add_body::<api::contract::PlaylistChangesBody>(&mut schemas);
     add_body::<money::contract::GiftToSendBody>(&mut schemas);
+    add_body::<money::contract::CatalogEntryBody>(&mut schemas);
+    add_body::<money::contract::CreditBody>(&mut schemas);
+    add_body::<money::contract::ReversalBody>(&mut schemas);
+    add_body::<money::contract::PayoutRequestBody>(&mut schemas);
+    add_body::<money::contract::PayoutCompletionBody>(&mut schemas);
+    add_body::<money::contract::PayoutRejectionBody>(&mut schemas);
+    add_body::<money::contract::SubscribeBody>(&mut schemas);
     add_body::<api::contract::ContactFormBody>(&mut schemas);
     add_body::<api::contract::ContactNotesBody>(&mut schemas);
     for schema in schemas.values_mut() {

@@ -18,7 +18,7 @@ use common::store::ledger::{self, Currency, Leg, Overdraft, system};
 use common::store::outbox::{self, Subject};
 use common::store::{Db, broadcasts, cohosts, files, monetization, users};
 use common::validate::MAX_NAME;
-use common::validate::body::{OptBool, OptInt, OptText, RequestBody, Text};
+use common::validate::body::{NameList, OptBool, OptChoice, OptInt, OptText, RequestBody, Text};
 use serde::Serialize;
 use serde_json::json;
 
@@ -45,23 +45,37 @@ pub fn catalog_for_server(ctx: &ServerCtx) -> Reply {
     Ok(json(200, &json!({ "items": items })))
 }
 
+/// How a gift shows on screen.
+pub struct Animations;
+
+impl NameList for Animations {
+    const NAMES: &'static [&'static str] = &["small", "large", "fullscreen"];
+}
+
+request_body! {
+    /// A gift of the tenant's catalog.
+    pub struct CatalogEntryBody as "CatalogEntry" {
+        "name" name: Text<MAX_NAME>,
+        "priceTokens" price_tokens: rules::Amount,
+        /// A ready file of the tenant: the gift's image.
+        "imageFileId" image_file_id: OptText<64>,
+        /// `small` by default.
+        "animation" animation: OptChoice<Animations>,
+        /// Whether fans may send it (true by default).
+        "active" active: OptBool,
+        /// Where it comes in the catalog, lowest first (0 by default).
+        "sortOrder" sort_order: OptInt<0, 1_000_000>,
+    }
+}
+
 /// `PUT /api/v1/gifts/{giftId}` `{name, priceTokens, imageFileId?, animation?, active?,
 /// sortOrder?}`: creates or replaces a catalog entry.
 pub fn put(ctx: &ServerCtx) -> Reply {
     let id = ctx.param("giftId").to_string();
     rules::require_slug(&id, "gift")?;
     let mut body = ctx.json()?;
-    let name = body.string("name", MAX_NAME);
-    let price = rules::required_amount(&mut body, "priceTokens");
-    let image_file_id = body.opt_string("imageFileId", 64);
-    let animation = body
-        .opt_string("animation", 20)
-        .unwrap_or_else(|| "small".into());
-    if !matches!(animation.as_str(), "small" | "large" | "fullscreen") {
-        body.error("animation", "must be small, large or fullscreen");
-    }
-    let active = body.opt_bool("active").unwrap_or(true);
-    let sort_order = body.opt_int("sortOrder", 0..=1_000_000).unwrap_or(0);
+    let entry = CatalogEntryBody::read(&mut body);
+    let image_file_id = entry.image_file_id;
     let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     if let Some(file) = &image_file_id
@@ -72,12 +86,12 @@ pub fn put(ctx: &ServerCtx) -> Reply {
     body.finish()?;
     let gift = Gift {
         id,
-        name,
-        price_tokens: price,
+        name: entry.name,
+        price_tokens: entry.price_tokens,
         image_file_id,
-        animation,
-        active,
-        sort_order,
+        animation: entry.animation.unwrap_or_else(|| "small".into()),
+        active: entry.active.unwrap_or(true),
+        sort_order: entry.sort_order.unwrap_or(0),
     };
     store::put(&db, client_id, &gift, ctx.now())?;
     Ok(json(200, &views::gift(&gift)))

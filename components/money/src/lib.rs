@@ -16,7 +16,10 @@ mod wallet;
 
 /// The types the OpenAPI document is derived from (`openapi/src/schemas.rs`).
 pub mod contract {
-    pub use crate::gifts::GiftToSendBody;
+    pub use crate::gifts::{CatalogEntryBody, GiftToSendBody};
+    pub use crate::payouts::{PayoutCompletionBody, PayoutRejectionBody, PayoutRequestBody};
+    pub use crate::subscriptions::SubscribeBody;
+    pub use crate::wallet::{CreditBody, ReversalBody};
 }
 
 use common::routing::{Route, route};

@@ -5,11 +5,13 @@ use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
 use common::ApiError;
 use common::pagination::{Page, Paged};
+use common::request_body;
 use common::spin::http::{Reply, ServerCtx, UserCtx, json};
 use common::store::ledger::{self, Currency, Leg, Overdraft, system};
 use common::store::outbox::{self, Subject};
 use common::store::payouts::{self as store, Payout};
 use common::store::{Db, monetization};
+use common::validate::body::{OptText, RequestBody, Text};
 
 fn announce(tx: &Db, client_id: &str, event: &str, p: &Payout, now: i64) -> Result<(), ApiError> {
     outbox::record(
@@ -26,11 +28,33 @@ fn announce(tx: &Db, client_id: &str, event: &str, p: &Payout, now: i64) -> Resu
     .map(|_| ())
 }
 
+request_body! {
+    /// Diamonds a creator asks to be paid out.
+    pub struct PayoutRequestBody as "PayoutRequest" {
+        "diamonds" diamonds: rules::Amount,
+    }
+}
+
+request_body! {
+    /// A payout done by the tenant.
+    pub struct PayoutCompletionBody as "PayoutCompletion" {
+        /// The tenant's reference of the payment made.
+        "externalReference" external_reference: Text<200>,
+    }
+}
+
+request_body! {
+    /// Why a payout is refused.
+    pub struct PayoutRejectionBody as "PayoutRejection" {
+        "reason" reason: OptText<500>,
+    }
+}
+
 /// `POST /api/wallet/payouts` `{diamonds}` (Idempotency-Key): at least the tenant's
 /// minimum, at most the wallet's diamonds.
 pub fn request(ctx: &UserCtx) -> Reply {
     let mut body = ctx.json()?;
-    let diamonds = rules::required_amount(&mut body, "diamonds");
+    let PayoutRequestBody { diamonds } = PayoutRequestBody::read(&mut body);
     body.finish()?;
     let client_id = &ctx.tenant.client_id;
     let user_id = &ctx.user.id;
@@ -110,9 +134,10 @@ pub fn list(ctx: &ServerCtx) -> Reply {
 fn decide(ctx: &ServerCtx, completed: bool) -> Reply {
     let mut body = ctx.json()?;
     let (external_reference, reason) = if completed {
-        (Some(body.string("externalReference", 200)), None)
+        let done = PayoutCompletionBody::read(&mut body);
+        (Some(done.external_reference), None)
     } else {
-        (None, body.opt_string("reason", 500))
+        (None, PayoutRejectionBody::read(&mut body).reason)
     };
     body.finish()?;
     let client_id = &ctx.tenant.client_id;

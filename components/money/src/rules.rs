@@ -3,7 +3,6 @@
 
 use common::ApiError;
 use common::store::monetization::Settings;
-use common::validate::JsonBody;
 
 /// The most tokens one request may move (keeps every sum far from overflow).
 pub const MAX_AMOUNT: i64 = 1_000_000_000;
@@ -61,15 +60,8 @@ pub fn period_start_ms(period: &str, now_ms: i64) -> Option<i64> {
     }
 }
 
-/// A required positive amount field (1 to [`MAX_AMOUNT`]); 0 when missing or invalid (the
-/// error is recorded in `body`).
-pub fn required_amount(body: &mut JsonBody, field: &'static str) -> i64 {
-    let amount = body.opt_int(field, 1..=MAX_AMOUNT);
-    if amount.is_none() && !body.has_errors_for(&[field]) {
-        body.error(field, "is required");
-    }
-    amount.unwrap_or_default()
-}
+/// A body's required amount field: 1 to [`MAX_AMOUNT`].
+pub type Amount = common::validate::body::Int<1, MAX_AMOUNT>;
 
 /// A tenant-chosen id from the path, or a 400 naming `what`.
 pub fn require_slug(id: &str, what: &str) -> Result<(), ApiError> {

@@ -6,6 +6,7 @@
 use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
 use common::ApiError;
+use common::request_body;
 use common::spin::http::{Reply, UserCtx, json};
 use common::store::ledger::{self, Currency, Leg, Overdraft, system};
 use common::store::monetization;
@@ -13,6 +14,7 @@ use common::store::outbox::{self, Subject};
 use common::store::subscriptions::{self as store, Plan, Subscription};
 use common::store::{Db, users};
 use common::validate::MAX_NAME;
+use common::validate::body::{FieldKind, RequestBody, Text};
 use serde_json::json;
 
 /// The most perks a plan lists, and the longest perk.
@@ -87,7 +89,7 @@ pub fn put_plan(ctx: &UserCtx) -> Reply {
     rules::require_slug(&id, "plan")?;
     let mut body = ctx.json()?;
     let name = body.string("name", MAX_NAME);
-    let price = rules::required_amount(&mut body, "priceTokens");
+    let price = rules::Amount::read(&mut body, "priceTokens");
     let perks = match body.opt_value("perks") {
         None => Vec::new(),
         Some(value) => match serde_json::from_value::<Vec<String>>(value) {
@@ -140,11 +142,18 @@ pub fn plans(ctx: &UserCtx) -> Reply {
     Ok(json(200, &json!({ "creatorId": creator, "items": items })))
 }
 
+request_body! {
+    /// The plan to subscribe to.
+    pub struct SubscribeBody as "Subscribe" {
+        "planId" plan_id: Text<64>,
+    }
+}
+
 /// `POST /api/users/{id}/subscriptions` `{planId}` (Idempotency-Key): subscribes to a
 /// creator, paying the first period now.
 pub fn subscribe(ctx: &UserCtx) -> Reply {
     let mut body = ctx.json()?;
-    let plan_id = body.string("planId", 64);
+    let SubscribeBody { plan_id } = SubscribeBody::read(&mut body);
     body.finish()?;
     let client_id = &ctx.tenant.client_id;
     let subscriber = &ctx.user.id;

@@ -5,10 +5,12 @@ use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
 use common::ApiError;
 use common::pagination::{Page, Paged};
+use common::request_body;
 use common::spin::http::{Reply, ServerCtx, UserCtx, json};
 use common::store::ledger::{self, Currency, Leg, Overdraft, system};
 use common::store::outbox::{self, Subject};
 use common::store::{Db, payouts, users};
+use common::validate::body::{OptText, RequestBody, Text};
 use serde_json::json;
 
 /// The most characters of a purchase reference or a reason.
@@ -54,14 +56,33 @@ pub fn transactions(ctx: &UserCtx) -> Reply {
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
+request_body! {
+    /// Tokens the tenant was paid for, credited to a user's wallet.
+    pub struct CreditBody as "Credit" {
+        "tokens" tokens: rules::Amount,
+        /// The tenant's own reference of the payment: a reference credits once.
+        "reference" reference: Text<MAX_REFERENCE>,
+        "reason" reason: OptText<MAX_REASON>,
+    }
+}
+
+request_body! {
+    /// Why a credit is reversed.
+    pub struct ReversalBody as "Reversal" {
+        "reason" reason: OptText<MAX_REASON>,
+    }
+}
+
 /// `POST /api/v1/wallets/{userId}/credits` `{tokens, reference, reason?}`: the tenant's
 /// backend credits tokens it was paid for. A reference credits once per tenant; a second
 /// credit with it is 409 naming the first.
 pub fn credit(ctx: &ServerCtx) -> Reply {
     let mut body = ctx.json()?;
-    let tokens = rules::required_amount(&mut body, "tokens");
-    let reference = body.string("reference", MAX_REFERENCE);
-    let reason = body.opt_string("reason", MAX_REASON);
+    let CreditBody {
+        tokens,
+        reference,
+        reason,
+    } = CreditBody::read(&mut body);
     body.finish()?;
     let client_id = &ctx.tenant.client_id;
     let user_id = ctx.param("userId").to_string();
@@ -123,7 +144,7 @@ pub fn credit(ctx: &ServerCtx) -> Reply {
 /// spent), which then blocks spending until later credits settle it.
 pub fn reverse(ctx: &ServerCtx) -> Reply {
     let mut body = ctx.json()?;
-    let reason = body.opt_string("reason", MAX_REASON);
+    let ReversalBody { reason } = ReversalBody::read(&mut body);
     body.finish()?;
     let client_id = &ctx.tenant.client_id;
     let transfer_id = ctx.param("id").to_string();

@@ -2638,6 +2638,21 @@ export interface components {
             /** @enum {unknown} */
             status: "active" | "completed" | "error";
         };
+        CatalogEntry: {
+            /** @description Whether fans may send it (true by default). */
+            active?: boolean | null;
+            /**
+             * @description `small` by default.
+             * @enum {unknown}
+             */
+            animation?: "small" | "large" | "fullscreen" | null;
+            /** @description A ready file of the tenant: the gift's image. */
+            imageFileId?: string | null;
+            name: string;
+            priceTokens: number;
+            /** @description Where it comes in the catalog, lowest first (0 by default). */
+            sortOrder?: number | null;
+        };
         /** @description A channel's metrics per period, with their totals */
         ChannelAnalytics: {
             /** Format: date-time */
@@ -2772,6 +2787,12 @@ export interface components {
             lastName?: string | null;
             /** @description Digits, spaces and `+ - ( ) .` only. */
             phoneNumber?: string | null;
+        };
+        Credit: {
+            reason?: string | null;
+            /** @description The tenant's own reference of the payment: a reference credits once. */
+            reference: string;
+            tokens: number;
         };
         /** @description A stored file's metadata */
         File: {
@@ -2994,6 +3015,16 @@ export interface components {
             status: "pending" | "completed" | "rejected";
             userId: string;
         };
+        PayoutCompletion: {
+            /** @description The tenant's reference of the payment made. */
+            externalReference: string;
+        };
+        PayoutRejection: {
+            reason?: string | null;
+        };
+        PayoutRequest: {
+            diamonds: number;
+        };
         /** @description A playlist (in lists, without its tracks) */
         Playlist: {
             /** Format: date-time */
@@ -3103,6 +3134,9 @@ export interface components {
             /** @description The server URL (the key is never answered) */
             url: string;
         };
+        Reversal: {
+            reason?: string | null;
+        };
         /** @description A scheduled event as the API answers it; the owner also gets its ingest credentials. */
         ScheduledEvent: {
             /** Format: date-time */
@@ -3162,6 +3196,9 @@ export interface components {
             roomName: string;
             serverUrl: string | null;
             sfuConfigured: boolean;
+        };
+        Subscribe: {
+            planId: string;
         };
         Subscription: {
             cancelAtPeriodEnd: boolean;
@@ -16534,9 +16571,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    planId: string;
-                };
+                "application/json": components["schemas"]["Subscribe"];
             };
         };
         responses: {
@@ -17116,14 +17151,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    active?: boolean | null;
-                    animation?: string | null;
-                    imageFileId?: string | null;
-                    name: string;
-                    priceTokens: number;
-                    sortOrder?: number | null;
-                };
+                "application/json": components["schemas"]["CatalogEntry"];
             };
         };
         responses: {
@@ -17563,9 +17591,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    externalReference: string;
-                };
+                "application/json": components["schemas"]["PayoutCompletion"];
             };
         };
         responses: {
@@ -17706,9 +17732,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    reason?: string | null;
-                };
+                "application/json": components["schemas"]["PayoutRejection"];
             };
         };
         responses: {
@@ -18467,9 +18491,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    reason?: string | null;
-                };
+                "application/json": components["schemas"]["Reversal"];
             };
         };
         responses: {
@@ -18679,11 +18701,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    reason?: string | null;
-                    reference: string;
-                    tokens: number;
-                };
+                "application/json": components["schemas"]["Credit"];
             };
         };
         responses: {
@@ -19832,9 +19850,7 @@ export interface operations {
                  *       "diamonds": 1000
                  *     }
                  */
-                "application/json": {
-                    diamonds: number;
-                };
+                "application/json": components["schemas"]["PayoutRequest"];
             };
         };
         responses: {
