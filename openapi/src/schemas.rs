@@ -20,6 +20,13 @@ pub fn derived() -> Map<String, Value> {
     add::<api::contract::BroadcastView>(&mut generator);
     add::<api::contract::EventView>(&mut generator);
     add::<api::contract::SessionView>(&mut generator);
+    add::<money::contract::TransferView>(&mut generator);
+    add::<money::contract::TransactionView>(&mut generator);
+    add::<money::contract::GiftView>(&mut generator);
+    add::<money::contract::SupporterView>(&mut generator);
+    add::<money::contract::PayoutView>(&mut generator);
+    add::<money::contract::PlanView>(&mut generator);
+    add::<money::contract::SubscriptionView>(&mut generator);
     let mut schemas = generator.take_definitions(true);
     // The request bodies, from their fields' kinds.
     add_body::<api::contract::NewBroadcastBody>(&mut schemas);

@@ -19,6 +19,10 @@ pub mod contract {
     pub use crate::gifts::{CatalogEntryBody, GiftToSendBody};
     pub use crate::payouts::{PayoutCompletionBody, PayoutRejectionBody, PayoutRequestBody};
     pub use crate::subscriptions::SubscribeBody;
+    pub use crate::views::{
+        GiftView, PayoutView, PlanView, SubscriptionView, SupporterView, TransactionView,
+        TransferView,
+    };
     pub use crate::wallet::{CreditBody, ReversalBody};
 }
 

@@ -5,6 +5,7 @@ use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
 use common::ApiError;
 use common::pagination::{Page, Paged};
+use common::problem::json_value;
 use common::request_body;
 use common::spin::http::{Reply, ServerCtx, UserCtx, json};
 use common::store::ledger::{self, Currency, Leg, Overdraft, system};
@@ -22,7 +23,7 @@ fn announce(tx: &Db, client_id: &str, event: &str, p: &Payout, now: i64) -> Resu
             object_type: "payout",
             object_id: &p.id,
         },
-        views::payout(p),
+        json_value(&views::payout(p))?,
         now,
     )
     .map(|_| ())
@@ -99,7 +100,7 @@ pub fn request(ctx: &UserCtx) -> Reply {
         )?;
         store::insert(tx, client_id, &payout)?;
         announce(tx, client_id, "payout.requested", &payout, now)?;
-        Ok(Outcome::new(201, views::payout(&payout)))
+        Ok(Outcome::new(201, json_value(&views::payout(&payout))?))
     })
 }
 
@@ -196,7 +197,7 @@ fn decide(ctx: &ServerCtx, completed: bool) -> Reply {
             "payout.rejected"
         };
         announce(tx, client_id, event, &decided, now)?;
-        Ok(Outcome::new(200, views::payout(&decided)))
+        Ok(Outcome::new(200, json_value(&views::payout(&decided))?))
     })
 }
 

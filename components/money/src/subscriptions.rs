@@ -6,6 +6,7 @@
 use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
 use common::ApiError;
+use common::problem::json_value;
 use common::request_body;
 use common::spin::http::{Reply, UserCtx, json};
 use common::store::ledger::{self, Currency, Leg, Overdraft, system};
@@ -36,7 +37,7 @@ pub fn announce(
             object_type: "subscription",
             object_id: &s.id,
         },
-        views::subscription(s),
+        json_value(&views::subscription(s))?,
         now,
     )
     .map(|_| ())
@@ -201,7 +202,10 @@ pub fn subscribe(ctx: &UserCtx) -> Reply {
             now,
         )?;
         announce(tx, client_id, "subscription.started", &started, now)?;
-        Ok(Outcome::new(201, views::subscription(&started)))
+        Ok(Outcome::new(
+            201,
+            json_value(&views::subscription(&started))?,
+        ))
     })
 }
 

@@ -5,6 +5,7 @@ use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
 use common::ApiError;
 use common::pagination::{Page, Paged};
+use common::problem::json_value;
 use common::request_body;
 use common::spin::http::{Reply, ServerCtx, UserCtx, json};
 use common::store::ledger::{self, Currency, Leg, Overdraft, system};
@@ -122,7 +123,7 @@ pub fn credit(ctx: &ServerCtx) -> Reply {
         .transfers
         .remove(0);
         ledger::name_reference(tx, client_id, &reference, &transfer.id)?;
-        let mut data = views::transfer(&transfer);
+        let mut data = json_value(&views::transfer(&transfer))?;
         data["wallet"] = wallet_of(tx, client_id, &user_id)?;
         outbox::record(
             tx,
@@ -188,7 +189,7 @@ pub fn reverse(ctx: &ServerCtx) -> Reply {
         )?
         .transfers
         .remove(0);
-        let mut data = views::transfer(&reversal);
+        let mut data = json_value(&views::transfer(&reversal))?;
         data["wallet"] = wallet_of(tx, client_id, &original.to)?;
         outbox::record(
             tx,

@@ -2810,14 +2810,17 @@ export interface components {
             sha256: string;
             size: number;
         };
+        /** @description A gift of the tenant's catalog. */
         Gift: {
             active: boolean;
-            /** @enum {unknown} */
+            /** @enum {string} */
             animation: "small" | "large" | "fullscreen";
             id: string;
             imageFileId: string | null;
             name: string;
+            /** Format: int64 */
             priceTokens: number;
+            /** Format: int64 */
             sortOrder: number;
         };
         GiftToSend: {
@@ -3002,16 +3005,18 @@ export interface components {
             offset: number;
             total: number;
         };
+        /** @description A creator's request to be paid out. */
         Payout: {
             /** Format: date-time */
             decidedAt: string | null;
+            /** Format: int64 */
             diamonds: number;
             externalReference: string | null;
             id: string;
             reason: string | null;
             /** Format: date-time */
             requestedAt: string;
-            /** @enum {unknown} */
+            /** @enum {string} */
             status: "pending" | "completed" | "rejected";
             userId: string;
         };
@@ -3200,6 +3205,7 @@ export interface components {
         Subscribe: {
             planId: string;
         };
+        /** @description A fan's subscription to a creator. */
         Subscription: {
             cancelAtPeriodEnd: boolean;
             /** Format: date-time */
@@ -3211,40 +3217,56 @@ export interface components {
             currentPeriodStart: string;
             id: string;
             planId: string;
+            /** Format: int64 */
             priceTokens: number;
-            /** @enum {unknown} */
+            /** @enum {string} */
             status: "active" | "lapsed";
             subscriberId: string;
         };
+        /** @description A creator's subscription plan. */
         SubscriptionPlan: {
             active: boolean;
             creatorId: string;
             id: string;
             name: string;
-            /** @constant */
+            /**
+             * Format: uint8
+             * @description Every period is 30 days.
+             * @constant
+             */
             periodDays: 30;
             perks: string[];
+            /** Format: int64 */
             priceTokens: number;
         };
+        /** @description A gifter's place on a leaderboard. */
         Supporter: {
+            /** Format: int64 */
             gifts: number;
+            /** Format: uint */
             rank: number;
+            /** Format: int64 */
             tokens: number;
             userId: string;
             username: string;
         };
-        /** @description A transfer as one of the wallet owner's transactions, signed from their side */
+        /** @description A transfer as one of the wallet owner's transactions, signed from their side. */
         Transaction: components["schemas"]["Transfer"] & {
+            /**
+             * Format: int64
+             * @description The amount, negative when it left the wallet.
+             */
             change: number;
-            /** @enum {unknown} */
+            /** @enum {string} */
             direction: "in" | "out";
         };
-        /** @description A ledger transfer */
+        /** @description A ledger transfer. */
         Transfer: {
+            /** Format: int64 */
             amount: number;
             /** Format: date-time */
             createdAt: string;
-            /** @enum {unknown} */
+            /** @enum {string} */
             currency: "tokens" | "diamonds";
             from: string;
             id: string;
