@@ -48,6 +48,7 @@ pub fn derived() -> Map<String, Value> {
     add_body::<money::contract::PayoutCompletionBody>(&mut schemas);
     add_body::<money::contract::PayoutRejectionBody>(&mut schemas);
     add_body::<money::contract::SubscribeBody>(&mut schemas);
+    add_body::<money::contract::SubscriptionPlanBody>(&mut schemas);
     add_body::<api::contract::ContactFormBody>(&mut schemas);
     add_body::<api::contract::ContactNotesBody>(&mut schemas);
     for schema in schemas.values_mut() {

@@ -18,7 +18,7 @@ mod wallet;
 pub mod contract {
     pub use crate::gifts::{CatalogEntryBody, GiftToSendBody};
     pub use crate::payouts::{PayoutCompletionBody, PayoutRejectionBody, PayoutRequestBody};
-    pub use crate::subscriptions::SubscribeBody;
+    pub use crate::subscriptions::{SubscribeBody, SubscriptionPlanBody};
     pub use crate::views::{
         GiftView, PayoutView, PlanView, SubscriptionView, SupporterView, TransactionView,
         TransferView,

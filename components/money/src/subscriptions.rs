@@ -15,7 +15,7 @@ use common::store::outbox::{self, Subject};
 use common::store::subscriptions::{self as store, Plan, Subscription};
 use common::store::{Db, users};
 use common::validate::MAX_NAME;
-use common::validate::body::{FieldKind, RequestBody, Text};
+use common::validate::body::{OptBool, OptTextList, RequestBody, Text};
 use serde_json::json;
 
 /// The most perks a plan lists, and the longest perk.
@@ -84,40 +84,32 @@ pub fn charge(
     .map(|_| ())
 }
 
+request_body! {
+    /// A subscription plan of the caller's.
+    pub struct SubscriptionPlanBody as "SubscriptionPlanDefinition" {
+        "name" name: Text<MAX_NAME>,
+        "priceTokens" price_tokens: rules::Amount,
+        /// What subscribers get, as the creator words it.
+        "perks" perks: OptTextList<MAX_PERKS, MAX_PERK>,
+        /// Whether fans may subscribe to it (true by default).
+        "active" active: OptBool,
+    }
+}
+
 /// `PUT /api/users/me/subscription-plans/{planId}` `{name, priceTokens, perks?, active?}`.
 pub fn put_plan(ctx: &UserCtx) -> Reply {
     let id = ctx.param("planId").to_string();
     rules::require_slug(&id, "plan")?;
     let mut body = ctx.json()?;
-    let name = body.string("name", MAX_NAME);
-    let price = rules::Amount::read(&mut body, "priceTokens");
-    let perks = match body.opt_value("perks") {
-        None => Vec::new(),
-        Some(value) => match serde_json::from_value::<Vec<String>>(value) {
-            Ok(perks)
-                if perks.len() <= MAX_PERKS
-                    && perks.iter().all(|p| p.chars().count() <= MAX_PERK) =>
-            {
-                perks
-            }
-            _ => {
-                body.error(
-                    "perks",
-                    format!("must be at most {MAX_PERKS} strings of at most {MAX_PERK} characters"),
-                );
-                Vec::new()
-            }
-        },
-    };
-    let active = body.opt_bool("active").unwrap_or(true);
+    let asked = SubscriptionPlanBody::read(&mut body);
     body.finish()?;
     let plan = Plan {
         id,
         creator_id: ctx.user.id.clone(),
-        name,
-        price_tokens: price,
-        perks,
-        active,
+        name: asked.name,
+        price_tokens: asked.price_tokens,
+        perks: asked.perks.unwrap_or_default(),
+        active: asked.active.unwrap_or(true),
     };
     let db = ctx.db()?;
     store::put_plan(&db, &ctx.tenant.client_id, &plan, ctx.now())?;

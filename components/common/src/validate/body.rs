@@ -229,6 +229,41 @@ impl<const MAX: usize> FieldKind for ClearableText<MAX> {
     }
 }
 
+/// An optional list of at most `MAX_ITEMS` strings of at most `MAX_LEN` characters each,
+/// kept as sent.
+pub struct OptTextList<const MAX_ITEMS: usize, const MAX_LEN: usize>;
+
+impl<const MAX_ITEMS: usize, const MAX_LEN: usize> FieldKind for OptTextList<MAX_ITEMS, MAX_LEN> {
+    type Value = Option<Vec<String>>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<Vec<String>> {
+        let value = body.opt_value(name)?;
+        match serde_json::from_value::<Vec<String>>(value) {
+            Ok(items)
+                if items.len() <= MAX_ITEMS
+                    && items.iter().all(|item| item.chars().count() <= MAX_LEN) =>
+            {
+                Some(items)
+            }
+            _ => {
+                body.error(
+                    name,
+                    format!("must be at most {MAX_ITEMS} strings of at most {MAX_LEN} characters"),
+                );
+                None
+            }
+        }
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": ["array", "null"],
+            "maxItems": MAX_ITEMS,
+            "items": { "type": "string", "maxLength": MAX_LEN },
+        })
+    }
+}
+
 /// An optional boolean.
 pub struct OptBool;
 
@@ -462,6 +497,27 @@ mod tests {
             schema["properties"]["note"]["description"],
             ClearableText::<5>::schema()["description"]
         );
+    }
+
+    #[test]
+    fn a_text_list_is_bounded_in_items_and_length() {
+        let read = |json: &str| {
+            let mut body = JsonBody::parse(json.as_bytes()).unwrap();
+            let list = OptTextList::<2, 3>::read(&mut body, "perks");
+            (list, body.finish().map_err(|e| e.fields[0].message.clone()))
+        };
+        assert_eq!(read("{}"), (None, Ok(())));
+        assert_eq!(
+            read(r#"{"perks": ["a", "bcd"]}"#),
+            (Some(vec!["a".into(), "bcd".into()]), Ok(()))
+        );
+        let refused = Err("must be at most 2 strings of at most 3 characters".to_string());
+        assert_eq!(
+            read(r#"{"perks": ["a", "b", "c"]}"#),
+            (None, refused.clone())
+        );
+        assert_eq!(read(r#"{"perks": ["abcd"]}"#), (None, refused.clone()));
+        assert_eq!(read(r#"{"perks": [1]}"#), (None, refused));
     }
 
     crate::request_body! {

@@ -3239,6 +3239,14 @@ export interface components {
             /** Format: int64 */
             priceTokens: number;
         };
+        SubscriptionPlanDefinition: {
+            /** @description Whether fans may subscribe to it (true by default). */
+            active?: boolean | null;
+            name: string;
+            /** @description What subscribers get, as the creator words it. */
+            perks?: string[] | null;
+            priceTokens: number;
+        };
         /** @description A gifter's place on a leaderboard. */
         Supporter: {
             /** Format: int64 */
@@ -14192,12 +14200,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    active?: boolean | null;
-                    name: string;
-                    perks?: string[] | null;
-                    priceTokens: number;
-                };
+                "application/json": components["schemas"]["SubscriptionPlanDefinition"];
             };
         };
         responses: {
