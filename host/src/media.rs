@@ -48,10 +48,11 @@ impl MediaServer {
 }
 
 /// Free loopback ports held until the media server binds them: the application loads
-/// (compiles, migrates) in between, and a port let go that long may be taken by anyone
-/// (an outbound connection's source port included). Drop it just before [`start`].
+/// (compiles, migrates) in between, and a port let go even briefly may be taken by anyone
+/// (an outbound connection's source port included). [`start`] hands them to the media
+/// server, which takes them over.
 pub(crate) struct HeldPorts {
-    _listeners: Vec<std::net::TcpListener>,
+    listeners: Vec<std::net::TcpListener>,
 }
 
 /// With [`MediaServer::ephemeral`]: the two variables, pointed at free loopback ports
@@ -72,7 +73,7 @@ pub(crate) fn ephemeral_defaults() -> Result<(Vec<(String, String)>, HeldPorts)>
     Ok((
         defaults,
         HeldPorts {
-            _listeners: vec![rtmp, http],
+            listeners: vec![rtmp, http],
         },
     ))
 }
@@ -138,6 +139,7 @@ pub(crate) async fn start(
     variables: &HashMap<String, String>,
     state_dir: &Path,
     app: SocketAddr,
+    held: Option<HeldPorts>,
 ) -> Result<Option<media_agent::MediaServer>> {
     let config = match plan(variables, opts, state_dir, app)? {
         Ok(config) => config,
@@ -146,7 +148,8 @@ pub(crate) async fn start(
             return Ok(None);
         }
     };
-    match media_agent::MediaServer::start(config).await {
+    let held = held.map(|h| h.listeners).unwrap_or_default();
+    match media_agent::MediaServer::start_holding(config, held).await {
         Ok(server) => Ok(Some(server)),
         Err(e) if !opts.required => {
             eprintln!(

@@ -99,10 +99,10 @@ impl Server {
         if let (Some(embedded), Some(relay_opts)) = (&relay, &opts.chat_relay) {
             crate::relay::start(embedded, relay_opts, &app.variables, local_addr);
         }
-        drop(held_ports);
         let media = match &opts.media {
             Some(media) => {
-                crate::media::start(media, &app.variables, &app.state_dir, local_addr).await?
+                let (variables, state_dir) = (&app.variables, &app.state_dir);
+                crate::media::start(media, variables, state_dir, local_addr, held_ports).await?
             }
             None => None,
         };

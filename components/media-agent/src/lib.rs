@@ -60,13 +60,33 @@ impl MediaServer {
     /// Starts nginx with the rendered configuration and the agent's tasks; returns once
     /// nginx accepts RTMP connections. Errors say what is missing and how to fix it.
     pub async fn start(config: Config) -> Result<MediaServer> {
+        MediaServer::start_holding(config, Vec::new()).await
+    }
+
+    /// [`MediaServer::start`], with listeners the caller already bound to `rtmp_listen` or
+    /// `http_listen` (free ports it picked and kept): taken over instead of bound again, so
+    /// that nothing can take those ports in between.
+    pub async fn start_holding(
+        config: Config,
+        mut held: Vec<std::net::TcpListener>,
+    ) -> Result<MediaServer> {
         config.check().map_err(anyhow::Error::msg)?;
         let bins = supervisor::preflight(&config)?;
         let state_dir = supervisor::prepare_state_dir(&config.state_dir)?;
         let paths = Paths::new(state_dir);
         // Held until nginx is about to bind them: two port-0 picks never collide.
-        let rtmp = supervisor::reserve(config.rtmp_listen, "RTMP ingest", "rtmp_ingest_base")?;
-        let http = supervisor::reserve(config.http_listen, "HLS playback", "playback_hls_base")?;
+        let rtmp = supervisor::reserve_or_take(
+            config.rtmp_listen,
+            "RTMP ingest",
+            "rtmp_ingest_base",
+            &mut held,
+        )?;
+        let http = supervisor::reserve_or_take(
+            config.http_listen,
+            "HLS playback",
+            "playback_hls_base",
+            &mut held,
+        )?;
         let stat = supervisor::reserve_loopback()?;
         let hook_listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await

@@ -73,6 +73,30 @@ pub struct Reserved {
 
 /// Reserves `addr` for `what`; `setting` names the platform variable that moves it.
 pub fn reserve(addr: SocketAddr, what: &str, setting: &str) -> Result<Reserved> {
+    reserve_or_take(addr, what, setting, &mut Vec::new())
+}
+
+/// [`reserve`], taking the listener of `held` already bound to `addr` if there is one
+/// (bound again, the port could be taken in between).
+pub fn reserve_or_take(
+    addr: SocketAddr,
+    what: &str,
+    setting: &str,
+    held: &mut Vec<TcpListener>,
+) -> Result<Reserved> {
+    let bound_to_addr = |l: &TcpListener| l.local_addr().is_ok_and(|bound| bound == addr);
+    if let Some(at) = held.iter().position(bound_to_addr) {
+        let listener = held.swap_remove(at);
+        return Ok(Reserved {
+            addr,
+            _listener: listener,
+        });
+    }
+    // One held on the port at another address would be in the way.
+    held.retain(|l| {
+        l.local_addr()
+            .is_ok_and(|bound| bound.port() != addr.port())
+    });
     let listener = TcpListener::bind(addr).map_err(|e| {
         let reason = match e.kind() {
             std::io::ErrorKind::AddrInUse => "address in use".to_string(),
@@ -331,6 +355,19 @@ pub async fn stopped(stop: &mut watch::Receiver<bool>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_listener_is_taken_over_not_bound_again() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let other = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut held = vec![other, listener];
+        // Bound again, the port would be in use: taken over, it is reserved.
+        let reserved = reserve_or_take(addr, "RTMP ingest", "rtmp_ingest_base", &mut held).unwrap();
+        assert_eq!(reserved.addr, addr);
+        assert_eq!(held.len(), 1);
+        assert!(reserve(addr, "RTMP ingest", "rtmp_ingest_base").is_err());
+    }
 
     #[test]
     fn a_port_in_use_is_reported_with_the_setting_that_moves_it() {
