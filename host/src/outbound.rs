@@ -10,6 +10,7 @@
 //! to one of the remaining ones (no second lookup, so no DNS-rebinding window). One
 //! request, one response: redirects are never followed, as `wasi:http` specifies.
 
+use std::future::Ready;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
@@ -400,21 +401,13 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Sends the request over HTTP/1.1 (TLS for https) on an idle pooled connection to the
 /// same destination, or else on a new one: resolved, blocked addresses dropped, connected
-/// to a remaining one. Answers the response and a future for the exchange's I/O: errors
-/// after the response head reach the guest through the response body, so it has nothing
-/// left to report.
+/// to a remaining one.
 async fn send(
     mut request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
     destination: Destination,
     hooks: &OutboundHooks,
-) -> Result<
-    (
-        http::Response<WasiBody>,
-        impl Future<Output = Result<(), HttpError>> + Send + use<>,
-    ),
-    HttpError,
-> {
+) -> Result<(http::Response<WasiBody>, Ready<Result<(), HttpError>>), HttpError> {
     let option = |pick: fn(&RequestOptions) -> Option<Duration>| {
         options.as_ref().and_then(pick).unwrap_or(DEFAULT_TIMEOUT)
     };
@@ -432,50 +425,54 @@ async fn send(
 
     let key = destination.pool_key();
     let pool = &hooks.pool;
-    let mut response = None;
-    if let Some(mut sender) = pool.take(&key) {
-        match tokio::time::timeout(first_byte_timeout, sender.try_send_request(request)).await {
-            Err(_) => return Err(HttpError::ConnectionReadTimeout),
-            Ok(Ok(answer)) => {
-                pool.give_back(key.clone(), sender);
-                response = Some(answer);
-                request = http::Request::default();
+    let request = match pool.take(&key) {
+        None => request,
+        Some(mut sender) => {
+            let sent = sender.try_send_request(request);
+            match tokio::time::timeout(first_byte_timeout, sent).await {
+                Err(_) => return Err(HttpError::ConnectionReadTimeout),
+                Ok(Ok(response)) => {
+                    pool.give_back(key, sender);
+                    return Ok(answered(response, between_bytes_timeout));
+                }
+                // The server closed the idle connection before it took the request: it
+                // goes out on a new one.
+                Ok(Err(mut failed)) => failed
+                    .take_message()
+                    .ok_or_else(|| HttpError::from(failed.into_error()))?,
             }
-            // The server closed the idle connection before it took the request: send it
-            // on a new one.
-            Ok(Err(mut failed)) => match failed.take_message() {
-                Some(unsent) => request = unsent,
-                None => return Err(HttpError::from(failed.into_error())),
-            },
-        }
-    }
-    let response = match response {
-        Some(response) => response,
-        None => {
-            let connect = connect(&destination, &hooks.blocked, &hooks.component);
-            let (mut sender, connection) = tokio::time::timeout(connect_timeout, connect)
-                .await
-                .map_err(|_| HttpError::ConnectionTimeout)??;
-            // The connection runs in its own task, as long as it stays open (in the pool
-            // too).
-            tokio::spawn(connection);
-            let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
-                .await
-                .map_err(|_| HttpError::ConnectionReadTimeout)?
-                .map_err(HttpError::from)?;
-            pool.give_back(key, sender);
-            response
         }
     };
+    let connect = connect(&destination, &hooks.blocked, &hooks.component);
+    let (mut sender, connection) = tokio::time::timeout(connect_timeout, connect)
+        .await
+        .map_err(|_| HttpError::ConnectionTimeout)??;
+    // The connection runs in its own task as long as it stays open (in the pool too).
+    tokio::spawn(connection);
+    let response = tokio::time::timeout(first_byte_timeout, sender.send_request(request))
+        .await
+        .map_err(|_| HttpError::ConnectionReadTimeout)?
+        .map_err(HttpError::from)?;
+    pool.give_back(key, sender);
+    Ok(answered(response, between_bytes_timeout))
+}
+
+/// The response, its body failing when no data arrives for `idle`, and the exchange's I/O
+/// future, which has nothing to report: errors after the head reach the guest through
+/// the body.
+fn answered(
+    response: http::Response<Incoming>,
+    idle: Duration,
+) -> (http::Response<WasiBody>, Ready<Result<(), HttpError>>) {
     let response = response.map(|incoming| {
         TimedBody {
             incoming,
-            idle: between_bytes_timeout,
-            timer: Box::pin(tokio::time::sleep(between_bytes_timeout)),
+            idle,
+            timer: Box::pin(tokio::time::sleep(idle)),
         }
         .boxed_unsync()
     });
-    Ok((response, async { Ok(()) }))
+    (response, std::future::ready(Ok(())))
 }
 
 /// Resolves the destination, drops blocked addresses, connects to a remaining one (with
