@@ -177,7 +177,7 @@ fn apply_restriction(call: &Call, db: &Db, r: &Restrict<'_>) -> Result<Value, Ap
 /// `POST /api/streams/{id}/chat/timeouts` `{userId, seconds, reason?, scope?}`
 pub fn timeout(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
-    let (target, moderator) = moderated(ctx, &db)?;
+    let chat = moderated(ctx, &db)?;
     let mut body = ctx.json()?;
     let user_id = user_id_field(&mut body);
     let seconds = body.opt_int("seconds", 1..=MAX_TIMEOUT_SECS);
@@ -187,49 +187,46 @@ pub fn timeout(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let reason = reason_field(&mut body);
     let scope = scope_field(&mut body);
     body.finish()?;
-    let seconds = seconds.unwrap_or(1);
-    let scope_id = scope_id(&target, scope, &moderator)?;
-    check_restrictable(&db, &target, &user_id)?;
-    let view = apply_restriction(
-        ctx,
-        &db,
-        &Restrict {
-            target: Some(&target),
-            client_id: &target.client_id,
-            scope,
-            scope_id,
-            user_id: &user_id,
-            until_ms: Some(ctx.now_millis() + seconds * 1000),
-            reason: &reason,
-            actor: &moderator.actor,
-            owner: target.owner_id.as_deref(),
-        },
-    )?;
-    Ok(json(200, &view))
+    let until_ms = ctx.now_millis() + seconds.unwrap_or(1) * 1000;
+    restrict_in_chat(ctx, &db, &chat, &user_id, &reason, scope, Some(until_ms))
 }
 
 /// `POST /api/streams/{id}/chat/bans` `{userId, reason?, scope?}`
 pub fn ban(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
-    let (target, moderator) = moderated(ctx, &db)?;
+    let chat = moderated(ctx, &db)?;
     let mut body = ctx.json()?;
     let user_id = user_id_field(&mut body);
     let reason = reason_field(&mut body);
     let scope = scope_field(&mut body);
     body.finish()?;
-    let scope_id = scope_id(&target, scope, &moderator)?;
-    check_restrictable(&db, &target, &user_id)?;
+    restrict_in_chat(ctx, &db, &chat, &user_id, &reason, scope, None)
+}
+
+/// Restricts `user_id` in the moderated chat (or, by `scope`, its creator's channel) until
+/// `until_ms`, or for good (a ban).
+fn restrict_in_chat(
+    ctx: &ActorCtx,
+    db: &Db,
+    (target, moderator): &(ChatTarget, Moderator),
+    user_id: &str,
+    reason: &str,
+    scope: Scope,
+    until_ms: Option<i64>,
+) -> Result<Response, ApiError> {
+    let scope_id = scope_id(target, scope, moderator)?;
+    check_restrictable(db, target, user_id)?;
     let view = apply_restriction(
         ctx,
-        &db,
+        db,
         &Restrict {
-            target: Some(&target),
+            target: Some(target),
             client_id: &target.client_id,
             scope,
             scope_id,
-            user_id: &user_id,
-            until_ms: None,
-            reason: &reason,
+            user_id,
+            until_ms,
+            reason,
             actor: &moderator.actor,
             owner: target.owner_id.as_deref(),
         },
