@@ -20,6 +20,17 @@ pub fn derived() -> Map<String, Value> {
     add::<api::contract::BroadcastView>(&mut generator);
     add::<api::contract::EventView>(&mut generator);
     add::<api::contract::SessionView>(&mut generator);
+    add::<api::contract::RegisteredClientView>(&mut generator);
+    add::<api::contract::AuthSession>(&mut generator);
+    add::<api::contract::FullProfile>(&mut generator);
+    add::<api::contract::PublicUser>(&mut generator);
+    add::<api::contract::WebhookEndpointView>(&mut generator);
+    add::<api::contract::WebhookEndpointWithSecret>(&mut generator);
+    add::<api::contract::WebhookDeliveryView>(&mut generator);
+    add::<api::contract::CoHostJoinAnswer>(&mut generator);
+    add::<api::contract::CoHostChanged>(&mut generator);
+    add::<api::contract::CoHostInvite>(&mut generator);
+    add::<api::contract::MultihostView>(&mut generator);
     add::<money::contract::TransferView>(&mut generator);
     add::<money::contract::TransactionView>(&mut generator);
     add::<money::contract::GiftView>(&mut generator);
@@ -51,6 +62,19 @@ pub fn derived() -> Map<String, Value> {
     add_body::<money::contract::SubscriptionPlanBody>(&mut schemas);
     add_body::<api::contract::ContactFormBody>(&mut schemas);
     add_body::<api::contract::ContactNotesBody>(&mut schemas);
+    add_body::<api::contract::ClientRegistrationBody>(&mut schemas);
+    add_body::<api::contract::SignupBody>(&mut schemas);
+    add_body::<api::contract::LoginBody>(&mut schemas);
+    add_body::<api::contract::RefreshBody>(&mut schemas);
+    add_body::<api::contract::ProfileChangesBody>(&mut schemas);
+    add_body::<api::contract::PasswordChangeBody>(&mut schemas);
+    add_body::<api::contract::NewWebhookEndpointBody>(&mut schemas);
+    add_body::<api::contract::WebhookEndpointChangesBody>(&mut schemas);
+    add_body::<api::contract::WebhookRecoveryBody>(&mut schemas);
+    add_body::<api::contract::CoHostJoinBody>(&mut schemas);
+    add_body::<api::contract::CoHostInviteBody>(&mut schemas);
+    add_body::<api::contract::CoHostApprovalBody>(&mut schemas);
+    add_body::<api::contract::CoHostPermissionsChangeBody>(&mut schemas);
     for schema in schemas.values_mut() {
         unwrap_descriptions(schema);
     }

@@ -2,67 +2,76 @@
 
 use common::ApiError;
 use common::ids;
+use common::request_body;
 use common::spin::http::{AdminCtx, json};
 use common::store::tenants::{self, Registration, StoredCredentials};
+use common::validate::body::{
+    Accepted, Checked, EmailAddress, HttpUrl, OptBool, OptChecked, OptText, PhoneNumber,
+    RequestBody, Text,
+};
 use common::validate::{self, JsonBody};
+use schemars::JsonSchema;
 use serde::Serialize;
 use spin_sdk::http::Response;
 
-/// Reads and checks the registration fields. `name`, `contactEmail`, `agreeTerms` and
-/// `agreeDataProcessing` (both true) are required; every string is capped.
-pub fn parse_registration(mut body: JsonBody) -> Result<Registration, ApiError> {
-    let reg = Registration {
-        name: body.string("name", 100),
-        website: body.opt_string("website", 2048),
-        description: body.opt_string("description", 2000),
-        contact_name: body.opt_string("contactName", validate::MAX_NAME),
-        contact_title: body.opt_string("contactTitle", validate::MAX_NAME),
-        contact_email: body.string("contactEmail", 254),
-        contact_phone: body.opt_string("contactPhone", 40),
-        expected_apps: body.opt_string("expectedApps", 50),
-        use_case: body.opt_string("useCase", 2000),
-        expected_users: body.opt_string("expectedUsers", 50),
-        agree_terms: body.opt_bool("agreeTerms").unwrap_or(false),
-        agree_marketing: body.opt_bool("agreeMarketing").unwrap_or(false),
-        agree_data_processing: body.opt_bool("agreeDataProcessing").unwrap_or(false),
-        require_signature: body.opt_bool("requireSignature").unwrap_or(false),
-    };
-    if !reg.contact_email.is_empty() && !validate::is_email(&reg.contact_email) {
-        body.error("contactEmail", "must be an e-mail address");
+request_body! {
+    /// A new SDK client (tenant): who it is, whom to contact, what it agrees to.
+    pub struct RegistrationBody as "ClientRegistration" {
+        /// The app's or company's name.
+        "name" name: Text<100>,
+        "contactEmail" contact_email: Checked<EmailAddress, 254>,
+        "website" website: OptChecked<HttpUrl, 2048>,
+        "description" description: OptText<2000>,
+        "contactName" contact_name: OptText<{ validate::MAX_NAME }>,
+        "contactTitle" contact_title: OptText<{ validate::MAX_NAME }>,
+        "contactPhone" contact_phone: OptChecked<PhoneNumber, 40>,
+        "expectedApps" expected_apps: OptText<50>,
+        "useCase" use_case: OptText<2000>,
+        "expectedUsers" expected_users: OptText<50>,
+        /// The terms of service are accepted.
+        "agreeTerms" agree_terms: Accepted,
+        "agreeMarketing" agree_marketing: OptBool,
+        /// The processing of the contact's data is agreed to.
+        "agreeDataProcessing" agree_data_processing: Accepted,
+        /// The client then refuses every unsigned call (the trust model's signed server calls).
+        "requireSignature" require_signature: OptBool,
     }
-    if reg
-        .website
-        .as_deref()
-        .is_some_and(|w| !validate::is_http_url(w))
-    {
-        body.error("website", "must be an http or https URL");
-    }
-    if reg
-        .contact_phone
-        .as_deref()
-        .is_some_and(|p| !validate::is_phone(p))
-    {
-        body.error(
-            "contactPhone",
-            "may contain only digits, spaces and + - ( ) .",
-        );
-    }
-    if !reg.agree_terms {
-        body.error("agreeTerms", "the terms must be accepted");
-    }
-    if !reg.agree_data_processing {
-        body.error("agreeDataProcessing", "data processing must be agreed to");
-    }
-    body.finish()?;
-    Ok(reg)
 }
 
-#[derive(Serialize)]
+/// Reads and checks the registration fields, reporting every bad one.
+pub fn parse_registration(mut body: JsonBody) -> Result<Registration, ApiError> {
+    let fields = RegistrationBody::read(&mut body);
+    body.finish()?;
+    Ok(Registration {
+        name: fields.name,
+        website: fields.website,
+        description: fields.description,
+        contact_name: fields.contact_name,
+        contact_title: fields.contact_title,
+        contact_email: fields.contact_email,
+        contact_phone: fields.contact_phone,
+        expected_apps: fields.expected_apps,
+        use_case: fields.use_case,
+        expected_users: fields.expected_users,
+        agree_terms: fields.agree_terms,
+        agree_marketing: fields.agree_marketing.unwrap_or(false),
+        agree_data_processing: fields.agree_data_processing,
+        require_signature: fields.require_signature.unwrap_or(false),
+    })
+}
+
+/// A registered client's credentials, shown this once.
+#[derive(Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct Registered {
+#[schemars(rename = "RegisteredClient")]
+pub struct Registered {
+    #[schemars(extend("const" = true))]
     success: bool,
+    /// The public API key (`pk_...`), sent by apps as `X-API-Key`.
     api_key: String,
+    /// The secret key (`sk_...`) for server calls and webhook signatures.
     secret_key: String,
+    #[schemars(extend("format" = "uuid"))]
     client_id: String,
     message: String,
 }
@@ -89,6 +98,32 @@ pub fn register(ctx: &AdminCtx) -> Result<Response, ApiError> {
             message: "SDK client registered. Keep the secret key safe: it is shown only once."
                 .into(),
         },
+    ))
+}
+
+/// `POST /api/admin/sdk-clients/{id}/suspend`: the client's credentials stop working on
+/// every route, and its streams may not publish (a live one is dropped at the media
+/// server's next update). The admin token is needed even while registration is open.
+pub fn suspend(ctx: &AdminCtx) -> Result<Response, ApiError> {
+    set_suspended(ctx, Some(ctx.now()))
+}
+
+/// `POST /api/admin/sdk-clients/{id}/reinstate`: undoes a suspension.
+pub fn reinstate(ctx: &AdminCtx) -> Result<Response, ApiError> {
+    set_suspended(ctx, None)
+}
+
+fn set_suspended(ctx: &AdminCtx, at: Option<i64>) -> Result<Response, ApiError> {
+    common::spin::auth::require_admin_token(&ctx.req)?;
+    let id = ids::parse_uuid(ctx.param("id"))
+        .ok_or_else(|| ApiError::bad_request("invalid_id", "the client id must be a UUID"))?;
+    let db = ctx.db()?;
+    if !tenants::set_suspended(&db, &id, at)? {
+        return Err(ApiError::not_found("client"));
+    }
+    Ok(json(
+        200,
+        &serde_json::json!({ "clientId": id, "suspended": at.is_some() }),
     ))
 }
 
@@ -131,30 +166,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// `POST /api/admin/sdk-clients/{id}/suspend`: the client's credentials stop working on
-/// every route, and its streams may not publish (a live one is dropped at the media
-/// server's next update). The admin token is needed even while registration is open.
-pub fn suspend(ctx: &AdminCtx) -> Result<Response, ApiError> {
-    set_suspended(ctx, Some(ctx.now()))
-}
-
-/// `POST /api/admin/sdk-clients/{id}/reinstate`: undoes a suspension.
-pub fn reinstate(ctx: &AdminCtx) -> Result<Response, ApiError> {
-    set_suspended(ctx, None)
-}
-
-fn set_suspended(ctx: &AdminCtx, at: Option<i64>) -> Result<Response, ApiError> {
-    common::spin::auth::require_admin_token(&ctx.req)?;
-    let id = ids::parse_uuid(ctx.param("id"))
-        .ok_or_else(|| ApiError::bad_request("invalid_id", "the client id must be a UUID"))?;
-    let db = ctx.db()?;
-    if !tenants::set_suspended(&db, &id, at)? {
-        return Err(ApiError::not_found("client"));
-    }
-    Ok(json(
-        200,
-        &serde_json::json!({ "clientId": id, "suspended": at.is_some() }),
-    ))
 }

@@ -3,9 +3,10 @@
 //! from LiveKit webhooks, and metrics.
 
 use crate::access::{self, Audience, Viewer};
-use crate::broadcasts;
+use crate::broadcasts::{self, BroadcastView};
 use common::app;
 use common::domain::broadcast::Status;
+use common::domain::cohost::Layout;
 use common::domain::cohost::{self as rules, Permissions};
 use common::realtime::{CohostAction, Event};
 use common::request_body;
@@ -14,26 +15,127 @@ use common::store::broadcasts::{self as broadcast_store, Broadcast};
 use common::store::cohosts::{self as store, CoHost, Joining};
 use common::store::{Db, analytics};
 use common::validate::JsonBody;
-use common::validate::body::{OptBool, OptInt, OptText, RequestBody};
+use common::validate::body::{FieldKind, OptBool, OptInt, OptText, RequestBody, Text};
 use common::{ApiError, ids, time};
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Value, json};
 use spin_sdk::http::Response;
 
 /// How long an invite token can be used.
 const INVITE_TTL_SECS: i64 = 10 * 60;
 
-fn view(c: &CoHost, connected: bool) -> Value {
-    json!({
-        "id": c.id,
-        "userId": c.user_id,
-        "userName": c.user_name,
-        "role": "co_host",
-        "permissions": c.permissions,
-        "status": c.status,
-        "connected": connected,
-        "joinedAt": c.joined_at,
-        "removedAt": c.removed_at,
-    })
+/// A co-host of a session, as the co-host routes answer it, the session's sockets hear of
+/// it and the `cohost.*` webhooks carry it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "CoHost")]
+pub struct CoHostView {
+    #[schemars(extend("format" = "uuid"))]
+    pub id: String,
+    #[schemars(extend("format" = "uuid"))]
+    pub user_id: String,
+    pub user_name: String,
+    #[schemars(extend("const" = "co_host"))]
+    pub role: &'static str,
+    pub permissions: Permissions,
+    #[schemars(extend("enum" = ["requested", "active", "declined", "removed"]))]
+    pub status: String,
+    /// Whether they are on the SFU now.
+    pub connected: bool,
+    #[schemars(extend("format" = "date-time"))]
+    pub joined_at: String,
+    #[schemars(extend("format" = "date-time"))]
+    pub removed_at: Option<String>,
+}
+
+fn view(c: &CoHost, connected: bool) -> CoHostView {
+    CoHostView {
+        id: c.id.clone(),
+        user_id: c.user_id.clone(),
+        user_name: c.user_name.clone(),
+        role: "co_host",
+        permissions: c.permissions,
+        status: c.status.clone(),
+        connected,
+        joined_at: c.joined_at.clone(),
+        removed_at: c.removed_at.clone(),
+    }
+}
+
+/// The answer of a join: admitted, or asked and waiting for the host.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "CoHostJoinAnswer")]
+pub struct JoinAnswer {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    message: &'static str,
+    co_host: CoHostView,
+}
+
+/// A co-host after a change (approved, permissions changed).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "CoHostChanged")]
+pub struct Changed {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    co_host: CoHostView,
+}
+
+impl Changed {
+    fn answer(co_host: CoHostView) -> Response {
+        json(
+            200,
+            &Changed {
+                success: true,
+                co_host,
+            },
+        )
+    }
+}
+
+/// A single-use invite to co-host, shown this once.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "CoHostInvite")]
+pub struct InviteView {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    /// The token the invitee joins with (`inviteToken`).
+    #[schemars(extend("pattern" = "^inv_"))]
+    invite_token: String,
+    #[schemars(extend("format" = "uuid"))]
+    user_id: String,
+    permissions: Permissions,
+    #[schemars(extend("format" = "date-time"))]
+    expires_at: String,
+}
+
+/// Who is on a session's stage and how it is laid out.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Multihost")]
+pub struct MultihostView {
+    session: BroadcastView,
+    layout: Layout,
+    /// The session's owner.
+    host: Option<HostSeat>,
+    co_hosts: Vec<CoHostView>,
+    #[schemars(range(min = 0))]
+    active_co_hosts: i64,
+    free_slots: i64,
+}
+
+/// The owner's seat on the stage.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HostSeat {
+    user_id: String,
+    #[schemars(extend("const" = "host"))]
+    role: &'static str,
+    connected: bool,
 }
 
 /// Who is acting on a session.
@@ -75,23 +177,95 @@ fn load_session(ctx: &UserCtx, db: &Db) -> Result<(Broadcast, Audience), ApiErro
     Ok((b, audience))
 }
 
-/// A permissions field: a preset name or an object of booleans (422 otherwise).
-fn permissions_field(body: &mut JsonBody, field: &'static str) -> Option<Permissions> {
-    let value = body.opt_value(field)?;
-    match Permissions::from_json(&value) {
-        Ok(p) => Some(p),
-        Err(message) => {
-            body.error(field, message);
-            None
+/// Permissions as a request sends them: a preset name or an object of booleans; may be
+/// left out.
+pub struct OptPermissions;
+
+impl FieldKind for OptPermissions {
+    type Value = Option<Permissions>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<Permissions> {
+        let value = body.opt_value(name)?;
+        match Permissions::from_json(&value) {
+            Ok(p) => Some(p),
+            Err(message) => {
+                body.error(name, message);
+                None
+            }
         }
+    }
+
+    fn schema() -> Value {
+        let mut schema = Permissions::request_schema();
+        if let Some(choices) = schema["anyOf"].as_array_mut() {
+            choices.push(json!({ "type": "null" }));
+        }
+        schema
+    }
+}
+
+/// Permissions as a request sends them, required.
+pub struct RequiredPermissions;
+
+impl FieldKind for RequiredPermissions {
+    /// The default preset when missing or bad (the body then has an error).
+    type Value = Permissions;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Permissions {
+        let permissions = OptPermissions::read(body, name);
+        if permissions.is_none() && !body.has_errors_for(&[name]) {
+            body.error(name, "is required");
+        }
+        permissions.unwrap_or_default()
+    }
+
+    fn schema() -> Value {
+        Permissions::request_schema()
+    }
+}
+
+request_body! {
+    /// A request to co-host a live session, or an invite's redemption.
+    pub struct JoinBody as "CoHostJoin" {
+        /// The name shown on the session's grid.
+        "userName" user_name: Text<100>,
+        /// The permissions asked for; what is granted may be less.
+        "permissions" permissions: OptPermissions,
+        /// An invite issued to this user: they join at once with its permissions.
+        "inviteToken" invite_token: OptText<100>,
+    }
+}
+
+request_body! {
+    /// Whom to invite to co-host, and with what permissions (the default preset when
+    /// left out; at most the inviter's own).
+    pub struct InviteBody as "CoHostInviteRequest" {
+        "userId" user_id: Text<64>,
+        "permissions" permissions: OptPermissions,
+    }
+}
+
+request_body! {
+    /// An approval of a co-host request: the permissions granted (the default preset when
+    /// left out; at most the approver's own).
+    pub struct ApprovalBody as "CoHostApproval" {
+        "permissions" permissions: OptPermissions,
+    }
+}
+
+request_body! {
+    /// A co-host's new permissions (at most the changer's own).
+    pub struct PermissionsChangeBody as "CoHostPermissionsChange" {
+        "permissions" permissions: RequiredPermissions,
     }
 }
 
 /// A refused join: the spec's `{success: false, message}` body, with a status and code.
-fn refused(status: u16, code: &str, message: impl Into<String>) -> Result<Response, ApiError> {
+fn refused(status: u16, code: &str, message: &str) -> Result<Response, ApiError> {
     Ok(json(
         status,
-        &json!({ "success": false, "message": message.into(), "code": code }),
+        &json!({ "success": false, "message": message, "code": code }),
     ))
 }
 
@@ -103,23 +277,25 @@ pub fn multihost(ctx: &UserCtx) -> Result<Response, ApiError> {
     let connected = store::connected(&db, &b)?;
     let cohosts = store::list(&db, &b)?;
     let active = cohosts.iter().filter(|c| c.is_active()).count() as i64;
-    let views: Vec<Value> = cohosts
+    let co_hosts: Vec<CoHostView> = cohosts
         .iter()
         .map(|c| view(c, connected.contains(&c.user_id)))
         .collect();
-    let host = b.owner_id.as_ref().map(
-        |owner| json!({ "userId": owner, "role": "host", "connected": connected.contains(owner) }),
-    );
+    let host = b.owner_id.as_ref().map(|owner| HostSeat {
+        user_id: owner.clone(),
+        role: "host",
+        connected: connected.contains(owner),
+    });
     Ok(json(
         200,
-        &json!({
-            "session": broadcasts::view_one(&db, &b, audience, ctx.now())?,
-            "layout": layout,
-            "host": host,
-            "coHosts": views,
-            "activeCoHosts": active,
-            "freeSlots": rules::free_slots(&layout, active),
-        }),
+        &MultihostView {
+            session: broadcasts::view_one(&db, &b, audience, ctx.now())?,
+            free_slots: rules::free_slots(&layout, active),
+            layout,
+            host,
+            co_hosts,
+            active_co_hosts: active,
+        },
     ))
 }
 
@@ -184,9 +360,12 @@ pub fn update_layout(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// invite token for that user, valid for 10 minutes.
 pub fn invite(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let invitee = body.string("userId", 64);
-    let granted = permissions_field(&mut body, "permissions").unwrap_or(Permissions::DEFAULT);
+    let InviteBody {
+        user_id: invitee,
+        permissions,
+    } = InviteBody::read(&mut body);
     body.finish()?;
+    let granted = permissions.unwrap_or(Permissions::DEFAULT);
     let db = ctx.db()?;
     let (b, _) = load_session(ctx, &db)?;
     let actor = actor_of(&db, &b, &ctx.user.id)?;
@@ -221,13 +400,13 @@ pub fn invite(ctx: &UserCtx) -> Result<Response, ApiError> {
     store::add_invite(&db, &b, &hash, &invitee, granted, &ctx.user.id, expires_at)?;
     Ok(json(
         200,
-        &json!({
-            "success": true,
-            "inviteToken": token,
-            "userId": invitee,
-            "permissions": granted,
-            "expiresAt": time::format_rfc3339(expires_at),
-        }),
+        &InviteView {
+            success: true,
+            invite_token: token,
+            user_id: invitee,
+            permissions: granted,
+            expires_at: time::format_rfc3339(expires_at),
+        },
     ))
 }
 
@@ -292,11 +471,7 @@ fn uninvited_refusal(
 /// `invite_only` refuses.
 pub fn join(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let ask = JoinAsk {
-        user_name: body.string("userName", 100),
-        requested: permissions_field(&mut body, "permissions"),
-        invite_token: body.opt_string("inviteToken", 100),
-    };
+    let ask = JoinBody::read(&mut body);
     body.finish()?;
     let db = ctx.db()?;
     let (b, _) = load_session(ctx, &db)?;
@@ -316,10 +491,12 @@ pub fn join(ctx: &UserCtx) -> Result<Response, ApiError> {
         let existing = store::of_user(db, &b, &ctx.user.id)?;
         match admission(db, &b, ctx, &ask, existing.as_ref())? {
             Admission::Refused(status, code, why) => Ok((refused(status, code, why)?, None)),
-            Admission::Waiting => {
-                let view = existing.as_ref().map(|c| view(c, false));
-                let message = "your request to co-host is waiting for the host";
-                let answer = json!({ "success": true, "message": message, "coHost": view });
+            Admission::Waiting(waiting) => {
+                let answer = JoinAnswer {
+                    success: true,
+                    message: "your request to co-host is waiting for the host",
+                    co_host: view(&waiting, false),
+                };
                 Ok((json(200, &answer), None))
             }
             Admission::Admitted { granted, status } => {
@@ -335,20 +512,12 @@ pub fn join(ctx: &UserCtx) -> Result<Response, ApiError> {
     Ok(response)
 }
 
-/// A join request's body.
-struct JoinAsk {
-    user_name: String,
-    /// The permissions asked for; what is granted may be less.
-    requested: Option<Permissions>,
-    invite_token: Option<String>,
-}
-
 /// How a join request is decided.
 enum Admission {
     /// Not admitted: the status, code and message of the refusal.
     Refused(u16, &'static str, &'static str),
     /// Asked before, without an invite: the request is still waiting for the host.
-    Waiting,
+    Waiting(CoHost),
     /// Admitted as `status` (`active`, or `requested` for the host to decide).
     Admitted {
         granted: Permissions,
@@ -362,18 +531,20 @@ fn admission(
     db: &Db,
     b: &Broadcast,
     ctx: &UserCtx,
-    ask: &JoinAsk,
+    ask: &JoinBody,
     existing: Option<&CoHost>,
 ) -> Result<Admission, ApiError> {
-    match existing.map(|c| c.status.as_str()) {
-        Some("active") => {
+    match existing {
+        Some(c) if c.status == "active" => {
             return Ok(Admission::Refused(
                 409,
                 "already_cohost",
                 "you are already a co-host of this session",
             ));
         }
-        Some("requested") if ask.invite_token.is_none() => return Ok(Admission::Waiting),
+        Some(c) if c.status == "requested" && ask.invite_token.is_none() => {
+            return Ok(Admission::Waiting(c.clone()));
+        }
         _ => {}
     }
     let (granted, status) = match ask.invite_token.as_deref() {
@@ -412,11 +583,11 @@ fn enter(
     db: &Db,
     b: &Broadcast,
     ctx: &UserCtx,
-    ask: &JoinAsk,
+    ask: &JoinBody,
     id: &str,
     granted: Permissions,
     status: &'static str,
-) -> Result<(Value, Event), ApiError> {
+) -> Result<(JoinAnswer, Event), ApiError> {
     let joining = Joining {
         id,
         user_id: &ctx.user.id,
@@ -425,7 +596,7 @@ fn enter(
         status,
     };
     let cohost = store::upsert(db, b, &joining, ctx.now_millis())?;
-    let capped = ask.requested.is_some_and(|r| !r.is_within(granted));
+    let capped = ask.permissions.is_some_and(|r| !r.is_within(granted));
     let message = match (status, capped) {
         ("requested", _) => "asked to co-host; the host approves or declines the request",
         (_, true) => {
@@ -437,18 +608,15 @@ fn enter(
     let action = if status == "active" {
         CohostAction::Joined
     } else {
-        crate::webhook_events::cohost(
-            db,
-            "cohost.requested",
-            b,
-            &cohost.id,
-            view.clone(),
-            ctx.now(),
-        )?;
+        crate::webhook_events::cohost(db, "cohost.requested", b, &view, ctx.now())?;
         CohostAction::Requested
     };
-    let event = Event::cohost(action, view.clone());
-    let answer = json!({ "success": true, "message": message, "coHost": view });
+    let event = Event::cohost(action, &view);
+    let answer = JoinAnswer {
+        success: true,
+        message,
+        co_host: view,
+    };
     Ok((answer, event))
 }
 
@@ -487,7 +655,9 @@ fn decided_meanwhile() -> ApiError {
 /// most the approver's own; the default preset when omitted). Takes a free slot.
 pub fn approve(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let permissions = permissions_field(&mut body, "permissions").unwrap_or(Permissions::DEFAULT);
+    let permissions = ApprovalBody::read(&mut body)
+        .permissions
+        .unwrap_or(Permissions::DEFAULT);
     body.finish()?;
     let db = ctx.db()?;
     let (b, actor, target) = pending_request(ctx, &db)?;
@@ -520,9 +690,9 @@ pub fn approve(ctx: &UserCtx) -> Result<Response, ApiError> {
     let view = view(&approved, false);
     crate::realtime::publish(
         &b.identity.stream_id,
-        Event::cohost(CohostAction::Approved, view.clone()),
+        Event::cohost(CohostAction::Approved, &view),
     );
-    Ok(json(200, &json!({ "success": true, "coHost": view })))
+    Ok(Changed::answer(view))
 }
 
 /// `POST /api/streaming/sessions/{id}/cohosts/{coHostId}/decline`: the request is declined;
@@ -582,12 +752,8 @@ fn managed_cohost(
 /// canInviteOthers may change co-hosts who hold no more than they do, and grant no more.
 pub fn update_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let permissions = permissions_field(&mut body, "permissions");
-    if permissions.is_none() && !body.has_errors_for(&["permissions"]) {
-        body.error("permissions", "is required");
-    }
+    let permissions = PermissionsChangeBody::read(&mut body).permissions;
     body.finish()?;
-    let permissions = permissions.unwrap_or_default();
     let db = ctx.db()?;
     let (b, actor, target) = managed_cohost(
         ctx,
@@ -604,14 +770,12 @@ pub fn update_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
     let updated =
         store::by_id(&db, &b, &target.id)?.ok_or_else(|| ApiError::not_found("co-host"))?;
     let connected = store::connected(&db, &b)?.contains(&updated.user_id);
+    let view = view(&updated, connected);
     crate::realtime::publish(
         &b.identity.stream_id,
-        Event::cohost(CohostAction::Updated, view(&updated, connected)),
+        Event::cohost(CohostAction::Updated, &view),
     );
-    Ok(json(
-        200,
-        &json!({ "success": true, "coHost": view(&updated, connected) }),
-    ))
+    Ok(Changed::answer(view))
 }
 
 /// `DELETE /api/streaming/sessions/{id}/cohosts/{coHostId}`: the owner, or a co-host with
@@ -623,8 +787,7 @@ pub fn remove_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
     db.transaction(|tx| {
         store::remove(tx, &b, &target.id, &ctx.user.id, ctx.now())?;
         let removed = store::by_id(tx, &b, &target.id)?.unwrap_or(target.clone());
-        let data = view(&removed, false);
-        crate::webhook_events::cohost(tx, "cohost.removed", &b, &target.id, data, ctx.now())
+        crate::webhook_events::cohost(tx, "cohost.removed", &b, &view(&removed, false), ctx.now())
     })?;
     crate::realtime::publish(
         &b.identity.stream_id,
@@ -772,8 +935,7 @@ pub fn participant_presence(
             } else {
                 "cohost.left"
             };
-            let data = view(&c, joined);
-            crate::webhook_events::cohost(db, event_type, &b, &c.id, data, now)?;
+            crate::webhook_events::cohost(db, event_type, &b, &view(&c, joined), now)?;
         }
         Ok(json(200, &json!({ "handled": true, "event": kind })))
     })

@@ -5,7 +5,7 @@ use common::request_body;
 use common::spin::http::{PublicCtx, json};
 use common::store::rate_limits;
 use common::store::tenants::{self, ContactMessage};
-use common::validate::body::{RequestBody, Text};
+use common::validate::body::{Checked, EmailAddress, RequestBody, Text};
 use common::{ApiError, validate};
 use serde_json::json;
 use spin_sdk::http::Response;
@@ -17,7 +17,7 @@ request_body! {
     pub struct ContactFormBody as "ContactForm" {
         "name" name: Text<{ validate::MAX_NAME }>,
         /// An e-mail address to answer.
-        "email" email: Text<254>,
+        "email" email: Checked<EmailAddress, 254>,
         "message" message: Text<5000>,
     }
 }
@@ -41,9 +41,6 @@ pub fn submit(ctx: &PublicCtx) -> Result<Response, ApiError> {
         email,
         message,
     } = ContactFormBody::read(&mut body);
-    if !email.is_empty() && !validate::is_email(&email) {
-        body.error("email", "must be an e-mail address");
-    }
     body.finish()?;
     let ip = client_ip(ctx.client_addr());
     let db = ctx.db()?;

@@ -8,7 +8,7 @@ use common::spin::http::{UserCtx, json};
 use common::store::Db;
 use common::store::contacts::{self as stored, Contact, Notes};
 use common::validate;
-use common::validate::body::{OptText, RequestBody};
+use common::validate::body::{EmailAddress, OptChecked, OptText, PhoneNumber, RequestBody};
 use common::{ApiError, ids};
 use serde::Serialize;
 use serde_json::json;
@@ -73,13 +73,11 @@ request_body! {
     /// The owner's own notes on a contact: a field sent replaces the stored one; one left
     /// out, null or empty stays as it is.
     pub struct ContactNotesBody as "ContactNotes" {
-        /// Digits, spaces and `+ - ( ) .` only.
-        "phoneNumber" phone_number: OptText<40>,
+        "phoneNumber" phone_number: OptChecked<PhoneNumber, 40>,
         "displayName" display_name: OptText<{ validate::MAX_NAME }>,
         "firstName" first_name: OptText<{ validate::MAX_NAME }>,
         "lastName" last_name: OptText<{ validate::MAX_NAME }>,
-        /// An e-mail address.
-        "email" email: OptText<254>,
+        "email" email: OptChecked<EmailAddress, 254>,
     }
 }
 
@@ -94,15 +92,6 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
         last_name,
         email,
     } = ContactNotesBody::read(&mut body);
-    if email.as_deref().is_some_and(|e| !validate::is_email(e)) {
-        body.error("email", "must be an e-mail address");
-    }
-    if phone.as_deref().is_some_and(|p| !validate::is_phone(p)) {
-        body.error(
-            "phoneNumber",
-            "may contain only digits, spaces and + - ( ) .",
-        );
-    }
     body.finish()?;
     let db = ctx.db()?;
     let existing = load(&db, &tenant.client_id, &user.id, ctx.param("id"))?;

@@ -614,6 +614,6 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `file.*` with the file's metadata as `GET /api/files/{id}` answers it (in `db`'s
 /// transaction).
 fn record_event(db: &Db, event_type: &str, file: &FileRow, now: i64) -> Result<(), ApiError> {
-    let data = view(file, &crate::links::Links::load());
+    let data = &view(file, &crate::links::Links::load());
     crate::webhook_events::record(db, &file.client_id, event_type, "file", &file.id, data, now)
 }

@@ -45,12 +45,29 @@ pub mod contract {
         BroadcastChangesBody, BroadcastView, NewBroadcastBody, ReactionBody, SessionPatchBody,
         StatusChangeBody, ViewerCountBody,
     };
-    pub use crate::cohosts::LayoutChangesBody;
+    pub use crate::clients::{
+        Registered as RegisteredClientView, RegistrationBody as ClientRegistrationBody,
+    };
+    pub use crate::cohosts::{
+        ApprovalBody as CoHostApprovalBody, Changed as CoHostChanged,
+        InviteBody as CoHostInviteBody, InviteView as CoHostInvite, JoinAnswer as CoHostJoinAnswer,
+        JoinBody as CoHostJoinBody, LayoutChangesBody, MultihostView,
+        PermissionsChangeBody as CoHostPermissionsChangeBody,
+    };
     pub use crate::contact_form::ContactFormBody;
     pub use crate::contacts::ContactNotesBody;
     pub use crate::events::{EventView, NewEventBody};
     pub use crate::playlists::{NewPlaylistBody, PlaylistChangesBody};
     pub use crate::sessions::{NewSessionBody, SessionView};
+    pub use crate::users::{
+        AuthSession, FullProfile, LoginBody, PasswordChangeBody, ProfileChangesBody, PublicUser,
+        RefreshBody, SignupBody,
+    };
+    pub use crate::webhooks::{
+        DeliveryView as WebhookDeliveryView, EndpointChangesBody as WebhookEndpointChangesBody,
+        EndpointView as WebhookEndpointView, EndpointWithSecret as WebhookEndpointWithSecret,
+        NewEndpointBody as NewWebhookEndpointBody, RecoveryBody as WebhookRecoveryBody,
+    };
 }
 
 /// The routes whose body is streamed into storage after authentication.

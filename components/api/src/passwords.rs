@@ -2,10 +2,35 @@
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use common::validate::JsonBody;
+use common::validate::body::{FieldKind, Secret};
 use common::{ApiError, ids};
+use serde_json::{Value, json};
 
 pub const MIN_LENGTH: usize = 8;
 pub const MAX_LENGTH: usize = 128;
+
+/// A new password: taken as sent, of `MIN_LENGTH` to `MAX_LENGTH` characters.
+pub struct NewPassword;
+
+impl FieldKind for NewPassword {
+    type Value = String;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> String {
+        let password = Secret::<MAX_LENGTH>::read(body, name);
+        if !body.has_errors_for(&[name])
+            && let Some(problem) = weakness(&password)
+        {
+            body.error(name, problem);
+        }
+        password
+    }
+
+    fn schema() -> Value {
+        json!({ "type": "string", "minLength": MIN_LENGTH, "maxLength": MAX_LENGTH })
+    }
+}
 
 /// What is wrong with a new password, if anything.
 pub fn weakness(password: &str) -> Option<String> {

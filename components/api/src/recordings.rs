@@ -51,7 +51,7 @@ fn record_event(db: &Db, r: &Recording, now: i64) -> Result<(), ApiError> {
         object_type: "recording",
         object_id: &r.id,
     };
-    outbox::record(db, &r.client_id, event_type, subject, view(r), now).map(|_| ())
+    outbox::record(db, &r.client_id, event_type, subject, &view(r), now).map(|_| ())
 }
 
 /// The `recording` field of a broadcast body: any of its settings, the rest from the

@@ -1,6 +1,6 @@
 //! Users: sign-up, login, refresh tokens, profile, password change, follows.
 
-use crate::passwords;
+use crate::passwords::{self, NewPassword};
 use common::jwt::{self, USER_TOKEN_TTL_SECS};
 use common::pagination::{Page, Paged};
 use common::spin::config;
@@ -9,11 +9,17 @@ use common::store::analytics::{self, Gained};
 use common::store::contacts;
 use common::store::users::{self as store, Login, NewUser, ProfileChanges, Side};
 use common::store::{Db, rate_limits};
-use common::validate;
-use common::{ApiError, ids};
+use common::validate::MAX_NAME;
+use common::validate::body::{
+    Checked, EmailAddress, HttpUrl, OptChecked, OptText, PhoneNumber, RequestBody, Secret, Text,
+    TextRule,
+};
+use common::{ApiError, ids, request_body};
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 use spin_sdk::http::Response;
+use std::borrow::Cow;
 
 /// Refresh tokens live 30 days.
 const REFRESH_TTL_SECS: i64 = 30 * 86_400;
@@ -21,22 +27,27 @@ const REFRESH_TTL_SECS: i64 = 30 * 86_400;
 const LOGIN_FAILURES_ALLOWED: i64 = 5;
 const LOGIN_WINDOW_SECS: i64 = 15 * 60;
 
-/// A user as other users see them.
-#[derive(Debug, Serialize)]
+/// A user as others see them.
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "PublicUser")]
 pub struct PublicUser {
+    #[schemars(extend("format" = "uuid"))]
     pub id: String,
     pub username: String,
     pub first_name: Option<String>,
     pub last_name: Option<String>,
     pub avatar_url: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
 }
 
 /// A user as they see themselves.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "UserProfile")]
 pub struct Profile {
+    #[schemars(extend("format" = "uuid"))]
     pub id: String,
     pub username: String,
     pub email: String,
@@ -44,8 +55,113 @@ pub struct Profile {
     pub last_name: Option<String>,
     pub avatar_url: Option<String>,
     pub phone_number: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
+    #[schemars(extend("format" = "date-time"))]
     pub updated_at: String,
+}
+
+/// A user's own profile with how many follow them and whom they follow.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "FullUserProfile")]
+pub struct FullProfile {
+    #[serde(flatten)]
+    pub profile: Profile,
+    pub follower_count: i64,
+    pub following_count: i64,
+}
+
+/// A signed-in session: an access token, the refresh token that renews it, and the user.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "AuthSession")]
+#[schemars(extend("examples" = [{
+    "token": "eyJhbGciOiJIUzI1NiJ9...",
+    "refreshToken": "rt_...",
+    "expiresIn": 900,
+    "tokenType": "Bearer",
+    "user": {
+        "id": "8988a0a4-7a52-4f15-a713-1492a6293725",
+        "username": "alice",
+        "email": "alice@example.com",
+        "firstName": null,
+        "lastName": null,
+        "avatarUrl": null,
+        "phoneNumber": null,
+        "createdAt": "2026-01-01T00:00:00Z",
+        "updatedAt": "2026-01-01T00:00:00Z"
+    }
+}]))]
+pub struct AuthSession {
+    /// The user JWT (Bearer).
+    pub token: String,
+    /// Trades for a new pair once (`POST /api/users/refresh`).
+    pub refresh_token: String,
+    /// Seconds until `token` expires.
+    #[schemars(range(min = 1))]
+    pub expires_in: i64,
+    #[schemars(extend("const" = "Bearer"))]
+    pub token_type: &'static str,
+    pub user: Profile,
+}
+
+/// Usernames: 3 to 32 letters, digits, `_`, `.` or `-`.
+pub struct Username;
+
+impl TextRule for Username {
+    const DESCRIPTION: &'static str = "3 to 32 letters, digits, `_`, `.` and `-`.";
+
+    fn problem(text: &str) -> Option<Cow<'static, str>> {
+        username_problem(text).map(Cow::Borrowed)
+    }
+}
+
+request_body! {
+    /// A new user of the app.
+    pub struct SignupBody as "Signup" {
+        "username" username: Checked<Username, 32>,
+        "email" email: Checked<EmailAddress, 254>,
+        "password" password: NewPassword,
+        "firstName" first_name: OptText<MAX_NAME>,
+        "lastName" last_name: OptText<MAX_NAME>,
+    }
+}
+
+request_body! {
+    /// A login: `email` or `username`, with the password.
+    pub struct LoginBody as "Login" {
+        "email" email: OptText<254>,
+        "username" username: OptText<254>,
+        "password" password: Secret<{ passwords::MAX_LENGTH }>,
+    }
+}
+
+request_body! {
+    /// A refresh token to trade for a new pair.
+    pub struct RefreshBody as "RefreshRequest" {
+        "refreshToken" refresh_token: Text<200>,
+    }
+}
+
+request_body! {
+    /// Changes to the caller's profile: the fields sent change, the others stay.
+    pub struct ProfileChangesBody as "ProfileChanges" {
+        "username" username: OptChecked<Username, 32>,
+        "email" email: OptChecked<EmailAddress, 254>,
+        "firstName" first_name: OptText<MAX_NAME>,
+        "lastName" last_name: OptText<MAX_NAME>,
+        "avatarUrl" avatar_url: OptChecked<HttpUrl, 2048>,
+        "phoneNumber" phone_number: OptChecked<PhoneNumber, 40>,
+    }
+}
+
+request_body! {
+    /// A password change: the current password, and the new one.
+    pub struct PasswordChangeBody as "PasswordChange" {
+        "currentPassword" current_password: Secret<{ passwords::MAX_LENGTH }>,
+        "newPassword" new_password: NewPassword,
+    }
 }
 
 impl PublicUser {
@@ -151,7 +267,7 @@ fn issue_session(
     token_version: i64,
     family: Option<&str>,
     now: i64,
-) -> Result<serde_json::Value, ApiError> {
+) -> Result<AuthSession, ApiError> {
     let secret = config::required("jwt_secret")?;
     let family = family.map_or_else(ids::uuid, str::to_string);
     let token = jwt::issue_user_token(
@@ -173,44 +289,27 @@ fn issue_session(
         now + REFRESH_TTL_SECS,
         now,
     )?;
-    let user = load_profile(db, client_id, user_id)?;
-    Ok(json!({
-        "token": token,
-        "refreshToken": refresh,
-        "expiresIn": USER_TOKEN_TTL_SECS,
-        "tokenType": "Bearer",
-        "user": user,
-    }))
+    Ok(AuthSession {
+        token,
+        refresh_token: refresh,
+        expires_in: USER_TOKEN_TTL_SECS,
+        token_type: "Bearer",
+        user: load_profile(db, client_id, user_id)?,
+    })
 }
 
 /// `POST /api/users/signup`
 pub fn signup(ctx: &AppCtx) -> Result<Response, ApiError> {
     let tenant = &ctx.tenant;
     let mut body = ctx.json()?;
-    let username = body.string("username", 32);
-    let email = body.string("email", 254);
-    let password = body.opt_raw_string("password", passwords::MAX_LENGTH + 1);
-    let first_name = body.opt_string("firstName", validate::MAX_NAME);
-    let last_name = body.opt_string("lastName", validate::MAX_NAME);
-    if let Some(problem) = (!username.is_empty())
-        .then(|| username_problem(&username))
-        .flatten()
-    {
-        body.error("username", problem);
-    }
-    if !email.is_empty() && !validate::is_email(&email) {
-        body.error("email", "must be an e-mail address");
-    }
-    match password.as_deref() {
-        None => body.error("password", "is required"),
-        Some(p) => {
-            if let Some(problem) = passwords::weakness(p) {
-                body.error("password", problem);
-            }
-        }
-    }
+    let SignupBody {
+        username,
+        email,
+        password,
+        first_name,
+        last_name,
+    } = SignupBody::read(&mut body);
     body.finish()?;
-    let password = password.unwrap_or_default();
 
     let db = ctx.db()?;
     ensure_unique(&db, &tenant.client_id, Some(&username), Some(&email), "")?;
@@ -250,21 +349,19 @@ pub fn signup(ctx: &AppCtx) -> Result<Response, ApiError> {
 pub fn login(ctx: &AppCtx) -> Result<Response, ApiError> {
     let tenant = &ctx.tenant;
     let mut body = ctx.json()?;
-    let email = body.opt_string("email", 254);
-    let username = body.opt_string("username", 254);
-    let password = body.opt_raw_string("password", passwords::MAX_LENGTH + 1);
+    let LoginBody {
+        email,
+        username,
+        password,
+    } = LoginBody::read(&mut body);
     if email.is_none() && username.is_none() {
         body.error("email", "email or username is required");
-    }
-    if password.is_none() {
-        body.error("password", "is required");
     }
     body.finish()?;
     let login = match &email {
         Some(e) => Login::Email(e),
         None => Login::Username(username.as_deref().unwrap_or_default()),
     };
-    let password = password.unwrap_or_default();
 
     let db = ctx.db()?;
     let now = ctx.now();
@@ -322,7 +419,7 @@ pub fn login(ctx: &AppCtx) -> Result<Response, ApiError> {
 
 /// What a refresh came to.
 enum Refreshed {
-    Session(serde_json::Value),
+    Session(Box<AuthSession>),
     Reused,
 }
 
@@ -332,7 +429,7 @@ enum Refreshed {
 pub fn refresh(ctx: &AppCtx) -> Result<Response, ApiError> {
     let tenant = &ctx.tenant;
     let mut body = ctx.json()?;
-    let token = body.string("refreshToken", 200);
+    let token = RefreshBody::read(&mut body).refresh_token;
     body.finish()?;
     let invalid =
         || ApiError::unauthorized("invalid_refresh_token", "the refresh token is not valid");
@@ -368,7 +465,7 @@ pub fn refresh(ctx: &AppCtx) -> Result<Response, ApiError> {
             Some(&found.family_id),
             now,
         )?;
-        Ok(Refreshed::Session(session))
+        Ok(Refreshed::Session(Box::new(session)))
     })?;
     match outcome {
         Refreshed::Session(session) => Ok(json(200, &session)),
@@ -383,40 +480,28 @@ pub fn full_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
     let profile = load_profile(&db, &tenant.client_id, &user.id)?;
     let followers = store::follow_count(&db, &tenant.client_id, &user.id, Side::Followers)?;
     let following = store::follow_count(&db, &tenant.client_id, &user.id, Side::Following)?;
-    let mut doc = serde_json::to_value(profile).map_err(|e| ApiError::internal(e.to_string()))?;
-    doc["followerCount"] = followers.into();
-    doc["followingCount"] = following.into();
-    Ok(json(200, &doc))
+    Ok(json(
+        200,
+        &FullProfile {
+            profile,
+            follower_count: followers,
+            following_count: following,
+        },
+    ))
 }
 
 /// `PUT /api/users/profile`: changes the fields sent; others stay as they are.
 pub fn update_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let mut body = ctx.json()?;
-    let username = body.opt_string("username", 32);
-    let email = body.opt_string("email", 254);
-    let first_name = body.opt_string("firstName", validate::MAX_NAME);
-    let last_name = body.opt_string("lastName", validate::MAX_NAME);
-    let avatar_url = body.opt_string("avatarUrl", 2048);
-    let phone = body.opt_string("phoneNumber", 40);
-    if let Some(problem) = username.as_deref().and_then(username_problem) {
-        body.error("username", problem);
-    }
-    if email.as_deref().is_some_and(|e| !validate::is_email(e)) {
-        body.error("email", "must be an e-mail address");
-    }
-    if avatar_url
-        .as_deref()
-        .is_some_and(|u| !validate::is_http_url(u))
-    {
-        body.error("avatarUrl", "must be an http or https URL");
-    }
-    if phone.as_deref().is_some_and(|p| !validate::is_phone(p)) {
-        body.error(
-            "phoneNumber",
-            "may contain only digits, spaces and + - ( ) .",
-        );
-    }
+    let ProfileChangesBody {
+        username,
+        email,
+        first_name,
+        last_name,
+        avatar_url,
+        phone_number: phone,
+    } = ProfileChangesBody::read(&mut body);
     body.finish()?;
     let db = ctx.db()?;
     ensure_unique(
@@ -469,30 +554,21 @@ pub fn delete_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
 pub fn change_password(ctx: &UserCtx) -> Result<Response, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let mut body = ctx.json()?;
-    let current = body.opt_raw_string("currentPassword", passwords::MAX_LENGTH + 1);
-    let new = body.opt_raw_string("newPassword", passwords::MAX_LENGTH + 1);
-    if current.is_none() {
-        body.error("currentPassword", "is required");
-    }
-    match new.as_deref() {
-        None => body.error("newPassword", "is required"),
-        Some(p) => {
-            if let Some(problem) = passwords::weakness(p) {
-                body.error("newPassword", problem);
-            }
-        }
-    }
+    let PasswordChangeBody {
+        current_password: current,
+        new_password: new,
+    } = PasswordChangeBody::read(&mut body);
     body.finish()?;
     let db = ctx.db()?;
     let stored = store::by_id(&db, &tenant.client_id, &user.id)?
         .ok_or_else(|| ApiError::not_found("user"))?;
-    if !passwords::verify(&current.unwrap_or_default(), &stored.password_hash) {
+    if !passwords::verify(&current, &stored.password_hash) {
         return Err(ApiError::unauthorized(
             "invalid_credentials",
             "the current password is not correct",
         ));
     }
-    let hash = passwords::hash(&new.unwrap_or_default())?;
+    let hash = passwords::hash(&new)?;
     let version = user.token_version + 1;
     store::set_password(&db, &tenant.client_id, &user.id, &hash, version, ctx.now())?;
     Ok(json(
@@ -606,8 +682,7 @@ fn record_event(
     client_id: &str,
     now: i64,
 ) -> Result<(), ApiError> {
-    let data = serde_json::to_value(user).map_err(|e| ApiError::internal(e.to_string()))?;
-    crate::webhook_events::record(db, client_id, event_type, "user", &user.id, data, now)
+    crate::webhook_events::record(db, client_id, event_type, "user", &user.id, user, now)
 }
 
 #[cfg(test)]

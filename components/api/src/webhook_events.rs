@@ -4,10 +4,12 @@
 //! rolls back with it. A resource whose event carries its own view records it next to
 //! that view (`broadcasts::events`, `users`, `files`), through [`record`].
 
+use crate::cohosts::CoHostView;
 use common::ApiError;
 use common::store::Db;
 use common::store::broadcasts::Broadcast;
 use common::store::outbox::{self, Subject};
+use serde::Serialize;
 use serde_json::Value;
 
 pub fn record(
@@ -16,7 +18,7 @@ pub fn record(
     event_type: &str,
     object_type: &str,
     object_id: &str,
-    data: Value,
+    data: &impl Serialize,
     now: i64,
 ) -> Result<(), ApiError> {
     let subject = Subject {
@@ -31,12 +33,31 @@ pub fn cohost(
     db: &Db,
     event_type: &str,
     b: &Broadcast,
-    cohost_id: &str,
-    mut view: Value,
+    co_host: &CoHostView,
     now: i64,
 ) -> Result<(), ApiError> {
-    view["sessionId"] = b.id.clone().into();
-    record(db, &b.client_id, event_type, "cohost", cohost_id, view, now)
+    let data = CohostEvent {
+        co_host,
+        session_id: &b.id,
+    };
+    record(
+        db,
+        &b.client_id,
+        event_type,
+        "cohost",
+        &co_host.id,
+        &data,
+        now,
+    )
+}
+
+/// A `cohost.*` event's data.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CohostEvent<'a> {
+    #[serde(flatten)]
+    co_host: &'a CoHostView,
+    session_id: &'a str,
 }
 
 /// `chat.message_deleted` with the message's record as chat history shows a deleted one.
@@ -55,7 +76,7 @@ pub fn chat_message_deleted(
         "chat.message_deleted",
         "chat_message",
         &id,
-        message,
+        &message,
         now,
     )
 }

@@ -4,15 +4,23 @@
 
 use common::domain::webhooks as rules;
 use common::pagination::{Page, Paged};
+use common::request_body;
 use common::sealed::{Purpose, SealingKey};
 use common::spin::config;
 use common::spin::http::{ServerCtx, json};
 use common::store::outbox::{self, Subject};
 use common::store::webhooks::{self as store, Changes, Delivery, Endpoint, NewEndpoint};
 use common::validate::JsonBody;
+use common::validate::body::{
+    Checked, ClearableText, FieldKind, OptBool, OptChecked, OptText, OptTimestamp, RequestBody,
+    TextRule, Timestamp,
+};
 use common::{ApiError, time};
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Value, json};
 use spin_sdk::http::Response;
+use std::borrow::Cow;
 
 const MAX_DESCRIPTION: usize = 500;
 const MAX_URL: usize = 2048;
@@ -28,64 +36,116 @@ pub fn secret_key() -> Result<SealingKey, ApiError> {
     )
 }
 
-fn view(ep: &Endpoint, now: i64) -> Value {
+/// A webhook endpoint (its secret is shown only on create and rotate).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "WebhookEndpoint")]
+pub struct EndpointView {
+    #[schemars(extend("pattern" = "^ep_"))]
+    id: String,
+    url: String,
+    description: String,
+    events: Vec<String>,
+    enabled: bool,
+    /// Why the platform disabled it, if it did.
+    disabled_reason: Option<String>,
+    /// While a rotated-out secret still signs (a second signature), until when.
+    #[schemars(extend("format" = "date-time"))]
+    previous_secret_expires_at: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
+    created_at: String,
+    #[schemars(extend("format" = "date-time"))]
+    updated_at: String,
+}
+
+fn view(ep: &Endpoint, now: i64) -> EndpointView {
     let rotating = ep.previous_secret_until.filter(|until| *until > now);
-    json!({
-        "id": ep.id,
-        "url": ep.url,
-        "description": ep.description,
-        "events": ep.events,
-        "enabled": ep.enabled,
-        "disabledReason": ep.disabled_reason,
-        "previousSecretExpiresAt": rotating.map(time::format_rfc3339),
-        "createdAt": time::format_rfc3339(ep.created_at),
-        "updatedAt": time::format_rfc3339(ep.updated_at),
-    })
-}
-
-fn delivery_view(d: &Delivery) -> Value {
-    json!({
-        "id": d.id,
-        "eventId": d.event_id,
-        "eventType": d.event_type,
-        "state": d.state,
-        "attempts": d.attempts,
-        "lastStatus": d.last_status,
-        "lastError": d.last_error,
-        // Only for an answer: how long a failed connection took would tell a refused port
-        // from a silent one.
-        "latencyMs": d.last_status.and(d.last_latency_ms),
-        "lastAttemptAt": d.last_attempt_at.map(time::format_rfc3339),
-        "nextAttemptAt": (d.state == "pending").then(|| time::format_rfc3339(d.next_attempt_at)),
-        "createdAt": time::format_rfc3339(d.created_at),
-    })
-}
-
-/// Reads `url` (checked against the delivery rules) into `body`'s errors.
-fn url_field(body: &mut JsonBody, required: bool) -> Option<String> {
-    let url = if required {
-        Some(body.string("url", MAX_URL)).filter(|u| !u.is_empty())
-    } else {
-        body.opt_string("url", MAX_URL)
-    };
-    let url = url?;
-    match rules::check_url(&url, config::flag("webhook_allow_http")) {
-        Ok(()) => Some(url),
-        Err(why) => {
-            body.error("url", why);
-            None
-        }
+    EndpointView {
+        id: ep.id.clone(),
+        url: ep.url.clone(),
+        description: ep.description.clone(),
+        events: ep.events.clone(),
+        enabled: ep.enabled,
+        disabled_reason: ep.disabled_reason.clone(),
+        previous_secret_expires_at: rotating.map(time::format_rfc3339),
+        created_at: time::format_rfc3339(ep.created_at),
+        updated_at: time::format_rfc3339(ep.updated_at),
     }
 }
 
-fn events_field(body: &mut JsonBody, required: bool) -> Option<Vec<String>> {
-    let value = body.opt_value("events");
-    let Some(value) = value else {
-        if required {
-            body.error("events", "is required: a list of event types, or [\"*\"]");
-        }
-        return None;
-    };
+/// A webhook endpoint with its signing secret, shown this once.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "WebhookEndpointWithSecret")]
+pub struct EndpointWithSecret {
+    #[serde(flatten)]
+    endpoint: EndpointView,
+    #[schemars(extend("pattern" = "^whsec_"))]
+    secret: String,
+}
+
+/// One event's delivery to one endpoint.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "WebhookDelivery")]
+pub struct DeliveryView {
+    #[schemars(extend("pattern" = "^dlv_"))]
+    id: String,
+    #[schemars(extend("pattern" = "^evt_"))]
+    event_id: String,
+    event_type: String,
+    #[schemars(extend("enum" = ["pending", "delivered", "failed"]))]
+    state: String,
+    #[schemars(range(min = 0))]
+    attempts: i64,
+    /// The receiver's HTTP status at the last attempt.
+    last_status: Option<i64>,
+    last_error: Option<String>,
+    /// How long the last answered attempt took.
+    latency_ms: Option<i64>,
+    #[schemars(extend("format" = "date-time"))]
+    last_attempt_at: Option<String>,
+    /// When a pending delivery is tried next.
+    #[schemars(extend("format" = "date-time"))]
+    next_attempt_at: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
+    created_at: String,
+}
+
+fn delivery_view(d: &Delivery) -> DeliveryView {
+    DeliveryView {
+        id: d.id.clone(),
+        event_id: d.event_id.clone(),
+        event_type: d.event_type.clone(),
+        state: d.state.clone(),
+        attempts: d.attempts,
+        last_status: d.last_status,
+        last_error: d.last_error.clone(),
+        // Only for an answer: how long a failed connection took would tell a refused port
+        // from a silent one.
+        latency_ms: d.last_status.and(d.last_latency_ms),
+        last_attempt_at: d.last_attempt_at.map(time::format_rfc3339),
+        next_attempt_at: (d.state == "pending").then(|| time::format_rfc3339(d.next_attempt_at)),
+        created_at: time::format_rfc3339(d.created_at),
+    }
+}
+
+/// An endpoint's URL as the delivery rules allow it (`webhook_allow_http` lets plain http
+/// and local hosts through).
+pub struct DeliverableUrl;
+
+impl TextRule for DeliverableUrl {
+    const DESCRIPTION: &'static str = "https, to a public host (plain http and local hosts \
+         only where the operator allows them).";
+
+    fn problem(text: &str) -> Option<Cow<'static, str>> {
+        rules::check_url(text, config::flag("webhook_allow_http"))
+            .err()
+            .map(Cow::Owned)
+    }
+}
+
+/// Reads an event list, recording why not in `body`.
+fn event_list(body: &mut JsonBody, name: &'static str, value: Value) -> Option<Vec<String>> {
     let list: Option<Vec<String>> = value.as_array().and_then(|items| {
         items
             .iter()
@@ -93,15 +153,102 @@ fn events_field(body: &mut JsonBody, required: bool) -> Option<Vec<String>> {
             .collect()
     });
     let Some(list) = list.filter(|l| l.len() <= rules::EVENT_TYPES.len()) else {
-        body.error("events", "must be a list of event type strings");
+        body.error(name, "must be a list of event type strings");
         return None;
     };
     match rules::check_events(&list) {
         Ok(()) => Some(list),
         Err(why) => {
-            body.error("events", why);
+            body.error(name, why);
             None
         }
+    }
+}
+
+/// `["*"]`, or event types each listed once.
+fn event_list_schema() -> Value {
+    json!({
+        "oneOf": [
+            { "const": ["*"] },
+            {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": rules::EVENT_TYPES.len(),
+                "uniqueItems": true,
+                "items": { "enum": rules::EVENT_TYPES },
+            },
+        ],
+    })
+}
+
+/// The event types an endpoint gets, required.
+pub struct EventTypes;
+
+impl FieldKind for EventTypes {
+    /// None when missing or refused (the body then has an error).
+    type Value = Option<Vec<String>>;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<Vec<String>> {
+        let Some(value) = body.opt_value(name) else {
+            body.error(name, "is required: a list of event types, or [\"*\"]");
+            return None;
+        };
+        event_list(body, name, value)
+    }
+
+    fn schema() -> Value {
+        let mut schema = event_list_schema();
+        schema["description"] = "Event types to deliver (each once), or [\"*\"] for all".into();
+        schema
+    }
+}
+
+/// The event types an endpoint gets, when they change.
+pub struct OptEventTypes;
+
+impl FieldKind for OptEventTypes {
+    type Value = Option<Vec<String>>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<Vec<String>> {
+        let value = body.opt_value(name)?;
+        event_list(body, name, value)
+    }
+
+    fn schema() -> Value {
+        json!({
+            "anyOf": [event_list_schema(), { "type": "null" }],
+            "description": "Event types to deliver (each once), or [\"*\"] for all; null keeps them",
+        })
+    }
+}
+
+request_body! {
+    /// A new webhook endpoint.
+    pub struct NewEndpointBody as "NewWebhookEndpoint" {
+        "url" url: Checked<DeliverableUrl, MAX_URL>,
+        "events" events: EventTypes,
+        "description" description: OptText<MAX_DESCRIPTION>,
+    }
+}
+
+request_body! {
+    /// Changes to a webhook endpoint: the fields sent change, the others stay. Enabling
+    /// clears the reason the platform disabled it.
+    pub struct EndpointChangesBody as "WebhookEndpointChanges" {
+        "url" url: OptChecked<DeliverableUrl, MAX_URL>,
+        "events" events: OptEventTypes,
+        "description" description: ClearableText<MAX_DESCRIPTION>,
+        "enabled" enabled: OptBool,
+    }
+}
+
+request_body! {
+    /// A window of failed deliveries to send again.
+    pub struct RecoveryBody as "WebhookRecovery" {
+        "since" since: Timestamp,
+        /// Now when absent, null or blank; must be after since.
+        "until" until: OptTimestamp,
     }
 }
 
@@ -109,12 +256,14 @@ fn events_field(body: &mut JsonBody, required: bool) -> Option<Vec<String>> {
 /// secret, shown this once.
 pub fn create(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let url = url_field(&mut body, true);
-    let events = events_field(&mut body, true);
-    let description = body.opt_string("description", MAX_DESCRIPTION);
+    let NewEndpointBody {
+        url,
+        events,
+        description,
+    } = NewEndpointBody::read(&mut body);
     body.finish()?;
-    let (Some(url), Some(events)) = (url, events) else {
-        return Err(ApiError::internal("validated fields missing"));
+    let Some(events) = events else {
+        return Err(ApiError::internal("validated events missing"));
     };
     let key = secret_key()?;
     let db = ctx.db()?;
@@ -135,8 +284,10 @@ pub fn create(ctx: &ServerCtx) -> Result<Response, ApiError> {
             format!("a tenant may have at most {MAX_ENDPOINTS} webhook endpoints"),
         ));
     };
-    let mut answer = view(&ep, ctx.now());
-    answer["secret"] = secret.into();
+    let answer = EndpointWithSecret {
+        endpoint: view(&ep, ctx.now()),
+        secret,
+    };
     Ok(json(201, &answer))
 }
 
@@ -145,7 +296,7 @@ pub fn list(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let db = ctx.db()?;
     let (endpoints, total) = store::list(&db, &ctx.tenant.client_id, page)?;
-    let items = endpoints.iter().map(|ep| view(ep, ctx.now())).collect();
+    let items: Vec<EndpointView> = endpoints.iter().map(|ep| view(ep, ctx.now())).collect();
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
@@ -165,15 +316,14 @@ pub fn get(ctx: &ServerCtx) -> Result<Response, ApiError> {
 /// description clears it; enabling clears the reason the platform disabled it).
 pub fn update(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let changes = Changes {
-        url: url_field(&mut body, false),
-        events: events_field(&mut body, false),
-        description: body
-            .opt_raw_string("description", MAX_DESCRIPTION)
-            .map(|d| d.trim().to_string()),
-        enabled: body.opt_bool("enabled"),
-    };
+    let sent = EndpointChangesBody::read(&mut body);
     body.finish()?;
+    let changes = Changes {
+        url: sent.url,
+        events: sent.events,
+        description: sent.description.map(Option::unwrap_or_default),
+        enabled: sent.enabled,
+    };
     let (db, ep) = load(ctx)?;
     let ep = store::update(&db, &ep, &changes, ctx.now())?;
     Ok(json(200, &view(&ep, ctx.now())))
@@ -195,8 +345,10 @@ pub fn rotate_secret(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let sealed = key.seal(&secret, &store::secret_context(&ep.client_id, &ep.id))?;
     let now = ctx.now();
     let ep = store::rotate_secret(&db, &ep, &sealed, now + rules::PREVIOUS_SECRET_SECS, now)?;
-    let mut answer = view(&ep, now);
-    answer["secret"] = secret.into();
+    let answer = EndpointWithSecret {
+        endpoint: view(&ep, now),
+        secret,
+    };
     Ok(json(200, &answer))
 }
 
@@ -210,7 +362,7 @@ pub fn send_test(ctx: &ServerCtx) -> Result<Response, ApiError> {
             object_type: "webhook_endpoint",
             object_id: &ep.id,
         };
-        let event_id = outbox::record(tx, &ep.client_id, "webhook.test", subject, data, now)?;
+        let event_id = outbox::record(tx, &ep.client_id, "webhook.test", subject, &data, now)?;
         let delivery_id = store::deliver_only_to(tx, &ep, &event_id, "webhook.test", now)?;
         Ok((event_id, delivery_id))
     })?;
@@ -225,7 +377,7 @@ pub fn deliveries(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let (db, ep) = load(ctx)?;
     let (items, total) = store::deliveries(&db, &ep, page)?;
-    let items = items.iter().map(delivery_view).collect();
+    let items: Vec<DeliveryView> = items.iter().map(delivery_view).collect();
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
@@ -242,20 +394,8 @@ pub fn retry(ctx: &ServerCtx) -> Result<Response, ApiError> {
 pub fn recover(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
     let now = ctx.now();
-    let instant = |body: &mut JsonBody, field: &'static str, required: bool| {
-        let text = if required {
-            Some(body.string(field, 64)).filter(|t| !t.is_empty())
-        } else {
-            body.opt_string(field, 64)
-        }?;
-        let parsed = time::parse_rfc3339(&text);
-        if parsed.is_none() {
-            body.error(field, "must be an RFC 3339 timestamp");
-        }
-        parsed
-    };
-    let since = instant(&mut body, "since", true);
-    let until = instant(&mut body, "until", false).unwrap_or(now + 1);
+    let RecoveryBody { since, until } = RecoveryBody::read(&mut body);
+    let until = until.unwrap_or(now + 1);
     if since.is_some_and(|s| s >= until) {
         body.error("until", "must be after since");
     }

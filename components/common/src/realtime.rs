@@ -147,10 +147,10 @@ impl Event {
     }
 
     /// A co-host change about `co_host` (the API's view of it).
-    pub fn cohost(action: CohostAction, co_host: Value) -> Event {
+    pub fn cohost(action: CohostAction, co_host: &impl Serialize) -> Event {
         Event::Cohost {
             action,
-            co_host: Some(co_host),
+            co_host: serde_json::to_value(co_host).ok(),
             co_host_id: None,
             user_id: None,
             grid: None,

@@ -247,10 +247,9 @@ pub fn send(ctx: &UserCtx) -> Reply {
             object_type: "gift",
             object_id: &sent.id,
         };
-        let data = json_value(&view)?;
         outbox::record_first(
             tx,
-            &outbox::Event::first(client_id, "gift.sent", subject, data, ctx.now()),
+            &outbox::Event::first(client_id, "gift.sent", subject, &view, ctx.now()),
         )?;
         common::store::analytics::gift(tx, &prepared.broadcast, sent.tokens, ctx.now())?;
         let answer = GiftAnswer {

@@ -23,7 +23,7 @@ fn announce(tx: &Db, client_id: &str, event: &str, p: &Payout, now: i64) -> Resu
             object_type: "payout",
             object_id: &p.id,
         },
-        json_value(&views::payout(p))?,
+        &views::payout(p),
         now,
     )
     .map(|_| ())

@@ -37,7 +37,7 @@ pub fn announce(
             object_type: "subscription",
             object_id: &s.id,
         },
-        json_value(&views::subscription(s))?,
+        &views::subscription(s),
         now,
     )
     .map(|_| ())

@@ -133,7 +133,7 @@ pub fn credit(ctx: &ServerCtx) -> Reply {
                 object_type: "transfer",
                 object_id: &transfer.id,
             },
-            data.clone(),
+            &data,
             now,
         )?;
         Ok(Outcome::new(201, data))
@@ -199,7 +199,7 @@ pub fn reverse(ctx: &ServerCtx) -> Reply {
                 object_type: "transfer",
                 object_id: &original.id,
             },
-            data.clone(),
+            &data,
             now,
         )?;
         Ok(Outcome::new(201, data))

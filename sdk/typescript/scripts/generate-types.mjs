@@ -25,6 +25,12 @@ const document = JSON.parse(
   source.protocol === "file:" ? await readFile(source, "utf8") : await (await fetch(source)).text(),
 );
 
+/** A schema, or the one its `$ref` names within the document. */
+function resolve(doc, schema) {
+  if (!schema.$ref) return schema;
+  return schema.$ref.slice(2).split("/").reduce((node, key) => node[key], doc);
+}
+
 /** The routes whose POST takes an Idempotency-Key, and the webhook event types. */
 function contractFacts(doc) {
   const idempotent = [];
@@ -37,7 +43,7 @@ function contractFacts(doc) {
       if (takesKey) idempotent.push(`${method.toUpperCase()} ${route}`);
     }
   }
-  const events = doc.paths["/api/v1/webhooks"].post.requestBody.content["application/json"].schema
+  const events = resolve(doc, doc.paths["/api/v1/webhooks"].post.requestBody.content["application/json"].schema)
     .properties.events.oneOf.find((o) => o.items)?.items.enum;
   return { idempotent: idempotent.sort(), events };
 }

@@ -6,7 +6,6 @@ use crate::access::Audience;
 use crate::webhook_events;
 use common::ApiError;
 use common::domain::broadcast::Status;
-use common::problem::json_value;
 use common::store::Db;
 use common::store::broadcasts::Broadcast;
 use common::store::outbox::{self, Subject};
@@ -24,8 +23,7 @@ pub fn broadcast(db: &Db, event_type: &str, b: &Broadcast, now: i64) -> Result<(
         broadcast: super::view_one(db, b, Audience::Owner, now)?,
         analytics,
     };
-    let data = json_value(&data)?;
-    webhook_events::record(db, &b.client_id, event_type, "broadcast", &b.id, data, now)
+    webhook_events::record(db, &b.client_id, event_type, "broadcast", &b.id, &data, now)
 }
 
 /// A `broadcast.*` event's data.
@@ -40,7 +38,7 @@ struct BroadcastEvent {
 
 /// `broadcast.created` of a broadcast about to be stored, with `owner_view`, its view
 /// for its owner; store it with `outbox::record_first` in the same transaction.
-pub fn broadcast_created(b: &Broadcast, owner_view: Value, now: i64) -> outbox::Event {
+pub fn broadcast_created(b: &Broadcast, owner_view: &BroadcastView, now: i64) -> outbox::Event {
     let subject = Subject {
         object_type: "broadcast",
         object_id: &b.id,

@@ -18,7 +18,6 @@ use common::app;
 use common::domain::broadcast::{self as rules, Status, Transition};
 use common::domain::recording::SettingsPatch;
 use common::pagination::{Page, Paged};
-use common::problem::json_value;
 use common::realtime::Event;
 use common::spin::http::{AppCtx, Call, UserCtx, json};
 use common::store::broadcasts::{self as store, Broadcast, Changes};
@@ -66,7 +65,7 @@ pub fn insert(
         ingest: view::ingest_view(None, &b, now),
     };
     let owner_view = view::of(&b, &links, None, Some(owner), now);
-    let created = events::broadcast_created(&b, json_value(&owner_view)?, now);
+    let created = events::broadcast_created(&b, &owner_view, now);
     db.transaction(|tx| {
         store::insert_record(tx, &b)?;
         common::store::recordings::save_settings(tx, &b, &recording, now)?;

@@ -69,7 +69,7 @@ pub fn report(ctx: &UserCtx) -> Result<Response, ApiError> {
                 object_type: "chat_message",
                 object_id: &message.id,
             },
-            data,
+            &data,
             ctx.now(),
         )?;
         Ok(filed)

@@ -151,7 +151,7 @@ fn apply_restriction(call: &Call, db: &Db, r: &Restrict<'_>) -> Result<Value, Ap
                     object_type: "user",
                     object_id: r.user_id,
                 },
-                data,
+                &data,
                 call.now(),
             )?;
         }

@@ -10,7 +10,6 @@ use serde_json::Value as Json;
 use crate::ApiError;
 use crate::domain::broadcast::{self as rules, Status, Visibility};
 use crate::pagination::Page;
-use crate::problem::json_value;
 use crate::store::broadcasts::{self as store, Broadcast, ERROR_STALE};
 use crate::store::{Db, outbox};
 use crate::time;
@@ -99,8 +98,8 @@ fn expire_if_stale(db: &Db, mut b: Broadcast, now: i64) -> Result<Broadcast, Api
                 object_type: "broadcast",
                 object_id: &b.id,
             };
-            let data = json_value(&ErroredAsStale::of(&b))?;
-            outbox::record(tx, &b.client_id, "broadcast.errored", subject, data, now)?;
+            let data = ErroredAsStale::of(&b);
+            outbox::record(tx, &b.client_id, "broadcast.errored", subject, &data, now)?;
         }
         Ok(())
     })?;

@@ -1,11 +1,13 @@
 //! Co-hosting rules: permissions and their presets, the grid layout, and who may do what.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// What a co-host may do besides publishing.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "CoHostPermissions")]
 pub struct Permissions {
     #[serde(default)]
     pub can_invite_others: bool,
@@ -73,6 +75,9 @@ impl Permissions {
         can_access_analytics: true,
     };
 
+    /// The presets' names.
+    pub const PRESETS: [&str; 2] = ["default", "moderator"];
+
     pub fn preset(name: &str) -> Option<Permissions> {
         match name {
             "default" => Some(Self::DEFAULT),
@@ -102,6 +107,23 @@ impl Permissions {
         }
     }
 
+    /// The schema of what [`Permissions::from_json`] reads: a preset's name, or an object
+    /// of some of the six booleans.
+    pub fn request_schema() -> Value {
+        let flags: serde_json::Map<String, Value> = PERMISSION_NAMES
+            .iter()
+            .map(|name| (name.to_string(), json!({ "type": "boolean" })))
+            .collect();
+        json!({
+            "anyOf": [
+                { "enum": Self::PRESETS },
+                { "type": "object", "additionalProperties": false, "properties": flags },
+            ],
+            "description": "A preset (default, moderator) or an object of the six permissions \
+                (missing ones are false)",
+        })
+    }
+
     /// Whether every permission of `self` is also in `other`.
     pub fn is_within(self, other: Permissions) -> bool {
         self.flags()
@@ -126,7 +148,7 @@ impl Permissions {
 }
 
 /// The grid the recording page lays hosts out in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Layout {
     pub max_hosts: i64,

@@ -5,7 +5,7 @@
 
 use super::{Db, Dialect, Value};
 use crate::{ApiError, ids, time};
-use serde_json::Value as Json;
+use serde::Serialize;
 
 /// What an event is about: `("broadcast", id)`, `("user", id)`, ...
 pub struct Subject<'a> {
@@ -21,7 +21,7 @@ pub fn record(
     client_id: &str,
     event_type: &str,
     subject: Subject<'_>,
-    data: Json,
+    data: &impl Serialize,
     now: i64,
 ) -> Result<String, ApiError> {
     let sequence = db.count(
@@ -42,8 +42,8 @@ pub fn record(
 /// What an event's payload holds, serialized straight from the borrowed data (no copy
 /// of the object's JSON); the fields in the order of the keys of a JSON object.
 #[derive(serde::Serialize)]
-struct Envelope<'a> {
-    data: &'a Json,
+struct Envelope<'a, T> {
+    data: &'a T,
     id: &'a str,
     sequence: i64,
     timestamp: String,
@@ -69,12 +69,12 @@ impl Event {
         event_type: &str,
         subject: Subject<'_>,
         sequence: i64,
-        data: Json,
+        data: &impl Serialize,
         now: i64,
     ) -> Event {
         let id = format!("evt_{}", ids::ordered_base62(16));
         let payload = serde_json::to_string(&Envelope {
-            data: &data,
+            data,
             id: &id,
             sequence,
             timestamp: time::format_rfc3339(now),
@@ -100,7 +100,7 @@ impl Event {
         client_id: &str,
         event_type: &str,
         subject: Subject<'_>,
-        data: Json,
+        data: &impl Serialize,
         now: i64,
     ) -> Event {
         Event::new(client_id, event_type, subject, 1, data, now)
@@ -160,7 +160,7 @@ fn insert(db: &Db, event: &Event) -> Result<(), ApiError> {
 mod tests {
     use super::*;
     use crate::store::testing;
-    use serde_json::json;
+    use serde_json::{Value as Json, json};
 
     #[test]
     fn events_are_numbered_per_object_and_roll_back_with_their_change() {
@@ -169,12 +169,28 @@ mod tests {
             object_type: "broadcast",
             object_id: id,
         };
-        let created = Event::first("c1", "broadcast.created", subject("b1"), json!({}), 10);
+        let created = Event::first("c1", "broadcast.created", subject("b1"), &json!({}), 10);
         record_first(&db, &created).unwrap();
-        record(&db, "c1", "broadcast.started", subject("b1"), json!({}), 11).unwrap();
-        record(&db, "c1", "broadcast.created", subject("b2"), json!({}), 12).unwrap();
+        record(
+            &db,
+            "c1",
+            "broadcast.started",
+            subject("b1"),
+            &json!({}),
+            11,
+        )
+        .unwrap();
+        record(
+            &db,
+            "c1",
+            "broadcast.created",
+            subject("b2"),
+            &json!({}),
+            12,
+        )
+        .unwrap();
         let _ = db.transaction(|tx| {
-            record(tx, "c1", "broadcast.ended", subject("b1"), json!({}), 13)?;
+            record(tx, "c1", "broadcast.ended", subject("b1"), &json!({}), 13)?;
             Err::<(), _>(ApiError::conflict("changed_mind", "rolled back"))
         });
         let rows = db
@@ -195,7 +211,7 @@ mod tests {
         // Stored with its keys in order, as any JSON object of this codebase is written.
         assert_eq!(rows[1].text("payload"), payload.to_string());
         // A first event for an object that already has events is refused.
-        let again = Event::first("c1", "broadcast.created", subject("b1"), json!({}), 14);
+        let again = Event::first("c1", "broadcast.created", subject("b1"), &json!({}), 14);
         assert!(record_first(&db, &again).is_err());
     }
 }

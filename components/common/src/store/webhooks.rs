@@ -497,7 +497,7 @@ mod tests {
             object_type: "broadcast",
             object_id: "b1",
         };
-        outbox::record(db, client, event_type, subject, json!({"id": "b1"}), now).unwrap()
+        outbox::record(db, client, event_type, subject, &json!({"id": "b1"}), now).unwrap()
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use super::JsonBody;
 use serde_json::{Map, Value, json};
+use std::borrow::Cow;
 use std::marker::PhantomData;
 
 /// A kind of body field: how it is read and described.
@@ -264,6 +265,188 @@ impl<const MAX_ITEMS: usize, const MAX_LEN: usize> FieldKind for OptTextList<MAX
     }
 }
 
+/// A rule a text keeps beyond its length: an e-mail address, a URL, a username.
+pub trait TextRule {
+    /// What the document says of such a text.
+    const DESCRIPTION: &'static str;
+    /// What is wrong with `text` (trimmed, not empty), if anything: the field's error.
+    fn problem(text: &str) -> Option<Cow<'static, str>>;
+}
+
+/// A required text, trimmed, of at most `MAX` characters, that keeps the rule `R`.
+pub struct Checked<R, const MAX: usize>(PhantomData<R>);
+
+impl<R: TextRule, const MAX: usize> FieldKind for Checked<R, MAX> {
+    type Value = String;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> String {
+        let text = body.string(name, MAX);
+        if !body.has_errors_for(&[name])
+            && let Some(problem) = R::problem(&text)
+        {
+            body.error(name, problem);
+        }
+        text
+    }
+
+    fn schema() -> Value {
+        let mut schema = Text::<MAX>::schema();
+        schema["description"] = R::DESCRIPTION.into();
+        schema
+    }
+}
+
+/// An optional text (empty counts as absent), trimmed, of at most `MAX` characters, that
+/// keeps the rule `R` when sent.
+pub struct OptChecked<R, const MAX: usize>(PhantomData<R>);
+
+impl<R: TextRule, const MAX: usize> FieldKind for OptChecked<R, MAX> {
+    type Value = Option<String>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<String> {
+        let text = body.opt_string(name, MAX)?;
+        if let Some(problem) = R::problem(&text) {
+            body.error(name, problem);
+        }
+        Some(text)
+    }
+
+    fn schema() -> Value {
+        let mut schema = OptText::<MAX>::schema();
+        schema["description"] = R::DESCRIPTION.into();
+        schema
+    }
+}
+
+/// An e-mail address.
+pub struct EmailAddress;
+
+impl TextRule for EmailAddress {
+    const DESCRIPTION: &'static str = "An e-mail address.";
+
+    fn problem(text: &str) -> Option<Cow<'static, str>> {
+        (!super::is_email(text)).then_some("must be an e-mail address".into())
+    }
+}
+
+/// An absolute http or https URL.
+pub struct HttpUrl;
+
+impl TextRule for HttpUrl {
+    const DESCRIPTION: &'static str = "An http or https URL.";
+
+    fn problem(text: &str) -> Option<Cow<'static, str>> {
+        (!super::is_http_url(text)).then_some("must be an http or https URL".into())
+    }
+}
+
+/// A phone number as people write it.
+pub struct PhoneNumber;
+
+impl TextRule for PhoneNumber {
+    const DESCRIPTION: &'static str = "Digits, spaces and `+ - ( ) .` only.";
+
+    fn problem(text: &str) -> Option<Cow<'static, str>> {
+        (!super::is_phone(text)).then_some("may contain only digits, spaces and + - ( ) .".into())
+    }
+}
+
+/// A required string taken as sent (not trimmed), such as a password, at most `MAX`
+/// characters.
+pub struct Secret<const MAX: usize>;
+
+impl<const MAX: usize> FieldKind for Secret<MAX> {
+    type Value = String;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> String {
+        let secret = body.opt_raw_string(name, MAX);
+        if secret.is_none() && !body.has_errors_for(&[name]) {
+            body.error(name, "is required");
+        }
+        secret.unwrap_or_default()
+    }
+
+    fn schema() -> Value {
+        json!({ "type": "string", "maxLength": MAX })
+    }
+}
+
+/// A required RFC 3339 timestamp, read as seconds since the epoch.
+pub struct Timestamp;
+
+impl FieldKind for Timestamp {
+    /// None when missing or bad (the body then has an error).
+    type Value = Option<i64>;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<i64> {
+        let text = body.string(name, MAX_TIMESTAMP);
+        if body.has_errors_for(&[name]) {
+            return None;
+        }
+        parse_timestamp(body, name, &text)
+    }
+
+    fn schema() -> Value {
+        json!({ "type": "string", "format": "date-time", "maxLength": MAX_TIMESTAMP })
+    }
+}
+
+/// An optional RFC 3339 timestamp (blank counts as absent), as seconds since the epoch.
+pub struct OptTimestamp;
+
+impl FieldKind for OptTimestamp {
+    type Value = Option<i64>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<i64> {
+        let text = body.opt_string(name, MAX_TIMESTAMP)?;
+        parse_timestamp(body, name, &text)
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": ["string", "null"],
+            "anyOf": [
+                { "format": "date-time", "maxLength": MAX_TIMESTAMP },
+                { "pattern": "^\\s*$" },
+            ],
+        })
+    }
+}
+
+/// The longest timestamp text read.
+const MAX_TIMESTAMP: usize = 64;
+
+fn parse_timestamp(body: &mut JsonBody, name: &'static str, text: &str) -> Option<i64> {
+    let parsed = crate::time::parse_rfc3339(text);
+    if parsed.is_none() {
+        body.error(name, "must be an RFC 3339 timestamp");
+    }
+    parsed
+}
+
+/// A consent that must be given: `true`, or the field is refused.
+pub struct Accepted;
+
+impl FieldKind for Accepted {
+    type Value = bool;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> bool {
+        let given = body.opt_bool(name);
+        if given != Some(true) && !body.has_errors_for(&[name]) {
+            body.error(name, "must be accepted");
+        }
+        given == Some(true)
+    }
+
+    fn schema() -> Value {
+        json!({ "const": true })
+    }
+}
+
 /// An optional boolean.
 pub struct OptBool;
 
@@ -518,6 +701,125 @@ mod tests {
         );
         assert_eq!(read(r#"{"perks": ["abcd"]}"#), (None, refused.clone()));
         assert_eq!(read(r#"{"perks": [1]}"#), (None, refused));
+    }
+
+    crate::request_body! {
+        /// A test body of checked texts.
+        pub struct Signup as "Signup" {
+            "email" email: Checked<EmailAddress, 20>,
+            "site" site: OptChecked<HttpUrl, 30>,
+            "password" password: Secret<8>,
+            "terms" terms: Accepted,
+        }
+    }
+
+    #[test]
+    fn checked_texts_secrets_and_consents_name_what_is_wrong() {
+        let read = |json: &str| {
+            let mut body = JsonBody::parse(json.as_bytes()).unwrap();
+            let signup = Signup::read(&mut body);
+            let errors: Vec<(String, String)> = match body.finish() {
+                Ok(()) => Vec::new(),
+                Err(e) => e.fields.into_iter().map(|f| (f.field, f.message)).collect(),
+            };
+            (signup, errors)
+        };
+        let (ok, errors) =
+            read(r#"{"email": " a@b.io ", "password": " pw ", "terms": true, "site": ""}"#);
+        assert_eq!(errors, []);
+        // Texts are trimmed, secrets kept as sent; an empty optional text is absent.
+        assert_eq!(
+            (ok.email.as_str(), ok.password.as_str()),
+            ("a@b.io", " pw ")
+        );
+        assert_eq!((ok.site, ok.terms), (None, true));
+
+        let owned = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(f, m)| (f.to_string(), m.to_string()))
+                .collect()
+        };
+        // Missing: each says so once, the consent as refused.
+        assert_eq!(
+            read("{}").1,
+            owned(&[
+                ("email", "is required"),
+                ("password", "is required"),
+                ("terms", "must be accepted"),
+            ])
+        );
+        // Sent but wrong: the rule's own message, after the length.
+        assert_eq!(
+            read(
+                r#"{"email": "nope", "site": "ftp://x", "password": "123456789", "terms": false}"#
+            )
+            .1,
+            owned(&[
+                ("email", "must be an e-mail address"),
+                ("site", "must be an http or https URL"),
+                ("password", "must be at most 8 characters"),
+                ("terms", "must be accepted"),
+            ])
+        );
+        assert_eq!(
+            read(
+                r#"{"email": "a-very-long-address@example.com", "password": "x", "terms": "yes"}"#
+            )
+            .1,
+            owned(&[
+                ("email", "must be at most 20 characters"),
+                ("terms", "must be a boolean"),
+            ])
+        );
+        let schema = Signup::schema();
+        assert_eq!(
+            schema["properties"]["email"]["description"],
+            "An e-mail address."
+        );
+        assert_eq!(
+            schema["properties"]["site"]["type"],
+            json!(["string", "null"])
+        );
+        assert_eq!(schema["properties"]["terms"], json!({"const": true}));
+        assert_eq!(schema["required"], json!(["email", "password", "terms"]));
+    }
+
+    #[test]
+    fn timestamps_are_rfc_3339_and_blank_is_absent() {
+        let read = |json: &str| {
+            let mut body = JsonBody::parse(json.as_bytes()).unwrap();
+            let since = Timestamp::read(&mut body, "since");
+            let until = OptTimestamp::read(&mut body, "until");
+            let errors: Vec<String> = match body.finish() {
+                Ok(()) => Vec::new(),
+                Err(e) => e
+                    .fields
+                    .into_iter()
+                    .map(|f| format!("{}: {}", f.field, f.message))
+                    .collect(),
+            };
+            (since, until, errors)
+        };
+        assert_eq!(
+            read(r#"{"since": "1970-01-01T00:01:00Z", "until": " "}"#),
+            (Some(60), None, vec![])
+        );
+        assert_eq!(
+            read(r#"{"since": "1970-01-01T00:01:00Z", "until": "1970-01-01T01:00:00+01:00"}"#),
+            (Some(60), Some(0), vec![])
+        );
+        assert_eq!(
+            read(r#"{"until": "tomorrow"}"#),
+            (
+                None,
+                None,
+                vec![
+                    "since: is required".to_string(),
+                    "until: must be an RFC 3339 timestamp".to_string(),
+                ]
+            )
+        );
     }
 
     crate::request_body! {

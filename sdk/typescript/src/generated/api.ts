@@ -2487,6 +2487,7 @@ export interface components {
             watchSeconds: number;
         };
         /**
+         * @description A signed-in session: an access token, the refresh token that renews it, and the user.
          * @example {
          *       "expiresIn": 900,
          *       "refreshToken": "rt_...",
@@ -2500,15 +2501,20 @@ export interface components {
          *         "id": "8988a0a4-7a52-4f15-a713-1492a6293725",
          *         "lastName": null,
          *         "phoneNumber": null,
-         *         "updatedAt": null,
+         *         "updatedAt": "2026-01-01T00:00:00Z",
          *         "username": "alice"
          *       }
          *     }
          */
         AuthSession: {
+            /**
+             * Format: int64
+             * @description Seconds until `token` expires.
+             */
             expiresIn: number;
+            /** @description Trades for a new pair once (`POST /api/users/refresh`). */
             refreshToken: string;
-            /** @description The user JWT (Bearer) */
+            /** @description The user JWT (Bearer). */
             token: string;
             /** @constant */
             tokenType: "Bearer";
@@ -2729,7 +2735,38 @@ export interface components {
             slowModeSeconds: number;
             subscribersOnly: boolean;
         };
+        ClientRegistration: {
+            /**
+             * @description The processing of the contact's data is agreed to.
+             * @constant
+             */
+            agreeDataProcessing: true;
+            agreeMarketing?: boolean | null;
+            /**
+             * @description The terms of service are accepted.
+             * @constant
+             */
+            agreeTerms: true;
+            /** @description An e-mail address. */
+            contactEmail: string;
+            contactName?: string | null;
+            /** @description Digits, spaces and `+ - ( ) .` only. */
+            contactPhone?: string | null;
+            contactTitle?: string | null;
+            description?: string | null;
+            expectedApps?: string | null;
+            expectedUsers?: string | null;
+            /** @description The app's or company's name. */
+            name: string;
+            /** @description The client then refuses every unsigned call (the trust model's signed server calls). */
+            requireSignature?: boolean | null;
+            useCase?: string | null;
+            /** @description An http or https URL. */
+            website?: string | null;
+        };
+        /** @description A co-host of a session, as the co-host routes answer it, the session's sockets hear of it and the `cohost.*` webhooks carry it. */
         CoHost: {
+            /** @description Whether they are on the SFU now. */
             connected: boolean;
             /** Format: uuid */
             id: string;
@@ -2740,19 +2777,100 @@ export interface components {
             removedAt: string | null;
             /** @constant */
             role: "co_host";
-            /** @enum {unknown} */
+            /** @enum {string} */
             status: "requested" | "active" | "declined" | "removed";
             /** Format: uuid */
             userId: string;
             userName: string;
         };
+        CoHostApproval: {
+            /** @description A preset (default, moderator) or an object of the six permissions (missing ones are false) */
+            permissions?: ("default" | "moderator") | {
+                canAccessAnalytics?: boolean;
+                canControlLayout?: boolean;
+                canInviteOthers?: boolean;
+                canModerateChat?: boolean;
+                canRemoveOthers?: boolean;
+                canTriggerAds?: boolean;
+            } | null;
+        };
+        /** @description A co-host after a change (approved, permissions changed). */
+        CoHostChanged: {
+            coHost: components["schemas"]["CoHost"];
+            /** @constant */
+            success: true;
+        };
+        /** @description A single-use invite to co-host, shown this once. */
+        CoHostInvite: {
+            /** Format: date-time */
+            expiresAt: string;
+            /** @description The token the invitee joins with (`inviteToken`). */
+            inviteToken: string;
+            permissions: components["schemas"]["CoHostPermissions"];
+            /** @constant */
+            success: true;
+            /** Format: uuid */
+            userId: string;
+        };
+        CoHostInviteRequest: {
+            /** @description A preset (default, moderator) or an object of the six permissions (missing ones are false) */
+            permissions?: ("default" | "moderator") | {
+                canAccessAnalytics?: boolean;
+                canControlLayout?: boolean;
+                canInviteOthers?: boolean;
+                canModerateChat?: boolean;
+                canRemoveOthers?: boolean;
+                canTriggerAds?: boolean;
+            } | null;
+            userId: string;
+        };
+        CoHostJoin: {
+            /** @description An invite issued to this user: they join at once with its permissions. */
+            inviteToken?: string | null;
+            /** @description The permissions asked for; what is granted may be less. */
+            permissions?: ("default" | "moderator") | {
+                canAccessAnalytics?: boolean;
+                canControlLayout?: boolean;
+                canInviteOthers?: boolean;
+                canModerateChat?: boolean;
+                canRemoveOthers?: boolean;
+                canTriggerAds?: boolean;
+            } | null;
+            /** @description The name shown on the session's grid. */
+            userName: string;
+        };
+        /** @description The answer of a join: admitted, or asked and waiting for the host. */
+        CoHostJoinAnswer: {
+            coHost: components["schemas"]["CoHost"];
+            message: string;
+            /** @constant */
+            success: true;
+        };
+        /** @description What a co-host may do besides publishing. */
         CoHostPermissions: {
+            /** @default false */
             canAccessAnalytics: boolean;
+            /** @default false */
             canControlLayout: boolean;
+            /** @default false */
             canInviteOthers: boolean;
+            /** @default false */
             canModerateChat: boolean;
+            /** @default false */
             canRemoveOthers: boolean;
+            /** @default false */
             canTriggerAds: boolean;
+        };
+        CoHostPermissionsChange: {
+            /** @description A preset (default, moderator) or an object of the six permissions (missing ones are false) */
+            permissions: ("default" | "moderator") | {
+                canAccessAnalytics?: boolean;
+                canControlLayout?: boolean;
+                canInviteOthers?: boolean;
+                canModerateChat?: boolean;
+                canRemoveOthers?: boolean;
+                canTriggerAds?: boolean;
+            };
         };
         Contact: {
             avatarUrl: string | null;
@@ -2810,6 +2928,25 @@ export interface components {
             sha256: string;
             size: number;
         };
+        /** @description A user's own profile with how many follow them and whom they follow. */
+        FullUserProfile: {
+            avatarUrl: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            email: string;
+            firstName: string | null;
+            /** Format: int64 */
+            followerCount: number;
+            /** Format: int64 */
+            followingCount: number;
+            /** Format: uuid */
+            id: string;
+            lastName: string | null;
+            phoneNumber: string | null;
+            /** Format: date-time */
+            updatedAt: string;
+            username: string;
+        };
         /** @description A gift of the tenant's catalog. */
         Gift: {
             active: boolean;
@@ -2850,6 +2987,13 @@ export interface components {
             videoProfile?: string | null;
             width?: number | null;
         };
+        /** @description The owner's seat on the stage. */
+        HostSeat: {
+            connected: boolean;
+            /** @constant */
+            role: "host";
+            userId: string;
+        };
         /** @description The broadcast's RTMP ingest, as its owner sees it. */
         Ingest: {
             /** Format: date-time */
@@ -2871,10 +3015,14 @@ export interface components {
             state: "live" | "reconnecting" | "idle";
             stats: components["schemas"]["HealthSample"] | null;
         };
+        /** @description The grid the recording page lays hosts out in. */
         Layout: {
             aspectRatio: string;
+            /** Format: int64 */
             gridColumns: number;
+            /** Format: int64 */
             gridRows: number;
+            /** Format: int64 */
             maxHosts: number;
             showControls: boolean;
             showNames: boolean;
@@ -2886,6 +3034,11 @@ export interface components {
             maxHosts?: number | null;
             showControls?: boolean | null;
             showNames?: boolean | null;
+        };
+        Login: {
+            email?: string | null;
+            password: string;
+            username?: string | null;
         };
         ModerationLogEntry: {
             action: string;
@@ -2909,6 +3062,18 @@ export interface components {
                 hour: number | null;
                 week: number | null;
             };
+        };
+        /** @description Who is on a session's stage and how it is laid out. */
+        Multihost: {
+            /** Format: int64 */
+            activeCoHosts: number;
+            coHosts: components["schemas"]["CoHost"][];
+            /** Format: int64 */
+            freeSlots: number;
+            /** @description The session's owner. */
+            host: components["schemas"]["HostSeat"] | null;
+            layout: components["schemas"]["Layout"];
+            session: components["schemas"]["Broadcast"];
         };
         /** @description An account on the music platform */
         MusicAccount: {
@@ -2998,12 +3163,25 @@ export interface components {
             /** @enum {unknown} */
             visibility?: "public" | "unlisted" | "private" | "subscribers" | null;
         };
+        NewWebhookEndpoint: {
+            description?: string | null;
+            /** @description Event types to deliver (each once), or ["*"] for all */
+            events: [
+                "*"
+            ] | ("broadcast.created" | "broadcast.started" | "broadcast.ended" | "broadcast.errored" | "broadcast.stream_key_reset" | "broadcast.health" | "cohost.requested" | "cohost.joined" | "cohost.left" | "cohost.removed" | "user.created" | "user.deleted" | "file.ready" | "file.deleted" | "chat.message_deleted" | "chat.message_reported" | "chat.user_banned" | "wallet.credited" | "gift.sent" | "payout.requested" | "payout.completed" | "payout.rejected" | "subscription.started" | "subscription.renewed" | "subscription.canceled" | "subscription.lapsed" | "recording.started" | "recording.ready" | "recording.failed" | "webhook.test")[];
+            /** @description https, to a public host (plain http and local hosts only where the operator allows them). */
+            url: string;
+        };
         /** @description A page of a list */
         Page: {
             items: unknown[];
             limit: number;
             offset: number;
             total: number;
+        };
+        PasswordChange: {
+            currentPassword: string;
+            newPassword: string;
         };
         /** @description A creator's request to be paid out. */
         Payout: {
@@ -3081,7 +3259,19 @@ export interface components {
             title?: string;
             type?: string;
         };
-        /** @description A user as others see them */
+        ProfileChanges: {
+            /** @description An http or https URL. */
+            avatarUrl?: string | null;
+            /** @description An e-mail address. */
+            email?: string | null;
+            firstName?: string | null;
+            lastName?: string | null;
+            /** @description Digits, spaces and `+ - ( ) .` only. */
+            phoneNumber?: string | null;
+            /** @description 3 to 32 letters, digits, `_`, `.` and `-`. */
+            username?: string | null;
+        };
+        /** @description A user as others see them. */
         PublicUser: {
             avatarUrl: string | null;
             /** Format: date-time */
@@ -3122,6 +3312,21 @@ export interface components {
             layout: "default" | "grid3x3" | "grid4x4" | "battle" | "onebig" | "active";
             /** @enum {unknown} */
             output: "mp4" | "hls";
+        };
+        RefreshRequest: {
+            refreshToken: string;
+        };
+        /** @description A registered client's credentials, shown this once. */
+        RegisteredClient: {
+            /** @description The public API key (`pk_...`), sent by apps as `X-API-Key`. */
+            apiKey: string;
+            /** Format: uuid */
+            clientId: string;
+            message: string;
+            /** @description The secret key (`sk_...`) for server calls and webhook signatures. */
+            secretKey: string;
+            /** @constant */
+            success: true;
         };
         RestreamTarget: {
             /** Format: date-time */
@@ -3193,6 +3398,15 @@ export interface components {
             handled: boolean;
             reason?: string;
             recording?: components["schemas"]["Recording"];
+        };
+        Signup: {
+            /** @description An e-mail address. */
+            email: string;
+            firstName?: string | null;
+            lastName?: string | null;
+            password: string;
+            /** @description 3 to 32 letters, digits, `_`, `.` and `-`. */
+            username: string;
         };
         /** @description A broadcast with what an SFU client needs: its room and where the SFU is. */
         StreamingSession: components["schemas"]["Broadcast"] & {
@@ -3311,18 +3525,19 @@ export interface components {
             /** @enum {unknown} */
             status: "open" | "completing" | "complete";
         };
+        /** @description A user as they see themselves. */
         UserProfile: {
-            avatarUrl?: string | null;
+            avatarUrl: string | null;
             /** Format: date-time */
             createdAt: string;
             email: string;
-            firstName?: string | null;
+            firstName: string | null;
             /** Format: uuid */
             id: string;
-            lastName?: string | null;
-            phoneNumber?: string | null;
+            lastName: string | null;
+            phoneNumber: string | null;
             /** Format: date-time */
-            updatedAt?: string | null;
+            updatedAt: string;
             username: string;
         };
         ViewerCountReport: {
@@ -3336,7 +3551,9 @@ export interface components {
             tokens: number;
             userId: string;
         };
+        /** @description One event's delivery to one endpoint. */
         WebhookDelivery: {
+            /** Format: int64 */
             attempts: number;
             /** Format: date-time */
             createdAt: string;
@@ -3346,27 +3563,79 @@ export interface components {
             /** Format: date-time */
             lastAttemptAt: string | null;
             lastError: string | null;
+            /**
+             * Format: int64
+             * @description The receiver's HTTP status at the last attempt.
+             */
             lastStatus: number | null;
+            /**
+             * Format: int64
+             * @description How long the last answered attempt took.
+             */
             latencyMs: number | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When a pending delivery is tried next.
+             */
             nextAttemptAt: string | null;
-            /** @enum {unknown} */
+            /** @enum {string} */
             state: "pending" | "delivered" | "failed";
         };
-        /** @description A webhook endpoint (its secret is shown only on create and rotate) */
+        /** @description A webhook endpoint (its secret is shown only on create and rotate). */
         WebhookEndpoint: {
             /** Format: date-time */
             createdAt: string;
             description: string;
+            /** @description Why the platform disabled it, if it did. */
             disabledReason: string | null;
             enabled: boolean;
             events: string[];
             id: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description While a rotated-out secret still signs (a second signature), until when.
+             */
             previousSecretExpiresAt: string | null;
             /** Format: date-time */
             updatedAt: string;
             url: string;
+        };
+        WebhookEndpointChanges: {
+            /** @description An empty string clears it; null or left out, it stays as it is. */
+            description?: string | null;
+            enabled?: boolean | null;
+            /** @description Event types to deliver (each once), or ["*"] for all; null keeps them */
+            events?: ([
+                "*"
+            ] | ("broadcast.created" | "broadcast.started" | "broadcast.ended" | "broadcast.errored" | "broadcast.stream_key_reset" | "broadcast.health" | "cohost.requested" | "cohost.joined" | "cohost.left" | "cohost.removed" | "user.created" | "user.deleted" | "file.ready" | "file.deleted" | "chat.message_deleted" | "chat.message_reported" | "chat.user_banned" | "wallet.credited" | "gift.sent" | "payout.requested" | "payout.completed" | "payout.rejected" | "subscription.started" | "subscription.renewed" | "subscription.canceled" | "subscription.lapsed" | "recording.started" | "recording.ready" | "recording.failed" | "webhook.test")[]) | null;
+            /** @description https, to a public host (plain http and local hosts only where the operator allows them). */
+            url?: string | null;
+        };
+        /** @description A webhook endpoint with its signing secret, shown this once. */
+        WebhookEndpointWithSecret: {
+            /** Format: date-time */
+            createdAt: string;
+            description: string;
+            /** @description Why the platform disabled it, if it did. */
+            disabledReason: string | null;
+            enabled: boolean;
+            events: string[];
+            id: string;
+            /**
+             * Format: date-time
+             * @description While a rotated-out secret still signs (a second signature), until when.
+             */
+            previousSecretExpiresAt: string | null;
+            secret: string;
+            /** Format: date-time */
+            updatedAt: string;
+            url: string;
+        };
+        WebhookRecovery: {
+            /** Format: date-time */
+            since: string;
+            /** @description Now when absent, null or blank; must be after since. */
+            until?: ((string | unknown | unknown) | null) | unknown | unknown;
         };
     };
     responses: never;
@@ -3434,27 +3703,7 @@ export interface operations {
                  *       "name": "Acme Live"
                  *     }
                  */
-                "application/json": {
-                    /** @constant */
-                    agreeDataProcessing: true;
-                    agreeMarketing?: boolean | null;
-                    /** @constant */
-                    agreeTerms: true;
-                    /** @description An e-mail address */
-                    contactEmail: string;
-                    contactName?: string | null;
-                    /** @description Digits, spaces and + - ( ) . */
-                    contactPhone?: string | null;
-                    contactTitle?: string | null;
-                    description?: string | null;
-                    expectedApps?: string | null;
-                    expectedUsers?: string | null;
-                    name: string;
-                    requireSignature?: boolean | null;
-                    useCase?: string | null;
-                    /** @description An http(s) URL */
-                    website?: string | null;
-                };
+                "application/json": components["schemas"]["ClientRegistration"];
             };
         };
         responses: {
@@ -3464,15 +3713,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        apiKey: string;
-                        /** Format: uuid */
-                        clientId: string;
-                        message?: string;
-                        secretKey: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["RegisteredClient"];
                 };
             };
             /** @description The request is malformed */
@@ -10078,17 +10319,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description A preset (default, moderator) or an object of the six permissions (missing ones are false) */
-                    permissions: ("default" | "moderator") | {
-                        canAccessAnalytics?: boolean;
-                        canControlLayout?: boolean;
-                        canInviteOthers?: boolean;
-                        canModerateChat?: boolean;
-                        canRemoveOthers?: boolean;
-                        canTriggerAds?: boolean;
-                    };
-                };
+                "application/json": components["schemas"]["CoHostPermissionsChange"];
             };
         };
         responses: {
@@ -10098,11 +10329,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        coHost: components["schemas"]["CoHost"];
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["CoHostChanged"];
                 };
             };
             /** @description The request is malformed */
@@ -10305,17 +10532,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description A preset (default, moderator) or an object of the six permissions (missing ones are false) */
-                    permissions?: ("default" | "moderator") | {
-                        canAccessAnalytics?: boolean;
-                        canControlLayout?: boolean;
-                        canInviteOthers?: boolean;
-                        canModerateChat?: boolean;
-                        canRemoveOthers?: boolean;
-                        canTriggerAds?: boolean;
-                    } | null;
-                };
+                "application/json": components["schemas"]["CoHostApproval"];
             };
         };
         responses: {
@@ -10325,11 +10542,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        coHost: components["schemas"]["CoHost"];
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["CoHostChanged"];
                 };
             };
             /** @description The request is malformed */
@@ -10557,18 +10770,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description A preset (default, moderator) or an object of the six permissions (missing ones are false) */
-                    permissions?: ("default" | "moderator") | {
-                        canAccessAnalytics?: boolean;
-                        canControlLayout?: boolean;
-                        canInviteOthers?: boolean;
-                        canModerateChat?: boolean;
-                        canRemoveOthers?: boolean;
-                        canTriggerAds?: boolean;
-                    } | null;
-                    userId: string;
-                };
+                "application/json": components["schemas"]["CoHostInviteRequest"];
             };
         };
         responses: {
@@ -10578,15 +10780,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: date-time */
-                        expiresAt: string;
-                        inviteToken: string;
-                        permissions: components["schemas"]["CoHostPermissions"];
-                        /** @constant */
-                        success: true;
-                        userId: string;
-                    };
+                    "application/json": components["schemas"]["CoHostInvite"];
                 };
             };
             /** @description The request is malformed */
@@ -10714,19 +10908,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    inviteToken?: string | null;
-                    /** @description A preset (default, moderator) or an object of the six permissions (missing ones are false) */
-                    permissions?: ("default" | "moderator") | {
-                        canAccessAnalytics?: boolean;
-                        canControlLayout?: boolean;
-                        canInviteOthers?: boolean;
-                        canModerateChat?: boolean;
-                        canRemoveOthers?: boolean;
-                        canTriggerAds?: boolean;
-                    } | null;
-                    userName: string;
-                };
+                "application/json": components["schemas"]["CoHostJoin"];
             };
         };
         responses: {
@@ -10736,12 +10918,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        coHost: components["schemas"]["CoHost"];
-                        message: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["CoHostJoinAnswer"];
                 };
             };
             /** @description The request is malformed */
@@ -11090,19 +11267,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        activeCoHosts: number;
-                        coHosts: components["schemas"]["CoHost"][];
-                        freeSlots: number;
-                        host: {
-                            connected: boolean;
-                            /** @constant */
-                            role: "host";
-                            userId: string;
-                        } | null;
-                        layout: components["schemas"]["Layout"];
-                        session: components["schemas"]["Broadcast"];
-                    };
+                    "application/json": components["schemas"]["Multihost"];
                 };
             };
             /** @description The request is malformed */
@@ -13302,10 +13467,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    currentPassword?: string | null;
-                    newPassword?: string | null;
-                };
+                "application/json": components["schemas"]["PasswordChange"];
             };
         };
         responses: {
@@ -13617,11 +13779,7 @@ export interface operations {
                  *       "password": "correct horse battery"
                  *     }
                  */
-                "application/json": {
-                    email?: string | null;
-                    password?: string | null;
-                    username?: string | null;
-                };
+                "application/json": components["schemas"]["Login"];
             };
         };
         responses: {
@@ -15801,14 +15959,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": {
-                    avatarUrl?: string | null;
-                    email?: string | null;
-                    firstName?: string | null;
-                    lastName?: string | null;
-                    phoneNumber?: string | null;
-                    username?: string | null;
-                };
+                "application/json": components["schemas"]["ProfileChanges"];
             };
         };
         responses: {
@@ -16016,7 +16167,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["UserProfile"];
+                    "application/json": components["schemas"]["FullUserProfile"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -16077,9 +16228,7 @@ export interface operations {
                  *       "refreshToken": "rt_..."
                  *     }
                  */
-                "application/json": {
-                    refreshToken: string;
-                };
+                "application/json": components["schemas"]["RefreshRequest"];
             };
         };
         responses: {
@@ -16208,13 +16357,7 @@ export interface operations {
                  *       "username": "alice"
                  *     }
                  */
-                "application/json": {
-                    email: string;
-                    firstName?: string | null;
-                    lastName?: string | null;
-                    password?: string | null;
-                    username: string;
-                };
+                "application/json": components["schemas"]["Signup"];
             };
         };
         responses: {
@@ -18939,14 +19082,7 @@ export interface operations {
                  *       "url": "https://backend.example.com/hooks"
                  *     }
                  */
-                "application/json": {
-                    description?: string | null;
-                    /** @description Event types to deliver (each once), or ["*"] for all */
-                    events?: [
-                        "*"
-                    ] | ("broadcast.created" | "broadcast.started" | "broadcast.ended" | "broadcast.errored" | "broadcast.stream_key_reset" | "broadcast.health" | "cohost.requested" | "cohost.joined" | "cohost.left" | "cohost.removed" | "user.created" | "user.deleted" | "file.ready" | "file.deleted" | "chat.message_deleted" | "chat.message_reported" | "chat.user_banned" | "wallet.credited" | "gift.sent" | "payout.requested" | "payout.completed" | "payout.rejected" | "subscription.started" | "subscription.renewed" | "subscription.canceled" | "subscription.lapsed" | "recording.started" | "recording.ready" | "recording.failed" | "webhook.test")[];
-                    url: string;
-                };
+                "application/json": components["schemas"]["NewWebhookEndpoint"];
             };
         };
         responses: {
@@ -18956,9 +19092,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["WebhookEndpoint"] & {
-                        secret: string;
-                    };
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
                 };
             };
             /** @description The request is malformed */
@@ -19204,15 +19338,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": {
-                    description?: string | null;
-                    enabled?: boolean | null;
-                    /** @description Event types to deliver (each once), or ["*"] for all; null keeps them */
-                    events?: ([
-                        "*"
-                    ] | ("broadcast.created" | "broadcast.started" | "broadcast.ended" | "broadcast.errored" | "broadcast.stream_key_reset" | "broadcast.health" | "cohost.requested" | "cohost.joined" | "cohost.left" | "cohost.removed" | "user.created" | "user.deleted" | "file.ready" | "file.deleted" | "chat.message_deleted" | "chat.message_reported" | "chat.user_banned" | "wallet.credited" | "gift.sent" | "payout.requested" | "payout.completed" | "payout.rejected" | "subscription.started" | "subscription.renewed" | "subscription.canceled" | "subscription.lapsed" | "recording.started" | "recording.ready" | "recording.failed" | "webhook.test")[]) | null;
-                    url?: string | null;
-                };
+                "application/json": components["schemas"]["WebhookEndpointChanges"];
             };
         };
         responses: {
@@ -19484,12 +19610,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** Format: date-time */
-                    since: string;
-                    /** @description Now when absent, null or blank; must be after since */
-                    until?: ((string | unknown | unknown) | null) | unknown | unknown;
-                };
+                "application/json": components["schemas"]["WebhookRecovery"];
             };
         };
         responses: {
@@ -19625,9 +19746,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["WebhookEndpoint"] & {
-                        secret: string;
-                    };
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
                 };
             };
             /** @description The credentials are missing or invalid */
