@@ -1,13 +1,14 @@
-//! Assembles the document: the tables give paths, methods and tiers; the fragments give
-//! what each operation takes and answers.
+//! Assembles the document: the tables give paths, methods and tiers; the operations
+//! declared beside the handlers (`common::contract`) give what each takes and answers.
 
 use crate::security;
 use crate::tables::TableRoute;
+use common::contract::{Operation, Schemas};
 use common::routing::{ANY_METHOD, Tier};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// What is wrong with the tables and fragments together, one line each.
+/// What is wrong with the tables and the declarations together, one line each.
 #[derive(Debug)]
 pub struct Problems(pub Vec<String>);
 
@@ -37,23 +38,51 @@ pub fn documented_methods(method: &'static str) -> Vec<&'static str> {
     }
 }
 
-/// The key of a route in its component's fragment: `"METHOD /pattern"` as the table spells it.
-pub fn fragment_key(route: &TableRoute) -> String {
+/// The key of a route in the declarations: `"METHOD /pattern"` as the table spells it.
+pub fn route_key(route: &TableRoute) -> String {
     format!("{} {}", route.method, route.pattern)
 }
 
-/// The document of `routes`, with what `fragments` say of them and the `derived` schemas
-/// (see `schemas.rs`).
-pub fn document(
-    routes: &[TableRoute],
-    fragments: &[(&str, &str)],
-    derived: &Map<String, Value>,
-) -> Result<Value, Problems> {
+/// What the components say of their routes: the operations declared beside their
+/// handlers (`common::contract`), and the schemas still written in their fragments
+/// (`components/<name>/openapi.json`).
+pub struct Declared {
+    pub operations: Vec<(&'static str, Operation)>,
+    pub fragments: Vec<(&'static str, &'static str)>,
+    /// Adds the schemas that only written schemas name.
+    pub listed: fn(&mut Schemas),
+}
+
+/// The document of `routes`, with what `declared` says of them.
+pub fn document(routes: &[TableRoute], declared: &Declared) -> Result<Value, Problems> {
     let mut problems = Vec::new();
-    let mut schemas = base_schemas();
-    schemas.extend(derived.clone());
+    let mut collected = Schemas::default();
+    (declared.listed)(&mut collected);
     let mut operations: BTreeMap<String, (String, Value)> = BTreeMap::new();
-    for (component, text) in fragments {
+    for (component, op) in &declared.operations {
+        let described = op.describe(&mut collected);
+        if operations
+            .insert(op.route.to_string(), (component.to_string(), described))
+            .is_some()
+        {
+            problems.push(format!("{component}: \"{}\" is declared twice", op.route));
+        }
+    }
+    let mut schemas = base_schemas();
+    match collected.finish() {
+        Ok(derived) => {
+            for (name, mut schema) in derived {
+                crate::schemas::unwrap_descriptions(&mut schema);
+                schemas.insert(name, schema);
+            }
+        }
+        Err(names) => {
+            for name in names {
+                problems.push(format!("two different schemas are named {name}"));
+            }
+        }
+    }
+    for (component, text) in &declared.fragments {
         let fragment: Value = match serde_json::from_str(text) {
             Ok(v) => v,
             Err(e) => {
@@ -66,17 +95,14 @@ pub fn document(
                 problems.push(format!("{component}: schema {name} is defined twice"));
             }
         }
-        for (key, op) in fragment["operations"].as_object().into_iter().flatten() {
-            operations.insert(key.clone(), (component.to_string(), op.clone()));
-        }
     }
     let mut paths: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
     let mut used = BTreeSet::new();
     for route in routes {
-        let key = fragment_key(route);
+        let key = route_key(route);
         let Some((component, op)) = operations.get(&key) else {
             problems.push(format!(
-                "components/{}/openapi.json has no operation \"{key}\" (tier {})",
+                "{} declares no operation \"{key}\" (tier {})",
                 route.component,
                 route.tier.name()
             ));
@@ -84,14 +110,14 @@ pub fn document(
         };
         if component != route.component {
             problems.push(format!(
-                "\"{key}\" is in {component}'s fragment but {}'s table",
+                "\"{key}\" is declared by {component} but is in {}'s table",
                 route.component
             ));
         }
         used.insert(key.clone());
         let item = paths.entry(openapi_path(route.pattern)).or_default();
         for method in documented_methods(route.method) {
-            match operation(route, method, op) {
+            match operation(route, method, op, routes) {
                 Ok(built) => {
                     item.insert(method.to_ascii_lowercase(), built);
                 }
@@ -161,8 +187,13 @@ fn base_schemas() -> Map<String, Value> {
     schemas
 }
 
-/// One operation: the fragment's entry, completed from the table.
-fn operation(route: &TableRoute, method: &str, op: &Value) -> Result<Value, String> {
+/// One operation: its declaration, completed from the table.
+fn operation(
+    route: &TableRoute,
+    method: &str,
+    op: &Value,
+    routes: &[TableRoute],
+) -> Result<Value, String> {
     let summary = op["summary"]
         .as_str()
         .ok_or("no summary (a line saying what it does)")?;
@@ -203,11 +234,11 @@ fn operation(route: &TableRoute, method: &str, op: &Value) -> Result<Value, Stri
     }
     let mut responses = Map::new();
     for (status, r) in given {
-        responses.insert(status.clone(), success(r)?);
+        responses.insert(status.clone(), success(r, routes)?);
     }
     for (status, codes) in error_codes(route.tier, has_body, &params, op)? {
         if responses.contains_key(&status.to_string()) {
-            // The fragment says how this status answers (a page's text 404).
+            // The declaration says how this status answers (a page's text 404).
             continue;
         }
         let description = match status {
@@ -269,7 +300,7 @@ fn tag(route: &TableRoute) -> String {
     }
 }
 
-/// Path parameters from the pattern, then the fragment's own (query parameters, or a
+/// Path parameters from the pattern, then the declaration's own (query parameters, or a
 /// path parameter's narrower schema).
 fn parameters(route: &TableRoute, op: &Value) -> Result<Value, String> {
     let given: Vec<Value> = op["parameters"].as_array().cloned().unwrap_or_default();
@@ -297,10 +328,19 @@ fn parameters(route: &TableRoute, op: &Value) -> Result<Value, String> {
             None => return Err(format!("parameter {} has no `in`", p["name"])),
         }
     }
+    if route.idempotent {
+        out.push(json!({
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": true,
+            "description": "Repeating a request with the same key answers the first answer again",
+            "schema": {"type": "string", "pattern": "^[!-~]{1,255}$"},
+        }));
+    }
     Ok(Value::Array(out))
 }
 
-/// A path parameter's schema when the fragment gives none: the platform's ids are UUIDs
+/// A path parameter's schema when the declaration gives none: the platform's ids are UUIDs
 /// (a malformed one answers 400 `invalid_id`); other names are free text.
 pub fn path_param_schema(name: &str) -> Value {
     if name == "id" || name.ends_with("Id") {
@@ -310,7 +350,7 @@ pub fn path_param_schema(name: &str) -> Value {
     }
 }
 
-fn success(r: &Value) -> Result<Value, String> {
+fn success(r: &Value, routes: &[TableRoute]) -> Result<Value, String> {
     let description = r["description"]
         .as_str()
         .ok_or("a response without description")?;
@@ -323,16 +363,52 @@ fn success(r: &Value) -> Result<Value, String> {
         }
         out["content"] = json!({content_type: media});
     }
-    for key in ["headers", "links"] {
-        if let Some(v) = r.get(key) {
-            out[key] = v.clone();
-        }
+    if let Some(v) = r.get("headers") {
+        out["headers"] = v.clone();
+    }
+    match r.get("links") {
+        Some(Value::Array(declared)) => out["links"] = links(declared, routes)?,
+        Some(written) => out["links"] = written.clone(),
+        None => {}
     }
     Ok(out)
 }
 
+/// Declared links (`{route, parameters}`) as OpenAPI writes them: each named after the
+/// operation it leads to, which must be a route of the tables.
+fn links(declared: &[Value], routes: &[TableRoute]) -> Result<Value, String> {
+    let mut out = Map::new();
+    for link in declared {
+        let key = link["route"].as_str().unwrap_or_default();
+        let target = routes
+            .iter()
+            .find(|r| route_key(r) == key)
+            .ok_or_else(|| format!("a link leads to \"{key}\", which no route table has"))?;
+        let id = operation_id(target, target.method);
+        out.insert(
+            link_name(&id),
+            json!({ "operationId": id, "parameters": link["parameters"] }),
+        );
+    }
+    Ok(Value::Object(out))
+}
+
+/// A link's name: its operation id in words run together (`get-streams_by-id` is
+/// `GetStreamsById`).
+fn link_name(operation_id: &str) -> String {
+    operation_id
+        .split(['-', '_'])
+        .map(|word| {
+            let mut chars = word.chars();
+            chars.next().map_or_else(String::new, |first| {
+                first.to_ascii_uppercase().to_string() + chars.as_str()
+            })
+        })
+        .collect()
+}
+
 /// The error answers of an operation, by status: the tier's credential checks, the body's
-/// parsing, and the handler's own (the fragment's `errors`).
+/// parsing, and the handler's own (the declaration's `errors`).
 fn error_codes(
     tier: Tier,
     has_body: bool,

@@ -1,13 +1,12 @@
 //! The platform's OpenAPI 3.1 document, built from every component's route table.
 //!
 //! Paths, methods and tiers come from the tables themselves (`pub const ROUTES` in each
-//! component); the schemas of the views that have a type are derived from it
-//! (`schemas.rs`); what neither can say (summaries, the other request and response
-//! schemas, the error codes a handler answers, examples) sits beside the handlers in each
-//! component's `openapi.json` fragment, keyed by `"METHOD /path"`. Building fails when a route has
-//! no fragment entry or an entry names no route, so the document cannot drift from the
-//! code. `cargo run -p openapi-doc` writes `docs/openapi.json`, which the api component
-//! serves at `GET /api/openapi.json`.
+//! component); what each route takes and answers from the operations its module declares
+//! beside the handler (`common::contract`, gathered by each component's
+//! `contract::operations()`), whose schemas are derived from the views' and bodies' types.
+//! Building fails when a route has no operation or an operation names no route, so the
+//! document cannot drift from the code. `cargo run -p openapi-doc` writes
+//! `docs/openapi.json`, which the api component serves at `GET /api/openapi.json`.
 
 pub mod build;
 pub mod realtime;
@@ -21,9 +20,9 @@ pub const DOCUMENT_PATH: &str = "docs/openapi.json";
 /// The committed document, as the api component embeds it.
 pub const COMMITTED: &str = include_str!("../../docs/openapi.json");
 
-/// The document, built from the route tables and the components' fragments.
+/// The document, built from the route tables and the components' declarations.
 pub fn document() -> Result<serde_json::Value, build::Problems> {
-    build::document(&tables::all(), &tables::fragments(), &schemas::derived())
+    build::document(&tables::all(), &tables::declared())
 }
 
 /// The document as committed: pretty JSON with a final newline.

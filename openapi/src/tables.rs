@@ -1,5 +1,7 @@
 //! Every component's route table, flattened: component, method, path pattern, tier.
 
+use crate::build::Declared;
+use common::contract::Operation;
 use common::routing::{Endpoint, Route, Tier};
 
 /// One route of one component's table.
@@ -9,6 +11,8 @@ pub struct TableRoute {
     pub method: &'static str,
     pub pattern: &'static str,
     pub tier: Tier,
+    /// It needs an `Idempotency-Key`.
+    pub idempotent: bool,
 }
 
 fn flatten<E: Endpoint>(component: &'static str, routes: &[Route<E>]) -> Vec<TableRoute> {
@@ -19,6 +23,7 @@ fn flatten<E: Endpoint>(component: &'static str, routes: &[Route<E>]) -> Vec<Tab
             method: r.method,
             pattern: r.pattern,
             tier: r.tier(),
+            idempotent: r.idempotent,
         })
         .collect()
 }
@@ -34,21 +39,31 @@ pub fn all() -> Vec<TableRoute> {
     routes
 }
 
+/// What every component declares of its routes.
+pub fn declared() -> Declared {
+    let mut operations = Vec::new();
+    let mut add = |component: &'static str, declared: Vec<Operation>| {
+        operations.extend(declared.into_iter().map(|op| (component, op)));
+    };
+    add("api", api::contract::operations());
+    add("sfu-token", sfu_token::contract::operations());
+    add("music", music::contract::operations());
+    add("pages", pages::contract::operations());
+    add("money", money::contract::operations());
+    add("webhooks", webhooks::contract::operations());
+    Declared {
+        operations,
+        fragments: fragments(),
+        listed: crate::schemas::listed,
+    }
+}
+
 /// Each component's fragment (`components/<name>/openapi.json`): what its handlers take
 /// and answer.
 pub fn fragments() -> Vec<(&'static str, &'static str)> {
     vec![
         ("api", include_str!("../../components/api/openapi.json")),
-        (
-            "sfu-token",
-            include_str!("../../components/sfu-token/openapi.json"),
-        ),
         ("music", include_str!("../../components/music/openapi.json")),
-        ("pages", include_str!("../../components/pages/openapi.json")),
         ("money", include_str!("../../components/money/openapi.json")),
-        (
-            "webhooks",
-            include_str!("../../components/webhooks/openapi.json"),
-        ),
     ]
 }

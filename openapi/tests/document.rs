@@ -1,10 +1,12 @@
-//! The committed document is what the tables and fragments build, and it names exactly the
+//! The committed document is what the tables and the declared operations build, and it names exactly the
 //! routes of the tables, each with its tier.
 
+use common::contract::{Operation, Schema};
 use common::routing::{ANY_METHOD, Tier};
 use openapi_doc::build::{documented_methods, openapi_path};
-use openapi_doc::{schemas, tables};
+use openapi_doc::tables;
 use serde_json::Value;
+use serde_json::json;
 use std::collections::BTreeSet;
 
 fn committed() -> Value {
@@ -120,15 +122,16 @@ fn every_operation_answers_json_or_says_what_it_answers() {
 }
 
 #[test]
-fn a_route_missing_from_the_fragments_fails_the_build() {
+fn a_route_without_a_declared_operation_fails_the_build() {
     let mut routes = tables::all();
     routes.push(tables::TableRoute {
         component: "api",
         method: "GET",
         pattern: "/api/undocumented",
         tier: Tier::User,
+        idempotent: false,
     });
-    let problems = openapi_doc::build::document(&routes, &tables::fragments(), &schemas::derived())
+    let problems = openapi_doc::build::document(&routes, &tables::declared())
         .expect_err("an undocumented route is refused")
         .0;
     assert!(
@@ -138,12 +141,12 @@ fn a_route_missing_from_the_fragments_fails_the_build() {
 }
 
 #[test]
-fn a_fragment_entry_without_a_route_fails_the_build() {
+fn an_operation_without_a_route_fails_the_build() {
     let routes: Vec<_> = tables::all()
         .into_iter()
         .filter(|r| r.pattern != "/api/gifts")
         .collect();
-    let problems = openapi_doc::build::document(&routes, &tables::fragments(), &schemas::derived())
+    let problems = openapi_doc::build::document(&routes, &tables::declared())
         .expect_err("a documented route the tables lack is refused")
         .0;
     assert!(
@@ -155,10 +158,48 @@ fn a_fragment_entry_without_a_route_fails_the_build() {
 }
 
 #[test]
-fn a_schema_both_derived_and_written_fails_the_build() {
-    let mut fragments = tables::fragments();
-    fragments.push(("api", r#"{"schemas": {"Broadcast": {"type": "object"}}}"#));
-    let problems = openapi_doc::build::document(&tables::all(), &fragments, &schemas::derived())
+fn a_route_declared_twice_or_a_link_to_no_route_fails_the_build() {
+    let mut declared = tables::declared();
+    let gifts = Operation::new("GET /api/gifts", "Catalog again")
+        .answers(200, "OK", Schema::written(json!({"type": "object"})))
+        .link("GET /api/nowhere/{id}", &[("id", "$response.body#/id")]);
+    declared.operations.push(("money", gifts));
+    let problems = openapi_doc::build::document(&tables::all(), &declared)
+        .expect_err("a second declaration is refused")
+        .0;
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("\"GET /api/gifts\" is declared twice")),
+        "{problems:#?}"
+    );
+    declared
+        .operations
+        .retain(|(_, op)| op.route != "GET /api/gifts");
+    declared.operations.push((
+        "money",
+        Operation::new("GET /api/gifts", "Catalog")
+            .answers(200, "OK", Schema::written(json!({"type": "object"})))
+            .link("GET /api/nowhere/{id}", &[("id", "$response.body#/id")]),
+    ));
+    let problems = openapi_doc::build::document(&tables::all(), &declared)
+        .expect_err("a link to no route is refused")
+        .0;
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("a link leads to \"GET /api/nowhere/{id}\"")),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn two_schemas_of_one_name_fail_the_build() {
+    let mut declared = tables::declared();
+    declared
+        .fragments
+        .push(("api", r#"{"schemas": {"Broadcast": {"type": "object"}}}"#));
+    let problems = openapi_doc::build::document(&tables::all(), &declared)
         .expect_err("a second definition of a derived schema is refused")
         .0;
     assert!(

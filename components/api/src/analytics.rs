@@ -569,6 +569,79 @@ pub fn rollup(ctx: &JobsCtx) -> Reply {
     ))
 }
 
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new(
+            "GET /api/broadcasts/{id}/analytics",
+            "Broadcast (analytics)",
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "$ref": "#/components/schemas/BroadcastAnalytics",
+            })),
+        )
+        .errors(403, &["forbidden"])
+        .errors(422, &["invalid_granularity"]),
+        Operation::new(
+            "POST /api/broadcasts/{id}/analytics/share",
+            "Share (analytics)",
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["token", "url", "expiresAt"],
+                "properties": {
+                    "token": { "type": "string" },
+                    "url": { "type": "string" },
+                    "expiresAt": { "type": "string", "format": "date-time" },
+                },
+            })),
+        )
+        .errors(403, &["forbidden"]),
+        Operation::new("POST /api/jobs/rollup-analytics", "Rollup (analytics)").answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["job", "done", "remaining"],
+                "properties": {
+                    "job": { "const": "rollup-analytics" },
+                    "done": { "type": "integer", "minimum": 0 },
+                    "remaining": { "type": "integer", "minimum": 0 },
+                },
+            })),
+        ),
+        Operation::new("GET /api/users/me/analytics", "Mine (analytics)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "$ref": "#/components/schemas/ChannelAnalytics",
+                })),
+            )
+            .errors(422, &["invalid_granularity", "invalid_range"]),
+        Operation::new("GET /api/v1/analytics", "Tenant (analytics)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "$ref": "#/components/schemas/ChannelAnalytics",
+                })),
+            )
+            .errors(
+                422,
+                &["invalid_granularity", "invalid_metric", "invalid_range"],
+            ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -297,6 +297,131 @@ pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     Ok(json(200, &json!({ "success": true, "id": message_id })))
 }
 
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("GET /api/streams/{id}/chat", "Stream history (chat)")
+            .answers(200, "OK", Schema::written(json!({
+                "allOf": [
+                    { "$ref": "#/components/schemas/Page" },
+                    {
+                        "type": "object",
+                        "properties": {
+                            "items": {
+                                "type": "array",
+                                "items": { "$ref": "#/components/schemas/ChatMessage" },
+                            },
+                        },
+                    },
+                ],
+            })))
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+        Operation::new("POST /api/streams/{id}/chat", "Stream post (chat)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "message": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 2000,
+                        "pattern": "\\S",
+                        "description": "1 to 2000 characters after trimming",
+                    },
+                },
+                "additionalProperties": false,
+                "required": ["message"],
+            })))
+            .answers(200, "OK", Schema::written(json!({
+                "$ref": "#/components/schemas/ChatMessage",
+            })))
+            .link("DELETE /api/streams/{id}/chat/{messageId}", &[("id", "$request.path.id"), ("messageId", "$response.body#/id")])
+            .link("POST /api/streams/{id}/chat/{messageId}/report", &[("id", "$request.path.id"), ("messageId", "$response.body#/id")])
+            .answers(202, "Held for a moderator's review (a blocked word with the hold action): stored, not shown until approved", Schema::written(json!({
+                "$ref": "#/components/schemas/ChatMessage",
+            })))
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended"])
+            .errors(429, &["rate_limited"]),
+        Operation::new("DELETE /api/streams/{id}/chat/{messageId}", "Stream delete (chat)")
+            .answers(200, "OK", Schema::written(json!({
+                "type": "object",
+                "required": ["success", "id"],
+                "properties": { "success": {"const": true}, "id": {"type": "string"} },
+            })))
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+        Operation::new("POST /api/streams/{id}/chat/ticket", "Chat socket ticket")
+            .described("A ticket that opens this stream's chat socket (`/ws/streams/{id}/chat?ticket=`) within a minute: for the user the tenant's server names in `userId` (a signed call), for the calling user, or read-only. A client registered with `requireSignature` needs one for every socket: the relay's calls for a socket opened without it are refused.")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "userId": {
+                        "type": ["string", "null"],
+                        "maxLength": 64,
+                        "description": "Only in a signed call: the user to mint for (a user may name only themselves)",
+                    },
+                },
+                "additionalProperties": false,
+            })))
+            .answers(200, "OK", Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "ticket": { "type": "string" },
+                    "streamId": { "type": "string" },
+                    "userId": { "type": ["string", "null"] },
+                    "expiresAt": { "type": "string", "format": "date-time" },
+                },
+                "required": ["ticket", "streamId", "userId", "expiresAt"],
+            })))
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden", "banned"])
+            .errors(404, &["not_found"]),
+        Operation::new("GET /api/broadcasts/{id}/chat", "Broadcast history (chat)")
+            .answers(200, "OK", Schema::written(json!({
+                "allOf": [
+                    { "$ref": "#/components/schemas/Page" },
+                    {
+                        "type": "object",
+                        "properties": {
+                            "items": {
+                                "type": "array",
+                                "items": { "$ref": "#/components/schemas/ChatMessage" },
+                            },
+                        },
+                    },
+                ],
+            }))),
+        Operation::new("POST /api/broadcasts/{id}/chat", "Broadcast post (chat)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "message": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 2000,
+                        "pattern": "\\S",
+                        "description": "1 to 2000 characters after trimming",
+                    },
+                },
+                "additionalProperties": false,
+                "required": ["message"],
+            })))
+            .answers(200, "OK", Schema::written(json!({
+                "$ref": "#/components/schemas/ChatMessage",
+            })))
+            .answers(202, "Held for a moderator's review (a blocked word with the hold action): stored, not shown until approved", Schema::written(json!({
+                "$ref": "#/components/schemas/ChatMessage",
+            })))
+            .errors(409, &["broadcast_ended"])
+            .errors(429, &["rate_limited"]),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

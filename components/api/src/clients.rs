@@ -127,6 +127,46 @@ fn set_suspended(ctx: &AdminCtx, at: Option<i64>) -> Result<Response, ApiError> 
     ))
 }
 
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/admin/sdk-clients", "Register (clients)")
+            .takes(Schema::body::<RegistrationBody>())
+            .request_example(json!({
+                "name": "Acme Live",
+                "contactEmail": "dev@acme.example",
+                "agreeTerms": true,
+                "agreeDataProcessing": true,
+            }))
+            .answers(200, "OK", Schema::view::<Registered>()),
+        Operation::new("POST /api/admin/sdk-clients/{id}/suspend", "Suspend (clients)")
+            .described("The client's credentials stop working on every route (403 client_suspended) and its streams may not publish. Needs the admin token even while registration is open.")
+            .answers(200, "OK", Schema::written(json!({
+                "type": "object",
+                "required": ["clientId", "suspended"],
+                "properties": {
+                    "clientId": { "type": "string", "format": "uuid" },
+                    "suspended": { "type": "boolean" },
+                },
+            })))
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+        Operation::new("POST /api/admin/sdk-clients/{id}/reinstate", "Reinstate (clients)")
+            .answers(200, "OK", Schema::written(json!({
+                "type": "object",
+                "required": ["clientId", "suspended"],
+                "properties": {
+                    "clientId": { "type": "string", "format": "uuid" },
+                    "suspended": { "type": "boolean" },
+                },
+            })))
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -940,3 +940,219 @@ pub fn participant_presence(
         Ok(json(200, &json!({ "handled": true, "event": kind })))
     })
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new(
+            "GET /api/streaming/sessions/{id}/multihost",
+            "Multihost (cohosts)",
+        )
+        .answers(200, "OK", Schema::view::<MultihostView>()),
+        Operation::new(
+            "PUT /api/streaming/sessions/{id}/layout",
+            "Update layout (cohosts)",
+        )
+        .takes(Schema::body::<LayoutChangesBody>())
+        .body_optional()
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["success", "layout"],
+                "properties": {
+                    "success": { "const": true },
+                    "layout": { "$ref": "#/components/schemas/Layout" },
+                },
+            })),
+        )
+        .errors(403, &["forbidden"]),
+        Operation::new(
+            "POST /api/streaming/sessions/{id}/join-cohost",
+            "Join (cohosts)",
+        )
+        .takes(Schema::body::<JoinBody>())
+        .answers(200, "OK", Schema::view::<JoinAnswer>())
+        .link(
+            "PUT /api/streaming/sessions/{id}/cohosts/{coHostId}",
+            &[
+                ("id", "$request.path.id"),
+                ("coHostId", "$response.body#/coHost/id"),
+            ],
+        )
+        .link(
+            "DELETE /api/streaming/sessions/{id}/cohosts/{coHostId}",
+            &[
+                ("id", "$request.path.id"),
+                ("coHostId", "$response.body#/coHost/id"),
+            ],
+        )
+        .link(
+            "POST /api/streaming/sessions/{id}/cohosts/{coHostId}/approve",
+            &[
+                ("id", "$request.path.id"),
+                ("coHostId", "$response.body#/coHost/id"),
+            ],
+        )
+        .link(
+            "POST /api/streaming/sessions/{id}/cohosts/{coHostId}/decline",
+            &[
+                ("id", "$request.path.id"),
+                ("coHostId", "$response.body#/coHost/id"),
+            ],
+        )
+        .answers(
+            403,
+            "Refused (the spec's body): invalid_invite, ...",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["success", "message", "code"],
+                "properties": {
+                    "success": { "const": false },
+                    "message": { "type": "string" },
+                    "code": { "type": "string" },
+                },
+            })),
+        )
+        .answers(
+            409,
+            "Refused (the spec's body): is_owner, not_live, session_ended, session_full",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["success", "message", "code"],
+                "properties": {
+                    "success": { "const": false },
+                    "message": { "type": "string" },
+                    "code": { "type": "string" },
+                },
+            })),
+        )
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"])
+        .errors(409, &["broadcast_ended", "is_owner"]),
+        Operation::new(
+            "POST /api/streaming/sessions/{id}/invites",
+            "Invite (cohosts)",
+        )
+        .takes(Schema::body::<InviteBody>())
+        .answers(200, "OK", Schema::view::<InviteView>())
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"])
+        .errors(409, &["broadcast_ended", "is_owner"]),
+        Operation::new(
+            "PUT /api/streaming/sessions/{id}/cohosts/{coHostId}",
+            "Update cohost (cohosts)",
+        )
+        .takes(Schema::body::<PermissionsChangeBody>())
+        .answers(200, "OK", Schema::view::<Changed>())
+        .errors(400, &["invalid_id"])
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"]),
+        Operation::new(
+            "DELETE /api/streaming/sessions/{id}/cohosts/{coHostId}",
+            "Remove cohost (cohosts)",
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["success", "id", "status", "removedAt"],
+                "properties": {
+                    "success": { "const": true },
+                    "id": { "type": "string", "format": "uuid" },
+                    "status": { "const": "removed" },
+                    "removedAt": { "type": "string", "format": "date-time" },
+                },
+            })),
+        )
+        .errors(400, &["invalid_id"])
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"]),
+        Operation::new(
+            "POST /api/streaming/sessions/{id}/cohosts/{coHostId}/approve",
+            "Approve (cohosts)",
+        )
+        .takes(Schema::body::<ApprovalBody>())
+        .answers(200, "OK", Schema::view::<Changed>())
+        .errors(400, &["invalid_id"])
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"])
+        .errors(409, &["not_live", "not_requested", "session_full"]),
+        Operation::new(
+            "POST /api/streaming/sessions/{id}/cohosts/{coHostId}/decline",
+            "Decline (cohosts)",
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["success", "id", "status"],
+                "properties": {
+                    "success": { "const": true },
+                    "id": { "type": "string", "format": "uuid" },
+                    "status": { "const": "declined" },
+                },
+            })),
+        )
+        .errors(400, &["invalid_id"])
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"])
+        .errors(409, &["not_requested"]),
+        Operation::new(
+            "POST /api/streaming/sessions/{id}/participants/events",
+            "Participant event (cohosts)",
+        )
+        .takes_as(
+            "application/webhook+json",
+            Schema::written(json!({
+                "type": "object",
+                "description": "LiveKit webhook event (participant_joined, participant_left, ...)",
+            })),
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "$ref": "#/components/schemas/SfuEventAck",
+            })),
+        )
+        .errors(400, &["invalid_id"])
+        .errors(404, &["not_found"])
+        .errors(422, &["invalid_webhook"]),
+        Operation::new(
+            "GET /api/streaming/sessions/{id}/metrics",
+            "Metrics (cohosts)",
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": [
+                    "sessionId",
+                    "currentCoHosts",
+                    "peakCoHosts",
+                    "joins",
+                    "leaves",
+                    "totalCoHostMinutes",
+                    "currentParticipants",
+                ],
+                "properties": {
+                    "sessionId": { "type": "string", "format": "uuid" },
+                    "currentCoHosts": { "type": "integer", "minimum": 0 },
+                    "peakCoHosts": { "type": "integer" },
+                    "joins": { "type": "integer" },
+                    "leaves": { "type": "integer" },
+                    "totalCoHostMinutes": { "type": "number" },
+                    "currentParticipants": { "type": "integer", "minimum": 0 },
+                },
+            })),
+        )
+        .errors(403, &["forbidden"]),
+    ]
+}

@@ -64,6 +64,30 @@ pub fn submit(ctx: &PublicCtx) -> Result<Response, ApiError> {
     ))
 }
 
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/contact", "Submit (contact form)")
+            .takes(Schema::body::<ContactFormBody>())
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["success", "id", "message"],
+                    "properties": {
+                        "success": { "const": true },
+                        "id": { "type": "string", "format": "uuid" },
+                        "message": { "type": "string" },
+                    },
+                })),
+            )
+            .errors(429, &["rate_limited"]),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::client_ip;

@@ -125,3 +125,61 @@ pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
         &json!({ "success": true, "following": false, "userId": existing.user_id }),
     ))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("GET /api/contacts", "List (contacts)")
+            .paged()
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "allOf": [
+                        { "$ref": "#/components/schemas/Page" },
+                        {
+                            "type": "object",
+                            "properties": {
+                                "items": {
+                                    "type": "array",
+                                    "items": { "$ref": "#/components/schemas/Contact" },
+                                },
+                            },
+                        },
+                    ],
+                })),
+            )
+            .link(
+                "PUT /api/contacts/{id}",
+                &[("id", "$response.body#/items/0/id")],
+            )
+            .errors(400, &["invalid_query"]),
+        Operation::new("PUT /api/contacts/{id}", "Update (contacts)")
+            .takes(Schema::body::<ContactNotesBody>())
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({ "$ref": "#/components/schemas/Contact" })),
+            )
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+        Operation::new("DELETE /api/contacts/{id}/follow", "Unfollow (contacts)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["success", "following", "userId"],
+                    "properties": {
+                        "success": { "const": true },
+                        "following": { "const": false },
+                        "userId": { "type": "string", "format": "uuid" },
+                    },
+                })),
+            )
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+    ]
+}

@@ -217,6 +217,54 @@ pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     Ok(json(200, &json!({ "success": true, "id": event.id })))
 }
 
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/events", "Create (events)")
+            .takes(Schema::body::<NewEventBody>())
+            .request_example(json!({
+                "title": "Launch",
+                "scheduledFor": "2030-01-01T18:00:00Z",
+            }))
+            .answers(200, "OK", Schema::view::<EventView>())
+            .link("GET /api/events/{id}", &[("id", "$response.body#/id")])
+            .link("DELETE /api/events/{id}", &[("id", "$response.body#/id")])
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+        Operation::new("GET /api/events", "List (events)")
+            .paged()
+            .answers(200, "OK", Schema::page_of::<EventView>())
+            .link(
+                "GET /api/events/{id}",
+                &[("id", "$response.body#/items/0/id")],
+            )
+            .errors(400, &["invalid_id", "invalid_query"])
+            .errors(404, &["not_found"]),
+        Operation::new("GET /api/events/{id}", "Get (events)")
+            .answers(200, "OK", Schema::view::<EventView>())
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+        Operation::new("DELETE /api/events/{id}", "Delete (events)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["success", "id"],
+                    "properties": {
+                        "success": { "const": true },
+                        "id": { "type": "string", "format": "uuid" },
+                    },
+                })),
+            )
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -617,3 +617,105 @@ fn record_event(db: &Db, event_type: &str, file: &FileRow, now: i64) -> Result<(
     let data = &view(file, &crate::links::Links::load());
     crate::webhook_events::record(db, &file.client_id, event_type, "file", &file.id, data, now)
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/files", "Upload (files)")
+            .described("A multipart form with one `file` part, or the raw bytes with their own content type.")
+            .takes_as("multipart/form-data", Schema::written(json!({
+                "type": "object",
+                "required": ["file"],
+                "additionalProperties": false,
+                "properties": {
+                    "file": {
+                        "type": "string",
+                        "format": "binary",
+                        "description": "The file part (a part with a filename)",
+                    },
+                    "public": { "type": "string", "enum": ["true", "false", "1", "0"] },
+                },
+            })))
+            .query("filename", json!({
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 255,
+            }))
+            .query("public", json!({
+                "type": "string",
+                "enum": ["true", "false", "1", "0"],
+            }))
+            .answers(201, "Created", Schema::written(json!({ "$ref": "#/components/schemas/File" })))
+            .link("GET /api/files/{id}", &[("id", "$response.body#/id")])
+            .link("DELETE /api/files/{id}", &[("id", "$response.body#/id")])
+            .link("GET /api/files/{id}/download", &[("id", "$response.body#/id")])
+            .errors(400, &["malformed_multipart"])
+            .errors(404, &["not_found"])
+            .errors(415, &["unsupported_media_type"])
+            .errors(422, &["validation_failed"]),
+        Operation::new("GET /api/files", "List (files)")
+            .paged()
+            .answers(200, "OK", Schema::written(json!({
+                "allOf": [
+                    { "$ref": "#/components/schemas/Page" },
+                    {
+                        "type": "object",
+                        "properties": {
+                            "items": {
+                                "type": "array",
+                                "items": { "$ref": "#/components/schemas/File" },
+                            },
+                        },
+                    },
+                ],
+            })))
+            .link("GET /api/files/{id}", &[("id", "$response.body#/items/0/id")])
+            .errors(400, &["invalid_query"]),
+        Operation::new("GET /api/files/{id}", "Get (files)")
+            .answers(200, "OK", Schema::written(json!({ "$ref": "#/components/schemas/File" })))
+            .errors(404, &["not_found"]),
+        Operation::new("DELETE /api/files/{id}", "Delete (files)")
+            .answers(200, "OK", Schema::written(json!({
+                "type": "object",
+                "required": ["success", "id"],
+                "properties": {
+                    "success": { "const": true },
+                    "id": { "type": "string", "format": "uuid" },
+                },
+            })))
+            .errors(404, &["not_found"]),
+        Operation::new("GET /api/files/{id}/public", "Public (files)")
+            .answers_as(200, "The file's bytes (with its content type)", "*/*", Schema::written(json!({
+                "type": "string",
+                "contentMediaType": "application/octet-stream",
+            })))
+            .answers_as(206, "The requested byte range", "*/*", Schema::written(json!({
+                "type": "string",
+                "contentMediaType": "application/octet-stream",
+            })))
+            .errors(404, &["file_unavailable", "not_found"])
+            .errors(416, &["range_not_satisfiable"]),
+        Operation::new("OPTIONS /api/files/{id}/public", "Preflight (files)")
+            .parameter(json!({
+                "name": "id",
+                "in": "path",
+                "required": true,
+                "description": "Not read: the preflight answers the same for every file",
+                "schema": { "type": "string", "minLength": 1 },
+            }))
+            .answers_empty(204, "CORS preflight answer"),
+        Operation::new("GET /api/files/{id}/download", "Download (files)")
+            .answers_as(200, "The file's bytes (with its content type)", "*/*", Schema::written(json!({
+                "type": "string",
+                "contentMediaType": "application/octet-stream",
+            })))
+            .answers_as(206, "The requested byte range", "*/*", Schema::written(json!({
+                "type": "string",
+                "contentMediaType": "application/octet-stream",
+            })))
+            .errors(404, &["file_unavailable", "not_found"])
+            .errors(416, &["range_not_satisfiable"]),
+    ]
+}

@@ -281,3 +281,154 @@ pub fn settle(ctx: &JobsCtx) -> Reply {
         }),
     ))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/media/publish", "Publish (media server)")
+            .described("The media server asks whether a publisher with this stream key may publish; an accepted publish makes the broadcast active.")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["key", "connection"],
+                "properties": {
+                    "key": {
+                        "type": "string",
+                        "description": "The stream key the encoder sent",
+                    },
+                    "connection": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 100,
+                        "pattern": "^[A-Za-z0-9._:-]+$",
+                    },
+                    "clientAddr": { "type": ["string", "null"] },
+                },
+            })))
+            .request_example(json!({
+                "key": "0123456789abcdef0123456789abcdef",
+                "connection": "a1b2c3d4-1",
+            }))
+            .answers(200, "OK: publish under streamId", Schema::written(json!({
+                "type": "object",
+                "required": ["streamId", "playback", "restreams"],
+                "additionalProperties": false,
+                "properties": {
+                    "streamId": { "type": "string", "format": "uuid" },
+                    "playback": { "enum": ["open", "signed"] },
+                    "restreams": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["id", "url"],
+                            "additionalProperties": false,
+                            "properties": {
+                                "id": { "type": "string", "format": "uuid" },
+                                "url": { "type": "string" },
+                            },
+                        },
+                    },
+                },
+            })))
+            .errors(400, &["malformed_json", "invalid_connection"])
+            .errors(403, &["unknown_stream_key", "stream_key_reset", "broadcast_ended", "client_suspended"])
+            .errors(409, &["already_publishing"]),
+        Operation::new("POST /api/media/update", "Update (media server)")
+            .described("A publisher is still live: its health and restream targets' states. Refused when the key was reset, the broadcast ended or its client was suspended (the media server drops the publisher).")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["connection", "key"],
+                "properties": {
+                    "connection": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 100,
+                        "pattern": "^[A-Za-z0-9._:-]+$",
+                    },
+                    "key": { "type": "string" },
+                    "health": {
+                        "oneOf": [
+                            { "$ref": "#/components/schemas/HealthSample" },
+                            { "type": "null" },
+                        ],
+                    },
+                    "restreams": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["id", "state"],
+                            "additionalProperties": false,
+                            "properties": {
+                                "id": { "type": "string" },
+                                "state": { "enum": ["idle", "connecting", "live", "errored"] },
+                                "error": { "type": ["string", "null"] },
+                            },
+                        },
+                    },
+                },
+            })))
+            .answers(200, "OK: keep publishing", Schema::written(json!({
+                "type": "object",
+                "required": ["streamId", "playback", "restreams"],
+                "additionalProperties": false,
+                "properties": {
+                    "streamId": { "type": "string", "format": "uuid" },
+                    "playback": { "enum": ["open", "signed"] },
+                    "restreams": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["id", "url"],
+                            "additionalProperties": false,
+                            "properties": {
+                                "id": { "type": "string", "format": "uuid" },
+                                "url": { "type": "string" },
+                            },
+                        },
+                    },
+                },
+            })))
+            .errors(400, &["malformed_json", "invalid_connection"])
+            .errors(403, &["stream_key_reset", "broadcast_ended", "client_suspended"])
+            .errors(404, &["unknown_connection"]),
+        Operation::new("POST /api/media/publish-done", "Publish done (media server)")
+            .described("A publisher left; the broadcast completes unless it comes back within the reconnect window.")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["connection", "key"],
+                "properties": {
+                    "connection": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 100,
+                        "pattern": "^[A-Za-z0-9._:-]+$",
+                    },
+                    "key": { "type": "string" },
+                },
+            })))
+            .answers(200, "OK", Schema::written(json!({
+                "type": "object",
+                "required": ["handled"],
+                "properties": {
+                    "handled": { "type": "boolean" },
+                    "reconnectWindow": { "type": "integer", "minimum": 0 },
+                },
+            })))
+            .errors(400, &["malformed_json", "invalid_connection"]),
+        Operation::new("POST /api/jobs/settle-ingests", "Settle ingests (jobs)")
+            .described("Completes the broadcasts whose RTMP publisher did not come back within the reconnect window.")
+            .answers(200, "OK", Schema::written(json!({
+                "type": "object",
+                "required": ["job", "done", "remaining"],
+                "properties": {
+                    "job": { "const": "settle-ingests" },
+                    "done": { "type": "integer", "minimum": 0 },
+                    "remaining": { "type": "integer", "minimum": 0 },
+                },
+            }))),
+    ]
+}

@@ -118,3 +118,43 @@ pub fn prune(ctx: &JobsCtx) -> Reply {
         &json!({ "job": "prune", "done": done, "remaining": remaining, "removed": removed }),
     ))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/jobs/migrate", "Migrate (jobs)").answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["job", "done", "remaining", "applied", "alreadyApplied"],
+                "properties": {
+                    "job": { "const": "migrate" },
+                    "done": { "type": "integer", "minimum": 0 },
+                    "remaining": { "type": "integer", "minimum": 0 },
+                    "applied": { "type": "array", "items": {"type": "string"} },
+                    "alreadyApplied": { "type": "integer", "minimum": 0 },
+                },
+            })),
+        ),
+        Operation::new("POST /api/jobs/prune", "Prune (jobs)").answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["job", "done", "remaining", "removed"],
+                "properties": {
+                    "job": { "const": "prune" },
+                    "done": { "type": "integer", "minimum": 0 },
+                    "remaining": { "type": "integer", "minimum": 0 },
+                    "removed": {
+                        "type": "object",
+                        "additionalProperties": { "type": "integer", "minimum": 0 },
+                    },
+                },
+            })),
+        ),
+    ]
+}

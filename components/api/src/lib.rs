@@ -38,36 +38,37 @@ use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
 
-/// The request bodies and views whose OpenAPI schemas are derived from their types (by
-/// `openapi-doc`).
+/// What the routes take and answer: the API document's operations, declared beside their
+/// handlers (`openapi-doc` builds the document from them and the route table).
 pub mod contract {
-    pub use crate::broadcasts::{
-        BroadcastChangesBody, BroadcastView, NewBroadcastBody, ReactionBody, SessionPatchBody,
-        StatusChangeBody, ViewerCountBody,
-    };
-    pub use crate::clients::{
-        Registered as RegisteredClientView, RegistrationBody as ClientRegistrationBody,
-    };
-    pub use crate::cohosts::{
-        ApprovalBody as CoHostApprovalBody, Changed as CoHostChanged,
-        InviteBody as CoHostInviteBody, InviteView as CoHostInvite, JoinAnswer as CoHostJoinAnswer,
-        JoinBody as CoHostJoinBody, LayoutChangesBody, MultihostView,
-        PermissionsChangeBody as CoHostPermissionsChangeBody,
-    };
-    pub use crate::contact_form::ContactFormBody;
-    pub use crate::contacts::ContactNotesBody;
-    pub use crate::events::{EventView, NewEventBody};
-    pub use crate::playlists::{NewPlaylistBody, PlaylistChangesBody};
-    pub use crate::sessions::{NewSessionBody, SessionView};
-    pub use crate::users::{
-        AuthSession, FullProfile, LoginBody, PasswordChangeBody, ProfileChangesBody, PublicUser,
-        RefreshBody, SignupBody,
-    };
-    pub use crate::webhooks::{
-        DeliveryView as WebhookDeliveryView, EndpointChangesBody as WebhookEndpointChangesBody,
-        EndpointView as WebhookEndpointView, EndpointWithSecret as WebhookEndpointWithSecret,
-        NewEndpointBody as NewWebhookEndpointBody, RecoveryBody as WebhookRecoveryBody,
-    };
+    /// What every route takes and answers.
+    pub fn operations() -> Vec<common::contract::Operation> {
+        [
+            crate::clients::operations(),
+            crate::ingest::operations(),
+            crate::reference::operations(),
+            crate::sfu::operations(),
+            crate::sfu_webhook::operations(),
+            crate::contact_form::operations(),
+            crate::sessions::operations(),
+            crate::cohosts::operations(),
+            crate::chat::operations(),
+            crate::moderation::operations(),
+            crate::events::operations(),
+            crate::files::operations(),
+            crate::uploads::operations(),
+            crate::playlists::operations(),
+            crate::users::operations(),
+            crate::contacts::operations(),
+            crate::broadcasts::operations(),
+            crate::webhooks::operations(),
+            crate::restreams::operations(),
+            crate::analytics::operations(),
+            crate::recordings::operations(),
+            crate::jobs::operations(),
+        ]
+        .concat()
+    }
 }
 
 /// The routes whose body is streamed into storage after authentication.

@@ -426,6 +426,256 @@ pub async fn poster(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
     Ok(json(200, &fresh_view(&db, &playlist)?))
 }
 
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("GET /api/playlists", "List (playlists)")
+            .paged()
+            .answers(200, "OK", Schema::written(json!({
+                "allOf": [
+                    { "$ref": "#/components/schemas/Page" },
+                    {
+                        "type": "object",
+                        "properties": {
+                            "items": {
+                                "type": "array",
+                                "items": { "$ref": "#/components/schemas/Playlist" },
+                            },
+                        },
+                    },
+                ],
+            })))
+            .link("GET /api/playlists/{id}", &[("id", "$response.body#/items/0/id")])
+            .errors(400, &["invalid_id", "invalid_query"])
+            .errors(404, &["not_found"]),
+        Operation::new("POST /api/playlists", "Create (playlists)")
+            .takes(Schema::body::<NewPlaylistBody>())
+            .request_example(json!({
+                "name": "Warm-up",
+                "visibility": "public",
+            }))
+            .answers(201, "Created", Schema::written(json!({
+                "allOf": [
+                    { "$ref": "#/components/schemas/Playlist" },
+                    {
+                        "type": "object",
+                        "required": ["tracks"],
+                        "properties": {
+                            "tracks": {
+                                "type": "array",
+                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
+                            },
+                        },
+                    },
+                ],
+            })))
+            .link("GET /api/playlists/{id}", &[("id", "$response.body#/id")])
+            .link("PUT /api/playlists/{id}", &[("id", "$response.body#/id")])
+            .link("DELETE /api/playlists/{id}", &[("id", "$response.body#/id")])
+            .link("POST /api/playlists/{id}/tracks", &[("id", "$response.body#/id")])
+            .link("POST /api/playlists/{id}/poster", &[("id", "$response.body#/id")])
+            .errors(404, &["not_found"]),
+        Operation::new("GET /api/playlists/{id}", "Get (playlists)")
+            .answers(200, "OK", Schema::written(json!({
+                "allOf": [
+                    { "$ref": "#/components/schemas/Playlist" },
+                    {
+                        "type": "object",
+                        "required": ["tracks"],
+                        "properties": {
+                            "tracks": {
+                                "type": "array",
+                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
+                            },
+                        },
+                    },
+                ],
+            })))
+            .errors(404, &["not_found"]),
+        Operation::new("PUT /api/playlists/{id}", "Update (playlists)")
+            .takes(Schema::body::<PlaylistChangesBody>())
+            .body_optional()
+            .answers(200, "OK", Schema::written(json!({
+                "allOf": [
+                    { "$ref": "#/components/schemas/Playlist" },
+                    {
+                        "type": "object",
+                        "required": ["tracks"],
+                        "properties": {
+                            "tracks": {
+                                "type": "array",
+                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
+                            },
+                        },
+                    },
+                ],
+            })))
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+        Operation::new("DELETE /api/playlists/{id}", "Delete (playlists)")
+            .answers(200, "OK", Schema::written(json!({
+                "type": "object",
+                "required": ["success", "id"],
+                "properties": {
+                    "success": { "const": true },
+                    "id": { "type": "string", "format": "uuid" },
+                },
+            })))
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+        Operation::new("POST /api/playlists/{id}/tracks", "Add tracks (playlists)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "tracks": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["title"],
+                            "additionalProperties": false,
+                            "properties": {
+                                "title": {
+                                    "type": "string",
+                                    "minLength": 1,
+                                    "maxLength": 200,
+                                    "pattern": "\\S",
+                                },
+                                "artist": { "type": ["string", "null"], "maxLength": 200 },
+                                "durationSeconds": {
+                                    "type": ["integer", "null"],
+                                    "minimum": 0,
+                                    "maximum": 86400,
+                                },
+                                "fileId": { "type": ["string", "null"], "format": "uuid" },
+                                "url": {
+                                    "type": ["string", "null"],
+                                    "maxLength": 2048,
+                                    "pattern": "^[hH][tT][tT][pP][sS]?://",
+                                },
+                            },
+                            "oneOf": [
+                                {
+                                    "required": ["fileId"],
+                                    "properties": {
+                                        "fileId": { "type": "string" },
+                                        "url": { "type": "null" },
+                                    },
+                                },
+                                {
+                                    "required": ["url"],
+                                    "properties": {
+                                        "url": { "type": "string" },
+                                        "fileId": { "type": "null" },
+                                    },
+                                },
+                            ],
+                            "description": "A track: a file of yours or a public one (fileId), or an http(s) URL; exactly one of the two",
+                        },
+                        "minItems": 1,
+                        "maxItems": 100,
+                    },
+                },
+                "additionalProperties": false,
+                "required": ["tracks"],
+            })))
+            .answers(200, "OK", Schema::written(json!({
+                "allOf": [
+                    { "$ref": "#/components/schemas/Playlist" },
+                    {
+                        "type": "object",
+                        "required": ["tracks"],
+                        "properties": {
+                            "tracks": {
+                                "type": "array",
+                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
+                            },
+                        },
+                    },
+                ],
+            })))
+            .link("DELETE /api/playlists/{id}/tracks/{trackId}", &[("id", "$response.body#/id"), ("trackId", "$response.body#/tracks/0/id")])
+            .link("PUT /api/playlists/{id}/tracks/reorder", &[("id", "$response.body#/id")])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["playlist_full"])
+            .errors(422, &["validation_failed"]),
+        Operation::new("DELETE /api/playlists/{id}/tracks/{trackId}", "Remove track (playlists)")
+            .answers(200, "OK", Schema::written(json!({
+                "allOf": [
+                    { "$ref": "#/components/schemas/Playlist" },
+                    {
+                        "type": "object",
+                        "required": ["tracks"],
+                        "properties": {
+                            "tracks": {
+                                "type": "array",
+                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
+                            },
+                        },
+                    },
+                ],
+            })))
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+        Operation::new("PUT /api/playlists/{id}/tracks/reorder", "Reorder (playlists)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "trackIds": {
+                        "type": "array",
+                        "items": { "type": "string", "format": "uuid" },
+                        "description": "Every track id of the playlist, each once, in the new order",
+                    },
+                },
+                "additionalProperties": false,
+                "required": ["trackIds"],
+            })))
+            .answers(200, "OK", Schema::written(json!({
+                "allOf": [
+                    { "$ref": "#/components/schemas/Playlist" },
+                    {
+                        "type": "object",
+                        "required": ["tracks"],
+                        "properties": {
+                            "tracks": {
+                                "type": "array",
+                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
+                            },
+                        },
+                    },
+                ],
+            })))
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(422, &["validation_failed"]),
+        Operation::new("POST /api/playlists/{id}/poster", "Poster (playlists)")
+            .takes_as("image/*", Schema::written(json!({
+                "type": "string",
+                "contentMediaType": "image/*",
+            })))
+            .answers(200, "OK", Schema::written(json!({
+                "allOf": [
+                    { "$ref": "#/components/schemas/Playlist" },
+                    {
+                        "type": "object",
+                        "required": ["tracks"],
+                        "properties": {
+                            "tracks": {
+                                "type": "array",
+                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
+                            },
+                        },
+                    },
+                ],
+            })))
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -479,3 +479,83 @@ pub fn put_defaults(ctx: &ServerCtx) -> Result<Response, ApiError> {
     store::save_tenant_default(&db, client_id, &settings, ctx.now())?;
     Ok(json(200, &settings.view()))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("GET /api/broadcasts/{id}/recordings", "List (recordings)")
+            .answers(200, "Every recording for the owner, co-hosts and the tenant's server; the ready ones for other viewers", Schema::written(json!({
+                "type": "object",
+                "required": ["items", "total"],
+                "properties": {
+                    "items": {
+                        "type": "array",
+                        "items": { "$ref": "#/components/schemas/Recording" },
+                    },
+                    "total": { "type": "integer" },
+                },
+            })))
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+        Operation::new("POST /api/broadcasts/{id}/recordings/start", "Start (recordings)")
+            .answers(201, "Created", Schema::written(json!({ "$ref": "#/components/schemas/Recording" })))
+            .link("DELETE /api/broadcasts/{id}/recordings/{recordingId}", &[("id", "$request.path.id"), ("recordingId", "$response.body#/id")])
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["not_live", "recording_in_progress"])
+            .errors(502, &["egress_failed"])
+            .errors(503, &["sfu_not_configured"]),
+        Operation::new("POST /api/broadcasts/{id}/recordings/stop", "Stop (recordings)")
+            .answers(200, "OK", Schema::written(json!({ "$ref": "#/components/schemas/Recording" })))
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["not_recording"]),
+        Operation::new("DELETE /api/broadcasts/{id}/recordings/{recordingId}", "Delete (recordings)")
+            .answers(200, "OK", Schema::written(json!({
+                "type": "object",
+                "required": ["success", "id"],
+                "properties": {
+                    "success": { "const": true },
+                    "id": { "type": "string", "format": "uuid" },
+                },
+            })))
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["recording_in_progress"]),
+        Operation::new("GET /api/v1/recording-defaults", "Get defaults (recordings)")
+            .answers(200, "OK", Schema::written(json!({
+                "$ref": "#/components/schemas/RecordingSettings",
+            }))),
+        Operation::new("PUT /api/v1/recording-defaults", "Put defaults (recordings)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "description": "Any of the three fields; at least one.",
+                "properties": {
+                    "enabled": { "type": ["boolean", "null"] },
+                    "layout": {
+                        "enum": [
+                            "default",
+                            "grid3x3",
+                            "grid4x4",
+                            "battle",
+                            "onebig",
+                            "active",
+                            null,
+                        ],
+                    },
+                    "output": { "enum": ["mp4", "hls", null] },
+                },
+                "additionalProperties": false,
+                "minProperties": 1,
+            })))
+            .answers(200, "OK", Schema::written(json!({
+                "$ref": "#/components/schemas/RecordingSettings",
+            }))),
+    ]
+}

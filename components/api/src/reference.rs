@@ -17,6 +17,27 @@ pub fn openapi(_ctx: &PublicCtx) -> Reply {
         .build())
 }
 
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("GET /api/openapi.json", "Openapi (reference)").answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["openapi", "info", "paths"],
+                "properties": {
+                    "openapi": { "type": "string", "pattern": "^3\\.1\\." },
+                    "info": { "type": "object", "required": ["title", "version"] },
+                    "paths": { "type": "object" },
+                },
+            })),
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -101,3 +101,73 @@ pub fn delete(ctx: &ActorCtx) -> Reply {
     }
     Ok(json(200, &json!({ "success": true, "id": id })))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("GET /api/broadcasts/{id}/restreams", "List (restreams)")
+            .answers(200, "OK", Schema::written(json!({
+                "type": "object",
+                "required": ["items", "total"],
+                "properties": {
+                    "items": {
+                        "type": "array",
+                        "items": { "$ref": "#/components/schemas/RestreamTarget" },
+                    },
+                    "total": { "type": "integer", "minimum": 0 },
+                },
+            })))
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+        Operation::new("POST /api/broadcasts/{id}/restreams", "Add (restreams)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["url", "streamKey"],
+                "properties": {
+                    "url": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 1024,
+                        "pattern": "^rtmps?://",
+                        "description": "rtmp:// or rtmps:// server URL of a public host, without credentials or query",
+                    },
+                    "streamKey": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 512,
+                        "pattern": "^\\S+$",
+                    },
+                    "name": { "type": ["string", "null"] },
+                },
+            })))
+            .request_example(json!({
+                "url": "rtmp://a.rtmp.youtube.com/live2",
+                "streamKey": "abcd-efgh-ijkl-mnop",
+                "name": "YouTube",
+            }))
+            .answers(201, "Created", Schema::written(json!({
+                "$ref": "#/components/schemas/RestreamTarget",
+            })))
+            .link("DELETE /api/broadcasts/{id}/restreams/{targetId}", &[("id", "$request.path.id"), ("targetId", "$response.body#/id")])
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended", "too_many_restreams"]),
+        Operation::new("DELETE /api/broadcasts/{id}/restreams/{targetId}", "Remove (restreams)")
+            .answers(200, "OK", Schema::written(json!({
+                "type": "object",
+                "required": ["success", "id"],
+                "properties": {
+                    "success": { "const": true },
+                    "id": { "type": "string", "format": "uuid" },
+                },
+            })))
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+    ]
+}

@@ -119,3 +119,50 @@ pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
     let audience = access::audience(&db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
     Ok(json(200, &session_view(&db, &b, audience, ctx.now())?))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    vec![
+        Operation::new("POST /api/streaming/sessions", "Create (sessions)")
+            .takes(Schema::body::<NewSessionBody>())
+            .answers(200, "OK", Schema::view::<SessionView>())
+            .link(
+                "GET /api/streaming/sessions/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "GET /api/streaming/sessions/{id}/multihost",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "PUT /api/streaming/sessions/{id}/layout",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "GET /api/streaming/sessions/{id}/metrics",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/streaming/sessions/{id}/token",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/streams/{id}/chat",
+                &[("id", "$response.body#/streamId")],
+            )
+            .link(
+                "POST /api/streaming/sessions/{id}/invites",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/streaming/sessions/{id}/join-cohost",
+                &[("id", "$response.body#/id")],
+            ),
+        Operation::new("GET /api/streaming/sessions/{id}", "Get (sessions)").answers(
+            200,
+            "OK",
+            Schema::view::<SessionView>(),
+        ),
+    ]
+}

@@ -143,3 +143,81 @@ pub fn ice_config(ctx: &AppCtx) -> Result<Response, ApiError> {
         &json!({ "iceServers": servers, "expiresAt": expires_at }),
     ))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("GET /api/sfu/health", "Health (sfu)").answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["status", "configured", "reachable"],
+                "properties": {
+                    "status": { "enum": ["ok", "unconfigured"] },
+                    "configured": { "type": "boolean" },
+                    "reachable": { "type": ["boolean", "null"] },
+                    "error": { "type": "string" },
+                },
+            })),
+        ),
+        Operation::new("GET /api/streaming/providers", "Providers (sfu)").answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["providers"],
+                "properties": {
+                    "providers": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": [
+                                "provider",
+                                "name",
+                                "isConfigured",
+                                "isDefault",
+                                "serverUrl",
+                            ],
+                            "properties": {
+                                "provider": { "const": "livekit" },
+                                "name": { "type": "string" },
+                                "isConfigured": { "type": "boolean" },
+                                "isDefault": { "type": "boolean" },
+                                "serverUrl": { "type": ["string", "null"] },
+                            },
+                        },
+                    },
+                },
+            })),
+        ),
+        Operation::new("GET /api/streaming/ice-config", "Ice config (sfu)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["iceServers", "expiresAt"],
+                    "properties": {
+                        "iceServers": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["urls"],
+                                "properties": {
+                                    "urls": { "type": "array", "items": {"type": "string"} },
+                                    "username": { "type": "string" },
+                                    "credential": { "type": "string" },
+                                    "credentialType": { "const": "password" },
+                                },
+                            },
+                        },
+                        "expiresAt": { "type": ["string", "null"], "format": "date-time" },
+                    },
+                })),
+            )
+            .errors(503, &["ice_misconfigured"]),
+    ]
+}

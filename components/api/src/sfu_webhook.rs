@@ -32,3 +32,21 @@ pub fn receive(ctx: &SfuCtx) -> Result<Response, ApiError> {
         other => Ok(json(200, &json!({ "handled": false, "event": other }))),
     }
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/sfu/webhook", "Receive (SFU webhook)")
+            .takes_as("application/webhook+json", Schema::written(json!({
+                "type": "object",
+                "description": "LiveKit webhook event: participant_joined, participant_left, egress_started, egress_updated, egress_ended; others are acknowledged and ignored",
+            })))
+            .answers(200, "OK", Schema::written(json!({
+                "$ref": "#/components/schemas/SfuEventAck",
+            })))
+            .errors(404, &["not_found"])
+            .errors(422, &["invalid_webhook"]),
+    ]
+}

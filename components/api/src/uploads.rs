@@ -438,3 +438,115 @@ pub fn remove_expired(db: &Db, now: i64, batch: i64) -> Result<i64, ApiError> {
     }
     Ok(expired.len() as i64)
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/files/uploads", "Create (uploads)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "filename": { "type": "string", "minLength": 1, "pattern": "\\S" },
+                    "contentType": { "type": "string", "minLength": 1, "pattern": "\\S" },
+                    "sha256": {
+                        "type": "string",
+                        "maxLength": 64,
+                        "minLength": 1,
+                        "pattern": "\\S",
+                    },
+                    "size": { "type": ["integer", "null"], "minimum": 0 },
+                    "partSize": { "type": ["integer", "null"], "minimum": 0 },
+                    "public": { "type": ["boolean", "null"] },
+                },
+                "additionalProperties": false,
+                "required": ["filename", "contentType", "sha256"],
+            })))
+            .request_example(json!({
+                "filename": "clip.mp4",
+                "contentType": "video/mp4",
+                "size": 11,
+                "sha256": "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9",
+            }))
+            .answers(
+                201,
+                "Created",
+                Schema::written(json!({ "$ref": "#/components/schemas/Upload" })),
+            )
+            .link(
+                "GET /api/files/uploads/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "DELETE /api/files/uploads/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/files/uploads/{id}/complete",
+                &[("id", "$response.body#/id")],
+            )
+            .errors(409, &["too_many_uploads"]),
+        Operation::new("GET /api/files/uploads/{id}", "Get (uploads)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({ "$ref": "#/components/schemas/Upload" })),
+            )
+            .errors(404, &["not_found"]),
+        Operation::new("DELETE /api/files/uploads/{id}", "Abort (uploads)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["success", "id"],
+                    "properties": {
+                        "success": { "const": true },
+                        "id": { "type": "string", "format": "uuid" },
+                    },
+                })),
+            )
+            .errors(404, &["not_found"]),
+        Operation::new(
+            "PUT /api/files/uploads/{id}/parts/{n}",
+            "Put part (uploads)",
+        )
+        .takes_as(
+            "application/octet-stream",
+            Schema::written(json!({
+                "type": "string",
+                "contentMediaType": "application/octet-stream",
+            })),
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["uploadId", "n", "size", "sha256"],
+                "properties": {
+                    "uploadId": { "type": "string", "format": "uuid" },
+                    "n": { "type": "integer", "minimum": 0 },
+                    "size": { "type": "integer", "minimum": 0 },
+                    "sha256": { "type": "string" },
+                },
+            })),
+        )
+        .errors(404, &["no_such_part", "not_found"])
+        .errors(409, &["upload_closed"])
+        .errors(422, &["part_size_mismatch"]),
+        Operation::new(
+            "POST /api/files/uploads/{id}/complete",
+            "Complete (uploads)",
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({ "$ref": "#/components/schemas/File" })),
+        )
+        .errors(404, &["not_found"])
+        .errors(409, &["upload_incomplete"])
+        .errors(422, &["checksum_mismatch", "size_mismatch"]),
+    ]
+}

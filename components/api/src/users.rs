@@ -685,6 +685,124 @@ fn record_event(
     crate::webhook_events::record(db, client_id, event_type, "user", &user.id, user, now)
 }
 
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/users/signup", "Signup (users)")
+            .takes(Schema::body::<SignupBody>())
+            .request_example(json!({
+                "username": "alice",
+                "email": "alice@example.com",
+                "password": "correct horse battery",
+            }))
+            .answers(200, "OK", Schema::view::<AuthSession>())
+            .errors(404, &["not_found"])
+            .errors(
+                409,
+                &["username_or_email_taken", "username_taken", "email_taken"],
+            ),
+        Operation::new("POST /api/users/login", "Login (users)")
+            .takes(Schema::body::<LoginBody>())
+            .request_example(json!({
+                "email": "alice@example.com",
+                "password": "correct horse battery",
+            }))
+            .answers(200, "OK", Schema::view::<AuthSession>())
+            .errors(401, &["invalid_credentials"])
+            .errors(404, &["not_found"])
+            .errors(429, &["rate_limited"]),
+        Operation::new("POST /api/users/refresh", "Refresh (users)")
+            .takes(Schema::body::<RefreshBody>())
+            .request_example(json!({ "refreshToken": "rt_..." }))
+            .answers(200, "OK", Schema::view::<AuthSession>())
+            .errors(401, &["invalid_refresh_token", "refresh_token_reused"])
+            .errors(404, &["not_found"]),
+        Operation::new("GET /api/users/profile/full", "Full profile (users)")
+            .answers(200, "OK", Schema::view::<FullProfile>())
+            .errors(404, &["not_found"]),
+        Operation::new("PUT /api/users/profile", "Update profile (users)")
+            .takes(Schema::body::<ProfileChangesBody>())
+            .body_optional()
+            .answers(200, "OK", Schema::view::<Profile>())
+            .errors(404, &["not_found"])
+            .errors(
+                409,
+                &["username_or_email_taken", "username_taken", "email_taken"],
+            ),
+        Operation::new("DELETE /api/users/profile", "Delete profile (users)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["success", "message"],
+                    "properties": { "success": {"const": true}, "message": {"type": "string"} },
+                })),
+            )
+            .errors(404, &["not_found"]),
+        Operation::new("POST /api/users/change-password", "Change password (users)")
+            .takes(Schema::body::<PasswordChangeBody>())
+            .answers(200, "OK", Schema::view::<AuthSession>())
+            .errors(401, &["invalid_credentials"])
+            .errors(404, &["not_found"]),
+        Operation::new("POST /api/users/follow/{id}", "Follow (users)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["success", "following", "userId"],
+                    "properties": {
+                        "success": { "const": true },
+                        "following": { "const": true },
+                        "userId": { "type": "string", "format": "uuid" },
+                    },
+                })),
+            )
+            .link(
+                "DELETE /api/users/follow/{id}",
+                &[("id", "$response.body#/userId")],
+            )
+            .link(
+                "GET /api/users/{id}/followers",
+                &[("id", "$response.body#/userId")],
+            )
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"])
+            .errors(422, &["cannot_follow_self"]),
+        Operation::new("DELETE /api/users/follow/{id}", "Unfollow (users)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["success", "following", "userId"],
+                    "properties": {
+                        "success": { "const": true },
+                        "following": { "const": false },
+                        "userId": { "type": "string", "format": "uuid" },
+                    },
+                })),
+            )
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+        Operation::new("GET /api/users/{id}/followers", "Followers (users)")
+            .answers(200, "OK", Schema::page_of::<PublicUser>())
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+        Operation::new("GET /api/users/{id}/following", "Following (users)")
+            .answers(200, "OK", Schema::page_of::<PublicUser>())
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+        Operation::new("GET /api/v1/users", "List for client (users)")
+            .paged()
+            .answers(200, "OK", Schema::page_of::<PublicUser>())
+            .errors(400, &["invalid_query"]),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

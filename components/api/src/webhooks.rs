@@ -412,3 +412,214 @@ pub fn recover(ctx: &ServerCtx) -> Result<Response, ApiError> {
         }),
     ))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/v1/webhooks", "Create (webhooks)")
+            .takes(Schema::body::<NewEndpointBody>())
+            .request_example(json!({
+                "url": "https://backend.example.com/hooks",
+                "events": ["broadcast.started"],
+            }))
+            .answers(201, "Created", Schema::view::<EndpointWithSecret>())
+            .link("GET /api/v1/webhooks/{id}", &[("id", "$response.body#/id")])
+            .link(
+                "PATCH /api/v1/webhooks/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "DELETE /api/v1/webhooks/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "GET /api/v1/webhooks/{id}/deliveries",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/v1/webhooks/{id}/rotate-secret",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/v1/webhooks/{id}/test",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/v1/webhooks/{id}/recover",
+                &[("id", "$response.body#/id")],
+            )
+            .errors(409, &["too_many_endpoints"]),
+        Operation::new("GET /api/v1/webhooks", "List (webhooks)")
+            .paged()
+            .answers(200, "OK", Schema::page_of::<EndpointView>())
+            .link(
+                "GET /api/v1/webhooks/{id}",
+                &[("id", "$response.body#/items/0/id")],
+            )
+            .errors(400, &["invalid_query"]),
+        Operation::new("GET /api/v1/webhooks/{id}", "Get (webhooks)")
+            .parameter(json!({
+                "name": "id",
+                "in": "path",
+                "required": true,
+                "schema": {
+                    "type": "string",
+                    "minLength": 1,
+                    "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
+                },
+            }))
+            .answers(200, "OK", Schema::view::<EndpointView>()),
+        Operation::new("PATCH /api/v1/webhooks/{id}", "Update (webhooks)")
+            .takes(Schema::body::<EndpointChangesBody>())
+            .body_optional()
+            .parameter(json!({
+                "name": "id",
+                "in": "path",
+                "required": true,
+                "schema": {
+                    "type": "string",
+                    "minLength": 1,
+                    "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
+                },
+            }))
+            .answers(200, "OK", Schema::view::<EndpointView>()),
+        Operation::new("DELETE /api/v1/webhooks/{id}", "Delete (webhooks)")
+            .parameter(json!({
+                "name": "id",
+                "in": "path",
+                "required": true,
+                "schema": {
+                    "type": "string",
+                    "minLength": 1,
+                    "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
+                },
+            }))
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["deleted", "id"],
+                    "properties": {
+                        "deleted": { "const": true },
+                        "id": { "type": "string", "pattern": "^ep_" },
+                    },
+                })),
+            ),
+        Operation::new(
+            "POST /api/v1/webhooks/{id}/rotate-secret",
+            "Rotate secret (webhooks)",
+        )
+        .parameter(json!({
+            "name": "id",
+            "in": "path",
+            "required": true,
+            "schema": {
+                "type": "string",
+                "minLength": 1,
+                "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
+            },
+        }))
+        .answers(200, "OK", Schema::view::<EndpointWithSecret>()),
+        Operation::new("POST /api/v1/webhooks/{id}/test", "Send test (webhooks)")
+            .parameter(json!({
+                "name": "id",
+                "in": "path",
+                "required": true,
+                "schema": {
+                    "type": "string",
+                    "minLength": 1,
+                    "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
+                },
+            }))
+            .answers(
+                202,
+                "A webhook.test event is queued for the endpoint",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["deliveryId", "eventId", "type"],
+                    "properties": {
+                        "deliveryId": { "type": "string", "pattern": "^dlv_" },
+                        "eventId": { "type": "string", "pattern": "^evt_" },
+                        "type": { "const": "webhook.test" },
+                    },
+                })),
+            )
+            .link(
+                "POST /api/v1/webhooks/{id}/deliveries/{deliveryId}/retry",
+                &[
+                    ("id", "$request.path.id"),
+                    ("deliveryId", "$response.body#/deliveryId"),
+                ],
+            ),
+        Operation::new(
+            "GET /api/v1/webhooks/{id}/deliveries",
+            "Deliveries (webhooks)",
+        )
+        .paged()
+        .parameter(json!({
+            "name": "id",
+            "in": "path",
+            "required": true,
+            "schema": {
+                "type": "string",
+                "minLength": 1,
+                "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
+            },
+        }))
+        .answers(200, "OK", Schema::page_of::<DeliveryView>())
+        .errors(400, &["invalid_query"]),
+        Operation::new(
+            "POST /api/v1/webhooks/{id}/deliveries/{deliveryId}/retry",
+            "Retry (webhooks)",
+        )
+        .parameter(json!({
+            "name": "id",
+            "in": "path",
+            "required": true,
+            "schema": {
+                "type": "string",
+                "minLength": 1,
+                "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
+            },
+        }))
+        .parameter(json!({
+            "name": "deliveryId",
+            "in": "path",
+            "required": true,
+            "schema": {
+                "type": "string",
+                "minLength": 1,
+                "examples": ["dlv_mXzfJK1jNinzAUbra0sITaRQ"],
+            },
+        }))
+        .answers(202, "Accepted", Schema::view::<DeliveryView>()),
+        Operation::new("POST /api/v1/webhooks/{id}/recover", "Recover (webhooks)")
+            .takes(Schema::body::<RecoveryBody>())
+            .parameter(json!({
+                "name": "id",
+                "in": "path",
+                "required": true,
+                "schema": {
+                    "type": "string",
+                    "minLength": 1,
+                    "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
+                },
+            }))
+            .answers(
+                202,
+                "The failed deliveries of the window are due again",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["recovered", "since", "until"],
+                    "properties": {
+                        "recovered": { "type": "integer", "minimum": 0 },
+                        "since": { "type": "string", "format": "date-time" },
+                        "until": { "type": "string", "format": "date-time" },
+                    },
+                })),
+            ),
+    ]
+}

@@ -5,6 +5,7 @@
 //! only for the wasm components.
 
 pub mod app;
+pub mod contract;
 pub mod domain;
 pub mod ids;
 pub mod jwt;

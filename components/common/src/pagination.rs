@@ -2,6 +2,7 @@
 
 use crate::problem::{ApiError, FieldError};
 use serde::Serialize;
+use serde_json::{Value, json};
 
 pub const DEFAULT_LIMIT: u32 = 50;
 pub const MAX_LIMIT: u32 = 200;
@@ -38,6 +39,29 @@ impl Page {
         }
         Ok(page)
     }
+}
+
+/// The schema of every page (`Paged`), whatever its items.
+pub fn page_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "A page of a list",
+        "required": ["items", "total", "limit", "offset"],
+        "properties": {
+            "items": { "type": "array" },
+            "total": { "type": "integer", "minimum": 0 },
+            "limit": { "type": "integer", "minimum": 1, "maximum": MAX_LIMIT },
+            "offset": { "type": "integer", "minimum": 0 },
+        },
+    })
+}
+
+/// The schemas of the `limit` and `offset` query parameters.
+pub fn query_schemas() -> (Value, Value) {
+    (
+        json!({ "type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT }),
+        json!({ "type": "integer", "minimum": 0, "default": 0 }),
+    )
 }
 
 fn parse_count(key: &str, value: &str, min: u32, max: u32) -> Result<u32, ApiError> {

@@ -436,3 +436,159 @@ pub fn supporters(ctx: &UserCtx) -> Reply {
         &json!({ "userId": creator, "period": period, "items": items }),
     ))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("GET /api/gifts", "Catalog (gifts)").answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["items"],
+                "properties": {
+                    "items": { "type": "array", "items": {"$ref": "#/components/schemas/Gift"} },
+                },
+            })),
+        ),
+        Operation::new("POST /api/broadcasts/{id}/gifts", "Send (gifts)")
+            .takes(Schema::body::<GiftToSendBody>())
+            .request_example(json!({ "giftId": "rose", "quantity": 1 }))
+            .answers(
+                201,
+                "Created",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": [
+                        "id",
+                        "broadcastId",
+                        "giftId",
+                        "giftName",
+                        "quantity",
+                        "tokens",
+                        "diamonds",
+                        "recipientId",
+                        "senderId",
+                        "anonymous",
+                        "combo",
+                        "createdAt",
+                        "balance",
+                    ],
+                    "properties": {
+                        "id": { "type": "string" },
+                        "broadcastId": { "type": "string", "format": "uuid" },
+                        "giftId": { "type": "string" },
+                        "giftName": { "type": "string" },
+                        "quantity": { "type": "integer", "minimum": 1 },
+                        "tokens": { "type": "integer" },
+                        "diamonds": { "type": "integer" },
+                        "recipientId": { "type": "string" },
+                        "senderId": { "type": ["string", "null"] },
+                        "anonymous": { "type": "boolean" },
+                        "combo": { "type": "integer" },
+                        "createdAt": { "type": "string", "format": "date-time" },
+                        "balance": { "type": "integer" },
+                    },
+                })),
+            )
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_not_live", "request_in_progress"])
+            .errors(
+                422,
+                &[
+                    "amount_too_large",
+                    "cannot_gift_yourself",
+                    "invalid_recipient",
+                    "idempotency_key_reused",
+                ],
+            )
+            .errors(
+                400,
+                &["idempotency_key_required", "invalid_idempotency_key"],
+            ),
+        Operation::new(
+            "GET /api/broadcasts/{id}/gifts/leaderboard",
+            "Leaderboard (gifts)",
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["broadcastId", "items"],
+                "properties": {
+                    "broadcastId": { "type": "string", "format": "uuid" },
+                    "items": {
+                        "type": "array",
+                        "items": { "$ref": "#/components/schemas/Supporter" },
+                    },
+                },
+            })),
+        )
+        .errors(404, &["not_found"]),
+        Operation::new("GET /api/users/{id}/supporters", "Supporters (gifts)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["userId", "period", "items"],
+                    "properties": {
+                        "userId": { "type": "string" },
+                        "period": { "enum": ["week", "month", "all"] },
+                        "items": {
+                            "type": "array",
+                            "items": { "$ref": "#/components/schemas/Supporter" },
+                        },
+                    },
+                })),
+            )
+            .errors(400, &["invalid_query"])
+            .errors(404, &["not_found"]),
+        Operation::new("GET /api/v1/gifts", "Catalog for server (gifts)").answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["items"],
+                "properties": {
+                    "items": { "type": "array", "items": {"$ref": "#/components/schemas/Gift"} },
+                },
+            })),
+        ),
+        Operation::new("PUT /api/v1/gifts/{giftId}", "Put (gifts)")
+            .takes(Schema::body::<CatalogEntryBody>())
+            .parameter(json!({
+                "name": "giftId",
+                "in": "path",
+                "required": true,
+                "schema": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$" },
+            }))
+            .answers(200, "OK", Schema::view::<crate::views::GiftView>())
+            .link(
+                "DELETE /api/v1/gifts/{giftId}",
+                &[("giftId", "$response.body#/id")],
+            )
+            .errors(400, &["invalid_id"]),
+        Operation::new("DELETE /api/v1/gifts/{giftId}", "Delete (gifts)")
+            .parameter(json!({
+                "name": "giftId",
+                "in": "path",
+                "required": true,
+                "schema": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$" },
+            }))
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["deleted"],
+                    "properties": { "deleted": {"const": true} },
+                })),
+            )
+            .errors(404, &["not_found"])
+            .errors(400, &["invalid_id"]),
+    ]
+}

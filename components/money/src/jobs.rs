@@ -101,3 +101,49 @@ pub fn renew_subscriptions(ctx: &JobsCtx) -> Reply {
         }),
     ))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/jobs/check-ledger", "Check ledger (jobs)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["job", "done", "remaining", "ok", "accounts", "transfers"],
+                    "properties": {
+                        "job": { "const": "check-ledger" },
+                        "done": { "type": "integer", "minimum": 0 },
+                        "remaining": { "type": "integer", "minimum": 0 },
+                        "ok": { "const": true },
+                        "accounts": { "type": "integer", "minimum": 0 },
+                        "transfers": { "type": "integer", "minimum": 0 },
+                    },
+                })),
+            )
+            .errors(500, &["ledger_inconsistent"]),
+        Operation::new(
+            "POST /api/jobs/renew-subscriptions",
+            "Renew subscriptions (jobs)",
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["job", "done", "remaining", "renewed", "lapsed"],
+                "properties": {
+                    "job": { "const": "renew-subscriptions" },
+                    "done": { "type": "integer", "minimum": 0 },
+                    "remaining": { "type": "integer", "minimum": 0 },
+                    "renewed": { "type": "integer", "minimum": 0 },
+                    "lapsed": { "type": "integer", "minimum": 0 },
+                },
+            })),
+        )
+        .errors(409, &["canceled", "renewed"]),
+    ]
+}

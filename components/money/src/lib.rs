@@ -14,16 +14,23 @@ mod subscriptions;
 mod views;
 mod wallet;
 
-/// The types the OpenAPI document is derived from (`openapi/src/schemas.rs`).
+/// What the routes take and answer: the API document's operations, declared beside their
+/// handlers (`openapi-doc` builds the document from them and the route table).
 pub mod contract {
-    pub use crate::gifts::{CatalogEntryBody, GiftToSendBody};
-    pub use crate::payouts::{PayoutCompletionBody, PayoutRejectionBody, PayoutRequestBody};
-    pub use crate::subscriptions::{SubscribeBody, SubscriptionPlanBody};
-    pub use crate::views::{
-        GiftView, PayoutView, PlanView, SubscriptionView, SupporterView, TransactionView,
-        TransferView,
-    };
-    pub use crate::wallet::{CreditBody, ReversalBody};
+    pub use crate::views::SupporterView;
+
+    /// What every route takes and answers.
+    pub fn operations() -> Vec<common::contract::Operation> {
+        [
+            crate::wallet::operations(),
+            crate::payouts::operations(),
+            crate::gifts::operations(),
+            crate::subscriptions::operations(),
+            crate::settings::operations(),
+            crate::jobs::operations(),
+        ]
+        .concat()
+    }
 }
 
 use common::routing::{Route, route};

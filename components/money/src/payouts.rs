@@ -219,3 +219,68 @@ pub fn get_own(ctx: &UserCtx) -> Reply {
         _ => Err(ApiError::not_found("payout")),
     }
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/wallet/payouts", "Request (payouts)")
+            .takes(Schema::body::<PayoutRequestBody>())
+            .request_example(json!({ "diamonds": 1000 }))
+            .answers(201, "Created", Schema::view::<crate::views::PayoutView>())
+            .link(
+                "GET /api/wallet/payouts/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/v1/payouts/{id}/complete",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/v1/payouts/{id}/reject",
+                &[("id", "$response.body#/id")],
+            )
+            .errors(422, &["below_minimum_payout", "idempotency_key_reused"])
+            .errors(
+                400,
+                &["idempotency_key_required", "invalid_idempotency_key"],
+            )
+            .errors(409, &["request_in_progress", "insufficient_funds"]),
+        Operation::new("GET /api/wallet/payouts", "List own (payouts)")
+            .paged()
+            .answers(200, "OK", Schema::page_of::<crate::views::PayoutView>())
+            .link(
+                "GET /api/wallet/payouts/{id}",
+                &[("id", "$response.body#/items/0/id")],
+            )
+            .errors(400, &["invalid_query"]),
+        Operation::new("GET /api/wallet/payouts/{id}", "Get own (payouts)")
+            .answers(200, "OK", Schema::view::<crate::views::PayoutView>())
+            .errors(404, &["not_found"]),
+        Operation::new("GET /api/v1/payouts", "List (payouts)")
+            .paged()
+            .answers(200, "OK", Schema::page_of::<crate::views::PayoutView>())
+            .errors(400, &["invalid_query"]),
+        Operation::new("POST /api/v1/payouts/{id}/complete", "Complete (payouts)")
+            .takes(Schema::body::<PayoutCompletionBody>())
+            .answers(200, "OK", Schema::view::<crate::views::PayoutView>())
+            .errors(404, &["not_found"])
+            .errors(409, &["payout_decided", "request_in_progress"])
+            .errors(
+                400,
+                &["idempotency_key_required", "invalid_idempotency_key"],
+            )
+            .errors(422, &["idempotency_key_reused"]),
+        Operation::new("POST /api/v1/payouts/{id}/reject", "Reject (payouts)")
+            .takes(Schema::body::<PayoutRejectionBody>())
+            .answers(200, "OK", Schema::view::<crate::views::PayoutView>())
+            .errors(404, &["not_found"])
+            .errors(409, &["payout_decided", "request_in_progress"])
+            .errors(
+                400,
+                &["idempotency_key_required", "invalid_idempotency_key"],
+            )
+            .errors(422, &["idempotency_key_reused"]),
+    ]
+}

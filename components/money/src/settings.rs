@@ -70,3 +70,54 @@ pub fn put(ctx: &ServerCtx) -> Reply {
     store::put(&db, client_id, &s, ctx.now())?;
     Ok(json(200, &view(&s)))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("GET /api/v1/monetization", "Get (settings)")
+            .answers(200, "OK", Schema::written(json!({
+                "$ref": "#/components/schemas/MonetizationSettings",
+            }))),
+        Operation::new("PUT /api/v1/monetization", "Put (settings)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "diamondsPer100Tokens": {
+                        "type": ["integer", "null"],
+                        "minimum": 0,
+                        "maximum": 100,
+                    },
+                    "minPayoutDiamonds": { "type": ["integer", "null"], "minimum": 1 },
+                    "spendingCaps": {
+                        "type": ["object", "null"],
+                        "additionalProperties": false,
+                        "properties": {
+                            "hour": {
+                                "type": ["integer", "null"],
+                                "minimum": 1,
+                                "maximum": 1000000000,
+                            },
+                            "day": {
+                                "type": ["integer", "null"],
+                                "minimum": 1,
+                                "maximum": 1000000000,
+                            },
+                            "week": {
+                                "type": ["integer", "null"],
+                                "minimum": 1,
+                                "maximum": 1000000000,
+                            },
+                        },
+                        "description": "Caps on tokens a user spends per window; null removes that cap, an absent one keeps it",
+                    },
+                },
+                "additionalProperties": false,
+            })))
+            .body_optional()
+            .answers(200, "OK", Schema::written(json!({
+                "$ref": "#/components/schemas/MonetizationSettings",
+            }))),
+    ]
+}

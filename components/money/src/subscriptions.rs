@@ -225,3 +225,100 @@ pub fn cancel(ctx: &UserCtx) -> Reply {
     })?;
     Ok(json(200, &views::subscription(&canceled)))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new(
+            "PUT /api/users/me/subscription-plans/{planId}",
+            "Put plan (subscriptions)",
+        )
+        .takes(Schema::body::<SubscriptionPlanBody>())
+        .parameter(json!({
+            "name": "planId",
+            "in": "path",
+            "required": true,
+            "schema": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$" },
+        }))
+        .answers(200, "OK", Schema::view::<crate::views::PlanView>())
+        .link(
+            "GET /api/users/{id}/subscription-plans",
+            &[("id", "$response.body#/creatorId")],
+        )
+        .link(
+            "POST /api/users/{id}/subscriptions",
+            &[("id", "$response.body#/creatorId")],
+        )
+        .errors(400, &["invalid_id"]),
+        Operation::new(
+            "GET /api/users/{id}/subscription-plans",
+            "Plans (subscriptions)",
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["creatorId", "items"],
+                "properties": {
+                    "creatorId": { "type": "string" },
+                    "items": {
+                        "type": "array",
+                        "items": { "$ref": "#/components/schemas/SubscriptionPlan" },
+                    },
+                },
+            })),
+        )
+        .errors(404, &["not_found"]),
+        Operation::new(
+            "GET /api/users/me/subscriptions",
+            "List own (subscriptions)",
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["items"],
+                "properties": {
+                    "items": {
+                        "type": "array",
+                        "items": { "$ref": "#/components/schemas/Subscription" },
+                    },
+                },
+            })),
+        ),
+        Operation::new(
+            "POST /api/users/{id}/subscriptions",
+            "Subscribe (subscriptions)",
+        )
+        .takes(Schema::body::<SubscribeBody>())
+        .answers(
+            201,
+            "Created",
+            Schema::view::<crate::views::SubscriptionView>(),
+        )
+        .link(
+            "DELETE /api/users/{id}/subscriptions",
+            &[("id", "$response.body#/creatorId")],
+        )
+        .errors(404, &["not_found"])
+        .errors(409, &["already_subscribed", "request_in_progress"])
+        .errors(
+            422,
+            &["cannot_subscribe_to_yourself", "idempotency_key_reused"],
+        )
+        .errors(
+            400,
+            &["idempotency_key_required", "invalid_idempotency_key"],
+        ),
+        Operation::new(
+            "DELETE /api/users/{id}/subscriptions",
+            "Cancel (subscriptions)",
+        )
+        .answers(200, "OK", Schema::view::<crate::views::SubscriptionView>())
+        .errors(404, &["not_found"]),
+    ]
+}

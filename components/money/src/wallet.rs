@@ -217,3 +217,85 @@ pub fn transaction(ctx: &UserCtx) -> Reply {
         _ => Err(ApiError::not_found("transaction")),
     }
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("GET /api/wallet", "Get (wallet)").answers(
+            200,
+            "OK",
+            Schema::written(json!({ "$ref": "#/components/schemas/Wallet" })),
+        ),
+        Operation::new("GET /api/wallet/transactions", "Transactions (wallet)")
+            .paged()
+            .answers(
+                200,
+                "OK",
+                Schema::page_of::<crate::views::TransactionView>(),
+            )
+            .link(
+                "GET /api/wallet/transactions/{id}",
+                &[("id", "$response.body#/items/0/id")],
+            )
+            .errors(400, &["invalid_query"])
+            .errors(404, &["not_found"]),
+        Operation::new("GET /api/wallet/transactions/{id}", "Transaction (wallet)")
+            .answers(200, "OK", Schema::view::<crate::views::TransactionView>())
+            .errors(404, &["not_found"]),
+        Operation::new("POST /api/v1/wallets/{userId}/credits", "Credit (wallet)")
+            .takes(Schema::body::<CreditBody>())
+            .answers(
+                201,
+                "Created",
+                Schema::written(json!({
+                    "allOf": [
+                        { "$ref": "#/components/schemas/Transfer" },
+                        {
+                            "type": "object",
+                            "required": ["wallet"],
+                            "properties": { "wallet": {"$ref": "#/components/schemas/Wallet"} },
+                        },
+                    ],
+                })),
+            )
+            .link(
+                "POST /api/v1/transfers/{id}/reverse",
+                &[("id", "$response.body#/id")],
+            )
+            .errors(404, &["not_found"])
+            .errors(409, &["duplicate_reference", "request_in_progress"])
+            .errors(
+                400,
+                &["idempotency_key_required", "invalid_idempotency_key"],
+            )
+            .errors(422, &["idempotency_key_reused"]),
+        Operation::new("POST /api/v1/transfers/{id}/reverse", "Reverse (wallet)")
+            .takes(Schema::body::<ReversalBody>())
+            .answers(
+                201,
+                "Created",
+                Schema::written(json!({
+                    "allOf": [
+                        { "$ref": "#/components/schemas/Transfer" },
+                        {
+                            "type": "object",
+                            "required": ["wallet"],
+                            "properties": { "wallet": {"$ref": "#/components/schemas/Wallet"} },
+                        },
+                    ],
+                })),
+            )
+            .errors(404, &["not_found"])
+            .errors(
+                409,
+                &["already_reversed", "not_reversible", "request_in_progress"],
+            )
+            .errors(
+                400,
+                &["idempotency_key_required", "invalid_idempotency_key"],
+            )
+            .errors(422, &["idempotency_key_reused"]),
+    ]
+}

@@ -17,6 +17,21 @@ use spin_sdk::http_component;
 
 use Handler::User;
 
+/// What the routes take and answer: the API document's operations, declared beside their
+/// handlers (`openapi-doc` builds the document from them and the route table).
+pub mod contract {
+    /// What every route takes and answers.
+    pub fn operations() -> Vec<common::contract::Operation> {
+        [
+            crate::links::operations(),
+            crate::search::operations(),
+            crate::link_existing::operations(),
+            crate::proxy::operations(),
+        ]
+        .concat()
+    }
+}
+
 /// The route table: method, path, and the handler, whose variant is the route's tier:
 /// every music route acts for one signed-in user.
 pub const ROUTES: &[Route<Handler>] = &[

@@ -146,6 +146,57 @@ pub fn link_existing(ctx: &UserCtx) -> Result<Response, ApiError> {
     Ok(json(200, &LinkRecord::new(link, user)))
 }
 
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new(
+            "POST /api/users/music/link-existing",
+            "Link existing (link existing)",
+        )
+        .takes(Schema::written(json!({
+            "type": "object",
+            "properties": {
+                "musicUserId": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 200,
+                    "pattern": "\\S",
+                },
+                "musicUserEmail": {
+                    "type": ["string", "null"],
+                    "maxLength": 254,
+                    "description": "An e-mail address",
+                },
+                "password": { "type": ["string", "null"], "maxLength": 1024 },
+            },
+            "additionalProperties": false,
+            "required": ["musicUserId"],
+        })))
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({ "$ref": "#/components/schemas/MusicLink" })),
+        )
+        .errors(401, &["music_password_invalid"])
+        .errors(404, &["not_found"])
+        .errors(422, &["validation_failed"])
+        .errors(429, &["rate_limited"])
+        .errors(
+            502,
+            &[
+                "music_platform_unreachable",
+                "music_platform_answer_too_large",
+                "music_platform_denied",
+                "music_platform_error",
+                "music_platform_invalid_answer",
+            ],
+        )
+        .errors(504, &["music_platform_timeout"]),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -263,3 +263,93 @@ pub fn refresh(ctx: &UserCtx) -> Result<Response, ApiError> {
         &LinkRecord::new(load_existing(&db, tenant, user)?, user),
     ))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/users/music/authenticate", "Authenticate (links)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({ "$ref": "#/components/schemas/MusicLink" })),
+            )
+            .errors(401, &["missing_token"])
+            .errors(
+                502,
+                &[
+                    "music_platform_unreachable",
+                    "music_platform_answer_too_large",
+                    "music_platform_denied",
+                    "music_platform_error",
+                    "music_platform_invalid_answer",
+                ],
+            )
+            .errors(504, &["music_platform_timeout"]),
+        Operation::new("GET /api/users/music/link", "Get (links)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({ "$ref": "#/components/schemas/MusicLink" })),
+            )
+            .errors(404, &["not_found"]),
+        Operation::new("POST /api/users/music/link", "Create or update (links)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": { "isActive": {"type": ["boolean", "null"]} },
+                "additionalProperties": false,
+            })))
+            .body_optional()
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({ "$ref": "#/components/schemas/MusicLink" })),
+            )
+            .errors(404, &["not_found"]),
+        Operation::new("PUT /api/users/music/link", "Update (links)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": { "isActive": {"type": ["boolean", "null"]} },
+                "additionalProperties": false,
+            })))
+            .body_optional()
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({ "$ref": "#/components/schemas/MusicLink" })),
+            )
+            .errors(404, &["not_found"]),
+        Operation::new("DELETE /api/users/music/link", "Delete (links)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["success", "message"],
+                    "properties": { "success": {"const": true}, "message": {"type": "string"} },
+                })),
+            )
+            .errors(404, &["not_found"]),
+        Operation::new("POST /api/users/music/refresh-token", "Refresh (links)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({ "$ref": "#/components/schemas/MusicLink" })),
+            )
+            .errors(401, &["music_token_rejected"])
+            .errors(404, &["not_found"])
+            .errors(409, &["music_link_inactive", "music_token_missing"])
+            .errors(
+                502,
+                &[
+                    "music_platform_unreachable",
+                    "music_platform_answer_too_large",
+                    "music_platform_denied",
+                    "music_platform_error",
+                    "music_platform_invalid_answer",
+                ],
+            )
+            .errors(504, &["music_platform_timeout"]),
+    ]
+}

@@ -221,6 +221,33 @@ pub fn proxy(ctx: &UserCtx) -> Result<Response, ApiError> {
         .build())
 }
 
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("* /api/users/music/proxy/{*path}", "Proxy (proxy)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "description": "The music platform's answer, passed through as it is",
+                })),
+            )
+            .errors(400, &["invalid_music_path", "invalid_query"])
+            .errors(405, &["method_not_allowed"])
+            .errors(
+                502,
+                &[
+                    "music_platform_unreachable",
+                    "music_platform_answer_too_large",
+                    "music_platform_denied",
+                ],
+            )
+            .errors(504, &["music_platform_timeout"]),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

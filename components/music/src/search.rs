@@ -47,6 +47,36 @@ pub fn search(ctx: &UserCtx) -> Result<Response, ApiError> {
     Ok(json(200, &results))
 }
 
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("GET /api/users/music/search", "Search (search)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "array",
+                    "items": { "$ref": "#/components/schemas/MusicAccount" },
+                })),
+            )
+            .errors(400, &["invalid_query"])
+            .errors(422, &["validation_failed"])
+            .errors(
+                502,
+                &[
+                    "music_platform_unreachable",
+                    "music_platform_answer_too_large",
+                    "music_platform_denied",
+                    "music_platform_error",
+                    "music_platform_invalid_answer",
+                ],
+            )
+            .errors(504, &["music_platform_timeout"]),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,102 @@ use spin_sdk::http_component;
 
 use Handler::Public;
 
+/// What the routes take and answer: the API document's operations, declared beside their
+/// handlers (`openapi-doc` builds the document from them and the route table).
+pub mod contract {
+    /// What every route takes and answers.
+    pub fn operations() -> Vec<common::contract::Operation> {
+        use common::contract::{Operation, Schema};
+        use serde_json::json;
+        [
+            vec![
+                Operation::new("GET /egress-player", "Egress player")
+                    .answers_as(
+                        200,
+                        "The page",
+                        "text/html",
+                        Schema::written(json!({ "type": "string" })),
+                    )
+                    .answers_as(
+                        404,
+                        "No such page or broadcast",
+                        "text/plain",
+                        Schema::written(json!({ "type": "string" })),
+                    )
+                    .answers_as(
+                        400,
+                        "Invalid page parameters",
+                        "text/plain",
+                        Schema::written(json!({ "type": "string" })),
+                    ),
+                Operation::new("GET /sfu-test", "Sfu test")
+                    .answers_as(
+                        200,
+                        "The page",
+                        "text/html",
+                        Schema::written(json!({ "type": "string" })),
+                    )
+                    .answers_as(
+                        404,
+                        "No such page or broadcast",
+                        "text/plain",
+                        Schema::written(json!({ "type": "string" })),
+                    )
+                    .answers_as(
+                        400,
+                        "Invalid page parameters",
+                        "text/plain",
+                        Schema::written(json!({ "type": "string" })),
+                    ),
+                Operation::new("GET /docs", "Api docs")
+                    .answers_as(
+                        200,
+                        "The page",
+                        "text/html",
+                        Schema::written(json!({ "type": "string" })),
+                    )
+                    .answers_as(
+                        404,
+                        "No such page or broadcast",
+                        "text/plain",
+                        Schema::written(json!({ "type": "string" })),
+                    ),
+                Operation::new("GET /static/{file}", "Asset")
+                    .answers_as(
+                        200,
+                        "The content-hashed asset (immutable)",
+                        "*/*",
+                        Schema::written(json!({ "type": "string" })),
+                    )
+                    .answers_empty(304, "Not modified (If-None-Match)")
+                    .answers_as(
+                        404,
+                        "No such asset",
+                        "text/plain",
+                        Schema::written(json!({ "type": "string" })),
+                    ),
+                Operation::new("GET /static/vendor/{file}", "Vendor asset")
+                    .answers_as(
+                        200,
+                        "The content-hashed asset (immutable)",
+                        "*/*",
+                        Schema::written(json!({ "type": "string" })),
+                    )
+                    .answers_empty(304, "Not modified (If-None-Match)")
+                    .answers_as(
+                        404,
+                        "No such asset",
+                        "text/plain",
+                        Schema::written(json!({ "type": "string" })),
+                    ),
+            ],
+            crate::pages::operations(),
+            crate::dashboard::operations(),
+        ]
+        .concat()
+    }
+}
+
 /// The route table: every page is public (a private broadcast's recording page checks the
 /// SFU token egress sends). `/static/...` holds content-hashed names only (see `assets`).
 pub const ROUTES: &[Route<Handler>] = &[

@@ -24,6 +24,62 @@ use spin_sdk::http_component;
 const MAX_IDENTITY: usize = 128;
 const MAX_DISPLAY_NAME: usize = 100;
 
+/// What the routes take and answer: the API document's operations, declared beside their
+/// handlers (`openapi-doc` builds the document from them and the route table).
+pub mod contract {
+    /// What every route takes and answers.
+    pub fn operations() -> Vec<common::contract::Operation> {
+        use common::contract::{Operation, Schema};
+        use serde_json::json;
+        vec![
+            Operation::new("POST /api/streaming/sessions/{id}/token", "Mint")
+                .takes(Schema::written(json!({
+                    "type": "object",
+                    "properties": {
+                        "role": { "type": "string", "pattern": "^\\s*(publisher|subscriber)\\s*$" },
+                        "userId": {
+                            "type": ["string", "null"],
+                            "maxLength": 128,
+                            "description": "Required from the tenant's server; a user may only name itself",
+                        },
+                        "name": { "type": ["string", "null"], "maxLength": 100 },
+                    },
+                    "additionalProperties": false,
+                    "required": ["role"],
+                })))
+                .request_example(json!({ "role": "subscriber" }))
+                .answers(200, "OK", Schema::written(json!({
+                    "type": "object",
+                    "required": [
+                        "token",
+                        "serverUrl",
+                        "room",
+                        "sessionId",
+                        "role",
+                        "identity",
+                        "expiresAt",
+                    ],
+                    "properties": {
+                        "token": { "type": "string" },
+                        "serverUrl": { "type": "string" },
+                        "room": { "type": "string" },
+                        "sessionId": { "type": "string" },
+                        "role": { "enum": ["publisher", "co_host", "subscriber"] },
+                        "identity": { "type": "string" },
+                        "expiresAt": { "type": "string", "format": "date-time" },
+                    },
+                })))
+                .errors(401, &["publisher_requires_user"])
+                .errors(403, &["identity_mismatch", "not_a_host", "cohost_not_approved", "cohost_removed"])
+                .errors(404, &["not_found"])
+                .errors(422, &["validation_failed"])
+                .errors(409, &["broadcast_ended"])
+                .errors(400, &["invalid_id"])
+                .errors(503, &["sfu_not_configured"]),
+        ]
+    }
+}
+
 /// The route table: one route, for any caller of the tenant (the token it gets depends on
 /// what it proved; see [`mint`]).
 pub const ROUTES: &[Route<Handler>] = &[route(

@@ -254,6 +254,30 @@ fn jitter() -> f64 {
     f64::from(u16::from_le_bytes([bytes[0], bytes[1]])) / 65_536.0
 }
 
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/jobs/deliver-webhooks", "Run (deliver)").answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["job", "done", "remaining", "dispatched", "attempted", "delivered"],
+                "properties": {
+                    "job": { "const": "deliver-webhooks" },
+                    "done": { "type": "integer", "minimum": 0 },
+                    "remaining": { "type": "integer", "minimum": 0 },
+                    "dispatched": { "type": "integer", "minimum": 0 },
+                    "attempted": { "type": "integer", "minimum": 0 },
+                    "delivered": { "type": "integer", "minimum": 0 },
+                },
+            })),
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,15 @@ use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
 
+/// What the routes take and answer: the API document's operations, declared beside their
+/// handlers (`openapi-doc` builds the document from them and the route table).
+pub mod contract {
+    /// What every route takes and answers.
+    pub fn operations() -> Vec<common::contract::Operation> {
+        crate::deliver::operations()
+    }
+}
+
 /// The route table: the delivery job (jobs tier: the scheduler's `jobs_token`).
 pub const ROUTES: &[Route<Handler>] = &[route(
     "POST",

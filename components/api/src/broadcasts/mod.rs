@@ -229,3 +229,104 @@ pub fn reset_stream_key(ctx: &UserCtx) -> Result<Response, ApiError> {
     })?;
     Ok(json(200, &view::one(&db, &b, Audience::Owner, ctx.now())?))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    let mut operations = vec![
+        Operation::new("POST /api/broadcasts", "Create (broadcasts)")
+            .takes(Schema::body::<NewBroadcastBody>())
+            .request_example(json!({
+                "title": "Launch stream",
+                "visibility": "public",
+                "tags": ["launch"],
+                "deviceWidth": 390,
+                "deviceHeight": 844,
+                "deviceType": "mobile",
+                "operatingSystem": "iOS",
+            }))
+            .answers(200, "OK", Schema::view::<BroadcastView>())
+            .link("GET /api/broadcasts/{id}", &[("id", "$response.body#/id")])
+            .link("PATCH /api/broadcasts/{id}", &[("id", "$response.body#/id")])
+            .link("POST /api/broadcasts/{id}/status", &[("id", "$response.body#/id")])
+            .link("GET /api/broadcasts/{id}/chat", &[("id", "$response.body#/id")])
+            .link("POST /api/broadcasts/{id}/chat", &[("id", "$response.body#/id")])
+            .link("POST /api/broadcasts/{id}/viewer-count", &[("id", "$response.body#/id")])
+            .link("POST /api/sessions/{id}/heartbeat", &[("id", "$response.body#/id")])
+            .link("POST /api/broadcasts/{id}/stream-key/reset", &[("id", "$response.body#/id")])
+            .link("GET /api/broadcasts/{id}/recordings", &[("id", "$response.body#/id")])
+            .link("GET /api/streaming/sessions/{id}/multihost", &[("id", "$response.body#/id")])
+            .link("GET /api/streams/{id}/chat", &[("id", "$response.body#/streamId")])
+            .link("POST /api/streams/{id}/chat", &[("id", "$response.body#/streamId")])
+            .link("PUT /api/streams/{id}/chat/settings", &[("id", "$response.body#/streamId")])
+            .link("POST /api/streams/{id}/chat/bans", &[("id", "$response.body#/streamId")])
+            .link("POST /api/streams/{id}/chat/timeouts", &[("id", "$response.body#/streamId")])
+            .link("POST /api/streams/{id}/chat/clear", &[("id", "$response.body#/streamId")])
+            .link("POST /api/broadcasts/{id}/gifts", &[("id", "$response.body#/id")])
+            .link("POST /api/broadcasts/{id}/recordings/start", &[("id", "$response.body#/id")])
+            .link("GET /api/broadcasts/{id}/gifts/leaderboard", &[("id", "$response.body#/id")]),
+        Operation::new("GET /api/broadcasts", "List own (broadcasts)")
+            .answers(200, "OK", Schema::page_of::<BroadcastView>()),
+        Operation::new("GET /api/broadcasts/live", "List live (broadcasts)")
+            .paged()
+            .answers(200, "OK", Schema::written(json!({
+                "allOf": [{"$ref": "#/components/schemas/Page"}],
+                "properties": { "items": {"items": {"$ref": "#/components/schemas/Broadcast"}} },
+            })))
+            .errors(400, &["invalid_query"]),
+        Operation::new("GET /api/broadcasts/{id}", "Get (broadcasts)")
+            .answers(200, "OK", Schema::view::<BroadcastView>())
+            .errors(404, &["not_found"]),
+        Operation::new("PATCH /api/broadcasts/{id}", "Update (broadcasts)")
+            .takes(Schema::body::<BroadcastChangesBody>())
+            .body_optional()
+            .answers(200, "OK", Schema::view::<BroadcastView>())
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended", "already_live"]),
+        Operation::new("POST /api/broadcasts/{id}/status", "Update status (broadcasts)")
+            .takes(Schema::body::<StatusChangeBody>())
+            .request_example(json!({ "status": "active" }))
+            .answers(200, "OK", Schema::view::<BroadcastView>())
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["invalid_transition", "concurrent_update"])
+            .errors(422, &["validation_failed"]),
+        Operation::new("POST /api/sessions/{id}/heartbeat", "Heartbeat (broadcasts)")
+            .answers(200, "OK", Schema::written(json!({
+                "type": "object",
+                "required": ["success", "id", "status", "lastHeartbeat"],
+                "properties": {
+                    "success": { "const": true },
+                    "id": { "type": "string", "format": "uuid" },
+                    "status": { "enum": ["pending", "active", "completed", "error"] },
+                    "lastHeartbeat": { "type": "string", "format": "date-time" },
+                },
+            })))
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended"]),
+        Operation::new("POST /api/broadcasts/{id}/viewer-count", "Viewer count (broadcasts)")
+            .takes(Schema::body::<ViewerCountBody>())
+            .answers(200, "OK", Schema::written(json!({
+                "type": "object",
+                "required": ["success", "id", "viewerCount"],
+                "properties": {
+                    "success": { "const": true },
+                    "id": { "type": "string", "format": "uuid" },
+                    "viewerCount": { "type": "integer", "minimum": 0 },
+                },
+            })))
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended"]),
+        Operation::new("POST /api/broadcasts/{id}/stream-key/reset", "Reset stream key (broadcasts)")
+            .answers(200, "OK", Schema::view::<BroadcastView>())
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended"]),
+    ];
+    operations.extend(tenant_api::operations());
+    operations
+}

@@ -110,3 +110,67 @@ pub fn react(ctx: &ActorCtx) -> Result<Response, ApiError> {
         &json!({ "success": true, "sessionId": b.id, "reaction": reaction, "count": count }),
     ))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("POST /api/v1/sessions", "V1 create (broadcasts)")
+            .takes(Schema::body::<crate::broadcasts::NewBroadcastBody>())
+            .answers(
+                200,
+                "OK",
+                Schema::view::<crate::broadcasts::BroadcastView>(),
+            )
+            .link(
+                "PATCH /api/v1/sessions/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/v1/sessions/{id}/reactions",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "GET /api/broadcasts/{id}/analytics",
+                &[("id", "$response.body#/id")],
+            ),
+        Operation::new("GET /api/v1/sessions", "V1 list (broadcasts)").answers(
+            200,
+            "OK",
+            Schema::page_of::<crate::broadcasts::BroadcastView>(),
+        ),
+        Operation::new("PATCH /api/v1/sessions/{id}", "V1 patch (broadcasts)")
+            .takes(Schema::body::<crate::broadcasts::SessionPatchBody>())
+            .answers(
+                200,
+                "OK",
+                Schema::view::<crate::broadcasts::BroadcastView>(),
+            )
+            .errors(403, &["forbidden"])
+            .errors(
+                409,
+                &["invalid_transition", "broadcast_ended", "concurrent_update"],
+            )
+            .errors(422, &["validation_failed"]),
+        Operation::new("POST /api/v1/sessions/{id}/reactions", "React (broadcasts)")
+            .takes(Schema::body::<crate::broadcasts::ReactionBody>())
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["success", "sessionId", "reaction", "count"],
+                    "properties": {
+                        "success": { "const": true },
+                        "sessionId": { "type": "string", "format": "uuid" },
+                        "reaction": { "enum": ["heart", "sparkle", "thumbs_up", "surprised"] },
+                        "count": { "type": "integer", "minimum": 0 },
+                    },
+                })),
+            )
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended"])
+            .errors(429, &["rate_limited"]),
+    ]
+}

@@ -143,3 +143,14 @@ fn publish_channel(db: &Db, client_id: &str, owner: &str, event: Event) -> Resul
     }
     Ok(())
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    [
+        restrictions::operations(),
+        modes::operations(),
+        reports::operations(),
+        word_lists::operations(),
+    ]
+    .concat()
+}

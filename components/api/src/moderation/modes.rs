@@ -222,3 +222,105 @@ fn set_pin(
     realtime::publish(&target.stream_id, event);
     Ok(())
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new(
+            "GET /api/streams/{id}/chat/settings",
+            "Get settings (moderation)",
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "$ref": "#/components/schemas/ChatSettings",
+            })),
+        ),
+        Operation::new(
+            "PUT /api/streams/{id}/chat/settings",
+            "Put settings (moderation)",
+        )
+        .takes(Schema::written(json!({
+            "type": "object",
+            "properties": {
+                "slowModeSeconds": { "type": ["integer", "null"], "minimum": 0 },
+                "followersOnlyMinutes": { "type": ["integer", "null"], "minimum": 0 },
+                "subscribersOnly": { "type": ["boolean", "null"] },
+                "reactionsOnly": { "type": ["boolean", "null"] },
+            },
+            "additionalProperties": false,
+        })))
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "$ref": "#/components/schemas/ChatSettings",
+            })),
+        )
+        .errors(403, &["not_a_moderator"])
+        .errors(422, &["validation_failed"]),
+        Operation::new("POST /api/streams/{id}/chat/clear", "Clear (moderation)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "userId": {
+                        "type": ["string", "null"],
+                        "maxLength": 64,
+                        "minLength": 1,
+                        "pattern": "\\S",
+                        "description": "Only this user's messages; absent or null: every message",
+                    },
+                },
+                "additionalProperties": false,
+            })))
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["deleted", "ids"],
+                    "properties": {
+                        "deleted": { "type": "integer", "minimum": 0 },
+                        "ids": { "type": "array", "items": {"type": "string", "format": "uuid"} },
+                    },
+                })),
+            )
+            .errors(403, &["not_a_moderator"]),
+        Operation::new("PUT /api/streams/{id}/chat/pin", "Pin (moderation)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "messageId": {
+                        "type": "string",
+                        "maxLength": 64,
+                        "minLength": 1,
+                        "pattern": "\\S",
+                    },
+                },
+                "additionalProperties": false,
+                "required": ["messageId"],
+            })))
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "$ref": "#/components/schemas/ChatSettings",
+                })),
+            )
+            .errors(400, &["invalid_id"])
+            .errors(403, &["not_a_moderator"])
+            .errors(404, &["not_found"]),
+        Operation::new("DELETE /api/streams/{id}/chat/pin", "Unpin (moderation)")
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "$ref": "#/components/schemas/ChatSettings",
+                })),
+            )
+            .errors(403, &["not_a_moderator"]),
+    ]
+}

@@ -211,3 +211,115 @@ pub fn moderation_log(ctx: &ActorCtx) -> Result<Response, ApiError> {
     )?;
     Ok(json(200, &Paged::new(items, total, page)))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new(
+            "POST /api/streams/{id}/chat/{messageId}/report",
+            "Report (moderation)",
+        )
+        .takes(Schema::written(json!({
+            "type": "object",
+            "properties": { "reason": {"type": "string", "minLength": 1, "pattern": "\\S"} },
+            "additionalProperties": false,
+            "required": ["reason"],
+        })))
+        .answers(
+            201,
+            "Created",
+            Schema::written(json!({
+                "$ref": "#/components/schemas/ChatReport",
+            })),
+        )
+        .link(
+            "POST /api/streams/{id}/chat/reports/{reportId}/resolve",
+            &[
+                ("id", "$request.path.id"),
+                ("reportId", "$response.body#/id"),
+            ],
+        )
+        .errors(400, &["invalid_id"])
+        .errors(404, &["not_found"])
+        .errors(409, &["already_reported"])
+        .errors(429, &["rate_limited"]),
+        Operation::new("GET /api/streams/{id}/chat/reports", "Reports (moderation)")
+            .paged()
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "allOf": [
+                        { "$ref": "#/components/schemas/Page" },
+                        {
+                            "type": "object",
+                            "properties": {
+                                "items": {
+                                    "type": "array",
+                                    "items": { "$ref": "#/components/schemas/ChatReport" },
+                                },
+                            },
+                        },
+                    ],
+                })),
+            )
+            .errors(400, &["invalid_query", "invalid_status"])
+            .errors(403, &["not_a_moderator"]),
+        Operation::new(
+            "POST /api/streams/{id}/chat/reports/{reportId}/resolve",
+            "Resolve (moderation)",
+        )
+        .takes(Schema::written(json!({
+            "type": "object",
+            "properties": {
+                "action": {
+                    "type": "string",
+                    "maxLength": 16,
+                    "minLength": 1,
+                    "pattern": "\\S",
+                },
+                "note": { "type": ["string", "null"] },
+            },
+            "additionalProperties": false,
+            "required": ["action"],
+        })))
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "$ref": "#/components/schemas/ChatReport",
+            })),
+        )
+        .errors(400, &["invalid_id"])
+        .errors(403, &["not_a_moderator"])
+        .errors(404, &["not_found"])
+        .errors(409, &["already_reported", "already_resolved", "not_held"]),
+        Operation::new(
+            "GET /api/streams/{id}/chat/moderation-log",
+            "Moderation log (moderation)",
+        )
+        .paged()
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "allOf": [
+                    { "$ref": "#/components/schemas/Page" },
+                    {
+                        "type": "object",
+                        "properties": {
+                            "items": {
+                                "type": "array",
+                                "items": { "$ref": "#/components/schemas/ModerationLogEntry" },
+                            },
+                        },
+                    },
+                ],
+            })),
+        )
+        .errors(400, &["invalid_query"])
+        .errors(403, &["not_a_moderator"]),
+    ]
+}

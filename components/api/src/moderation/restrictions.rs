@@ -357,3 +357,141 @@ pub fn channel_unban(ctx: &UserCtx) -> Result<Response, ApiError> {
         &json!({"success": true, "userId": user_id, "scope": "channel"}),
     ))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new(
+            "POST /api/streams/{id}/chat/timeouts",
+            "Timeout (moderation)",
+        )
+        .takes(Schema::written(json!({
+            "type": "object",
+            "properties": {
+                "seconds": { "type": ["integer", "null"], "minimum": 1 },
+                "userId": {
+                    "type": "string",
+                    "maxLength": 64,
+                    "minLength": 1,
+                    "pattern": "\\S",
+                },
+                "reason": { "type": ["string", "null"] },
+                "scope": { "type": ["string", "null"], "maxLength": 16 },
+            },
+            "additionalProperties": false,
+            "required": ["userId"],
+        })))
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "$ref": "#/components/schemas/ChatRestriction",
+            })),
+        )
+        .errors(403, &["not_a_moderator", "not_the_creator"])
+        .errors(404, &["not_found"])
+        .errors(409, &["cannot_restrict_moderator", "no_channel"]),
+        Operation::new("POST /api/streams/{id}/chat/bans", "Ban (moderation)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "userId": {
+                        "type": "string",
+                        "maxLength": 64,
+                        "minLength": 1,
+                        "pattern": "\\S",
+                    },
+                    "reason": { "type": ["string", "null"] },
+                    "scope": { "type": ["string", "null"], "maxLength": 16 },
+                },
+                "additionalProperties": false,
+                "required": ["userId"],
+            })))
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "$ref": "#/components/schemas/ChatRestriction",
+                })),
+            )
+            .link(
+                "DELETE /api/streams/{id}/chat/bans/{userId}",
+                &[
+                    ("id", "$request.path.id"),
+                    ("userId", "$response.body#/userId"),
+                ],
+            )
+            .errors(403, &["not_a_moderator", "not_the_creator"])
+            .errors(404, &["not_found"])
+            .errors(409, &["cannot_restrict_moderator", "no_channel"]),
+        Operation::new(
+            "DELETE /api/streams/{id}/chat/bans/{userId}",
+            "Unban (moderation)",
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["success", "userId", "scope"],
+                "properties": {
+                    "success": { "const": true },
+                    "userId": { "type": "string" },
+                    "scope": { "enum": ["stream", "channel"] },
+                },
+            })),
+        )
+        .errors(400, &["invalid_id", "invalid_scope"])
+        .errors(403, &["not_a_moderator", "not_the_creator"])
+        .errors(404, &["not_found"])
+        .errors(409, &["no_channel"]),
+        Operation::new("POST /api/users/me/chat/bans", "Channel ban (moderation)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "userId": {
+                        "type": "string",
+                        "maxLength": 64,
+                        "minLength": 1,
+                        "pattern": "\\S",
+                    },
+                    "reason": { "type": ["string", "null"] },
+                },
+                "additionalProperties": false,
+                "required": ["userId"],
+            })))
+            .answers(
+                200,
+                "OK",
+                Schema::written(json!({
+                    "$ref": "#/components/schemas/ChatRestriction",
+                })),
+            )
+            .link(
+                "DELETE /api/users/me/chat/bans/{userId}",
+                &[("userId", "$response.body#/userId")],
+            )
+            .errors(409, &["cannot_restrict_moderator"]),
+        Operation::new(
+            "DELETE /api/users/me/chat/bans/{userId}",
+            "Channel unban (moderation)",
+        )
+        .answers(
+            200,
+            "OK",
+            Schema::written(json!({
+                "type": "object",
+                "required": ["success", "userId", "scope"],
+                "properties": {
+                    "success": { "const": true },
+                    "userId": { "type": "string" },
+                    "scope": { "const": "channel" },
+                },
+            })),
+        )
+        .errors(400, &["invalid_id"])
+        .errors(404, &["not_found"]),
+    ]
+}

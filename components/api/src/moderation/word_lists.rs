@@ -107,3 +107,68 @@ pub fn put_tenant_blocked_words(ctx: &ServerCtx) -> Result<Response, ApiError> {
     )?;
     Ok(json(200, &word_list_view(Some(list))))
 }
+
+/// What these routes take and answer, for the API document.
+pub(crate) fn operations() -> Vec<common::contract::Operation> {
+    use common::contract::{Operation, Schema};
+    use serde_json::json;
+    vec![
+        Operation::new("GET /api/users/me/chat/blocked-words", "Get blocked words (moderation)")
+            .answers(200, "OK", Schema::written(json!({
+                "$ref": "#/components/schemas/BlockedWords",
+            }))),
+        Operation::new("PUT /api/users/me/chat/blocked-words", "Put blocked words (moderation)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "words": {
+                        "type": "array",
+                        "maxItems": 500,
+                        "items": { "type": "string", "maxLength": 64 },
+                        "description": "At most 500 words or patterns of at most 64 characters (trimmed, duplicates dropped); each must hold a letter or digit (look-alike symbols such as @ or $ count); a leading or trailing * matches any prefix or suffix",
+                    },
+                    "action": {
+                        "type": ["string", "null"],
+                        "pattern": "^\\s*(reject|hold)?\\s*$",
+                        "description": "reject (the default) or hold for review",
+                    },
+                },
+                "required": ["words"],
+                "additionalProperties": false,
+            })))
+            .request_example(json!({
+                "words": ["spoiler", "sp*m"],
+                "action": "hold",
+            }))
+            .answers(200, "OK", Schema::written(json!({
+                "$ref": "#/components/schemas/BlockedWords",
+            }))),
+        Operation::new("GET /api/v1/chat/blocked-words", "Get tenant blocked words (moderation)")
+            .answers(200, "OK", Schema::written(json!({
+                "$ref": "#/components/schemas/BlockedWords",
+            }))),
+        Operation::new("PUT /api/v1/chat/blocked-words", "Put tenant blocked words (moderation)")
+            .takes(Schema::written(json!({
+                "type": "object",
+                "properties": {
+                    "words": {
+                        "type": "array",
+                        "maxItems": 500,
+                        "items": { "type": "string", "maxLength": 64 },
+                        "description": "At most 500 words or patterns of at most 64 characters (trimmed, duplicates dropped); each must hold a letter or digit (look-alike symbols such as @ or $ count); a leading or trailing * matches any prefix or suffix",
+                    },
+                    "action": {
+                        "type": ["string", "null"],
+                        "pattern": "^\\s*(reject|hold)?\\s*$",
+                        "description": "reject (the default) or hold for review",
+                    },
+                },
+                "required": ["words"],
+                "additionalProperties": false,
+            })))
+            .request_example(json!({ "words": ["spoiler"], "action": "reject" }))
+            .answers(200, "OK", Schema::written(json!({
+                "$ref": "#/components/schemas/BlockedWords",
+            }))),
+    ]
+}
