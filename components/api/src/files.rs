@@ -687,14 +687,8 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             })))
             .errors(404, &["not_found"]),
         Operation::new("GET /api/files/{id}/public", "Public (files)")
-            .answers_as(200, "The file's bytes (with its content type)", "*/*", Schema::written(json!({
-                "type": "string",
-                "contentMediaType": "application/octet-stream",
-            })))
-            .answers_as(206, "The requested byte range", "*/*", Schema::written(json!({
-                "type": "string",
-                "contentMediaType": "application/octet-stream",
-            })))
+            .answers_as(200, "The file's bytes (with its content type)", "*/*", Schema::bytes())
+            .answers_as(206, "The requested byte range", "*/*", Schema::bytes())
             .errors(404, &["file_unavailable", "not_found"])
             .errors(416, &["range_not_satisfiable"]),
         Operation::new("OPTIONS /api/files/{id}/public", "Preflight (files)")
@@ -707,14 +701,8 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             }))
             .answers_empty(204, "CORS preflight answer"),
         Operation::new("GET /api/files/{id}/download", "Download (files)")
-            .answers_as(200, "The file's bytes (with its content type)", "*/*", Schema::written(json!({
-                "type": "string",
-                "contentMediaType": "application/octet-stream",
-            })))
-            .answers_as(206, "The requested byte range", "*/*", Schema::written(json!({
-                "type": "string",
-                "contentMediaType": "application/octet-stream",
-            })))
+            .answers_as(200, "The file's bytes (with its content type)", "*/*", Schema::bytes())
+            .answers_as(206, "The requested byte range", "*/*", Schema::bytes())
             .errors(404, &["file_unavailable", "not_found"])
             .errors(416, &["range_not_satisfiable"]),
     ]

@@ -512,13 +512,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "PUT /api/files/uploads/{id}/parts/{n}",
             "Put part (uploads)",
         )
-        .takes_as(
-            "application/octet-stream",
-            Schema::written(json!({
-                "type": "string",
-                "contentMediaType": "application/octet-stream",
-            })),
-        )
+        .takes_as("application/octet-stream", Schema::bytes())
         .answers(
             200,
             "OK",

@@ -111,6 +111,16 @@ impl Schema {
         Schema::Written(schema)
     }
 
+    /// Text: a page, a script, a plain-text refusal (the answer's media type says which).
+    pub fn text() -> Schema {
+        Schema::Written(json!({ "type": "string" }))
+    }
+
+    /// Bytes as stored: a file's content.
+    pub fn bytes() -> Schema {
+        Schema::Written(json!({ "type": "string", "contentMediaType": "application/octet-stream" }))
+    }
+
     fn resolve(&self, schemas: &mut Schemas) -> Value {
         match self {
             Schema::Typed(reference) => reference(schemas),

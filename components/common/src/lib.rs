@@ -4,6 +4,7 @@
 //! use directly; [`spin`] holds the pieces that talk to the Spin host and is compiled
 //! only for the wasm components.
 
+pub mod answers;
 pub mod app;
 pub mod contract;
 pub mod domain;

@@ -168,27 +168,16 @@ fn tiles(t: &Totals, duration: Option<i64>) -> Vec<minijinja::Value> {
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new("GET /analytics/broadcasts/{id}", "Dashboard (dashboard)")
-            .answers_as(
-                200,
-                "The page",
-                "text/html",
-                Schema::written(json!({ "type": "string" })),
-            )
+            .answers_as(200, "The page", "text/html", Schema::text())
             .answers_as(
                 404,
                 "No such page or broadcast",
                 "text/plain",
-                Schema::written(json!({ "type": "string" })),
+                Schema::text(),
             )
-            .answers_as(
-                400,
-                "Invalid page parameters",
-                "text/plain",
-                Schema::written(json!({ "type": "string" })),
-            ),
+            .answers_as(400, "Invalid page parameters", "text/plain", Schema::text()),
     ]
 }
 

@@ -27,88 +27,52 @@ pub mod contract {
     /// What every route takes and answers.
     pub fn operations() -> Vec<common::contract::Operation> {
         use common::contract::{Operation, Schema};
-        use serde_json::json;
         [
             vec![
                 Operation::new("GET /egress-player", "Egress player")
-                    .answers_as(
-                        200,
-                        "The page",
-                        "text/html",
-                        Schema::written(json!({ "type": "string" })),
-                    )
+                    .answers_as(200, "The page", "text/html", Schema::text())
                     .answers_as(
                         404,
                         "No such page or broadcast",
                         "text/plain",
-                        Schema::written(json!({ "type": "string" })),
+                        Schema::text(),
                     )
-                    .answers_as(
-                        400,
-                        "Invalid page parameters",
-                        "text/plain",
-                        Schema::written(json!({ "type": "string" })),
-                    ),
+                    .answers_as(400, "Invalid page parameters", "text/plain", Schema::text()),
                 Operation::new("GET /sfu-test", "Sfu test")
-                    .answers_as(
-                        200,
-                        "The page",
-                        "text/html",
-                        Schema::written(json!({ "type": "string" })),
-                    )
+                    .answers_as(200, "The page", "text/html", Schema::text())
                     .answers_as(
                         404,
                         "No such page or broadcast",
                         "text/plain",
-                        Schema::written(json!({ "type": "string" })),
+                        Schema::text(),
                     )
-                    .answers_as(
-                        400,
-                        "Invalid page parameters",
-                        "text/plain",
-                        Schema::written(json!({ "type": "string" })),
-                    ),
+                    .answers_as(400, "Invalid page parameters", "text/plain", Schema::text()),
                 Operation::new("GET /docs", "Api docs")
-                    .answers_as(
-                        200,
-                        "The page",
-                        "text/html",
-                        Schema::written(json!({ "type": "string" })),
-                    )
+                    .answers_as(200, "The page", "text/html", Schema::text())
                     .answers_as(
                         404,
                         "No such page or broadcast",
                         "text/plain",
-                        Schema::written(json!({ "type": "string" })),
+                        Schema::text(),
                     ),
                 Operation::new("GET /static/{file}", "Asset")
                     .answers_as(
                         200,
                         "The content-hashed asset (immutable)",
                         "*/*",
-                        Schema::written(json!({ "type": "string" })),
+                        Schema::text(),
                     )
                     .answers_empty(304, "Not modified (If-None-Match)")
-                    .answers_as(
-                        404,
-                        "No such asset",
-                        "text/plain",
-                        Schema::written(json!({ "type": "string" })),
-                    ),
+                    .answers_as(404, "No such asset", "text/plain", Schema::text()),
                 Operation::new("GET /static/vendor/{file}", "Vendor asset")
                     .answers_as(
                         200,
                         "The content-hashed asset (immutable)",
                         "*/*",
-                        Schema::written(json!({ "type": "string" })),
+                        Schema::text(),
                     )
                     .answers_empty(304, "Not modified (If-None-Match)")
-                    .answers_as(
-                        404,
-                        "No such asset",
-                        "text/plain",
-                        Schema::written(json!({ "type": "string" })),
-                    ),
+                    .answers_as(404, "No such asset", "text/plain", Schema::text()),
             ],
             crate::pages::operations(),
             crate::dashboard::operations(),
