@@ -21,3 +21,21 @@ impl Deleted {
         }
     }
 }
+
+/// What an action with nothing else to show answers: a sentence saying it is done.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "Done")]
+pub struct Done {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    message: &'static str,
+}
+
+impl Done {
+    pub fn saying(message: &'static str) -> Done {
+        Done {
+            success: true,
+            message,
+        }
+    }
+}
