@@ -49,15 +49,12 @@ pub fn route_key(route: &TableRoute) -> String {
 pub struct Declared {
     pub operations: Vec<(&'static str, Operation)>,
     pub fragments: Vec<(&'static str, &'static str)>,
-    /// Adds the schemas that only written schemas name.
-    pub listed: fn(&mut Schemas),
 }
 
 /// The document of `routes`, with what `declared` says of them.
 pub fn document(routes: &[TableRoute], declared: &Declared) -> Result<Value, Problems> {
     let mut problems = Vec::new();
     let mut collected = Schemas::default();
-    (declared.listed)(&mut collected);
     let mut operations: BTreeMap<String, (String, Value)> = BTreeMap::new();
     for (component, op) in &declared.operations {
         let described = op.describe(&mut collected);

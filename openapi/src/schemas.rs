@@ -1,12 +1,6 @@
-//! Schemas that no declared operation names by type: those only a written schema refers to.
+//! What the build does to the derived schemas.
 
-use common::contract::Schemas;
 use serde_json::Value;
-
-/// Adds the schemas that only written schemas name (a leaderboard's supporters).
-pub fn listed(schemas: &mut Schemas) {
-    schemas.view::<money::contract::SupporterView>();
-}
 
 /// A description comes from a doc comment wrapped at the code's width: its lines are
 /// joined back into one (a blank line still starts a paragraph).

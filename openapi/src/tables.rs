@@ -54,7 +54,6 @@ pub fn declared() -> Declared {
     Declared {
         operations,
         fragments: fragments(),
-        listed: crate::schemas::listed,
     }
 }
 
@@ -64,6 +63,5 @@ pub fn fragments() -> Vec<(&'static str, &'static str)> {
     vec![
         ("api", include_str!("../../components/api/openapi.json")),
         ("music", include_str!("../../components/music/openapi.json")),
-        ("money", include_str!("../../components/money/openapi.json")),
     ]
 }

@@ -19,30 +19,38 @@ use common::store::outbox::{self, Subject};
 use common::store::{Db, broadcasts, cohosts, files, monetization, users};
 use common::validate::MAX_NAME;
 use common::validate::body::{NameList, OptBool, OptChoice, OptInt, OptText, RequestBody, Text};
+use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::json;
+use views::{GiftView, SupporterView};
 
 /// Rows a leaderboard or supporters list answers.
 const TOP: i64 = 50;
 
-/// `GET /api/gifts`: the active catalog, in display order.
-pub fn catalog(ctx: &AppCtx) -> Reply {
-    let db = ctx.db()?;
-    let items: Vec<_> = store::list(&db, &ctx.tenant.client_id, true)?
+/// The tenant's gifts, in display order.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "GiftCatalog")]
+pub struct Catalog {
+    items: Vec<GiftView>,
+}
+
+fn catalog_of(db: &Db, client_id: &str, active_only: bool) -> Result<Catalog, ApiError> {
+    let items = store::list(db, client_id, active_only)?
         .iter()
         .map(views::gift)
         .collect();
-    Ok(json(200, &json!({ "items": items })))
+    Ok(Catalog { items })
+}
+
+/// `GET /api/gifts`: the active catalog, in display order.
+pub fn catalog(ctx: &AppCtx) -> Reply {
+    let db = ctx.db()?;
+    Ok(json(200, &catalog_of(&db, &ctx.tenant.client_id, true)?))
 }
 
 /// `GET /api/v1/gifts`: the whole catalog, inactive entries too.
 pub fn catalog_for_server(ctx: &ServerCtx) -> Reply {
     let db = ctx.db()?;
-    let items: Vec<_> = store::list(&db, &ctx.tenant.client_id, false)?
-        .iter()
-        .map(views::gift)
-        .collect();
-    Ok(json(200, &json!({ "items": items })))
+    Ok(json(200, &catalog_of(&db, &ctx.tenant.client_id, false)?))
 }
 
 /// How a gift shows on screen.
@@ -97,11 +105,19 @@ pub fn put(ctx: &ServerCtx) -> Reply {
     Ok(json(200, &views::gift(&gift)))
 }
 
+/// What removing a catalog entry answers.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "GiftRemoved")]
+pub struct Removed {
+    #[schemars(extend("const" = true))]
+    deleted: bool,
+}
+
 /// `DELETE /api/v1/gifts/{giftId}`: removes a catalog entry (gifts sent keep their name).
 pub fn delete(ctx: &ServerCtx) -> Reply {
     let db = ctx.db()?;
     if store::delete(&db, &ctx.tenant.client_id, ctx.param("giftId"))? {
-        Ok(json(200, &json!({ "deleted": true })))
+        Ok(json(200, &Removed { deleted: true }))
     } else {
         Err(ApiError::not_found("gift"))
     }
@@ -338,13 +354,17 @@ fn give(tx: &Db, ctx: &UserCtx, ask: &Ask, prepared: &Prepared) -> Result<(Sent,
 }
 
 /// A sent gift, as `gift.sent` webhooks carry it; an anonymous one without its sender.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "SentGift")]
 struct GiftSent<'a> {
+    #[schemars(extend("format" = "uuid"))]
     id: &'a str,
+    #[schemars(extend("format" = "uuid"))]
     broadcast_id: &'a str,
     gift_id: &'a str,
     gift_name: &'a str,
+    #[schemars(range(min = 1))]
     quantity: i64,
     tokens: i64,
     diamonds: i64,
@@ -352,6 +372,7 @@ struct GiftSent<'a> {
     sender_id: Option<&'a str>,
     anonymous: bool,
     combo: i64,
+    #[schemars(extend("format" = "date-time"))]
     created_at: String,
 }
 
@@ -375,7 +396,8 @@ impl<'a> GiftSent<'a> {
 }
 
 /// The sender's answer: the gift and their token balance after it.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "GiftReceipt")]
 struct GiftAnswer<'a> {
     #[serde(flatten)]
     sent: GiftSent<'a>,
@@ -397,6 +419,35 @@ fn on_screen(sent: &Sent, sender: &CurrentUser) -> Event {
     }
 }
 
+/// A broadcast's top gifters, most tokens first.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "GiftLeaderboard")]
+pub struct Leaderboard {
+    #[schemars(extend("format" = "uuid"))]
+    broadcast_id: String,
+    items: Vec<SupporterView>,
+}
+
+/// A creator's top gifters over a period, most tokens first.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "TopSupporters")]
+pub struct Supporters {
+    user_id: String,
+    #[schemars(extend("enum" = ["week", "month", "all"]))]
+    period: String,
+    items: Vec<SupporterView>,
+}
+
+fn ranked(standings: &[store::Standing]) -> Vec<SupporterView> {
+    standings
+        .iter()
+        .enumerate()
+        .map(|(i, s)| views::standing(i, s))
+        .collect()
+}
+
 /// `GET /api/broadcasts/{id}/gifts/leaderboard`: the broadcast's top gifters.
 pub fn leaderboard(ctx: &UserCtx) -> Reply {
     let db = ctx.db()?;
@@ -406,12 +457,14 @@ pub fn leaderboard(ctx: &UserCtx) -> Reply {
     if !may_watch(&db, Watched::broadcast(&b), viewer, ctx.now())? {
         return Err(ApiError::not_found("broadcast"));
     }
-    let items: Vec<_> = store::leaderboard(&db, client_id, &b.id, TOP)?
-        .iter()
-        .enumerate()
-        .map(|(i, s)| views::standing(i, s))
-        .collect();
-    Ok(json(200, &json!({ "broadcastId": b.id, "items": items })))
+    let items = ranked(&store::leaderboard(&db, client_id, &b.id, TOP)?);
+    Ok(json(
+        200,
+        &Leaderboard {
+            broadcast_id: b.id,
+            items,
+        },
+    ))
 }
 
 /// `GET /api/users/{id}/supporters?period=week|month|all`: a creator's top gifters.
@@ -426,14 +479,14 @@ pub fn supporters(ctx: &UserCtx) -> Reply {
     if !users::exists(&db, client_id, creator)? {
         return Err(ApiError::not_found("user"));
     }
-    let items: Vec<_> = store::supporters(&db, client_id, creator, since, TOP)?
-        .iter()
-        .enumerate()
-        .map(|(i, s)| views::standing(i, s))
-        .collect();
+    let items = ranked(&store::supporters(&db, client_id, creator, since, TOP)?);
     Ok(json(
         200,
-        &json!({ "userId": creator, "period": period, "items": items }),
+        &Supporters {
+            user_id: creator.to_string(),
+            period,
+            items,
+        },
     ))
 }
 
@@ -441,58 +494,22 @@ pub fn supporters(ctx: &UserCtx) -> Reply {
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
     use serde_json::json;
+    let gift_id = json!({
+        "name": "giftId",
+        "in": "path",
+        "required": true,
+        "schema": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$" },
+    });
     vec![
         Operation::new("GET /api/gifts", "Catalog (gifts)").answers(
             200,
             "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["items"],
-                "properties": {
-                    "items": { "type": "array", "items": {"$ref": "#/components/schemas/Gift"} },
-                },
-            })),
+            Schema::view::<Catalog>(),
         ),
         Operation::new("POST /api/broadcasts/{id}/gifts", "Send (gifts)")
             .takes(Schema::body::<GiftToSendBody>())
             .request_example(json!({ "giftId": "rose", "quantity": 1 }))
-            .answers(
-                201,
-                "Created",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": [
-                        "id",
-                        "broadcastId",
-                        "giftId",
-                        "giftName",
-                        "quantity",
-                        "tokens",
-                        "diamonds",
-                        "recipientId",
-                        "senderId",
-                        "anonymous",
-                        "combo",
-                        "createdAt",
-                        "balance",
-                    ],
-                    "properties": {
-                        "id": { "type": "string" },
-                        "broadcastId": { "type": "string", "format": "uuid" },
-                        "giftId": { "type": "string" },
-                        "giftName": { "type": "string" },
-                        "quantity": { "type": "integer", "minimum": 1 },
-                        "tokens": { "type": "integer" },
-                        "diamonds": { "type": "integer" },
-                        "recipientId": { "type": "string" },
-                        "senderId": { "type": ["string", "null"] },
-                        "anonymous": { "type": "boolean" },
-                        "combo": { "type": "integer" },
-                        "createdAt": { "type": "string", "format": "date-time" },
-                        "balance": { "type": "integer" },
-                    },
-                })),
-            )
+            .answers(201, "Created", Schema::view::<GiftAnswer<'static>>())
             .errors(404, &["not_found"])
             .errors(409, &["broadcast_not_live", "request_in_progress"])
             .errors(
@@ -512,82 +529,29 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "GET /api/broadcasts/{id}/gifts/leaderboard",
             "Leaderboard (gifts)",
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["broadcastId", "items"],
-                "properties": {
-                    "broadcastId": { "type": "string", "format": "uuid" },
-                    "items": {
-                        "type": "array",
-                        "items": { "$ref": "#/components/schemas/Supporter" },
-                    },
-                },
-            })),
-        )
+        .answers(200, "OK", Schema::view::<Leaderboard>())
         .errors(404, &["not_found"]),
         Operation::new("GET /api/users/{id}/supporters", "Supporters (gifts)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["userId", "period", "items"],
-                    "properties": {
-                        "userId": { "type": "string" },
-                        "period": { "enum": ["week", "month", "all"] },
-                        "items": {
-                            "type": "array",
-                            "items": { "$ref": "#/components/schemas/Supporter" },
-                        },
-                    },
-                })),
-            )
+            .answers(200, "OK", Schema::view::<Supporters>())
             .errors(400, &["invalid_query"])
             .errors(404, &["not_found"]),
         Operation::new("GET /api/v1/gifts", "Catalog for server (gifts)").answers(
             200,
             "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["items"],
-                "properties": {
-                    "items": { "type": "array", "items": {"$ref": "#/components/schemas/Gift"} },
-                },
-            })),
+            Schema::view::<Catalog>(),
         ),
         Operation::new("PUT /api/v1/gifts/{giftId}", "Put (gifts)")
             .takes(Schema::body::<CatalogEntryBody>())
-            .parameter(json!({
-                "name": "giftId",
-                "in": "path",
-                "required": true,
-                "schema": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$" },
-            }))
-            .answers(200, "OK", Schema::view::<crate::views::GiftView>())
+            .parameter(gift_id.clone())
+            .answers(200, "OK", Schema::view::<GiftView>())
             .link(
                 "DELETE /api/v1/gifts/{giftId}",
                 &[("giftId", "$response.body#/id")],
             )
             .errors(400, &["invalid_id"]),
         Operation::new("DELETE /api/v1/gifts/{giftId}", "Delete (gifts)")
-            .parameter(json!({
-                "name": "giftId",
-                "in": "path",
-                "required": true,
-                "schema": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$" },
-            }))
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["deleted"],
-                    "properties": { "deleted": {"const": true} },
-                })),
-            )
+            .parameter(gift_id)
+            .answers(200, "OK", Schema::view::<Removed>())
             .errors(404, &["not_found"])
             .errors(400, &["invalid_id"]),
     ]

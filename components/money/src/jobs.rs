@@ -4,12 +4,50 @@ use crate::subscriptions::{announce, charge};
 use common::ApiError;
 use common::spin::http::{JobsCtx, Reply, json};
 use common::store::{ledger, subscriptions};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 /// Subscriptions one call renews or lapses.
 const BATCH: i64 = 100;
 /// Violations one answer lists.
 const MAX_LISTED: usize = 50;
+
+/// A run of `check-ledger` that found every invariant holding.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "LedgerCheckRun")]
+pub struct LedgerChecked {
+    #[schemars(extend("const" = "check-ledger"))]
+    job: &'static str,
+    /// The accounts checked.
+    #[schemars(range(min = 0))]
+    done: i64,
+    #[schemars(extend("const" = 0))]
+    remaining: i64,
+    #[schemars(extend("const" = true))]
+    ok: bool,
+    #[schemars(range(min = 0))]
+    accounts: i64,
+    #[schemars(range(min = 0))]
+    transfers: i64,
+}
+
+/// A run of `renew-subscriptions`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "SubscriptionRenewalRun")]
+pub struct Renewed {
+    #[schemars(extend("const" = "renew-subscriptions"))]
+    job: &'static str,
+    /// The subscriptions renewed or lapsed.
+    #[schemars(range(min = 0))]
+    done: i64,
+    /// The subscriptions still due.
+    #[schemars(range(min = 0))]
+    remaining: i64,
+    #[schemars(range(min = 0))]
+    renewed: i64,
+    #[schemars(range(min = 0))]
+    lapsed: i64,
+}
 
 /// `POST /api/jobs/check-ledger`: 200 when every invariant holds, otherwise 500
 /// `ledger_inconsistent` listing what is broken.
@@ -19,14 +57,14 @@ pub fn check_ledger(ctx: &JobsCtx) -> Reply {
     if report.violations.is_empty() {
         return Ok(json(
             200,
-            &json!({
-                "job": "check-ledger",
-                "done": report.accounts,
-                "remaining": 0,
-                "ok": true,
-                "accounts": report.accounts,
-                "transfers": report.transfers,
-            }),
+            &LedgerChecked {
+                job: "check-ledger",
+                done: report.accounts,
+                remaining: 0,
+                ok: true,
+                accounts: report.accounts,
+                transfers: report.transfers,
+            },
         ));
     }
     let listed: Vec<_> = report.violations.iter().take(MAX_LISTED).cloned().collect();
@@ -92,58 +130,28 @@ pub fn renew_subscriptions(ctx: &JobsCtx) -> Reply {
     let remaining = subscriptions::count_due(&db, now)?;
     Ok(json(
         200,
-        &json!({
-            "job": "renew-subscriptions",
-            "done": renewed + lapsed,
-            "remaining": remaining,
-            "renewed": renewed,
-            "lapsed": lapsed,
-        }),
+        &Renewed {
+            job: "renew-subscriptions",
+            done: renewed + lapsed,
+            remaining,
+            renewed,
+            lapsed,
+        },
     ))
 }
 
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new("POST /api/jobs/check-ledger", "Check ledger (jobs)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["job", "done", "remaining", "ok", "accounts", "transfers"],
-                    "properties": {
-                        "job": { "const": "check-ledger" },
-                        "done": { "type": "integer", "minimum": 0 },
-                        "remaining": { "type": "integer", "minimum": 0 },
-                        "ok": { "const": true },
-                        "accounts": { "type": "integer", "minimum": 0 },
-                        "transfers": { "type": "integer", "minimum": 0 },
-                    },
-                })),
-            )
+            .answers(200, "OK", Schema::view::<LedgerChecked>())
             .errors(500, &["ledger_inconsistent"]),
         Operation::new(
             "POST /api/jobs/renew-subscriptions",
             "Renew subscriptions (jobs)",
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["job", "done", "remaining", "renewed", "lapsed"],
-                "properties": {
-                    "job": { "const": "renew-subscriptions" },
-                    "done": { "type": "integer", "minimum": 0 },
-                    "remaining": { "type": "integer", "minimum": 0 },
-                    "renewed": { "type": "integer", "minimum": 0 },
-                    "lapsed": { "type": "integer", "minimum": 0 },
-                },
-            })),
-        )
+        .answers(200, "OK", Schema::view::<Renewed>())
         .errors(409, &["canceled", "renewed"]),
     ]
 }

@@ -17,8 +17,6 @@ mod wallet;
 /// What the routes take and answer: the API document's operations, declared beside their
 /// handlers (`openapi-doc` builds the document from them and the route table).
 pub mod contract {
-    pub use crate::views::SupporterView;
-
     /// What every route takes and answers.
     pub fn operations() -> Vec<common::contract::Operation> {
         [

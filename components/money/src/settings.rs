@@ -1,16 +1,133 @@
 //! `GET`/`PUT /api/v1/monetization`: the tenant's rate, payout minimum and spending caps.
 
 use crate::rules;
+use common::request_body;
 use common::spin::http::{Reply, ServerCtx, json};
 use common::store::monetization::{self as store, Settings};
-use serde_json::json;
+use common::validate::JsonBody;
+use common::validate::body::{FieldKind, OptInt, RequestBody};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
 
-fn view(s: &Settings) -> serde_json::Value {
-    json!({
-        "diamondsPer100Tokens": s.diamonds_per_100_tokens,
-        "minPayoutDiamonds": s.min_payout_diamonds,
-        "spendingCaps": { "hour": s.cap_hour, "day": s.cap_day, "week": s.cap_week },
-    })
+/// The tenant's monetization settings.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "MonetizationSettings")]
+pub struct SettingsView {
+    /// Diamonds a creator earns per 100 tokens spent on them (rounded down).
+    #[schemars(range(min = 0, max = 100))]
+    diamonds_per_100_tokens: i64,
+    /// The fewest diamonds a payout asks for.
+    #[schemars(range(min = 1))]
+    min_payout_diamonds: i64,
+    spending_caps: SpendingCaps,
+}
+
+/// The most tokens a user may spend per hour, day and week; null for no cap.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(inline)]
+struct SpendingCaps {
+    hour: Option<i64>,
+    day: Option<i64>,
+    week: Option<i64>,
+}
+
+fn view(s: &Settings) -> SettingsView {
+    SettingsView {
+        diamonds_per_100_tokens: s.diamonds_per_100_tokens,
+        min_payout_diamonds: s.min_payout_diamonds,
+        spending_caps: SpendingCaps {
+            hour: s.cap_hour,
+            day: s.cap_day,
+            week: s.cap_week,
+        },
+    }
+}
+
+/// Changes to the spending caps: a window sent as a number gets that cap, one sent as
+/// null loses its cap (`Some(None)`), one left out keeps it (`None`).
+#[derive(Debug, Clone, Default)]
+pub struct CapChanges {
+    pub hour: Option<Option<i64>>,
+    pub day: Option<Option<i64>>,
+    pub week: Option<Option<i64>>,
+}
+
+impl CapChanges {
+    fn apply(&self, s: &mut Settings) {
+        for (change, cap) in [
+            (self.hour, &mut s.cap_hour),
+            (self.day, &mut s.cap_day),
+            (self.week, &mut s.cap_week),
+        ] {
+            if let Some(change) = change {
+                *cap = change;
+            }
+        }
+    }
+}
+
+/// An object of spending caps to change, by window (`hour`, `day`, `week`), each a
+/// positive integer or null; may be left out.
+pub struct SpendingCapChanges;
+
+impl FieldKind for SpendingCapChanges {
+    type Value = CapChanges;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> CapChanges {
+        let mut changes = CapChanges::default();
+        let Some(sent) = body.opt_value(name) else {
+            return changes;
+        };
+        let Some(caps) = sent.as_object() else {
+            body.error(name, "must be an object {hour, day, week}");
+            return changes;
+        };
+        for (window, value) in caps {
+            let slot = match window.as_str() {
+                "hour" => &mut changes.hour,
+                "day" => &mut changes.day,
+                "week" => &mut changes.week,
+                _ => {
+                    body.error(name, format!("{window} is not hour, day or week"));
+                    continue;
+                }
+            };
+            match value {
+                Value::Null => *slot = Some(None),
+                v => match v.as_i64() {
+                    Some(n) if (1..=rules::MAX_AMOUNT).contains(&n) => *slot = Some(Some(n)),
+                    _ => body.error(name, format!("{window} must be null or a positive integer")),
+                },
+            }
+        }
+        changes
+    }
+
+    fn schema() -> Value {
+        let cap = serde_json::json!({
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "maximum": rules::MAX_AMOUNT,
+        });
+        serde_json::json!({
+            "type": ["object", "null"],
+            "additionalProperties": false,
+            "properties": { "hour": cap, "day": cap, "week": cap },
+            "description": "Caps on tokens a user spends per window; null removes that cap, an absent one keeps it.",
+        })
+    }
+}
+
+request_body! {
+    /// Changes to the tenant's monetization settings: the fields sent are replaced, the
+    /// others keep their values.
+    pub struct SettingsChangesBody as "MonetizationSettingsChanges" {
+        "diamondsPer100Tokens" diamonds_per_100_tokens: OptInt<0, 100>,
+        "minPayoutDiamonds" min_payout_diamonds: OptInt<1, { rules::MAX_AMOUNT }>,
+        "spendingCaps" spending_caps: SpendingCapChanges,
+    }
 }
 
 pub fn get(ctx: &ServerCtx) -> Reply {
@@ -25,48 +142,15 @@ pub fn put(ctx: &ServerCtx) -> Reply {
     let client_id = &ctx.tenant.client_id;
     let mut s = store::get(&db, client_id)?;
     let mut body = ctx.json()?;
-    if let Some(rate) = body.opt_int("diamondsPer100Tokens", 0..=100) {
+    let changes = SettingsChangesBody::read(&mut body);
+    body.finish()?;
+    if let Some(rate) = changes.diamonds_per_100_tokens {
         s.diamonds_per_100_tokens = rate;
     }
-    if let Some(min) = body.opt_int("minPayoutDiamonds", 1..=rules::MAX_AMOUNT) {
+    if let Some(min) = changes.min_payout_diamonds {
         s.min_payout_diamonds = min;
     }
-    if let Some(caps) = body.opt_value("spendingCaps") {
-        match caps.as_object() {
-            Some(caps) => {
-                for (window, value) in caps {
-                    let cap = match value {
-                        serde_json::Value::Null => Ok(None),
-                        v => match v.as_i64() {
-                            Some(n) if (1..=rules::MAX_AMOUNT).contains(&n) => Ok(Some(n)),
-                            _ => Err(()),
-                        },
-                    };
-                    let slot = match window.as_str() {
-                        "hour" => &mut s.cap_hour,
-                        "day" => &mut s.cap_day,
-                        "week" => &mut s.cap_week,
-                        _ => {
-                            body.error(
-                                "spendingCaps",
-                                format!("{window} is not hour, day or week"),
-                            );
-                            continue;
-                        }
-                    };
-                    match cap {
-                        Ok(cap) => *slot = cap,
-                        Err(()) => body.error(
-                            "spendingCaps",
-                            format!("{window} must be null or a positive integer"),
-                        ),
-                    }
-                }
-            }
-            None => body.error("spendingCaps", "must be an object {hour, day, week}"),
-        }
-    }
-    body.finish()?;
+    changes.spending_caps.apply(&mut s);
     store::put(&db, client_id, &s, ctx.now())?;
     Ok(json(200, &view(&s)))
 }
@@ -74,50 +158,64 @@ pub fn put(ctx: &ServerCtx) -> Reply {
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
-        Operation::new("GET /api/v1/monetization", "Get (settings)")
-            .answers(200, "OK", Schema::written(json!({
-                "$ref": "#/components/schemas/MonetizationSettings",
-            }))),
+        Operation::new("GET /api/v1/monetization", "Get (settings)").answers(
+            200,
+            "OK",
+            Schema::view::<SettingsView>(),
+        ),
         Operation::new("PUT /api/v1/monetization", "Put (settings)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "properties": {
-                    "diamondsPer100Tokens": {
-                        "type": ["integer", "null"],
-                        "minimum": 0,
-                        "maximum": 100,
-                    },
-                    "minPayoutDiamonds": { "type": ["integer", "null"], "minimum": 1 },
-                    "spendingCaps": {
-                        "type": ["object", "null"],
-                        "additionalProperties": false,
-                        "properties": {
-                            "hour": {
-                                "type": ["integer", "null"],
-                                "minimum": 1,
-                                "maximum": 1000000000,
-                            },
-                            "day": {
-                                "type": ["integer", "null"],
-                                "minimum": 1,
-                                "maximum": 1000000000,
-                            },
-                            "week": {
-                                "type": ["integer", "null"],
-                                "minimum": 1,
-                                "maximum": 1000000000,
-                            },
-                        },
-                        "description": "Caps on tokens a user spends per window; null removes that cap, an absent one keeps it",
-                    },
-                },
-                "additionalProperties": false,
-            })))
+            .takes(Schema::body::<SettingsChangesBody>())
             .body_optional()
-            .answers(200, "OK", Schema::written(json!({
-                "$ref": "#/components/schemas/MonetizationSettings",
-            }))),
+            .answers(200, "OK", Schema::view::<SettingsView>()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(json: &str) -> (CapChanges, Vec<String>) {
+        let mut body = JsonBody::parse(json.as_bytes()).unwrap();
+        let changes = SpendingCapChanges::read(&mut body, "spendingCaps");
+        let errors = match body.finish() {
+            Ok(()) => Vec::new(),
+            Err(e) => e.fields.into_iter().map(|f| f.message).collect(),
+        };
+        (changes, errors)
+    }
+
+    #[test]
+    fn a_cap_sent_is_set_a_null_one_removed_an_absent_one_kept() {
+        let (changes, errors) = read(r#"{"spendingCaps": {"hour": 25, "day": null}}"#);
+        assert!(errors.is_empty(), "{errors:?}");
+        let mut s = Settings {
+            cap_day: Some(100),
+            cap_week: Some(1000),
+            ..Settings::default()
+        };
+        changes.apply(&mut s);
+        assert_eq!(
+            (s.cap_hour, s.cap_day, s.cap_week),
+            (Some(25), None, Some(1000))
+        );
+        let (changes, errors) = read(r#"{"spendingCaps": null}"#);
+        assert!(errors.is_empty() && changes.hour.is_none() && changes.day.is_none());
+    }
+
+    #[test]
+    fn each_bad_window_is_named() {
+        assert_eq!(
+            read(r#"{"spendingCaps": [1]}"#).1,
+            ["must be an object {hour, day, week}"]
+        );
+        assert_eq!(
+            read(r#"{"spendingCaps": {"week": 0, "month": 5, "day": "x"}}"#).1,
+            [
+                "day must be null or a positive integer",
+                "month is not hour, day or week",
+                "week must be null or a positive integer",
+            ]
+        );
+    }
 }

@@ -16,7 +16,9 @@ use common::store::subscriptions::{self as store, Plan, Subscription};
 use common::store::{Db, users};
 use common::validate::MAX_NAME;
 use common::validate::body::{OptBool, OptTextList, RequestBody, Text};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
+use views::{PlanView, SubscriptionView};
 
 /// The most perks a plan lists, and the longest perk.
 const MAX_PERKS: usize = 20;
@@ -116,6 +118,15 @@ pub fn put_plan(ctx: &UserCtx) -> Reply {
     Ok(json(200, &views::plan(&plan)))
 }
 
+/// A creator's subscription plans.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "SubscriptionPlans")]
+pub struct Plans {
+    creator_id: String,
+    items: Vec<PlanView>,
+}
+
 /// `GET /api/users/{id}/subscription-plans`: a creator's active plans (`me`: all of one's
 /// own).
 pub fn plans(ctx: &UserCtx) -> Reply {
@@ -128,11 +139,17 @@ pub fn plans(ctx: &UserCtx) -> Reply {
     if !own && !users::exists(&db, client_id, creator)? {
         return Err(ApiError::not_found("user"));
     }
-    let items: Vec<_> = store::plans(&db, client_id, creator, !own)?
+    let items = store::plans(&db, client_id, creator, !own)?
         .iter()
         .map(views::plan)
         .collect();
-    Ok(json(200, &json!({ "creatorId": creator, "items": items })))
+    Ok(json(
+        200,
+        &Plans {
+            creator_id: creator.to_string(),
+            items,
+        },
+    ))
 }
 
 request_body! {
@@ -201,14 +218,21 @@ pub fn subscribe(ctx: &UserCtx) -> Reply {
     })
 }
 
+/// A user's own subscriptions.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "SubscriptionList")]
+pub struct OwnSubscriptions {
+    items: Vec<SubscriptionView>,
+}
+
 /// `GET /api/users/me/subscriptions`: the user's own subscriptions.
 pub fn list_own(ctx: &UserCtx) -> Reply {
     let db = ctx.db()?;
-    let items: Vec<_> = store::of_subscriber(&db, &ctx.tenant.client_id, &ctx.user.id)?
+    let items = store::of_subscriber(&db, &ctx.tenant.client_id, &ctx.user.id)?
         .iter()
         .map(views::subscription)
         .collect();
-    Ok(json(200, &json!({ "items": items })))
+    Ok(json(200, &OwnSubscriptions { items }))
 }
 
 /// `DELETE /api/users/{id}/subscriptions`: cancels the user's subscription to creator
@@ -242,7 +266,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "required": true,
             "schema": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$" },
         }))
-        .answers(200, "OK", Schema::view::<crate::views::PlanView>())
+        .answers(200, "OK", Schema::view::<PlanView>())
         .link(
             "GET /api/users/{id}/subscription-plans",
             &[("id", "$response.body#/creatorId")],
@@ -256,50 +280,19 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "GET /api/users/{id}/subscription-plans",
             "Plans (subscriptions)",
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["creatorId", "items"],
-                "properties": {
-                    "creatorId": { "type": "string" },
-                    "items": {
-                        "type": "array",
-                        "items": { "$ref": "#/components/schemas/SubscriptionPlan" },
-                    },
-                },
-            })),
-        )
+        .answers(200, "OK", Schema::view::<Plans>())
         .errors(404, &["not_found"]),
         Operation::new(
             "GET /api/users/me/subscriptions",
             "List own (subscriptions)",
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["items"],
-                "properties": {
-                    "items": {
-                        "type": "array",
-                        "items": { "$ref": "#/components/schemas/Subscription" },
-                    },
-                },
-            })),
-        ),
+        .answers(200, "OK", Schema::view::<OwnSubscriptions>()),
         Operation::new(
             "POST /api/users/{id}/subscriptions",
             "Subscribe (subscriptions)",
         )
         .takes(Schema::body::<SubscribeBody>())
-        .answers(
-            201,
-            "Created",
-            Schema::view::<crate::views::SubscriptionView>(),
-        )
+        .answers(201, "Created", Schema::view::<SubscriptionView>())
         .link(
             "DELETE /api/users/{id}/subscriptions",
             &[("id", "$response.body#/creatorId")],
@@ -318,7 +311,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "DELETE /api/users/{id}/subscriptions",
             "Cancel (subscriptions)",
         )
-        .answers(200, "OK", Schema::view::<crate::views::SubscriptionView>())
+        .answers(200, "OK", Schema::view::<SubscriptionView>())
         .errors(404, &["not_found"]),
     ]
 }

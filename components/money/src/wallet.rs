@@ -12,24 +12,49 @@ use common::store::ledger::{self, Currency, Leg, Overdraft, system};
 use common::store::outbox::{self, Subject};
 use common::store::{Db, payouts, users};
 use common::validate::body::{OptText, RequestBody, Text};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 /// The most characters of a purchase reference or a reason.
 const MAX_REFERENCE: usize = 200;
 const MAX_REASON: usize = 500;
 
+/// A user's balances; tokens below 0 (after a chargeback) block spending.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Wallet")]
+pub struct WalletView {
+    user_id: String,
+    tokens: i64,
+    diamonds: i64,
+    /// Diamonds held for payouts not decided yet.
+    #[schemars(range(min = 0))]
+    diamonds_held: i64,
+    spending_blocked: bool,
+}
+
+/// A transfer and the wallet it changed, after it: what a credit or a reversal answers
+/// (and its `wallet.credited` or `transfer.reversed` webhook carries).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "TransferWithWallet")]
+pub struct TransferWithWallet {
+    #[serde(flatten)]
+    transfer: views::TransferView,
+    wallet: WalletView,
+}
+
 /// The wallet of `user_id`: balances, diamonds held for payouts, and whether a chargeback
 /// blocks spending.
-pub fn wallet_of(db: &Db, client_id: &str, user_id: &str) -> Result<serde_json::Value, ApiError> {
+pub fn wallet_of(db: &Db, client_id: &str, user_id: &str) -> Result<WalletView, ApiError> {
     let tokens = ledger::balance(db, client_id, user_id, Currency::Tokens)?;
     let diamonds = ledger::balance(db, client_id, user_id, Currency::Diamonds)?;
-    Ok(json!({
-        "userId": user_id,
-        "tokens": tokens,
-        "diamonds": diamonds,
-        "diamondsHeld": payouts::held(db, client_id, user_id)?,
-        "spendingBlocked": tokens < 0,
-    }))
+    Ok(WalletView {
+        user_id: user_id.to_string(),
+        tokens,
+        diamonds,
+        diamonds_held: payouts::held(db, client_id, user_id)?,
+        spending_blocked: tokens < 0,
+    })
 }
 
 /// `GET /api/wallet`.
@@ -123,8 +148,10 @@ pub fn credit(ctx: &ServerCtx) -> Reply {
         .transfers
         .remove(0);
         ledger::name_reference(tx, client_id, &reference, &transfer.id)?;
-        let mut data = json_value(&views::transfer(&transfer))?;
-        data["wallet"] = wallet_of(tx, client_id, &user_id)?;
+        let data = TransferWithWallet {
+            transfer: views::transfer(&transfer),
+            wallet: wallet_of(tx, client_id, &user_id)?,
+        };
         outbox::record(
             tx,
             client_id,
@@ -136,7 +163,7 @@ pub fn credit(ctx: &ServerCtx) -> Reply {
             &data,
             now,
         )?;
-        Ok(Outcome::new(201, data))
+        Ok(Outcome::new(201, json_value(&data)?))
     })
 }
 
@@ -189,8 +216,10 @@ pub fn reverse(ctx: &ServerCtx) -> Reply {
         )?
         .transfers
         .remove(0);
-        let mut data = json_value(&views::transfer(&reversal))?;
-        data["wallet"] = wallet_of(tx, client_id, &original.to)?;
+        let data = TransferWithWallet {
+            transfer: views::transfer(&reversal),
+            wallet: wallet_of(tx, client_id, &original.to)?,
+        };
         outbox::record(
             tx,
             client_id,
@@ -202,7 +231,7 @@ pub fn reverse(ctx: &ServerCtx) -> Reply {
             &data,
             now,
         )?;
-        Ok(Outcome::new(201, data))
+        Ok(Outcome::new(201, json_value(&data)?))
     })
 }
 
@@ -221,12 +250,11 @@ pub fn transaction(ctx: &UserCtx) -> Reply {
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new("GET /api/wallet", "Get (wallet)").answers(
             200,
             "OK",
-            Schema::written(json!({ "$ref": "#/components/schemas/Wallet" })),
+            Schema::view::<WalletView>(),
         ),
         Operation::new("GET /api/wallet/transactions", "Transactions (wallet)")
             .paged()
@@ -246,20 +274,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .errors(404, &["not_found"]),
         Operation::new("POST /api/v1/wallets/{userId}/credits", "Credit (wallet)")
             .takes(Schema::body::<CreditBody>())
-            .answers(
-                201,
-                "Created",
-                Schema::written(json!({
-                    "allOf": [
-                        { "$ref": "#/components/schemas/Transfer" },
-                        {
-                            "type": "object",
-                            "required": ["wallet"],
-                            "properties": { "wallet": {"$ref": "#/components/schemas/Wallet"} },
-                        },
-                    ],
-                })),
-            )
+            .answers(201, "Created", Schema::view::<TransferWithWallet>())
             .link(
                 "POST /api/v1/transfers/{id}/reverse",
                 &[("id", "$response.body#/id")],
@@ -273,20 +288,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .errors(422, &["idempotency_key_reused"]),
         Operation::new("POST /api/v1/transfers/{id}/reverse", "Reverse (wallet)")
             .takes(Schema::body::<ReversalBody>())
-            .answers(
-                201,
-                "Created",
-                Schema::written(json!({
-                    "allOf": [
-                        { "$ref": "#/components/schemas/Transfer" },
-                        {
-                            "type": "object",
-                            "required": ["wallet"],
-                            "properties": { "wallet": {"$ref": "#/components/schemas/Wallet"} },
-                        },
-                    ],
-                })),
-            )
+            .answers(201, "Created", Schema::view::<TransferWithWallet>())
             .errors(404, &["not_found"])
             .errors(
                 409,
