@@ -60,8 +60,5 @@ pub fn declared() -> Declared {
 /// Each component's fragment (`components/<name>/openapi.json`): what its handlers take
 /// and answer.
 pub fn fragments() -> Vec<(&'static str, &'static str)> {
-    vec![
-        ("api", include_str!("../../components/api/openapi.json")),
-        ("music", include_str!("../../components/music/openapi.json")),
-    ]
+    vec![("api", include_str!("../../components/api/openapi.json"))]
 }

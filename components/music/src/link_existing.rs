@@ -11,11 +11,13 @@
 use crate::links::{self, LinkRecord};
 use crate::platform::{self, MusicPlatform};
 use crate::sealed;
-use common::ApiError;
 use common::problem::FieldError;
 use common::spin::http::{UserCtx, json};
 use common::store::rate_limits;
-use common::validate::{self, JsonBody};
+use common::validate::JsonBody;
+use common::validate::body::{EmailAddress, FieldKind, OptChecked, RequestBody, Text};
+use common::{ApiError, request_body};
+use serde_json::{Value, json};
 use spin_sdk::http::Response;
 
 /// Failed password checks allowed per user in [`FAILURE_WINDOW_SECS`].
@@ -26,33 +28,41 @@ const MAX_ID: usize = 200;
 const MAX_EMAIL: usize = 254;
 const MAX_PASSWORD: usize = 1024;
 
-/// A validated link-existing request.
-#[derive(Debug, PartialEq, Eq)]
-pub struct LinkExisting {
-    pub music_user_id: String,
-    pub music_user_email: Option<String>,
-    pub password: Option<String>,
+/// A password, taken as sent (not trimmed), of at most `MAX` characters; empty or left
+/// out, there is none.
+pub struct OptPassword<const MAX: usize>;
+
+impl<const MAX: usize> FieldKind for OptPassword<MAX> {
+    type Value = Option<String>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<String> {
+        body.opt_raw_string(name, MAX).filter(|p| !p.is_empty())
+    }
+
+    fn schema() -> Value {
+        json!({ "type": ["string", "null"], "maxLength": MAX })
+    }
+}
+
+request_body! {
+    /// The account on the music platform to link the caller to.
+    #[derive(PartialEq, Eq)]
+    pub struct LinkExisting as "MusicAccountToLink" {
+        "musicUserId" music_user_id: Text<MAX_ID>,
+        /// The account's e-mail address as the client knows it: only a hint (the
+        /// platform's own is what counts).
+        "musicUserEmail" music_user_email: OptChecked<EmailAddress, MAX_EMAIL>,
+        /// The account's password on the music platform: needed when its e-mail differs
+        /// from the caller's.
+        "password" password: OptPassword<MAX_PASSWORD>,
+    }
 }
 
 /// Reads and validates the request body (422 naming every bad field).
 pub fn read(mut body: JsonBody) -> Result<LinkExisting, ApiError> {
-    let music_user_id = body.string("musicUserId", MAX_ID);
-    let music_user_email = body.opt_string("musicUserEmail", MAX_EMAIL);
-    if music_user_email
-        .as_deref()
-        .is_some_and(|e| !validate::is_email(e))
-    {
-        body.error("musicUserEmail", "must be an e-mail address");
-    }
-    let password = body
-        .opt_raw_string("password", MAX_PASSWORD)
-        .filter(|p| !p.is_empty());
+    let req = LinkExisting::read(&mut body);
     body.finish()?;
-    Ok(LinkExisting {
-        music_user_id,
-        music_user_email,
-        password,
-    })
+    Ok(req)
 }
 
 /// Whether two e-mail addresses are the same, ignoring case and surrounding spaces.
@@ -149,50 +159,18 @@ pub fn link_existing(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new(
             "POST /api/users/music/link-existing",
             "Link existing (link existing)",
         )
-        .takes(Schema::written(json!({
-            "type": "object",
-            "properties": {
-                "musicUserId": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": 200,
-                    "pattern": "\\S",
-                },
-                "musicUserEmail": {
-                    "type": ["string", "null"],
-                    "maxLength": 254,
-                    "description": "An e-mail address",
-                },
-                "password": { "type": ["string", "null"], "maxLength": 1024 },
-            },
-            "additionalProperties": false,
-            "required": ["musicUserId"],
-        })))
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({ "$ref": "#/components/schemas/MusicLink" })),
-        )
+        .takes(Schema::body::<LinkExisting>())
+        .answers(200, "OK", Schema::view::<LinkRecord>())
         .errors(401, &["music_password_invalid"])
         .errors(404, &["not_found"])
         .errors(422, &["validation_failed"])
         .errors(429, &["rate_limited"])
-        .errors(
-            502,
-            &[
-                "music_platform_unreachable",
-                "music_platform_answer_too_large",
-                "music_platform_denied",
-                "music_platform_error",
-                "music_platform_invalid_answer",
-            ],
-        )
+        .errors(502, platform::FAILURES)
         .errors(504, &["music_platform_timeout"]),
     ]
 }

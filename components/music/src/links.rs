@@ -8,28 +8,38 @@
 
 use crate::platform::{self, MusicPlatform};
 use crate::sealed::{self, TokenKey};
-use common::ApiError;
+use common::answers::Done;
 use common::jwt;
 use common::spin::auth::{CurrentUser, Tenant};
 use common::spin::config;
 use common::spin::http::{UserCtx, json};
 use common::store::Db;
 use common::store::music_links as stored;
+use common::validate::body::{OptBool, RequestBody};
+use common::{ApiError, request_body};
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 use spin_sdk::http::Response;
 
 pub use common::store::music_links::Link;
 
-/// The link record the API answers.
-#[derive(Debug, Serialize)]
+/// The caller's link to their music platform account.
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "MusicLink")]
 pub struct LinkRecord {
+    #[schemars(extend("format" = "uuid"))]
     id: String,
+    #[schemars(extend("format" = "uuid"))]
     platform_user_id: String,
     platform_user_email: String,
+    /// The linked music account, once authenticate or link-existing verified it.
     platform_music_user_id: Option<String>,
+    /// While false, the link's music token is not used.
     is_active: bool,
+    /// When the current music account was linked.
+    #[schemars(extend("format" = "date-time"))]
     linked_at: Option<String>,
 }
 
@@ -134,10 +144,19 @@ pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
     Ok(json(200, &LinkRecord::new(link, user)))
 }
 
-/// Reads the body of `POST`/`PUT /link`: only `isActive` may be set by the client.
+request_body! {
+    /// What a client may change of its music link.
+    pub struct LinkChangesBody as "MusicLinkChanges" {
+        /// Whether the link's music token is used.
+        "isActive" is_active: OptBool,
+    }
+}
+
+/// Reads the body of `POST`/`PUT /link`: only `isActive` may be set by the client; the
+/// music account only by a verified flow.
 fn is_active_of(ctx: &UserCtx) -> Result<Option<bool>, ApiError> {
     let mut body = ctx.json()?;
-    let is_active = body.opt_bool("isActive");
+    let LinkChangesBody { is_active } = LinkChangesBody::read(&mut body);
     for field in ["platformMusicUserId", "platformUserId", "platformUserEmail"] {
         if body.has(field) {
             body.error(
@@ -197,7 +216,7 @@ pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     stored::delete(&db, &tenant.client_id, &user.id)?;
     Ok(json(
         200,
-        &json!({ "success": true, "message": "the music account has been unlinked" }),
+        &Done::saying("the music account has been unlinked"),
     ))
 }
 
@@ -267,89 +286,34 @@ pub fn refresh(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new("POST /api/users/music/authenticate", "Authenticate (links)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({ "$ref": "#/components/schemas/MusicLink" })),
-            )
+            .answers(200, "OK", Schema::view::<LinkRecord>())
             .errors(401, &["missing_token"])
-            .errors(
-                502,
-                &[
-                    "music_platform_unreachable",
-                    "music_platform_answer_too_large",
-                    "music_platform_denied",
-                    "music_platform_error",
-                    "music_platform_invalid_answer",
-                ],
-            )
+            .errors(502, platform::FAILURES)
             .errors(504, &["music_platform_timeout"]),
         Operation::new("GET /api/users/music/link", "Get (links)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({ "$ref": "#/components/schemas/MusicLink" })),
-            )
+            .answers(200, "OK", Schema::view::<LinkRecord>())
             .errors(404, &["not_found"]),
         Operation::new("POST /api/users/music/link", "Create or update (links)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "properties": { "isActive": {"type": ["boolean", "null"]} },
-                "additionalProperties": false,
-            })))
+            .takes(Schema::body::<LinkChangesBody>())
             .body_optional()
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({ "$ref": "#/components/schemas/MusicLink" })),
-            )
+            .answers(200, "OK", Schema::view::<LinkRecord>())
             .errors(404, &["not_found"]),
         Operation::new("PUT /api/users/music/link", "Update (links)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "properties": { "isActive": {"type": ["boolean", "null"]} },
-                "additionalProperties": false,
-            })))
+            .takes(Schema::body::<LinkChangesBody>())
             .body_optional()
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({ "$ref": "#/components/schemas/MusicLink" })),
-            )
+            .answers(200, "OK", Schema::view::<LinkRecord>())
             .errors(404, &["not_found"]),
         Operation::new("DELETE /api/users/music/link", "Delete (links)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["success", "message"],
-                    "properties": { "success": {"const": true}, "message": {"type": "string"} },
-                })),
-            )
+            .answers(200, "OK", Schema::view::<Done>())
             .errors(404, &["not_found"]),
         Operation::new("POST /api/users/music/refresh-token", "Refresh (links)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({ "$ref": "#/components/schemas/MusicLink" })),
-            )
+            .answers(200, "OK", Schema::view::<LinkRecord>())
             .errors(401, &["music_token_rejected"])
             .errors(404, &["not_found"])
             .errors(409, &["music_link_inactive", "music_token_missing"])
-            .errors(
-                502,
-                &[
-                    "music_platform_unreachable",
-                    "music_platform_answer_too_large",
-                    "music_platform_denied",
-                    "music_platform_error",
-                    "music_platform_invalid_answer",
-                ],
-            )
+            .errors(502, platform::FAILURES)
             .errors(504, &["music_platform_timeout"]),
     ]
 }

@@ -21,6 +21,7 @@ use common::ApiError;
 use common::spin::config;
 use common::spin::outbound::{self, OutboundError, OutboundRequest, OutboundResponse};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 use std::time::Duration;
@@ -212,6 +213,15 @@ pub fn failure(err: OutboundError) -> ApiError {
     }
 }
 
+/// What a call to the platform that got no usable answer is refused with (502), by code.
+pub const FAILURES: &[&str] = &[
+    "music_platform_unreachable",
+    "music_platform_answer_too_large",
+    "music_platform_denied",
+    "music_platform_error",
+    "music_platform_invalid_answer",
+];
+
 /// An answer that is not a success: 502 naming the status.
 pub fn unexpected(status: u16, what: &str) -> ApiError {
     ApiError::new(
@@ -235,8 +245,8 @@ pub fn is_success(status: u16) -> bool {
     (200..300).contains(&status)
 }
 
-/// An account on the music platform; also the search result the API answers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// An account on the music platform.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct MusicAccount {
     pub id: String,
     pub email: String,

@@ -2,7 +2,7 @@
 //! nickname matches `q`.
 
 use crate::links;
-use crate::platform::{self, MusicPlatform};
+use crate::platform::{self, MusicAccount, MusicPlatform};
 use common::ApiError;
 use common::problem::FieldError;
 use common::spin::http::{UserCtx, json};
@@ -50,29 +50,12 @@ pub fn search(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new("GET /api/users/music/search", "Search (search)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "array",
-                    "items": { "$ref": "#/components/schemas/MusicAccount" },
-                })),
-            )
+            .answers(200, "OK", Schema::view::<Vec<MusicAccount>>())
             .errors(400, &["invalid_query"])
             .errors(422, &["validation_failed"])
-            .errors(
-                502,
-                &[
-                    "music_platform_unreachable",
-                    "music_platform_answer_too_large",
-                    "music_platform_denied",
-                    "music_platform_error",
-                    "music_platform_invalid_answer",
-                ],
-            )
+            .errors(502, platform::FAILURES)
             .errors(504, &["music_platform_timeout"]),
     ]
 }
