@@ -13,9 +13,11 @@ use common::routing::{Route, route};
 use common::spin::http::{Caller, CallerCtx, Handler, Reply, handle_incoming, json};
 use common::spin::sfu::SfuConfig;
 use common::store::Db;
-use common::{ids, time};
+use common::validate::body::{Choice, Choices, OptText, RequestBody};
+use common::{ids, request_body, time};
 use rooms::{CoHostStanding, Room};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
@@ -27,50 +29,26 @@ const MAX_DISPLAY_NAME: usize = 100;
 /// What the routes take and answer: the API document's operations, declared beside their
 /// handlers (`openapi-doc` builds the document from them and the route table).
 pub mod contract {
+    use crate::{SfuToken, TokenAsk};
+
     /// What every route takes and answers.
     pub fn operations() -> Vec<common::contract::Operation> {
         use common::contract::{Operation, Schema};
-        use serde_json::json;
         vec![
             Operation::new("POST /api/streaming/sessions/{id}/token", "Mint")
-                .takes(Schema::written(json!({
-                    "type": "object",
-                    "properties": {
-                        "role": { "type": "string", "pattern": "^\\s*(publisher|subscriber)\\s*$" },
-                        "userId": {
-                            "type": ["string", "null"],
-                            "maxLength": 128,
-                            "description": "Required from the tenant's server; a user may only name itself",
-                        },
-                        "name": { "type": ["string", "null"], "maxLength": 100 },
-                    },
-                    "additionalProperties": false,
-                    "required": ["role"],
-                })))
-                .request_example(json!({ "role": "subscriber" }))
-                .answers(200, "OK", Schema::written(json!({
-                    "type": "object",
-                    "required": [
-                        "token",
-                        "serverUrl",
-                        "room",
-                        "sessionId",
-                        "role",
-                        "identity",
-                        "expiresAt",
-                    ],
-                    "properties": {
-                        "token": { "type": "string" },
-                        "serverUrl": { "type": "string" },
-                        "room": { "type": "string" },
-                        "sessionId": { "type": "string" },
-                        "role": { "enum": ["publisher", "co_host", "subscriber"] },
-                        "identity": { "type": "string" },
-                        "expiresAt": { "type": "string", "format": "date-time" },
-                    },
-                })))
+                .takes(Schema::body::<TokenAsk>())
+                .request_example(serde_json::json!({ "role": "subscriber" }))
+                .answers(200, "OK", Schema::view::<SfuToken>())
                 .errors(401, &["publisher_requires_user"])
-                .errors(403, &["identity_mismatch", "not_a_host", "cohost_not_approved", "cohost_removed"])
+                .errors(
+                    403,
+                    &[
+                        "identity_mismatch",
+                        "not_a_host",
+                        "cohost_not_approved",
+                        "cohost_removed",
+                    ],
+                )
                 .errors(404, &["not_found"])
                 .errors(422, &["validation_failed"])
                 .errors(409, &["broadcast_ended"])
@@ -88,6 +66,33 @@ pub const ROUTES: &[Route<Handler>] = &[route(
     Handler::Caller(mint),
 )];
 
+/// The roles a token request may ask for.
+pub struct AskedRole;
+
+impl Choices for AskedRole {
+    type Value = Role;
+
+    fn names() -> Vec<&'static str> {
+        vec!["publisher", "subscriber"]
+    }
+
+    fn choose(name: &str) -> Option<Role> {
+        Role::parse(name)
+    }
+}
+
+request_body! {
+    /// A request for an SFU access token.
+    pub struct TokenAsk as "SfuTokenRequest" {
+        /// Required from the tenant's server; a user may only name itself.
+        "userId" user_id: OptText<MAX_IDENTITY>,
+        /// Publishing needs the host, an approved co-host or the tenant's server.
+        "role" role: Choice<AskedRole>,
+        /// The participant's display name.
+        "name" name: OptText<MAX_DISPLAY_NAME>,
+    }
+}
+
 /// What a token request asks for.
 struct Ask {
     user_id: Option<String>,
@@ -97,21 +102,33 @@ struct Ask {
 
 fn read_ask(ctx: &CallerCtx) -> Result<Ask, ApiError> {
     let mut body = ctx.json()?;
-    let user_id = body.opt_string("userId", MAX_IDENTITY);
-    let role_text = body.string("role", 20);
-    let role = Role::parse(&role_text);
-    if role.is_none() && !role_text.is_empty() {
-        body.error("role", "must be publisher or subscriber");
-    }
-    let display_name = body
-        .opt_string("name", MAX_DISPLAY_NAME)
-        .unwrap_or_default();
+    let asked = TokenAsk::read(&mut body);
     body.finish()?;
     Ok(Ask {
-        user_id,
-        role: role.unwrap_or(Role::Subscriber),
-        display_name,
+        user_id: asked.user_id,
+        role: asked.role.unwrap_or(Role::Subscriber),
+        display_name: asked.name.unwrap_or_default(),
     })
+}
+
+/// An SFU access token and where to use it.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "SfuToken")]
+pub struct SfuToken {
+    /// The LiveKit access token (a JWT).
+    token: String,
+    /// Where the SFU client connects.
+    server_url: String,
+    room: String,
+    session_id: String,
+    /// What the token grants: `co_host` for an approved co-host who asked to publish.
+    #[schemars(extend("enum" = ["publisher", "co_host", "subscriber"]))]
+    role: &'static str,
+    /// The participant's identity in the room.
+    identity: String,
+    #[schemars(extend("format" = "date-time"))]
+    expires_at: String,
 }
 
 /// The identity a token is minted for, from what the caller proved: the tenant's server
@@ -194,15 +211,15 @@ fn mint(ctx: &CallerCtx) -> Reply {
     );
     Ok(json(
         200,
-        &json!({
-            "token": token,
-            "serverUrl": sfu::client_url(&sfu.server_url),
-            "room": room.name,
-            "sessionId": room.session_id,
-            "role": role.as_str(),
-            "identity": identity,
-            "expiresAt": time::format_rfc3339(now + sfu::TOKEN_TTL_SECS),
-        }),
+        &SfuToken {
+            token,
+            server_url: sfu::client_url(&sfu.server_url),
+            room: room.name,
+            session_id: room.session_id,
+            role: role.as_str(),
+            identity,
+            expires_at: time::format_rfc3339(now + sfu::TOKEN_TTL_SECS),
+        },
     ))
 }
 

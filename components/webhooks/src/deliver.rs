@@ -12,7 +12,8 @@ use common::spin::outbound::{self, OutboundError, OutboundRequest, Sent};
 use common::store::Db;
 use common::store::webhooks::{self as store, Attempt, DueDelivery};
 use common::{ApiError, time};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 use std::time::Duration;
 
 /// Outbox events fanned out per call.
@@ -28,6 +29,29 @@ const MAX_ANSWER_BYTES: usize = 64 * 1024;
 const LEASE_SECS: i64 = 60;
 /// The longest error text kept on a delivery.
 const MAX_ERROR_CHARS: usize = 300;
+
+/// A round of `deliver-webhooks`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "WebhookDeliveryRun")]
+pub struct Round {
+    #[schemars(extend("const" = "deliver-webhooks"))]
+    job: &'static str,
+    /// Events fanned out and deliveries attempted.
+    #[schemars(range(min = 0))]
+    done: i64,
+    /// Deliveries still due (one more while events may still wait to be fanned out).
+    #[schemars(range(min = 0))]
+    remaining: i64,
+    /// New events fanned out to their endpoints.
+    #[schemars(range(min = 0))]
+    dispatched: i64,
+    /// Deliveries sent.
+    #[schemars(range(min = 0))]
+    attempted: i64,
+    /// Deliveries a receiver acknowledged (2xx).
+    #[schemars(range(min = 0))]
+    delivered: i64,
+}
 
 pub fn run(ctx: &JobsCtx) -> Reply {
     let db = ctx.db()?;
@@ -68,16 +92,17 @@ pub fn run(ctx: &JobsCtx) -> Reply {
         record(&db, delivery, &outcome, now)?;
     }
     let remaining = i64::from(dispatched == DISPATCH_BATCH) + store::due_count(&db, now)?;
+    let attempted = claimed.len() as i64;
     Ok(json(
         200,
-        &json!({
-            "job": "deliver-webhooks",
-            "done": dispatched + claimed.len() as i64,
-            "remaining": remaining,
-            "dispatched": dispatched,
-            "attempted": claimed.len(),
-            "delivered": delivered,
-        }),
+        &Round {
+            job: "deliver-webhooks",
+            done: dispatched + attempted,
+            remaining,
+            dispatched,
+            attempted,
+            delivered,
+        },
     ))
 }
 
@@ -257,23 +282,11 @@ fn jitter() -> f64 {
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new("POST /api/jobs/deliver-webhooks", "Run (deliver)").answers(
             200,
             "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["job", "done", "remaining", "dispatched", "attempted", "delivered"],
-                "properties": {
-                    "job": { "const": "deliver-webhooks" },
-                    "done": { "type": "integer", "minimum": 0 },
-                    "remaining": { "type": "integer", "minimum": 0 },
-                    "dispatched": { "type": "integer", "minimum": 0 },
-                    "attempted": { "type": "integer", "minimum": 0 },
-                    "delivered": { "type": "integer", "minimum": 0 },
-                },
-            })),
+            Schema::view::<Round>(),
         ),
     ]
 }
