@@ -11,7 +11,7 @@ use common::spin::http::PublicCtx;
 use common::store::{analytics, broadcasts};
 use common::{ApiError, ids, time};
 use minijinja::context;
-use serde_json::json;
+use serde::Serialize;
 use spin_sdk::http::Response;
 
 /// The longest token a link carries (`an_` and 40 base62 characters).
@@ -114,16 +114,43 @@ fn label(g: Granularity) -> &'static str {
 
 /// The series as the page's script reads it: one array per measure, aligned on `time`
 /// (epoch seconds); `null` where a measure has no value.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Series {
+    time: Vec<i64>,
+    /// Rounded to hundredths.
+    viewers_mean: Vec<Option<f64>>,
+    viewers_max: Vec<Option<i64>>,
+    messages: Vec<i64>,
+    reactions: Vec<i64>,
+    gift_tokens: Vec<i64>,
+    /// Rounded to tenths.
+    watch_minutes: Vec<f64>,
+}
+
+impl Series {
+    fn of(points: &[Point]) -> Series {
+        Series {
+            time: points.iter().map(|p| p.start).collect(),
+            viewers_mean: points
+                .iter()
+                .map(|p| p.viewers_mean.map(|m| (m * 100.0).round() / 100.0))
+                .collect(),
+            viewers_max: points.iter().map(|p| p.viewers_max).collect(),
+            messages: points.iter().map(|p| p.messages).collect(),
+            reactions: points.iter().map(|p| p.reactions).collect(),
+            gift_tokens: points.iter().map(|p| p.gift_tokens).collect(),
+            watch_minutes: points
+                .iter()
+                .map(|p| (p.watch_seconds as f64 / 60.0 * 10.0).round() / 10.0)
+                .collect(),
+        }
+    }
+}
+
+/// [`Series`] of `points`, as JSON.
 pub fn series_json(points: &[Point]) -> serde_json::Value {
-    json!({
-        "time": points.iter().map(|p| p.start).collect::<Vec<_>>(),
-        "viewersMean": points.iter().map(|p| p.viewers_mean.map(|m| (m * 100.0).round() / 100.0)).collect::<Vec<_>>(),
-        "viewersMax": points.iter().map(|p| p.viewers_max).collect::<Vec<_>>(),
-        "messages": points.iter().map(|p| p.messages).collect::<Vec<_>>(),
-        "reactions": points.iter().map(|p| p.reactions).collect::<Vec<_>>(),
-        "giftTokens": points.iter().map(|p| p.gift_tokens).collect::<Vec<_>>(),
-        "watchMinutes": points.iter().map(|p| (p.watch_seconds as f64 / 60.0 * 10.0).round() / 10.0).collect::<Vec<_>>(),
-    })
+    serde_json::to_value(Series::of(points)).unwrap_or_default()
 }
 
 /// The summary tiles: `(key, label, value)` as the template shows them.
@@ -167,23 +194,17 @@ fn tiles(t: &Totals, duration: Option<i64>) -> Vec<minijinja::Value> {
 
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
-    vec![
-        Operation::new("GET /analytics/broadcasts/{id}", "Dashboard (dashboard)")
-            .answers_as(200, "The page", "text/html", Schema::text())
-            .answers_as(
-                404,
-                "No such page or broadcast",
-                "text/plain",
-                Schema::text(),
-            )
-            .answers_as(400, "Invalid page parameters", "text/plain", Schema::text()),
-    ]
+    use crate::contract::page_with_parameters;
+    vec![page_with_parameters(
+        "GET /analytics/broadcasts/{id}",
+        "Dashboard (dashboard)",
+    )]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn longer_broadcasts_get_coarser_charts() {

@@ -24,60 +24,57 @@ use Handler::Public;
 /// What the routes take and answer: the API document's operations, declared beside their
 /// handlers (`openapi-doc` builds the document from them and the route table).
 pub mod contract {
+    use common::contract::{Operation, Schema};
+
     /// What every route takes and answers.
-    pub fn operations() -> Vec<common::contract::Operation> {
-        use common::contract::{Operation, Schema};
+    pub fn operations() -> Vec<Operation> {
         [
             vec![
-                Operation::new("GET /egress-player", "Egress player")
-                    .answers_as(200, "The page", "text/html", Schema::text())
-                    .answers_as(
-                        404,
-                        "No such page or broadcast",
-                        "text/plain",
-                        Schema::text(),
-                    )
-                    .answers_as(400, "Invalid page parameters", "text/plain", Schema::text()),
-                Operation::new("GET /sfu-test", "Sfu test")
-                    .answers_as(200, "The page", "text/html", Schema::text())
-                    .answers_as(
-                        404,
-                        "No such page or broadcast",
-                        "text/plain",
-                        Schema::text(),
-                    )
-                    .answers_as(400, "Invalid page parameters", "text/plain", Schema::text()),
-                Operation::new("GET /docs", "Api docs")
-                    .answers_as(200, "The page", "text/html", Schema::text())
-                    .answers_as(
-                        404,
-                        "No such page or broadcast",
-                        "text/plain",
-                        Schema::text(),
-                    ),
-                Operation::new("GET /static/{file}", "Asset")
-                    .answers_as(
-                        200,
-                        "The content-hashed asset (immutable)",
-                        "*/*",
-                        Schema::text(),
-                    )
-                    .answers_empty(304, "Not modified (If-None-Match)")
-                    .answers_as(404, "No such asset", "text/plain", Schema::text()),
-                Operation::new("GET /static/vendor/{file}", "Vendor asset")
-                    .answers_as(
-                        200,
-                        "The content-hashed asset (immutable)",
-                        "*/*",
-                        Schema::text(),
-                    )
-                    .answers_empty(304, "Not modified (If-None-Match)")
-                    .answers_as(404, "No such asset", "text/plain", Schema::text()),
+                page_with_parameters("GET /egress-player", "Egress player"),
+                page_with_parameters("GET /sfu-test", "Sfu test"),
+                page("GET /docs", "Api docs"),
+                asset("GET /static/{file}", "Asset"),
+                asset("GET /static/vendor/{file}", "Vendor asset"),
             ],
             crate::pages::operations(),
             crate::dashboard::operations(),
         ]
         .concat()
+    }
+
+    /// A page: it answers the page (HTML), or a short plain-text 404.
+    pub(crate) fn page(route: &'static str, summary: &'static str) -> Operation {
+        Operation::new(route, summary)
+            .answers_as(200, "The page", "text/html", Schema::text())
+            .answers_as(
+                404,
+                "No such page or broadcast",
+                "text/plain",
+                Schema::text(),
+            )
+    }
+
+    /// A page that reads parameters: a bad one is a short plain-text 400.
+    pub(crate) fn page_with_parameters(route: &'static str, summary: &'static str) -> Operation {
+        page(route, summary).answers_as(
+            400,
+            "Invalid page parameters",
+            "text/plain",
+            Schema::text(),
+        )
+    }
+
+    /// An embedded static file, under its content-hashed name.
+    fn asset(route: &'static str, summary: &'static str) -> Operation {
+        Operation::new(route, summary)
+            .answers_as(
+                200,
+                "The content-hashed asset (immutable)",
+                "*/*",
+                Schema::text(),
+            )
+            .answers_empty(304, "Not modified (If-None-Match)")
+            .answers_as(404, "No such asset", "text/plain", Schema::text())
     }
 }
 

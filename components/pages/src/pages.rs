@@ -402,26 +402,10 @@ pub fn sfu_test(_ctx: &PublicCtx) -> Response {
 
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+    use crate::contract::page_with_parameters;
     vec![
-        Operation::new("GET /streams/{id}/record", "Record (pages)")
-            .answers_as(200, "The page", "text/html", Schema::text())
-            .answers_as(
-                404,
-                "No such page or broadcast",
-                "text/plain",
-                Schema::text(),
-            )
-            .answers_as(400, "Invalid page parameters", "text/plain", Schema::text()),
-        Operation::new("GET /watch/{id}", "Watch (pages)")
-            .answers_as(200, "The page", "text/html", Schema::text())
-            .answers_as(
-                404,
-                "No such page or broadcast",
-                "text/plain",
-                Schema::text(),
-            )
-            .answers_as(400, "Invalid page parameters", "text/plain", Schema::text()),
+        page_with_parameters("GET /streams/{id}/record", "Record (pages)"),
+        page_with_parameters("GET /watch/{id}", "Watch (pages)"),
     ]
 }
 
