@@ -2912,6 +2912,12 @@ export interface components {
             reference: string;
             tokens: number;
         };
+        /** @description What an action with nothing else to show answers: a sentence saying it is done. */
+        Done: {
+            message: string;
+            /** @constant */
+            success: true;
+        };
         /** @description A stored file's metadata */
         File: {
             contentType: string;
@@ -2959,6 +2965,45 @@ export interface components {
             priceTokens: number;
             /** Format: int64 */
             sortOrder: number;
+        };
+        /** @description The tenant's gifts, in display order. */
+        GiftCatalog: {
+            items: components["schemas"]["Gift"][];
+        };
+        /** @description A broadcast's top gifters, most tokens first. */
+        GiftLeaderboard: {
+            /** Format: uuid */
+            broadcastId: string;
+            items: components["schemas"]["Supporter"][];
+        };
+        /** @description The sender's answer: the gift and their token balance after it. */
+        GiftReceipt: {
+            anonymous: boolean;
+            /** Format: int64 */
+            balance: number;
+            /** Format: uuid */
+            broadcastId: string;
+            /** Format: int64 */
+            combo: number;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: int64 */
+            diamonds: number;
+            giftId: string;
+            giftName: string;
+            /** Format: uuid */
+            id: string;
+            /** Format: int64 */
+            quantity: number;
+            recipientId: string;
+            senderId: string | null;
+            /** Format: int64 */
+            tokens: number;
+        };
+        /** @description What removing a catalog entry answers. */
+        GiftRemoved: {
+            /** @constant */
+            deleted: true;
         };
         GiftToSend: {
             /** @description Whether the gift's `gift` event and `gift.sent` webhook leave the sender out. */
@@ -3035,6 +3080,27 @@ export interface components {
             showControls?: boolean | null;
             showNames?: boolean | null;
         };
+        /** @description A run of `check-ledger` that found every invariant holding. */
+        LedgerCheckRun: {
+            /** Format: int64 */
+            accounts: number;
+            /**
+             * Format: int64
+             * @description The accounts checked.
+             */
+            done: number;
+            /** @constant */
+            job: "check-ledger";
+            /** @constant */
+            ok: true;
+            /**
+             * Format: int64
+             * @constant
+             */
+            remaining: 0;
+            /** Format: int64 */
+            transfers: number;
+        };
         Login: {
             email?: string | null;
             password: string;
@@ -3054,14 +3120,37 @@ export interface components {
             scope: "stream" | "channel";
             targetUserId: string | null;
         };
+        /** @description The tenant's monetization settings. */
         MonetizationSettings: {
+            /**
+             * Format: int64
+             * @description Diamonds a creator earns per 100 tokens spent on them (rounded down).
+             */
             diamondsPer100Tokens: number;
+            /**
+             * Format: int64
+             * @description The fewest diamonds a payout asks for.
+             */
             minPayoutDiamonds: number;
+            /** @description The most tokens a user may spend per hour, day and week; null for no cap. */
             spendingCaps: {
+                /** Format: int64 */
                 day: number | null;
+                /** Format: int64 */
                 hour: number | null;
+                /** Format: int64 */
                 week: number | null;
             };
+        };
+        MonetizationSettingsChanges: {
+            diamondsPer100Tokens?: number | null;
+            minPayoutDiamonds?: number | null;
+            /** @description Caps on tokens a user spends per window; null removes that cap, an absent one keeps it. */
+            spendingCaps?: {
+                day?: number | null;
+                hour?: number | null;
+                week?: number | null;
+            } | null;
         };
         /** @description Who is on a session's stage and how it is laid out. */
         Multihost: {
@@ -3075,22 +3164,40 @@ export interface components {
             layout: components["schemas"]["Layout"];
             session: components["schemas"]["Broadcast"];
         };
-        /** @description An account on the music platform */
+        /** @description An account on the music platform. */
         MusicAccount: {
             activated: boolean;
             email: string;
             id: string;
             nickname: string | null;
         };
-        /** @description The caller's link to their music platform account */
+        MusicAccountToLink: {
+            /** @description The account's e-mail address as the client knows it: only a hint (the platform's own is what counts). */
+            musicUserEmail?: string | null;
+            musicUserId: string;
+            /** @description The account's password on the music platform: needed when its e-mail differs from the caller's. */
+            password?: string | null;
+        };
+        /** @description The caller's link to their music platform account. */
         MusicLink: {
+            /** Format: uuid */
             id: string;
+            /** @description While false, the link's music token is not used. */
             isActive: boolean;
+            /**
+             * Format: date-time
+             * @description When the current music account was linked.
+             */
             linkedAt: string | null;
+            /** @description The linked music account, once authenticate or link-existing verified it. */
             platformMusicUserId: string | null;
             platformUserEmail: string;
             /** Format: uuid */
             platformUserId: string;
+        };
+        MusicLinkChanges: {
+            /** @description Whether the link's music token is used. */
+            isActive?: boolean | null;
         };
         NewBroadcast: {
             /** @enum {unknown} */
@@ -3399,6 +3506,35 @@ export interface components {
             reason?: string;
             recording?: components["schemas"]["Recording"];
         };
+        /** @description An SFU access token and where to use it. */
+        SfuToken: {
+            /** Format: date-time */
+            expiresAt: string;
+            /** @description The participant's identity in the room. */
+            identity: string;
+            /**
+             * @description What the token grants: `co_host` for an approved co-host who asked to publish.
+             * @enum {string}
+             */
+            role: "publisher" | "co_host" | "subscriber";
+            room: string;
+            /** @description Where the SFU client connects. */
+            serverUrl: string;
+            sessionId: string;
+            /** @description The LiveKit access token (a JWT). */
+            token: string;
+        };
+        SfuTokenRequest: {
+            /** @description The participant's display name. */
+            name?: string | null;
+            /**
+             * @description Publishing needs the host, an approved co-host or the tenant's server.
+             * @enum {unknown}
+             */
+            role: "publisher" | "subscriber";
+            /** @description Required from the tenant's server; a user may only name itself. */
+            userId?: string | null;
+        };
         Signup: {
             /** @description An e-mail address. */
             email: string;
@@ -3437,6 +3573,10 @@ export interface components {
             status: "active" | "lapsed";
             subscriberId: string;
         };
+        /** @description A user's own subscriptions. */
+        SubscriptionList: {
+            items: components["schemas"]["Subscription"][];
+        };
         /** @description A creator's subscription plan. */
         SubscriptionPlan: {
             active: boolean;
@@ -3461,6 +3601,30 @@ export interface components {
             perks?: string[] | null;
             priceTokens: number;
         };
+        /** @description A creator's subscription plans. */
+        SubscriptionPlans: {
+            creatorId: string;
+            items: components["schemas"]["SubscriptionPlan"][];
+        };
+        /** @description A run of `renew-subscriptions`. */
+        SubscriptionRenewalRun: {
+            /**
+             * Format: int64
+             * @description The subscriptions renewed or lapsed.
+             */
+            done: number;
+            /** @constant */
+            job: "renew-subscriptions";
+            /** Format: int64 */
+            lapsed: number;
+            /**
+             * Format: int64
+             * @description The subscriptions still due.
+             */
+            remaining: number;
+            /** Format: int64 */
+            renewed: number;
+        };
         /** @description A gifter's place on a leaderboard. */
         Supporter: {
             /** Format: int64 */
@@ -3471,6 +3635,13 @@ export interface components {
             tokens: number;
             userId: string;
             username: string;
+        };
+        /** @description A creator's top gifters over a period, most tokens first. */
+        TopSupporters: {
+            items: components["schemas"]["Supporter"][];
+            /** @enum {string} */
+            period: "week" | "month" | "all";
+            userId: string;
         };
         /** @description A transfer as one of the wallet owner's transactions, signed from their side. */
         Transaction: components["schemas"]["Transfer"] & {
@@ -3498,6 +3669,24 @@ export interface components {
             reference: string | null;
             reverses: string | null;
             to: string;
+        };
+        /** @description A transfer and the wallet it changed, after it: what a credit or a reversal answers (and its `wallet.credited` or `transfer.reversed` webhook carries). */
+        TransferWithWallet: {
+            /** Format: int64 */
+            amount: number;
+            /** Format: date-time */
+            createdAt: string;
+            /** @enum {string} */
+            currency: "tokens" | "diamonds";
+            from: string;
+            id: string;
+            kind: string;
+            operationId: string;
+            reason: string | null;
+            reference: string | null;
+            reverses: string | null;
+            to: string;
+            wallet: components["schemas"]["Wallet"];
         };
         /** @description A resumable upload; `file` is the file's address once complete */
         Upload: {
@@ -3543,11 +3732,17 @@ export interface components {
         ViewerCountReport: {
             viewerCount: number;
         };
-        /** @description A user's balances; tokens below 0 (after a chargeback) block spending */
+        /** @description A user's balances; tokens below 0 (after a chargeback) block spending. */
         Wallet: {
+            /** Format: int64 */
             diamonds: number;
+            /**
+             * Format: int64
+             * @description Diamonds held for payouts not decided yet.
+             */
             diamondsHeld: number;
             spendingBlocked: boolean;
+            /** Format: int64 */
             tokens: number;
             userId: string;
         };
@@ -3580,6 +3775,36 @@ export interface components {
             nextAttemptAt: string | null;
             /** @enum {string} */
             state: "pending" | "delivered" | "failed";
+        };
+        /** @description A round of `deliver-webhooks`. */
+        WebhookDeliveryRun: {
+            /**
+             * Format: int64
+             * @description Deliveries sent.
+             */
+            attempted: number;
+            /**
+             * Format: int64
+             * @description Deliveries a receiver acknowledged (2xx).
+             */
+            delivered: number;
+            /**
+             * Format: int64
+             * @description New events fanned out to their endpoints.
+             */
+            dispatched: number;
+            /**
+             * Format: int64
+             * @description Events fanned out and deliveries attempted.
+             */
+            done: number;
+            /** @constant */
+            job: "deliver-webhooks";
+            /**
+             * Format: int64
+             * @description Deliveries still due (one more while events may still wait to be fanned out).
+             */
+            remaining: number;
         };
         /** @description A webhook endpoint (its secret is shown only on create and rotate). */
         WebhookEndpoint: {
@@ -4827,23 +5052,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        anonymous: boolean;
-                        balance: number;
-                        /** Format: uuid */
-                        broadcastId: string;
-                        combo: number;
-                        /** Format: date-time */
-                        createdAt: string;
-                        diamonds: number;
-                        giftId: string;
-                        giftName: string;
-                        id: string;
-                        quantity: number;
-                        recipientId: string;
-                        senderId: string | null;
-                        tokens: number;
-                    };
+                    "application/json": components["schemas"]["GiftReceipt"];
                 };
             };
             /** @description The request is malformed */
@@ -4977,11 +5186,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        broadcastId: string;
-                        items: components["schemas"]["Supporter"][];
-                    };
+                    "application/json": components["schemas"]["GiftLeaderboard"];
                 };
             };
             /** @description The request is malformed */
@@ -8007,9 +8212,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        items: components["schemas"]["Gift"][];
-                    };
+                    "application/json": components["schemas"]["GiftCatalog"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -8057,16 +8260,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        accounts: number;
-                        done: number;
-                        /** @constant */
-                        job: "check-ledger";
-                        /** @constant */
-                        ok: true;
-                        remaining: number;
-                        transfers: number;
-                    };
+                    "application/json": components["schemas"]["LedgerCheckRun"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -8114,15 +8308,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        attempted: number;
-                        delivered: number;
-                        dispatched: number;
-                        done: number;
-                        /** @constant */
-                        job: "deliver-webhooks";
-                        remaining: number;
-                    };
+                    "application/json": components["schemas"]["WebhookDeliveryRun"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -8239,14 +8425,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        done: number;
-                        /** @constant */
-                        job: "renew-subscriptions";
-                        lapsed: number;
-                        remaining: number;
-                        renewed: number;
-                    };
+                    "application/json": components["schemas"]["SubscriptionRenewalRun"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -11454,12 +11633,7 @@ export interface operations {
                  *       "role": "subscriber"
                  *     }
                  */
-                "application/json": {
-                    name?: string | null;
-                    role: string;
-                    /** @description Required from the tenant's server; a user may only name itself */
-                    userId?: string | null;
-                };
+                "application/json": components["schemas"]["SfuTokenRequest"];
             };
         };
         responses: {
@@ -11469,17 +11643,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: date-time */
-                        expiresAt: string;
-                        identity: string;
-                        /** @enum {unknown} */
-                        role: "publisher" | "co_host" | "subscriber";
-                        room: string;
-                        serverUrl: string;
-                        sessionId: string;
-                        token: string;
-                    };
+                    "application/json": components["schemas"]["SfuToken"];
                 };
             };
             /** @description The request is malformed */
@@ -14486,9 +14650,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        items: components["schemas"]["Subscription"][];
-                    };
+                    "application/json": components["schemas"]["SubscriptionList"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -14668,9 +14830,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": {
-                    isActive?: boolean | null;
-                };
+                "application/json": components["schemas"]["MusicLinkChanges"];
             };
         };
         responses: {
@@ -14792,9 +14952,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": {
-                    isActive?: boolean | null;
-                };
+                "application/json": components["schemas"]["MusicLinkChanges"];
             };
         };
         responses: {
@@ -14922,11 +15080,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        message: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Done"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -14982,12 +15136,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description An e-mail address */
-                    musicUserEmail?: string | null;
-                    musicUserId: string;
-                    password?: string | null;
-                };
+                "application/json": components["schemas"]["MusicAccountToLink"];
             };
         };
         responses: {
@@ -16661,10 +16810,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        creatorId: string;
-                        items: components["schemas"]["SubscriptionPlan"][];
-                    };
+                    "application/json": components["schemas"]["SubscriptionPlans"];
                 };
             };
             /** @description The request is malformed */
@@ -16961,12 +17107,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        items: components["schemas"]["Supporter"][];
-                        /** @enum {unknown} */
-                        period: "week" | "month" | "all";
-                        userId: string;
-                    };
+                    "application/json": components["schemas"]["TopSupporters"];
                 };
             };
             /** @description The request is malformed */
@@ -17273,9 +17414,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        items: components["schemas"]["Gift"][];
-                    };
+                    "application/json": components["schemas"]["GiftCatalog"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -17449,10 +17588,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @constant */
-                        deleted: true;
-                    };
+                    "application/json": components["schemas"]["GiftRemoved"];
                 };
             };
             /** @description The request is malformed */
@@ -17570,16 +17706,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": {
-                    diamondsPer100Tokens?: number | null;
-                    minPayoutDiamonds?: number | null;
-                    /** @description Caps on tokens a user spends per window; null removes that cap, an absent one keeps it */
-                    spendingCaps?: {
-                        day?: number | null;
-                        hour?: number | null;
-                        week?: number | null;
-                    } | null;
-                };
+                "application/json": components["schemas"]["MonetizationSettingsChanges"];
             };
         };
         responses: {
@@ -18669,9 +18796,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Transfer"] & {
-                        wallet: components["schemas"]["Wallet"];
-                    };
+                    "application/json": components["schemas"]["TransferWithWallet"];
                 };
             };
             /** @description The request is malformed */
@@ -18879,9 +19004,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Transfer"] & {
-                        wallet: components["schemas"]["Wallet"];
-                    };
+                    "application/json": components["schemas"]["TransferWithWallet"];
                 };
             };
             /** @description The request is malformed */
