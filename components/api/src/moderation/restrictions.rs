@@ -496,3 +496,47 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
         .errors(404, &["not_found"]),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common::validate::JsonBody;
+
+    fn errors(json: &str) -> Vec<String> {
+        let mut body = JsonBody::parse(json.as_bytes()).unwrap();
+        TimeoutBody::read(&mut body);
+        match body.finish() {
+            Ok(()) => Vec::new(),
+            Err(e) => e
+                .fields
+                .into_iter()
+                .map(|f| format!("{}: {}", f.field, f.message))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_timeout_names_a_user_by_uuid_for_at_most_two_weeks() {
+        let mut body = JsonBody::parse(
+            br#"{"userId": " 8988A0A4-7A52-4F15-A713-1492A6293725 ", "seconds": 60, "scope": " "}"#,
+        )
+        .unwrap();
+        let timeout = TimeoutBody::read(&mut body);
+        assert!(body.finish().is_ok());
+        assert_eq!(timeout.user_id, "8988a0a4-7a52-4f15-a713-1492a6293725");
+        assert_eq!((timeout.seconds, timeout.scope), (60, Scope::Stream));
+        assert_eq!(
+            errors("{}"),
+            ["userId: is required", "seconds: is required"]
+        );
+        assert_eq!(
+            errors(r#"{"userId": "ada", "seconds": 0, "reason": 1, "scope": "world"}"#),
+            [
+                "userId: must be a user id (a UUID)",
+                "seconds: must be an integer from 1 to 1209600",
+                "reason: must be a string",
+                "scope: must be `stream` or `channel`",
+            ]
+        );
+    }
+}

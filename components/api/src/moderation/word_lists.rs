@@ -4,7 +4,7 @@ use common::ApiError;
 use common::domain::moderation::{BlockedAction, Scope};
 use common::domain::word_filter::{self};
 use common::request_body;
-use common::spin::http::{Call, ServerCtx, UserCtx, json};
+use common::spin::http::{ServerCtx, UserCtx, json};
 use common::store::moderation::{self as store, NewLogEntry, WordList};
 use common::validate::JsonBody;
 use common::validate::body::{Choices, FieldKind, OptChoice, RequestBody};
@@ -115,8 +115,8 @@ request_body! {
     }
 }
 
-fn read_word_list(call: &Call) -> Result<WordList, ApiError> {
-    let mut body = call.json()?;
+/// The list a body sends, its words cleaned.
+fn read_word_list(mut body: JsonBody) -> Result<WordList, ApiError> {
     let WordListBody { words, action } = WordListBody::read(&mut body);
     let words = match words.map(|w| word_filter::clean_patterns(&w)) {
         Some(Ok(w)) => w,
@@ -140,7 +140,7 @@ pub fn get_blocked_words(ctx: &UserCtx) -> Result<Response, ApiError> {
 /// `PUT /api/users/me/chat/blocked-words` `{words, action}`
 pub fn put_blocked_words(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
-    let list = read_word_list(ctx)?;
+    let list = read_word_list(ctx.json()?)?;
     let me = &ctx.user.id;
     db.transaction(|tx| {
         store::save_word_list(tx, &ctx.tenant.client_id, me, &list, ctx.now_millis())?;
@@ -173,7 +173,7 @@ pub fn get_tenant_blocked_words(ctx: &ServerCtx) -> Result<Response, ApiError> {
 /// `PUT /api/v1/chat/blocked-words` `{words, action}`
 pub fn put_tenant_blocked_words(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
-    let list = read_word_list(ctx)?;
+    let list = read_word_list(ctx.json()?)?;
     store::save_word_list(
         &db,
         &ctx.tenant.client_id,
@@ -213,4 +213,47 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
         .request_example(json!({ "words": ["spoiler"], "action": "reject" }))
         .answers(200, "OK", Schema::view::<BlockedWordsView>()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(json: &str) -> Result<WordList, Vec<(String, String)>> {
+        let body = JsonBody::parse(json.as_bytes()).unwrap();
+        read_word_list(body)
+            .map_err(|e| e.fields.into_iter().map(|f| (f.field, f.message)).collect())
+    }
+
+    #[test]
+    fn a_list_is_cleaned_after_every_field_is_read() {
+        let list = read(r#"{"words": [" Spoiler ", "spoiler"], "action": " hold "}"#).unwrap();
+        assert_eq!(list.action, BlockedAction::Hold);
+        assert_eq!(
+            read(r#"{"words": []}"#).unwrap().action,
+            BlockedAction::Reject
+        );
+        let owned = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(f, m)| (f.to_string(), m.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            read(r#"{"words": "spoiler", "action": "mute"}"#).unwrap_err(),
+            owned(&[
+                ("words", "must be an array of strings"),
+                ("action", "must be reject or hold"),
+            ])
+        );
+        let too_many = serde_json::to_string(&vec!["w"; word_filter::MAX_PATTERNS + 1]).unwrap();
+        assert_eq!(
+            read(&format!(r#"{{"words": {too_many}, "action": "mute"}}"#)).unwrap_err(),
+            owned(&[
+                ("action", "must be reject or hold"),
+                ("words", "at most 500 words"),
+            ])
+        );
+        assert_eq!(read("{}").unwrap_err(), owned(&[("words", "is required")]));
+    }
 }
