@@ -6,14 +6,19 @@ use crate::access::Viewer;
 use crate::chat_target::{ChatTarget, broadcast_target, is_moderator, stream_target};
 use crate::moderation::{self, Screened};
 use crate::realtime;
+use common::answers::Deleted;
 use common::pagination::{Page, Paged};
 use common::realtime::Event;
 use common::spin::config;
 use common::spin::http::{Call, Caller, CallerCtx, UserCtx, json};
-use common::store::chat::{self as store, NewMessage};
+use common::store::chat::{self as store, Message, NewMessage};
 use common::store::{Db, analytics, rate_limits, subscriptions, users};
-use common::{ApiError, ids, jwt, time};
-use serde_json::json;
+use common::validate::JsonBody;
+use common::validate::body::{FieldKind, OptText, RequestBody};
+use common::{ApiError, ids, jwt, request_body, time};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
 use spin_sdk::http::Response;
 
 /// Longest message, in characters after trimming.
@@ -35,6 +40,75 @@ pub fn clean_message(raw: &str) -> Result<String, String> {
     }
 }
 
+/// A message's text as a post sends it: trimmed, 1 to 2000 characters.
+pub struct MessageText;
+
+impl FieldKind for MessageText {
+    /// Empty when missing or bad (the body then has an error).
+    type Value = String;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> String {
+        match body
+            .opt_raw_string(name, MAX_MESSAGE_CHARS * 4 + 64)
+            .map(|raw| clean_message(&raw))
+        {
+            Some(Ok(text)) => text,
+            Some(Err(why)) => {
+                body.error(name, why);
+                String::new()
+            }
+            None => {
+                if !body.has_errors_for(&[name]) {
+                    body.error(name, "is required");
+                }
+                String::new()
+            }
+        }
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_MESSAGE_CHARS,
+            "pattern": "\\S",
+            "description": "1 to 2000 characters after trimming",
+        })
+    }
+}
+
+request_body! {
+    /// A chat message to post.
+    pub struct PostBody as "ChatPost" {
+        "message" message: MessageText,
+    }
+}
+
+request_body! {
+    /// Whom a chat socket ticket is for.
+    pub struct TicketBody as "ChatTicketRequest" {
+        /// Only in a signed call: the user to mint for (a user may name only themselves)
+        "userId" user_id: OptText<64>,
+    }
+}
+
+/// A ticket that opens a stream's chat socket (`/ws/streams/{id}/chat?ticket=`).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "ChatTicket")]
+pub struct TicketView {
+    pub ticket: String,
+    /// The stream as the socket's path names it (a broadcast's id or its streamId).
+    #[schemars(extend("format" = "uuid"))]
+    pub stream_id: String,
+    /// The user the socket reads and posts as; null: read-only.
+    #[schemars(extend("format" = "uuid"))]
+    pub user_id: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
+    pub expires_at: String,
+}
+
 /// Messages of a target, newest `limit` after skipping `offset` newest, oldest first.
 fn history(ctx: &Call, db: &Db, target: &ChatTarget) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
@@ -52,22 +126,8 @@ fn post(
 ) -> Result<Response, ApiError> {
     let user = &ctx.user;
     let mut body = ctx.json()?;
-    let raw = body.opt_raw_string("message", MAX_MESSAGE_CHARS * 4 + 64);
-    let message = match raw.as_deref().map(clean_message) {
-        Some(Ok(m)) => Some(m),
-        Some(Err(why)) => {
-            body.error("message", why);
-            None
-        }
-        None => {
-            if !body.has_errors_for(&["message"]) {
-                body.error("message", "is required");
-            }
-            None
-        }
-    };
+    let PostBody { message } = PostBody::read(&mut body);
     body.finish()?;
-    let message = message.unwrap_or_default();
     if let Some(b) = &target.broadcast
         && b.status.is_final()
     {
@@ -165,7 +225,7 @@ pub fn stream_history(ctx: &CallerCtx) -> Result<Response, ApiError> {
 /// calls for a socket opened without one are refused.
 pub fn socket_ticket(ctx: &CallerCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let named = body.opt_string("userId", 64);
+    let TicketBody { user_id: named } = TicketBody::read(&mut body);
     body.finish()?;
     let db = ctx.db()?;
     let user_id = match (&ctx.caller, named) {
@@ -205,12 +265,12 @@ pub fn socket_ticket(ctx: &CallerCtx) -> Result<Response, ApiError> {
     );
     Ok(json(
         200,
-        &json!({
-            "ticket": ticket,
-            "streamId": stream,
-            "userId": user_id,
-            "expiresAt": time::format_rfc3339(ctx.now() + jwt::SOCKET_TICKET_TTL_SECS),
-        }),
+        &TicketView {
+            ticket,
+            stream_id: stream,
+            user_id,
+            expires_at: time::format_rfc3339(ctx.now() + jwt::SOCKET_TICKET_TTL_SECS),
+        },
     ))
 }
 
@@ -294,129 +354,71 @@ pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
             id: message_id.clone(),
         },
     );
-    Ok(json(200, &json!({ "success": true, "id": message_id })))
+    Ok(json(200, &Deleted::of(message_id)))
 }
 
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
+    const HELD: &str = "Held for a moderator's review (a blocked word with the hold action): \
+                        stored, not shown until approved";
     vec![
         Operation::new("GET /api/streams/{id}/chat", "Stream history (chat)")
-            .answers(200, "OK", Schema::written(json!({
-                "allOf": [
-                    { "$ref": "#/components/schemas/Page" },
-                    {
-                        "type": "object",
-                        "properties": {
-                            "items": {
-                                "type": "array",
-                                "items": { "$ref": "#/components/schemas/ChatMessage" },
-                            },
-                        },
-                    },
-                ],
-            })))
+            .answers(200, "OK", Schema::page_of::<Message>())
             .errors(400, &["invalid_id"])
             .errors(404, &["not_found"]),
         Operation::new("POST /api/streams/{id}/chat", "Stream post (chat)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "properties": {
-                    "message": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 2000,
-                        "pattern": "\\S",
-                        "description": "1 to 2000 characters after trimming",
-                    },
-                },
-                "additionalProperties": false,
-                "required": ["message"],
-            })))
-            .answers(200, "OK", Schema::written(json!({
-                "$ref": "#/components/schemas/ChatMessage",
-            })))
-            .link("DELETE /api/streams/{id}/chat/{messageId}", &[("id", "$request.path.id"), ("messageId", "$response.body#/id")])
-            .link("POST /api/streams/{id}/chat/{messageId}/report", &[("id", "$request.path.id"), ("messageId", "$response.body#/id")])
-            .answers(202, "Held for a moderator's review (a blocked word with the hold action): stored, not shown until approved", Schema::written(json!({
-                "$ref": "#/components/schemas/ChatMessage",
-            })))
+            .takes(Schema::body::<PostBody>())
+            .answers(200, "OK", Schema::view::<Message>())
+            .link(
+                "DELETE /api/streams/{id}/chat/{messageId}",
+                &[
+                    ("id", "$request.path.id"),
+                    ("messageId", "$response.body#/id"),
+                ],
+            )
+            .link(
+                "POST /api/streams/{id}/chat/{messageId}/report",
+                &[
+                    ("id", "$request.path.id"),
+                    ("messageId", "$response.body#/id"),
+                ],
+            )
+            .answers(202, HELD, Schema::view::<Message>())
             .errors(400, &["invalid_id"])
             .errors(404, &["not_found"])
             .errors(409, &["broadcast_ended"])
             .errors(429, &["rate_limited"]),
-        Operation::new("DELETE /api/streams/{id}/chat/{messageId}", "Stream delete (chat)")
-            .answers(200, "OK", Schema::written(json!({
-                "type": "object",
-                "required": ["success", "id"],
-                "properties": { "success": {"const": true}, "id": {"type": "string"} },
-            })))
-            .errors(400, &["invalid_id"])
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"]),
+        Operation::new(
+            "DELETE /api/streams/{id}/chat/{messageId}",
+            "Stream delete (chat)",
+        )
+        .answers(200, "OK", Schema::view::<Deleted>())
+        .errors(400, &["invalid_id"])
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"]),
         Operation::new("POST /api/streams/{id}/chat/ticket", "Chat socket ticket")
-            .described("A ticket that opens this stream's chat socket (`/ws/streams/{id}/chat?ticket=`) within a minute: for the user the tenant's server names in `userId` (a signed call), for the calling user, or read-only. A client registered with `requireSignature` needs one for every socket: the relay's calls for a socket opened without it are refused.")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "properties": {
-                    "userId": {
-                        "type": ["string", "null"],
-                        "maxLength": 64,
-                        "description": "Only in a signed call: the user to mint for (a user may name only themselves)",
-                    },
-                },
-                "additionalProperties": false,
-            })))
-            .answers(200, "OK", Schema::written(json!({
-                "type": "object",
-                "properties": {
-                    "ticket": { "type": "string" },
-                    "streamId": { "type": "string" },
-                    "userId": { "type": ["string", "null"] },
-                    "expiresAt": { "type": "string", "format": "date-time" },
-                },
-                "required": ["ticket", "streamId", "userId", "expiresAt"],
-            })))
+            .described(
+                "A ticket that opens this stream's chat socket (`/ws/streams/{id}/chat?ticket=`) \
+                 within a minute: for the user the tenant's server names in `userId` (a signed \
+                 call), for the calling user, or read-only. A client registered with \
+                 `requireSignature` needs one for every socket: the relay's calls for a socket \
+                 opened without it are refused.",
+            )
+            .takes(Schema::body::<TicketBody>())
+            .answers(200, "OK", Schema::view::<TicketView>())
             .errors(400, &["invalid_id"])
             .errors(403, &["forbidden", "banned"])
             .errors(404, &["not_found"]),
-        Operation::new("GET /api/broadcasts/{id}/chat", "Broadcast history (chat)")
-            .answers(200, "OK", Schema::written(json!({
-                "allOf": [
-                    { "$ref": "#/components/schemas/Page" },
-                    {
-                        "type": "object",
-                        "properties": {
-                            "items": {
-                                "type": "array",
-                                "items": { "$ref": "#/components/schemas/ChatMessage" },
-                            },
-                        },
-                    },
-                ],
-            }))),
+        Operation::new("GET /api/broadcasts/{id}/chat", "Broadcast history (chat)").answers(
+            200,
+            "OK",
+            Schema::page_of::<Message>(),
+        ),
         Operation::new("POST /api/broadcasts/{id}/chat", "Broadcast post (chat)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "properties": {
-                    "message": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 2000,
-                        "pattern": "\\S",
-                        "description": "1 to 2000 characters after trimming",
-                    },
-                },
-                "additionalProperties": false,
-                "required": ["message"],
-            })))
-            .answers(200, "OK", Schema::written(json!({
-                "$ref": "#/components/schemas/ChatMessage",
-            })))
-            .answers(202, "Held for a moderator's review (a blocked word with the hold action): stored, not shown until approved", Schema::written(json!({
-                "$ref": "#/components/schemas/ChatMessage",
-            })))
+            .takes(Schema::body::<PostBody>())
+            .answers(200, "OK", Schema::view::<Message>())
+            .answers(202, HELD, Schema::view::<Message>())
             .errors(409, &["broadcast_ended"])
             .errors(429, &["rate_limited"]),
     ]

@@ -32,14 +32,15 @@ pub use word_lists::{
 use crate::access::Viewer;
 use crate::chat_target::{self, ChatTarget};
 use crate::realtime;
-use common::domain::moderation::{MAX_REASON_CHARS, Scope};
+use common::domain::moderation::Scope;
 use common::realtime::Event;
 use common::spin::http::ActorCtx;
 use common::store::moderation::{self as store, NewLogEntry};
 use common::store::{Db, broadcasts as broadcast_store};
 use common::validate::JsonBody;
+use common::validate::body::FieldKind;
 use common::{ApiError, ids};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// How many open streams of a creator a channel-wide action is pushed to.
 const CHANNEL_PUSH_LIMIT: i64 = 20;
@@ -106,31 +107,60 @@ fn log_action(
     )
 }
 
-fn user_id_field(body: &mut JsonBody) -> String {
-    let raw = body.string("userId", 64);
-    match ids::parse_uuid(&raw) {
-        Some(id) => id,
-        None => {
-            if !raw.is_empty() {
-                body.error("userId", "must be a user id (a UUID)");
+/// The user a moderator acts on: a user id (a UUID).
+pub struct UserId;
+
+impl FieldKind for UserId {
+    /// Empty when missing or bad (the body then has an error).
+    type Value = String;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> String {
+        let raw = body.string(name, 64);
+        match ids::parse_uuid(&raw) {
+            Some(id) => id,
+            None => {
+                if !raw.is_empty() {
+                    body.error(name, "must be a user id (a UUID)");
+                }
+                String::new()
             }
-            String::new()
         }
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64,
+            "pattern": "\\S",
+            "description": "A user's id (a UUID).",
+        })
     }
 }
 
-fn reason_field(body: &mut JsonBody) -> String {
-    body.opt_string("reason", MAX_REASON_CHARS)
-        .unwrap_or_default()
-}
+/// Where a restriction holds: `stream` (when left out or blank) or `channel`.
+pub struct OptScope;
 
-fn scope_field(body: &mut JsonBody) -> Scope {
-    match body.opt_string("scope", 16) {
-        None => Scope::Stream,
-        Some(s) => Scope::parse(&s).unwrap_or_else(|| {
-            body.error("scope", "must be `stream` or `channel`");
-            Scope::Stream
-        }),
+impl FieldKind for OptScope {
+    type Value = Scope;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Scope {
+        match body.opt_string(name, 16) {
+            None => Scope::Stream,
+            Some(s) => Scope::parse(&s).unwrap_or_else(|| {
+                body.error(name, "must be `stream` or `channel`");
+                Scope::Stream
+            }),
+        }
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": ["string", "null"],
+            "pattern": "^\\s*(stream|channel)?\\s*$",
+            "description": "stream (the default) or channel: every stream of the creator",
+        })
     }
 }
 

@@ -1,30 +1,61 @@
 //! A stream chat's modes (slow, followers-only, subscribers-only, reactions-only), clearing
 //! it, and its pinned message.
 
-use super::{Moderator, log_action, moderated, user_id_field};
+use super::{Moderator, UserId, log_action, moderated};
 use crate::access::Viewer;
 use crate::chat_target::{self, ChatTarget};
 use crate::realtime;
-use common::domain::moderation::{self as rules, Modes};
+use common::domain::moderation::{MAX_FOLLOW_MINUTES, MAX_SLOW_MODE_SECS, Modes};
 use common::problem::FieldError;
 use common::realtime::{Event, ModerationAction};
 use common::spin::http::{ActorCtx, Call, json};
 use common::store::Db;
 use common::store::chat::{self as chat_store, Message};
 use common::store::moderation as store;
-use common::{ApiError, ids};
+use common::validate::JsonBody;
+use common::validate::body::{FieldKind, OptBool, OptInt, RequestBody, Text};
+use common::{ApiError, ids, request_body};
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Value, json};
 use spin_sdk::http::Response;
 
-fn settings_view(db: &Db, target: &ChatTarget) -> Result<Value, ApiError> {
+/// A stream's chat modes and its pinned message.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "ChatSettings")]
+pub struct SettingsView {
+    /// One message per this many seconds per viewer; 0 is off.
+    #[schemars(range(min = 0, max = MAX_SLOW_MODE_SECS))]
+    slow_mode_seconds: i64,
+    /// Only followers (of at least this many minutes) may chat; null is off.
+    #[schemars(range(min = 0, max = MAX_FOLLOW_MINUTES))]
+    followers_only_minutes: Option<i64>,
+    subscribers_only: bool,
+    /// Only emoji and `:reaction:` codes.
+    reactions_only: bool,
+    pinned_message: Option<Message>,
+}
+
+fn settings_view(db: &Db, target: &ChatTarget) -> Result<SettingsView, ApiError> {
     let settings = store::settings(db, &target.client_id, &target.stream_id)?;
     let pinned = match &settings.pinned_message_id {
         Some(id) => chat_store::message(db, &target.store(), id)?.filter(|m| !m.deleted && !m.held),
         None => None,
     };
-    let mut view = serde_json::to_value(&settings.modes).unwrap_or_default();
-    view["pinnedMessage"] = serde_json::to_value(pinned).unwrap_or_default();
-    Ok(view)
+    let Modes {
+        slow_mode_seconds,
+        followers_only_minutes,
+        subscribers_only,
+        reactions_only,
+    } = settings.modes;
+    Ok(SettingsView {
+        slow_mode_seconds,
+        followers_only_minutes,
+        subscribers_only,
+        reactions_only,
+        pinned_message: pinned,
+    })
 }
 
 /// `GET /api/streams/{id}/chat/settings`: anyone who may read the chat (clients show the
@@ -35,20 +66,32 @@ pub fn get_settings(ctx: &ActorCtx) -> Result<Response, ApiError> {
     Ok(json(200, &settings_view(&db, &target)?))
 }
 
+request_body! {
+    /// A chat's modes, as a whole: a mode left out is off.
+    pub struct ModesBody as "ChatModes" {
+        /// One message per this many seconds per viewer; 0 is off.
+        "slowModeSeconds" slow_mode_seconds: OptInt<0, { MAX_SLOW_MODE_SECS }>,
+        /// Only followers (of at least this many minutes) may chat.
+        "followersOnlyMinutes" followers_only_minutes: OptInt<0, { MAX_FOLLOW_MINUTES }>,
+        "subscribersOnly" subscribers_only: OptBool,
+        /// Only emoji and `:reaction:` codes.
+        "reactionsOnly" reactions_only: OptBool,
+    }
+}
+
 /// `PUT /api/streams/{id}/chat/settings`: the modes as a whole; a field left out is off.
 pub fn put_settings(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
     let mut body = ctx.json()?;
-    let modes = Modes {
-        slow_mode_seconds: body
-            .opt_int("slowModeSeconds", 0..=rules::MAX_SLOW_MODE_SECS)
-            .unwrap_or(0),
-        followers_only_minutes: body.opt_int("followersOnlyMinutes", 0..=rules::MAX_FOLLOW_MINUTES),
-        subscribers_only: body.opt_bool("subscribersOnly").unwrap_or(false),
-        reactions_only: body.opt_bool("reactionsOnly").unwrap_or(false),
-    };
+    let sent = ModesBody::read(&mut body);
     body.finish()?;
+    let modes = Modes {
+        slow_mode_seconds: sent.slow_mode_seconds.unwrap_or(0),
+        followers_only_minutes: sent.followers_only_minutes,
+        subscribers_only: sent.subscribers_only.unwrap_or(false),
+        reactions_only: sent.reactions_only.unwrap_or(false),
+    };
     if let Err((field, why)) = modes.check() {
         return Err(ApiError::invalid_fields(vec![FieldError {
             field: field.into(),
@@ -95,6 +138,42 @@ fn save_modes(
     Ok(())
 }
 
+/// The user whose messages a clearing deletes; left out, every message.
+pub struct OptUserId;
+
+impl FieldKind for OptUserId {
+    type Value = Option<String>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<String> {
+        body.has(name).then(|| UserId::read(body, name))
+    }
+
+    fn schema() -> Value {
+        let mut schema = UserId::schema();
+        schema["description"] = "Only this user's messages; left out: every message".into();
+        schema
+    }
+}
+
+request_body! {
+    /// What a clearing deletes: every message of the chat, or one user's.
+    pub struct ClearBody as "ChatClear" {
+        "userId" user_id: OptUserId,
+    }
+}
+
+/// What a clearing deleted.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "ChatCleared")]
+pub struct Cleared {
+    /// How many messages.
+    #[schemars(range(min = 0))]
+    deleted: i64,
+    /// Their ids.
+    #[schemars(extend("items" = { "type": "string", "format": "uuid" }))]
+    ids: Vec<String>,
+}
+
 /// `POST /api/streams/{id}/chat/clear` `{userId?}`: deletes every message of the chat, or
 /// only that user's.
 pub fn clear(ctx: &ActorCtx) -> Result<Response, ApiError> {
@@ -104,9 +183,9 @@ pub fn clear(ctx: &ActorCtx) -> Result<Response, ApiError> {
         None
     } else {
         let mut body = ctx.json()?;
-        let user = body.has("userId").then(|| user_id_field(&mut body));
+        let ClearBody { user_id } = ClearBody::read(&mut body);
         body.finish()?;
-        user
+        user_id
     };
     let (action, deleted) = db.transaction(|tx| {
         let deleted = chat_store::delete_many(
@@ -148,8 +227,18 @@ pub fn clear(ctx: &ActorCtx) -> Result<Response, ApiError> {
     realtime::publish(&target.stream_id, event);
     Ok(json(
         200,
-        &json!({"deleted": deleted.len(), "ids": deleted}),
+        &Cleared {
+            deleted: deleted.len() as i64,
+            ids: deleted,
+        },
     ))
+}
+
+request_body! {
+    /// The message to pin.
+    pub struct PinBody as "ChatPin" {
+        "messageId" message_id: Text<64>,
+    }
 }
 
 /// `PUT /api/streams/{id}/chat/pin` `{messageId}`
@@ -157,7 +246,7 @@ pub fn pin(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
     let mut body = ctx.json()?;
-    let raw = body.string("messageId", 64);
+    let PinBody { message_id: raw } = PinBody::read(&mut body);
     body.finish()?;
     let message_id = ids::parse_uuid(&raw)
         .ok_or_else(|| ApiError::bad_request("invalid_id", "messageId must be a UUID"))?;
@@ -226,101 +315,33 @@ fn set_pin(
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new(
             "GET /api/streams/{id}/chat/settings",
             "Get settings (moderation)",
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "$ref": "#/components/schemas/ChatSettings",
-            })),
-        ),
+        .answers(200, "OK", Schema::view::<SettingsView>()),
         Operation::new(
             "PUT /api/streams/{id}/chat/settings",
             "Put settings (moderation)",
         )
-        .takes(Schema::written(json!({
-            "type": "object",
-            "properties": {
-                "slowModeSeconds": { "type": ["integer", "null"], "minimum": 0 },
-                "followersOnlyMinutes": { "type": ["integer", "null"], "minimum": 0 },
-                "subscribersOnly": { "type": ["boolean", "null"] },
-                "reactionsOnly": { "type": ["boolean", "null"] },
-            },
-            "additionalProperties": false,
-        })))
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "$ref": "#/components/schemas/ChatSettings",
-            })),
-        )
+        .takes(Schema::body::<ModesBody>())
+        .answers(200, "OK", Schema::view::<SettingsView>())
         .errors(403, &["not_a_moderator"])
         .errors(422, &["validation_failed"]),
         Operation::new("POST /api/streams/{id}/chat/clear", "Clear (moderation)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "properties": {
-                    "userId": {
-                        "type": ["string", "null"],
-                        "maxLength": 64,
-                        "minLength": 1,
-                        "pattern": "\\S",
-                        "description": "Only this user's messages; absent or null: every message",
-                    },
-                },
-                "additionalProperties": false,
-            })))
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["deleted", "ids"],
-                    "properties": {
-                        "deleted": { "type": "integer", "minimum": 0 },
-                        "ids": { "type": "array", "items": {"type": "string", "format": "uuid"} },
-                    },
-                })),
-            )
+            .takes(Schema::body::<ClearBody>())
+            .body_optional()
+            .answers(200, "OK", Schema::view::<Cleared>())
             .errors(403, &["not_a_moderator"]),
         Operation::new("PUT /api/streams/{id}/chat/pin", "Pin (moderation)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "properties": {
-                    "messageId": {
-                        "type": "string",
-                        "maxLength": 64,
-                        "minLength": 1,
-                        "pattern": "\\S",
-                    },
-                },
-                "additionalProperties": false,
-                "required": ["messageId"],
-            })))
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "$ref": "#/components/schemas/ChatSettings",
-                })),
-            )
+            .takes(Schema::body::<PinBody>())
+            .answers(200, "OK", Schema::view::<SettingsView>())
             .errors(400, &["invalid_id"])
             .errors(403, &["not_a_moderator"])
             .errors(404, &["not_found"]),
         Operation::new("DELETE /api/streams/{id}/chat/pin", "Unpin (moderation)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "$ref": "#/components/schemas/ChatSettings",
-                })),
-            )
+            .answers(200, "OK", Schema::view::<SettingsView>())
             .errors(403, &["not_a_moderator"]),
     ]
 }

@@ -8,17 +8,83 @@ use common::domain::moderation::MAX_REASON_CHARS;
 use common::pagination::{Page, Paged};
 use common::realtime::Event;
 use common::spin::http::{ActorCtx, UserCtx, json};
-use common::store::chat::{self as chat_store};
-use common::store::moderation::{self as store, NewReport, ReportFilter};
+use common::store::chat::{self as chat_store, Message};
+use common::store::moderation::{self as store, LogEntry, NewReport, Report, ReportFilter};
 use common::store::outbox::{self, Subject};
 use common::store::rate_limits;
-use common::{ApiError, ids};
+use common::validate::body::{Choice, Choices, OptText, RequestBody, Text};
+use common::{ApiError, ids, request_body};
+use serde::Serialize;
 use serde_json::json;
 use spin_sdk::http::Response;
 
 /// Reports one user may file per window.
 const REPORT_MAX: i64 = 5;
 const REPORT_WINDOW_SECS: i64 = 60;
+
+request_body! {
+    /// A viewer's report of a message.
+    pub struct ReportBody as "ChatReportRequest" {
+        /// Why the message is reported.
+        "reason" reason: Text<{ MAX_REASON_CHARS }>,
+    }
+}
+
+/// What a moderator decides of a report: dismiss it, delete the message, or show a held
+/// one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Dismiss,
+    Delete,
+    Approve,
+}
+
+impl Decision {
+    /// The report's resolution.
+    fn resolution(self) -> &'static str {
+        match self {
+            Decision::Dismiss => "dismissed",
+            Decision::Delete => "deleted",
+            Decision::Approve => "approved",
+        }
+    }
+}
+
+impl Choices for Decision {
+    type Value = Decision;
+    const MAX_LEN: usize = 16;
+
+    fn names() -> Vec<&'static str> {
+        vec!["dismiss", "delete", "approve"]
+    }
+
+    fn choose(name: &str) -> Option<Decision> {
+        match name {
+            "dismiss" => Some(Decision::Dismiss),
+            "delete" => Some(Decision::Delete),
+            "approve" => Some(Decision::Approve),
+            _ => None,
+        }
+    }
+}
+
+request_body! {
+    /// A moderator's resolution of a report.
+    pub struct ResolutionBody as "ChatReportResolution" {
+        /// `delete` deletes the message, `approve` shows a held one.
+        "action" action: Choice<Decision>,
+        /// Kept in the moderation log.
+        "note" note: OptText<{ MAX_REASON_CHARS }>,
+    }
+}
+
+/// The data of a `chat.message_reported` webhook event: the report and its message.
+#[derive(Debug, Serialize)]
+struct ReportedEvent<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    message: &'a Message,
+}
 
 /// `POST /api/streams/{id}/chat/{messageId}/report` `{reason}`: any signed-in viewer who
 /// may read the chat; rate limited; once per message and reporter.
@@ -28,7 +94,7 @@ pub fn report(ctx: &UserCtx) -> Result<Response, ApiError> {
     let message_id = ids::parse_uuid(ctx.param("messageId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the message id must be a UUID"))?;
     let mut body = ctx.json()?;
-    let reason = body.string("reason", MAX_REASON_CHARS);
+    let ReportBody { reason } = ReportBody::read(&mut body);
     body.finish()?;
     let message = chat_store::message(&db, &target.store(), &message_id)?
         .filter(|m| !m.deleted && !m.held)
@@ -59,8 +125,6 @@ pub fn report(ctx: &UserCtx) -> Result<Response, ApiError> {
             REPORT_WINDOW_SECS,
             ctx.now(),
         )?;
-        let mut data = serde_json::to_value(&filed).unwrap_or_default();
-        data["message"] = serde_json::to_value(&message).unwrap_or_default();
         outbox::record(
             tx,
             &target.client_id,
@@ -69,7 +133,10 @@ pub fn report(ctx: &UserCtx) -> Result<Response, ApiError> {
                 object_type: "chat_message",
                 object_id: &message.id,
             },
-            &data,
+            &ReportedEvent {
+                report: &filed,
+                message: &message,
+            },
             ctx.now(),
         )?;
         Ok(filed)
@@ -106,27 +173,19 @@ pub fn resolve(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let report_id = ids::parse_uuid(ctx.param("reportId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the report id must be a UUID"))?;
     let mut body = ctx.json()?;
-    let action = body.string("action", 16);
-    let note = body
-        .opt_string("note", MAX_REASON_CHARS)
-        .unwrap_or_default();
-    if !action.is_empty() && !matches!(action.as_str(), "dismiss" | "delete" | "approve") {
-        body.error("action", "must be dismiss, delete or approve");
-    }
+    let ResolutionBody { action, note } = ResolutionBody::read(&mut body);
     body.finish()?;
+    let action = action.unwrap_or(Decision::Dismiss);
+    let note = note.unwrap_or_default();
     let report = store::report(&db, &target.client_id, &target.stream_id, &report_id)?
         .ok_or_else(|| ApiError::not_found("report"))?;
-    if action == "approve" && report.kind != "held" {
+    if action == Decision::Approve && report.kind != "held" {
         return Err(ApiError::conflict(
             "not_held",
             "only a held message is approved; dismiss a report instead",
         ));
     }
-    let resolution = match action.as_str() {
-        "delete" => "deleted",
-        "approve" => "approved",
-        _ => "dismissed",
-    };
+    let resolution = action.resolution();
     let now_ms = ctx.now_millis();
     let (resolved, released) = db.transaction(|tx| {
         let Some(resolved) = store::resolve(
@@ -215,25 +274,13 @@ pub fn moderation_log(ctx: &ActorCtx) -> Result<Response, ApiError> {
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new(
             "POST /api/streams/{id}/chat/{messageId}/report",
             "Report (moderation)",
         )
-        .takes(Schema::written(json!({
-            "type": "object",
-            "properties": { "reason": {"type": "string", "minLength": 1, "pattern": "\\S"} },
-            "additionalProperties": false,
-            "required": ["reason"],
-        })))
-        .answers(
-            201,
-            "Created",
-            Schema::written(json!({
-                "$ref": "#/components/schemas/ChatReport",
-            })),
-        )
+        .takes(Schema::body::<ReportBody>())
+        .answers(201, "Created", Schema::view::<Report>())
         .link(
             "POST /api/streams/{id}/chat/reports/{reportId}/resolve",
             &[
@@ -247,51 +294,15 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
         .errors(429, &["rate_limited"]),
         Operation::new("GET /api/streams/{id}/chat/reports", "Reports (moderation)")
             .paged()
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "allOf": [
-                        { "$ref": "#/components/schemas/Page" },
-                        {
-                            "type": "object",
-                            "properties": {
-                                "items": {
-                                    "type": "array",
-                                    "items": { "$ref": "#/components/schemas/ChatReport" },
-                                },
-                            },
-                        },
-                    ],
-                })),
-            )
+            .answers(200, "OK", Schema::page_of::<Report>())
             .errors(400, &["invalid_query", "invalid_status"])
             .errors(403, &["not_a_moderator"]),
         Operation::new(
             "POST /api/streams/{id}/chat/reports/{reportId}/resolve",
             "Resolve (moderation)",
         )
-        .takes(Schema::written(json!({
-            "type": "object",
-            "properties": {
-                "action": {
-                    "type": "string",
-                    "maxLength": 16,
-                    "minLength": 1,
-                    "pattern": "\\S",
-                },
-                "note": { "type": ["string", "null"] },
-            },
-            "additionalProperties": false,
-            "required": ["action"],
-        })))
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "$ref": "#/components/schemas/ChatReport",
-            })),
-        )
+        .takes(Schema::body::<ResolutionBody>())
+        .answers(200, "OK", Schema::view::<Report>())
         .errors(400, &["invalid_id"])
         .errors(403, &["not_a_moderator"])
         .errors(404, &["not_found"])
@@ -301,24 +312,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "Moderation log (moderation)",
         )
         .paged()
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "allOf": [
-                    { "$ref": "#/components/schemas/Page" },
-                    {
-                        "type": "object",
-                        "properties": {
-                            "items": {
-                                "type": "array",
-                                "items": { "$ref": "#/components/schemas/ModerationLogEntry" },
-                            },
-                        },
-                    },
-                ],
-            })),
-        )
+        .answers(200, "OK", Schema::page_of::<LogEntry>())
         .errors(400, &["invalid_query"])
         .errors(403, &["not_a_moderator"]),
     ]

@@ -1,18 +1,117 @@
 //! Timeouts and bans: on one stream's chat (its moderators) and channel-wide (the
 //! creator's own, on every stream of theirs).
 
-use super::{Moderator, moderated, publish_channel, reason_field, scope_field, user_id_field};
+use super::{Moderator, OptScope, UserId, moderated, publish_channel};
 use crate::chat_target::{self, ChatTarget};
 use crate::realtime;
-use common::domain::moderation::{MAX_TIMEOUT_SECS, Scope};
+use common::domain::moderation::{MAX_REASON_CHARS, MAX_TIMEOUT_SECS, Scope};
 use common::realtime::{Event, ModerationAction};
 use common::spin::http::{ActorCtx, Call, UserCtx, json};
 use common::store::moderation::{self as store, NewLogEntry, NewRestriction};
 use common::store::outbox::{self, Subject};
 use common::store::{Db, users};
-use common::{ApiError, ids, time};
-use serde_json::{Value, json};
+use common::validate::body::{Int, OptText, RequestBody};
+use common::{ApiError, ids, request_body, time};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::json;
 use spin_sdk::http::Response;
+
+request_body! {
+    /// A timeout of a user in a stream's chat (or, with `scope: channel`, in every chat of
+    /// its creator).
+    pub struct TimeoutBody as "ChatTimeout" {
+        "userId" user_id: UserId,
+        /// How long, in seconds (at most two weeks).
+        "seconds" seconds: Int<1, { MAX_TIMEOUT_SECS }>,
+        "reason" reason: OptText<{ MAX_REASON_CHARS }>,
+        "scope" scope: OptScope,
+    }
+}
+
+request_body! {
+    /// A ban of a user from every chat of the creator.
+    pub struct ChannelBanBody as "ChatChannelBan" {
+        "userId" user_id: UserId,
+        "reason" reason: OptText<{ MAX_REASON_CHARS }>,
+    }
+}
+
+request_body! {
+    /// A ban of a user from a stream's chat (or, with `scope: channel`, from every chat of
+    /// its creator).
+    pub struct BanBody as "ChatBan" {
+        ..ban: ChannelBanBody,
+        "scope" scope: OptScope,
+    }
+}
+
+/// A timeout or a ban of a user.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "ChatRestriction")]
+pub struct RestrictionView {
+    #[schemars(extend("format" = "uuid"))]
+    user_id: String,
+    #[schemars(extend("enum" = ["stream", "channel"]))]
+    scope: &'static str,
+    #[schemars(extend("enum" = ["timeout", "ban"]))]
+    kind: &'static str,
+    /// When a timeout ends; null for a ban.
+    #[schemars(extend("format" = "date-time"))]
+    until: Option<String>,
+    reason: String,
+}
+
+impl RestrictionView {
+    fn of(user_id: &str, scope: Scope, until_ms: Option<i64>, reason: &str) -> Self {
+        RestrictionView {
+            user_id: user_id.to_string(),
+            scope: scope.as_str(),
+            kind: if until_ms.is_some() { "timeout" } else { "ban" },
+            until: until_ms.map(time::format_rfc3339_millis),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// The data of a `chat.user_banned` webhook event: the ban, where, and by whom.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BanEvent<'a> {
+    #[serde(flatten)]
+    ban: &'a RestrictionView,
+    /// None for a channel-wide ban from the creator's own route.
+    stream_id: Option<&'a str>,
+    creator_id: Option<&'a str>,
+    banned_by: &'a str,
+}
+
+/// A lifted ban (and any timeout) of a user.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "ChatRestrictionLifted")]
+pub struct Lifted {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    #[schemars(extend("format" = "uuid"))]
+    user_id: String,
+    #[schemars(extend("enum" = ["stream", "channel"]))]
+    scope: &'static str,
+}
+
+impl Lifted {
+    fn answer(user_id: String, scope: Scope) -> Response {
+        json(
+            200,
+            &Lifted {
+                success: true,
+                user_id,
+                scope: scope.as_str(),
+            },
+        )
+    }
+}
 
 /// The user to restrict must be of the tenant and not a moderator of this chat.
 fn check_restrictable(db: &Db, target: &ChatTarget, user_id: &str) -> Result<(), ApiError> {
@@ -54,17 +153,6 @@ fn scope_id<'t>(
     }
 }
 
-/// A restriction as the API answers it.
-fn restriction_view(user_id: &str, scope: Scope, until_ms: Option<i64>, reason: &str) -> Value {
-    json!({
-        "userId": user_id,
-        "scope": scope.as_str(),
-        "kind": if until_ms.is_some() { "timeout" } else { "ban" },
-        "until": until_ms.map(time::format_rfc3339_millis),
-        "reason": reason,
-    })
-}
-
 fn restriction_event(
     action: ModerationAction,
     user: &str,
@@ -101,7 +189,7 @@ struct Restrict<'a> {
 
 /// Stores a timeout or ban with its log entry (and, for a ban, its `chat.user_banned`
 /// webhook event) in one transaction, then pushes it live.
-fn apply_restriction(call: &Call, db: &Db, r: &Restrict<'_>) -> Result<Value, ApiError> {
+fn apply_restriction(call: &Call, db: &Db, r: &Restrict<'_>) -> Result<RestrictionView, ApiError> {
     let now_ms = call.now_millis();
     let action = if r.until_ms.is_some() {
         ModerationAction::UserTimedOut
@@ -122,7 +210,7 @@ fn apply_restriction(call: &Call, db: &Db, r: &Restrict<'_>) -> Result<Value, Ap
             },
             now_ms,
         )?;
-        let view = restriction_view(r.user_id, r.scope, stored.until_ms, r.reason);
+        let view = RestrictionView::of(r.user_id, r.scope, stored.until_ms, r.reason);
         store::log(
             tx,
             &NewLogEntry {
@@ -134,15 +222,17 @@ fn apply_restriction(call: &Call, db: &Db, r: &Restrict<'_>) -> Result<Value, Ap
                 target_user_id: Some(r.user_id),
                 message_id: None,
                 reason: r.reason,
-                detail: json!({"until": view["until"]}),
+                detail: json!({"until": view.until}),
             },
             now_ms,
         )?;
         if stored.is_ban() && r.until_ms.is_none() {
-            let mut data = view.clone();
-            data["streamId"] = r.target.map(|t| t.stream_id.clone()).into();
-            data["creatorId"] = r.owner.into();
-            data["bannedBy"] = r.actor.into();
+            let data = BanEvent {
+                ban: &view,
+                stream_id: r.target.map(|t| t.stream_id.as_str()),
+                creator_id: r.owner,
+                banned_by: r.actor,
+            };
             outbox::record(
                 tx,
                 r.client_id,
@@ -179,15 +269,15 @@ pub fn timeout(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
     let chat = moderated(ctx, &db)?;
     let mut body = ctx.json()?;
-    let user_id = user_id_field(&mut body);
-    let seconds = body.opt_int("seconds", 1..=MAX_TIMEOUT_SECS);
-    if seconds.is_none() && !body.has_errors_for(&["seconds"]) {
-        body.error("seconds", "is required");
-    }
-    let reason = reason_field(&mut body);
-    let scope = scope_field(&mut body);
+    let TimeoutBody {
+        user_id,
+        seconds,
+        reason,
+        scope,
+    } = TimeoutBody::read(&mut body);
     body.finish()?;
-    let until_ms = ctx.now_millis() + seconds.unwrap_or(1) * 1000;
+    let until_ms = ctx.now_millis() + seconds * 1000;
+    let reason = reason.unwrap_or_default();
     restrict_in_chat(ctx, &db, &chat, &user_id, &reason, scope, Some(until_ms))
 }
 
@@ -196,10 +286,12 @@ pub fn ban(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
     let chat = moderated(ctx, &db)?;
     let mut body = ctx.json()?;
-    let user_id = user_id_field(&mut body);
-    let reason = reason_field(&mut body);
-    let scope = scope_field(&mut body);
+    let BanBody {
+        ban: ChannelBanBody { user_id, reason },
+        scope,
+    } = BanBody::read(&mut body);
     body.finish()?;
+    let reason = reason.unwrap_or_default();
     restrict_in_chat(ctx, &db, &chat, &user_id, &reason, scope, None)
 }
 
@@ -296,10 +388,7 @@ pub fn unban(ctx: &ActorCtx) -> Result<Response, ApiError> {
         (Scope::Channel, Some(owner)) => publish_channel(&db, &target.client_id, owner, event)?,
         _ => realtime::publish(&target.stream_id, event),
     }
-    Ok(json(
-        200,
-        &json!({"success": true, "userId": user_id, "scope": scope.as_str()}),
-    ))
+    Ok(Lifted::answer(user_id, scope))
 }
 
 // ---- The creator's channel-wide routes ----
@@ -309,9 +398,9 @@ pub fn unban(ctx: &ActorCtx) -> Result<Response, ApiError> {
 pub fn channel_ban(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
     let mut body = ctx.json()?;
-    let user_id = user_id_field(&mut body);
-    let reason = reason_field(&mut body);
+    let ChannelBanBody { user_id, reason } = ChannelBanBody::read(&mut body);
     body.finish()?;
+    let reason = reason.unwrap_or_default();
     let me = &ctx.user.id;
     if user_id == *me {
         return Err(ApiError::conflict(
@@ -352,70 +441,25 @@ pub fn channel_unban(ctx: &UserCtx) -> Result<Response, ApiError> {
         None,
     );
     publish_channel(&db, &ctx.tenant.client_id, me, event)?;
-    Ok(json(
-        200,
-        &json!({"success": true, "userId": user_id, "scope": "channel"}),
-    ))
+    Ok(Lifted::answer(user_id, Scope::Channel))
 }
 
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new(
             "POST /api/streams/{id}/chat/timeouts",
             "Timeout (moderation)",
         )
-        .takes(Schema::written(json!({
-            "type": "object",
-            "properties": {
-                "seconds": { "type": ["integer", "null"], "minimum": 1 },
-                "userId": {
-                    "type": "string",
-                    "maxLength": 64,
-                    "minLength": 1,
-                    "pattern": "\\S",
-                },
-                "reason": { "type": ["string", "null"] },
-                "scope": { "type": ["string", "null"], "maxLength": 16 },
-            },
-            "additionalProperties": false,
-            "required": ["userId"],
-        })))
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "$ref": "#/components/schemas/ChatRestriction",
-            })),
-        )
+        .takes(Schema::body::<TimeoutBody>())
+        .answers(200, "OK", Schema::view::<RestrictionView>())
         .errors(403, &["not_a_moderator", "not_the_creator"])
         .errors(404, &["not_found"])
         .errors(409, &["cannot_restrict_moderator", "no_channel"]),
         Operation::new("POST /api/streams/{id}/chat/bans", "Ban (moderation)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "properties": {
-                    "userId": {
-                        "type": "string",
-                        "maxLength": 64,
-                        "minLength": 1,
-                        "pattern": "\\S",
-                    },
-                    "reason": { "type": ["string", "null"] },
-                    "scope": { "type": ["string", "null"], "maxLength": 16 },
-                },
-                "additionalProperties": false,
-                "required": ["userId"],
-            })))
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "$ref": "#/components/schemas/ChatRestriction",
-                })),
-            )
+            .takes(Schema::body::<BanBody>())
+            .answers(200, "OK", Schema::view::<RestrictionView>())
             .link(
                 "DELETE /api/streams/{id}/chat/bans/{userId}",
                 &[
@@ -430,45 +474,14 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "DELETE /api/streams/{id}/chat/bans/{userId}",
             "Unban (moderation)",
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["success", "userId", "scope"],
-                "properties": {
-                    "success": { "const": true },
-                    "userId": { "type": "string" },
-                    "scope": { "enum": ["stream", "channel"] },
-                },
-            })),
-        )
+        .answers(200, "OK", Schema::view::<Lifted>())
         .errors(400, &["invalid_id", "invalid_scope"])
         .errors(403, &["not_a_moderator", "not_the_creator"])
         .errors(404, &["not_found"])
         .errors(409, &["no_channel"]),
         Operation::new("POST /api/users/me/chat/bans", "Channel ban (moderation)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "properties": {
-                    "userId": {
-                        "type": "string",
-                        "maxLength": 64,
-                        "minLength": 1,
-                        "pattern": "\\S",
-                    },
-                    "reason": { "type": ["string", "null"] },
-                },
-                "additionalProperties": false,
-                "required": ["userId"],
-            })))
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "$ref": "#/components/schemas/ChatRestriction",
-                })),
-            )
+            .takes(Schema::body::<ChannelBanBody>())
+            .answers(200, "OK", Schema::view::<RestrictionView>())
             .link(
                 "DELETE /api/users/me/chat/bans/{userId}",
                 &[("userId", "$response.body#/userId")],
@@ -478,20 +491,52 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "DELETE /api/users/me/chat/bans/{userId}",
             "Channel unban (moderation)",
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["success", "userId", "scope"],
-                "properties": {
-                    "success": { "const": true },
-                    "userId": { "type": "string" },
-                    "scope": { "const": "channel" },
-                },
-            })),
-        )
+        .answers(200, "OK", Schema::view::<Lifted>())
         .errors(400, &["invalid_id"])
         .errors(404, &["not_found"]),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common::validate::JsonBody;
+
+    fn errors(json: &str) -> Vec<String> {
+        let mut body = JsonBody::parse(json.as_bytes()).unwrap();
+        TimeoutBody::read(&mut body);
+        match body.finish() {
+            Ok(()) => Vec::new(),
+            Err(e) => e
+                .fields
+                .into_iter()
+                .map(|f| format!("{}: {}", f.field, f.message))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_timeout_names_a_user_by_uuid_for_at_most_two_weeks() {
+        let mut body = JsonBody::parse(
+            br#"{"userId": " 8988A0A4-7A52-4F15-A713-1492A6293725 ", "seconds": 60, "scope": " "}"#,
+        )
+        .unwrap();
+        let timeout = TimeoutBody::read(&mut body);
+        assert!(body.finish().is_ok());
+        assert_eq!(timeout.user_id, "8988a0a4-7a52-4f15-a713-1492a6293725");
+        assert_eq!((timeout.seconds, timeout.scope), (60, Scope::Stream));
+        assert_eq!(
+            errors("{}"),
+            ["userId: is required", "seconds: is required"]
+        );
+        assert_eq!(
+            errors(r#"{"userId": "ada", "seconds": 0, "reason": 1, "scope": "world"}"#),
+            [
+                "userId: must be a user id (a UUID)",
+                "seconds: must be an integer from 1 to 1209600",
+                "reason: must be a string",
+                "scope: must be `stream` or `channel`",
+            ]
+        );
+    }
 }

@@ -6,23 +6,34 @@ use crate::ApiError;
 use crate::pagination::Page;
 use crate::time;
 
-/// A stored message. A deleted one keeps no text.
-#[derive(Debug, Clone, serde::Serialize)]
+/// A chat message. A deleted one keeps no text.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "ChatMessage")]
 pub struct Message {
+    #[schemars(extend("format" = "uuid"))]
     pub id: String,
     pub stream_id: String,
+    /// Set when it was posted to the broadcast rather than its stream.
+    #[schemars(extend("format" = "uuid"))]
     pub broadcast_id: Option<String>,
+    #[schemars(extend("format" = "uuid"))]
     pub sender_id: String,
     pub sender_name: String,
-    /// The sender's badge when it was sent: `subscriber` (of the broadcast's host).
+    /// The sender's badge when it was sent, only when they had one: `subscriber` (of the
+    /// broadcast's host).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String", extend("const" = "subscriber"))]
     pub sender_badge: Option<String>,
+    /// Its text; empty once deleted.
     pub message: String,
+    #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
     pub deleted: bool,
-    /// Held for review (a blocked word): stored, shown to nobody until approved.
+    /// Held for review (a blocked word): stored, shown to nobody until approved. Sent
+    /// only on a held message.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[schemars(extend("const" = true))]
     pub held: bool,
 }
 

@@ -358,20 +358,29 @@ pub fn following_since_ms(
 // ---- Reports and held messages ----
 
 /// A report of a message (kind `report`) or a message held by a blocked word (`held`).
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "ChatReport")]
 pub struct Report {
+    #[schemars(extend("format" = "uuid"))]
     pub id: String,
     pub stream_id: String,
+    #[schemars(extend("format" = "uuid"))]
     pub message_id: String,
+    #[schemars(extend("enum" = ["report", "held"]))]
     pub kind: String,
     /// None for held messages.
     pub reporter_id: Option<String>,
     pub reason: String,
+    #[schemars(extend("enum" = ["open", "resolved"]))]
     pub status: String,
+    #[schemars(extend("enum" = ["deleted", "approved", "dismissed", null]))]
     pub resolution: Option<String>,
+    /// The moderator who resolved it: a user id, or `server`.
     pub resolved_by: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
     pub resolved_at: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
 }
 
@@ -520,10 +529,13 @@ pub fn resolve_all_of_message(
 // ---- The log ----
 
 /// A moderation log entry.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "ModerationLogEntry")]
 pub struct LogEntry {
+    #[schemars(extend("format" = "uuid"))]
     pub id: String,
+    #[schemars(extend("enum" = ["stream", "channel"]))]
     pub scope: String,
     /// A user id, or `server` for the tenant's backend.
     pub actor: String,
@@ -531,7 +543,10 @@ pub struct LogEntry {
     pub target_user_id: Option<String>,
     pub message_id: Option<String>,
     pub reason: String,
+    /// What the action did, by action (the modes set, how many messages were deleted, ...).
+    #[schemars(extend("type" = "object"))]
     pub detail: serde_json::Value,
+    #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
 }
 

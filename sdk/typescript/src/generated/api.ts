@@ -2520,9 +2520,16 @@ export interface components {
             tokenType: "Bearer";
             user: components["schemas"]["UserProfile"];
         };
+        /** @description A blocked-word list and what is done with a message that matches it. */
         BlockedWords: {
-            /** @enum {unknown} */
+            /** @enum {string} */
             action: "reject" | "hold";
+            words: string[];
+        };
+        BlockedWordsChange: {
+            /** @description reject (the default) or hold for review */
+            action?: string | null;
+            /** @description At most 500 words or patterns of at most 64 characters (trimmed, duplicates dropped); each must hold a letter or digit (look-alike symbols such as @ or $ count); a leading or trailing * matches any prefix or suffix */
             words: string[];
         };
         /** @description A broadcast as its audience sees it; the owner also gets the ingest credentials, metadata and device details. */
@@ -2678,62 +2685,182 @@ export interface components {
                 [key: string]: number | null;
             };
         };
-        /** @description A chat message; `held` (true) only on a message held for review, `senderBadge` only when the sender has one */
+        ChatBan: {
+            reason?: string | null;
+            /** @description stream (the default) or channel: every stream of the creator */
+            scope?: string | null;
+            /** @description A user's id (a UUID). */
+            userId: string;
+        };
+        ChatChannelBan: {
+            reason?: string | null;
+            /** @description A user's id (a UUID). */
+            userId: string;
+        };
+        ChatClear: {
+            /** @description Only this user's messages; left out: every message */
+            userId?: string;
+        };
+        /** @description What a clearing deleted. */
+        ChatCleared: {
+            /**
+             * Format: int64
+             * @description How many messages.
+             */
+            deleted: number;
+            /** @description Their ids. */
+            ids: string[];
+        };
+        /** @description A chat message. A deleted one keeps no text. */
         ChatMessage: {
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Set when it was posted to the broadcast rather than its stream.
+             */
             broadcastId: string | null;
             /** Format: date-time */
             createdAt: string;
             deleted: boolean;
-            /** @constant */
+            /**
+             * @description Held for review (a blocked word): stored, shown to nobody until approved. Sent only on a held message.
+             * @constant
+             */
             held?: true;
             /** Format: uuid */
             id: string;
+            /** @description Its text; empty once deleted. */
             message: string;
-            /** @constant */
+            /**
+             * @description The sender's badge when it was sent, only when they had one: `subscriber` (of the broadcast's host).
+             * @constant
+             */
             senderBadge?: "subscriber";
             /** Format: uuid */
             senderId: string;
             senderName: string;
             streamId: string;
         };
+        ChatModes: {
+            /** @description Only followers (of at least this many minutes) may chat. */
+            followersOnlyMinutes?: number | null;
+            /** @description Only emoji and `:reaction:` codes. */
+            reactionsOnly?: boolean | null;
+            /** @description One message per this many seconds per viewer; 0 is off. */
+            slowModeSeconds?: number | null;
+            subscribersOnly?: boolean | null;
+        };
+        ChatPin: {
+            messageId: string;
+        };
+        ChatPost: {
+            /** @description 1 to 2000 characters after trimming */
+            message: string;
+        };
+        /** @description A report of a message (kind `report`) or a message held by a blocked word (`held`). */
         ChatReport: {
             /** Format: date-time */
             createdAt: string;
             /** Format: uuid */
             id: string;
-            /** @enum {unknown} */
+            /** @enum {string} */
             kind: "report" | "held";
             /** Format: uuid */
             messageId: string;
             reason: string;
+            /** @description None for held messages. */
             reporterId: string | null;
-            /** @enum {unknown} */
+            /** @enum {string|null} */
             resolution: "deleted" | "approved" | "dismissed" | null;
             /** Format: date-time */
             resolvedAt: string | null;
+            /** @description The moderator who resolved it: a user id, or `server`. */
             resolvedBy: string | null;
-            /** @enum {unknown} */
+            /** @enum {string} */
             status: "open" | "resolved";
             streamId: string;
         };
+        ChatReportRequest: {
+            /** @description Why the message is reported. */
+            reason: string;
+        };
+        ChatReportResolution: {
+            /**
+             * @description `delete` deletes the message, `approve` shows a held one.
+             * @enum {unknown}
+             */
+            action: "dismiss" | "delete" | "approve";
+            /** @description Kept in the moderation log. */
+            note?: string | null;
+        };
+        /** @description A timeout or a ban of a user. */
         ChatRestriction: {
-            /** @enum {unknown} */
+            /** @enum {string} */
             kind: "timeout" | "ban";
             reason: string;
-            /** @enum {unknown} */
+            /** @enum {string} */
             scope: "stream" | "channel";
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When a timeout ends; null for a ban.
+             */
             until: string | null;
+            /** Format: uuid */
             userId: string;
         };
-        /** @description A stream's chat modes and its pinned message */
+        /** @description A lifted ban (and any timeout) of a user. */
+        ChatRestrictionLifted: {
+            /** @enum {string} */
+            scope: "stream" | "channel";
+            /** @constant */
+            success: true;
+            /** Format: uuid */
+            userId: string;
+        };
+        /** @description A stream's chat modes and its pinned message. */
         ChatSettings: {
+            /**
+             * Format: int64
+             * @description Only followers (of at least this many minutes) may chat; null is off.
+             */
             followersOnlyMinutes: number | null;
             pinnedMessage: components["schemas"]["ChatMessage"] | null;
+            /** @description Only emoji and `:reaction:` codes. */
             reactionsOnly: boolean;
+            /**
+             * Format: int64
+             * @description One message per this many seconds per viewer; 0 is off.
+             */
             slowModeSeconds: number;
             subscribersOnly: boolean;
+        };
+        /** @description A ticket that opens a stream's chat socket (`/ws/streams/{id}/chat?ticket=`). */
+        ChatTicket: {
+            /** Format: date-time */
+            expiresAt: string;
+            /**
+             * Format: uuid
+             * @description The stream as the socket's path names it (a broadcast's id or its streamId).
+             */
+            streamId: string;
+            ticket: string;
+            /**
+             * Format: uuid
+             * @description The user the socket reads and posts as; null: read-only.
+             */
+            userId: string | null;
+        };
+        ChatTicketRequest: {
+            /** @description Only in a signed call: the user to mint for (a user may name only themselves) */
+            userId?: string | null;
+        };
+        ChatTimeout: {
+            reason?: string | null;
+            /** @description stream (the default) or channel: every stream of the creator */
+            scope?: string | null;
+            /** @description How long, in seconds (at most two weeks). */
+            seconds: number;
+            /** @description A user's id (a UUID). */
+            userId: string;
         };
         ClientRegistration: {
             /**
@@ -2911,6 +3038,13 @@ export interface components {
             /** @description The tenant's own reference of the payment: a reference credits once. */
             reference: string;
             tokens: number;
+        };
+        /** @description What a deletion answers: the deleted object's id. */
+        Deleted: {
+            /** Format: uuid */
+            id: string;
+            /** @constant */
+            success: true;
         };
         /** @description What an action with nothing else to show answers: a sentence saying it is done. */
         Done: {
@@ -3106,17 +3240,20 @@ export interface components {
             password: string;
             username?: string | null;
         };
+        /** @description A moderation log entry. */
         ModerationLogEntry: {
             action: string;
+            /** @description A user id, or `server` for the tenant's backend. */
             actor: string;
             /** Format: date-time */
             createdAt: string;
+            /** @description What the action did, by action (the modes set, how many messages were deleted, ...). */
             detail: Record<string, never>;
             /** Format: uuid */
             id: string;
             messageId: string | null;
             reason: string;
-            /** @enum {unknown} */
+            /** @enum {string} */
             scope: "stream" | "channel";
             targetUserId: string | null;
         };
@@ -4869,10 +5006,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description 1 to 2000 characters after trimming */
-                    message: string;
-                };
+                "application/json": components["schemas"]["ChatPost"];
             };
         };
         responses: {
@@ -11865,10 +11999,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description 1 to 2000 characters after trimming */
-                    message: string;
-                };
+                "application/json": components["schemas"]["ChatPost"];
             };
         };
         responses: {
@@ -12029,11 +12160,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    reason?: string | null;
-                    scope?: string | null;
-                    userId: string;
-                };
+                "application/json": components["schemas"]["ChatBan"];
             };
         };
         responses: {
@@ -12178,13 +12305,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {unknown} */
-                        scope: "stream" | "channel";
-                        /** @constant */
-                        success: true;
-                        userId: string;
-                    };
+                    "application/json": components["schemas"]["ChatRestrictionLifted"];
                 };
             };
             /** @description The request is malformed */
@@ -12268,12 +12389,9 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
-                "application/json": {
-                    /** @description Only this user's messages; absent or null: every message */
-                    userId?: string | null;
-                };
+                "application/json": components["schemas"]["ChatClear"];
             };
         };
         responses: {
@@ -12283,10 +12401,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        deleted: number;
-                        ids: string[];
-                    };
+                    "application/json": components["schemas"]["ChatCleared"];
                 };
             };
             /** @description The request is malformed */
@@ -12483,9 +12598,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    messageId: string;
-                };
+                "application/json": components["schemas"]["ChatPin"];
             };
         };
         responses: {
@@ -12771,10 +12884,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    action: string;
-                    note?: string | null;
-                };
+                "application/json": components["schemas"]["ChatReportResolution"];
             };
         };
         responses: {
@@ -12990,12 +13100,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    followersOnlyMinutes?: number | null;
-                    reactionsOnly?: boolean | null;
-                    slowModeSeconds?: number | null;
-                    subscribersOnly?: boolean | null;
-                };
+                "application/json": components["schemas"]["ChatModes"];
             };
         };
         responses: {
@@ -13119,10 +13224,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Only in a signed call: the user to mint for (a user may name only themselves) */
-                    userId?: string | null;
-                };
+                "application/json": components["schemas"]["ChatTicketRequest"];
             };
         };
         responses: {
@@ -13132,13 +13234,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: date-time */
-                        expiresAt: string;
-                        streamId: string;
-                        ticket: string;
-                        userId: string | null;
-                    };
+                    "application/json": components["schemas"]["ChatTicket"];
                 };
             };
             /** @description The request is malformed */
@@ -13252,12 +13348,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    reason?: string | null;
-                    scope?: string | null;
-                    seconds?: number | null;
-                    userId: string;
-                };
+                "application/json": components["schemas"]["ChatTimeout"];
             };
         };
         responses: {
@@ -13402,11 +13493,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        id: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             /** @description The request is malformed */
@@ -13479,9 +13566,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    reason: string;
-                };
+                "application/json": components["schemas"]["ChatReportRequest"];
             };
         };
         responses: {
@@ -14141,10 +14226,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    reason?: string | null;
-                    userId: string;
-                };
+                "application/json": components["schemas"]["ChatChannelBan"];
             };
         };
         responses: {
@@ -14274,13 +14356,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @constant */
-                        scope: "channel";
-                        /** @constant */
-                        success: true;
-                        userId: string;
-                    };
+                    "application/json": components["schemas"]["ChatRestrictionLifted"];
                 };
             };
             /** @description The request is malformed */
@@ -14407,12 +14483,7 @@ export interface operations {
                  *       ]
                  *     }
                  */
-                "application/json": {
-                    /** @description reject (the default) or hold for review */
-                    action?: string | null;
-                    /** @description At most 500 words or patterns of at most 64 characters (trimmed, duplicates dropped); each must hold a letter or digit (look-alike symbols such as @ or $ count); a leading or trailing * matches any prefix or suffix */
-                    words: string[];
-                };
+                "application/json": components["schemas"]["BlockedWordsChange"];
             };
         };
         responses: {
@@ -17295,12 +17366,7 @@ export interface operations {
                  *       ]
                  *     }
                  */
-                "application/json": {
-                    /** @description reject (the default) or hold for review */
-                    action?: string | null;
-                    /** @description At most 500 words or patterns of at most 64 characters (trimmed, duplicates dropped); each must hold a letter or digit (look-alike symbols such as @ or $ count); a leading or trailing * matches any prefix or suffix */
-                    words: string[];
-                };
+                "application/json": components["schemas"]["BlockedWordsChange"];
             };
         };
         responses: {
