@@ -86,6 +86,7 @@ impl SfuEventAck {
         }
     }
 
+    /// The 200 that acknowledges the event.
     pub fn answer(&self) -> Response {
         json(200, self)
     }
