@@ -75,6 +75,7 @@ pub struct OwnerDetails {
     pub updated_at: String,
     /// Its recording settings.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "SettingsView")]
     pub recording: Option<SettingsView>,
     pub ingest: IngestView,
 }

@@ -2604,7 +2604,7 @@ export interface components {
                 [key: string]: number;
             } | null;
             /** @description Its recording settings. */
-            recording?: components["schemas"]["RecordingSettings"] | null;
+            recording?: components["schemas"]["RecordingSettings"];
             /** Format: int64 */
             recordingHeight: number | null;
             /** Format: int64 */
