@@ -3,25 +3,112 @@
 //! these handlers only read the minute buckets and the daily rows.
 
 use crate::access::{Viewer, check_can_watch};
+use crate::jobs::Progress;
 use common::app;
-use common::domain::analytics::{self as math, DAY, Granularity, Point};
+use common::domain::analytics::{self as math, DAY, Granularity, Point, Totals};
+use common::domain::broadcast::Status;
+use common::domain::media::{Health, HealthSample};
 use common::spin::config;
 use common::spin::http::{Actor, ActorCtx, Call, JobsCtx, Reply, ServerCtx, UserCtx, json};
 use common::store::analytics::{self as store, DayRow, Report, too_many_points};
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
 use common::store::{Db, cohosts, ingests};
 use common::{ApiError, ids, time};
-use serde_json::{Map, Value, json};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use spin_sdk::http::Response;
+use std::collections::BTreeMap;
 
 /// Broadcasts folded per roll-up call.
 const ROLLUP_BATCH: i64 = 50;
+
+/// A broadcast's analytics without the time series, as `broadcast.ended` webhook events
+/// carry them.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "BroadcastAnalyticsSummary")]
+pub struct Summary {
+    #[schemars(extend("format" = "uuid"))]
+    broadcast_id: String,
+    status: Status,
+    #[schemars(extend("format" = "date-time"))]
+    started_at: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
+    ended_at: Option<String>,
+    /// From going live to the end, or to now while live; null if it never went live.
+    duration_seconds: Option<i64>,
+    /// The highest viewer count reported.
+    peak_viewers: i64,
+    /// The mean of the viewer counts reported.
+    average_viewers: Option<f64>,
+    viewer_reports: i64,
+    #[schemars(range(min = 0))]
+    chat_messages: i64,
+    /// How many of each reaction it received.
+    #[schemars(with = "BTreeMap<String, u64>")]
+    reactions: Map<String, Value>,
+    #[serde(flatten)]
+    totals: Totals,
+}
+
+/// A broadcast's analytics: summary, totals and its time series (JSON; CSV with
+/// `Accept: text/csv`).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "BroadcastAnalytics")]
+pub struct BroadcastAnalytics {
+    #[serde(flatten)]
+    summary: Summary,
+    #[schemars(extend("enum" = BROADCAST_GRANULARITIES))]
+    granularity: &'static str,
+    timeseries: Vec<AnalyticsPoint>,
+}
+
+/// One interval of a broadcast's time series.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "AnalyticsPoint")]
+pub struct AnalyticsPoint {
+    /// Where the interval starts.
+    #[schemars(extend("format" = "date-time"))]
+    time: String,
+    /// Where the interval starts, in epoch seconds.
+    time_epoch: i64,
+    #[serde(flatten)]
+    counts: Point,
+    /// The RTMP ingest in this interval (its last health sample, with the health), or null
+    /// when nothing was published then.
+    ingest: Option<IntervalIngest>,
+}
+
+impl AnalyticsPoint {
+    fn of(p: &Point, ingest: Option<IntervalIngest>) -> AnalyticsPoint {
+        AnalyticsPoint {
+            time: time::format_rfc3339(p.start),
+            time_epoch: p.start,
+            counts: p.clone(),
+            ingest,
+        }
+    }
+}
+
+/// The RTMP ingest in an interval: its last health sample, and the health it showed.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "IntervalIngest")]
+pub struct IntervalIngest {
+    #[serde(flatten)]
+    sample: HealthSample,
+    health: Health,
+}
+
+/// The granularities of a broadcast's series.
+const BROADCAST_GRANULARITIES: [&str; 3] = ["minute", "5m", "hour"];
 
 /// `GET /api/broadcasts/{id}/analytics?granularity=minute|5m|hour`: the owner, co-hosts
 /// with canAccessAnalytics, and the tenant's server. A live broadcast answers its numbers
 /// so far.
 pub fn broadcast(ctx: &ActorCtx) -> Reply {
-    let granularity = granularity(ctx, Granularity::Minute, &["minute", "5m", "hour"])?;
+    let granularity = granularity(ctx, Granularity::Minute, &BROADCAST_GRANULARITIES)?;
     let db = ctx.db()?;
     let now = ctx.now();
     let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
@@ -40,86 +127,93 @@ pub fn broadcast(ctx: &ActorCtx) -> Reply {
     if wants_csv(ctx) {
         return Ok(csv_response(&report.series, &b.id));
     }
-    let mut doc = report_json(&db, &b, &report)?;
-    add_ingest_health(&db, &b, &report, &mut doc)?;
-    Ok(json(200, &doc))
+    let ingest = ingest_health(&db, &b, &report)?;
+    let analytics = BroadcastAnalytics {
+        summary: summary_of(&db, &b, &report)?,
+        granularity: report.granularity.as_str(),
+        timeseries: report
+            .series
+            .iter()
+            .zip(ingest)
+            .map(|(p, ingest)| AnalyticsPoint::of(p, ingest))
+            .collect(),
+    };
+    Ok(json(200, &analytics))
 }
 
-/// Adds to each point of the series the RTMP ingest's health in its interval (the last
-/// sample the media server reported in it: health, bitrate, frame rate, keyframe
-/// interval, resolution), or null when nothing was published then.
-fn add_ingest_health(
+/// The RTMP ingest's health in each interval of the series (the last sample the media
+/// server reported in it: health, bitrate, frame rate, keyframe interval, resolution), or
+/// `None` when nothing was published then.
+fn ingest_health(
     db: &Db,
     b: &Broadcast,
     report: &Report,
-    doc: &mut Value,
-) -> Result<(), ApiError> {
+) -> Result<Vec<Option<IntervalIngest>>, ApiError> {
     let step = report.granularity.seconds();
     let (Some(first), Some(last)) = (report.series.first(), report.series.last()) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let minutes = ingests::health_minutes(db, b, first.start, last.start + step - 1)?;
-    let Some(points) = doc["timeseries"].as_array_mut() else {
-        return Ok(());
-    };
-    for (point, p) in points.iter_mut().zip(&report.series) {
-        let sample = minutes
-            .iter()
-            .rev()
-            .find(|m| m.minute >= p.start && m.minute < p.start + step);
-        point["ingest"] = match sample {
-            Some(m) => {
-                let mut stats = serde_json::to_value(&m.sample).unwrap_or(Value::Null);
-                stats["health"] = m.health.as_str().into();
-                stats
-            }
-            None => Value::Null,
-        };
-    }
-    Ok(())
+    Ok(report
+        .series
+        .iter()
+        .map(|p| {
+            minutes
+                .iter()
+                .rev()
+                .find(|m| m.minute >= p.start && m.minute < p.start + step)
+                .map(|m| IntervalIngest {
+                    sample: m.sample.clone(),
+                    health: m.health,
+                })
+        })
+        .collect())
 }
 
 /// A broadcast's analytics without the time series, as `broadcast.ended` webhook events
 /// carry them.
-pub fn summary(db: &Db, b: &Broadcast, now: i64) -> Result<Value, ApiError> {
+pub fn summary(db: &Db, b: &Broadcast, now: i64) -> Result<Summary, ApiError> {
     let report = store::report(db, b, Granularity::Minute, now)?;
-    let mut doc = report_json(db, b, &report)?;
-    if let Value::Object(fields) = &mut doc {
-        fields.remove("timeseries");
-        fields.remove("granularity");
-    }
-    Ok(doc)
+    summary_of(db, b, &report)
 }
 
-/// The broadcast analytics document: the first summary fields, the totals, the series.
-fn report_json(db: &Db, b: &Broadcast, report: &Report) -> Result<Value, ApiError> {
+/// The summary of `report`: the first summary fields, then the totals.
+fn summary_of(db: &Db, b: &Broadcast, report: &Report) -> Result<Summary, ApiError> {
     let reactions = broadcast_store::reaction_counts(db, &[&b.id])?
         .remove(&b.id)
         .unwrap_or_default();
-    let t = &report.totals;
-    let mut doc = json!({
-        "broadcastId": b.id,
-        "status": b.status.as_str(),
-        "startedAt": b.started_at,
-        "endedAt": b.ended_at,
-        "durationSeconds": report.started.map(|s| report.until - s),
+    Ok(Summary {
+        broadcast_id: b.id.clone(),
+        status: b.status,
+        started_at: b.started_at.clone(),
+        ended_at: b.ended_at.clone(),
+        duration_seconds: report.started.map(|s| report.until - s),
         // The first summary fields, kept as they were.
-        "peakViewers": b.peak_viewers,
-        "averageViewers": math::mean(b.viewer_total, b.viewer_reports),
-        "viewerReports": b.viewer_reports,
-        "chatMessages": t.messages,
-        "reactions": reactions,
-        "granularity": report.granularity.as_str(),
-        "timeseries": series_json(&report.series),
-    });
-    if let (Value::Object(doc), Ok(Value::Object(totals))) = (&mut doc, serde_json::to_value(t)) {
-        doc.extend(totals);
-    }
-    Ok(doc)
+        peak_viewers: b.peak_viewers,
+        average_viewers: math::mean(b.viewer_total, b.viewer_reports),
+        viewer_reports: b.viewer_reports,
+        chat_messages: report.totals.messages,
+        reactions,
+        totals: report.totals.clone(),
+    })
 }
 
 /// How long a dashboard link opens its broadcast's analytics.
 const SHARE_TTL_SECS: i64 = 15 * 60;
+
+/// A read-only link to a broadcast's dashboard page.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "AnalyticsShare")]
+pub struct Share {
+    /// The token in the link.
+    #[schemars(extend("pattern" = "^an_"))]
+    token: String,
+    /// The dashboard page, with the token.
+    url: String,
+    #[schemars(extend("format" = "date-time"))]
+    expires_at: String,
+}
 
 /// `POST /api/broadcasts/{id}/analytics/share` (owner): a read-only link to the
 /// broadcast's dashboard page, for that broadcast only, valid 15 minutes.
@@ -130,13 +224,18 @@ pub fn share(ctx: &UserCtx) -> Reply {
     let expires_at = ctx.now() + SHARE_TTL_SECS;
     store::add_share(&db, &b, &ids::sha256_hex(token.as_bytes()), expires_at)?;
     let base = config::var_or("base_url", "http://127.0.0.1:3000");
+    let url = format!(
+        "{}/analytics/broadcasts/{}?token={token}",
+        base.trim_end_matches('/'),
+        b.id
+    );
     Ok(json(
         200,
-        &json!({
-            "token": token,
-            "url": format!("{}/analytics/broadcasts/{}?token={token}", base.trim_end_matches('/'), b.id),
-            "expiresAt": time::format_rfc3339(expires_at),
-        }),
+        &Share {
+            token,
+            url,
+            expires_at: time::format_rfc3339(expires_at),
+        },
     ))
 }
 
@@ -161,23 +260,6 @@ const SERIES_COLUMNS: [&str; 17] = [
     "timeEpoch",
 ];
 
-fn point_json(p: &Point) -> Map<String, Value> {
-    let mut map = match serde_json::to_value(p) {
-        Ok(Value::Object(map)) => map,
-        _ => Map::new(),
-    };
-    map.insert("time".into(), time::format_rfc3339(p.start).into());
-    map.insert("timeEpoch".into(), p.start.into());
-    map
-}
-
-fn series_json(points: &[Point]) -> Vec<Value> {
-    points
-        .iter()
-        .map(|p| Value::Object(point_json(p)))
-        .collect()
-}
-
 /// A JSON value as a CSV field: numbers and text as they are, null as empty.
 fn field(value: Option<&Value>) -> String {
     match value {
@@ -191,8 +273,11 @@ fn csv_response(points: &[Point], name: &str) -> Response {
     let rows: Vec<Vec<String>> = points
         .iter()
         .map(|p| {
-            let map = point_json(p);
-            SERIES_COLUMNS.iter().map(|c| field(map.get(*c))).collect()
+            let point = serde_json::to_value(AnalyticsPoint::of(p, None)).unwrap_or_default();
+            SERIES_COLUMNS
+                .iter()
+                .map(|c| field(point.get(*c)))
+                .collect()
         })
         .collect();
     csv_body(&math::csv(&SERIES_COLUMNS, &rows), name)
@@ -361,7 +446,48 @@ fn metric(p: &Period, name: &str) -> Value {
     }
 }
 
-/// Answers a channel series as JSON (`{from, to, granularity, metrics, timeseries}`) or CSV.
+/// A channel's metrics per period, with their totals.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "ChannelAnalytics")]
+pub struct ChannelAnalytics<'a> {
+    #[schemars(extend("format" = "date-time"))]
+    from: String,
+    #[schemars(extend("format" = "date-time"))]
+    to: String,
+    #[schemars(extend("enum" = ["hour", "day", "week"]))]
+    granularity: &'static str,
+    /// The metrics each period carries, in order.
+    #[schemars(schema_with = "metric_names_schema")]
+    metrics: &'a [&'a str],
+    /// Each metric over the whole range: the highest for peakConcurrentViewers, else the
+    /// sum; null where the granularity cannot say (users per hour).
+    #[schemars(with = "BTreeMap<String, Option<f64>>")]
+    totals: Map<String, Value>,
+    timeseries: Vec<ChannelPoint>,
+}
+
+/// One period of a channel's series: where it starts, and each metric asked for (null
+/// where the granularity cannot say).
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "ChannelAnalyticsPoint")]
+pub struct ChannelPoint {
+    #[schemars(extend("format" = "date-time"))]
+    time: String,
+    #[serde(flatten)]
+    #[schemars(with = "BTreeMap<String, Option<f64>>")]
+    metrics: Map<String, Value>,
+}
+
+fn metric_names_schema(_: &mut SchemaGenerator) -> Schema {
+    let names: Vec<&str> = CHANNEL_METRICS
+        .iter()
+        .copied()
+        .chain([ACTIVE_USERS])
+        .collect();
+    json_schema!({ "type": "array", "items": { "enum": names } })
+}
+
+/// Answers a channel series as JSON ([`ChannelAnalytics`]) or CSV.
 fn channel_answer(
     call: &Call,
     periods: &[Period],
@@ -383,15 +509,14 @@ fn channel_answer(
             .collect();
         return Ok(csv_body(&math::csv(&header, &rows), name));
     }
-    let series: Vec<Value> = periods
+    let timeseries = periods
         .iter()
-        .map(|p| {
-            let mut point = Map::new();
-            point.insert("time".into(), time::format_rfc3339(p.start).into());
-            for m in metrics {
-                point.insert((*m).into(), metric(p, m));
-            }
-            Value::Object(point)
+        .map(|p| ChannelPoint {
+            time: time::format_rfc3339(p.start),
+            metrics: metrics
+                .iter()
+                .map(|m| (m.to_string(), metric(p, m)))
+                .collect(),
         })
         .collect();
     let mut totals = Map::new();
@@ -411,14 +536,14 @@ fn channel_answer(
     }
     Ok(json(
         200,
-        &json!({
-            "from": time::format_rfc3339(from),
-            "to": time::format_rfc3339(to),
-            "granularity": granularity.as_str(),
-            "metrics": metrics,
-            "totals": totals,
-            "timeseries": series,
-        }),
+        &ChannelAnalytics {
+            from: time::format_rfc3339(from),
+            to: time::format_rfc3339(to),
+            granularity: granularity.as_str(),
+            metrics,
+            totals,
+            timeseries,
+        },
     ))
 }
 
@@ -551,6 +676,16 @@ fn hourly(
         .collect())
 }
 
+/// What a roll-up call did.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "RollupJobReport")]
+pub struct RollupReport {
+    #[schemars(extend("const" = "rollup-analytics"))]
+    job: &'static str,
+    #[serde(flatten)]
+    progress: Progress,
+}
+
 /// `POST /api/jobs/rollup-analytics`: folds a batch of finished broadcasts into the daily
 /// rows per creator and per tenant. Idempotent: a broadcast is folded once.
 pub fn rollup(ctx: &JobsCtx) -> Reply {
@@ -563,78 +698,46 @@ pub fn rollup(ctx: &JobsCtx) -> Reply {
             done += 1;
         }
     }
+    let progress = Progress {
+        done,
+        remaining: store::rollups_remaining(&db)?,
+    };
     Ok(json(
         200,
-        &json!({ "job": "rollup-analytics", "done": done, "remaining": store::rollups_remaining(&db)? }),
+        &RollupReport {
+            job: "rollup-analytics",
+            progress,
+        },
     ))
 }
 
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new(
             "GET /api/broadcasts/{id}/analytics",
             "Broadcast (analytics)",
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "$ref": "#/components/schemas/BroadcastAnalytics",
-            })),
-        )
+        .answers(200, "OK", Schema::view::<BroadcastAnalytics>())
         .errors(403, &["forbidden"])
         .errors(422, &["invalid_granularity"]),
         Operation::new(
             "POST /api/broadcasts/{id}/analytics/share",
             "Share (analytics)",
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["token", "url", "expiresAt"],
-                "properties": {
-                    "token": { "type": "string" },
-                    "url": { "type": "string" },
-                    "expiresAt": { "type": "string", "format": "date-time" },
-                },
-            })),
-        )
+        .answers(200, "OK", Schema::view::<Share>())
         .errors(403, &["forbidden"]),
         Operation::new("POST /api/jobs/rollup-analytics", "Rollup (analytics)").answers(
             200,
             "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["job", "done", "remaining"],
-                "properties": {
-                    "job": { "const": "rollup-analytics" },
-                    "done": { "type": "integer", "minimum": 0 },
-                    "remaining": { "type": "integer", "minimum": 0 },
-                },
-            })),
+            Schema::view::<RollupReport>(),
         ),
         Operation::new("GET /api/users/me/analytics", "Mine (analytics)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "$ref": "#/components/schemas/ChannelAnalytics",
-                })),
-            )
+            .answers(200, "OK", Schema::view::<ChannelAnalytics>())
             .errors(422, &["invalid_granularity", "invalid_range"]),
         Operation::new("GET /api/v1/analytics", "Tenant (analytics)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "$ref": "#/components/schemas/ChannelAnalytics",
-                })),
-            )
+            .answers(200, "OK", Schema::view::<ChannelAnalytics>())
             .errors(
                 422,
                 &["invalid_granularity", "invalid_metric", "invalid_range"],

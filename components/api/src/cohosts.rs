@@ -4,6 +4,7 @@
 
 use crate::access::{self, Audience, Viewer};
 use crate::broadcasts::{self, BroadcastView};
+use crate::sfu_webhook::SfuEventAck;
 use common::app;
 use common::domain::broadcast::Status;
 use common::domain::cohost::Layout;
@@ -138,6 +139,84 @@ pub struct HostSeat {
     connected: bool,
 }
 
+/// A session's co-host grid after a change.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "LayoutChanged")]
+pub struct LayoutChanged {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    layout: Layout,
+}
+
+/// A refused join: the spec's `{success: false, message}` body, with the refusal's code.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "CoHostJoinRefusal")]
+pub struct JoinRefusal {
+    #[schemars(extend("const" = false))]
+    success: bool,
+    message: &'static str,
+    #[schemars(extend("enum" = [
+        "invalid_invite",
+        "invite_required",
+        "removed",
+        "declined",
+        "is_owner",
+        "not_live",
+        "session_ended",
+        "already_cohost",
+        "session_full",
+    ]))]
+    code: &'static str,
+}
+
+/// A co-host removed from the session.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "CoHostRemoved")]
+pub struct Removed {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    #[schemars(extend("format" = "uuid"))]
+    id: String,
+    #[schemars(extend("const" = "removed"))]
+    status: &'static str,
+    #[schemars(extend("format" = "date-time"))]
+    removed_at: String,
+}
+
+/// A co-host request declined.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "CoHostDeclined")]
+pub struct Declined {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    #[schemars(extend("format" = "uuid"))]
+    id: String,
+    #[schemars(extend("const" = "declined"))]
+    status: &'static str,
+}
+
+/// A session's co-host figures.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "CoHostMetrics")]
+pub struct Metrics {
+    #[schemars(extend("format" = "uuid"))]
+    session_id: String,
+    /// Co-hosts on the SFU now.
+    #[schemars(range(min = 0))]
+    current_co_hosts: i64,
+    /// The most co-hosts on the SFU at once.
+    peak_co_hosts: i64,
+    joins: i64,
+    leaves: i64,
+    /// Minutes co-hosts spent on the SFU, those on it now counted to now.
+    total_co_host_minutes: f64,
+    /// Everyone on the SFU now, hosts and viewers.
+    #[schemars(range(min = 0))]
+    current_participants: i64,
+}
+
 /// Who is acting on a session.
 enum Actor {
     Owner,
@@ -261,12 +340,14 @@ request_body! {
     }
 }
 
-/// A refused join: the spec's `{success: false, message}` body, with a status and code.
-fn refused(status: u16, code: &str, message: &str) -> Result<Response, ApiError> {
-    Ok(json(
-        status,
-        &json!({ "success": false, "message": message, "code": code }),
-    ))
+/// A refused join, answered with `status`.
+fn refused(status: u16, code: &'static str, message: &'static str) -> Result<Response, ApiError> {
+    let refusal = JoinRefusal {
+        success: false,
+        message,
+        code,
+    };
+    Ok(json(status, &refusal))
 }
 
 /// `GET /api/streaming/sessions/{id}/multihost`
@@ -353,7 +434,13 @@ pub fn update_layout(ctx: &UserCtx) -> Result<Response, ApiError> {
             grid: serde_json::to_value(&layout).ok(),
         },
     );
-    Ok(json(200, &json!({ "success": true, "layout": layout })))
+    Ok(json(
+        200,
+        &LayoutChanged {
+            success: true,
+            layout,
+        },
+    ))
 }
 
 /// `POST /api/streaming/sessions/{id}/invites`: `{userId, permissions?}` → a single-use
@@ -709,7 +796,11 @@ pub fn decline(ctx: &UserCtx) -> Result<Response, ApiError> {
     );
     Ok(json(
         200,
-        &json!({ "success": true, "id": target.id, "status": "declined" }),
+        &Declined {
+            success: true,
+            id: target.id,
+            status: "declined",
+        },
     ))
 }
 
@@ -795,7 +886,12 @@ pub fn remove_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
     );
     Ok(json(
         200,
-        &json!({ "success": true, "id": target.id, "status": "removed", "removedAt": time::format_rfc3339(ctx.now()) }),
+        &Removed {
+            success: true,
+            id: target.id,
+            status: "removed",
+            removed_at: time::format_rfc3339(ctx.now()),
+        },
     ))
 }
 
@@ -824,15 +920,15 @@ pub fn metrics(ctx: &ActorCtx) -> Result<Response, ApiError> {
     let ongoing: i64 = on_stage.iter().map(|since| (now - since).max(0)).sum();
     Ok(json(
         200,
-        &json!({
-            "sessionId": b.id,
-            "currentCoHosts": on_stage.len(),
-            "peakCoHosts": counters.peak_cohosts,
-            "joins": counters.joins,
-            "leaves": counters.leaves,
-            "totalCoHostMinutes": (counters.cohost_seconds + ongoing) as f64 / 60.0,
-            "currentParticipants": present.len(),
-        }),
+        &Metrics {
+            session_id: b.id,
+            current_co_hosts: on_stage.len() as i64,
+            peak_co_hosts: counters.peak_cohosts,
+            joins: counters.joins,
+            leaves: counters.leaves,
+            total_co_host_minutes: (counters.cohost_seconds + ongoing) as f64 / 60.0,
+            current_participants: present.len() as i64,
+        },
     ))
 }
 
@@ -903,19 +999,18 @@ pub fn participant_presence(
             .ok_or_else(|| ApiError::not_found("session"))?,
         (None, Some(b)) => b,
         (None, None) => {
-            return Ok(json(
-                200,
-                &json!({ "handled": false, "event": event.kind, "reason": "unknown room" }),
-            ));
+            return Ok(SfuEventAck::ignored(&event.kind)
+                .because("unknown room")
+                .answer());
         }
     };
     let kind = event.kind.as_str();
     if !matches!(kind, "participant_joined" | "participant_left") {
-        return Ok(json(200, &json!({ "handled": false, "event": kind })));
+        return Ok(SfuEventAck::ignored(kind).answer());
     }
     db.transaction(|db| {
         if !store::first_delivery(db, &event.id, now)? {
-            return Ok(json(200, &json!({ "handled": false, "duplicate": true })));
+            return Ok(SfuEventAck::duplicate().answer());
         }
         let joined = kind == "participant_joined";
         if joined {
@@ -937,7 +1032,7 @@ pub fn participant_presence(
             };
             crate::webhook_events::cohost(db, event_type, &b, &view(&c, joined), now)?;
         }
-        Ok(json(200, &json!({ "handled": true, "event": kind })))
+        Ok(SfuEventAck::handled(kind).answer())
     })
 }
 
@@ -957,18 +1052,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
         )
         .takes(Schema::body::<LayoutChangesBody>())
         .body_optional()
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["success", "layout"],
-                "properties": {
-                    "success": { "const": true },
-                    "layout": { "$ref": "#/components/schemas/Layout" },
-                },
-            })),
-        )
+        .answers(200, "OK", Schema::view::<LayoutChanged>())
         .errors(403, &["forbidden"]),
         Operation::new(
             "POST /api/streaming/sessions/{id}/join-cohost",
@@ -1006,29 +1090,14 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
         )
         .answers(
             403,
-            "Refused (the spec's body): invalid_invite, ...",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["success", "message", "code"],
-                "properties": {
-                    "success": { "const": false },
-                    "message": { "type": "string" },
-                    "code": { "type": "string" },
-                },
-            })),
+            "Refused (the spec's body): invalid_invite, invite_required, removed, declined",
+            Schema::view::<JoinRefusal>(),
         )
         .answers(
             409,
-            "Refused (the spec's body): is_owner, not_live, session_ended, session_full",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["success", "message", "code"],
-                "properties": {
-                    "success": { "const": false },
-                    "message": { "type": "string" },
-                    "code": { "type": "string" },
-                },
-            })),
+            "Refused (the spec's body): is_owner, not_live, session_ended, already_cohost, \
+             session_full",
+            Schema::view::<JoinRefusal>(),
         )
         .errors(403, &["forbidden"])
         .errors(404, &["not_found"])
@@ -1055,20 +1124,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "DELETE /api/streaming/sessions/{id}/cohosts/{coHostId}",
             "Remove cohost (cohosts)",
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["success", "id", "status", "removedAt"],
-                "properties": {
-                    "success": { "const": true },
-                    "id": { "type": "string", "format": "uuid" },
-                    "status": { "const": "removed" },
-                    "removedAt": { "type": "string", "format": "date-time" },
-                },
-            })),
-        )
+        .answers(200, "OK", Schema::view::<Removed>())
         .errors(400, &["invalid_id"])
         .errors(403, &["forbidden"])
         .errors(404, &["not_found"]),
@@ -1086,19 +1142,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "POST /api/streaming/sessions/{id}/cohosts/{coHostId}/decline",
             "Decline (cohosts)",
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["success", "id", "status"],
-                "properties": {
-                    "success": { "const": true },
-                    "id": { "type": "string", "format": "uuid" },
-                    "status": { "const": "declined" },
-                },
-            })),
-        )
+        .answers(200, "OK", Schema::view::<Declined>())
         .errors(400, &["invalid_id"])
         .errors(403, &["forbidden"])
         .errors(404, &["not_found"])
@@ -1114,13 +1158,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
                 "description": "LiveKit webhook event (participant_joined, participant_left, ...)",
             })),
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "$ref": "#/components/schemas/SfuEventAck",
-            })),
-        )
+        .answers(200, "OK", Schema::view::<SfuEventAck>())
         .errors(400, &["invalid_id"])
         .errors(404, &["not_found"])
         .errors(422, &["invalid_webhook"]),
@@ -1128,31 +1166,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "GET /api/streaming/sessions/{id}/metrics",
             "Metrics (cohosts)",
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": [
-                    "sessionId",
-                    "currentCoHosts",
-                    "peakCoHosts",
-                    "joins",
-                    "leaves",
-                    "totalCoHostMinutes",
-                    "currentParticipants",
-                ],
-                "properties": {
-                    "sessionId": { "type": "string", "format": "uuid" },
-                    "currentCoHosts": { "type": "integer", "minimum": 0 },
-                    "peakCoHosts": { "type": "integer" },
-                    "joins": { "type": "integer" },
-                    "leaves": { "type": "integer" },
-                    "totalCoHostMinutes": { "type": "number" },
-                    "currentParticipants": { "type": "integer", "minimum": 0 },
-                },
-            })),
-        )
+        .answers(200, "OK", Schema::view::<Metrics>())
         .errors(403, &["forbidden"]),
     ]
 }

@@ -16,7 +16,8 @@ use common::spin::http::{JobsCtx, MediaCtx, Reply, json};
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
 use common::store::ingests::{self as store, Ingest};
 use common::store::{Db, restreams, tenants};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 /// Broadcasts the `settle-ingests` job completes per call.
 const SETTLE_BATCH: i64 = 100;
@@ -27,6 +28,30 @@ fn reconnect_window() -> i64 {
         .and_then(|v| v.trim().parse().ok())
         .filter(|secs: &i64| *secs >= 0)
         .unwrap_or(media::DEFAULT_RECONNECT_WINDOW_SECS)
+}
+
+/// What a publish-done changed.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "MediaReleased")]
+pub struct Released {
+    /// Whether the publish was still the live one.
+    handled: bool,
+    /// Seconds the publisher has to come back before the broadcast completes (absent when
+    /// no live publish has the connection).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "i64", range(min = 0))]
+    reconnect_window: Option<i64>,
+}
+
+/// What a settling call did.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "SettleIngestsJobReport")]
+pub struct SettleReport {
+    #[schemars(extend("const" = "settle-ingests"))]
+    job: &'static str,
+    #[serde(flatten)]
+    progress: crate::jobs::Progress,
 }
 
 /// A publish or update the platform refuses (the media server drops the publisher).
@@ -228,13 +253,20 @@ pub fn publish_done(ctx: &MediaCtx) -> Reply {
     let now = ctx.now();
     let db = ctx.db()?;
     let Some(ingest) = store::by_connection(&db, &call.connection)? else {
-        return Ok(json(200, &json!({ "handled": false })));
+        let unknown = Released {
+            handled: false,
+            reconnect_window: None,
+        };
+        return Ok(json(200, &unknown));
     };
     let b = app::broadcasts::load(&db, &ingest.client_id, &ingest.broadcast_id, now)?;
     let handled = release(&db, &b, &call.connection, now)?;
     Ok(json(
         200,
-        &json!({ "handled": handled, "reconnectWindow": reconnect_window() }),
+        &Released {
+            handled,
+            reconnect_window: Some(reconnect_window()),
+        },
     ))
 }
 
@@ -272,13 +304,16 @@ pub fn settle(ctx: &JobsCtx) -> Reply {
             Err(e) => return Err(e),
         }
     }
+    let progress = crate::jobs::Progress {
+        done: completed,
+        remaining: (total - due.len() as i64).max(0),
+    };
     Ok(json(
         200,
-        &json!({
-            "job": "settle-ingests",
-            "done": completed,
-            "remaining": (total - due.len() as i64).max(0),
-        }),
+        &SettleReport {
+            job: "settle-ingests",
+            progress,
+        },
     ))
 }
 
@@ -288,147 +323,65 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use serde_json::json;
     vec![
         Operation::new("POST /api/media/publish", "Publish (media server)")
-            .described("The media server asks whether a publisher with this stream key may publish; an accepted publish makes the broadcast active.")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "additionalProperties": false,
-                "required": ["key", "connection"],
-                "properties": {
-                    "key": {
-                        "type": "string",
-                        "description": "The stream key the encoder sent",
-                    },
-                    "connection": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 100,
-                        "pattern": "^[A-Za-z0-9._:-]+$",
-                    },
-                    "clientAddr": { "type": ["string", "null"] },
-                },
-            })))
+            .described(
+                "The media server asks whether a publisher with this stream key may publish; \
+                 an accepted publish makes the broadcast active.",
+            )
+            .takes(Schema::view::<protocol::Publish>())
             .request_example(json!({
                 "key": "0123456789abcdef0123456789abcdef",
                 "connection": "a1b2c3d4-1",
             }))
-            .answers(200, "OK: publish under streamId", Schema::written(json!({
-                "type": "object",
-                "required": ["streamId", "playback", "restreams"],
-                "additionalProperties": false,
-                "properties": {
-                    "streamId": { "type": "string", "format": "uuid" },
-                    "playback": { "enum": ["open", "signed"] },
-                    "restreams": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["id", "url"],
-                            "additionalProperties": false,
-                            "properties": {
-                                "id": { "type": "string", "format": "uuid" },
-                                "url": { "type": "string" },
-                            },
-                        },
-                    },
-                },
-            })))
+            .answers(
+                200,
+                "OK: publish under streamId",
+                Schema::view::<protocol::Accepted>(),
+            )
             .errors(400, &["malformed_json", "invalid_connection"])
-            .errors(403, &["unknown_stream_key", "stream_key_reset", "broadcast_ended", "client_suspended"])
+            .errors(
+                403,
+                &[
+                    "unknown_stream_key",
+                    "stream_key_reset",
+                    "broadcast_ended",
+                    "client_suspended",
+                ],
+            )
             .errors(409, &["already_publishing"]),
         Operation::new("POST /api/media/update", "Update (media server)")
-            .described("A publisher is still live: its health and restream targets' states. Refused when the key was reset, the broadcast ended or its client was suspended (the media server drops the publisher).")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "additionalProperties": false,
-                "required": ["connection", "key"],
-                "properties": {
-                    "connection": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 100,
-                        "pattern": "^[A-Za-z0-9._:-]+$",
-                    },
-                    "key": { "type": "string" },
-                    "health": {
-                        "oneOf": [
-                            { "$ref": "#/components/schemas/HealthSample" },
-                            { "type": "null" },
-                        ],
-                    },
-                    "restreams": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["id", "state"],
-                            "additionalProperties": false,
-                            "properties": {
-                                "id": { "type": "string" },
-                                "state": { "enum": ["idle", "connecting", "live", "errored"] },
-                                "error": { "type": ["string", "null"] },
-                            },
-                        },
-                    },
-                },
-            })))
-            .answers(200, "OK: keep publishing", Schema::written(json!({
-                "type": "object",
-                "required": ["streamId", "playback", "restreams"],
-                "additionalProperties": false,
-                "properties": {
-                    "streamId": { "type": "string", "format": "uuid" },
-                    "playback": { "enum": ["open", "signed"] },
-                    "restreams": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["id", "url"],
-                            "additionalProperties": false,
-                            "properties": {
-                                "id": { "type": "string", "format": "uuid" },
-                                "url": { "type": "string" },
-                            },
-                        },
-                    },
-                },
-            })))
+            .described(
+                "A publisher is still live: its health and restream targets' states. Refused \
+                 when the key was reset, the broadcast ended or its client was suspended (the \
+                 media server drops the publisher).",
+            )
+            .takes(Schema::view::<protocol::Update>())
+            .answers(
+                200,
+                "OK: keep publishing",
+                Schema::view::<protocol::Accepted>(),
+            )
             .errors(400, &["malformed_json", "invalid_connection"])
-            .errors(403, &["stream_key_reset", "broadcast_ended", "client_suspended"])
+            .errors(
+                403,
+                &["stream_key_reset", "broadcast_ended", "client_suspended"],
+            )
             .errors(404, &["unknown_connection"]),
-        Operation::new("POST /api/media/publish-done", "Publish done (media server)")
-            .described("A publisher left; the broadcast completes unless it comes back within the reconnect window.")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "additionalProperties": false,
-                "required": ["connection", "key"],
-                "properties": {
-                    "connection": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 100,
-                        "pattern": "^[A-Za-z0-9._:-]+$",
-                    },
-                    "key": { "type": "string" },
-                },
-            })))
-            .answers(200, "OK", Schema::written(json!({
-                "type": "object",
-                "required": ["handled"],
-                "properties": {
-                    "handled": { "type": "boolean" },
-                    "reconnectWindow": { "type": "integer", "minimum": 0 },
-                },
-            })))
-            .errors(400, &["malformed_json", "invalid_connection"]),
+        Operation::new(
+            "POST /api/media/publish-done",
+            "Publish done (media server)",
+        )
+        .described(
+            "A publisher left; the broadcast completes unless it comes back within the \
+                 reconnect window.",
+        )
+        .takes(Schema::view::<protocol::PublishDone>())
+        .answers(200, "OK", Schema::view::<Released>())
+        .errors(400, &["malformed_json", "invalid_connection"]),
         Operation::new("POST /api/jobs/settle-ingests", "Settle ingests (jobs)")
-            .described("Completes the broadcasts whose RTMP publisher did not come back within the reconnect window.")
-            .answers(200, "OK", Schema::written(json!({
-                "type": "object",
-                "required": ["job", "done", "remaining"],
-                "properties": {
-                    "job": { "const": "settle-ingests" },
-                    "done": { "type": "integer", "minimum": 0 },
-                    "remaining": { "type": "integer", "minimum": 0 },
-                },
-            }))),
+            .described(
+                "Completes the broadcasts whose RTMP publisher did not come back within the \
+                 reconnect window.",
+            )
+            .answers(200, "OK", Schema::view::<SettleReport>()),
     ]
 }

@@ -7,7 +7,9 @@ use common::spin::http::{JobsCtx, Reply, json};
 use common::store::{
     analytics, cohosts, idempotency, moderation, rate_limits, replay, users, webhooks,
 };
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// Rows each kind of record may lose per call.
 const BATCH: i64 = 500;
@@ -25,20 +27,62 @@ const WEBHOOK_KEEP_SECS: i64 = 30 * 86_400;
 /// An upload still `uploading` after this long was abandoned.
 const ABANDONED_UPLOAD_SECS: i64 = 86_400;
 
+/// How much a job call did, and how much is left: the scheduler calls again while
+/// `remaining` is above zero.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Progress {
+    #[schemars(range(min = 0))]
+    pub done: i64,
+    #[schemars(range(min = 0))]
+    pub remaining: i64,
+}
+
+/// What a migration call did.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "MigrateJobReport")]
+pub struct MigrateReport {
+    #[schemars(extend("const" = "migrate"))]
+    job: &'static str,
+    #[serde(flatten)]
+    progress: Progress,
+    /// The migrations this call applied, in order.
+    applied: Vec<&'static str>,
+    /// How many were applied before.
+    #[schemars(range(min = 0))]
+    already_applied: i64,
+}
+
+/// What a pruning call removed.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "PruneJobReport")]
+pub struct PruneReport {
+    #[schemars(extend("const" = "prune"))]
+    job: &'static str,
+    #[serde(flatten)]
+    progress: Progress,
+    /// How many of each kind of record.
+    #[schemars(with = "BTreeMap<String, u64>")]
+    removed: BTreeMap<&'static str, i64>,
+}
+
 /// `POST /api/jobs/migrate`: applies the schema migrations not applied yet, on whichever
 /// back end `database` names. Safe to run twice and concurrently.
 pub fn migrate(ctx: &JobsCtx) -> Reply {
     let db = ctx.db()?;
     let report = common::store::migrate::run(&db, ctx.now())?;
+    let progress = Progress {
+        done: report.applied.len() as i64,
+        remaining: 0,
+    };
     Ok(json(
         200,
-        &json!({
-            "job": "migrate",
-            "done": report.applied.len(),
-            "remaining": 0,
-            "applied": report.applied,
-            "alreadyApplied": report.already,
-        }),
+        &MigrateReport {
+            job: "migrate",
+            progress,
+            applied: report.applied,
+            already_applied: report.already as i64,
+        },
     ))
 }
 
@@ -106,55 +150,35 @@ pub fn prune(ctx: &JobsCtx) -> Reply {
             BATCH,
         ),
     ];
-    let done: i64 = counts.iter().map(|(_, n, _)| n).sum();
-    // A kind that filled its batch may have more: the scheduler calls again.
-    let remaining = counts.iter().filter(|(_, n, batch)| n == batch).count();
-    let removed: serde_json::Map<String, serde_json::Value> = counts
-        .iter()
-        .map(|(kind, n, _)| (kind.to_string(), (*n).into()))
-        .collect();
+    let progress = Progress {
+        done: counts.iter().map(|(_, n, _)| n).sum(),
+        // A kind that filled its batch may have more: the scheduler calls again.
+        remaining: counts.iter().filter(|(_, n, batch)| n == batch).count() as i64,
+    };
+    let removed = counts.iter().map(|(kind, n, _)| (*kind, *n)).collect();
     Ok(json(
         200,
-        &json!({ "job": "prune", "done": done, "remaining": remaining, "removed": removed }),
+        &PruneReport {
+            job: "prune",
+            progress,
+            removed,
+        },
     ))
 }
 
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new("POST /api/jobs/migrate", "Migrate (jobs)").answers(
             200,
             "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["job", "done", "remaining", "applied", "alreadyApplied"],
-                "properties": {
-                    "job": { "const": "migrate" },
-                    "done": { "type": "integer", "minimum": 0 },
-                    "remaining": { "type": "integer", "minimum": 0 },
-                    "applied": { "type": "array", "items": {"type": "string"} },
-                    "alreadyApplied": { "type": "integer", "minimum": 0 },
-                },
-            })),
+            Schema::view::<MigrateReport>(),
         ),
         Operation::new("POST /api/jobs/prune", "Prune (jobs)").answers(
             200,
             "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["job", "done", "remaining", "removed"],
-                "properties": {
-                    "job": { "const": "prune" },
-                    "done": { "type": "integer", "minimum": 0 },
-                    "remaining": { "type": "integer", "minimum": 0 },
-                    "removed": {
-                        "type": "object",
-                        "additionalProperties": { "type": "integer", "minimum": 0 },
-                    },
-                },
-            })),
+            Schema::view::<PruneReport>(),
         ),
     ]
 }

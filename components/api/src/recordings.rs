@@ -4,6 +4,8 @@
 
 use crate::access::{self, Viewer};
 use crate::egress::{self, Egress};
+use crate::sfu_webhook::SfuEventAck;
+use common::answers::Deleted;
 use common::app;
 use common::domain::broadcast::Status as BroadcastStatus;
 use common::domain::recording::{
@@ -14,29 +16,98 @@ use common::store::broadcasts::{self as broadcast_store, Broadcast};
 use common::store::recordings::{self as store, NewRecording, Outcome, Recording};
 use common::store::{Db, cohosts, outbox};
 use common::validate::JsonBody;
-use common::validate::body::FieldKind;
+use common::validate::body::{FieldKind, RequestBody};
 use common::{ApiError, ids, time};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
 use spin_sdk::http::Response;
 
+/// A broadcast's recording settings, or the tenant's default for new broadcasts.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(rename = "RecordingSettings")]
+pub struct SettingsView {
+    /// Whether the broadcast is recorded when it goes live.
+    enabled: bool,
+    /// How the record page lays out the hosts.
+    #[schemars(extend("enum" = LAYOUTS))]
+    layout: String,
+    /// One MP4 file, or an HLS playlist with its segments.
+    #[schemars(extend("enum" = OUTPUTS))]
+    output: &'static str,
+}
+
+/// The outputs' names (`Output::as_str`).
+const OUTPUTS: [&str; 2] = ["mp4", "hls"];
+
+impl From<&Settings> for SettingsView {
+    fn from(settings: &Settings) -> Self {
+        SettingsView {
+            enabled: settings.enabled,
+            layout: settings.layout.clone(),
+            output: settings.output.as_str(),
+        }
+    }
+}
+
+/// A recording of a broadcast by LiveKit Egress.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Recording")]
+pub struct RecordingView {
+    #[schemars(extend("format" = "uuid"))]
+    id: String,
+    #[schemars(extend("format" = "uuid"))]
+    broadcast_id: String,
+    #[schemars(extend("enum" = ["starting", "active", "ending", "ready", "failed"]))]
+    status: &'static str,
+    layout: String,
+    #[schemars(extend("enum" = OUTPUTS))]
+    output: &'static str,
+    /// Where the file or playlist is fetched, once it is ready.
+    url: Option<String>,
+    duration_seconds: Option<f64>,
+    size_bytes: Option<i64>,
+    /// Why it failed.
+    error: Option<String>,
+    /// The egress starts tried: the first and at most one retry.
+    #[schemars(range(min = 0))]
+    attempts: i64,
+    #[schemars(extend("format" = "date-time"))]
+    created_at: String,
+    #[schemars(extend("format" = "date-time"))]
+    started_at: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
+    ended_at: Option<String>,
+}
+
 /// A recording as the API answers it.
-pub fn view(r: &Recording) -> Value {
+pub fn view(r: &Recording) -> RecordingView {
     let at = |t: Option<i64>| t.map(time::format_rfc3339);
-    json!({
-        "id": r.id,
-        "broadcastId": r.broadcast_id,
-        "status": r.status.as_str(),
-        "layout": r.layout,
-        "output": r.output.as_str(),
-        "url": r.url,
-        "durationSeconds": r.duration_ms.map(|ms| ms as f64 / 1000.0),
-        "sizeBytes": r.size_bytes,
-        "error": r.error,
-        "attempts": r.attempts,
-        "createdAt": time::format_rfc3339(r.created_at),
-        "startedAt": at(r.started_at),
-        "endedAt": at(r.ended_at),
-    })
+    RecordingView {
+        id: r.id.clone(),
+        broadcast_id: r.broadcast_id.clone(),
+        status: r.status.as_str(),
+        layout: r.layout.clone(),
+        output: r.output.as_str(),
+        url: r.url.clone(),
+        duration_seconds: r.duration_ms.map(|ms| ms as f64 / 1000.0),
+        size_bytes: r.size_bytes,
+        error: r.error.clone(),
+        attempts: r.attempts,
+        created_at: time::format_rfc3339(r.created_at),
+        started_at: at(r.started_at),
+        ended_at: at(r.ended_at),
+    }
+}
+
+/// A broadcast's recordings, oldest first.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "RecordingList")]
+pub struct RecordingList {
+    items: Vec<RecordingView>,
+    #[schemars(range(min = 0))]
+    total: i64,
 }
 
 /// The `recording.*` event of a recording that has just reached `r.status`, if it has one.
@@ -62,25 +133,22 @@ impl FieldKind for RecordingField {
     type Value = Option<SettingsPatch>;
 
     fn read(body: &mut JsonBody, name: &'static str) -> Option<SettingsPatch> {
-        settings_field(body, name)
+        let value = body.opt_value(name)?;
+        read_settings(body, name, &value)
     }
 
     fn schema() -> Value {
-        let nullable = |names: Vec<&str>| {
-            let mut names: Vec<Value> = names.into_iter().map(Value::from).collect();
-            names.push(Value::Null);
-            json!({ "enum": names })
-        };
         json!({
-            "description": "Recording settings: any of the three fields, the rest from the tenant's default; null is the same as leaving it out.",
+            "description": "Recording settings: any of the three fields, the rest from the \
+                tenant's default; null is the same as leaving it out.",
             "anyOf": [
                 {"type": "null"},
                 {
                     "type": "object",
                     "properties": {
-                        "enabled": {"type": ["boolean", "null"]},
-                        "layout": nullable(LAYOUTS.to_vec()),
-                        "output": nullable(Output::ALL.iter().map(|o| o.as_str()).collect()),
+                        "enabled": EnabledSetting::schema(),
+                        "layout": LayoutSetting::schema(),
+                        "output": OutputSetting::schema(),
                     },
                     "additionalProperties": false,
                 },
@@ -89,9 +157,10 @@ impl FieldKind for RecordingField {
     }
 }
 
-fn settings_field(body: &mut JsonBody, name: &'static str) -> Option<SettingsPatch> {
-    let value = body.opt_value(name)?;
-    match SettingsPatch::from_json(&value) {
+/// Reads settings from `value` by the settings' own rules; their errors are recorded
+/// under `name` (`name.field` for a field's).
+fn read_settings(body: &mut JsonBody, name: &'static str, value: &Value) -> Option<SettingsPatch> {
+    match SettingsPatch::from_json(value) {
         Ok(patch) => Some(patch),
         Err(errors) => {
             for (field, message) in errors {
@@ -104,6 +173,114 @@ fn settings_field(body: &mut JsonBody, name: &'static str) -> Option<SettingsPat
             }
             None
         }
+    }
+}
+
+/// One setting sent on its own, read by the settings' rules (its errors under `name`).
+fn read_setting(body: &mut JsonBody, name: &'static str) -> Option<SettingsPatch> {
+    let value = body.opt_value(name)?;
+    let alone = Value::Object(Map::from_iter([(name.to_string(), value)]));
+    match SettingsPatch::from_json(&alone) {
+        Ok(patch) => Some(patch),
+        Err(errors) => {
+            for (_, message) in errors {
+                body.error(name, message);
+            }
+            None
+        }
+    }
+}
+
+/// `enabled`: whether broadcasts are recorded when they go live.
+pub struct EnabledSetting;
+
+impl FieldKind for EnabledSetting {
+    type Value = Option<bool>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<bool> {
+        read_setting(body, name)?.enabled
+    }
+
+    fn schema() -> Value {
+        json!({ "type": ["boolean", "null"] })
+    }
+}
+
+/// `layout`: one of the record page's layouts.
+pub struct LayoutSetting;
+
+impl FieldKind for LayoutSetting {
+    type Value = Option<String>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<String> {
+        read_setting(body, name)?.layout
+    }
+
+    fn schema() -> Value {
+        let mut names: Vec<Value> = LAYOUTS.iter().map(|l| Value::from(*l)).collect();
+        names.push(Value::Null);
+        json!({ "enum": names })
+    }
+}
+
+/// `output`: mp4 or hls.
+pub struct OutputSetting;
+
+impl FieldKind for OutputSetting {
+    type Value = Option<Output>;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<Output> {
+        read_setting(body, name)?.output
+    }
+
+    fn schema() -> Value {
+        let mut names: Vec<Value> = OUTPUTS.iter().map(|o| Value::from(*o)).collect();
+        names.push(Value::Null);
+        json!({ "enum": names })
+    }
+}
+
+/// Changes to the tenant's default recording settings: any of the three, at least one.
+#[derive(Debug, Clone)]
+pub struct DefaultsChangesBody {
+    pub changes: SettingsPatch,
+}
+
+/// The settings a change names, in the order they are read.
+const SETTINGS: [&str; 3] = ["enabled", "layout", "output"];
+
+impl RequestBody for DefaultsChangesBody {
+    const NAME: &'static str = "RecordingDefaultsChanges";
+
+    fn read(body: &mut JsonBody) -> Self {
+        let changes = SettingsPatch {
+            enabled: EnabledSetting::read(body, "enabled"),
+            layout: LayoutSetting::read(body, "layout"),
+            output: OutputSetting::read(body, "output"),
+        };
+        if changes == SettingsPatch::default() && !body.has_errors_for(&SETTINGS) {
+            body.error("enabled", "send at least one of enabled, layout, output");
+        }
+        DefaultsChangesBody { changes }
+    }
+
+    fn describe(properties: &mut Map<String, Value>, _required: &mut Vec<Value>) {
+        properties.insert("enabled".into(), EnabledSetting::schema());
+        properties.insert("layout".into(), LayoutSetting::schema());
+        properties.insert("output".into(), OutputSetting::schema());
+    }
+
+    /// An object of the three settings and no others, with at least one of them.
+    fn schema() -> Value {
+        let mut properties = Map::new();
+        Self::describe(&mut properties, &mut Vec::new());
+        json!({
+            "type": "object",
+            "description": "Any of the three fields; at least one.",
+            "properties": properties,
+            "additionalProperties": false,
+            "minProperties": 1,
+        })
     }
 }
 
@@ -273,7 +450,7 @@ pub fn on_egress_event(db: &Db, info: &Value, now: i64) -> Result<Response, ApiE
             "an egress event needs egressInfo with an egress id and a status",
         )
     })?;
-    let ignored = |why: &str| Ok(json(200, &json!({ "handled": false, "reason": why })));
+    let ignored = |why: &'static str| Ok(SfuEventAck::unrelated(why).answer());
     let Some(r) = store::by_egress(db, &report.egress_id)? else {
         return ignored("unknown egress");
     };
@@ -292,10 +469,7 @@ pub fn on_egress_event(db: &Db, info: &Value, now: i64) -> Result<Response, ApiE
                 return ignored("moved meanwhile");
             };
             let r = launch(db, &b, next, now)?;
-            Ok(json(
-                200,
-                &json!({ "handled": true, "recording": view(&r) }),
-            ))
+            Ok(SfuEventAck::moved(view(&r)).answer())
         }
         Step::Move(to) => {
             let outcome = Outcome {
@@ -326,10 +500,7 @@ pub fn on_egress_event(db: &Db, info: &Value, now: i64) -> Result<Response, ApiE
                 Ok(moved)
             })?;
             match moved {
-                Some(m) => Ok(json(
-                    200,
-                    &json!({ "handled": true, "recording": view(&m) }),
-                )),
+                Some(m) => Ok(SfuEventAck::moved(view(&m)).answer()),
                 None => ignored("moved meanwhile"),
             }
         }
@@ -418,11 +589,12 @@ pub fn list(ctx: &CallerCtx) -> Result<Response, ApiError> {
     if !everything {
         access::check_can_watch(&db, &b, Viewer::of(&ctx.caller), now)?;
     }
-    let items: Vec<Value> = store::list(&db, &b, !everything)?
+    let items: Vec<RecordingView> = store::list(&db, &b, !everything)?
         .iter()
         .map(view)
         .collect();
-    Ok(json(200, &json!({ "items": items, "total": items.len() })))
+    let total = items.len() as i64;
+    Ok(json(200, &RecordingList { items, total }))
 }
 
 /// `DELETE /api/broadcasts/{id}/recordings/{recordingId}`: the owner or the tenant's
@@ -439,123 +611,99 @@ pub fn delete(ctx: &ActorCtx) -> Result<Response, ApiError> {
             "stop the recording before deleting it",
         ));
     }
-    Ok(json(200, &json!({ "success": true, "id": r.id })))
+    Ok(json(200, &Deleted::of(r.id)))
 }
 
 /// `GET /api/v1/recording-defaults`: the tenant's default for new broadcasts.
 pub fn get_defaults(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
-    Ok(json(
-        200,
-        &store::tenant_default(&db, &ctx.tenant.client_id)?.view(),
-    ))
+    let settings = store::tenant_default(&db, &ctx.tenant.client_id)?;
+    Ok(json(200, &SettingsView::from(&settings)))
 }
 
 /// `PUT /api/v1/recording-defaults`: any of `enabled`, `layout`, `output`.
 pub fn put_defaults(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let mut body = ctx.json()?;
-    let mut fields = serde_json::Map::new();
-    for field in ["enabled", "layout", "output"] {
-        if let Some(value) = body.opt_value(field) {
-            fields.insert(field.into(), value);
-        }
-    }
-    if fields.is_empty() && !body.has_errors_for(&["enabled", "layout", "output"]) {
-        body.error("enabled", "send at least one of enabled, layout, output");
-    }
-    let patch = match SettingsPatch::from_json(&Value::Object(fields)) {
-        Ok(patch) => patch,
-        Err(errors) => {
-            for (field, message) in errors {
-                body.error(field, message);
-            }
-            SettingsPatch::default()
-        }
-    };
+    let patch = DefaultsChangesBody::read(&mut body).changes;
     body.finish()?;
     let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     let settings = patch.applied_to(&store::tenant_default(&db, client_id)?);
     store::save_tenant_default(&db, client_id, &settings, ctx.now())?;
-    Ok(json(200, &settings.view()))
+    Ok(json(200, &SettingsView::from(&settings)))
 }
 
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new("GET /api/broadcasts/{id}/recordings", "List (recordings)")
-            .answers(200, "Every recording for the owner, co-hosts and the tenant's server; the ready ones for other viewers", Schema::written(json!({
-                "type": "object",
-                "required": ["items", "total"],
-                "properties": {
-                    "items": {
-                        "type": "array",
-                        "items": { "$ref": "#/components/schemas/Recording" },
-                    },
-                    "total": { "type": "integer" },
-                },
-            })))
+            .answers(
+                200,
+                "Every recording for the owner, co-hosts and the tenant's server; the ready ones \
+                 for other viewers",
+                Schema::view::<RecordingList>(),
+            )
             .errors(400, &["invalid_id"])
             .errors(403, &["forbidden"])
             .errors(404, &["not_found"]),
-        Operation::new("POST /api/broadcasts/{id}/recordings/start", "Start (recordings)")
-            .answers(201, "Created", Schema::written(json!({ "$ref": "#/components/schemas/Recording" })))
-            .link("DELETE /api/broadcasts/{id}/recordings/{recordingId}", &[("id", "$request.path.id"), ("recordingId", "$response.body#/id")])
-            .errors(400, &["invalid_id"])
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"])
-            .errors(409, &["not_live", "recording_in_progress"])
-            .errors(502, &["egress_failed"])
-            .errors(503, &["sfu_not_configured"]),
-        Operation::new("POST /api/broadcasts/{id}/recordings/stop", "Stop (recordings)")
-            .answers(200, "OK", Schema::written(json!({ "$ref": "#/components/schemas/Recording" })))
-            .errors(400, &["invalid_id"])
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"])
-            .errors(409, &["not_recording"]),
-        Operation::new("DELETE /api/broadcasts/{id}/recordings/{recordingId}", "Delete (recordings)")
-            .answers(200, "OK", Schema::written(json!({
-                "type": "object",
-                "required": ["success", "id"],
-                "properties": {
-                    "success": { "const": true },
-                    "id": { "type": "string", "format": "uuid" },
-                },
-            })))
-            .errors(400, &["invalid_id"])
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"])
-            .errors(409, &["recording_in_progress"]),
-        Operation::new("GET /api/v1/recording-defaults", "Get defaults (recordings)")
-            .answers(200, "OK", Schema::written(json!({
-                "$ref": "#/components/schemas/RecordingSettings",
-            }))),
-        Operation::new("PUT /api/v1/recording-defaults", "Put defaults (recordings)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "description": "Any of the three fields; at least one.",
-                "properties": {
-                    "enabled": { "type": ["boolean", "null"] },
-                    "layout": {
-                        "enum": [
-                            "default",
-                            "grid3x3",
-                            "grid4x4",
-                            "battle",
-                            "onebig",
-                            "active",
-                            null,
-                        ],
-                    },
-                    "output": { "enum": ["mp4", "hls", null] },
-                },
-                "additionalProperties": false,
-                "minProperties": 1,
-            })))
-            .answers(200, "OK", Schema::written(json!({
-                "$ref": "#/components/schemas/RecordingSettings",
-            }))),
+        Operation::new(
+            "POST /api/broadcasts/{id}/recordings/start",
+            "Start (recordings)",
+        )
+        .answers(201, "Created", Schema::view::<RecordingView>())
+        .link(
+            "DELETE /api/broadcasts/{id}/recordings/{recordingId}",
+            &[
+                ("id", "$request.path.id"),
+                ("recordingId", "$response.body#/id"),
+            ],
+        )
+        .errors(400, &["invalid_id"])
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"])
+        .errors(409, &["not_live", "recording_in_progress"])
+        .errors(502, &["egress_failed"])
+        .errors(503, &["sfu_not_configured"]),
+        Operation::new(
+            "POST /api/broadcasts/{id}/recordings/stop",
+            "Stop (recordings)",
+        )
+        .answers(200, "OK", Schema::view::<RecordingView>())
+        .errors(400, &["invalid_id"])
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"])
+        .errors(409, &["not_recording"]),
+        Operation::new(
+            "DELETE /api/broadcasts/{id}/recordings/{recordingId}",
+            "Delete (recordings)",
+        )
+        .answers(200, "OK", Schema::view::<Deleted>())
+        .errors(400, &["invalid_id"])
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"])
+        .errors(409, &["recording_in_progress"]),
+        Operation::new(
+            "GET /api/v1/recording-defaults",
+            "Get defaults (recordings)",
+        )
+        .answers(200, "OK", Schema::view::<SettingsView>()),
+        Operation::new(
+            "PUT /api/v1/recording-defaults",
+            "Put defaults (recordings)",
+        )
+        .takes(Schema::body::<DefaultsChangesBody>())
+        .answers(200, "OK", Schema::view::<SettingsView>()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outputs_schema_names_every_output() {
+        let names: Vec<&str> = Output::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(names, OUTPUTS);
+    }
 }

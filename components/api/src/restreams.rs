@@ -4,12 +4,18 @@
 //! key's last characters). The media server reports each target's state.
 
 use crate::access;
+use common::answers::Deleted;
 use common::domain::media::{self, MAX_RESTREAM_TARGETS, RestreamState};
+use common::request_body;
 use common::sealed::{Purpose, SealingKey};
 use common::spin::config;
 use common::spin::http::{ActorCtx, Reply, json};
 use common::store::restreams::{self as store, Target};
+use common::validate::JsonBody;
+use common::validate::body::{FieldKind, OptText, RequestBody};
 use common::{ApiError, ids, time};
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 /// The key that seals restream destinations (the media server's answers open them).
@@ -21,25 +27,126 @@ pub fn sealing_key() -> Result<SealingKey, ApiError> {
     )
 }
 
-fn view(t: &Target) -> Value {
-    json!({
-        "id": t.id,
-        "name": t.name,
-        "url": t.display_url,
-        "keyHint": t.key_hint,
-        "state": t.state.as_str(),
-        "error": t.error,
-        "createdAt": time::format_rfc3339(t.created_at),
-        "updatedAt": time::format_rfc3339(t.updated_at),
-    })
+/// A restream target as its owner sees it: where it goes, never its key.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "RestreamTarget")]
+pub struct TargetView {
+    #[schemars(extend("format" = "uuid"))]
+    id: String,
+    name: Option<String>,
+    /// The server URL (the key is never answered).
+    url: String,
+    /// The key's last four characters.
+    key_hint: String,
+    state: RestreamState,
+    /// Why the last attempt failed.
+    error: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
+    created_at: String,
+    #[schemars(extend("format" = "date-time"))]
+    updated_at: String,
+}
+
+fn view(t: &Target) -> TargetView {
+    TargetView {
+        id: t.id.clone(),
+        name: t.name.clone(),
+        url: t.display_url.clone(),
+        key_hint: t.key_hint.clone(),
+        state: t.state,
+        error: t.error.clone(),
+        created_at: time::format_rfc3339(t.created_at),
+        updated_at: time::format_rfc3339(t.updated_at),
+    }
+}
+
+/// A broadcast's restream targets, oldest first.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "RestreamTargetList")]
+pub struct TargetList {
+    items: Vec<TargetView>,
+    #[schemars(range(min = 0))]
+    total: i64,
+}
+
+request_body! {
+    /// A restream target to add.
+    pub struct NewTargetBody as "NewRestreamTarget" {
+        "url" url: ServerUrl,
+        "streamKey" stream_key: StreamKey,
+        "name" name: OptText<100>,
+    }
+}
+
+impl NewTargetBody {
+    /// Checks the server URL and the key by the restream rules (once every field is read).
+    fn check(&self, body: &mut JsonBody) {
+        if !self.url.is_empty()
+            && let Err(why) =
+                media::check_restream_url(&self.url, config::flag("restream_allow_private"))
+        {
+            body.error("url", why);
+        }
+        if !self.stream_key.is_empty()
+            && let Err(why) = media::check_restream_key(&self.stream_key)
+        {
+            body.error("streamKey", why);
+        }
+    }
+}
+
+/// A restream server URL, required; the restream rules check it once the body is read.
+pub struct ServerUrl;
+
+impl FieldKind for ServerUrl {
+    type Value = String;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> String {
+        body.string(name, media::MAX_RESTREAM_URL)
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": media::MAX_RESTREAM_URL,
+            "pattern": "^rtmps?://",
+            "description": "rtmp:// or rtmps:// server URL of a public host, without \
+                credentials or query",
+        })
+    }
+}
+
+/// A restream stream key, required; the restream rules check it once the body is read.
+pub struct StreamKey;
+
+impl FieldKind for StreamKey {
+    type Value = String;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> String {
+        body.string(name, media::MAX_RESTREAM_KEY)
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": media::MAX_RESTREAM_KEY,
+            "pattern": "^\\S+$",
+        })
+    }
 }
 
 /// `GET /api/broadcasts/{id}/restreams`
 pub fn list(ctx: &ActorCtx) -> Reply {
     let db = ctx.db()?;
     let b = access::load_for_owner_or_server(ctx, &db, "sees its restream targets")?;
-    let items: Vec<Value> = store::of_broadcast(&db, &b)?.iter().map(view).collect();
-    Ok(json(200, &json!({ "items": items, "total": items.len() })))
+    let items: Vec<TargetView> = store::of_broadcast(&db, &b)?.iter().map(view).collect();
+    let total = items.len() as i64;
+    Ok(json(200, &TargetList { items, total }))
 }
 
 /// `POST /api/broadcasts/{id}/restreams`: `url` (rtmp:// or rtmps://), `streamKey`, and an
@@ -47,19 +154,8 @@ pub fn list(ctx: &ActorCtx) -> Reply {
 /// starts at the media server's next update.
 pub fn create(ctx: &ActorCtx) -> Reply {
     let mut body = ctx.json()?;
-    let url = body.string("url", media::MAX_RESTREAM_URL);
-    let key = body.string("streamKey", media::MAX_RESTREAM_KEY);
-    let name = body.opt_string("name", 100);
-    if !url.is_empty()
-        && let Err(why) = media::check_restream_url(&url, config::flag("restream_allow_private"))
-    {
-        body.error("url", why);
-    }
-    if !key.is_empty()
-        && let Err(why) = media::check_restream_key(&key)
-    {
-        body.error("streamKey", why);
-    }
+    let new = NewTargetBody::read(&mut body);
+    new.check(&mut body);
     body.finish()?;
     let sealing = sealing_key()?;
     let db = ctx.db()?;
@@ -71,10 +167,11 @@ pub fn create(ctx: &ActorCtx) -> Reply {
         id: id.clone(),
         client_id: b.client_id.clone(),
         broadcast_id: b.id.clone(),
-        name,
-        display_url: url.trim_end_matches('/').to_string(),
-        sealed_destination: sealing.seal(&media::restream_destination(&url, &key), &id)?,
-        key_hint: media::key_hint(&key),
+        name: new.name,
+        display_url: new.url.trim_end_matches('/').to_string(),
+        sealed_destination: sealing
+            .seal(&media::restream_destination(&new.url, &new.stream_key), &id)?,
+        key_hint: media::key_hint(&new.stream_key),
         state: RestreamState::Idle,
         error: None,
         created_at: now,
@@ -99,75 +196,44 @@ pub fn delete(ctx: &ActorCtx) -> Reply {
     if !store::delete(&db, &b, &id)? {
         return Err(ApiError::not_found("restream target"));
     }
-    Ok(json(200, &json!({ "success": true, "id": id })))
+    Ok(json(200, &Deleted::of(id)))
 }
 
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new("GET /api/broadcasts/{id}/restreams", "List (restreams)")
-            .answers(200, "OK", Schema::written(json!({
-                "type": "object",
-                "required": ["items", "total"],
-                "properties": {
-                    "items": {
-                        "type": "array",
-                        "items": { "$ref": "#/components/schemas/RestreamTarget" },
-                    },
-                    "total": { "type": "integer", "minimum": 0 },
-                },
-            })))
+            .answers(200, "OK", Schema::view::<TargetList>())
             .errors(400, &["invalid_id"])
             .errors(403, &["forbidden"])
             .errors(404, &["not_found"]),
         Operation::new("POST /api/broadcasts/{id}/restreams", "Add (restreams)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "additionalProperties": false,
-                "required": ["url", "streamKey"],
-                "properties": {
-                    "url": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 1024,
-                        "pattern": "^rtmps?://",
-                        "description": "rtmp:// or rtmps:// server URL of a public host, without credentials or query",
-                    },
-                    "streamKey": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 512,
-                        "pattern": "^\\S+$",
-                    },
-                    "name": { "type": ["string", "null"] },
-                },
-            })))
+            .takes(Schema::body::<NewTargetBody>())
             .request_example(json!({
                 "url": "rtmp://a.rtmp.youtube.com/live2",
                 "streamKey": "abcd-efgh-ijkl-mnop",
                 "name": "YouTube",
             }))
-            .answers(201, "Created", Schema::written(json!({
-                "$ref": "#/components/schemas/RestreamTarget",
-            })))
-            .link("DELETE /api/broadcasts/{id}/restreams/{targetId}", &[("id", "$request.path.id"), ("targetId", "$response.body#/id")])
+            .answers(201, "Created", Schema::view::<TargetView>())
+            .link(
+                "DELETE /api/broadcasts/{id}/restreams/{targetId}",
+                &[
+                    ("id", "$request.path.id"),
+                    ("targetId", "$response.body#/id"),
+                ],
+            )
             .errors(400, &["invalid_id"])
             .errors(403, &["forbidden"])
             .errors(404, &["not_found"])
             .errors(409, &["broadcast_ended", "too_many_restreams"]),
-        Operation::new("DELETE /api/broadcasts/{id}/restreams/{targetId}", "Remove (restreams)")
-            .answers(200, "OK", Schema::written(json!({
-                "type": "object",
-                "required": ["success", "id"],
-                "properties": {
-                    "success": { "const": true },
-                    "id": { "type": "string", "format": "uuid" },
-                },
-            })))
-            .errors(400, &["invalid_id"])
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"]),
+        Operation::new(
+            "DELETE /api/broadcasts/{id}/restreams/{targetId}",
+            "Remove (restreams)",
+        )
+        .answers(200, "OK", Schema::view::<Deleted>())
+        .errors(400, &["invalid_id"])
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"]),
     ]
 }

@@ -7,18 +7,29 @@ use common::spin::http::{AppCtx, PublicCtx, json};
 use common::spin::outbound::{self, OutboundRequest};
 use common::spin::sfu::SfuConfig;
 use common::time;
+use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::{Value, json};
 use spin_sdk::http::Response;
 use std::time::Duration;
 
-#[derive(Serialize)]
+/// The SFU media providers a client may stream through.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "StreamingProviders")]
+pub struct Providers {
+    providers: Vec<Provider>,
+}
+
+/// An SFU media provider.
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct Provider {
+#[schemars(rename = "StreamingProvider")]
+pub struct Provider {
+    #[schemars(extend("const" = "livekit"))]
     provider: &'static str,
     name: &'static str,
     is_configured: bool,
     is_default: bool,
+    /// Where clients connect to it.
     server_url: Option<String>,
 }
 
@@ -32,18 +43,57 @@ pub fn providers(_ctx: &AppCtx) -> Result<Response, ApiError> {
         is_default: true,
         server_url: sfu.server_url.as_deref().map(client_url),
     };
-    Ok(json(200, &json!({ "providers": [livekit] })))
+    Ok(json(
+        200,
+        &Providers {
+            providers: vec![livekit],
+        },
+    ))
 }
 
-#[derive(Serialize)]
+/// Whether the SFU answers: `ok`, or `unconfigured` when there is none to ask. (A 503
+/// carries the same body, `unhealthy` or `unreachable`.)
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct Health {
+#[schemars(rename = "SfuHealth")]
+pub struct Health {
+    #[schemars(extend("enum" = ["ok", "unconfigured"]))]
     status: &'static str,
     configured: bool,
-    /// Whether the SFU answered; absent when there is no SFU to ask.
+    /// Whether the SFU answered; null when there is no SFU to ask.
     reachable: Option<bool>,
+    /// What went wrong.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     error: Option<String>,
+}
+
+/// The ICE servers a WebRTC client uses.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "IceConfig")]
+pub struct IceConfig {
+    ice_servers: Vec<IceServer>,
+    /// When the TURN credentials expire; null without TURN servers.
+    #[schemars(extend("format" = "date-time"))]
+    expires_at: Option<String>,
+}
+
+/// STUN servers, or TURN servers with their credentials.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "IceServer")]
+pub struct IceServer {
+    urls: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    username: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    credential: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String", extend("const" = "password"))]
+    credential_type: Option<&'static str>,
 }
 
 /// `GET /api/sfu/health`: 200 when the SFU answers (or none is configured), else 503.
@@ -107,9 +157,14 @@ pub fn ice_config(ctx: &AppCtx) -> Result<Response, ApiError> {
     let tenant = &ctx.tenant;
     let stun = ice_variable("stun_urls", &["stun", "stuns"])?;
     let turn = ice_variable("turn_urls", &["turn", "turns"])?;
-    let mut servers: Vec<Value> = Vec::new();
+    let mut servers = Vec::new();
     if !stun.is_empty() {
-        servers.push(json!({ "urls": stun }));
+        servers.push(IceServer {
+            urls: stun,
+            username: None,
+            credential: None,
+            credential_type: None,
+        });
     }
     let mut expires_at = None;
     if !turn.is_empty() {
@@ -131,93 +186,38 @@ pub fn ice_config(ctx: &AppCtx) -> Result<Response, ApiError> {
             })?;
         let credential = turn_credential(&secret, &tenant.client_id, ctx.now(), ttl);
         expires_at = Some(time::format_rfc3339(credential.expires_at));
-        servers.push(json!({
-            "urls": turn,
-            "username": credential.username,
-            "credential": credential.credential,
-            "credentialType": "password",
-        }));
+        servers.push(IceServer {
+            urls: turn,
+            username: Some(credential.username),
+            credential: Some(credential.credential),
+            credential_type: Some("password"),
+        });
     }
     Ok(json(
         200,
-        &json!({ "iceServers": servers, "expiresAt": expires_at }),
+        &IceConfig {
+            ice_servers: servers,
+            expires_at,
+        },
     ))
 }
 
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new("GET /api/sfu/health", "Health (sfu)").answers(
             200,
             "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["status", "configured", "reachable"],
-                "properties": {
-                    "status": { "enum": ["ok", "unconfigured"] },
-                    "configured": { "type": "boolean" },
-                    "reachable": { "type": ["boolean", "null"] },
-                    "error": { "type": "string" },
-                },
-            })),
+            Schema::view::<Health>(),
         ),
         Operation::new("GET /api/streaming/providers", "Providers (sfu)").answers(
             200,
             "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["providers"],
-                "properties": {
-                    "providers": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": [
-                                "provider",
-                                "name",
-                                "isConfigured",
-                                "isDefault",
-                                "serverUrl",
-                            ],
-                            "properties": {
-                                "provider": { "const": "livekit" },
-                                "name": { "type": "string" },
-                                "isConfigured": { "type": "boolean" },
-                                "isDefault": { "type": "boolean" },
-                                "serverUrl": { "type": ["string", "null"] },
-                            },
-                        },
-                    },
-                },
-            })),
+            Schema::view::<Providers>(),
         ),
         Operation::new("GET /api/streaming/ice-config", "Ice config (sfu)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["iceServers", "expiresAt"],
-                    "properties": {
-                        "iceServers": {
-                            "type": "array",
-                            "items": {
-                                "type": "object",
-                                "required": ["urls"],
-                                "properties": {
-                                    "urls": { "type": "array", "items": {"type": "string"} },
-                                    "username": { "type": "string" },
-                                    "credential": { "type": "string" },
-                                    "credentialType": { "const": "password" },
-                                },
-                            },
-                        },
-                        "expiresAt": { "type": ["string", "null"], "format": "date-time" },
-                    },
-                })),
-            )
+            .answers(200, "OK", Schema::view::<IceConfig>())
             .errors(503, &["ice_misconfigured"]),
     ]
 }

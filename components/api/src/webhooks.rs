@@ -129,6 +129,51 @@ fn delivery_view(d: &Delivery) -> DeliveryView {
     }
 }
 
+/// A deleted webhook endpoint.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "WebhookEndpointDeleted")]
+pub struct EndpointDeleted {
+    #[schemars(extend("const" = true))]
+    deleted: bool,
+    #[schemars(extend("pattern" = "^ep_"))]
+    id: String,
+}
+
+/// A `webhook.test` event queued for one endpoint.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "WebhookTestQueued")]
+pub struct TestQueued {
+    #[schemars(extend("pattern" = "^evt_"))]
+    event_id: String,
+    #[schemars(extend("pattern" = "^dlv_"))]
+    delivery_id: String,
+    #[serde(rename = "type")]
+    #[schemars(extend("const" = "webhook.test"))]
+    event_type: &'static str,
+}
+
+/// A `webhook.test` event's data: the endpoint it tests.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TestEvent<'a> {
+    endpoint_id: &'a str,
+    url: &'a str,
+}
+
+/// The failed deliveries of a window, due again.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "WebhookRecovered")]
+pub struct Recovered {
+    /// How many deliveries are due again.
+    #[schemars(range(min = 0))]
+    recovered: i64,
+    #[schemars(extend("format" = "date-time"))]
+    since: String,
+    #[schemars(extend("format" = "date-time"))]
+    until: String,
+}
+
 /// An endpoint's URL as the delivery rules allow it (`webhook_allow_http` lets plain http
 /// and local hosts through).
 pub struct DeliverableUrl;
@@ -333,7 +378,13 @@ pub fn update(ctx: &ServerCtx) -> Result<Response, ApiError> {
 pub fn delete(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let (db, ep) = load(ctx)?;
     store::delete(&db, &ep)?;
-    Ok(json(200, &json!({ "deleted": true, "id": ep.id })))
+    Ok(json(
+        200,
+        &EndpointDeleted {
+            deleted: true,
+            id: ep.id,
+        },
+    ))
 }
 
 /// `POST /api/v1/webhooks/{id}/rotate-secret`: a new secret, shown once; the old one
@@ -356,7 +407,10 @@ pub fn rotate_secret(ctx: &ServerCtx) -> Result<Response, ApiError> {
 pub fn send_test(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let (db, ep) = load(ctx)?;
     let now = ctx.now();
-    let data = json!({ "endpointId": ep.id, "url": ep.url });
+    let data = TestEvent {
+        endpoint_id: &ep.id,
+        url: &ep.url,
+    };
     let (event_id, delivery_id) = db.transaction(|tx| {
         let subject = Subject {
             object_type: "webhook_endpoint",
@@ -368,7 +422,11 @@ pub fn send_test(ctx: &ServerCtx) -> Result<Response, ApiError> {
     })?;
     Ok(json(
         202,
-        &json!({ "eventId": event_id, "deliveryId": delivery_id, "type": "webhook.test" }),
+        &TestQueued {
+            event_id,
+            delivery_id,
+            event_type: "webhook.test",
+        },
     ))
 }
 
@@ -405,11 +463,11 @@ pub fn recover(ctx: &ServerCtx) -> Result<Response, ApiError> {
     let count = store::recover(&db, &ep, since, until, now)?;
     Ok(json(
         202,
-        &json!({
-            "recovered": count,
-            "since": time::format_rfc3339(since),
-            "until": time::format_rfc3339(until),
-        }),
+        &Recovered {
+            recovered: count,
+            since: time::format_rfc3339(since),
+            until: time::format_rfc3339(until),
+        },
     ))
 }
 
@@ -496,18 +554,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
                     "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
                 },
             }))
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["deleted", "id"],
-                    "properties": {
-                        "deleted": { "const": true },
-                        "id": { "type": "string", "pattern": "^ep_" },
-                    },
-                })),
-            ),
+            .answers(200, "OK", Schema::view::<EndpointDeleted>()),
         Operation::new(
             "POST /api/v1/webhooks/{id}/rotate-secret",
             "Rotate secret (webhooks)",
@@ -537,15 +584,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .answers(
                 202,
                 "A webhook.test event is queued for the endpoint",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["deliveryId", "eventId", "type"],
-                    "properties": {
-                        "deliveryId": { "type": "string", "pattern": "^dlv_" },
-                        "eventId": { "type": "string", "pattern": "^evt_" },
-                        "type": { "const": "webhook.test" },
-                    },
-                })),
+                Schema::view::<TestQueued>(),
             )
             .link(
                 "POST /api/v1/webhooks/{id}/deliveries/{deliveryId}/retry",
@@ -611,15 +650,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .answers(
                 202,
                 "The failed deliveries of the window are due again",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["recovered", "since", "until"],
-                    "properties": {
-                        "recovered": { "type": "integer", "minimum": 0 },
-                        "since": { "type": "string", "format": "date-time" },
-                        "until": { "type": "string", "format": "date-time" },
-                    },
-                })),
+                Schema::view::<Recovered>(),
             ),
     ]
 }

@@ -10,7 +10,6 @@ use common::store::Db;
 use common::store::broadcasts::Broadcast;
 use common::store::outbox::{self, Subject};
 use serde::Serialize;
-use serde_json::Value;
 
 /// `broadcast.*` with the broadcast as its owner (and the tenant's server) sees it;
 /// `broadcast.ended` adds the analytics summary as `analytics`.
@@ -33,7 +32,7 @@ struct BroadcastEvent {
     broadcast: BroadcastView,
     /// `broadcast.ended`'s analytics summary.
     #[serde(skip_serializing_if = "Option::is_none")]
-    analytics: Option<Value>,
+    analytics: Option<crate::analytics::Summary>,
 }
 
 /// `broadcast.created` of a broadcast about to be stored, with `owner_view`, its view

@@ -24,8 +24,36 @@ use common::store::broadcasts::{self as store, Broadcast, Changes};
 use common::store::{Db, outbox};
 use common::validate::body::RequestBody;
 use common::{ApiError, time};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 use spin_sdk::http::Response;
+
+/// A heartbeat taken: the broadcast stays alive.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Heartbeat")]
+pub struct Heartbeat {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    #[schemars(extend("format" = "uuid"))]
+    id: String,
+    status: Status,
+    #[schemars(extend("format" = "date-time"))]
+    last_heartbeat: String,
+}
+
+/// A viewer count taken.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "ViewerCountReported")]
+pub struct ViewerCountReported {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    #[schemars(extend("format" = "uuid"))]
+    id: String,
+    #[schemars(range(min = 0))]
+    viewer_count: i64,
+}
 
 /// `POST /api/broadcasts`
 pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
@@ -61,7 +89,7 @@ pub fn insert(
     let links = crate::links::Links::load();
     let b = store::new_record(client_id, owner_id, new, now);
     let owner = view::OwnerExtras {
-        recording: Some(recording.view()),
+        recording: Some(crate::recordings::SettingsView::from(&recording)),
         ingest: view::ingest_view(None, &b, now),
     };
     let owner_view = view::of(&b, &links, None, Some(owner), now);
@@ -187,7 +215,12 @@ pub fn heartbeat(ctx: &UserCtx) -> Result<Response, ApiError> {
     store::heartbeat(&db, &b, ctx.now())?;
     Ok(json(
         200,
-        &json!({ "success": true, "id": b.id, "status": b.status.as_str(), "lastHeartbeat": time::format_rfc3339(ctx.now()) }),
+        &Heartbeat {
+            success: true,
+            id: b.id,
+            status: b.status,
+            last_heartbeat: time::format_rfc3339(ctx.now()),
+        },
     ))
 }
 
@@ -212,7 +245,11 @@ pub fn viewer_count(ctx: &UserCtx) -> Result<Response, ApiError> {
     );
     Ok(json(
         200,
-        &json!({ "success": true, "id": b.id, "viewerCount": count }),
+        &ViewerCountReported {
+            success: true,
+            id: b.id,
+            viewer_count: count,
+        },
     ))
 }
 
@@ -248,32 +285,86 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             }))
             .answers(200, "OK", Schema::view::<BroadcastView>())
             .link("GET /api/broadcasts/{id}", &[("id", "$response.body#/id")])
-            .link("PATCH /api/broadcasts/{id}", &[("id", "$response.body#/id")])
-            .link("POST /api/broadcasts/{id}/status", &[("id", "$response.body#/id")])
-            .link("GET /api/broadcasts/{id}/chat", &[("id", "$response.body#/id")])
-            .link("POST /api/broadcasts/{id}/chat", &[("id", "$response.body#/id")])
-            .link("POST /api/broadcasts/{id}/viewer-count", &[("id", "$response.body#/id")])
-            .link("POST /api/sessions/{id}/heartbeat", &[("id", "$response.body#/id")])
-            .link("POST /api/broadcasts/{id}/stream-key/reset", &[("id", "$response.body#/id")])
-            .link("GET /api/broadcasts/{id}/recordings", &[("id", "$response.body#/id")])
-            .link("GET /api/streaming/sessions/{id}/multihost", &[("id", "$response.body#/id")])
-            .link("GET /api/streams/{id}/chat", &[("id", "$response.body#/streamId")])
-            .link("POST /api/streams/{id}/chat", &[("id", "$response.body#/streamId")])
-            .link("PUT /api/streams/{id}/chat/settings", &[("id", "$response.body#/streamId")])
-            .link("POST /api/streams/{id}/chat/bans", &[("id", "$response.body#/streamId")])
-            .link("POST /api/streams/{id}/chat/timeouts", &[("id", "$response.body#/streamId")])
-            .link("POST /api/streams/{id}/chat/clear", &[("id", "$response.body#/streamId")])
-            .link("POST /api/broadcasts/{id}/gifts", &[("id", "$response.body#/id")])
-            .link("POST /api/broadcasts/{id}/recordings/start", &[("id", "$response.body#/id")])
-            .link("GET /api/broadcasts/{id}/gifts/leaderboard", &[("id", "$response.body#/id")]),
-        Operation::new("GET /api/broadcasts", "List own (broadcasts)")
-            .answers(200, "OK", Schema::page_of::<BroadcastView>()),
+            .link(
+                "PATCH /api/broadcasts/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/broadcasts/{id}/status",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "GET /api/broadcasts/{id}/chat",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/broadcasts/{id}/chat",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/broadcasts/{id}/viewer-count",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/sessions/{id}/heartbeat",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/broadcasts/{id}/stream-key/reset",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "GET /api/broadcasts/{id}/recordings",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "GET /api/streaming/sessions/{id}/multihost",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "GET /api/streams/{id}/chat",
+                &[("id", "$response.body#/streamId")],
+            )
+            .link(
+                "POST /api/streams/{id}/chat",
+                &[("id", "$response.body#/streamId")],
+            )
+            .link(
+                "PUT /api/streams/{id}/chat/settings",
+                &[("id", "$response.body#/streamId")],
+            )
+            .link(
+                "POST /api/streams/{id}/chat/bans",
+                &[("id", "$response.body#/streamId")],
+            )
+            .link(
+                "POST /api/streams/{id}/chat/timeouts",
+                &[("id", "$response.body#/streamId")],
+            )
+            .link(
+                "POST /api/streams/{id}/chat/clear",
+                &[("id", "$response.body#/streamId")],
+            )
+            .link(
+                "POST /api/broadcasts/{id}/gifts",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/broadcasts/{id}/recordings/start",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "GET /api/broadcasts/{id}/gifts/leaderboard",
+                &[("id", "$response.body#/id")],
+            ),
+        Operation::new("GET /api/broadcasts", "List own (broadcasts)").answers(
+            200,
+            "OK",
+            Schema::page_of::<BroadcastView>(),
+        ),
         Operation::new("GET /api/broadcasts/live", "List live (broadcasts)")
             .paged()
-            .answers(200, "OK", Schema::written(json!({
-                "allOf": [{"$ref": "#/components/schemas/Page"}],
-                "properties": { "items": {"items": {"$ref": "#/components/schemas/Broadcast"}} },
-            })))
+            .answers(200, "OK", Schema::page_of::<BroadcastView>())
             .errors(400, &["invalid_query"]),
         Operation::new("GET /api/broadcasts/{id}", "Get (broadcasts)")
             .answers(200, "OK", Schema::view::<BroadcastView>())
@@ -285,47 +376,42 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .errors(403, &["forbidden"])
             .errors(404, &["not_found"])
             .errors(409, &["broadcast_ended", "already_live"]),
-        Operation::new("POST /api/broadcasts/{id}/status", "Update status (broadcasts)")
-            .takes(Schema::body::<StatusChangeBody>())
-            .request_example(json!({ "status": "active" }))
-            .answers(200, "OK", Schema::view::<BroadcastView>())
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"])
-            .errors(409, &["invalid_transition", "concurrent_update"])
-            .errors(422, &["validation_failed"]),
-        Operation::new("POST /api/sessions/{id}/heartbeat", "Heartbeat (broadcasts)")
-            .answers(200, "OK", Schema::written(json!({
-                "type": "object",
-                "required": ["success", "id", "status", "lastHeartbeat"],
-                "properties": {
-                    "success": { "const": true },
-                    "id": { "type": "string", "format": "uuid" },
-                    "status": { "enum": ["pending", "active", "completed", "error"] },
-                    "lastHeartbeat": { "type": "string", "format": "date-time" },
-                },
-            })))
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"])
-            .errors(409, &["broadcast_ended"]),
-        Operation::new("POST /api/broadcasts/{id}/viewer-count", "Viewer count (broadcasts)")
-            .takes(Schema::body::<ViewerCountBody>())
-            .answers(200, "OK", Schema::written(json!({
-                "type": "object",
-                "required": ["success", "id", "viewerCount"],
-                "properties": {
-                    "success": { "const": true },
-                    "id": { "type": "string", "format": "uuid" },
-                    "viewerCount": { "type": "integer", "minimum": 0 },
-                },
-            })))
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"])
-            .errors(409, &["broadcast_ended"]),
-        Operation::new("POST /api/broadcasts/{id}/stream-key/reset", "Reset stream key (broadcasts)")
-            .answers(200, "OK", Schema::view::<BroadcastView>())
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"])
-            .errors(409, &["broadcast_ended"]),
+        Operation::new(
+            "POST /api/broadcasts/{id}/status",
+            "Update status (broadcasts)",
+        )
+        .takes(Schema::body::<StatusChangeBody>())
+        .request_example(json!({ "status": "active" }))
+        .answers(200, "OK", Schema::view::<BroadcastView>())
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"])
+        .errors(409, &["invalid_transition", "concurrent_update"])
+        .errors(422, &["validation_failed"]),
+        Operation::new(
+            "POST /api/sessions/{id}/heartbeat",
+            "Heartbeat (broadcasts)",
+        )
+        .answers(200, "OK", Schema::view::<Heartbeat>())
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"])
+        .errors(409, &["broadcast_ended"]),
+        Operation::new(
+            "POST /api/broadcasts/{id}/viewer-count",
+            "Viewer count (broadcasts)",
+        )
+        .takes(Schema::body::<ViewerCountBody>())
+        .answers(200, "OK", Schema::view::<ViewerCountReported>())
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"])
+        .errors(409, &["broadcast_ended"]),
+        Operation::new(
+            "POST /api/broadcasts/{id}/stream-key/reset",
+            "Reset stream key (broadcasts)",
+        )
+        .answers(200, "OK", Schema::view::<BroadcastView>())
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"])
+        .errors(409, &["broadcast_ended"]),
     ];
     operations.extend(tenant_api::operations());
     operations

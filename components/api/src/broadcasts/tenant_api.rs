@@ -11,12 +11,28 @@ use common::spin::http::{Actor, ActorCtx, ServerCtx, json};
 use common::store::broadcasts::{self as store, Changes};
 use common::store::rate_limits;
 use common::validate::body::RequestBody;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 use spin_sdk::http::Response;
 
 /// Reactions one user may send per window to one broadcast.
 const REACTIONS_PER_WINDOW: i64 = 20;
 const REACTION_WINDOW_SECS: i64 = 10;
+
+/// A reaction counted: the session's count of that reaction now.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "ReactionCounted")]
+pub struct ReactionCounted {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    #[schemars(extend("format" = "uuid"))]
+    session_id: String,
+    #[schemars(extend("enum" = rules::REACTIONS))]
+    reaction: String,
+    #[schemars(range(min = 0))]
+    count: i64,
+}
 
 /// `POST /api/v1/sessions`: a broadcast session owned by the tenant itself.
 pub fn v1_create(ctx: &ServerCtx) -> Result<Response, ApiError> {
@@ -107,14 +123,18 @@ pub fn react(ctx: &ActorCtx) -> Result<Response, ApiError> {
     );
     Ok(json(
         200,
-        &json!({ "success": true, "sessionId": b.id, "reaction": reaction, "count": count }),
+        &ReactionCounted {
+            success: true,
+            session_id: b.id,
+            reaction,
+            count,
+        },
     ))
 }
 
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new("POST /api/v1/sessions", "V1 create (broadcasts)")
             .takes(Schema::body::<crate::broadcasts::NewBroadcastBody>())
@@ -155,20 +175,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .errors(422, &["validation_failed"]),
         Operation::new("POST /api/v1/sessions/{id}/reactions", "React (broadcasts)")
             .takes(Schema::body::<crate::broadcasts::ReactionBody>())
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["success", "sessionId", "reaction", "count"],
-                    "properties": {
-                        "success": { "const": true },
-                        "sessionId": { "type": "string", "format": "uuid" },
-                        "reaction": { "enum": ["heart", "sparkle", "thumbs_up", "surprised"] },
-                        "count": { "type": "integer", "minimum": 0 },
-                    },
-                })),
-            )
+            .answers(200, "OK", Schema::view::<ReactionCounted>())
             .errors(404, &["not_found"])
             .errors(409, &["broadcast_ended"])
             .errors(429, &["rate_limited"]),

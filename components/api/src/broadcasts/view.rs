@@ -3,6 +3,7 @@
 
 use crate::access::Audience;
 use crate::links::{IngestCredentials, Links, StreamAddresses};
+use crate::recordings::SettingsView;
 use common::ApiError;
 use common::domain::broadcast::{Status, Visibility};
 use common::domain::media::{Health, HealthSample};
@@ -74,15 +75,15 @@ pub struct OwnerDetails {
     pub updated_at: String,
     /// Its recording settings.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "recording_settings_schema")]
-    pub recording: Option<Value>,
+    #[schemars(with = "SettingsView")]
+    pub recording: Option<SettingsView>,
     pub ingest: IngestView,
 }
 
 /// What the owner's view adds beyond the stored record.
 pub struct OwnerExtras {
     /// Its recording settings, when it has any.
-    pub recording: Option<Value>,
+    pub recording: Option<SettingsView>,
     pub ingest: IngestView,
 }
 
@@ -100,11 +101,9 @@ pub struct IngestView {
     pub reconnect_deadline: Option<String>,
     #[schemars(extend("minimum" = 0))]
     pub publishes: i64,
-    #[schemars(schema_with = "health_schema")]
     pub health: Option<Health>,
     #[schemars(extend("format" = "date-time"))]
     pub health_changed_at: Option<String>,
-    #[schemars(schema_with = "health_sample_schema")]
     pub stats: Option<HealthSample>,
 }
 
@@ -121,25 +120,6 @@ pub enum IngestState {
 
 fn error_reason_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "enum": [ERROR_STALE, ERROR_REQUESTED, null] })
-}
-
-fn health_schema(_: &mut SchemaGenerator) -> Schema {
-    let names: Vec<Value> = [Health::Healthy, Health::Starving]
-        .iter()
-        .map(|h| h.as_str().into())
-        .chain([Value::Null])
-        .collect();
-    json_schema!({ "enum": names })
-}
-
-/// `RecordingSettings` and `HealthSample` are written in the api component's OpenAPI
-/// fragment (`components/api/openapi.json`).
-fn recording_settings_schema(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "$ref": "#/components/schemas/RecordingSettings" })
-}
-
-fn health_sample_schema(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "oneOf": [{ "$ref": "#/components/schemas/HealthSample" }, { "type": "null" }] })
 }
 
 /// The broadcast as `links` show it at `now`, with its reaction counts; `owner` is what
@@ -205,7 +185,7 @@ pub fn many(
         .map(|b| {
             // The recording settings and the ingest are the owner's business.
             let owner = (audience_for(b) == Audience::Owner).then(|| OwnerExtras {
-                recording: recording.remove(&b.id).map(|settings| settings.view()),
+                recording: recording.remove(&b.id).map(|s| SettingsView::from(&s)),
                 ingest: ingest_view(ingests.remove(&b.id).as_ref(), b, now),
             });
             of(b, &links, counts.remove(&b.id), owner, now)

@@ -6,6 +6,7 @@
 //! interval `[a, b)` are `open(a) * (b - a) + Σ starts in [a,b) (b - t) - Σ ends in [a,b) (b - t)`,
 //! where `open(a)` is the number of sessions open at `a` (starts minus ends before it).
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 pub const MINUTE: i64 = 60;
@@ -111,7 +112,7 @@ pub struct Bucket {
 }
 
 /// The counts of one interval of a time series.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Point {
     /// Epoch seconds where the interval starts.
@@ -122,20 +123,32 @@ pub struct Point {
     pub viewers_min: Option<i64>,
     pub viewers_max: Option<i64>,
     pub viewers_mean: Option<f64>,
+    #[schemars(range(min = 0))]
     pub viewer_reports: i64,
     /// Seconds watched in the interval, over all viewer sessions.
+    #[schemars(range(min = 0))]
     pub watch_seconds: i64,
+    #[schemars(range(min = 0))]
     pub joins: i64,
+    #[schemars(range(min = 0))]
     pub leaves: i64,
     /// Viewers seen for the first time in the broadcast.
+    #[schemars(range(min = 0))]
     pub new_viewers: i64,
+    #[schemars(range(min = 0))]
     pub messages: i64,
     /// Users who chatted for the first time in the broadcast.
+    #[schemars(range(min = 0))]
     pub new_chatters: i64,
+    #[schemars(range(min = 0))]
     pub reactions: i64,
+    #[schemars(range(min = 0))]
     pub gifts: i64,
+    #[schemars(range(min = 0))]
     pub gift_tokens: i64,
+    #[schemars(range(min = 0))]
     pub follows: i64,
+    #[schemars(range(min = 0))]
     pub subscriptions: i64,
 }
 
@@ -207,22 +220,33 @@ pub fn fold(buckets: &[Bucket], granularity: Granularity, from: i64, until: i64)
 }
 
 /// A broadcast's figures over its whole life (to `until`: its end, or now).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Totals {
+    #[schemars(range(min = 0))]
     pub peak_concurrent_viewers: i64,
     pub mean_concurrent_viewers: Option<f64>,
+    #[schemars(range(min = 0))]
     pub unique_viewers: i64,
+    #[schemars(range(min = 0))]
     pub viewer_sessions: i64,
+    #[schemars(range(min = 0))]
     pub total_watch_seconds: i64,
     /// Total watch time over unique viewers.
     pub mean_watch_seconds: Option<f64>,
+    #[schemars(range(min = 0))]
     pub messages: i64,
+    #[schemars(range(min = 0))]
     pub chatters: i64,
+    #[schemars(range(min = 0))]
     pub reactions_total: i64,
+    #[schemars(range(min = 0))]
     pub gifts: i64,
+    #[schemars(range(min = 0))]
     pub gift_tokens: i64,
+    #[schemars(range(min = 0))]
     pub follows_gained: i64,
+    #[schemars(range(min = 0))]
     pub subscriptions_gained: i64,
 }
 

@@ -10,6 +10,7 @@ use super::broadcast::Visibility;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use md5::{Digest, Md5};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
@@ -36,8 +37,9 @@ pub fn playback_key(media_secret: &str) -> String {
 }
 
 /// How a stream's HLS may be fetched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(inline)]
 pub enum Playback {
     /// Anyone with the address (public and unlisted broadcasts).
     Open,
@@ -86,8 +88,9 @@ pub const INGEST_SILENT_AFTER_SECS: i64 = 30;
 
 /// One sample of a live ingest, as the media server measures it. Every field is optional:
 /// a stream that has not sent metadata yet has no codecs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = every_field_optional)]
 pub struct HealthSample {
     pub video_codec: Option<String>,
     pub video_profile: Option<String>,
@@ -107,12 +110,18 @@ pub struct HealthSample {
     pub keyframe_interval: Option<f64>,
 }
 
-/// A live ingest's health, as Mux and IVS report it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A sample's schema lists no field as required: the media server sends what it measured.
+fn every_field_optional(schema: &mut schemars::Schema) {
+    schema.remove("required");
+}
+
+/// Whether media arrives fast enough to play: `healthy`, or `starving` when the encoder
+/// sends less than real time (or nothing) and viewers will buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(inline)]
 pub enum Health {
     Healthy,
-    /// The encoder sends less than real time (or nothing): viewers will buffer.
     Starving,
 }
 
@@ -150,8 +159,9 @@ pub fn health_of(sample: &HealthSample) -> Health {
 }
 
 /// A restream target's state, as its owner sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(inline)]
 pub enum RestreamState {
     /// The broadcast is not being published: nothing is pushed.
     Idle,
@@ -250,29 +260,37 @@ pub fn key_hint(key: &str) -> String {
 /// answers: one definition for both sides.
 pub mod protocol {
     use super::{HealthSample, Playback, RestreamState};
+    use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
     /// The header that carries `media_secret`.
     pub const SECRET_HEADER: &str = "x-media-secret";
 
+    /// What names a publisher connection: 1 to 100 of `[A-Za-z0-9._:-]`.
+    pub const CONNECTION_PATTERN: &str = "^[A-Za-z0-9._:-]+$";
+
     /// `POST /api/media/publish`: a publisher connected with `key`.
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
     #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[schemars(rename = "MediaPublish")]
     pub struct Publish {
         /// The stream name the encoder sent: the ingest key.
         pub key: String,
         /// The media server's name for this publisher connection, unique while it runs.
+        #[schemars(length(min = 1, max = 100), regex(pattern = CONNECTION_PATTERN))]
         pub connection: String,
         /// The publisher's address.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub client_addr: Option<String>,
     }
 
     /// What the media server needs to push a stream to one restream target. (Answers
     /// accept fields this side does not know, so the platform may add some.)
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
     #[serde(rename_all = "camelCase")]
+    #[schemars(rename = "MediaRestreamTarget")]
     pub struct RestreamTarget {
+        #[schemars(extend("format" = "uuid"))]
         pub id: String,
         /// The full destination, key included.
         pub url: String,
@@ -280,42 +298,49 @@ pub mod protocol {
 
     /// The answer to an accepted publish or update: where the stream lives, how it plays,
     /// and where to push it.
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
     #[serde(rename_all = "camelCase")]
+    #[schemars(rename = "MediaAccepted")]
     pub struct Accepted {
         /// The name the stream is published (and its HLS written) under.
+        #[schemars(extend("format" = "uuid"))]
         pub stream_id: String,
         pub playback: Playback,
         pub restreams: Vec<RestreamTarget>,
     }
 
     /// One restream target's state, as the media server last saw it.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
     #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[schemars(rename = "MediaRestreamReport")]
     pub struct RestreamReport {
         pub id: String,
         pub state: RestreamState,
         /// Why the last attempt failed (never the target's address or key).
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub error: Option<String>,
     }
 
     /// `POST /api/media/update`: a publisher is still live (every few seconds).
-    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
     #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[schemars(rename = "MediaUpdate")]
     pub struct Update {
+        #[schemars(length(min = 1, max = 100), regex(pattern = CONNECTION_PATTERN))]
         pub connection: String,
         pub key: String,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub health: Option<HealthSample>,
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub restreams: Vec<RestreamReport>,
     }
 
     /// `POST /api/media/publish-done`: a publisher went away.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
     #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[schemars(rename = "MediaPublishDone")]
     pub struct PublishDone {
+        #[schemars(length(min = 1, max = 100), regex(pattern = CONNECTION_PATTERN))]
         pub connection: String,
         pub key: String,
     }

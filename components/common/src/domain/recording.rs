@@ -57,12 +57,6 @@ impl Default for Settings {
     }
 }
 
-impl Settings {
-    pub fn view(&self) -> Value {
-        json!({ "enabled": self.enabled, "layout": self.layout, "output": self.output.as_str() })
-    }
-}
-
 /// A change to settings: any of the three fields.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SettingsPatch {

@@ -2461,30 +2461,71 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** @description One interval of a broadcast's time series. */
         AnalyticsPoint: {
+            /** Format: int64 */
             follows: number;
+            /** Format: int64 */
             giftTokens: number;
+            /** Format: int64 */
             gifts: number;
-            /** @description The RTMP ingest in this interval (its last health sample, with health), or null; broadcasts only */
-            ingest?: (components["schemas"]["HealthSample"] & {
-                /** @enum {unknown} */
-                health?: "healthy" | "starving";
-            }) | null;
+            /** @description The RTMP ingest in this interval (its last health sample, with the health), or null when nothing was published then. */
+            ingest: components["schemas"]["IntervalIngest"] | null;
+            /** Format: int64 */
             joins: number;
+            /** Format: int64 */
             leaves: number;
+            /** Format: int64 */
             messages: number;
+            /**
+             * Format: int64
+             * @description Users who chatted for the first time in the broadcast.
+             */
             newChatters: number;
+            /**
+             * Format: int64
+             * @description Viewers seen for the first time in the broadcast.
+             */
             newViewers: number;
+            /** Format: int64 */
             reactions: number;
+            /** Format: int64 */
             subscriptions: number;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description Where the interval starts.
+             */
             time: string;
+            /**
+             * Format: int64
+             * @description Where the interval starts, in epoch seconds.
+             */
             timeEpoch: number;
+            /** Format: int64 */
             viewerReports: number;
+            /** Format: int64 */
             viewersMax: number | null;
+            /** Format: double */
             viewersMean: number | null;
+            /**
+             * Format: int64
+             * @description Concurrent viewers reported in the interval: lowest, highest, mean; none without reports.
+             */
             viewersMin: number | null;
+            /**
+             * Format: int64
+             * @description Seconds watched in the interval, over all viewer sessions.
+             */
             watchSeconds: number;
+        };
+        /** @description A read-only link to a broadcast's dashboard page. */
+        AnalyticsShare: {
+            /** Format: date-time */
+            expiresAt: string;
+            /** @description The token in the link. */
+            token: string;
+            /** @description The dashboard page, with the token. */
+            url: string;
         };
         /**
          * @description A signed-in session: an access token, the refresh token that renews it, and the user.
@@ -2597,37 +2638,70 @@ export interface components {
             /** @description Its watch page. */
             watchUrl: string;
         };
-        /** @description A broadcast's analytics: summary, totals and its time series (JSON; CSV with Accept: text/csv or ?format=csv) */
+        /** @description A broadcast's analytics: summary, totals and its time series (JSON; CSV with `Accept: text/csv`). */
         BroadcastAnalytics: {
+            /**
+             * Format: double
+             * @description The mean of the viewer counts reported.
+             */
             averageViewers: number | null;
             /** Format: uuid */
             broadcastId: string;
+            /** Format: int64 */
             chatMessages: number;
+            /** Format: int64 */
             chatters: number;
+            /**
+             * Format: int64
+             * @description From going live to the end, or to now while live; null if it never went live.
+             */
             durationSeconds: number | null;
+            /** Format: date-time */
             endedAt: string | null;
+            /** Format: int64 */
             followsGained: number;
+            /** Format: int64 */
             giftTokens: number;
+            /** Format: int64 */
             gifts: number;
-            /** @enum {unknown} */
-            granularity: "minute" | "5m" | "hour" | "day" | "week";
+            /** @enum {string} */
+            granularity: "minute" | "5m" | "hour";
+            /** Format: double */
             meanConcurrentViewers: number | null;
+            /**
+             * Format: double
+             * @description Total watch time over unique viewers.
+             */
             meanWatchSeconds: number | null;
+            /** Format: int64 */
             messages: number;
+            /** Format: int64 */
             peakConcurrentViewers: number;
-            peakViewers: number | null;
+            /**
+             * Format: int64
+             * @description The highest viewer count reported.
+             */
+            peakViewers: number;
+            /** @description How many of each reaction it received. */
             reactions: {
                 [key: string]: number;
             };
+            /** Format: int64 */
             reactionsTotal: number;
+            /** Format: date-time */
             startedAt: string | null;
-            /** @enum {unknown} */
+            /** @enum {string} */
             status: "pending" | "active" | "completed" | "error";
+            /** Format: int64 */
             subscriptionsGained: number;
             timeseries: components["schemas"]["AnalyticsPoint"][];
+            /** Format: int64 */
             totalWatchSeconds: number;
+            /** Format: int64 */
             uniqueViewers: number;
-            viewerReports: number | null;
+            /** Format: int64 */
+            viewerReports: number;
+            /** Format: int64 */
             viewerSessions: number;
         };
         BroadcastChanges: {
@@ -2666,24 +2740,28 @@ export interface components {
             /** @description Where it comes in the catalog, lowest first (0 by default). */
             sortOrder?: number | null;
         };
-        /** @description A channel's metrics per period, with their totals */
+        /** @description A channel's metrics per period, with their totals. */
         ChannelAnalytics: {
             /** Format: date-time */
             from: string;
-            /** @enum {unknown} */
-            granularity: "minute" | "5m" | "hour" | "day" | "week";
+            /** @enum {string} */
+            granularity: "hour" | "day" | "week";
+            /** @description The metrics each period carries, in order. */
             metrics: ("broadcasts" | "liveMinutes" | "watchMinutes" | "peakConcurrentViewers" | "uniqueViewers" | "messages" | "chatters" | "reactions" | "gifts" | "giftTokens" | "followsGained" | "subscriptionsGained" | "newUsers" | "activeUsers")[];
-            timeseries: ({
-                /** Format: date-time */
-                time: string;
-            } & {
-                [key: string]: number | null;
-            })[];
+            timeseries: components["schemas"]["ChannelAnalyticsPoint"][];
             /** Format: date-time */
             to: string;
+            /** @description Each metric over the whole range: the highest for peakConcurrentViewers, else the sum; null where the granularity cannot say (users per hour). */
             totals: {
                 [key: string]: number | null;
             };
+        };
+        /** @description One period of a channel's series: where it starts, and each metric asked for (null where the granularity cannot say). */
+        ChannelAnalyticsPoint: {
+            /** Format: date-time */
+            time: string;
+        } & {
+            [key: string]: number | null;
         };
         ChatBan: {
             reason?: string | null;
@@ -2927,6 +3005,15 @@ export interface components {
             /** @constant */
             success: true;
         };
+        /** @description A co-host request declined. */
+        CoHostDeclined: {
+            /** Format: uuid */
+            id: string;
+            /** @constant */
+            status: "declined";
+            /** @constant */
+            success: true;
+        };
         /** @description A single-use invite to co-host, shown this once. */
         CoHostInvite: {
             /** Format: date-time */
@@ -2973,6 +3060,43 @@ export interface components {
             /** @constant */
             success: true;
         };
+        /** @description A refused join: the spec's `{success: false, message}` body, with the refusal's code. */
+        CoHostJoinRefusal: {
+            /** @enum {string} */
+            code: "invalid_invite" | "invite_required" | "removed" | "declined" | "is_owner" | "not_live" | "session_ended" | "already_cohost" | "session_full";
+            message: string;
+            /** @constant */
+            success: false;
+        };
+        /** @description A session's co-host figures. */
+        CoHostMetrics: {
+            /**
+             * Format: int64
+             * @description Co-hosts on the SFU now.
+             */
+            currentCoHosts: number;
+            /**
+             * Format: int64
+             * @description Everyone on the SFU now, hosts and viewers.
+             */
+            currentParticipants: number;
+            /** Format: int64 */
+            joins: number;
+            /** Format: int64 */
+            leaves: number;
+            /**
+             * Format: int64
+             * @description The most co-hosts on the SFU at once.
+             */
+            peakCoHosts: number;
+            /** Format: uuid */
+            sessionId: string;
+            /**
+             * Format: double
+             * @description Minutes co-hosts spent on the SFU, those on it now counted to now.
+             */
+            totalCoHostMinutes: number;
+        };
         /** @description What a co-host may do besides publishing. */
         CoHostPermissions: {
             /** @default false */
@@ -2998,6 +3122,17 @@ export interface components {
                 canRemoveOthers?: boolean;
                 canTriggerAds?: boolean;
             };
+        };
+        /** @description A co-host removed from the session. */
+        CoHostRemoved: {
+            /** Format: uuid */
+            id: string;
+            /** Format: date-time */
+            removedAt: string;
+            /** @constant */
+            status: "removed";
+            /** @constant */
+            success: true;
         };
         Contact: {
             avatarUrl: string | null;
@@ -3149,22 +3284,50 @@ export interface components {
             /** @description The host (the default) or an active co-host. */
             recipientId?: string | null;
         };
-        /** @description The incoming stream as the media server measured it last. */
+        /** @description One sample of a live ingest, as the media server measures it. Every field is optional: a stream that has not sent metadata yet has no codecs. */
         HealthSample: {
+            /** Format: int64 */
             audioChannels?: number | null;
             audioCodec?: string | null;
+            /** Format: int64 */
             audioSampleRate?: number | null;
-            /** @description Incoming bits per second */
+            /**
+             * Format: int64
+             * @description Incoming bits per second over the last sampling interval.
+             */
             bitrate?: number | null;
+            /**
+             * Format: double
+             * @description Frames per second the encoder declared.
+             */
             frameRate?: number | null;
+            /** Format: int64 */
             height?: number | null;
-            /** @description Seconds between keyframes */
+            /**
+             * Format: double
+             * @description Seconds between keyframes, measured on the stream's latest segments.
+             */
             keyframeInterval?: number | null;
-            /** @description Media seconds received per second (1.0 is real time) */
+            /**
+             * Format: double
+             * @description Media seconds received per wall-clock second over the last interval: 1.0 is real time, below it the encoder is not keeping up.
+             */
             mediaRate?: number | null;
             videoCodec?: string | null;
             videoProfile?: string | null;
+            /** Format: int64 */
             width?: number | null;
+        };
+        /** @description A heartbeat taken: the broadcast stays alive. */
+        Heartbeat: {
+            /** Format: uuid */
+            id: string;
+            /** Format: date-time */
+            lastHeartbeat: string;
+            /** @enum {string} */
+            status: "pending" | "active" | "completed" | "error";
+            /** @constant */
+            success: true;
         };
         /** @description The owner's seat on the stage. */
         HostSeat: {
@@ -3173,11 +3336,31 @@ export interface components {
             role: "host";
             userId: string;
         };
+        /** @description The ICE servers a WebRTC client uses. */
+        IceConfig: {
+            /**
+             * Format: date-time
+             * @description When the TURN credentials expire; null without TURN servers.
+             */
+            expiresAt: string | null;
+            iceServers: components["schemas"]["IceServer"][];
+        };
+        /** @description STUN servers, or TURN servers with their credentials. */
+        IceServer: {
+            credential?: string;
+            /** @constant */
+            credentialType?: "password";
+            urls: string[];
+            username?: string;
+        };
         /** @description The broadcast's RTMP ingest, as its owner sees it. */
         Ingest: {
             /** Format: date-time */
             connectedAt: string | null;
-            /** @enum {unknown} */
+            /**
+             * @description Whether media arrives fast enough to play: `healthy`, or `starving` when the encoder sends less than real time (or nothing) and viewers will buffer.
+             * @enum {string|null}
+             */
             health: "healthy" | "starving" | null;
             /** Format: date-time */
             healthChangedAt: string | null;
@@ -3194,6 +3377,45 @@ export interface components {
             state: "live" | "reconnecting" | "idle";
             stats: components["schemas"]["HealthSample"] | null;
         };
+        /** @description The RTMP ingest in an interval: its last health sample, and the health it showed. */
+        IntervalIngest: {
+            /** Format: int64 */
+            audioChannels?: number | null;
+            audioCodec?: string | null;
+            /** Format: int64 */
+            audioSampleRate?: number | null;
+            /**
+             * Format: int64
+             * @description Incoming bits per second over the last sampling interval.
+             */
+            bitrate?: number | null;
+            /**
+             * Format: double
+             * @description Frames per second the encoder declared.
+             */
+            frameRate?: number | null;
+            /**
+             * @description Whether media arrives fast enough to play: `healthy`, or `starving` when the encoder sends less than real time (or nothing) and viewers will buffer.
+             * @enum {string}
+             */
+            health: "healthy" | "starving";
+            /** Format: int64 */
+            height?: number | null;
+            /**
+             * Format: double
+             * @description Seconds between keyframes, measured on the stream's latest segments.
+             */
+            keyframeInterval?: number | null;
+            /**
+             * Format: double
+             * @description Media seconds received per wall-clock second over the last interval: 1.0 is real time, below it the encoder is not keeping up.
+             */
+            mediaRate?: number | null;
+            videoCodec?: string | null;
+            videoProfile?: string | null;
+            /** Format: int64 */
+            width?: number | null;
+        };
         /** @description The grid the recording page lays hosts out in. */
         Layout: {
             aspectRatio: string;
@@ -3205,6 +3427,12 @@ export interface components {
             maxHosts: number;
             showControls: boolean;
             showNames: boolean;
+        };
+        /** @description A session's co-host grid after a change. */
+        LayoutChanged: {
+            layout: components["schemas"]["Layout"];
+            /** @constant */
+            success: true;
         };
         LayoutChanges: {
             aspectRatio?: string | null;
@@ -3239,6 +3467,79 @@ export interface components {
             email?: string | null;
             password: string;
             username?: string | null;
+        };
+        /** @description The answer to an accepted publish or update: where the stream lives, how it plays, and where to push it. */
+        MediaAccepted: {
+            /** @description How a stream's HLS may be fetched. */
+            playback: "open" | "signed";
+            restreams: components["schemas"]["MediaRestreamTarget"][];
+            /**
+             * Format: uuid
+             * @description The name the stream is published (and its HLS written) under.
+             */
+            streamId: string;
+        };
+        /** @description `POST /api/media/publish`: a publisher connected with `key`. */
+        MediaPublish: {
+            /** @description The publisher's address. */
+            clientAddr?: string | null;
+            /** @description The media server's name for this publisher connection, unique while it runs. */
+            connection: string;
+            /** @description The stream name the encoder sent: the ingest key. */
+            key: string;
+        };
+        /** @description `POST /api/media/publish-done`: a publisher went away. */
+        MediaPublishDone: {
+            connection: string;
+            key: string;
+        };
+        /** @description What a publish-done changed. */
+        MediaReleased: {
+            /** @description Whether the publish was still the live one. */
+            handled: boolean;
+            /**
+             * Format: int64
+             * @description Seconds the publisher has to come back before the broadcast completes (absent when no live publish has the connection).
+             */
+            reconnectWindow?: number;
+        };
+        /** @description One restream target's state, as the media server last saw it. */
+        MediaRestreamReport: {
+            /** @description Why the last attempt failed (never the target's address or key). */
+            error?: string | null;
+            id: string;
+            /** @description A restream target's state, as its owner sees it. */
+            state: "idle" | "connecting" | "live" | "errored";
+        };
+        /** @description What the media server needs to push a stream to one restream target. (Answers accept fields this side does not know, so the platform may add some.) */
+        MediaRestreamTarget: {
+            /** Format: uuid */
+            id: string;
+            /** @description The full destination, key included. */
+            url: string;
+        };
+        /** @description `POST /api/media/update`: a publisher is still live (every few seconds). */
+        MediaUpdate: {
+            connection: string;
+            health?: components["schemas"]["HealthSample"] | null;
+            key: string;
+            restreams?: components["schemas"]["MediaRestreamReport"][];
+        };
+        /** @description What a migration call did. */
+        MigrateJobReport: {
+            /**
+             * Format: int64
+             * @description How many were applied before.
+             */
+            alreadyApplied: number;
+            /** @description The migrations this call applied, in order. */
+            applied: string[];
+            /** Format: int64 */
+            done: number;
+            /** @constant */
+            job: "migrate";
+            /** Format: int64 */
+            remaining: number;
         };
         /** @description A moderation log entry. */
         ModerationLogEntry: {
@@ -3379,6 +3680,12 @@ export interface components {
             /** @enum {unknown} */
             visibility?: "public" | "unlisted" | "private" | null;
         };
+        NewRestreamTarget: {
+            name?: string | null;
+            streamKey: string;
+            /** @description rtmp:// or rtmps:// server URL of a public host, without credentials or query */
+            url: string;
+        };
         NewStreamingSession: {
             /** @enum {unknown} */
             cohostPolicy?: "approval" | "open" | "invite_only" | null;
@@ -3515,6 +3822,19 @@ export interface components {
             /** @description 3 to 32 letters, digits, `_`, `.` and `-`. */
             username?: string | null;
         };
+        /** @description What a pruning call removed. */
+        PruneJobReport: {
+            /** Format: int64 */
+            done: number;
+            /** @constant */
+            job: "prune";
+            /** Format: int64 */
+            remaining: number;
+            /** @description How many of each kind of record. */
+            removed: {
+                [key: string]: number;
+            };
+        };
         /** @description A user as others see them. */
         PublicUser: {
             avatarUrl: string | null;
@@ -3530,31 +3850,75 @@ export interface components {
             /** @enum {unknown} */
             reaction: "heart" | "sparkle" | "thumbs_up" | "surprised";
         };
+        /** @description A reaction counted: the session's count of that reaction now. */
+        ReactionCounted: {
+            /** Format: int64 */
+            count: number;
+            /** @enum {string} */
+            reaction: "heart" | "sparkle" | "thumbs_up" | "surprised";
+            /** Format: uuid */
+            sessionId: string;
+            /** @constant */
+            success: true;
+        };
         /** @description A recording of a broadcast by LiveKit Egress. */
         Recording: {
-            attempts?: number;
+            /**
+             * Format: int64
+             * @description The egress starts tried: the first and at most one retry.
+             */
+            attempts: number;
             /** Format: uuid */
-            broadcastId?: string;
+            broadcastId: string;
+            /** Format: date-time */
             createdAt: string;
-            durationSeconds?: number | null;
-            endedAt?: string | null;
-            error?: string | null;
+            /** Format: double */
+            durationSeconds: number | null;
+            /** Format: date-time */
+            endedAt: string | null;
+            /** @description Why it failed. */
+            error: string | null;
             /** Format: uuid */
             id: string;
             layout: string;
-            /** @enum {unknown} */
+            /** @enum {string} */
             output: "mp4" | "hls";
-            sizeBytes?: number | null;
-            startedAt?: string | null;
-            /** @enum {unknown} */
+            /** Format: int64 */
+            sizeBytes: number | null;
+            /** Format: date-time */
+            startedAt: string | null;
+            /** @enum {string} */
             status: "starting" | "active" | "ending" | "ready" | "failed";
-            url?: string | null;
+            /** @description Where the file or playlist is fetched, once it is ready. */
+            url: string | null;
         };
+        /** @description Any of the three fields; at least one. */
+        RecordingDefaultsChanges: {
+            enabled?: boolean | null;
+            /** @enum {unknown} */
+            layout?: "default" | "grid3x3" | "grid4x4" | "battle" | "onebig" | "active" | null;
+            /** @enum {unknown} */
+            output?: "mp4" | "hls" | null;
+        };
+        /** @description A broadcast's recordings, oldest first. */
+        RecordingList: {
+            items: components["schemas"]["Recording"][];
+            /** Format: int64 */
+            total: number;
+        };
+        /** @description A broadcast's recording settings, or the tenant's default for new broadcasts. */
         RecordingSettings: {
+            /** @description Whether the broadcast is recorded when it goes live. */
             enabled: boolean;
-            /** @enum {unknown} */
+            /**
+             * @description How the record page lays out the hosts.
+             * @enum {string}
+             */
             layout: "default" | "grid3x3" | "grid4x4" | "battle" | "onebig" | "active";
-            /** @enum {unknown} */
+            /**
+             * @description One MP4 file, or an HLS playlist with its segments.
+             * @enum {string}
+             */
             output: "mp4" | "hls";
         };
         RefreshRequest: {
@@ -3572,24 +3936,41 @@ export interface components {
             /** @constant */
             success: true;
         };
+        /** @description A restream target as its owner sees it: where it goes, never its key. */
         RestreamTarget: {
             /** Format: date-time */
             createdAt: string;
-            error?: string | null;
+            /** @description Why the last attempt failed. */
+            error: string | null;
             /** Format: uuid */
             id: string;
-            /** @description The key's last four characters */
+            /** @description The key's last four characters. */
             keyHint: string;
-            name?: string | null;
-            /** @enum {unknown} */
+            name: string | null;
+            /** @description A restream target's state, as its owner sees it. */
             state: "idle" | "connecting" | "live" | "errored";
             /** Format: date-time */
             updatedAt: string;
-            /** @description The server URL (the key is never answered) */
+            /** @description The server URL (the key is never answered). */
             url: string;
+        };
+        /** @description A broadcast's restream targets, oldest first. */
+        RestreamTargetList: {
+            items: components["schemas"]["RestreamTarget"][];
+            /** Format: int64 */
+            total: number;
         };
         Reversal: {
             reason?: string | null;
+        };
+        /** @description What a roll-up call did. */
+        RollupJobReport: {
+            /** Format: int64 */
+            done: number;
+            /** @constant */
+            job: "rollup-analytics";
+            /** Format: int64 */
+            remaining: number;
         };
         /** @description A scheduled event as the API answers it; the owner also gets its ingest credentials. */
         ScheduledEvent: {
@@ -3635,13 +4016,40 @@ export interface components {
             /** @enum {unknown} */
             status?: "active" | "completed" | "error" | null;
         };
-        /** @description What the platform did with an SFU webhook event */
+        /** @description What a settling call did. */
+        SettleIngestsJobReport: {
+            /** Format: int64 */
+            done: number;
+            /** @constant */
+            job: "settle-ingests";
+            /** Format: int64 */
+            remaining: number;
+        };
+        /** @description What the platform did with an SFU webhook event. */
         SfuEventAck: {
-            duplicate?: boolean;
+            /**
+             * @description The event was delivered before: the SFU sent it again.
+             * @constant
+             */
+            duplicate?: true;
+            /** @description The event's type. */
             event?: string;
+            /** @description Whether the event changed anything. */
             handled: boolean;
+            /** @description Why it changed nothing. */
             reason?: string;
+            /** @description The recording the event moved. */
             recording?: components["schemas"]["Recording"];
+        };
+        /** @description Whether the SFU answers: `ok`, or `unconfigured` when there is none to ask. (A 503 carries the same body, `unhealthy` or `unreachable`.) */
+        SfuHealth: {
+            configured: boolean;
+            /** @description What went wrong. */
+            error?: string;
+            /** @description Whether the SFU answered; null when there is no SFU to ask. */
+            reachable: boolean | null;
+            /** @enum {string} */
+            status: "ok" | "unconfigured";
         };
         /** @description An SFU access token and where to use it. */
         SfuToken: {
@@ -3680,6 +4088,20 @@ export interface components {
             password: string;
             /** @description 3 to 32 letters, digits, `_`, `.` and `-`. */
             username: string;
+        };
+        /** @description An SFU media provider. */
+        StreamingProvider: {
+            isConfigured: boolean;
+            isDefault: boolean;
+            name: string;
+            /** @constant */
+            provider: "livekit";
+            /** @description Where clients connect to it. */
+            serverUrl: string | null;
+        };
+        /** @description The SFU media providers a client may stream through. */
+        StreamingProviders: {
+            providers: components["schemas"]["StreamingProvider"][];
         };
         /** @description A broadcast with what an SFU client needs: its room and where the SFU is. */
         StreamingSession: components["schemas"]["Broadcast"] & {
@@ -3869,6 +4291,15 @@ export interface components {
         ViewerCountReport: {
             viewerCount: number;
         };
+        /** @description A viewer count taken. */
+        ViewerCountReported: {
+            /** Format: uuid */
+            id: string;
+            /** @constant */
+            success: true;
+            /** Format: int64 */
+            viewerCount: number;
+        };
         /** @description A user's balances; tokens below 0 (after a chargeback) block spending. */
         Wallet: {
             /** Format: int64 */
@@ -3973,6 +4404,12 @@ export interface components {
             /** @description https, to a public host (plain http and local hosts only where the operator allows them). */
             url?: string | null;
         };
+        /** @description A deleted webhook endpoint. */
+        WebhookEndpointDeleted: {
+            /** @constant */
+            deleted: true;
+            id: string;
+        };
         /** @description A webhook endpoint with its signing secret, shown this once. */
         WebhookEndpointWithSecret: {
             /** Format: date-time */
@@ -3993,11 +4430,30 @@ export interface components {
             updatedAt: string;
             url: string;
         };
+        /** @description The failed deliveries of a window, due again. */
+        WebhookRecovered: {
+            /**
+             * Format: int64
+             * @description How many deliveries are due again.
+             */
+            recovered: number;
+            /** Format: date-time */
+            since: string;
+            /** Format: date-time */
+            until: string;
+        };
         WebhookRecovery: {
             /** Format: date-time */
             since: string;
             /** @description Now when absent, null or blank; must be after since. */
             until?: ((string | unknown | unknown) | null) | unknown | unknown;
+        };
+        /** @description A `webhook.test` event queued for one endpoint. */
+        WebhookTestQueued: {
+            deliveryId: string;
+            eventId: string;
+            /** @constant */
+            type: "webhook.test";
         };
     };
     responses: never;
@@ -4475,9 +4931,9 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        items?: unknown;
-                    } & components["schemas"]["Page"];
+                    "application/json": components["schemas"]["Page"] & {
+                        items?: components["schemas"]["Broadcast"][];
+                    };
                 };
             };
             /** @description The request is malformed */
@@ -4849,12 +5305,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: date-time */
-                        expiresAt: string;
-                        token: string;
-                        url: string;
-                    };
+                    "application/json": components["schemas"]["AnalyticsShare"];
                 };
             };
             /** @description The request is malformed */
@@ -5398,10 +5849,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        items: components["schemas"]["Recording"][];
-                        total: number;
-                    };
+                    "application/json": components["schemas"]["RecordingList"];
                 };
             };
             /** @description The request is malformed */
@@ -5692,12 +6140,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             /** @description The request is malformed */
@@ -5789,10 +6232,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        items: components["schemas"]["RestreamTarget"][];
-                        total: number;
-                    };
+                    "application/json": components["schemas"]["RestreamTargetList"];
                 };
             };
             /** @description The request is malformed */
@@ -5871,12 +6311,7 @@ export interface operations {
                  *       "url": "rtmp://a.rtmp.youtube.com/live2"
                  *     }
                  */
-                "application/json": {
-                    name?: string | null;
-                    streamKey: string;
-                    /** @description rtmp:// or rtmps:// server URL of a public host, without credentials or query */
-                    url: string;
-                };
+                "application/json": components["schemas"]["NewRestreamTarget"];
             };
         };
         responses: {
@@ -6021,12 +6456,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             /** @description The request is malformed */
@@ -6343,13 +6773,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** @constant */
-                        success: true;
-                        viewerCount: number;
-                    };
+                    "application/json": components["schemas"]["ViewerCountReported"];
                 };
             };
             /** @description The request is malformed */
@@ -8476,14 +8900,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        alreadyApplied: number;
-                        applied: string[];
-                        done: number;
-                        /** @constant */
-                        job: "migrate";
-                        remaining: number;
-                    };
+                    "application/json": components["schemas"]["MigrateJobReport"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -8517,15 +8934,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        done: number;
-                        /** @constant */
-                        job: "prune";
-                        remaining: number;
-                        removed: {
-                            [key: string]: number;
-                        };
-                    };
+                    "application/json": components["schemas"]["PruneJobReport"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -8607,12 +9016,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        done: number;
-                        /** @constant */
-                        job: "rollup-analytics";
-                        remaining: number;
-                    };
+                    "application/json": components["schemas"]["RollupJobReport"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -8646,12 +9050,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        done: number;
-                        /** @constant */
-                        job: "settle-ingests";
-                        remaining: number;
-                    };
+                    "application/json": components["schemas"]["SettleIngestsJobReport"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -8685,12 +9084,7 @@ export interface operations {
                  *       "key": "0123456789abcdef0123456789abcdef"
                  *     }
                  */
-                "application/json": {
-                    clientAddr?: string | null;
-                    connection: string;
-                    /** @description The stream key the encoder sent */
-                    key: string;
-                };
+                "application/json": components["schemas"]["MediaPublish"];
             };
         };
         responses: {
@@ -8700,17 +9094,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {unknown} */
-                        playback: "open" | "signed";
-                        restreams: {
-                            /** Format: uuid */
-                            id: string;
-                            url: string;
-                        }[];
-                        /** Format: uuid */
-                        streamId: string;
-                    };
+                    "application/json": components["schemas"]["MediaAccepted"];
                 };
             };
             /** @description The request is malformed */
@@ -8822,10 +9206,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    connection: string;
-                    key: string;
-                };
+                "application/json": components["schemas"]["MediaPublishDone"];
             };
         };
         responses: {
@@ -8835,10 +9216,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        handled: boolean;
-                        reconnectWindow?: number;
-                    };
+                    "application/json": components["schemas"]["MediaReleased"];
                 };
             };
             /** @description The request is malformed */
@@ -8922,17 +9300,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    connection: string;
-                    health?: components["schemas"]["HealthSample"] | null;
-                    key: string;
-                    restreams?: {
-                        error?: string | null;
-                        id: string;
-                        /** @enum {unknown} */
-                        state: "idle" | "connecting" | "live" | "errored";
-                    }[];
-                };
+                "application/json": components["schemas"]["MediaUpdate"];
             };
         };
         responses: {
@@ -8942,17 +9310,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {unknown} */
-                        playback: "open" | "signed";
-                        restreams: {
-                            /** Format: uuid */
-                            id: string;
-                            url: string;
-                        }[];
-                        /** Format: uuid */
-                        streamId: string;
-                    };
+                    "application/json": components["schemas"]["MediaAccepted"];
                 };
             };
             /** @description The request is malformed */
@@ -10087,16 +10445,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** Format: date-time */
-                        lastHeartbeat: string;
-                        /** @enum {unknown} */
-                        status: "pending" | "active" | "completed" | "error";
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Heartbeat"];
                 };
             };
             /** @description The request is malformed */
@@ -10186,13 +10535,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        configured: boolean;
-                        error?: string;
-                        reachable: boolean | null;
-                        /** @enum {unknown} */
-                        status: "ok" | "unconfigured";
-                    };
+                    "application/json": components["schemas"]["SfuHealth"];
                 };
             };
         };
@@ -10320,17 +10663,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: date-time */
-                        expiresAt: string | null;
-                        iceServers: {
-                            credential?: string;
-                            /** @constant */
-                            credentialType?: "password";
-                            urls: string[];
-                            username?: string;
-                        }[];
-                    };
+                    "application/json": components["schemas"]["IceConfig"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -10392,16 +10725,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        providers: {
-                            isConfigured: boolean;
-                            isDefault: boolean;
-                            name: string;
-                            /** @constant */
-                            provider: "livekit";
-                            serverUrl: string | null;
-                        }[];
-                    };
+                    "application/json": components["schemas"]["StreamingProviders"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -10763,16 +11087,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** Format: date-time */
-                        removedAt: string;
-                        /** @constant */
-                        status: "removed";
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["CoHostRemoved"];
                 };
             };
             /** @description The request is malformed */
@@ -10990,14 +11305,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** @constant */
-                        status: "declined";
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["CoHostDeclined"];
                 };
             };
             /** @description The request is malformed */
@@ -11262,18 +11570,13 @@ export interface operations {
                     } & components["schemas"]["Problem"];
                 };
             };
-            /** @description Refused (the spec's body): invalid_invite, ... */
+            /** @description Refused (the spec's body): invalid_invite, invite_required, removed, declined */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        code: string;
-                        message: string;
-                        /** @constant */
-                        success: false;
-                    };
+                    "application/json": components["schemas"]["CoHostJoinRefusal"];
                 };
             };
             /** @description Not found (or not visible to this caller) */
@@ -11290,18 +11593,13 @@ export interface operations {
                     } & components["schemas"]["Problem"];
                 };
             };
-            /** @description Refused (the spec's body): is_owner, not_live, session_ended, session_full */
+            /** @description Refused (the spec's body): is_owner, not_live, session_ended, already_cohost, session_full */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        code: string;
-                        message: string;
-                        /** @constant */
-                        success: false;
-                    };
+                    "application/json": components["schemas"]["CoHostJoinRefusal"];
                 };
             };
             /** @description The body is too large */
@@ -11369,11 +11667,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        layout: components["schemas"]["Layout"];
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["LayoutChanged"];
                 };
             };
             /** @description The request is malformed */
@@ -11493,16 +11787,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        currentCoHosts: number;
-                        currentParticipants: number;
-                        joins: number;
-                        leaves: number;
-                        peakCoHosts: number;
-                        /** Format: uuid */
-                        sessionId: string;
-                        totalCoHostMinutes: number;
-                    };
+                    "application/json": components["schemas"]["CoHostMetrics"];
                 };
             };
             /** @description The request is malformed */
@@ -18277,13 +18562,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    enabled?: boolean | null;
-                    /** @enum {unknown} */
-                    layout?: "default" | "grid3x3" | "grid4x4" | "battle" | "onebig" | "active" | null;
-                    /** @enum {unknown} */
-                    output?: "mp4" | "hls" | null;
-                };
+                "application/json": components["schemas"]["RecordingDefaultsChanges"];
             };
         };
         responses: {
@@ -18699,15 +18978,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        count: number;
-                        /** @enum {unknown} */
-                        reaction: "heart" | "sparkle" | "thumbs_up" | "surprised";
-                        /** Format: uuid */
-                        sessionId: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["ReactionCounted"];
                 };
             };
             /** @description The request is malformed */
@@ -19465,11 +19736,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @constant */
-                        deleted: true;
-                        id: string;
-                    };
+                    "application/json": components["schemas"]["WebhookEndpointDeleted"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -19809,13 +20076,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        recovered: number;
-                        /** Format: date-time */
-                        since: string;
-                        /** Format: date-time */
-                        until: string;
-                    };
+                    "application/json": components["schemas"]["WebhookRecovered"];
                 };
             };
             /** @description The request is malformed */
@@ -19999,12 +20260,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        deliveryId: string;
-                        eventId: string;
-                        /** @constant */
-                        type: "webhook.test";
-                    };
+                    "application/json": components["schemas"]["WebhookTestQueued"];
                 };
             };
             /** @description The credentials are missing or invalid */
