@@ -1051,7 +1051,6 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "Update layout (cohosts)",
         )
         .takes(Schema::body::<LayoutChangesBody>())
-        .body_optional()
         .answers(200, "OK", Schema::view::<LayoutChanged>())
         .errors(403, &["forbidden"]),
         Operation::new(

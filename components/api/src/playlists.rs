@@ -496,7 +496,6 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .errors(404, &["not_found"]),
         Operation::new("PUT /api/playlists/{id}", "Update (playlists)")
             .takes(Schema::body::<PlaylistChangesBody>())
-            .body_optional()
             .answers(200, "OK", Schema::written(json!({
                 "allOf": [
                     { "$ref": "#/components/schemas/Playlist" },

@@ -724,7 +724,6 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .errors(404, &["not_found"]),
         Operation::new("PUT /api/users/profile", "Update profile (users)")
             .takes(Schema::body::<ProfileChangesBody>())
-            .body_optional()
             .answers(200, "OK", Schema::view::<Profile>())
             .errors(404, &["not_found"])
             .errors(

@@ -531,7 +531,6 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .answers(200, "OK", Schema::view::<EndpointView>()),
         Operation::new("PATCH /api/v1/webhooks/{id}", "Update (webhooks)")
             .takes(Schema::body::<EndpointChangesBody>())
-            .body_optional()
             .parameter(json!({
                 "name": "id",
                 "in": "path",

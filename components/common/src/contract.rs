@@ -51,6 +51,19 @@ impl Schemas {
         reference(T::NAME)
     }
 
+    /// Whether `reference` names a body that may be left out: one that asks for no field
+    /// (an empty body reads as `{}`).
+    fn is_optional_body(&self, reference: &Value) -> bool {
+        let name = reference["$ref"]
+            .as_str()
+            .and_then(|r| r.strip_prefix("#/components/schemas/"));
+        name.and_then(|name| self.bodies.get(name))
+            .is_some_and(|body| {
+                body["required"].as_array().is_none_or(Vec::is_empty)
+                    && body["minProperties"].as_u64().unwrap_or(0) == 0
+            })
+    }
+
     /// A schema written out under `name`.
     pub fn named(&mut self, name: &str, schema: Value) -> Value {
         if let Some(earlier) = self.bodies.insert(name.to_string(), schema.clone())
@@ -211,7 +224,7 @@ impl Operation {
         self
     }
 
-    /// The body may be left out.
+    /// The body may be left out (a JSON body without required fields may always be).
     pub fn body_optional(mut self) -> Self {
         self.request_optional = true;
         self
@@ -323,13 +336,16 @@ impl Operation {
         if let Some(text) = self.description {
             op.insert("description".into(), text.into());
         }
+        let mut optional = self.request_optional;
         if let Some((schema, content_type)) = &self.request {
-            op.insert("request".into(), schema.resolve(schemas));
+            let resolved = schema.resolve(schemas);
+            optional |= content_type.is_none() && schemas.is_optional_body(&resolved);
+            op.insert("request".into(), resolved);
             if let Some(content_type) = content_type {
                 op.insert("requestType".into(), (*content_type).into());
             }
         }
-        if self.request_optional {
+        if optional {
             op.insert("requestOptional".into(), true.into());
         }
         if let Some(example) = &self.request_example {
@@ -397,6 +413,39 @@ mod tests {
         pub struct Note as "Note" {
             "text" text: crate::validate::body::Text<10>,
         }
+    }
+
+    crate::request_body! {
+        /// A test body of optional fields.
+        #[allow(dead_code)]
+        pub struct Changes as "Changes" {
+            "text" text: crate::validate::body::OptText<10>,
+        }
+    }
+
+    #[test]
+    fn a_body_that_asks_for_no_field_may_be_left_out() {
+        let mut schemas = Schemas::default();
+        let changes = Operation::new("PATCH /api/notes/{id}", "Change (notes)")
+            .takes(Schema::body::<Changes>())
+            .answers_empty(204, "Changed");
+        let note = Operation::new("POST /api/notes", "Create (notes)")
+            .takes(Schema::body::<Note>())
+            .answers_empty(204, "Created");
+        assert_eq!(changes.describe(&mut schemas)["requestOptional"], true);
+        assert!(note.describe(&mut schemas).get("requestOptional").is_none());
+        // A written body is as its declaration says.
+        let written = Operation::new("PUT /api/notes/{id}", "Replace (notes)")
+            .takes(Schema::written(
+                json!({"type": "object", "minProperties": 1}),
+            ))
+            .answers_empty(204, "Replaced");
+        assert!(
+            written
+                .describe(&mut schemas)
+                .get("requestOptional")
+                .is_none()
+        );
     }
 
     #[derive(schemars::JsonSchema)]

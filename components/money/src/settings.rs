@@ -166,7 +166,6 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
         ),
         Operation::new("PUT /api/v1/monetization", "Put (settings)")
             .takes(Schema::body::<SettingsChangesBody>())
-            .body_optional()
             .answers(200, "OK", Schema::view::<SettingsView>()),
     ]
 }

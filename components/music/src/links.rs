@@ -297,12 +297,10 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .errors(404, &["not_found"]),
         Operation::new("POST /api/users/music/link", "Create or update (links)")
             .takes(Schema::body::<LinkChangesBody>())
-            .body_optional()
             .answers(200, "OK", Schema::view::<LinkRecord>())
             .errors(404, &["not_found"]),
         Operation::new("PUT /api/users/music/link", "Update (links)")
             .takes(Schema::body::<LinkChangesBody>())
-            .body_optional()
             .answers(200, "OK", Schema::view::<LinkRecord>())
             .errors(404, &["not_found"]),
         Operation::new("DELETE /api/users/music/link", "Delete (links)")

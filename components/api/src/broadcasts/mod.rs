@@ -371,7 +371,6 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .errors(404, &["not_found"]),
         Operation::new("PATCH /api/broadcasts/{id}", "Update (broadcasts)")
             .takes(Schema::body::<BroadcastChangesBody>())
-            .body_optional()
             .answers(200, "OK", Schema::view::<BroadcastView>())
             .errors(403, &["forbidden"])
             .errors(404, &["not_found"])

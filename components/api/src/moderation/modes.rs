@@ -331,7 +331,6 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
         .errors(422, &["validation_failed"]),
         Operation::new("POST /api/streams/{id}/chat/clear", "Clear (moderation)")
             .takes(Schema::body::<ClearBody>())
-            .body_optional()
             .answers(200, "OK", Schema::view::<Cleared>())
             .errors(403, &["not_a_moderator"]),
         Operation::new("PUT /api/streams/{id}/chat/pin", "Pin (moderation)")
