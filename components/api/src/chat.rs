@@ -6,6 +6,7 @@ use crate::access::Viewer;
 use crate::chat_target::{ChatTarget, broadcast_target, is_moderator, stream_target};
 use crate::moderation::{self, Screened};
 use crate::realtime;
+use crate::webhook_events::DeletedMessage;
 use common::answers::Deleted;
 use common::pagination::{Page, Paged};
 use common::realtime::Event;
@@ -320,14 +321,14 @@ pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     }
     // The deletion, its minute in the analytics and its webhook event commit together.
     let deleted_event = |tx: &Db| {
-        let message = json!({
-            "id": message_id,
-            "streamId": target.stream_id,
-            "broadcastId": target.broadcast.as_ref().map(|b| b.id.clone()),
-            "senderId": sender,
-            "deletedBy": user.id,
-        });
-        crate::webhook_events::chat_message_deleted(tx, &target.client_id, message, ctx.now())
+        let message = DeletedMessage {
+            id: &message_id,
+            stream_id: &target.stream_id,
+            broadcast_id: target.broadcast.as_ref().map(|b| b.id.as_str()),
+            sender_id: &sender,
+            deleted_by: &user.id,
+        };
+        crate::webhook_events::chat_message_deleted(tx, &target.client_id, &message, ctx.now())
     };
     if own {
         db.transaction(|tx| {

@@ -10,7 +10,6 @@ use common::store::Db;
 use common::store::broadcasts::Broadcast;
 use common::store::outbox::{self, Subject};
 use serde::Serialize;
-use serde_json::Value;
 
 pub fn record(
     db: &Db,
@@ -60,23 +59,52 @@ struct CohostEvent<'a> {
     session_id: &'a str,
 }
 
-/// `chat.message_deleted` with the message's record as chat history shows a deleted one.
+/// A deleted chat message as `chat.message_deleted` carries it: its record as chat history
+/// shows a deleted one (no text), with who deleted it.
+pub struct DeletedMessage<'a> {
+    pub id: &'a str,
+    pub stream_id: &'a str,
+    pub broadcast_id: Option<&'a str>,
+    pub sender_id: &'a str,
+    pub deleted_by: &'a str,
+}
+
+/// `chat.message_deleted`'s data, its keys in the order of a JSON object's.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeletedMessageEvent<'a> {
+    broadcast_id: Option<&'a str>,
+    deleted: bool,
+    deleted_by: &'a str,
+    id: &'a str,
+    message: &'a str,
+    sender_id: &'a str,
+    stream_id: &'a str,
+}
+
+/// Records `chat.message_deleted`.
 pub fn chat_message_deleted(
     db: &Db,
     client_id: &str,
-    mut message: Value,
+    message: &DeletedMessage<'_>,
     now: i64,
 ) -> Result<(), ApiError> {
-    let id = message["id"].as_str().unwrap_or_default().to_string();
-    message["deleted"] = true.into();
-    message["message"] = "".into();
+    let data = DeletedMessageEvent {
+        broadcast_id: message.broadcast_id,
+        deleted: true,
+        deleted_by: message.deleted_by,
+        id: message.id,
+        message: "",
+        sender_id: message.sender_id,
+        stream_id: message.stream_id,
+    };
     record(
         db,
         client_id,
         "chat.message_deleted",
         "chat_message",
-        &id,
-        &message,
+        message.id,
+        &data,
         now,
     )
 }
