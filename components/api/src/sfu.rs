@@ -51,13 +51,13 @@ pub fn providers(_ctx: &AppCtx) -> Result<Response, ApiError> {
     ))
 }
 
-/// Whether the SFU answers: `ok`, or `unconfigured` when there is none to ask. (A 503
-/// carries the same body, `unhealthy` or `unreachable`.)
+/// Whether the SFU answers: `ok`, or `unconfigured` when there is none to ask (200);
+/// `unhealthy` or `unreachable` (503).
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "SfuHealth")]
 pub struct Health {
-    #[schemars(extend("enum" = ["ok", "unconfigured"]))]
+    #[schemars(extend("enum" = ["ok", "unconfigured", "unhealthy", "unreachable"]))]
     status: &'static str,
     configured: bool,
     /// Whether the SFU answered; null when there is no SFU to ask.
@@ -206,11 +206,13 @@ pub fn ice_config(ctx: &AppCtx) -> Result<Response, ApiError> {
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
     vec![
-        Operation::new("GET /api/sfu/health", "Health (sfu)").answers(
-            200,
-            "OK",
-            Schema::view::<Health>(),
-        ),
+        Operation::new("GET /api/sfu/health", "Health (sfu)")
+            .answers(200, "OK", Schema::view::<Health>())
+            .answers(
+                503,
+                "The SFU answers 5xx or not at all",
+                Schema::view::<Health>(),
+            ),
         Operation::new("GET /api/streaming/providers", "Providers (sfu)").answers(
             200,
             "OK",

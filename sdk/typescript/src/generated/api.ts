@@ -4041,7 +4041,7 @@ export interface components {
             /** @description The recording the event moved. */
             recording?: components["schemas"]["Recording"];
         };
-        /** @description Whether the SFU answers: `ok`, or `unconfigured` when there is none to ask. (A 503 carries the same body, `unhealthy` or `unreachable`.) */
+        /** @description Whether the SFU answers: `ok`, or `unconfigured` when there is none to ask (200); `unhealthy` or `unreachable` (503). */
         SfuHealth: {
             configured: boolean;
             /** @description What went wrong. */
@@ -4049,7 +4049,7 @@ export interface components {
             /** @description Whether the SFU answered; null when there is no SFU to ask. */
             reachable: boolean | null;
             /** @enum {string} */
-            status: "ok" | "unconfigured";
+            status: "ok" | "unconfigured" | "unhealthy" | "unreachable";
         };
         /** @description An SFU access token and where to use it. */
         SfuToken: {
@@ -10531,6 +10531,15 @@ export interface operations {
         responses: {
             /** @description OK */
             200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SfuHealth"];
+                };
+            };
+            /** @description The SFU answers 5xx or not at all */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
