@@ -2912,20 +2912,35 @@ export interface components {
             reference: string;
             tokens: number;
         };
-        /** @description A stored file's metadata */
+        /** @description What a deletion answers: the deleted object's id. */
+        Deleted: {
+            /** Format: uuid */
+            id: string;
+            /** @constant */
+            success: true;
+        };
+        /** @description A stored file's metadata. */
         File: {
             contentType: string;
             /** Format: date-time */
             createdAt: string;
+            /** @description Where its owner downloads it. */
             downloadUrl: string;
             filename: string;
             /** Format: uuid */
             id: string;
             /** Format: uuid */
             ownerId: string;
+            /** @description Whether anyone may fetch it, without signing in, at `publicUrl`. */
             public: boolean;
+            /** @description Where anyone fetches a public file; null when it is not public. */
             publicUrl: string | null;
+            /** @description The SHA-256 of its bytes, in hex. */
             sha256: string;
+            /**
+             * Format: uint64
+             * @description Its length in bytes.
+             */
             size: number;
         };
         /** @description A user's own profile with how many follow them and whom they follow. */
@@ -3163,6 +3178,36 @@ export interface components {
             /** @enum {unknown} */
             visibility?: "public" | "unlisted" | "private" | "subscribers" | null;
         };
+        NewTracks: {
+            tracks: ({
+                artist?: string | null;
+                durationSeconds?: number | null;
+                /** Format: uuid */
+                fileId?: string | null;
+                title: string;
+                url?: string | null;
+            } & ({
+                fileId: string;
+                url?: null;
+            } | {
+                fileId?: null;
+                url: string;
+            }))[];
+        };
+        NewUpload: {
+            /** @description Its media type, such as `video/mp4`. */
+            contentType: string;
+            /** @description Its name, without path separators or `..`. */
+            filename: string;
+            /** @description The length of each part: a whole number of MiB from 1 to 8 (8 MiB when left out). */
+            partSize?: number | null;
+            /** @description Whether the file is public once complete (not when left out). */
+            public?: boolean | null;
+            /** @description The SHA-256 of its bytes, in hex (64 digits). */
+            sha256: string;
+            /** @description Its length in bytes: at least 1, at most the upload limit (413 beyond). */
+            size: number;
+        };
         NewWebhookEndpoint: {
             description?: string | null;
             /** @description Event types to deliver (each once), or ["*"] for all */
@@ -3208,7 +3253,7 @@ export interface components {
         PayoutRequest: {
             diamonds: number;
         };
-        /** @description A playlist (in lists, without its tracks) */
+        /** @description A playlist (in lists, without its tracks). */
         Playlist: {
             /** Format: date-time */
             createdAt: string;
@@ -3218,9 +3263,14 @@ export interface components {
             name: string;
             /** Format: uuid */
             ownerId: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The poster image's file, if it has one.
+             */
             posterFileId: string | null;
+            /** @description The poster image's public address. */
             posterUrl: string | null;
+            /** Format: int64 */
             trackCount: number;
             /** Format: date-time */
             updatedAt: string;
@@ -3234,16 +3284,48 @@ export interface components {
             /** @enum {unknown} */
             visibility?: "public" | "unlisted" | "private" | null;
         };
+        /** @description A track of a playlist. */
         PlaylistTrack: {
             artist: string | null;
+            /** Format: int64 */
             durationSeconds: number | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The track's file, when it is one.
+             */
             fileId: string | null;
             /** Format: uuid */
             id: string;
+            /** Format: int64 */
             position: number;
             title: string;
+            /** @description Where it plays: its URL, or its file's public address. */
             url: string | null;
+        };
+        /** @description A playlist with its tracks in order. */
+        PlaylistWithTracks: {
+            /** Format: date-time */
+            createdAt: string;
+            description: string | null;
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: uuid */
+            ownerId: string;
+            /**
+             * Format: uuid
+             * @description The poster image's file, if it has one.
+             */
+            posterFileId: string | null;
+            /** @description The poster image's public address. */
+            posterUrl: string | null;
+            /** Format: int64 */
+            trackCount: number;
+            tracks: components["schemas"]["PlaylistTrack"][];
+            /** Format: date-time */
+            updatedAt: string;
+            /** @enum {unknown} */
+            visibility: "public" | "unlisted" | "private";
         };
         /** @description An error (RFC 9457 problem details) with a stable machine `code`. */
         Problem: {
@@ -3285,6 +3367,17 @@ export interface components {
         Reaction: {
             /** @enum {unknown} */
             reaction: "heart" | "sparkle" | "thumbs_up" | "surprised";
+        };
+        /** @description A part just stored, and the upload it belongs to. */
+        ReceivedPart: {
+            /** Format: uint64 */
+            n: number;
+            /** @description The SHA-256 of the part's bytes, in hex. */
+            sha256: string;
+            /** Format: uint64 */
+            size: number;
+            /** Format: uuid */
+            uploadId: string;
         };
         /** @description A recording of a broadcast by LiveKit Egress. */
         Recording: {
@@ -3472,6 +3565,10 @@ export interface components {
             userId: string;
             username: string;
         };
+        TrackOrder: {
+            /** @description Every track id of the playlist, each once, in the new order. */
+            trackIds: string[];
+        };
         /** @description A transfer as one of the wallet owner's transactions, signed from their side. */
         Transaction: components["schemas"]["Transfer"] & {
             /**
@@ -3499,31 +3596,57 @@ export interface components {
             reverses: string | null;
             to: string;
         };
-        /** @description A resumable upload; `file` is the file's address once complete */
+        /** @description A resumable upload: the file declared, how it is cut, and the parts received so far. */
         Upload: {
             contentType: string;
             /** Format: date-time */
             createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the upload is removed if not complete.
+             */
             expiresAt: string;
+            /** @description The file's address once the upload is complete; null before. */
             file: string | null;
             filename: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Also the file's id once complete.
+             */
             id: string;
+            /** @description The numbers of the parts still to send. */
             missing: number[];
+            /** Format: uint64 */
             partCount: number;
+            /**
+             * Format: uint64
+             * @description The length of every part but the last.
+             */
             partSize: number;
-            parts: {
-                n: number;
-                sha256: string;
-                size: number;
-            }[];
+            /** @description The parts received, by number. */
+            parts: components["schemas"]["UploadPart"][];
+            /** @description Whether the file is public once complete. */
             public: boolean;
+            /** Format: uint64 */
             receivedBytes: number;
+            /** @description The file's SHA-256, in hex, as declared. */
             sha256: string;
+            /**
+             * Format: uint64
+             * @description The file's length in bytes.
+             */
             size: number;
-            /** @enum {unknown} */
+            /** @enum {string} */
             status: "open" | "completing" | "complete";
+        };
+        /** @description A part received: its number (from 1), length and SHA-256. */
+        UploadPart: {
+            /** Format: uint64 */
+            n: number;
+            /** @description The SHA-256 of the part's bytes, in hex. */
+            sha256: string;
+            /** Format: uint64 */
+            size: number;
         };
         /** @description A user as they see themselves. */
         UserProfile: {
@@ -7090,14 +7213,7 @@ export interface operations {
                  *       "size": 11
                  *     }
                  */
-                "application/json": {
-                    contentType: string;
-                    filename: string;
-                    partSize?: number | null;
-                    public?: boolean | null;
-                    sha256: string;
-                    size?: number | null;
-                };
+                "application/json": components["schemas"]["NewUpload"];
             };
         };
         responses: {
@@ -7305,12 +7421,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             /** @description The request is malformed */
@@ -7499,13 +7610,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        n: number;
-                        sha256: string;
-                        size: number;
-                        /** Format: uuid */
-                        uploadId: string;
-                    };
+                    "application/json": components["schemas"]["ReceivedPart"];
                 };
             };
             /** @description The request is malformed */
@@ -7717,12 +7822,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             /** @description The request is malformed */
@@ -8872,9 +8972,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
@@ -8994,9 +9092,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
@@ -9078,9 +9174,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
@@ -9200,12 +9294,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             /** @description The request is malformed */
@@ -9287,9 +9376,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
@@ -9403,22 +9490,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    tracks: ({
-                        artist?: string | null;
-                        durationSeconds?: number | null;
-                        /** Format: uuid */
-                        fileId?: string | null;
-                        title: string;
-                        url?: string | null;
-                    } & ({
-                        fileId: string;
-                        url?: null;
-                    } | {
-                        fileId?: null;
-                        url: string;
-                    }))[];
-                };
+                "application/json": components["schemas"]["NewTracks"];
             };
         };
         responses: {
@@ -9428,9 +9500,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
@@ -9558,10 +9628,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Every track id of the playlist, each once, in the new order */
-                    trackIds: string[];
-                };
+                "application/json": components["schemas"]["TrackOrder"];
             };
         };
         responses: {
@@ -9571,9 +9638,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
@@ -9694,9 +9759,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
