@@ -2764,6 +2764,12 @@ export interface components {
             /** @description An http or https URL. */
             website?: string | null;
         };
+        /** @description Whether a client is suspended, after a suspension or a reinstatement. */
+        ClientSuspension: {
+            /** Format: uuid */
+            clientId: string;
+            suspended: boolean;
+        };
         /** @description A co-host of a session, as the co-host routes answer it, the session's sockets hear of it and the `cohost.*` webhooks carry it. */
         CoHost: {
             /** @description Whether they are on the SFU now. */
@@ -2872,6 +2878,7 @@ export interface components {
                 canTriggerAds?: boolean;
             };
         };
+        /** @description A contact as its owner sees it: the other user's public fields, the owner's notes (names fall back to the other user's own), and who follows whom. */
         Contact: {
             avatarUrl: string | null;
             /** Format: date-time */
@@ -2879,15 +2886,23 @@ export interface components {
             displayName: string | null;
             email: string | null;
             firstName: string | null;
+            /** @description The contact follows the owner. */
             followedBy: boolean;
+            /** @description The owner follows the contact. */
             following: boolean;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The contact's own id.
+             */
             id: string;
             lastName: string | null;
             phoneNumber: string | null;
             /** Format: date-time */
             updatedAt: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The other user's id.
+             */
             userId: string;
             username: string;
         };
@@ -2896,6 +2911,14 @@ export interface components {
             email: string;
             message: string;
             name: string;
+        };
+        /** @description A contact form message received: its id, and thanks. */
+        ContactMessageReceived: {
+            /** Format: uuid */
+            id: string;
+            message: string;
+            /** @constant */
+            success: true;
         };
         ContactNotes: {
             displayName?: string | null;
@@ -2916,6 +2939,12 @@ export interface components {
         Deleted: {
             /** Format: uuid */
             id: string;
+            /** @constant */
+            success: true;
+        };
+        /** @description What an action with nothing else to show answers: a sentence saying it is done. */
+        Done: {
+            message: string;
             /** @constant */
             success: true;
         };
@@ -2942,6 +2971,15 @@ export interface components {
              * @description Its length in bytes.
              */
             size: number;
+        };
+        /** @description What a follow answers: the user now followed. */
+        Followed: {
+            /** @constant */
+            following: true;
+            /** @constant */
+            success: true;
+            /** Format: uuid */
+            userId: string;
         };
         /** @description A user's own profile with how many follow them and whom they follow. */
         FullUserProfile: {
@@ -3596,6 +3634,15 @@ export interface components {
             reverses: string | null;
             to: string;
         };
+        /** @description What an unfollow answers: the user no longer followed. */
+        Unfollowed: {
+            /** @constant */
+            following: false;
+            /** @constant */
+            success: true;
+            /** Format: uuid */
+            userId: string;
+        };
         /** @description A resumable upload: the file declared, how it is cut, and the parts received so far. */
         Upload: {
             contentType: string;
@@ -3928,11 +3975,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        clientId: string;
-                        suspended: boolean;
-                    };
+                    "application/json": components["schemas"]["ClientSuspension"];
                 };
             };
             /** @description The request is malformed */
@@ -3996,11 +4039,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        clientId: string;
-                        suspended: boolean;
-                    };
+                    "application/json": components["schemas"]["ClientSuspension"];
                 };
             };
             /** @description The request is malformed */
@@ -6269,13 +6308,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        message: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["ContactMessageReceived"];
                 };
             };
             /** @description The request is malformed */
@@ -6558,14 +6591,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @constant */
-                        following: false;
-                        /** @constant */
-                        success: true;
-                        /** Format: uuid */
-                        userId: string;
-                    };
+                    "application/json": components["schemas"]["Unfollowed"];
                 };
             };
             /** @description The request is malformed */
@@ -6930,12 +6956,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             /** @description The request is malformed */
@@ -13660,14 +13681,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @constant */
-                        following: true;
-                        /** @constant */
-                        success: true;
-                        /** Format: uuid */
-                        userId: string;
-                    };
+                    "application/json": components["schemas"]["Followed"];
                 };
             };
             /** @description The request is malformed */
@@ -13759,14 +13773,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @constant */
-                        following: false;
-                        /** @constant */
-                        success: true;
-                        /** Format: uuid */
-                        userId: string;
-                    };
+                    "application/json": components["schemas"]["Unfollowed"];
                 };
             };
             /** @description The request is malformed */
@@ -16164,11 +16171,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        message: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Done"];
                 };
             };
             /** @description The credentials are missing or invalid */
