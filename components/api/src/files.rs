@@ -678,7 +678,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
                 json!({
                     "type": "string",
                     "minLength": 1,
-                    "maxLength": 255,
+                    "description": "At most 255 characters once trimmed",
                 }),
             )
             .query(
