@@ -43,22 +43,18 @@ pub fn route_key(route: &TableRoute) -> String {
     format!("{} {}", route.method, route.pattern)
 }
 
-/// What the components say of their routes: the operations declared beside their
-/// handlers (`common::contract`), and the schemas still written in their fragments
-/// (`components/<name>/openapi.json`).
-pub struct Declared {
-    pub operations: Vec<(&'static str, Operation)>,
-    pub fragments: Vec<(&'static str, &'static str)>,
-}
-
-/// The document of `routes`, with what `declared` says of them.
-pub fn document(routes: &[TableRoute], declared: &Declared) -> Result<Value, Problems> {
+/// The document of `routes`, with what the components declare of them (`operations`, each
+/// with its component's name).
+pub fn document(
+    routes: &[TableRoute],
+    operations: &[(&'static str, Operation)],
+) -> Result<Value, Problems> {
     let mut problems = Vec::new();
     let mut collected = Schemas::default();
-    let mut operations: BTreeMap<String, (String, Value)> = BTreeMap::new();
-    for (component, op) in &declared.operations {
+    let mut declared: BTreeMap<String, (String, Value)> = BTreeMap::new();
+    for (component, op) in operations {
         let described = op.describe(&mut collected);
-        if operations
+        if declared
             .insert(op.route.to_string(), (component.to_string(), described))
             .is_some()
         {
@@ -69,8 +65,10 @@ pub fn document(routes: &[TableRoute], declared: &Declared) -> Result<Value, Pro
     match collected.finish() {
         Ok(derived) => {
             for (name, mut schema) in derived {
-                crate::schemas::unwrap_descriptions(&mut schema);
-                schemas.insert(name, schema);
+                unwrap_descriptions(&mut schema);
+                if schemas.insert(name.clone(), schema).is_some() {
+                    problems.push(format!("two different schemas are named {name}"));
+                }
             }
         }
         Err(names) => {
@@ -79,20 +77,7 @@ pub fn document(routes: &[TableRoute], declared: &Declared) -> Result<Value, Pro
             }
         }
     }
-    for (component, text) in &declared.fragments {
-        let fragment: Value = match serde_json::from_str(text) {
-            Ok(v) => v,
-            Err(e) => {
-                problems.push(format!("components/{component}/openapi.json: {e}"));
-                continue;
-            }
-        };
-        for (name, schema) in fragment["schemas"].as_object().into_iter().flatten() {
-            if schemas.insert(name.clone(), schema.clone()).is_some() {
-                problems.push(format!("{component}: schema {name} is defined twice"));
-            }
-        }
-    }
+    let operations = declared;
     let mut paths: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
     let mut used = BTreeSet::new();
     for route in routes {
@@ -125,7 +110,7 @@ pub fn document(routes: &[TableRoute], declared: &Declared) -> Result<Value, Pro
     for (key, (component, _)) in &operations {
         if !used.contains(key) {
             problems.push(format!(
-                "components/{component}/openapi.json documents \"{key}\", which no route table has"
+                "{component} declares \"{key}\", which no route table has"
             ));
         }
     }
@@ -453,4 +438,27 @@ fn error_codes(
         }
     }
     Ok(errors)
+}
+
+/// A description comes from a doc comment wrapped at the code's width: its lines are
+/// joined back into one (a blank line still starts a paragraph).
+fn unwrap_descriptions(schema: &mut Value) {
+    match schema {
+        Value::Object(fields) => {
+            for (key, value) in fields.iter_mut() {
+                match value {
+                    Value::String(text) if key == "description" => {
+                        *text = text
+                            .split("\n\n")
+                            .map(|paragraph| paragraph.replace('\n', " "))
+                            .collect::<Vec<_>>()
+                            .join("\n\n");
+                    }
+                    _ => unwrap_descriptions(value),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(unwrap_descriptions),
+        _ => {}
+    }
 }

@@ -10,7 +10,6 @@
 
 pub mod build;
 pub mod realtime;
-pub mod schemas;
 pub mod security;
 pub mod tables;
 
@@ -22,7 +21,7 @@ pub const COMMITTED: &str = include_str!("../../docs/openapi.json");
 
 /// The document, built from the route tables and the components' declarations.
 pub fn document() -> Result<serde_json::Value, build::Problems> {
-    build::document(&tables::all(), &tables::declared())
+    build::document(&tables::all(), &tables::operations())
 }
 
 /// The document as committed: pretty JSON with a final newline.

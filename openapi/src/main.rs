@@ -1,5 +1,5 @@
 //! Writes the OpenAPI document (`docs/openapi.json`) from the route tables and the
-//! components' fragments. Run from anywhere: `cargo run -p openapi-doc`.
+//! operations the components declare. Run from anywhere: `cargo run -p openapi-doc`.
 
 use std::path::Path;
 use std::process::ExitCode;

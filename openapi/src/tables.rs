@@ -1,6 +1,5 @@
 //! Every component's route table, flattened: component, method, path pattern, tier.
 
-use crate::build::Declared;
 use common::contract::Operation;
 use common::routing::{Endpoint, Route, Tier};
 
@@ -39,8 +38,8 @@ pub fn all() -> Vec<TableRoute> {
     routes
 }
 
-/// What every component declares of its routes.
-pub fn declared() -> Declared {
+/// What every component declares of its routes, by component.
+pub fn operations() -> Vec<(&'static str, Operation)> {
     let mut operations = Vec::new();
     let mut add = |component: &'static str, declared: Vec<Operation>| {
         operations.extend(declared.into_iter().map(|op| (component, op)));
@@ -51,14 +50,5 @@ pub fn declared() -> Declared {
     add("pages", pages::contract::operations());
     add("money", money::contract::operations());
     add("webhooks", webhooks::contract::operations());
-    Declared {
-        operations,
-        fragments: fragments(),
-    }
-}
-
-/// Each component's fragment (`components/<name>/openapi.json`): what its handlers take
-/// and answer.
-pub fn fragments() -> Vec<(&'static str, &'static str)> {
-    vec![("api", include_str!("../../components/api/openapi.json"))]
+    operations
 }

@@ -1,7 +1,7 @@
 //! The committed document is what the tables and the declared operations build, and it names exactly the
 //! routes of the tables, each with its tier.
 
-use common::contract::{Operation, Schema};
+use common::contract::{Operation, Schema, Schemas};
 use common::routing::{ANY_METHOD, Tier};
 use openapi_doc::build::{documented_methods, openapi_path};
 use openapi_doc::tables;
@@ -133,7 +133,7 @@ fn a_route_without_a_declared_operation_fails_the_build() {
         tier: Tier::User,
         idempotent: false,
     });
-    let problems = openapi_doc::build::document(&routes, &tables::declared())
+    let problems = openapi_doc::build::document(&routes, &tables::operations())
         .expect_err("an undocumented route is refused")
         .0;
     assert!(
@@ -148,7 +148,7 @@ fn an_operation_without_a_route_fails_the_build() {
         .into_iter()
         .filter(|r| r.pattern != "/api/gifts")
         .collect();
-    let problems = openapi_doc::build::document(&routes, &tables::declared())
+    let problems = openapi_doc::build::document(&routes, &tables::operations())
         .expect_err("a documented route the tables lack is refused")
         .0;
     assert!(
@@ -161,12 +161,12 @@ fn an_operation_without_a_route_fails_the_build() {
 
 #[test]
 fn a_route_declared_twice_or_a_link_to_no_route_fails_the_build() {
-    let mut declared = tables::declared();
+    let mut operations = tables::operations();
     let gifts = Operation::new("GET /api/gifts", "Catalog again")
         .answers(200, "OK", Schema::written(json!({"type": "object"})))
         .link("GET /api/nowhere/{id}", &[("id", "$response.body#/id")]);
-    declared.operations.push(("money", gifts));
-    let problems = openapi_doc::build::document(&tables::all(), &declared)
+    operations.push(("money", gifts.clone()));
+    let problems = openapi_doc::build::document(&tables::all(), &operations)
         .expect_err("a second declaration is refused")
         .0;
     assert!(
@@ -175,16 +175,9 @@ fn a_route_declared_twice_or_a_link_to_no_route_fails_the_build() {
             .any(|p| p.contains("\"GET /api/gifts\" is declared twice")),
         "{problems:#?}"
     );
-    declared
-        .operations
-        .retain(|(_, op)| op.route != "GET /api/gifts");
-    declared.operations.push((
-        "money",
-        Operation::new("GET /api/gifts", "Catalog")
-            .answers(200, "OK", Schema::written(json!({"type": "object"})))
-            .link("GET /api/nowhere/{id}", &[("id", "$response.body#/id")]),
-    ));
-    let problems = openapi_doc::build::document(&tables::all(), &declared)
+    operations.retain(|(_, op)| op.route != "GET /api/gifts");
+    operations.push(("money", gifts));
+    let problems = openapi_doc::build::document(&tables::all(), &operations)
         .expect_err("a link to no route is refused")
         .0;
     assert!(
@@ -195,19 +188,30 @@ fn a_route_declared_twice_or_a_link_to_no_route_fails_the_build() {
     );
 }
 
+/// A schema written out under the name of a derived one.
+fn another_broadcast(schemas: &mut Schemas) -> serde_json::Value {
+    schemas.named("Broadcast", json!({"type": "object"}))
+}
+
 #[test]
 fn two_schemas_of_one_name_fail_the_build() {
-    let mut declared = tables::declared();
-    declared
-        .fragments
-        .push(("api", r#"{"schemas": {"Broadcast": {"type": "object"}}}"#));
-    let problems = openapi_doc::build::document(&tables::all(), &declared)
-        .expect_err("a second definition of a derived schema is refused")
+    let mut operations = tables::operations();
+    let gifts = operations
+        .iter_mut()
+        .find(|(_, op)| op.route == "GET /api/gifts")
+        .expect("the catalog is declared");
+    gifts.1 = Operation::new("GET /api/gifts", "Catalog").answers(
+        200,
+        "OK",
+        Schema::Typed(another_broadcast),
+    );
+    let problems = openapi_doc::build::document(&tables::all(), &operations)
+        .expect_err("a second schema named Broadcast is refused")
         .0;
     assert!(
         problems
             .iter()
-            .any(|p| p.contains("schema Broadcast is defined twice")),
+            .any(|p| p.contains("two different schemas are named Broadcast")),
         "{problems:#?}"
     );
 }

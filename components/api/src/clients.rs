@@ -76,6 +76,16 @@ pub struct Registered {
     message: String,
 }
 
+/// Whether a client is suspended, after a suspension or a reinstatement.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "ClientSuspension")]
+pub struct Suspension {
+    #[schemars(extend("format" = "uuid"))]
+    client_id: String,
+    suspended: bool,
+}
+
 /// `POST /api/admin/sdk-clients`
 pub fn register(ctx: &AdminCtx) -> Result<Response, ApiError> {
     let reg = parse_registration(ctx.json()?)?;
@@ -123,7 +133,10 @@ fn set_suspended(ctx: &AdminCtx, at: Option<i64>) -> Result<Response, ApiError> 
     }
     Ok(json(
         200,
-        &serde_json::json!({ "clientId": id, "suspended": at.is_some() }),
+        &Suspension {
+            client_id: id,
+            suspended: at.is_some(),
+        },
     ))
 }
 
@@ -141,29 +154,25 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
                 "agreeDataProcessing": true,
             }))
             .answers(200, "OK", Schema::view::<Registered>()),
-        Operation::new("POST /api/admin/sdk-clients/{id}/suspend", "Suspend (clients)")
-            .described("The client's credentials stop working on every route (403 client_suspended) and its streams may not publish. Needs the admin token even while registration is open.")
-            .answers(200, "OK", Schema::written(json!({
-                "type": "object",
-                "required": ["clientId", "suspended"],
-                "properties": {
-                    "clientId": { "type": "string", "format": "uuid" },
-                    "suspended": { "type": "boolean" },
-                },
-            })))
-            .errors(400, &["invalid_id"])
-            .errors(404, &["not_found"]),
-        Operation::new("POST /api/admin/sdk-clients/{id}/reinstate", "Reinstate (clients)")
-            .answers(200, "OK", Schema::written(json!({
-                "type": "object",
-                "required": ["clientId", "suspended"],
-                "properties": {
-                    "clientId": { "type": "string", "format": "uuid" },
-                    "suspended": { "type": "boolean" },
-                },
-            })))
-            .errors(400, &["invalid_id"])
-            .errors(404, &["not_found"]),
+        Operation::new(
+            "POST /api/admin/sdk-clients/{id}/suspend",
+            "Suspend (clients)",
+        )
+        .described(
+            "The client's credentials stop working on every route (403 client_suspended) \
+                 and its streams may not publish. Needs the admin token even while \
+                 registration is open.",
+        )
+        .answers(200, "OK", Schema::view::<Suspension>())
+        .errors(400, &["invalid_id"])
+        .errors(404, &["not_found"]),
+        Operation::new(
+            "POST /api/admin/sdk-clients/{id}/reinstate",
+            "Reinstate (clients)",
+        )
+        .answers(200, "OK", Schema::view::<Suspension>())
+        .errors(400, &["invalid_id"])
+        .errors(404, &["not_found"]),
     ]
 }
 

@@ -7,7 +7,8 @@ use common::store::rate_limits;
 use common::store::tenants::{self, ContactMessage};
 use common::validate::body::{Checked, EmailAddress, RequestBody, Text};
 use common::{ApiError, validate};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 use spin_sdk::http::Response;
 
 const POSTS_PER_MINUTE: i64 = 5;
@@ -20,6 +21,17 @@ request_body! {
         "email" email: Checked<EmailAddress, 254>,
         "message" message: Text<5000>,
     }
+}
+
+/// A contact form message received: its id, and thanks.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "ContactMessageReceived")]
+pub struct Received {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    #[schemars(extend("format" = "uuid"))]
+    id: String,
+    message: &'static str,
 }
 
 /// The client's IP address without the port (`spin-client-addr` is `ip:port`).
@@ -60,30 +72,21 @@ pub fn submit(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let id = tenants::insert_contact_message(&db, &message, ctx.now())?;
     Ok(json(
         200,
-        &json!({ "success": true, "id": id, "message": "Thank you, your message has been received." }),
+        &Received {
+            success: true,
+            id,
+            message: "Thank you, your message has been received.",
+        },
     ))
 }
 
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new("POST /api/contact", "Submit (contact form)")
             .takes(Schema::body::<ContactFormBody>())
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["success", "id", "message"],
-                    "properties": {
-                        "success": { "const": true },
-                        "id": { "type": "string", "format": "uuid" },
-                        "message": { "type": "string" },
-                    },
-                })),
-            )
+            .answers(200, "OK", Schema::view::<Received>())
             .errors(429, &["rate_limited"]),
     ]
 }

@@ -10,48 +10,7 @@ use common::store::contacts::{self as stored, Contact, Notes};
 use common::validate;
 use common::validate::body::{EmailAddress, OptChecked, OptText, PhoneNumber, RequestBody};
 use common::{ApiError, ids};
-use serde::Serialize;
-use serde_json::json;
 use spin_sdk::http::Response;
-
-/// A contact as the API answers it.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ContactView {
-    id: String,
-    user_id: String,
-    username: String,
-    display_name: Option<String>,
-    first_name: Option<String>,
-    last_name: Option<String>,
-    email: Option<String>,
-    phone_number: Option<String>,
-    avatar_url: Option<String>,
-    following: bool,
-    followed_by: bool,
-    created_at: String,
-    updated_at: String,
-}
-
-impl From<Contact> for ContactView {
-    fn from(c: Contact) -> Self {
-        ContactView {
-            id: c.id,
-            user_id: c.user_id,
-            username: c.username,
-            display_name: c.display_name,
-            first_name: c.first_name,
-            last_name: c.last_name,
-            email: c.email,
-            phone_number: c.phone_number,
-            avatar_url: c.avatar_url,
-            following: c.following,
-            followed_by: c.followed_by,
-            created_at: c.created_at,
-            updated_at: c.updated_at,
-        }
-    }
-}
 
 fn load(db: &Db, client_id: &str, owner: &str, contact_id: &str) -> Result<Contact, ApiError> {
     let id = ids::parse_uuid(contact_id)
@@ -65,8 +24,7 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let db = ctx.db()?;
     let (contacts, total) = stored::page_of_owner(&db, &tenant.client_id, &user.id, page)?;
-    let items: Vec<ContactView> = contacts.into_iter().map(ContactView::from).collect();
-    Ok(json(200, &Paged::new(items, total, page)))
+    Ok(json(200, &Paged::new(contacts, total, page)))
 }
 
 request_body! {
@@ -111,7 +69,7 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
         ctx.now(),
     )?;
     let updated = load(&db, &tenant.client_id, &user.id, &existing.id)?;
-    Ok(json(200, &ContactView::from(updated)))
+    Ok(json(200, &updated))
 }
 
 /// `DELETE /api/contacts/{id}/follow`: unfollows the contact's user.
@@ -120,37 +78,16 @@ pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
     let existing = load(&db, &tenant.client_id, &user.id, ctx.param("id"))?;
     users::unfollow_user(&db, &tenant.client_id, &user.id, &existing.user_id)?;
-    Ok(json(
-        200,
-        &json!({ "success": true, "following": false, "userId": existing.user_id }),
-    ))
+    Ok(json(200, &users::Unfollowed::user(existing.user_id)))
 }
 
 /// What these routes take and answer, for the API document.
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
-    use serde_json::json;
     vec![
         Operation::new("GET /api/contacts", "List (contacts)")
             .paged()
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "allOf": [
-                        { "$ref": "#/components/schemas/Page" },
-                        {
-                            "type": "object",
-                            "properties": {
-                                "items": {
-                                    "type": "array",
-                                    "items": { "$ref": "#/components/schemas/Contact" },
-                                },
-                            },
-                        },
-                    ],
-                })),
-            )
+            .answers(200, "OK", Schema::page_of::<Contact>())
             .link(
                 "PUT /api/contacts/{id}",
                 &[("id", "$response.body#/items/0/id")],
@@ -158,27 +95,11 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .errors(400, &["invalid_query"]),
         Operation::new("PUT /api/contacts/{id}", "Update (contacts)")
             .takes(Schema::body::<ContactNotesBody>())
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({ "$ref": "#/components/schemas/Contact" })),
-            )
+            .answers(200, "OK", Schema::view::<Contact>())
             .errors(400, &["invalid_id"])
             .errors(404, &["not_found"]),
         Operation::new("DELETE /api/contacts/{id}/follow", "Unfollow (contacts)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["success", "following", "userId"],
-                    "properties": {
-                        "success": { "const": true },
-                        "following": { "const": false },
-                        "userId": { "type": "string", "format": "uuid" },
-                    },
-                })),
-            )
+            .answers(200, "OK", Schema::view::<users::Unfollowed>())
             .errors(400, &["invalid_id"])
             .errors(404, &["not_found"]),
     ]

@@ -3,6 +3,7 @@
 //! the egress player plays into the room.
 
 use crate::links::{IngestCredentials, Links, StreamAddresses};
+use common::answers::Deleted;
 use common::app::access::{Viewer, Watched, may_watch};
 use common::domain::broadcast::Visibility;
 use common::pagination::{Page, Paged};
@@ -15,7 +16,6 @@ use common::validate::{self, JsonBody};
 use common::{ApiError, ids, time};
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::json;
 use spin_sdk::http::Response;
 
 const MAX_TITLE: usize = 200;
@@ -214,7 +214,7 @@ pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
         return Err(ApiError::forbidden("only the event's owner may delete it"));
     }
     stored::delete(&db, &event)?;
-    Ok(json(200, &json!({ "success": true, "id": event.id })))
+    Ok(json(200, &Deleted::of(event.id)))
 }
 
 /// What these routes take and answer, for the API document.
@@ -247,18 +247,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .errors(400, &["invalid_id"])
             .errors(404, &["not_found"]),
         Operation::new("DELETE /api/events/{id}", "Delete (events)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["success", "id"],
-                    "properties": {
-                        "success": { "const": true },
-                        "id": { "type": "string", "format": "uuid" },
-                    },
-                })),
-            )
+            .answers(200, "OK", Schema::view::<Deleted>())
             .errors(400, &["invalid_id"])
             .errors(403, &["forbidden"])
             .errors(404, &["not_found"]),

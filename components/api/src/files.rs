@@ -1,9 +1,11 @@
 //! Files: uploads stored in the key-value store in 1 MiB chunks with their metadata in
-//! the database (`store::files`), the public media endpoint (CORS, ETag, single byte ranges, retries when the
-//! bytes are late), the owner's tenant's download and the user's list.
+//! the database (`store::files`), the public media endpoint (CORS, ETag, single byte
+//! ranges, retries when the bytes are late), the owner's tenant's download and the user's
+//! list.
 
 use crate::links::Links;
 use crate::media::{self, Chunker, RangeAsk};
+use common::answers::Deleted;
 use common::pagination::{Page, Paged};
 use common::spin::config;
 use common::spin::http::{Call, PublicCtx, UserCtx, json, problem};
@@ -12,7 +14,8 @@ use common::store::Db;
 use common::store::files::{self as stored, Content, FileKey};
 use common::{ApiError, ids};
 use futures::StreamExt;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 use spin_sdk::http::{Request, Response};
 use spin_sdk::key_value::Store;
@@ -35,20 +38,46 @@ pub fn public_url(links: &Links, id: &str) -> String {
     format!("{}/api/files/{id}/public", links.base_url())
 }
 
+/// A stored file's metadata.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "File")]
+pub struct FileView {
+    #[schemars(extend("format" = "uuid"))]
+    pub id: String,
+    pub filename: String,
+    pub content_type: String,
+    /// Its length in bytes.
+    pub size: u64,
+    /// The SHA-256 of its bytes, in hex.
+    #[schemars(extend("pattern" = "^[0-9a-f]{64}$"))]
+    pub sha256: String,
+    /// Whether anyone may fetch it, without signing in, at `publicUrl`.
+    pub public: bool,
+    /// Where anyone fetches a public file; null when it is not public.
+    pub public_url: Option<String>,
+    /// Where its owner downloads it.
+    pub download_url: String,
+    #[schemars(extend("format" = "uuid"))]
+    pub owner_id: String,
+    #[schemars(extend("format" = "date-time"))]
+    pub created_at: String,
+}
+
 /// A file's metadata as the API answers it.
-pub fn view(file: &FileRow, links: &Links) -> Value {
-    json!({
-        "id": file.id,
-        "filename": file.filename,
-        "contentType": file.content_type,
-        "size": file.size,
-        "sha256": file.sha256,
-        "public": file.is_public,
-        "publicUrl": file.is_public.then(|| public_url(links, &file.id)),
-        "downloadUrl": format!("{}/api/files/{}/download", links.base_url(), file.id),
-        "ownerId": file.owner_id,
-        "createdAt": file.created_at,
-    })
+pub fn view(file: &FileRow, links: &Links) -> FileView {
+    FileView {
+        id: file.id.clone(),
+        filename: file.filename.clone(),
+        content_type: file.content_type.clone(),
+        size: file.size,
+        sha256: file.sha256.clone(),
+        public: file.is_public,
+        public_url: file.is_public.then(|| public_url(links, &file.id)),
+        download_url: format!("{}/api/files/{}/download", links.base_url(), file.id),
+        owner_id: file.owner_id.clone(),
+        created_at: file.created_at.clone(),
+    }
 }
 
 /// The key prefix of a file's chunks: chunk `n` is `{prefix}:{n}`.
@@ -597,7 +626,7 @@ pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
         record_event(tx, "file.deleted", &file, ctx.now())?;
         remove(tx, &file)
     })?;
-    Ok(json(200, &json!({ "success": true, "id": file.id })))
+    Ok(json(200, &Deleted::of(file.id)))
 }
 
 /// `GET /api/files`: the user's files, newest first.
@@ -607,14 +636,14 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
     let links = Links::load();
     let (files, total) = stored::page_of_owner(&db, &tenant.client_id, &user.id, page)?;
-    let items = files.iter().map(|f| view(f, &links)).collect();
+    let items: Vec<FileView> = files.iter().map(|f| view(f, &links)).collect();
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
 /// `file.*` with the file's metadata as `GET /api/files/{id}` answers it (in `db`'s
 /// transaction).
 fn record_event(db: &Db, event_type: &str, file: &FileRow, now: i64) -> Result<(), ApiError> {
-    let data = &view(file, &crate::links::Links::load());
+    let data = &view(file, &Links::load());
     crate::webhook_events::record(db, &file.client_id, event_type, "file", &file.id, data, now)
 }
 
@@ -624,70 +653,73 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use serde_json::json;
     vec![
         Operation::new("POST /api/files", "Upload (files)")
-            .described("A multipart form with one `file` part, or the raw bytes with their own content type.")
-            .takes_as("multipart/form-data", Schema::written(json!({
-                "type": "object",
-                "required": ["file"],
-                "additionalProperties": false,
-                "properties": {
-                    "file": {
-                        "type": "string",
-                        "format": "binary",
-                        "description": "The file part (a part with a filename)",
+            .described(
+                "A multipart form with one `file` part, or the raw bytes with their own \
+                 content type.",
+            )
+            .takes_as(
+                "multipart/form-data",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["file"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "file": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "The file part (a part with a filename)",
+                        },
+                        "public": { "type": "string", "enum": ["true", "false", "1", "0"] },
                     },
-                    "public": { "type": "string", "enum": ["true", "false", "1", "0"] },
-                },
-            })))
-            .query("filename", json!({
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 255,
-            }))
-            .query("public", json!({
-                "type": "string",
-                "enum": ["true", "false", "1", "0"],
-            }))
-            .answers(201, "Created", Schema::written(json!({ "$ref": "#/components/schemas/File" })))
+                })),
+            )
+            .query(
+                "filename",
+                json!({
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "At most 255 characters once trimmed",
+                }),
+            )
+            .query(
+                "public",
+                json!({
+                    "type": "string",
+                    "enum": ["true", "false", "1", "0"],
+                }),
+            )
+            .answers(201, "Created", Schema::view::<FileView>())
             .link("GET /api/files/{id}", &[("id", "$response.body#/id")])
             .link("DELETE /api/files/{id}", &[("id", "$response.body#/id")])
-            .link("GET /api/files/{id}/download", &[("id", "$response.body#/id")])
+            .link(
+                "GET /api/files/{id}/download",
+                &[("id", "$response.body#/id")],
+            )
             .errors(400, &["malformed_multipart"])
             .errors(404, &["not_found"])
             .errors(415, &["unsupported_media_type"])
             .errors(422, &["validation_failed"]),
         Operation::new("GET /api/files", "List (files)")
             .paged()
-            .answers(200, "OK", Schema::written(json!({
-                "allOf": [
-                    { "$ref": "#/components/schemas/Page" },
-                    {
-                        "type": "object",
-                        "properties": {
-                            "items": {
-                                "type": "array",
-                                "items": { "$ref": "#/components/schemas/File" },
-                            },
-                        },
-                    },
-                ],
-            })))
-            .link("GET /api/files/{id}", &[("id", "$response.body#/items/0/id")])
+            .answers(200, "OK", Schema::page_of::<FileView>())
+            .link(
+                "GET /api/files/{id}",
+                &[("id", "$response.body#/items/0/id")],
+            )
             .errors(400, &["invalid_query"]),
         Operation::new("GET /api/files/{id}", "Get (files)")
-            .answers(200, "OK", Schema::written(json!({ "$ref": "#/components/schemas/File" })))
+            .answers(200, "OK", Schema::view::<FileView>())
             .errors(404, &["not_found"]),
         Operation::new("DELETE /api/files/{id}", "Delete (files)")
-            .answers(200, "OK", Schema::written(json!({
-                "type": "object",
-                "required": ["success", "id"],
-                "properties": {
-                    "success": { "const": true },
-                    "id": { "type": "string", "format": "uuid" },
-                },
-            })))
+            .answers(200, "OK", Schema::view::<Deleted>())
             .errors(404, &["not_found"]),
         Operation::new("GET /api/files/{id}/public", "Public (files)")
-            .answers_as(200, "The file's bytes (with its content type)", "*/*", Schema::bytes())
+            .answers_as(
+                200,
+                "The file's bytes (with its content type)",
+                "*/*",
+                Schema::bytes(),
+            )
             .answers_as(206, "The requested byte range", "*/*", Schema::bytes())
             .errors(404, &["file_unavailable", "not_found"])
             .errors(416, &["range_not_satisfiable"]),
@@ -701,7 +733,12 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             }))
             .answers_empty(204, "CORS preflight answer"),
         Operation::new("GET /api/files/{id}/download", "Download (files)")
-            .answers_as(200, "The file's bytes (with its content type)", "*/*", Schema::bytes())
+            .answers_as(
+                200,
+                "The file's bytes (with its content type)",
+                "*/*",
+                Schema::bytes(),
+            )
             .answers_as(206, "The requested byte range", "*/*", Schema::bytes())
             .errors(404, &["file_unavailable", "not_found"])
             .errors(416, &["range_not_satisfiable"]),

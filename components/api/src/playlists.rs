@@ -4,6 +4,7 @@
 use crate::files::{self, NewFile};
 use crate::links::Links;
 use crate::media;
+use common::answers::Deleted;
 use common::pagination::{Page, Paged};
 use common::problem::FieldError;
 use common::request_body;
@@ -12,10 +13,13 @@ use common::spin::incoming::{self, Source};
 use common::store::Db;
 use common::store::playlists::{self as stored, Appended, Fields, NewTrack, Playlist, Track};
 use common::validate::body::{
-    ClearableText, NameList, OptChoice, OptNonEmptyText, OptText, RequestBody, Text,
+    ClearableText, FieldKind, NameList, OptChoice, OptInt, OptNonEmptyText, OptText, RequestBody,
+    Text,
 };
 use common::validate::{self, JsonBody};
 use common::{ApiError, ids};
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Value, json};
 use spin_sdk::http::Response;
 use std::collections::HashSet;
@@ -54,35 +58,181 @@ request_body! {
     }
 }
 
-fn view(playlist: &Playlist, links: &Links, track_count: i64) -> Value {
-    json!({
-        "id": playlist.id,
-        "name": playlist.name,
-        "description": playlist.description,
-        "visibility": playlist.visibility,
-        "ownerId": playlist.owner_id,
-        "posterFileId": playlist.poster_file_id,
-        "posterUrl": playlist.poster_file_id.as_ref().map(|f| files::public_url(links, f)),
-        "trackCount": track_count,
-        "createdAt": playlist.created_at,
-        "updatedAt": playlist.updated_at,
-    })
+request_body! {
+    /// A track to append: a file (`fileId`) or an http(s) URL (`url`), exactly one.
+    pub struct NewTrackBody as "NewTrack" {
+        "title" title: Text<{ validate::MAX_NAME }>,
+        "artist" artist: OptText<{ validate::MAX_NAME }>,
+        "durationSeconds" duration_seconds: OptInt<0, 86_400>,
+        "fileId" file_id: OptText<64>,
+        "url" url: OptText<MAX_URL>,
+    }
 }
 
-fn track_view(track: &Track, links: &Links) -> Value {
+/// A track's schema: its fields, and the rules [`parse_track`] checks once they are read.
+fn track_schema() -> Value {
+    let mut schema = NewTrackBody::schema();
+    schema["properties"]["fileId"]["format"] = "uuid".into();
+    schema["properties"]["url"]["pattern"] = "^[hH][tT][tT][pP][sS]?://".into();
+    schema["oneOf"] = json!([
+        {
+            "required": ["fileId"],
+            "properties": { "fileId": { "type": "string" }, "url": { "type": "null" } },
+        },
+        {
+            "required": ["url"],
+            "properties": { "url": { "type": "string" }, "fileId": { "type": "null" } },
+        },
+    ]);
+    schema["description"] = "A track: a file of yours or a public one (fileId), or an http(s) \
+                             URL; exactly one of the two"
+        .into();
+    schema
+}
+
+/// The tracks to append, in order: read as sent, then each read as a track by
+/// [`add_tracks`] once the body is known to hold nothing else.
+pub struct TrackList;
+
+impl FieldKind for TrackList {
+    type Value = Option<Value>;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<Value> {
+        body.opt_value(name)
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": "array",
+            "items": track_schema(),
+            "minItems": 1,
+            "maxItems": MAX_TRACKS_PER_REQUEST,
+        })
+    }
+}
+
+request_body! {
+    /// Tracks to append to a playlist.
+    pub struct NewTracksBody as "NewTracks" {
+        "tracks" tracks: TrackList,
+    }
+}
+
+/// A playlist's track ids in a new order: read as sent, then checked by [`reorder`] once
+/// the body is known to hold nothing else.
+pub struct TrackIdList;
+
+impl FieldKind for TrackIdList {
+    type Value = Option<Value>;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<Value> {
+        body.opt_value(name)
+    }
+
+    fn schema() -> Value {
+        json!({ "type": "array", "items": { "type": "string", "format": "uuid" } })
+    }
+}
+
+request_body! {
+    /// A playlist's new order.
+    pub struct TrackOrderBody as "TrackOrder" {
+        /// Every track id of the playlist, each once, in the new order.
+        "trackIds" track_ids: TrackIdList,
+    }
+}
+
+/// A playlist (in lists, without its tracks).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Playlist")]
+pub struct PlaylistView {
+    #[schemars(extend("format" = "uuid"))]
+    pub id: String,
+    pub name: String,
+    pub description: Option<String>,
+    #[schemars(schema_with = "visibility_schema")]
+    pub visibility: String,
+    #[schemars(extend("format" = "uuid"))]
+    pub owner_id: String,
+    /// The poster image's file, if it has one.
+    #[schemars(extend("format" = "uuid"))]
+    pub poster_file_id: Option<String>,
+    /// The poster image's public address.
+    pub poster_url: Option<String>,
+    #[schemars(range(min = 0))]
+    pub track_count: i64,
+    #[schemars(extend("format" = "date-time"))]
+    pub created_at: String,
+    #[schemars(extend("format" = "date-time"))]
+    pub updated_at: String,
+}
+
+fn visibility_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "enum": PlaylistVisibilities::NAMES })
+}
+
+/// A playlist with its tracks in order.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "PlaylistWithTracks")]
+pub struct FullPlaylist {
+    #[serde(flatten)]
+    pub playlist: PlaylistView,
+    pub tracks: Vec<TrackView>,
+}
+
+/// A track of a playlist.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "PlaylistTrack")]
+pub struct TrackView {
+    #[schemars(extend("format" = "uuid"))]
+    pub id: String,
+    pub position: i64,
+    pub title: String,
+    pub artist: Option<String>,
+    pub duration_seconds: Option<i64>,
+    /// The track's file, when it is one.
+    #[schemars(extend("format" = "uuid"))]
+    pub file_id: Option<String>,
+    /// Where it plays: its URL, or its file's public address.
+    pub url: Option<String>,
+}
+
+fn view(playlist: &Playlist, links: &Links, track_count: i64) -> PlaylistView {
+    PlaylistView {
+        id: playlist.id.clone(),
+        name: playlist.name.clone(),
+        description: playlist.description.clone(),
+        visibility: playlist.visibility.clone(),
+        owner_id: playlist.owner_id.clone(),
+        poster_file_id: playlist.poster_file_id.clone(),
+        poster_url: playlist
+            .poster_file_id
+            .as_ref()
+            .map(|f| files::public_url(links, f)),
+        track_count,
+        created_at: playlist.created_at.clone(),
+        updated_at: playlist.updated_at.clone(),
+    }
+}
+
+fn track_view(track: &Track, links: &Links) -> TrackView {
     let url = track
         .url
         .clone()
         .or_else(|| track.file_id.as_ref().map(|f| files::public_url(links, f)));
-    json!({
-        "id": track.id,
-        "position": track.position,
-        "title": track.title,
-        "artist": track.artist,
-        "durationSeconds": track.duration_seconds,
-        "fileId": track.file_id,
-        "url": url,
-    })
+    TrackView {
+        id: track.id.clone(),
+        position: track.position,
+        title: track.title.clone(),
+        artist: track.artist.clone(),
+        duration_seconds: track.duration_seconds,
+        file_id: track.file_id.clone(),
+        url,
+    }
 }
 
 /// Checks a requested order against the current tracks: the complete set, each once.
@@ -138,19 +288,20 @@ fn load_owned(ctx: &UserCtx, db: &Db) -> Result<Playlist, ApiError> {
 }
 
 /// The playlist as the API answers it, with its tracks in order.
-fn full_view(db: &Db, playlist: &Playlist) -> Result<Value, ApiError> {
+fn full_view(db: &Db, playlist: &Playlist) -> Result<FullPlaylist, ApiError> {
     let links = Links::load();
-    let tracks: Vec<Value> = stored::tracks(db, playlist)?
+    let tracks: Vec<TrackView> = stored::tracks(db, playlist)?
         .iter()
         .map(|t| track_view(t, &links))
         .collect();
-    let mut view = view(playlist, &links, tracks.len() as i64);
-    view["tracks"] = Value::Array(tracks);
-    Ok(view)
+    Ok(FullPlaylist {
+        playlist: view(playlist, &links, tracks.len() as i64),
+        tracks,
+    })
 }
 
 /// The playlist as stored now, as the API answers it.
-fn fresh_view(db: &Db, playlist: &Playlist) -> Result<Value, ApiError> {
+fn fresh_view(db: &Db, playlist: &Playlist) -> Result<FullPlaylist, ApiError> {
     full_view(db, &load(db, &playlist.client_id, &playlist.id)?)
 }
 
@@ -193,7 +344,7 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
     let links = Links::load();
     let (playlists, total) =
         stored::page_of_owner(&db, &tenant.client_id, &owner, public_only, page)?;
-    let items = playlists
+    let items: Vec<PlaylistView> = playlists
         .iter()
         .map(|(p, track_count)| view(p, &links, *track_count))
         .collect();
@@ -226,7 +377,7 @@ pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
     let playlist = load_owned(ctx, &db)?;
     stored::delete(&db, &playlist)?;
     remove_poster(&db, &playlist)?;
-    Ok(json(200, &json!({ "success": true, "id": playlist.id })))
+    Ok(json(200, &Deleted::of(playlist.id)))
 }
 
 fn remove_poster(db: &Db, playlist: &Playlist) -> Result<(), ApiError> {
@@ -249,11 +400,13 @@ fn parse_track(index: usize, value: &Value, errors: &mut Vec<FieldError>) -> Opt
         return None;
     };
     let mut body = JsonBody::parse(value.to_string().as_bytes()).ok()?;
-    let title = body.string("title", validate::MAX_NAME);
-    let artist = body.opt_string("artist", validate::MAX_NAME);
-    let duration = body.opt_int("durationSeconds", 0..=86_400);
-    let file_id = body.opt_string("fileId", 64);
-    let url = body.opt_string("url", MAX_URL);
+    let NewTrackBody {
+        title,
+        artist,
+        duration_seconds: duration,
+        file_id,
+        url,
+    } = NewTrackBody::read(&mut body);
     let file_id = match file_id {
         Some(raw) => match ids::parse_uuid(&raw) {
             Some(id) => Some(id),
@@ -303,7 +456,7 @@ pub fn add_tracks(ctx: &UserCtx) -> Result<Response, ApiError> {
     let playlist = load_owned(ctx, &db)?;
     let user = &ctx.user;
     let mut body = ctx.json()?;
-    let tracks = body.opt_value("tracks");
+    let NewTracksBody { tracks } = NewTracksBody::read(&mut body);
     body.finish()?;
     let Some(Value::Array(tracks)) = tracks else {
         return Err(invalid("tracks", "must be an array of tracks"));
@@ -370,7 +523,9 @@ pub fn reorder(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
     let playlist = load_owned(ctx, &db)?;
     let mut body = ctx.json()?;
-    let requested = body.opt_value("trackIds");
+    let TrackOrderBody {
+        track_ids: requested,
+    } = TrackOrderBody::read(&mut body);
     body.finish()?;
     let Some(Value::Array(requested)) = requested else {
         return Err(invalid("trackIds", "must be an array of track ids"));
@@ -433,243 +588,85 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
     vec![
         Operation::new("GET /api/playlists", "List (playlists)")
             .paged()
-            .answers(200, "OK", Schema::written(json!({
-                "allOf": [
-                    { "$ref": "#/components/schemas/Page" },
-                    {
-                        "type": "object",
-                        "properties": {
-                            "items": {
-                                "type": "array",
-                                "items": { "$ref": "#/components/schemas/Playlist" },
-                            },
-                        },
-                    },
-                ],
-            })))
-            .link("GET /api/playlists/{id}", &[("id", "$response.body#/items/0/id")])
+            .answers(200, "OK", Schema::page_of::<PlaylistView>())
+            .link(
+                "GET /api/playlists/{id}",
+                &[("id", "$response.body#/items/0/id")],
+            )
             .errors(400, &["invalid_id", "invalid_query"])
             .errors(404, &["not_found"]),
         Operation::new("POST /api/playlists", "Create (playlists)")
             .takes(Schema::body::<NewPlaylistBody>())
-            .request_example(json!({
-                "name": "Warm-up",
-                "visibility": "public",
-            }))
-            .answers(201, "Created", Schema::written(json!({
-                "allOf": [
-                    { "$ref": "#/components/schemas/Playlist" },
-                    {
-                        "type": "object",
-                        "required": ["tracks"],
-                        "properties": {
-                            "tracks": {
-                                "type": "array",
-                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
-                            },
-                        },
-                    },
-                ],
-            })))
+            .request_example(json!({ "name": "Warm-up", "visibility": "public" }))
+            .answers(201, "Created", Schema::view::<FullPlaylist>())
             .link("GET /api/playlists/{id}", &[("id", "$response.body#/id")])
             .link("PUT /api/playlists/{id}", &[("id", "$response.body#/id")])
-            .link("DELETE /api/playlists/{id}", &[("id", "$response.body#/id")])
-            .link("POST /api/playlists/{id}/tracks", &[("id", "$response.body#/id")])
-            .link("POST /api/playlists/{id}/poster", &[("id", "$response.body#/id")])
+            .link(
+                "DELETE /api/playlists/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/playlists/{id}/tracks",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/playlists/{id}/poster",
+                &[("id", "$response.body#/id")],
+            )
             .errors(404, &["not_found"]),
         Operation::new("GET /api/playlists/{id}", "Get (playlists)")
-            .answers(200, "OK", Schema::written(json!({
-                "allOf": [
-                    { "$ref": "#/components/schemas/Playlist" },
-                    {
-                        "type": "object",
-                        "required": ["tracks"],
-                        "properties": {
-                            "tracks": {
-                                "type": "array",
-                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
-                            },
-                        },
-                    },
-                ],
-            })))
+            .answers(200, "OK", Schema::view::<FullPlaylist>())
             .errors(404, &["not_found"]),
         Operation::new("PUT /api/playlists/{id}", "Update (playlists)")
             .takes(Schema::body::<PlaylistChangesBody>())
-            .answers(200, "OK", Schema::written(json!({
-                "allOf": [
-                    { "$ref": "#/components/schemas/Playlist" },
-                    {
-                        "type": "object",
-                        "required": ["tracks"],
-                        "properties": {
-                            "tracks": {
-                                "type": "array",
-                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
-                            },
-                        },
-                    },
-                ],
-            })))
+            .answers(200, "OK", Schema::view::<FullPlaylist>())
             .errors(403, &["forbidden"])
             .errors(404, &["not_found"]),
         Operation::new("DELETE /api/playlists/{id}", "Delete (playlists)")
-            .answers(200, "OK", Schema::written(json!({
-                "type": "object",
-                "required": ["success", "id"],
-                "properties": {
-                    "success": { "const": true },
-                    "id": { "type": "string", "format": "uuid" },
-                },
-            })))
+            .answers(200, "OK", Schema::view::<Deleted>())
             .errors(403, &["forbidden"])
             .errors(404, &["not_found"]),
         Operation::new("POST /api/playlists/{id}/tracks", "Add tracks (playlists)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "properties": {
-                    "tracks": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["title"],
-                            "additionalProperties": false,
-                            "properties": {
-                                "title": {
-                                    "type": "string",
-                                    "minLength": 1,
-                                    "maxLength": 200,
-                                    "pattern": "\\S",
-                                },
-                                "artist": { "type": ["string", "null"], "maxLength": 200 },
-                                "durationSeconds": {
-                                    "type": ["integer", "null"],
-                                    "minimum": 0,
-                                    "maximum": 86400,
-                                },
-                                "fileId": { "type": ["string", "null"], "format": "uuid" },
-                                "url": {
-                                    "type": ["string", "null"],
-                                    "maxLength": 2048,
-                                    "pattern": "^[hH][tT][tT][pP][sS]?://",
-                                },
-                            },
-                            "oneOf": [
-                                {
-                                    "required": ["fileId"],
-                                    "properties": {
-                                        "fileId": { "type": "string" },
-                                        "url": { "type": "null" },
-                                    },
-                                },
-                                {
-                                    "required": ["url"],
-                                    "properties": {
-                                        "url": { "type": "string" },
-                                        "fileId": { "type": "null" },
-                                    },
-                                },
-                            ],
-                            "description": "A track: a file of yours or a public one (fileId), or an http(s) URL; exactly one of the two",
-                        },
-                        "minItems": 1,
-                        "maxItems": 100,
-                    },
-                },
-                "additionalProperties": false,
-                "required": ["tracks"],
-            })))
-            .answers(200, "OK", Schema::written(json!({
-                "allOf": [
-                    { "$ref": "#/components/schemas/Playlist" },
-                    {
-                        "type": "object",
-                        "required": ["tracks"],
-                        "properties": {
-                            "tracks": {
-                                "type": "array",
-                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
-                            },
-                        },
-                    },
+            .takes(Schema::body::<NewTracksBody>())
+            .answers(200, "OK", Schema::view::<FullPlaylist>())
+            .link(
+                "DELETE /api/playlists/{id}/tracks/{trackId}",
+                &[
+                    ("id", "$response.body#/id"),
+                    ("trackId", "$response.body#/tracks/0/id"),
                 ],
-            })))
-            .link("DELETE /api/playlists/{id}/tracks/{trackId}", &[("id", "$response.body#/id"), ("trackId", "$response.body#/tracks/0/id")])
-            .link("PUT /api/playlists/{id}/tracks/reorder", &[("id", "$response.body#/id")])
+            )
+            .link(
+                "PUT /api/playlists/{id}/tracks/reorder",
+                &[("id", "$response.body#/id")],
+            )
             .errors(403, &["forbidden"])
             .errors(404, &["not_found"])
             .errors(409, &["playlist_full"])
             .errors(422, &["validation_failed"]),
-        Operation::new("DELETE /api/playlists/{id}/tracks/{trackId}", "Remove track (playlists)")
-            .answers(200, "OK", Schema::written(json!({
-                "allOf": [
-                    { "$ref": "#/components/schemas/Playlist" },
-                    {
-                        "type": "object",
-                        "required": ["tracks"],
-                        "properties": {
-                            "tracks": {
-                                "type": "array",
-                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
-                            },
-                        },
-                    },
-                ],
-            })))
-            .errors(400, &["invalid_id"])
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"]),
-        Operation::new("PUT /api/playlists/{id}/tracks/reorder", "Reorder (playlists)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "properties": {
-                    "trackIds": {
-                        "type": "array",
-                        "items": { "type": "string", "format": "uuid" },
-                        "description": "Every track id of the playlist, each once, in the new order",
-                    },
-                },
-                "additionalProperties": false,
-                "required": ["trackIds"],
-            })))
-            .answers(200, "OK", Schema::written(json!({
-                "allOf": [
-                    { "$ref": "#/components/schemas/Playlist" },
-                    {
-                        "type": "object",
-                        "required": ["tracks"],
-                        "properties": {
-                            "tracks": {
-                                "type": "array",
-                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
-                            },
-                        },
-                    },
-                ],
-            })))
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"])
-            .errors(422, &["validation_failed"]),
+        Operation::new(
+            "DELETE /api/playlists/{id}/tracks/{trackId}",
+            "Remove track (playlists)",
+        )
+        .answers(200, "OK", Schema::view::<FullPlaylist>())
+        .errors(400, &["invalid_id"])
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"]),
+        Operation::new(
+            "PUT /api/playlists/{id}/tracks/reorder",
+            "Reorder (playlists)",
+        )
+        .takes(Schema::body::<TrackOrderBody>())
+        .answers(200, "OK", Schema::view::<FullPlaylist>())
+        .errors(403, &["forbidden"])
+        .errors(404, &["not_found"])
+        .errors(422, &["validation_failed"]),
         Operation::new("POST /api/playlists/{id}/poster", "Poster (playlists)")
-            .takes_as("image/*", Schema::written(json!({
-                "type": "string",
-                "contentMediaType": "image/*",
-            })))
-            .answers(200, "OK", Schema::written(json!({
-                "allOf": [
-                    { "$ref": "#/components/schemas/Playlist" },
-                    {
-                        "type": "object",
-                        "required": ["tracks"],
-                        "properties": {
-                            "tracks": {
-                                "type": "array",
-                                "items": { "$ref": "#/components/schemas/PlaylistTrack" },
-                            },
-                        },
-                    },
-                ],
-            })))
+            .takes_as(
+                "image/*",
+                Schema::written(json!({ "type": "string", "contentMediaType": "image/*" })),
+            )
+            .answers(200, "OK", Schema::view::<FullPlaylist>())
             .errors(403, &["forbidden"])
             .errors(404, &["not_found"]),
     ]

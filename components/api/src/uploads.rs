@@ -10,6 +10,7 @@
 use crate::files::{self, ChunkWriter};
 use crate::links::Links;
 use crate::media;
+use common::answers::Deleted;
 use common::domain::uploads::{
     self as rules, CHUNK_SIZE, MAX_OPEN_UPLOADS_PER_USER, MAX_PART_SIZE, PartPlan, PlanError,
     UPLOAD_TTL_SECS,
@@ -18,7 +19,11 @@ use common::spin::http::{Reply, UserCtx, json};
 use common::spin::incoming::{self, Source};
 use common::store::Db;
 use common::store::uploads::{self as stored, NewUpload, PartOutcome, UploadRow, WrittenPart};
-use common::{ApiError, ids, validate};
+use common::validate::body::{FieldKind, OptBool, OptInt, RequestBody, Text};
+use common::validate::{self, JsonBody};
+use common::{ApiError, ids, request_body};
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use spin_sdk::http::Response;
@@ -56,26 +61,93 @@ fn status_name(status: &str) -> &str {
     }
 }
 
-fn view(upload: &UploadRow, parts: &[stored::StoredPart], links: &Links) -> Value {
+/// A resumable upload: the file declared, how it is cut, and the parts received so far.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Upload")]
+pub struct UploadView {
+    /// Also the file's id once complete.
+    #[schemars(extend("format" = "uuid"))]
+    pub id: String,
+    pub filename: String,
+    pub content_type: String,
+    /// The file's length in bytes.
+    pub size: u64,
+    /// The file's SHA-256, in hex, as declared.
+    #[schemars(extend("pattern" = "^[0-9a-f]{64}$"))]
+    pub sha256: String,
+    /// Whether the file is public once complete.
+    pub public: bool,
+    /// The length of every part but the last.
+    #[schemars(range(min = 1))]
+    pub part_size: u64,
+    pub part_count: u64,
+    #[schemars(extend("enum" = ["open", "completing", "complete"]))]
+    pub status: String,
+    /// The parts received, by number.
+    pub parts: Vec<PartView>,
+    /// The numbers of the parts still to send.
+    pub missing: Vec<u64>,
+    pub received_bytes: u64,
+    /// When the upload is removed if not complete.
+    #[schemars(extend("format" = "date-time"))]
+    pub expires_at: String,
+    #[schemars(extend("format" = "date-time"))]
+    pub created_at: String,
+    /// The file's address once the upload is complete; null before.
+    pub file: Option<String>,
+}
+
+/// A part received: its number (from 1), length and SHA-256.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "UploadPart")]
+pub struct PartView {
+    #[schemars(range(min = 1))]
+    pub n: u64,
+    pub size: u64,
+    /// The SHA-256 of the part's bytes, in hex.
+    #[schemars(extend("pattern" = "^[0-9a-f]{64}$"))]
+    pub sha256: String,
+}
+
+/// A part just stored, and the upload it belongs to.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "ReceivedPart")]
+pub struct ReceivedPart {
+    #[schemars(extend("format" = "uuid"))]
+    pub upload_id: String,
+    #[serde(flatten)]
+    pub part: PartView,
+}
+
+fn view(upload: &UploadRow, parts: &[stored::StoredPart], links: &Links) -> UploadView {
     let received: Vec<u64> = parts.iter().map(|p| p.n).collect();
-    json!({
-        "id": upload.id,
-        "filename": upload.filename,
-        "contentType": upload.content_type,
-        "size": upload.size,
-        "sha256": upload.sha256,
-        "public": upload.is_public,
-        "partSize": upload.part_size,
-        "partCount": upload.part_count,
-        "status": status_name(&upload.status),
-        "parts": parts.iter().map(|p| json!({"n": p.n, "size": p.size, "sha256": p.sha256})).collect::<Vec<_>>(),
-        "missing": rules::missing_parts(upload.part_count, &received),
-        "receivedBytes": parts.iter().map(|p| p.size).sum::<u64>(),
-        "expiresAt": common::time::format_rfc3339(upload.expires_at),
-        "createdAt": upload.created_at,
-        "file": (upload.status == "complete")
+    UploadView {
+        id: upload.id.clone(),
+        filename: upload.filename.clone(),
+        content_type: upload.content_type.clone(),
+        size: upload.size,
+        sha256: upload.sha256.clone(),
+        public: upload.is_public,
+        part_size: upload.part_size,
+        part_count: upload.part_count,
+        status: status_name(&upload.status).to_string(),
+        parts: parts
+            .iter()
+            .map(|p| PartView {
+                n: p.n,
+                size: p.size,
+                sha256: p.sha256.clone(),
+            })
+            .collect(),
+        missing: rules::missing_parts(upload.part_count, &received),
+        received_bytes: parts.iter().map(|p| p.size).sum(),
+        expires_at: common::time::format_rfc3339(upload.expires_at),
+        created_at: upload.created_at.clone(),
+        file: (upload.status == "complete")
             .then(|| format!("{}/api/files/{}", links.base_url(), upload.id)),
-    })
+    }
 }
 
 /// The caller's own unexpired upload named by the path: another user's (or tenant's) is
@@ -98,16 +170,55 @@ fn closed(upload: &UploadRow) -> ApiError {
     )
 }
 
-/// `POST /api/files/uploads`: `{filename, size, sha256, contentType, public?, partSize?}`.
+/// A file's declared length in bytes. Required: `create` reports it missing once the
+/// body's other fields are read.
+pub struct DeclaredSize;
+
+impl FieldKind for DeclaredSize {
+    type Value = Option<i64>;
+    const REQUIRED: bool = true;
+
+    fn read(body: &mut JsonBody, name: &'static str) -> Option<i64> {
+        body.opt_int(name, 0..=i64::MAX)
+    }
+
+    fn schema() -> Value {
+        json!({ "type": "integer", "minimum": 1 })
+    }
+}
+
+request_body! {
+    /// A file to upload in parts: what it is, and how it is cut.
+    pub struct NewUploadBody as "NewUpload" {
+        /// Its name, without path separators or `..`.
+        "filename" filename: Text<{ validate::MAX_NAME }>,
+        /// Its media type, such as `video/mp4`.
+        "contentType" content_type: Text<{ validate::MAX_NAME }>,
+        /// The SHA-256 of its bytes, in hex (64 digits).
+        "sha256" sha256: Text<64>,
+        /// Its length in bytes: at least 1, at most the upload limit (413 beyond).
+        "size" size: DeclaredSize,
+        /// The length of each part: a whole number of MiB from 1 to 8 (8 MiB when left out).
+        "partSize" part_size: OptInt<0, { i64::MAX }>,
+        /// Whether the file is public once complete (not when left out).
+        "public" public: OptBool,
+    }
+}
+
+/// `POST /api/files/uploads`: declares the file (`NewUpload`).
 pub fn create(ctx: &UserCtx) -> Reply {
     let max = files::max_upload();
     let mut body = ctx.json()?;
-    let filename = body.string("filename", validate::MAX_NAME);
-    let content_type = body.string("contentType", validate::MAX_NAME);
-    let sha256 = body.string("sha256", 64).to_ascii_lowercase();
-    let size = body.opt_int("size", 0..=i64::MAX);
-    let part_size = body.opt_int("partSize", 0..=i64::MAX);
-    let is_public = body.opt_bool("public").unwrap_or(false);
+    let NewUploadBody {
+        filename,
+        content_type,
+        sha256,
+        size,
+        part_size,
+        public,
+    } = NewUploadBody::read(&mut body);
+    let sha256 = sha256.to_ascii_lowercase();
+    let is_public = public.unwrap_or(false);
     if !body.has_errors_for(&["size"]) && size.is_none() {
         body.error("size", "is required");
     }
@@ -285,9 +396,17 @@ pub async fn put_part(ctx: &UserCtx, body: Source) -> Result<Response, ApiError>
                 remove_attempt_chunks(client_id, &upload.id, old)?;
             }
             stored::forget_attempts(&db, client_id, &superseded)?;
+            let part = PartView {
+                n,
+                size: content.size,
+                sha256: content.sha256,
+            };
             Ok(json(
                 200,
-                &json!({"uploadId": upload.id, "n": n, "size": content.size, "sha256": content.sha256}),
+                &ReceivedPart {
+                    upload_id: upload.id,
+                    part,
+                },
             ))
         }
         PartOutcome::Closed => {
@@ -427,7 +546,7 @@ pub fn abort(ctx: &UserCtx) -> Reply {
     let db = ctx.db()?;
     let upload = load_own(ctx, &db)?;
     discard(&db, &upload.client_id, &upload.id)?;
-    Ok(json(200, &json!({"success": true, "id": upload.id})))
+    Ok(json(200, &Deleted::of(upload.id)))
 }
 
 /// Removes up to `batch` expired uploads with every attempt's bytes (the prune job).
@@ -445,35 +564,14 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use serde_json::json;
     vec![
         Operation::new("POST /api/files/uploads", "Create (uploads)")
-            .takes(Schema::written(json!({
-                "type": "object",
-                "properties": {
-                    "filename": { "type": "string", "minLength": 1, "pattern": "\\S" },
-                    "contentType": { "type": "string", "minLength": 1, "pattern": "\\S" },
-                    "sha256": {
-                        "type": "string",
-                        "maxLength": 64,
-                        "minLength": 1,
-                        "pattern": "\\S",
-                    },
-                    "size": { "type": ["integer", "null"], "minimum": 0 },
-                    "partSize": { "type": ["integer", "null"], "minimum": 0 },
-                    "public": { "type": ["boolean", "null"] },
-                },
-                "additionalProperties": false,
-                "required": ["filename", "contentType", "sha256"],
-            })))
+            .takes(Schema::body::<NewUploadBody>())
             .request_example(json!({
                 "filename": "clip.mp4",
                 "contentType": "video/mp4",
                 "size": 11,
                 "sha256": "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9",
             }))
-            .answers(
-                201,
-                "Created",
-                Schema::written(json!({ "$ref": "#/components/schemas/Upload" })),
-            )
+            .answers(201, "Created", Schema::view::<UploadView>())
             .link(
                 "GET /api/files/uploads/{id}",
                 &[("id", "$response.body#/id")],
@@ -488,45 +586,17 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             )
             .errors(409, &["too_many_uploads"]),
         Operation::new("GET /api/files/uploads/{id}", "Get (uploads)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({ "$ref": "#/components/schemas/Upload" })),
-            )
+            .answers(200, "OK", Schema::view::<UploadView>())
             .errors(404, &["not_found"]),
         Operation::new("DELETE /api/files/uploads/{id}", "Abort (uploads)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["success", "id"],
-                    "properties": {
-                        "success": { "const": true },
-                        "id": { "type": "string", "format": "uuid" },
-                    },
-                })),
-            )
+            .answers(200, "OK", Schema::view::<Deleted>())
             .errors(404, &["not_found"]),
         Operation::new(
             "PUT /api/files/uploads/{id}/parts/{n}",
             "Put part (uploads)",
         )
         .takes_as("application/octet-stream", Schema::bytes())
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["uploadId", "n", "size", "sha256"],
-                "properties": {
-                    "uploadId": { "type": "string", "format": "uuid" },
-                    "n": { "type": "integer", "minimum": 0 },
-                    "size": { "type": "integer", "minimum": 0 },
-                    "sha256": { "type": "string" },
-                },
-            })),
-        )
+        .answers(200, "OK", Schema::view::<ReceivedPart>())
         .errors(404, &["no_such_part", "not_found"])
         .errors(409, &["upload_closed"])
         .errors(422, &["part_size_mismatch"]),
@@ -534,11 +604,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "POST /api/files/uploads/{id}/complete",
             "Complete (uploads)",
         )
-        .answers(
-            200,
-            "OK",
-            Schema::written(json!({ "$ref": "#/components/schemas/File" })),
-        )
+        .answers(200, "OK", Schema::view::<files::FileView>())
         .errors(404, &["not_found"])
         .errors(409, &["upload_incomplete"])
         .errors(422, &["checksum_mismatch", "size_mismatch"]),

@@ -1,6 +1,7 @@
 //! Users: sign-up, login, refresh tokens, profile, password change, follows.
 
 use crate::passwords::{self, NewPassword};
+use common::answers::Done;
 use common::jwt::{self, USER_TOKEN_TTL_SECS};
 use common::pagination::{Page, Paged};
 use common::spin::config;
@@ -17,7 +18,6 @@ use common::validate::body::{
 use common::{ApiError, ids, request_body};
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::json;
 use spin_sdk::http::Response;
 use std::borrow::Cow;
 
@@ -104,6 +104,52 @@ pub struct AuthSession {
     #[schemars(extend("const" = "Bearer"))]
     pub token_type: &'static str,
     pub user: Profile,
+}
+
+/// What a follow answers: the user now followed.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Followed")]
+pub struct Followed {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    #[schemars(extend("const" = true))]
+    following: bool,
+    #[schemars(extend("format" = "uuid"))]
+    user_id: String,
+}
+
+impl Followed {
+    fn user(user_id: String) -> Followed {
+        Followed {
+            success: true,
+            following: true,
+            user_id,
+        }
+    }
+}
+
+/// What an unfollow answers: the user no longer followed.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Unfollowed")]
+pub struct Unfollowed {
+    #[schemars(extend("const" = true))]
+    success: bool,
+    #[schemars(extend("const" = false))]
+    following: bool,
+    #[schemars(extend("format" = "uuid"))]
+    user_id: String,
+}
+
+impl Unfollowed {
+    pub fn user(user_id: String) -> Unfollowed {
+        Unfollowed {
+            success: true,
+            following: false,
+            user_id,
+        }
+    }
 }
 
 /// Usernames: 3 to 32 letters, digits, `_`, `.` or `-`.
@@ -543,10 +589,7 @@ pub fn delete_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
             ctx.now(),
         )
     })?;
-    Ok(json(
-        200,
-        &json!({ "success": true, "message": "the account has been deleted" }),
-    ))
+    Ok(json(200, &Done::saying("the account has been deleted")))
 }
 
 /// `POST /api/users/change-password`: checks the current password, revokes every other
@@ -605,10 +648,7 @@ pub fn follow(ctx: &UserCtx) -> Result<Response, ApiError> {
         }
         contacts::link(db, &tenant.client_id, &user.id, &target, ctx.now())
     })?;
-    Ok(json(
-        200,
-        &json!({ "success": true, "following": true, "userId": target }),
-    ))
+    Ok(json(200, &Followed::user(target)))
 }
 
 /// `DELETE /api/users/follow/{id}`: idempotent.
@@ -617,10 +657,7 @@ pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
     let db = ctx.db()?;
     let target = other_user(&db, &tenant.client_id, ctx.param("id"))?;
     unfollow_user(&db, &tenant.client_id, &user.id, &target)?;
-    Ok(json(
-        200,
-        &json!({ "success": true, "following": false, "userId": target }),
-    ))
+    Ok(json(200, &Unfollowed::user(target)))
 }
 
 /// Ends a follow; the two stay contacts while either still follows the other.
@@ -731,15 +768,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
                 &["username_or_email_taken", "username_taken", "email_taken"],
             ),
         Operation::new("DELETE /api/users/profile", "Delete profile (users)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["success", "message"],
-                    "properties": { "success": {"const": true}, "message": {"type": "string"} },
-                })),
-            )
+            .answers(200, "OK", Schema::view::<Done>())
             .errors(404, &["not_found"]),
         Operation::new("POST /api/users/change-password", "Change password (users)")
             .takes(Schema::body::<PasswordChangeBody>())
@@ -747,19 +776,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .errors(401, &["invalid_credentials"])
             .errors(404, &["not_found"]),
         Operation::new("POST /api/users/follow/{id}", "Follow (users)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["success", "following", "userId"],
-                    "properties": {
-                        "success": { "const": true },
-                        "following": { "const": true },
-                        "userId": { "type": "string", "format": "uuid" },
-                    },
-                })),
-            )
+            .answers(200, "OK", Schema::view::<Followed>())
             .link(
                 "DELETE /api/users/follow/{id}",
                 &[("id", "$response.body#/userId")],
@@ -772,19 +789,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .errors(404, &["not_found"])
             .errors(422, &["cannot_follow_self"]),
         Operation::new("DELETE /api/users/follow/{id}", "Unfollow (users)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["success", "following", "userId"],
-                    "properties": {
-                        "success": { "const": true },
-                        "following": { "const": false },
-                        "userId": { "type": "string", "format": "uuid" },
-                    },
-                })),
-            )
+            .answers(200, "OK", Schema::view::<Unfollowed>())
             .errors(400, &["invalid_id"])
             .errors(404, &["not_found"]),
         Operation::new("GET /api/users/{id}/followers", "Followers (users)")

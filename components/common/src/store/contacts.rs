@@ -11,9 +11,15 @@ use crate::time;
 
 /// A contact as its owner sees it: the other user's public fields, the owner's notes
 /// (names fall back to the other user's own), and who follows whom.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Contact")]
 pub struct Contact {
+    /// The contact's own id.
+    #[schemars(extend("format" = "uuid"))]
     pub id: String,
+    /// The other user's id.
+    #[schemars(extend("format" = "uuid"))]
     pub user_id: String,
     pub username: String,
     pub display_name: Option<String>,
@@ -26,7 +32,9 @@ pub struct Contact {
     pub following: bool,
     /// The contact follows the owner.
     pub followed_by: bool,
+    #[schemars(extend("format" = "date-time"))]
     pub created_at: String,
+    #[schemars(extend("format" = "date-time"))]
     pub updated_at: String,
 }
 

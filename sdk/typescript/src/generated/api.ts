@@ -2969,6 +2969,12 @@ export interface components {
             /** @description An http or https URL. */
             website?: string | null;
         };
+        /** @description Whether a client is suspended, after a suspension or a reinstatement. */
+        ClientSuspension: {
+            /** Format: uuid */
+            clientId: string;
+            suspended: boolean;
+        };
         /** @description A co-host of a session, as the co-host routes answer it, the session's sockets hear of it and the `cohost.*` webhooks carry it. */
         CoHost: {
             /** @description Whether they are on the SFU now. */
@@ -3134,6 +3140,7 @@ export interface components {
             /** @constant */
             success: true;
         };
+        /** @description A contact as its owner sees it: the other user's public fields, the owner's notes (names fall back to the other user's own), and who follows whom. */
         Contact: {
             avatarUrl: string | null;
             /** Format: date-time */
@@ -3141,15 +3148,23 @@ export interface components {
             displayName: string | null;
             email: string | null;
             firstName: string | null;
+            /** @description The contact follows the owner. */
             followedBy: boolean;
+            /** @description The owner follows the contact. */
             following: boolean;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The contact's own id.
+             */
             id: string;
             lastName: string | null;
             phoneNumber: string | null;
             /** Format: date-time */
             updatedAt: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The other user's id.
+             */
             userId: string;
             username: string;
         };
@@ -3158,6 +3173,14 @@ export interface components {
             email: string;
             message: string;
             name: string;
+        };
+        /** @description A contact form message received: its id, and thanks. */
+        ContactMessageReceived: {
+            /** Format: uuid */
+            id: string;
+            message: string;
+            /** @constant */
+            success: true;
         };
         ContactNotes: {
             displayName?: string | null;
@@ -3187,21 +3210,38 @@ export interface components {
             /** @constant */
             success: true;
         };
-        /** @description A stored file's metadata */
+        /** @description A stored file's metadata. */
         File: {
             contentType: string;
             /** Format: date-time */
             createdAt: string;
+            /** @description Where its owner downloads it. */
             downloadUrl: string;
             filename: string;
             /** Format: uuid */
             id: string;
             /** Format: uuid */
             ownerId: string;
+            /** @description Whether anyone may fetch it, without signing in, at `publicUrl`. */
             public: boolean;
+            /** @description Where anyone fetches a public file; null when it is not public. */
             publicUrl: string | null;
+            /** @description The SHA-256 of its bytes, in hex. */
             sha256: string;
+            /**
+             * Format: uint64
+             * @description Its length in bytes.
+             */
             size: number;
+        };
+        /** @description What a follow answers: the user now followed. */
+        Followed: {
+            /** @constant */
+            following: true;
+            /** @constant */
+            success: true;
+            /** Format: uuid */
+            userId: string;
         };
         /** @description A user's own profile with how many follow them and whom they follow. */
         FullUserProfile: {
@@ -3714,6 +3754,36 @@ export interface components {
             /** @enum {unknown} */
             visibility?: "public" | "unlisted" | "private" | "subscribers" | null;
         };
+        NewTracks: {
+            tracks: ({
+                artist?: string | null;
+                durationSeconds?: number | null;
+                /** Format: uuid */
+                fileId?: string | null;
+                title: string;
+                url?: string | null;
+            } & ({
+                fileId: string;
+                url?: null;
+            } | {
+                fileId?: null;
+                url: string;
+            }))[];
+        };
+        NewUpload: {
+            /** @description Its media type, such as `video/mp4`. */
+            contentType: string;
+            /** @description Its name, without path separators or `..`. */
+            filename: string;
+            /** @description The length of each part: a whole number of MiB from 1 to 8 (8 MiB when left out). */
+            partSize?: number | null;
+            /** @description Whether the file is public once complete (not when left out). */
+            public?: boolean | null;
+            /** @description The SHA-256 of its bytes, in hex (64 digits). */
+            sha256: string;
+            /** @description Its length in bytes: at least 1, at most the upload limit (413 beyond). */
+            size: number;
+        };
         NewWebhookEndpoint: {
             description?: string | null;
             /** @description Event types to deliver (each once), or ["*"] for all */
@@ -3759,7 +3829,7 @@ export interface components {
         PayoutRequest: {
             diamonds: number;
         };
-        /** @description A playlist (in lists, without its tracks) */
+        /** @description A playlist (in lists, without its tracks). */
         Playlist: {
             /** Format: date-time */
             createdAt: string;
@@ -3769,9 +3839,14 @@ export interface components {
             name: string;
             /** Format: uuid */
             ownerId: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The poster image's file, if it has one.
+             */
             posterFileId: string | null;
+            /** @description The poster image's public address. */
             posterUrl: string | null;
+            /** Format: int64 */
             trackCount: number;
             /** Format: date-time */
             updatedAt: string;
@@ -3785,16 +3860,48 @@ export interface components {
             /** @enum {unknown} */
             visibility?: "public" | "unlisted" | "private" | null;
         };
+        /** @description A track of a playlist. */
         PlaylistTrack: {
             artist: string | null;
+            /** Format: int64 */
             durationSeconds: number | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description The track's file, when it is one.
+             */
             fileId: string | null;
             /** Format: uuid */
             id: string;
+            /** Format: int64 */
             position: number;
             title: string;
+            /** @description Where it plays: its URL, or its file's public address. */
             url: string | null;
+        };
+        /** @description A playlist with its tracks in order. */
+        PlaylistWithTracks: {
+            /** Format: date-time */
+            createdAt: string;
+            description: string | null;
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: uuid */
+            ownerId: string;
+            /**
+             * Format: uuid
+             * @description The poster image's file, if it has one.
+             */
+            posterFileId: string | null;
+            /** @description The poster image's public address. */
+            posterUrl: string | null;
+            /** Format: int64 */
+            trackCount: number;
+            tracks: components["schemas"]["PlaylistTrack"][];
+            /** Format: date-time */
+            updatedAt: string;
+            /** @enum {unknown} */
+            visibility: "public" | "unlisted" | "private";
         };
         /** @description An error (RFC 9457 problem details) with a stable machine `code`. */
         Problem: {
@@ -3860,6 +3967,17 @@ export interface components {
             sessionId: string;
             /** @constant */
             success: true;
+        };
+        /** @description A part just stored, and the upload it belongs to. */
+        ReceivedPart: {
+            /** Format: uint64 */
+            n: number;
+            /** @description The SHA-256 of the part's bytes, in hex. */
+            sha256: string;
+            /** Format: uint64 */
+            size: number;
+            /** Format: uuid */
+            uploadId: string;
         };
         /** @description A recording of a broadcast by LiveKit Egress. */
         Recording: {
@@ -4202,6 +4320,10 @@ export interface components {
             period: "week" | "month" | "all";
             userId: string;
         };
+        TrackOrder: {
+            /** @description Every track id of the playlist, each once, in the new order. */
+            trackIds: string[];
+        };
         /** @description A transfer as one of the wallet owner's transactions, signed from their side. */
         Transaction: components["schemas"]["Transfer"] & {
             /**
@@ -4247,31 +4369,66 @@ export interface components {
             to: string;
             wallet: components["schemas"]["Wallet"];
         };
-        /** @description A resumable upload; `file` is the file's address once complete */
+        /** @description What an unfollow answers: the user no longer followed. */
+        Unfollowed: {
+            /** @constant */
+            following: false;
+            /** @constant */
+            success: true;
+            /** Format: uuid */
+            userId: string;
+        };
+        /** @description A resumable upload: the file declared, how it is cut, and the parts received so far. */
         Upload: {
             contentType: string;
             /** Format: date-time */
             createdAt: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the upload is removed if not complete.
+             */
             expiresAt: string;
+            /** @description The file's address once the upload is complete; null before. */
             file: string | null;
             filename: string;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @description Also the file's id once complete.
+             */
             id: string;
+            /** @description The numbers of the parts still to send. */
             missing: number[];
+            /** Format: uint64 */
             partCount: number;
+            /**
+             * Format: uint64
+             * @description The length of every part but the last.
+             */
             partSize: number;
-            parts: {
-                n: number;
-                sha256: string;
-                size: number;
-            }[];
+            /** @description The parts received, by number. */
+            parts: components["schemas"]["UploadPart"][];
+            /** @description Whether the file is public once complete. */
             public: boolean;
+            /** Format: uint64 */
             receivedBytes: number;
+            /** @description The file's SHA-256, in hex, as declared. */
             sha256: string;
+            /**
+             * Format: uint64
+             * @description The file's length in bytes.
+             */
             size: number;
-            /** @enum {unknown} */
+            /** @enum {string} */
             status: "open" | "completing" | "complete";
+        };
+        /** @description A part received: its number (from 1), length and SHA-256. */
+        UploadPart: {
+            /** Format: uint64 */
+            n: number;
+            /** @description The SHA-256 of the part's bytes, in hex. */
+            sha256: string;
+            /** Format: uint64 */
+            size: number;
         };
         /** @description A user as they see themselves. */
         UserProfile: {
@@ -4623,11 +4780,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        clientId: string;
-                        suspended: boolean;
-                    };
+                    "application/json": components["schemas"]["ClientSuspension"];
                 };
             };
             /** @description The request is malformed */
@@ -4691,11 +4844,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        clientId: string;
-                        suspended: boolean;
-                    };
+                    "application/json": components["schemas"]["ClientSuspension"];
                 };
             };
             /** @description The request is malformed */
@@ -6909,13 +7058,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        message: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["ContactMessageReceived"];
                 };
             };
             /** @description The request is malformed */
@@ -7198,14 +7341,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @constant */
-                        following: false;
-                        /** @constant */
-                        success: true;
-                        /** Format: uuid */
-                        userId: string;
-                    };
+                    "application/json": components["schemas"]["Unfollowed"];
                 };
             };
             /** @description The request is malformed */
@@ -7570,12 +7706,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             /** @description The request is malformed */
@@ -7853,14 +7984,7 @@ export interface operations {
                  *       "size": 11
                  *     }
                  */
-                "application/json": {
-                    contentType: string;
-                    filename: string;
-                    partSize?: number | null;
-                    public?: boolean | null;
-                    sha256: string;
-                    size?: number | null;
-                };
+                "application/json": components["schemas"]["NewUpload"];
             };
         };
         responses: {
@@ -8068,12 +8192,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             /** @description The request is malformed */
@@ -8262,13 +8381,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        n: number;
-                        sha256: string;
-                        size: number;
-                        /** Format: uuid */
-                        uploadId: string;
-                    };
+                    "application/json": components["schemas"]["ReceivedPart"];
                 };
             };
             /** @description The request is malformed */
@@ -8480,12 +8593,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             /** @description The request is malformed */
@@ -9543,9 +9651,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
@@ -9665,9 +9771,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
@@ -9749,9 +9853,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
@@ -9871,12 +9973,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Deleted"];
                 };
             };
             /** @description The request is malformed */
@@ -9958,9 +10055,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
@@ -10074,22 +10169,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    tracks: ({
-                        artist?: string | null;
-                        durationSeconds?: number | null;
-                        /** Format: uuid */
-                        fileId?: string | null;
-                        title: string;
-                        url?: string | null;
-                    } & ({
-                        fileId: string;
-                        url?: null;
-                    } | {
-                        fileId?: null;
-                        url: string;
-                    }))[];
-                };
+                "application/json": components["schemas"]["NewTracks"];
             };
         };
         responses: {
@@ -10099,9 +10179,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
@@ -10229,10 +10307,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @description Every track id of the playlist, each once, in the new order */
-                    trackIds: string[];
-                };
+                "application/json": components["schemas"]["TrackOrder"];
             };
         };
         responses: {
@@ -10242,9 +10317,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
@@ -10365,9 +10438,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Playlist"] & {
-                        tracks: components["schemas"]["PlaylistTrack"][];
-                    };
+                    "application/json": components["schemas"]["PlaylistWithTracks"];
                 };
             };
             /** @description The request is malformed */
@@ -14140,14 +14211,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @constant */
-                        following: true;
-                        /** @constant */
-                        success: true;
-                        /** Format: uuid */
-                        userId: string;
-                    };
+                    "application/json": components["schemas"]["Followed"];
                 };
             };
             /** @description The request is malformed */
@@ -14239,14 +14303,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @constant */
-                        following: false;
-                        /** @constant */
-                        success: true;
-                        /** Format: uuid */
-                        userId: string;
-                    };
+                    "application/json": components["schemas"]["Unfollowed"];
                 };
             };
             /** @description The request is malformed */
@@ -16615,11 +16672,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        message: string;
-                        /** @constant */
-                        success: true;
-                    };
+                    "application/json": components["schemas"]["Done"];
                 };
             };
             /** @description The credentials are missing or invalid */
