@@ -72,9 +72,9 @@ impl FieldKind for MessageText {
         json!({
             "type": "string",
             "minLength": 1,
-            "maxLength": MAX_MESSAGE_CHARS,
+            "maxLength": MAX_MESSAGE_CHARS * 4 + 64,
             "pattern": "\\S",
-            "description": "1 to 2000 characters after trimming",
+            "description": "1 to 2000 characters once the spaces at its ends are trimmed",
         })
     }
 }

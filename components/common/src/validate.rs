@@ -94,12 +94,16 @@ impl JsonBody {
         }
     }
 
-    /// An optional string, trimmed, at most `max` characters (an empty one counts as absent).
+    /// An optional string of at most `max` characters as sent, trimmed (an empty one counts
+    /// as absent).
     pub fn opt_string(&mut self, field: &'static str, max: usize) -> Option<String> {
         match self.take(field)? {
             Value::String(s) => {
+                // The length as sent, which the document's maxLength states (a long run of
+                // spaces is refused, not trimmed away).
+                let sent_length = s.chars().count();
                 let s = s.trim();
-                if s.chars().count() > max {
+                if sent_length > max {
                     self.error(field, format!("must be at most {max} characters"));
                     None
                 } else if s.is_empty() {
@@ -343,6 +347,17 @@ mod tests {
         assert_eq!(fields, ["name", "missing", "long", "extra"]);
         assert_eq!(err.fields[0].message, "must be a string");
         assert_eq!(err.fields[1].message, "is required");
+    }
+
+    #[test]
+    fn a_text_is_measured_as_sent_and_kept_trimmed() {
+        let mut body =
+            JsonBody::parse(br#"{"short": "  abc  ", "padded": "abc         "}"#).unwrap();
+        assert_eq!(body.opt_string("short", 7).as_deref(), Some("abc"));
+        assert_eq!(body.opt_string("padded", 7), None);
+        let err = body.finish().unwrap_err();
+        assert_eq!(err.fields[0].field, "padded");
+        assert_eq!(err.fields[0].message, "must be at most 7 characters");
     }
 
     #[test]

@@ -2831,7 +2831,7 @@ export interface components {
             messageId: string;
         };
         ChatPost: {
-            /** @description 1 to 2000 characters after trimming */
+            /** @description 1 to 2000 characters once the spaces at its ends are trimmed */
             message: string;
         };
         /** @description A report of a message (kind `report`) or a message held by a blocked word (`held`). */
