@@ -518,68 +518,23 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             )
             .errors(400, &["invalid_query"]),
         Operation::new("GET /api/v1/webhooks/{id}", "Get (webhooks)")
-            .parameter(json!({
-                "name": "id",
-                "in": "path",
-                "required": true,
-                "schema": {
-                    "type": "string",
-                    "minLength": 1,
-                    "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
-                },
-            }))
+            .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
             .answers(200, "OK", Schema::view::<EndpointView>()),
         Operation::new("PATCH /api/v1/webhooks/{id}", "Update (webhooks)")
             .takes(Schema::body::<EndpointChangesBody>())
-            .parameter(json!({
-                "name": "id",
-                "in": "path",
-                "required": true,
-                "schema": {
-                    "type": "string",
-                    "minLength": 1,
-                    "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
-                },
-            }))
+            .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
             .answers(200, "OK", Schema::view::<EndpointView>()),
         Operation::new("DELETE /api/v1/webhooks/{id}", "Delete (webhooks)")
-            .parameter(json!({
-                "name": "id",
-                "in": "path",
-                "required": true,
-                "schema": {
-                    "type": "string",
-                    "minLength": 1,
-                    "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
-                },
-            }))
+            .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
             .answers(200, "OK", Schema::view::<EndpointDeleted>()),
         Operation::new(
             "POST /api/v1/webhooks/{id}/rotate-secret",
             "Rotate secret (webhooks)",
         )
-        .parameter(json!({
-            "name": "id",
-            "in": "path",
-            "required": true,
-            "schema": {
-                "type": "string",
-                "minLength": 1,
-                "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
-            },
-        }))
+        .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
         .answers(200, "OK", Schema::view::<EndpointWithSecret>()),
         Operation::new("POST /api/v1/webhooks/{id}/test", "Send test (webhooks)")
-            .parameter(json!({
-                "name": "id",
-                "in": "path",
-                "required": true,
-                "schema": {
-                    "type": "string",
-                    "minLength": 1,
-                    "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
-                },
-            }))
+            .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
             .answers(
                 202,
                 "A webhook.test event is queued for the endpoint",
@@ -597,55 +552,19 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "Deliveries (webhooks)",
         )
         .paged()
-        .parameter(json!({
-            "name": "id",
-            "in": "path",
-            "required": true,
-            "schema": {
-                "type": "string",
-                "minLength": 1,
-                "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
-            },
-        }))
+        .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
         .answers(200, "OK", Schema::page_of::<DeliveryView>())
         .errors(400, &["invalid_query"]),
         Operation::new(
             "POST /api/v1/webhooks/{id}/deliveries/{deliveryId}/retry",
             "Retry (webhooks)",
         )
-        .parameter(json!({
-            "name": "id",
-            "in": "path",
-            "required": true,
-            "schema": {
-                "type": "string",
-                "minLength": 1,
-                "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
-            },
-        }))
-        .parameter(json!({
-            "name": "deliveryId",
-            "in": "path",
-            "required": true,
-            "schema": {
-                "type": "string",
-                "minLength": 1,
-                "examples": ["dlv_mXzfJK1jNinzAUbra0sITaRQ"],
-            },
-        }))
+        .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
+        .path_id("deliveryId", "dlv_mXzfJK1jNinzAUbra0sITaRQ")
         .answers(202, "Accepted", Schema::view::<DeliveryView>()),
         Operation::new("POST /api/v1/webhooks/{id}/recover", "Recover (webhooks)")
             .takes(Schema::body::<RecoveryBody>())
-            .parameter(json!({
-                "name": "id",
-                "in": "path",
-                "required": true,
-                "schema": {
-                    "type": "string",
-                    "minLength": 1,
-                    "examples": ["ep_mXzfJK1jNinzAUbra0sITaRQ"],
-                },
-            }))
+            .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
             .answers(
                 202,
                 "The failed deliveries of the window are due again",

@@ -242,6 +242,16 @@ impl Operation {
         self
     }
 
+    /// A path parameter that is a prefixed id (`ep_...`) rather than a UUID, with an example.
+    pub fn path_id(self, name: &'static str, example: &'static str) -> Self {
+        self.parameter(json!({
+            "name": name,
+            "in": "path",
+            "required": true,
+            "schema": { "type": "string", "minLength": 1, "examples": [example] },
+        }))
+    }
+
     /// A query parameter.
     pub fn query(self, name: &'static str, schema: Value) -> Self {
         self.parameter(json!({ "name": name, "in": "query", "schema": schema }))
