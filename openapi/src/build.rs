@@ -4,7 +4,7 @@
 use crate::security;
 use crate::tables::TableRoute;
 use common::contract::{Operation, Schemas};
-use common::routing::{ANY_METHOD, Tier};
+use common::routing::ANY_METHOD;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -218,7 +218,7 @@ fn operation(
     for (status, r) in given {
         responses.insert(status.clone(), success(r, routes)?);
     }
-    for (status, codes) in error_codes(route.tier, has_body, &params, op)? {
+    for (status, codes) in error_codes(route, has_body, &params, op)? {
         if responses.contains_key(&status.to_string()) {
             // The declaration says how this status answers (a page's text 404).
             continue;
@@ -390,9 +390,9 @@ fn link_name(operation_id: &str) -> String {
 }
 
 /// The error answers of an operation, by status: the tier's credential checks, the body's
-/// parsing, and the handler's own (the declaration's `errors`).
+/// parsing, the idempotency key's, and the handler's own (the declaration's `errors`).
 fn error_codes(
-    tier: Tier,
+    route: &TableRoute,
     has_body: bool,
     params: &Value,
     op: &Value,
@@ -404,11 +404,11 @@ fn error_codes(
             codes.push(code.to_string());
         }
     };
-    for code in &security::unauthorized_codes(tier) {
+    for code in &security::unauthorized_codes(route.tier) {
         add(401, code);
     }
     // A suspended tenant's credentials are refused wherever the API key counts.
-    if tier.needs_api_key() {
+    if route.tier.needs_api_key() {
         add(403, "client_suspended");
     }
     if has_body {
@@ -417,6 +417,14 @@ fn error_codes(
         add(415, "unsupported_media_type");
         // Bodies are checked field by field, unknown fields included.
         add(422, "validation_failed");
+    }
+    if route.idempotent {
+        // The key is checked first; a retry answers the first answer, unless it was sent
+        // with another body or the first is still running.
+        add(400, "idempotency_key_required");
+        add(400, "invalid_idempotency_key");
+        add(409, "request_in_progress");
+        add(422, "idempotency_key_reused");
     }
     for param in params.as_array().into_iter().flatten() {
         if param["in"] == "path" {

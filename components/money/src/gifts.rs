@@ -511,19 +511,14 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .request_example(json!({ "giftId": "rose", "quantity": 1 }))
             .answers(201, "Created", Schema::view::<GiftAnswer<'static>>())
             .errors(404, &["not_found"])
-            .errors(409, &["broadcast_not_live", "request_in_progress"])
+            .errors(409, &["broadcast_not_live"])
             .errors(
                 422,
                 &[
                     "amount_too_large",
                     "cannot_gift_yourself",
                     "invalid_recipient",
-                    "idempotency_key_reused",
                 ],
-            )
-            .errors(
-                400,
-                &["idempotency_key_required", "invalid_idempotency_key"],
             ),
         Operation::new(
             "GET /api/broadcasts/{id}/gifts/leaderboard",

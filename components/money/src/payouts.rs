@@ -241,12 +241,8 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
                 "POST /api/v1/payouts/{id}/reject",
                 &[("id", "$response.body#/id")],
             )
-            .errors(422, &["below_minimum_payout", "idempotency_key_reused"])
-            .errors(
-                400,
-                &["idempotency_key_required", "invalid_idempotency_key"],
-            )
-            .errors(409, &["request_in_progress", "insufficient_funds"]),
+            .errors(422, &["below_minimum_payout"])
+            .errors(409, &["insufficient_funds"]),
         Operation::new("GET /api/wallet/payouts", "List own (payouts)")
             .paged()
             .answers(200, "OK", Schema::page_of::<crate::views::PayoutView>())
@@ -266,21 +262,11 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             .takes(Schema::body::<PayoutCompletionBody>())
             .answers(200, "OK", Schema::view::<crate::views::PayoutView>())
             .errors(404, &["not_found"])
-            .errors(409, &["payout_decided", "request_in_progress"])
-            .errors(
-                400,
-                &["idempotency_key_required", "invalid_idempotency_key"],
-            )
-            .errors(422, &["idempotency_key_reused"]),
+            .errors(409, &["payout_decided"]),
         Operation::new("POST /api/v1/payouts/{id}/reject", "Reject (payouts)")
             .takes(Schema::body::<PayoutRejectionBody>())
             .answers(200, "OK", Schema::view::<crate::views::PayoutView>())
             .errors(404, &["not_found"])
-            .errors(409, &["payout_decided", "request_in_progress"])
-            .errors(
-                400,
-                &["idempotency_key_required", "invalid_idempotency_key"],
-            )
-            .errors(422, &["idempotency_key_reused"]),
+            .errors(409, &["payout_decided"]),
     ]
 }

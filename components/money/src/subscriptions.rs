@@ -298,15 +298,8 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             &[("id", "$response.body#/creatorId")],
         )
         .errors(404, &["not_found"])
-        .errors(409, &["already_subscribed", "request_in_progress"])
-        .errors(
-            422,
-            &["cannot_subscribe_to_yourself", "idempotency_key_reused"],
-        )
-        .errors(
-            400,
-            &["idempotency_key_required", "invalid_idempotency_key"],
-        ),
+        .errors(409, &["already_subscribed"])
+        .errors(422, &["cannot_subscribe_to_yourself"]),
         Operation::new(
             "DELETE /api/users/{id}/subscriptions",
             "Cancel (subscriptions)",

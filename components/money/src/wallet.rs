@@ -280,24 +280,11 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
                 &[("id", "$response.body#/id")],
             )
             .errors(404, &["not_found"])
-            .errors(409, &["duplicate_reference", "request_in_progress"])
-            .errors(
-                400,
-                &["idempotency_key_required", "invalid_idempotency_key"],
-            )
-            .errors(422, &["idempotency_key_reused"]),
+            .errors(409, &["duplicate_reference"]),
         Operation::new("POST /api/v1/transfers/{id}/reverse", "Reverse (wallet)")
             .takes(Schema::body::<ReversalBody>())
             .answers(201, "Created", Schema::view::<TransferWithWallet>())
             .errors(404, &["not_found"])
-            .errors(
-                409,
-                &["already_reversed", "not_reversible", "request_in_progress"],
-            )
-            .errors(
-                400,
-                &["idempotency_key_required", "invalid_idempotency_key"],
-            )
-            .errors(422, &["idempotency_key_reused"]),
+            .errors(409, &["already_reversed", "not_reversible"]),
     ]
 }

@@ -5797,7 +5797,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "malformed_json" | "invalid_id" | "idempotency_key_required" | "invalid_idempotency_key";
+                        code?: "malformed_json" | "idempotency_key_required" | "invalid_idempotency_key" | "invalid_id";
                         /** @constant */
                         status?: 400;
                     } & components["schemas"]["Problem"];
@@ -5853,7 +5853,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "broadcast_not_live" | "request_in_progress";
+                        code?: "request_in_progress" | "broadcast_not_live";
                         /** @constant */
                         status?: 409;
                     } & components["schemas"]["Problem"];
@@ -5895,7 +5895,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "validation_failed" | "amount_too_large" | "cannot_gift_yourself" | "invalid_recipient" | "idempotency_key_reused";
+                        code?: "validation_failed" | "idempotency_key_reused" | "amount_too_large" | "cannot_gift_yourself" | "invalid_recipient";
                         /** @constant */
                         status?: 422;
                     } & components["schemas"]["Problem"];
@@ -17324,7 +17324,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "malformed_json" | "invalid_id" | "idempotency_key_required" | "invalid_idempotency_key";
+                        code?: "malformed_json" | "idempotency_key_required" | "invalid_idempotency_key" | "invalid_id";
                         /** @constant */
                         status?: 400;
                     } & components["schemas"]["Problem"];
@@ -17380,7 +17380,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "already_subscribed" | "request_in_progress";
+                        code?: "request_in_progress" | "already_subscribed";
                         /** @constant */
                         status?: 409;
                     } & components["schemas"]["Problem"];
@@ -17422,7 +17422,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "validation_failed" | "cannot_subscribe_to_yourself" | "idempotency_key_reused";
+                        code?: "validation_failed" | "idempotency_key_reused" | "cannot_subscribe_to_yourself";
                         /** @constant */
                         status?: 422;
                     } & components["schemas"]["Problem"];
@@ -18320,7 +18320,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "malformed_json" | "invalid_id" | "idempotency_key_required" | "invalid_idempotency_key";
+                        code?: "malformed_json" | "idempotency_key_required" | "invalid_idempotency_key" | "invalid_id";
                         /** @constant */
                         status?: 400;
                     } & components["schemas"]["Problem"];
@@ -18376,7 +18376,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "payout_decided" | "request_in_progress";
+                        code?: "request_in_progress" | "payout_decided";
                         /** @constant */
                         status?: 409;
                     } & components["schemas"]["Problem"];
@@ -18461,7 +18461,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "malformed_json" | "invalid_id" | "idempotency_key_required" | "invalid_idempotency_key";
+                        code?: "malformed_json" | "idempotency_key_required" | "invalid_idempotency_key" | "invalid_id";
                         /** @constant */
                         status?: 400;
                     } & components["schemas"]["Problem"];
@@ -18517,7 +18517,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "payout_decided" | "request_in_progress";
+                        code?: "request_in_progress" | "payout_decided";
                         /** @constant */
                         status?: 409;
                     } & components["schemas"]["Problem"];
@@ -19206,7 +19206,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "malformed_json" | "invalid_id" | "idempotency_key_required" | "invalid_idempotency_key";
+                        code?: "malformed_json" | "idempotency_key_required" | "invalid_idempotency_key" | "invalid_id";
                         /** @constant */
                         status?: 400;
                     } & components["schemas"]["Problem"];
@@ -19262,7 +19262,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "already_reversed" | "not_reversible" | "request_in_progress";
+                        code?: "request_in_progress" | "already_reversed" | "not_reversible";
                         /** @constant */
                         status?: 409;
                     } & components["schemas"]["Problem"];
@@ -19414,7 +19414,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "malformed_json" | "invalid_id" | "idempotency_key_required" | "invalid_idempotency_key";
+                        code?: "malformed_json" | "idempotency_key_required" | "invalid_idempotency_key" | "invalid_id";
                         /** @constant */
                         status?: 400;
                     } & components["schemas"]["Problem"];
@@ -19470,7 +19470,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "duplicate_reference" | "request_in_progress";
+                        code?: "request_in_progress" | "duplicate_reference";
                         /** @constant */
                         status?: 409;
                     } & components["schemas"]["Problem"];
@@ -20606,7 +20606,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "validation_failed" | "below_minimum_payout" | "idempotency_key_reused";
+                        code?: "validation_failed" | "idempotency_key_reused" | "below_minimum_payout";
                         /** @constant */
                         status?: 422;
                     } & components["schemas"]["Problem"];
