@@ -327,7 +327,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
                 "The media server asks whether a publisher with this stream key may publish; \
                  an accepted publish makes the broadcast active.",
             )
-            .takes(Schema::view::<protocol::Publish>())
+            .takes(Schema::read::<protocol::Publish>())
             .request_example(json!({
                 "key": "0123456789abcdef0123456789abcdef",
                 "connection": "a1b2c3d4-1",
@@ -354,7 +354,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
                  when the key was reset, the broadcast ended or its client was suspended (the \
                  media server drops the publisher).",
             )
-            .takes(Schema::view::<protocol::Update>())
+            .takes(Schema::read::<protocol::Update>())
             .answers(
                 200,
                 "OK: keep publishing",
@@ -374,7 +374,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             "A publisher left; the broadcast completes unless it comes back within the \
                  reconnect window.",
         )
-        .takes(Schema::view::<protocol::PublishDone>())
+        .takes(Schema::read::<protocol::PublishDone>())
         .answers(200, "OK", Schema::view::<Released>())
         .errors(400, &["malformed_json", "invalid_connection"]),
         Operation::new("POST /api/jobs/settle-ingests", "Settle ingests (jobs)")

@@ -15,6 +15,8 @@ use serde_json::{Map, Value, json};
 /// The document's named schemas, gathered from the operations that use them.
 pub struct Schemas {
     generator: SchemaGenerator,
+    /// For types that serde reads (a field it defaults may be left out).
+    readers: SchemaGenerator,
     bodies: Map<String, Value>,
     /// Names given to two different schemas.
     clashes: Vec<String>,
@@ -22,12 +24,13 @@ pub struct Schemas {
 
 impl Default for Schemas {
     fn default() -> Self {
-        let settings = SchemaSettings::draft2020_12().for_serialize().with(|s| {
+        let settings = SchemaSettings::draft2020_12().with(|s| {
             s.definitions_path = "/components/schemas".into();
             s.meta_schema = None;
         });
         Schemas {
-            generator: settings.into_generator(),
+            generator: settings.clone().for_serialize().into_generator(),
+            readers: settings.for_deserialize().into_generator(),
             bodies: Map::new(),
             clashes: Vec::new(),
         }
@@ -38,6 +41,12 @@ impl Schemas {
     /// A reference to the view `T`'s schema (its named types collected with it).
     pub fn view<T: JsonSchema>(&mut self) -> Value {
         self.generator.subschema_for::<T>().to_value()
+    }
+
+    /// A reference to the schema of `T` as serde reads it: a body of another service's
+    /// protocol, deserialized whole.
+    pub fn read<T: JsonSchema>(&mut self) -> Value {
+        self.readers.subschema_for::<T>().to_value()
     }
 
     /// A reference to the request body `T`'s schema.
@@ -77,6 +86,12 @@ impl Schemas {
     /// Every schema named so far, by name; or the names given to two different schemas.
     pub fn finish(mut self) -> Result<Map<String, Value>, Vec<String>> {
         let mut all = self.generator.take_definitions(true);
+        for (name, schema) in self.readers.take_definitions(true) {
+            if all.get(&name).is_some_and(|written| *written != schema) {
+                self.clashes.push(name.clone());
+            }
+            all.insert(name, schema);
+        }
         for (name, schema) in self.bodies {
             if all.insert(name.clone(), schema).is_some() {
                 self.clashes.push(name);
@@ -107,6 +122,11 @@ impl Schema {
     /// The view `T`, as serialized.
     pub fn view<T: JsonSchema>() -> Schema {
         Schema::Typed(view_ref::<T>)
+    }
+
+    /// `T` as serde reads it (fields it defaults may be left out).
+    pub fn read<T: JsonSchema>() -> Schema {
+        Schema::Typed(read_ref::<T>)
     }
 
     /// The request body `T`, as read.
@@ -144,6 +164,10 @@ impl Schema {
 
 fn view_ref<T: JsonSchema>(schemas: &mut Schemas) -> Value {
     schemas.view::<T>()
+}
+
+fn read_ref<T: JsonSchema>(schemas: &mut Schemas) -> Value {
+    schemas.read::<T>()
 }
 
 fn body_ref<T: RequestBody>(schemas: &mut Schemas) -> Value {
@@ -456,6 +480,32 @@ mod tests {
                 .get("requestOptional")
                 .is_none()
         );
+    }
+
+    /// A message of another service's protocol, which serde reads with a default.
+    #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Report {
+        id: String,
+        #[serde(default)]
+        error: Option<String>,
+    }
+
+    #[test]
+    fn a_type_serde_reads_may_leave_out_what_it_defaults() {
+        let mut schemas = Schemas::default();
+        schemas.read::<Report>();
+        let read = schemas.finish().unwrap();
+        assert_eq!(read["Report"]["required"], json!(["id"]));
+        let mut schemas = Schemas::default();
+        schemas.view::<Report>();
+        let written = schemas.finish().unwrap();
+        assert_eq!(written["Report"]["required"], json!(["id", "error"]));
+        // A type both written and read, with two schemas, is a clash.
+        let mut schemas = Schemas::default();
+        schemas.view::<Report>();
+        schemas.read::<Report>();
+        assert_eq!(schemas.finish().unwrap_err(), ["Report"]);
     }
 
     #[derive(schemars::JsonSchema)]

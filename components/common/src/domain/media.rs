@@ -280,7 +280,7 @@ pub mod protocol {
         #[schemars(length(min = 1, max = 100), regex(pattern = CONNECTION_PATTERN))]
         pub connection: String,
         /// The publisher's address.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default)]
         pub client_addr: Option<String>,
     }
 
@@ -317,7 +317,7 @@ pub mod protocol {
         pub id: String,
         pub state: RestreamState,
         /// Why the last attempt failed (never the target's address or key).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default)]
         pub error: Option<String>,
     }
 
@@ -329,9 +329,9 @@ pub mod protocol {
         #[schemars(length(min = 1, max = 100), regex(pattern = CONNECTION_PATTERN))]
         pub connection: String,
         pub key: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default)]
         pub health: Option<HealthSample>,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[serde(default)]
         pub restreams: Vec<RestreamReport>,
     }
 

@@ -3521,8 +3521,11 @@ export interface components {
         };
         /** @description `POST /api/media/publish`: a publisher connected with `key`. */
         MediaPublish: {
-            /** @description The publisher's address. */
-            clientAddr?: string | null;
+            /**
+             * @description The publisher's address.
+             * @default null
+             */
+            clientAddr: string | null;
             /** @description The media server's name for this publisher connection, unique while it runs. */
             connection: string;
             /** @description The stream name the encoder sent: the ingest key. */
@@ -3545,8 +3548,11 @@ export interface components {
         };
         /** @description One restream target's state, as the media server last saw it. */
         MediaRestreamReport: {
-            /** @description Why the last attempt failed (never the target's address or key). */
-            error?: string | null;
+            /**
+             * @description Why the last attempt failed (never the target's address or key).
+             * @default null
+             */
+            error: string | null;
             id: string;
             /** @description A restream target's state, as its owner sees it. */
             state: "idle" | "connecting" | "live" | "errored";
@@ -3561,9 +3567,11 @@ export interface components {
         /** @description `POST /api/media/update`: a publisher is still live (every few seconds). */
         MediaUpdate: {
             connection: string;
-            health?: components["schemas"]["HealthSample"] | null;
+            /** @default null */
+            health: components["schemas"]["HealthSample"] | null;
             key: string;
-            restreams?: components["schemas"]["MediaRestreamReport"][];
+            /** @default [] */
+            restreams: components["schemas"]["MediaRestreamReport"][];
         };
         /** @description What a migration call did. */
         MigrateJobReport: {
