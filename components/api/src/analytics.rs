@@ -3,7 +3,7 @@
 //! these handlers only read the minute buckets and the daily rows.
 
 use crate::access::{Viewer, check_can_watch};
-use crate::jobs::Progress;
+use common::answers::Progress;
 use common::app;
 use common::domain::analytics::{self as math, DAY, Granularity, Point, Totals};
 use common::domain::broadcast::Status;

@@ -4,7 +4,7 @@
 
 use crate::access::{self, Audience, Viewer};
 use crate::broadcasts::{self, BroadcastView};
-use crate::sfu_webhook::SfuEventAck;
+use crate::sfu_ack::SfuEventAck;
 use common::app;
 use common::domain::broadcast::Status;
 use common::domain::cohost::Layout;
@@ -695,7 +695,7 @@ fn enter(
     let action = if status == "active" {
         CohostAction::Joined
     } else {
-        crate::webhook_events::cohost(db, "cohost.requested", b, &view, ctx.now())?;
+        record_event(db, "cohost.requested", b, &view, ctx.now())?;
         CohostAction::Requested
     };
     let event = Event::cohost(action, &view);
@@ -705,6 +705,38 @@ fn enter(
         co_host: view,
     };
     Ok((answer, event))
+}
+
+/// Records `cohost.*` with the co-host as the co-host routes answer it, and the session's id.
+fn record_event(
+    db: &Db,
+    event_type: &str,
+    b: &Broadcast,
+    co_host: &CoHostView,
+    now: i64,
+) -> Result<(), ApiError> {
+    let data = CohostEvent {
+        co_host,
+        session_id: &b.id,
+    };
+    crate::webhook_events::record(
+        db,
+        &b.client_id,
+        event_type,
+        "cohost",
+        &co_host.id,
+        &data,
+        now,
+    )
+}
+
+/// A `cohost.*` event's data.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CohostEvent<'a> {
+    #[serde(flatten)]
+    co_host: &'a CoHostView,
+    session_id: &'a str,
 }
 
 /// The co-host row a path's `coHostId` names, in this session.
@@ -878,7 +910,7 @@ pub fn remove_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
     db.transaction(|tx| {
         store::remove(tx, &b, &target.id, &ctx.user.id, ctx.now())?;
         let removed = store::by_id(tx, &b, &target.id)?.unwrap_or(target.clone());
-        crate::webhook_events::cohost(tx, "cohost.removed", &b, &view(&removed, false), ctx.now())
+        record_event(tx, "cohost.removed", &b, &view(&removed, false), ctx.now())
     })?;
     crate::realtime::publish(
         &b.identity.stream_id,
@@ -1030,7 +1062,7 @@ pub fn participant_presence(
             } else {
                 "cohost.left"
             };
-            crate::webhook_events::cohost(db, event_type, &b, &view(&c, joined), now)?;
+            record_event(db, event_type, &b, &view(&c, joined), now)?;
         }
         Ok(SfuEventAck::handled(kind).answer())
     })

@@ -51,7 +51,7 @@ pub struct SettleReport {
     #[schemars(extend("const" = "settle-ingests"))]
     job: &'static str,
     #[serde(flatten)]
-    progress: crate::jobs::Progress,
+    progress: common::answers::Progress,
 }
 
 /// A publish or update the platform refuses (the media server drops the publisher).
@@ -304,7 +304,7 @@ pub fn settle(ctx: &JobsCtx) -> Reply {
             Err(e) => return Err(e),
         }
     }
-    let progress = crate::jobs::Progress {
+    let progress = common::answers::Progress {
         done: completed,
         remaining: (total - due.len() as i64).max(0),
     };

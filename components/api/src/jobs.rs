@@ -3,6 +3,7 @@
 //! Kubernetes CronJob). Each call does a bounded batch and says how much is left, so the
 //! scheduler calls again while `remaining` is above zero.
 
+use common::answers::Progress;
 use common::spin::http::{JobsCtx, Reply, json};
 use common::store::{
     analytics, cohosts, idempotency, moderation, rate_limits, replay, users, webhooks,
@@ -26,16 +27,6 @@ const ACTIVE_USER_MARK_KEEP_SECS: i64 = 2 * 86_400;
 const WEBHOOK_KEEP_SECS: i64 = 30 * 86_400;
 /// An upload still `uploading` after this long was abandoned.
 const ABANDONED_UPLOAD_SECS: i64 = 86_400;
-
-/// How much a job call did, and how much is left: the scheduler calls again while
-/// `remaining` is above zero.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Progress {
-    #[schemars(range(min = 0))]
-    pub done: i64,
-    #[schemars(range(min = 0))]
-    pub remaining: i64,
-}
 
 /// What a migration call did.
 #[derive(Debug, Serialize, JsonSchema)]

@@ -25,6 +25,7 @@ mod reference;
 mod restreams;
 mod sessions;
 mod sfu;
+mod sfu_ack;
 mod sfu_feed;
 mod sfu_webhook;
 mod uploads;

@@ -4,7 +4,6 @@
 
 use crate::access::{self, Viewer};
 use crate::egress::{self, Egress};
-use crate::sfu_webhook::SfuEventAck;
 use common::answers::Deleted;
 use common::app;
 use common::domain::broadcast::Status as BroadcastStatus;
@@ -441,8 +440,16 @@ pub fn on_status_change(db: &Db, b: &Broadcast, now_ms: i64) {
     }
 }
 
+/// What an egress event did.
+pub enum EgressOutcome {
+    /// It moved the recording its egress runs for.
+    Moved(Box<RecordingView>),
+    /// It changed nothing, and why.
+    Unrelated(&'static str),
+}
+
 /// An egress event from the SFU's webhook: moves the recording its egress runs for.
-pub fn on_egress_event(db: &Db, info: &Value, now: i64) -> Result<Response, ApiError> {
+pub fn on_egress_event(db: &Db, info: &Value, now: i64) -> Result<EgressOutcome, ApiError> {
     let report = EgressReport::read(info).ok_or_else(|| {
         ApiError::new(
             422,
@@ -450,7 +457,7 @@ pub fn on_egress_event(db: &Db, info: &Value, now: i64) -> Result<Response, ApiE
             "an egress event needs egressInfo with an egress id and a status",
         )
     })?;
-    let ignored = |why: &'static str| Ok(SfuEventAck::unrelated(why).answer());
+    let ignored = |why: &'static str| Ok(EgressOutcome::Unrelated(why));
     let Some(r) = store::by_egress(db, &report.egress_id)? else {
         return ignored("unknown egress");
     };
@@ -469,7 +476,7 @@ pub fn on_egress_event(db: &Db, info: &Value, now: i64) -> Result<Response, ApiE
                 return ignored("moved meanwhile");
             };
             let r = launch(db, &b, next, now)?;
-            Ok(SfuEventAck::moved(view(&r)).answer())
+            Ok(EgressOutcome::Moved(Box::new(view(&r))))
         }
         Step::Move(to) => {
             let outcome = Outcome {
@@ -500,7 +507,7 @@ pub fn on_egress_event(db: &Db, info: &Value, now: i64) -> Result<Response, ApiE
                 Ok(moved)
             })?;
             match moved {
-                Some(m) => Ok(SfuEventAck::moved(view(&m)).answer()),
+                Some(m) => Ok(EgressOutcome::Moved(Box::new(view(&m)))),
                 None => ignored("moved meanwhile"),
             }
         }

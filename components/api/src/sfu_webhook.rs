@@ -4,93 +4,11 @@
 //! the rest are acknowledged.
 
 use crate::cohosts::{self, ParticipantEvent};
-use crate::recordings::RecordingView;
+use crate::recordings::{self, EgressOutcome};
+use crate::sfu_ack::SfuEventAck;
 use common::ApiError;
-use common::spin::http::{SfuCtx, json};
-use schemars::JsonSchema;
-use serde::Serialize;
+use common::spin::http::SfuCtx;
 use spin_sdk::http::Response;
-
-/// What the platform did with an SFU webhook event.
-#[derive(Debug, Default, Serialize, JsonSchema)]
-#[schemars(rename = "SfuEventAck")]
-pub struct SfuEventAck {
-    /// Whether the event changed anything.
-    handled: bool,
-    /// The event's type.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "String")]
-    event: Option<String>,
-    /// Why it changed nothing.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "String")]
-    reason: Option<&'static str>,
-    /// The event was delivered before: the SFU sent it again.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    #[schemars(extend("const" = true))]
-    duplicate: bool,
-    /// The recording the event moved.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "RecordingView")]
-    recording: Option<RecordingView>,
-}
-
-impl SfuEventAck {
-    /// An event of type `event` that changed what it reports.
-    pub fn handled(event: &str) -> Self {
-        SfuEventAck {
-            handled: true,
-            event: Some(event.to_string()),
-            ..Self::default()
-        }
-    }
-
-    /// An event of type `event` the platform has no use for.
-    pub fn ignored(event: &str) -> Self {
-        SfuEventAck {
-            event: Some(event.to_string()),
-            ..Self::default()
-        }
-    }
-
-    /// An event about nothing the platform follows, or that changes nothing, and why.
-    pub fn unrelated(reason: &'static str) -> Self {
-        SfuEventAck {
-            reason: Some(reason),
-            ..Self::default()
-        }
-    }
-
-    /// Also why it changed nothing.
-    pub fn because(self, reason: &'static str) -> Self {
-        SfuEventAck {
-            reason: Some(reason),
-            ..self
-        }
-    }
-
-    /// An event delivered before.
-    pub fn duplicate() -> Self {
-        SfuEventAck {
-            duplicate: true,
-            ..Self::default()
-        }
-    }
-
-    /// An event that moved a recording.
-    pub fn moved(recording: RecordingView) -> Self {
-        SfuEventAck {
-            handled: true,
-            recording: Some(recording),
-            ..Self::default()
-        }
-    }
-
-    /// The 200 that acknowledges the event.
-    pub fn answer(&self) -> Response {
-        json(200, self)
-    }
-}
 
 pub fn receive(ctx: &SfuCtx) -> Result<Response, ApiError> {
     let kind = ctx.event["event"].as_str().unwrap_or_default();
@@ -105,7 +23,11 @@ pub fn receive(ctx: &SfuCtx) -> Result<Response, ApiError> {
                 info => info,
             };
             let db = ctx.db()?;
-            crate::recordings::on_egress_event(&db, info, ctx.now())
+            let ack = match recordings::on_egress_event(&db, info, ctx.now())? {
+                EgressOutcome::Moved(recording) => SfuEventAck::moved(*recording),
+                EgressOutcome::Unrelated(why) => SfuEventAck::unrelated(why),
+            };
+            Ok(ack.answer())
         }
         "" => Err(ApiError::new(
             422,

@@ -2,12 +2,10 @@
 //! with `data` in the shape the REST API answers for its object. Call these inside the
 //! transaction that makes the change (`db` is the transaction), so the event commits or
 //! rolls back with it. A resource whose event carries its own view records it next to
-//! that view (`broadcasts::events`, `users`, `files`), through [`record`].
+//! that view (`broadcasts::events`, `users`, `files`, `cohosts`), through [`record`].
 
-use crate::cohosts::CoHostView;
 use common::ApiError;
 use common::store::Db;
-use common::store::broadcasts::Broadcast;
 use common::store::outbox::{self, Subject};
 use serde::Serialize;
 
@@ -25,38 +23,6 @@ pub fn record(
         object_id,
     };
     outbox::record(db, client_id, event_type, subject, data, now).map(|_| ())
-}
-
-/// `cohost.*` with the co-host as the co-host routes answer it, and the session's id.
-pub fn cohost(
-    db: &Db,
-    event_type: &str,
-    b: &Broadcast,
-    co_host: &CoHostView,
-    now: i64,
-) -> Result<(), ApiError> {
-    let data = CohostEvent {
-        co_host,
-        session_id: &b.id,
-    };
-    record(
-        db,
-        &b.client_id,
-        event_type,
-        "cohost",
-        &co_host.id,
-        &data,
-        now,
-    )
-}
-
-/// A `cohost.*` event's data.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct CohostEvent<'a> {
-    #[serde(flatten)]
-    co_host: &'a CoHostView,
-    session_id: &'a str,
 }
 
 /// A deleted chat message as `chat.message_deleted` carries it: its record as chat history

@@ -39,3 +39,13 @@ impl Done {
         }
     }
 }
+
+/// How much a job call did, and how much is left: the scheduler calls again while
+/// `remaining` is above zero.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Progress {
+    #[schemars(range(min = 0))]
+    pub done: i64,
+    #[schemars(range(min = 0))]
+    pub remaining: i64,
+}
