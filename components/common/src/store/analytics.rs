@@ -77,7 +77,7 @@ fn add(
         client_id.into(),
     ];
     params.extend(amounts.iter().map(|(_, n)| Value::Int(*n)));
-    db.execute(&sql, &params)?;
+    db.insert_soon(&sql, &params)?;
     if crate::ids::random_bytes(1)[0].is_multiple_of(FOLD_ONE_IN) {
         fold(db, broadcast_id, Folding::Skip)?;
     }

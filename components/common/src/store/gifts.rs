@@ -132,7 +132,7 @@ pub fn next_combo(
 }
 
 pub fn record(db: &Db, client_id: &str, sent: &Sent) -> Result<(), ApiError> {
-    db.execute(
+    db.insert_soon(
         "INSERT INTO gifts_sent (id, client_id, broadcast_id, sender_id, recipient_id, gift_id, gift_name, animation, \
            quantity, tokens, diamonds, anonymous, combo, operation_id, created_at_ms) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -322,7 +322,7 @@ pub fn post(
                 Value::Int(now),
             ]);
         }
-        tx.execute(
+        tx.insert_soon(
             &format!(
                 "INSERT INTO ledger_pending (id, operation_id, account_id, amount, created_at) VALUES {}",
                 vec!["(?, ?, ?, ?, ?)"; deferred.len()].join(", ")
@@ -363,7 +363,7 @@ pub fn post(
             created_at: now,
         });
     }
-    tx.execute(
+    tx.insert_soon(
         &format!(
             "INSERT INTO ledger_transfers (id, client_id, currency, debit_account, credit_account, amount, kind, \
              reference, reason, reverses, operation_id, idempotency_key, created_at) VALUES {}",

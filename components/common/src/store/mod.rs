@@ -277,7 +277,12 @@ pub struct Db {
     backend: Rc<dyn Backend>,
     /// Open transactions on this connection: a nested one is a savepoint.
     depth: Rc<std::cell::Cell<u32>>,
+    /// Inserts held back to reach PostgreSQL as one statement ([`Db::insert_soon`]).
+    held: Rc<std::cell::RefCell<Vec<Statement>>>,
 }
+
+/// A statement's text and its parameters.
+pub type Statement = (String, Vec<Value>);
 
 fn failed(e: BackendError) -> ApiError {
     if e.unavailable {
@@ -292,6 +297,7 @@ impl Db {
         Db {
             backend: Rc::from(backend),
             depth: Rc::default(),
+            held: Rc::default(),
         }
     }
 
@@ -301,14 +307,46 @@ impl Db {
 
     /// Runs one statement (placeholders rewritten for the back end) and answers its rows.
     pub fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, ApiError> {
+        self.send_held()?;
         let statement = sql::for_dialect(sql, self.dialect());
         self.backend.query(&statement, params).map_err(failed)
     }
 
     /// Runs one statement that answers no rows (use [`Db::query`] for `RETURNING`).
     pub fn execute(&self, sql: &str, params: &[Value]) -> Result<(), ApiError> {
+        self.send_held()?;
         let statement = sql::for_dialect(sql, self.dialect());
         self.backend.execute(&statement, params).map_err(failed)
+    }
+
+    /// Runs an `INSERT` (without `RETURNING` or `WITH`) whose failure can only be a fault:
+    /// at once, or, inside a transaction on PostgreSQL, together with the inserts held
+    /// after it, as one statement just before the transaction's next other statement (or
+    /// its commit). A statement after it sees its row either way; what a held insert
+    /// saves is a round trip to the server. A failure shows at that next statement.
+    pub fn insert_soon(&self, sql: &str, params: &[Value]) -> Result<(), ApiError> {
+        if self.dialect() == Dialect::Postgres && self.depth.get() > 0 {
+            if !sql::is_plain_insert(sql) {
+                return Err(ApiError::internal(
+                    "only an INSERT without RETURNING or WITH can be held",
+                ));
+            }
+            self.held
+                .borrow_mut()
+                .push((sql.to_string(), params.to_vec()));
+            return Ok(());
+        }
+        self.execute(sql, params)
+    }
+
+    /// Sends the held inserts, if any, as one statement.
+    fn send_held(&self) -> Result<(), ApiError> {
+        let held = std::mem::take(&mut *self.held.borrow_mut());
+        if held.is_empty() {
+            return Ok(());
+        }
+        let (statement, params) = sql::together(&held);
+        self.backend.execute(&statement, &params).map_err(failed)
     }
 
     /// The first row, if there is one.
@@ -378,7 +416,8 @@ impl Db {
         };
         self.execute(&begin, &[])?;
         self.depth.set(depth + 1);
-        let result = work(self);
+        // The inserts held inside go with the commit, or not at all.
+        let result = work(self).and_then(|value| self.send_held().map(|()| value));
         self.depth.set(depth);
         match result {
             Ok(value) => {
@@ -386,6 +425,7 @@ impl Db {
                 Ok(value)
             }
             Err(err) => {
+                self.held.borrow_mut().clear();
                 let _ = self.execute(&rollback, &[]);
                 if depth > 0 {
                     let _ = self.execute(&format!("RELEASE SAVEPOINT nested_{depth}"), &[]);
@@ -603,5 +643,104 @@ mod unavailable_tests {
         assert!(sqlite_unavailable("database is locked"));
         assert!(!sqlite_unavailable("UNIQUE constraint failed: users.email"));
         assert!(!sqlite_unavailable("no such table: nope"));
+    }
+}
+
+#[cfg(test)]
+mod held_insert_tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// What a stand-in was sent: each statement and its number of parameters.
+    type Log = Rc<RefCell<Vec<(String, usize)>>>;
+
+    /// A PostgreSQL stand-in that records what it is sent and fails a statement that
+    /// mentions `fails`.
+    struct Recording(Log);
+
+    impl Backend for Recording {
+        fn dialect(&self) -> Dialect {
+            Dialect::Postgres
+        }
+
+        fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, BackendError> {
+            self.0.borrow_mut().push((sql.to_string(), params.len()));
+            if sql.contains("fails") {
+                return Err(BackendError::from("refused".to_string()));
+            }
+            Ok(Vec::new())
+        }
+    }
+
+    fn recording() -> (Db, Log) {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        (Db::new(Box::new(Recording(log.clone()))), log)
+    }
+
+    #[test]
+    fn held_inserts_reach_postgres_as_one_statement_before_the_next() {
+        let (db, log) = recording();
+        db.transaction(|tx| {
+            tx.insert_soon("INSERT INTO a (x, y) VALUES (?, ?)", &[1.into(), 2.into()])?;
+            tx.insert_soon("INSERT INTO b (z) VALUES (?1)", &["z".into()])?;
+            tx.query("SELECT 1 FROM a WHERE x = ?", &[1.into()])?;
+            tx.insert_soon("INSERT INTO c (w) VALUES (?)", &[3.into()])
+        })
+        .unwrap();
+        let sent = log.borrow().clone();
+        assert_eq!(
+            sent,
+            [
+                ("BEGIN".to_string(), 0),
+                (
+                    "WITH \"~held0\" AS (INSERT INTO a (x, y) VALUES ($1, $2)) \
+                     INSERT INTO b (z) VALUES ($3)"
+                        .to_string(),
+                    3
+                ),
+                ("SELECT 1 FROM a WHERE x = $1".to_string(), 1),
+                // The last one alone, before the commit.
+                ("INSERT INTO c (w) VALUES ($1)".to_string(), 1),
+                ("COMMIT".to_string(), 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn held_inserts_of_a_failed_transaction_are_never_sent() {
+        let (db, log) = recording();
+        let failed: Result<(), ApiError> = db.transaction(|tx| {
+            tx.insert_soon("INSERT INTO a (x) VALUES (?)", &[1.into()])?;
+            Err(ApiError::conflict("no", "changed its mind"))
+        });
+        assert!(failed.is_err());
+        assert_eq!(
+            log.borrow()
+                .iter()
+                .map(|(s, _)| s.as_str())
+                .collect::<Vec<_>>(),
+            ["BEGIN", "ROLLBACK"]
+        );
+        // A held insert that fails fails the transaction, at its commit.
+        log.borrow_mut().clear();
+        let failed =
+            db.transaction(|tx| tx.insert_soon("INSERT INTO fails (x) VALUES (?)", &[1.into()]));
+        assert!(failed.is_err());
+        assert_eq!(
+            log.borrow()
+                .iter()
+                .map(|(s, _)| s.as_str())
+                .collect::<Vec<_>>(),
+            ["BEGIN", "INSERT INTO fails (x) VALUES ($1)", "ROLLBACK"]
+        );
+        // Outside a transaction, or anything but a plain insert: not held.
+        log.borrow_mut().clear();
+        db.insert_soon("INSERT INTO a (x) VALUES (?)", &[1.into()])
+            .unwrap();
+        assert_eq!(log.borrow().len(), 1);
+        let refused = db.transaction(|tx| {
+            tx.insert_soon("INSERT INTO a (x) VALUES (?) RETURNING x", &[1.into()])
+        });
+        assert!(refused.is_err());
     }
 }

@@ -3,7 +3,7 @@
 //! no rolled-back one has one. Each event carries a per-object `sequence`, so receivers can
 //! order what arrives out of order.
 
-use super::{Db, Dialect, Value};
+use super::{Db, Value};
 use crate::{ApiError, ids, time};
 use serde::Serialize;
 
@@ -108,27 +108,10 @@ impl Event {
 }
 
 /// Stores an object's first event ([`Event::first`]) and starts its sequence. Fails if the
-/// object already has events.
+/// object already has events (at the transaction's next statement on PostgreSQL, which
+/// takes both inserts with the other held ones: see [`Db::insert_soon`]).
 pub fn record_first(db: &Db, event: &Event) -> Result<(), ApiError> {
-    if db.dialect() == Dialect::Postgres {
-        // One round trip: the sequence's row and the event in one statement.
-        return db.execute(
-            "WITH started AS (\
-               INSERT INTO outbox_sequences (client_id, object_type, object_id, last) VALUES (?1, ?2, ?3, 1)) \
-             INSERT INTO outbox_events (id, client_id, event_type, object_type, object_id, sequence, payload, created_at) \
-             VALUES (?4, ?1, ?5, ?2, ?3, 1, ?6, ?7)",
-            &[
-                event.client_id.clone().into(),
-                event.object_type.clone().into(),
-                event.object_id.clone().into(),
-                event.id.clone().into(),
-                event.event_type.clone().into(),
-                event.payload.clone().into(),
-                Value::Int(event.created_at),
-            ],
-        );
-    }
-    db.execute(
+    db.insert_soon(
         "INSERT INTO outbox_sequences (client_id, object_type, object_id, last) VALUES (?, ?, ?, 1)",
         &[
             event.client_id.clone().into(),
@@ -136,24 +119,27 @@ pub fn record_first(db: &Db, event: &Event) -> Result<(), ApiError> {
             event.object_id.clone().into(),
         ],
     )?;
-    insert(db, event)
+    db.insert_soon(INSERT_EVENT, &event_params(event))
+}
+
+const INSERT_EVENT: &str = "INSERT INTO outbox_events (id, client_id, event_type, object_type, object_id, \
+     sequence, payload, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+
+fn event_params(event: &Event) -> Vec<Value> {
+    vec![
+        event.id.clone().into(),
+        event.client_id.clone().into(),
+        event.event_type.clone().into(),
+        event.object_type.clone().into(),
+        event.object_id.clone().into(),
+        Value::Int(event.sequence),
+        event.payload.clone().into(),
+        Value::Int(event.created_at),
+    ]
 }
 
 fn insert(db: &Db, event: &Event) -> Result<(), ApiError> {
-    db.execute(
-        "INSERT INTO outbox_events (id, client_id, event_type, object_type, object_id, sequence, payload, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        &[
-            event.id.clone().into(),
-            event.client_id.clone().into(),
-            event.event_type.clone().into(),
-            event.object_type.clone().into(),
-            event.object_id.clone().into(),
-            Value::Int(event.sequence),
-            event.payload.clone().into(),
-            Value::Int(event.created_at),
-        ],
-    )
+    db.execute(INSERT_EVENT, &event_params(event))
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Statement text: placeholders for each dialect, and splitting a file into statements.
 
-use super::Dialect;
+use super::{Dialect, Statement};
 
 /// The statement as `dialect` takes it: for PostgreSQL each `?` becomes `$1`, `$2`, ... in
 /// order and `?N` becomes `$N`; text in quotes and comments is left alone.
@@ -12,8 +12,43 @@ pub fn for_dialect(sql: &str, dialect: Dialect) -> String {
 }
 
 fn numbered(sql: &str) -> String {
+    numbered_after(sql, 0)
+}
+
+/// Whether `sql` is an `INSERT` that answers no rows and holds no `WITH`: one that can be a
+/// part of a [`together`] statement.
+pub fn is_plain_insert(sql: &str) -> bool {
+    let upper = sql.trim_start().to_ascii_uppercase();
+    upper.starts_with("INSERT ") && !upper.contains(" RETURNING ") && !upper.contains("WITH ")
+}
+
+/// PostgreSQL statements (plain inserts, see [`is_plain_insert`], with `?` placeholders)
+/// as one: each but the last a data-modifying `WITH` of the last, their placeholders
+/// numbered on, and their parameters in order. PostgreSQL runs every part, once, whatever
+/// the outer statement reads.
+pub fn together(statements: &[Statement]) -> Statement {
+    let mut params = Vec::new();
+    let mut parts = Vec::with_capacity(statements.len());
+    for (sql, values) in statements {
+        parts.push(numbered_after(sql, params.len()));
+        params.extend(values.iter().cloned());
+    }
+    let last = parts.pop().unwrap_or_default();
+    if parts.is_empty() {
+        return (last, params);
+    }
+    let held: Vec<String> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, part)| format!("\"~held{i}\" AS ({part})"))
+        .collect();
+    (format!("WITH {} {last}", held.join(", ")), params)
+}
+
+/// [`numbered`], with `offset` added to every number.
+fn numbered_after(sql: &str, offset: usize) -> String {
     let mut out = String::with_capacity(sql.len() + 8);
-    let mut next = 1;
+    let mut next = offset + 1;
     let mut chars = sql.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
@@ -46,7 +81,8 @@ fn numbered(sql: &str) -> String {
                     out.push_str(&next.to_string());
                     next += 1;
                 } else {
-                    out.push_str(&digits);
+                    let n: usize = digits.parse().unwrap_or(0);
+                    out.push_str(&(n + offset).to_string());
                 }
             }
             _ => out.push(c),
