@@ -25,6 +25,7 @@
 //! Connection-level state (a `PRAGMA` setting, a `TEMP` table) persists only within a
 //! transaction: outside one, consecutive statements may run on different connections.
 
+mod batch;
 mod group_commit;
 mod guest;
 mod migrations;

@@ -22,8 +22,11 @@ use std::sync::{Arc, Mutex};
 use rusqlite::Connection;
 use tokio::sync::watch;
 
-/// Commits between checkpoints: for small transactions, about the 1000 WAL pages after
-/// which SQLite would checkpoint on its own.
+use super::batch::Writer;
+
+/// Transactions between checkpoints: for small transactions, about the 1000 WAL pages
+/// after which SQLite would checkpoint on its own (a batch of them is one commit, see
+/// `batch.rs`, and counts as the transactions it holds).
 const CHECKPOINT_EVERY: u64 = 256;
 /// A WAL larger than this is truncated by the next checkpoint.
 const WAL_TRUNCATE_ABOVE: u64 = 16 << 20;
@@ -35,6 +38,8 @@ pub struct GroupCommit {
     wal: PathBuf,
     /// The number of the latest commit (taken with the writer held).
     committed: AtomicU64,
+    /// Guest transactions committed (a batch commits several at once).
+    transactions: AtomicU64,
     /// Whether a sync is under way (its caller leads; the others wait for it).
     syncing: AtomicBool,
     /// (latest commit known durable, syncs finished): every finished sync, good or not,
@@ -46,18 +51,19 @@ pub struct GroupCommit {
     checkpoints: AtomicU64,
     checkpointer: Mutex<Option<Connection>>,
     /// The database's writer, held by a truncating checkpoint (see [`Self::checkpoint`]).
-    writer: Arc<tokio::sync::Mutex<Connection>>,
+    writer: Arc<tokio::sync::Mutex<Writer>>,
 }
 
 impl GroupCommit {
     /// For the database file at `database` (in WAL mode), written through `writer`.
-    pub fn new(database: &Path, writer: Arc<tokio::sync::Mutex<Connection>>) -> GroupCommit {
+    pub fn new(database: &Path, writer: Arc<tokio::sync::Mutex<Writer>>) -> GroupCommit {
         let mut wal = database.as_os_str().to_owned();
         wal.push("-wal");
         GroupCommit {
             database: database.to_path_buf(),
             wal: wal.into(),
             committed: AtomicU64::new(0),
+            transactions: AtomicU64::new(0),
             syncing: AtomicBool::new(false),
             synced: watch::Sender::new((0, 0)),
             checkpointed: AtomicU64::new(0),
@@ -68,9 +74,15 @@ impl GroupCommit {
         }
     }
 
-    /// Numbers a commit that has just been written to the WAL. Call it with the writer
-    /// still held.
+    /// Numbers a commit (of one transaction) that has just been written to the WAL. Call
+    /// it with the writer still held.
     pub fn committed(&self) -> u64 {
+        self.committed_together(1)
+    }
+
+    /// Numbers a commit of `transactions` batched transactions (see [`Self::committed`]).
+    pub fn committed_together(&self, transactions: u64) -> u64 {
+        self.transactions.fetch_add(transactions, Ordering::SeqCst);
         self.committed.fetch_add(1, Ordering::SeqCst) + 1
     }
 
@@ -87,6 +99,7 @@ impl GroupCommit {
                 .is_ok()
             {
                 let target = self.committed.load(Ordering::SeqCst);
+                let transactions = self.transactions.load(Ordering::SeqCst);
                 let result = self.sync_wal().await;
                 // Clear the flag before waking anyone, so that a waiter this sync did not
                 // cover can lead the next one.
@@ -98,13 +111,19 @@ impl GroupCommit {
                     *syncs += 1;
                 });
                 result?;
-                self.checkpoint_when_due(target);
+                self.checkpoint_when_due(transactions);
                 continue;
             }
             if finished.changed().await.is_err() {
                 return Err("the database is closing".into());
             }
         }
+    }
+
+    /// The number of the latest commit.
+    #[cfg(test)]
+    pub fn latest(&self) -> u64 {
+        self.committed.load(Ordering::SeqCst)
     }
 
     /// (commits known durable, syncs run, checkpoints run) so far.
@@ -119,11 +138,11 @@ impl GroupCommit {
         sync_file(&self.wal)
     }
 
-    /// Starts a passive checkpoint in the background once [`CHECKPOINT_EVERY`] commits
-    /// have gone by since the last one (and none is running).
+    /// Starts a passive checkpoint in the background once [`CHECKPOINT_EVERY`]
+    /// transactions have gone by since the last one (and none is running).
     fn checkpoint_when_due(self: &Arc<Self>, latest: u64) {
         let since = latest.saturating_sub(self.checkpointed.load(Ordering::SeqCst));
-        // Large transactions fill the WAL long before CHECKPOINT_EVERY commits.
+        // Large transactions fill the WAL long before CHECKPOINT_EVERY of them.
         let due = since >= CHECKPOINT_EVERY
             || (since >= CHECKPOINT_EVERY / 8 && self.wal_bytes() > WAL_TRUNCATE_ABOVE);
         if !due || self.checkpointing.swap(true, Ordering::SeqCst) {
@@ -161,8 +180,10 @@ impl GroupCommit {
             }
         };
         if self.wal_bytes() > WAL_TRUNCATE_ABOVE {
-            // Held, not used: the guests' connection; the checkpoint runs on its own.
-            let _writers_turn = self.writer.blocking_lock();
+            // The guests' connection, its batch committed (an open write transaction would
+            // keep the WAL from being reset); the checkpoint runs on a connection of its own.
+            let mut writers_turn = self.writer.blocking_lock();
+            writers_turn.close(self);
             // Busy (a reader outlasted the wait) is not an error: the next one tries again.
             conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
         } else {
@@ -208,7 +229,7 @@ mod tests {
             .unwrap();
         Arc::new(GroupCommit::new(
             database,
-            Arc::new(tokio::sync::Mutex::new(writer)),
+            Arc::new(tokio::sync::Mutex::new(Writer::new(writer))),
         ))
     }
 
@@ -269,6 +290,7 @@ mod tests {
         let group = group_of(&database);
         {
             let writer = group.writer.blocking_lock();
+            let writer = &writer.conn;
             writer.pragma_update(None, "journal_mode", "WAL").unwrap();
             writer.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
             writer.execute("CREATE TABLE t (b BLOB)", []).unwrap();
@@ -286,6 +308,7 @@ mod tests {
         group
             .writer
             .blocking_lock()
+            .conn
             .execute("INSERT INTO t VALUES (zeroblob(4096))", [])
             .unwrap();
         let before = wal(&group);

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use rusqlite::Connection;
 use tokio::sync::OwnedMutexGuard;
 
+use super::batch::{Membership, Writer};
 use super::group_commit::GroupCommit;
 
 /// Idle reader connections kept per database.
@@ -126,7 +128,9 @@ pub struct DbPool {
     path: PathBuf,
     readers: Mutex<Vec<Connection>>,
     /// tokio's mutex queues waiters in order, so writers are served first come, first served.
-    writer: Arc<tokio::sync::Mutex<Connection>>,
+    writer: Arc<tokio::sync::Mutex<Writer>>,
+    /// How many are queued for the writer: a batch stays open for them (`batch.rs`).
+    waiting: Arc<AtomicUsize>,
     /// Syncs the writer's commits to disk (`group_commit.rs`).
     pub(super) group_commit: Arc<GroupCommit>,
     pub(super) timings: WriterTimings,
@@ -144,13 +148,14 @@ impl DbPool {
                 path.display()
             )
         })?;
-        let writer = Arc::new(tokio::sync::Mutex::new(writer));
+        let writer = Arc::new(tokio::sync::Mutex::new(Writer::new(writer)));
         Ok(Arc::new(DbPool {
             label: label.to_string(),
             path: path.to_path_buf(),
             readers: Mutex::new(Vec::new()),
             group_commit: Arc::new(GroupCommit::new(path, writer.clone())),
             writer,
+            waiting: Arc::default(),
             timings: timings.clone(),
         }))
     }
@@ -171,17 +176,47 @@ impl DbPool {
     /// The writer, once every earlier waiter has had it.
     pub(super) async fn writer(&self) -> Result<WriterLease, String> {
         let asked = Instant::now();
-        match tokio::time::timeout(BUSY_TIMEOUT, self.writer.clone().lock_owned()).await {
-            Ok(guard) => Ok(WriterLease::new(guard, &self.timings, asked)),
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let turn = tokio::time::timeout(BUSY_TIMEOUT, self.writer.clone().lock_owned()).await;
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        match turn {
+            Ok(guard) => Ok(self.lease(guard, asked)),
             Err(_) => Err("database is locked".to_string()),
         }
     }
 
-    /// The writer if nobody holds it (start-up work such as migrations).
+    /// The writer if nobody holds it (start-up work such as migrations), its batch
+    /// committed.
     pub(super) fn try_writer(&self) -> Result<WriterLease> {
         match self.writer.clone().try_lock_owned() {
-            Ok(guard) => Ok(WriterLease::new(guard, &self.timings, Instant::now())),
+            Ok(guard) => {
+                let mut lease = self.lease(guard, Instant::now());
+                lease.close_batch();
+                Ok(lease)
+            }
             Err(_) => bail!("the writer of database `{}` is busy", self.label),
+        }
+    }
+
+    /// Takes the writer's turn to commit its open batch, if it still has one.
+    pub(super) async fn close_batch(&self) {
+        if let Ok(mut lease) = self.writer().await {
+            lease.close_batch();
+        }
+    }
+
+    fn lease(&self, guard: OwnedMutexGuard<Writer>, asked: Instant) -> WriterLease {
+        WriterLease {
+            writer: guard,
+            group: self.group_commit.clone(),
+            waiting: self.waiting.clone(),
+            transaction: Transaction::None,
+            timings: self.timings.clone(),
+            asked,
+            acquired: Instant::now(),
+            in_sqlite: Duration::ZERO,
+            statements: 0,
+            wrote: false,
         }
     }
 }
@@ -228,10 +263,24 @@ impl Drop for ReaderConn {
     }
 }
 
+/// The guest transaction a lease of the writer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Transaction {
+    None,
+    /// A savepoint in the writer's batch (`batch.rs`).
+    Batched,
+    /// A transaction of its own (one a guest started with `SAVEPOINT` or `BEGIN EXCLUSIVE`).
+    Own,
+}
+
 /// Exclusive use of a database's writer connection. Dropping it rolls back a transaction
-/// left open, then lets the next waiter in.
+/// the guest left open, commits the writer's batch unless someone waits to add to it, then
+/// lets the next waiter in.
 pub struct WriterLease {
-    conn: OwnedMutexGuard<Connection>,
+    writer: OwnedMutexGuard<Writer>,
+    group: Arc<GroupCommit>,
+    waiting: Arc<AtomicUsize>,
+    pub(super) transaction: Transaction,
     timings: WriterTimings,
     asked: Instant,
     acquired: Instant,
@@ -242,23 +291,11 @@ pub struct WriterLease {
 }
 
 impl WriterLease {
-    fn new(conn: OwnedMutexGuard<Connection>, timings: &WriterTimings, asked: Instant) -> Self {
-        WriterLease {
-            conn,
-            timings: timings.clone(),
-            asked,
-            acquired: Instant::now(),
-            in_sqlite: Duration::ZERO,
-            statements: 0,
-            wrote: false,
-        }
-    }
-
     /// Runs one statement on the writer, timing it; `statement` says whether it changed
     /// the database.
     pub(super) fn run<T>(&mut self, statement: impl FnOnce(&Connection) -> (T, bool)) -> T {
         let started = Instant::now();
-        let (out, wrote) = statement(&self.conn);
+        let (out, wrote) = statement(&self.writer.conn);
         self.in_sqlite += started.elapsed();
         self.statements += 1;
         self.wrote |= wrote;
@@ -269,19 +306,69 @@ impl WriterLease {
     pub(super) fn wrote(&self) -> bool {
         self.wrote
     }
+
+    /// Starts a batched guest transaction.
+    pub(super) fn begin_batched(&mut self) -> rusqlite::Result<()> {
+        self.writer.begin()?;
+        self.transaction = Transaction::Batched;
+        Ok(())
+    }
+
+    /// Ends the batched guest transaction as committed: what to wait for, if it wrote.
+    pub(super) fn commit_batched(&mut self) -> rusqlite::Result<Option<Membership>> {
+        self.transaction = Transaction::None;
+        let wrote = self.wrote;
+        self.writer.commit(wrote)
+    }
+
+    /// Undoes the batched guest transaction.
+    pub(super) fn rollback_batched(&mut self) -> rusqlite::Result<()> {
+        self.transaction = Transaction::None;
+        self.writer.rollback()
+    }
+
+    /// After a statement of the batched transaction: whether SQLite rolled back the whole
+    /// batch (the guest's transaction with it).
+    pub(super) fn lost_batch(&mut self) -> bool {
+        let lost = self.writer.lost_batch();
+        if lost {
+            self.transaction = Transaction::None;
+        }
+        lost
+    }
+
+    /// Commits the writer's open batch now (before work that runs outside batches).
+    pub(super) fn close_batch(&mut self) {
+        self.writer.close(&self.group);
+    }
 }
 
 impl std::ops::Deref for WriterLease {
     type Target = Connection;
     fn deref(&self) -> &Connection {
-        &self.conn
+        &self.writer.conn
     }
 }
 
 impl Drop for WriterLease {
     fn drop(&mut self) {
-        if !self.conn.is_autocommit() {
-            let _ = self.conn.execute_batch("ROLLBACK");
+        match self.transaction {
+            // The guest went away mid-transaction.
+            Transaction::Batched => {
+                let _ = self.writer.rollback();
+                self.writer.lost_batch();
+            }
+            Transaction::Own | Transaction::None => {
+                if !self.writer.in_batch() && !self.writer.conn.is_autocommit() {
+                    let _ = self.writer.conn.execute_batch("ROLLBACK");
+                }
+            }
+        }
+        if self
+            .writer
+            .should_close(self.waiting.load(Ordering::SeqCst))
+        {
+            self.writer.close(&self.group);
         }
         self.timings.record(LeaseTiming {
             waited: self.acquired - self.asked,

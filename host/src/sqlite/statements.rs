@@ -6,7 +6,8 @@ use std::time::Instant;
 use rusqlite::Connection;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 
-use super::pool::{DbPool, WriterLease};
+use super::batch::Membership;
+use super::pool::{DbPool, Transaction, WriterLease};
 
 /// Largest query result handed to a guest.
 const MAX_RESULT_BYTES: usize = 128 * 1024 * 1024;
@@ -106,6 +107,51 @@ fn counts_changes(sql: &str, readonly: bool) -> bool {
         )
 }
 
+/// How a statement ends a transaction, if it does.
+#[derive(Debug, PartialEq)]
+enum Ending {
+    Commit,
+    Rollback,
+}
+
+fn ending(sql: &str) -> Option<Ending> {
+    let (words, rest) = leading_keywords(sql, 3);
+    if !rest.trim().trim_end_matches(';').trim().is_empty() {
+        return None;
+    }
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    match words.as_slice() {
+        ["COMMIT" | "END"] | ["COMMIT" | "END", "TRANSACTION"] => Some(Ending::Commit),
+        ["ROLLBACK"] | ["ROLLBACK", "TRANSACTION"] => Some(Ending::Rollback),
+        _ => None,
+    }
+}
+
+/// Whether a transaction starting with `begin` (as [`route`] gives it) joins the writer's
+/// batch: `BEGIN` and `BEGIN IMMEDIATE` do; `BEGIN EXCLUSIVE` and a `SAVEPOINT` run alone.
+fn batched_begin(begin: &str) -> bool {
+    let (words, rest) = leading_keywords(begin, 3);
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    rest.trim().trim_end_matches(';').trim().is_empty()
+        && matches!(
+            words.as_slice(),
+            ["BEGIN", "IMMEDIATE"] | ["BEGIN", "IMMEDIATE", "TRANSACTION"]
+        )
+}
+
+/// Whether a write outside a transaction may run as a batched transaction of its own:
+/// anything SQLite runs inside a transaction (not `VACUUM`).
+fn batched_write(sql: &str) -> bool {
+    first_keyword(sql).as_deref() != Some("VACUUM")
+}
+
+fn no_rows() -> QueryOutput {
+    QueryOutput {
+        columns: Vec::new(),
+        rows: Vec::new(),
+    }
+}
+
 /// Runs one guest statement: on a reader when it only reads and no transaction is open,
 /// otherwise on the writer. Answers the session (to keep) and the result.
 pub(super) async fn run_statement(
@@ -114,11 +160,36 @@ pub(super) async fn run_statement(
     sql: String,
     params: Vec<SqlValue>,
 ) -> (Session, Result<QueryOutput, String>) {
+    if let Some(lease) = session
+        .writer
+        .take_if(|l| l.transaction == Transaction::Batched)
+    {
+        match ending(&sql) {
+            Some(end) => return (session, end_batched(&pool, lease, end).await),
+            None => session.writer = Some(lease),
+        }
+    }
     let in_transaction = session.writer.is_some();
-    let (sql, params) = match (in_transaction, route(&sql)) {
-        (true, _) => (sql, params),
-        (false, Route::Begin(statement)) => (statement, params),
-        (false, Route::Write) => (sql, params),
+    let (sql, params, batched) = match (in_transaction, route(&sql)) {
+        (true, _) => (sql, params, false),
+        (false, Route::Begin(statement)) if batched_begin(&statement) => {
+            let mut lease = match pool.writer().await {
+                Ok(lease) => lease,
+                Err(e) => return (session, Err(e)),
+            };
+            return match lease.begin_batched() {
+                Ok(()) => {
+                    session.writer = Some(lease);
+                    (session, Ok(no_rows()))
+                }
+                Err(e) => (session, Err(e.to_string())),
+            };
+        }
+        (false, Route::Begin(statement)) => (statement, params, false),
+        (false, Route::Write) => {
+            let batched = batched_write(&sql);
+            (sql, params, batched)
+        }
         (false, Route::Read) => {
             let reader_pool = pool.clone();
             let read = move || {
@@ -135,7 +206,7 @@ pub(super) async fn run_statement(
             // and a hop to the blocking pool and back cost more than the read itself
             // (BENCHMARKS.md: token mints, which only read).
             match read() {
-                ReadOutcome::NeedsWriter(sql, params) => (sql, params),
+                ReadOutcome::NeedsWriter(sql, params) => (sql, params, true),
                 ReadOutcome::Answered(result) => return (session, result),
             }
         }
@@ -143,51 +214,104 @@ pub(super) async fn run_statement(
     let mut lease = match session.writer.take() {
         Some(lease) => lease,
         None => match pool.writer().await {
-            Ok(lease) => lease,
+            Ok(mut lease) => {
+                if batched {
+                    // A write outside a transaction: a batched transaction of its own.
+                    if let Err(e) = lease.begin_batched() {
+                        return (session, Err(e.to_string()));
+                    }
+                } else {
+                    lease.close_batch();
+                }
+                lease
+            }
             Err(e) => return (session, Err(e)),
         },
     };
-    let step = move || {
-        // This guest's own last_insert_rowid, as if the connection were its alone.
-        // SAFETY: the handle belongs to the connection we hold exclusively here.
-        unsafe {
-            rusqlite::ffi::sqlite3_set_last_insert_rowid(lease.handle(), session.last_insert_rowid)
-        };
-        let result = match lease.run(|conn| {
-            let ran = run_query(conn, &sql, params, false);
-            let wrote = matches!(ran, Ran::Done(Ok((_, false))));
-            (ran, wrote)
-        }) {
-            Ran::Done(result) => result,
-            Ran::Writes(_) => Err("internal error: statement refused on the writer".into()),
-        };
-        if let Ok((_, readonly)) = &result {
-            session.last_insert_rowid = lease.last_insert_rowid();
-            if counts_changes(&sql, *readonly) {
-                session.changes = lease.changes();
-            }
-        }
-        // A finished transaction that wrote takes its place in the commit order before the
-        // writer passes on.
-        let commit =
-            (lease.is_autocommit() && lease.wrote()).then(|| pool.group_commit.committed());
-        if !lease.is_autocommit() {
-            session.writer = Some(lease);
-        }
-        (session, result.map(|(out, _)| out), pool, commit)
+    // This guest's own last_insert_rowid, as if the connection were its alone.
+    // SAFETY: the handle belongs to the connection we hold exclusively here.
+    unsafe {
+        rusqlite::ffi::sqlite3_set_last_insert_rowid(lease.handle(), session.last_insert_rowid)
     };
     // Run in place, not on the blocking pool: the statement is short (no sync waits in it,
     // see `group_commit.rs`), and a hop to another thread and back would lengthen the
     // time the writer is held by a scheduling delay on a busy machine.
-    match step() {
-        (session, Ok(out), pool, Some(commit)) => {
-            let asked = Instant::now();
-            let durable = pool.group_commit.durable(commit).await;
-            pool.timings.record_durable_wait(asked.elapsed());
-            (session, durable.map(|()| out))
+    let result = match lease.run(|conn| {
+        let ran = run_query(conn, &sql, params, false);
+        let wrote = matches!(ran, Ran::Done(Ok((_, false))));
+        (ran, wrote)
+    }) {
+        Ran::Done(result) => result,
+        Ran::Writes(_) => Err("internal error: statement refused on the writer".into()),
+    };
+    if let Ok((_, readonly)) = &result {
+        session.last_insert_rowid = lease.last_insert_rowid();
+        if counts_changes(&sql, *readonly) {
+            session.changes = lease.changes();
         }
-        (session, result, _, _) => (session, result),
     }
+    let result = result.map(|(out, _)| out);
+    if lease.transaction == Transaction::Batched {
+        if lease.lost_batch() {
+            // SQLite rolled the whole transaction back: this guest's is over too.
+            return (session, result);
+        }
+        if !in_transaction {
+            // The write ran as a transaction of its own: it ends here.
+            let end = if result.is_ok() {
+                Ending::Commit
+            } else {
+                Ending::Rollback
+            };
+            let ended = end_batched(&pool, lease, end).await;
+            return (session, ended.and(result));
+        }
+        session.writer = Some(lease);
+        return (session, result);
+    }
+    // A finished transaction that wrote takes its place in the commit order before the
+    // writer passes on.
+    let commit = (lease.is_autocommit() && lease.wrote()).then(|| pool.group_commit.committed());
+    if !lease.is_autocommit() {
+        lease.transaction = Transaction::Own;
+        session.writer = Some(lease);
+    }
+    match (result, commit) {
+        (Ok(out), Some(commit)) => (session, durable(&pool, commit).await.map(|()| out)),
+        (result, _) => (session, result),
+    }
+}
+
+/// Ends a batched transaction: a commit is answered once its batch is on disk.
+async fn end_batched(
+    pool: &Arc<DbPool>,
+    mut lease: WriterLease,
+    end: Ending,
+) -> Result<QueryOutput, String> {
+    let membership = match end {
+        Ending::Commit => lease.commit_batched(),
+        Ending::Rollback => lease.rollback_batched().map(|()| None),
+    };
+    // The writer passes on (committing the batch unless someone waits to join it).
+    drop(lease);
+    match membership.map_err(|e| e.to_string())? {
+        Some(member) => committed(pool, member).await.map(|()| no_rows()),
+        None => Ok(no_rows()),
+    }
+}
+
+/// Waits until a batch member's batch has committed and is on disk.
+async fn committed(pool: &Arc<DbPool>, member: Membership) -> Result<(), String> {
+    let batch = member.outcome(|| pool.close_batch()).await?;
+    durable(pool, batch).await
+}
+
+/// Waits until commit `ticket` is on disk, timing the wait.
+async fn durable(pool: &Arc<DbPool>, ticket: u64) -> Result<(), String> {
+    let asked = Instant::now();
+    let synced = pool.group_commit.durable(ticket).await;
+    pool.timings.record_durable_wait(asked.elapsed());
+    synced
 }
 
 impl SqliteConn {
@@ -351,8 +475,11 @@ mod tests {
             insert.await.unwrap().unwrap();
         }
         let (durable, syncs, _) = pool.group_commit.counts();
-        assert_eq!(durable, 601, "every commit answered was synced");
-        assert!(syncs <= 601, "{syncs} syncs");
+        let commits = pool.group_commit.latest();
+        assert_eq!(durable, commits, "every commit answered was synced");
+        // The inserts that queued for the writer were committed in batches.
+        assert!((2..=601).contains(&commits), "{commits} commits");
+        assert!(syncs <= commits, "{syncs} syncs");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while pool.group_commit.counts().2 == 0 && std::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
