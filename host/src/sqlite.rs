@@ -8,10 +8,12 @@
 //!   runs on a reader. Any other statement waits its turn for the writer (a FIFO queue, not
 //!   SQLite's busy-wait loop) and runs there, in its own implicit transaction.
 //! - A guest's `BEGIN` (deferred, as guests send it) takes the writer for the whole
-//!   transaction and runs as `BEGIN IMMEDIATE`; every statement of the transaction runs on
-//!   the writer until it ends (`COMMIT`, `ROLLBACK`, or an error that rolls it back). So
-//!   writers never fail with `SQLITE_BUSY` against each other, and nobody holds the write
-//!   lock across a guest's awaits except inside that guest's own transaction.
+//!   transaction; every statement of the transaction runs on the writer until it ends
+//!   (`COMMIT`, `ROLLBACK`, or an error that rolls it back). So writers never fail with
+//!   `SQLITE_BUSY` against each other, and nobody holds the write lock across a guest's
+//!   awaits except inside that guest's own transaction.
+//! - Transactions that follow one another on the writer are committed in batches, each in
+//!   a savepoint of its own (`sqlite/batch.rs`): pages they share reach the WAL once.
 //! - A guest that goes away mid-transaction (a trap, a dropped connection) has its
 //!   transaction rolled back before the writer passes on.
 //! - A transaction that wrote is answered once the WAL is on disk: the writer runs with

@@ -204,7 +204,7 @@ pub fn report_writer(record: &edgehost::WriterRecord) {
     if !waits.is_empty() {
         let total: Duration = waits.iter().sum();
         println!(
-            "    then its sync   p50 {:>6} p99 {:>7} total {:>6.0} ms  ({} commits)",
+            "    then on disk    p50 {:>6} p99 {:>7} total {:>6.0} ms  ({} transactions: its batch's commit and sync)",
             micros(percentile(&mut waits, 50.0)),
             micros(percentile(&mut waits, 99.0)),
             total.as_secs_f64() * 1e3,

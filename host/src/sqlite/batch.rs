@@ -29,7 +29,7 @@ use super::group_commit::GroupCommit;
 /// Most transactions in one batch.
 const MAX_MEMBERS: usize = 32;
 /// A batch older than this commits when its writer is next released.
-const MAX_AGE: Duration = Duration::from_millis(4);
+const MAX_AGE: Duration = Duration::from_millis(2);
 /// How long a member waits for its batch to commit before committing it itself.
 pub(super) const PATIENCE: Duration = Duration::from_millis(50);
 

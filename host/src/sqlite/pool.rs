@@ -40,8 +40,9 @@ pub struct LeaseTiming {
     pub statements: u32,
 }
 
-/// What [`WriterTimings`] recorded: every writer lease, and for every commit how long
-/// its guest then waited for the WAL sync that made it durable (see `group_commit.rs`).
+/// What [`WriterTimings`] recorded: every writer lease, and for every transaction that
+/// wrote how long its guest then waited for it to be on disk: its batch's commit
+/// (`batch.rs`) and the WAL sync that covered it (`group_commit.rs`).
 #[derive(Debug, Clone, Default)]
 pub struct WriterRecord {
     pub leases: Vec<LeaseTiming>,
@@ -142,7 +143,7 @@ impl DbPool {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        let writer = connect(path).with_context(|| {
+        let writer = connect(path, Role::Writer).with_context(|| {
             format!(
                 "cannot open SQLite database `{label}` at {}",
                 path.display()
@@ -165,7 +166,7 @@ impl DbPool {
         let idle = self.readers.lock().ok().and_then(|mut v| v.pop());
         let conn = match idle {
             Some(c) => c,
-            None => connect(&self.path)?,
+            None => connect(&self.path, Role::Reader)?,
         };
         Ok(ReaderConn {
             pool: self.clone(),
@@ -221,10 +222,23 @@ impl DbPool {
     }
 }
 
+/// What a connection is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Writer,
+    Reader,
+}
+
 /// Opens a connection to `path`: the one place edgehost opens SQLite databases for guests,
 /// so every guest connection carries the SQL guard (`sql_guard.rs`).
-fn connect(path: &Path) -> rusqlite::Result<Connection> {
+fn connect(path: &Path, role: Role) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
+    if role == Role::Writer {
+        // A batched transaction's savepoint keeps the pages it changes in a sub-journal, to
+        // undo them on its rollback: in memory, not in a temporary file (two writes per
+        // page, for pages the WAL gets anyway).
+        conn.pragma_update(None, "temp_store", "MEMORY")?;
+    }
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // WAL: readers do not block the writer, nor the writer the readers.
     conn.pragma_update(None, "journal_mode", "WAL")?;

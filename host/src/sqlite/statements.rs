@@ -300,10 +300,15 @@ async fn end_batched(
     }
 }
 
-/// Waits until a batch member's batch has committed and is on disk.
+/// Waits until a batch member's batch has committed and is on disk, timing the wait.
 async fn committed(pool: &Arc<DbPool>, member: Membership) -> Result<(), String> {
-    let batch = member.outcome(|| pool.close_batch()).await?;
-    durable(pool, batch).await
+    let asked = Instant::now();
+    let synced = match member.outcome(|| pool.close_batch()).await {
+        Ok(batch) => pool.group_commit.durable(batch).await,
+        Err(e) => Err(e),
+    };
+    pool.timings.record_durable_wait(asked.elapsed());
+    synced
 }
 
 /// Waits until commit `ticket` is on disk, timing the wait.
@@ -448,6 +453,70 @@ mod tests {
             "WITH a AS (SELECT 1) SELECT * FROM a",
             true
         ));
+    }
+
+    /// Runs `sql` in `session`, which it answers with the statement's result.
+    async fn run(pool: &Arc<DbPool>, session: Session, sql: &str) -> (Session, Result<(), String>) {
+        let (session, result) = run_statement(pool.clone(), session, sql.into(), vec![]).await;
+        (session, result.map(|_| ()))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_keeps_its_commits_and_undoes_only_a_rollback_or_an_abandoned_transaction() {
+        let dir = std::env::temp_dir().join(format!("edgehost-batch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("db.sqlite");
+        let pool = DbPool::open("default", &file, &WriterTimings::default()).unwrap();
+        run(&pool, Session::default(), "CREATE TABLE t (n INTEGER)")
+            .await
+            .1
+            .unwrap();
+        let before = pool.group_commit.latest();
+        // The first transaction holds the writer while the two others queue for it.
+        let (first, _) = run(&pool, Session::default(), "BEGIN").await;
+        let (first, inserted) = run(&pool, first, "INSERT INTO t VALUES (1)").await;
+        inserted.unwrap();
+        let rolled_back = {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let (s, _) = run(&pool, Session::default(), "BEGIN").await;
+                let (s, _) = run(&pool, s, "INSERT INTO t VALUES (2)").await;
+                run(&pool, s, "ROLLBACK").await.1
+            })
+        };
+        let abandoned = {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let (s, _) = run(&pool, Session::default(), "BEGIN").await;
+                let (s, inserted) = run(&pool, s, "INSERT INTO t VALUES (3)").await;
+                // The guest goes away without ending its transaction.
+                drop(s);
+                inserted
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (_, committed) = run(&pool, first, "COMMIT").await;
+        committed.unwrap();
+        rolled_back.await.unwrap().unwrap();
+        abandoned.await.unwrap().unwrap();
+        // The commit was answered once on disk, and only its row is there.
+        let (durable, _, _) = pool.group_commit.counts();
+        assert_eq!(durable, pool.group_commit.latest());
+        assert!(
+            pool.group_commit.latest() - before <= 2,
+            "one batch, or two at most"
+        );
+        let other = Connection::open(&file).unwrap();
+        let rows: Vec<i64> = other
+            .prepare("SELECT n FROM t")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(rows, [1]);
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
