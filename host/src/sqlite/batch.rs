@@ -118,9 +118,9 @@ impl Writer {
     /// Whether the open batch should commit as its writer is released, with `waiting`
     /// guests queued for the writer.
     pub(super) fn should_close(&self, waiting: usize) -> bool {
-        self.batch.as_ref().is_some_and(|open| {
-            waiting == 0 || open.members >= MAX_MEMBERS || open.opened.elapsed() >= MAX_AGE
-        })
+        self.batch
+            .as_ref()
+            .is_some_and(|open| batch_is_due(waiting, open.members, open.opened.elapsed()))
     }
 
     /// Commits the open batch, if any, numbering its commit in `group`'s order, and tells
@@ -161,6 +161,12 @@ impl Membership {
             }
         }
     }
+}
+
+/// A batch commits once nobody is waiting to join it, or once it is full or old enough
+/// that its first member should not wait longer.
+fn batch_is_due(waiting: usize, members: usize, age: Duration) -> bool {
+    waiting == 0 || members >= MAX_MEMBERS || age >= MAX_AGE
 }
 
 #[cfg(test)]
@@ -206,8 +212,7 @@ mod tests {
         w.begin().unwrap();
         assert!(w.commit(false).unwrap().is_none());
         assert!(w.in_batch());
-        assert!(!w.should_close(1));
-        assert!(w.should_close(0));
+        assert!(w.should_close(0), "nobody waits to join it");
         w.close(&group);
         assert!(!w.in_batch() && w.conn.is_autocommit());
         let never = || async { unreachable!("the batch is closed") };
@@ -215,6 +220,15 @@ mod tests {
         assert_eq!(a, Ok(1));
         assert_eq!(b, Ok(1), "one commit for the batch");
         assert_eq!(rows(&w), [1, 3]);
+    }
+
+    #[test]
+    fn a_batch_stays_open_for_those_waiting_until_it_is_full_or_old() {
+        let young = Duration::ZERO;
+        assert!(!batch_is_due(1, 3, young));
+        assert!(batch_is_due(0, 3, young));
+        assert!(batch_is_due(1, MAX_MEMBERS, young));
+        assert!(batch_is_due(5, 3, MAX_AGE));
     }
 
     #[tokio::test]
