@@ -154,11 +154,20 @@ impl Backend for SpinPostgres {
     }
 
     fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, BackendError> {
+        self.query_carrying("", sql, params)
+    }
+
+    fn query_carrying(
+        &self,
+        held: &str,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<Vec<Row>, BackendError> {
         // Spin 4.0.0 to 4.0.2 never answer a query without rows: every query answers at
         // least the sentinel row (see `sql::never_empty`).
         let set = self
             .0
-            .query(&sql::never_empty(sql), &pg_params(params))
+            .query(&sql::never_empty_carrying(held, sql), &pg_params(params))
             .map_err(pg_error)?;
         let names = set.columns.into_iter().map(|c| c.name).collect();
         let (names, rows) =

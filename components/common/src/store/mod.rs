@@ -196,6 +196,20 @@ pub trait Backend {
     fn execute(&self, sql: &str, params: &[Value]) -> Result<(), BackendError> {
         self.query(sql, params).map(|_| ())
     }
+    /// Runs one statement that answers rows, with `held` (a [`sql::held_list`] of inserts)
+    /// at the top of its `WITH`, in one round trip. Only a back end that inserts are held
+    /// for (PostgreSQL) is given one.
+    fn query_carrying(
+        &self,
+        held: &str,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<Vec<Row>, BackendError> {
+        let _ = (held, sql, params);
+        Err("this back end is never given held inserts"
+            .to_string()
+            .into())
+    }
 }
 
 /// A statement the back end did not run.
@@ -307,6 +321,12 @@ impl Db {
 
     /// Runs one statement (placeholders rewritten for the back end) and answers its rows.
     pub fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, ApiError> {
+        if let Some((held, statement, params)) = self.carried_by(sql, params) {
+            return self
+                .backend
+                .query_carrying(&held, &statement, &params)
+                .map_err(failed);
+        }
         self.send_held()?;
         let statement = sql::for_dialect(sql, self.dialect());
         self.backend.query(&statement, params).map_err(failed)
@@ -314,16 +334,35 @@ impl Db {
 
     /// Runs one statement that answers no rows (use [`Db::query`] for `RETURNING`).
     pub fn execute(&self, sql: &str, params: &[Value]) -> Result<(), ApiError> {
+        if let Some((held, statement, params)) = self.carried_by(sql, params) {
+            let statement = sql::carrying(&held, &statement);
+            return self.backend.execute(&statement, &params).map_err(failed);
+        }
         self.send_held()?;
         let statement = sql::for_dialect(sql, self.dialect());
         self.backend.execute(&statement, params).map_err(failed)
     }
 
+    /// When `sql` may carry the held inserts ([`sql::can_carry`]): takes them, and answers
+    /// them as a `WITH` list, `sql` numbered after them, and all the parameters in order.
+    fn carried_by(&self, sql: &str, params: &[Value]) -> Option<(String, String, Vec<Value>)> {
+        let mut held = self.held.borrow_mut();
+        if held.is_empty() || !sql::can_carry(sql, &held) {
+            return None;
+        }
+        let (list, mut all) = sql::held_list(&std::mem::take(&mut *held));
+        let statement = sql::numbered_after(sql, all.len());
+        all.extend_from_slice(params);
+        Some((list, statement, all))
+    }
+
     /// Runs an `INSERT` (without `RETURNING` or `WITH`) whose failure can only be a fault:
     /// at once, or, inside a transaction on PostgreSQL, together with the inserts held
-    /// after it, as one statement just before the transaction's next other statement (or
-    /// its commit). A statement after it sees its row either way; what a held insert
-    /// saves is a round trip to the server. A failure shows at that next statement.
+    /// after it: carried by the transaction's next other statement when that statement
+    /// names none of their tables ([`sql::can_carry`]), else as one statement just before
+    /// it (or before the commit). A statement after it sees its row either way; what a
+    /// held insert saves is a round trip to the server. A failure shows at that next
+    /// statement.
     pub fn insert_soon(&self, sql: &str, params: &[Value]) -> Result<(), ApiError> {
         if self.dialect() == Dialect::Postgres && self.depth.get() > 0 {
             if !sql::is_plain_insert(sql) {
@@ -670,6 +709,16 @@ mod held_insert_tests {
             }
             Ok(Vec::new())
         }
+
+        /// Recorded as the statement would be executed: the held list as its `WITH`.
+        fn query_carrying(
+            &self,
+            held: &str,
+            sql: &str,
+            params: &[Value],
+        ) -> Result<Vec<Row>, BackendError> {
+            self.query(&sql::carrying(held, sql), params)
+        }
     }
 
     fn recording() -> (Db, Log) {
@@ -704,6 +753,44 @@ mod held_insert_tests {
                 ("COMMIT".to_string(), 0),
             ]
         );
+    }
+
+    #[test]
+    fn the_next_statement_carries_held_inserts_when_it_names_none_of_their_tables() {
+        let (db, log) = recording();
+        db.transaction(|tx| {
+            tx.insert_soon("INSERT INTO a (x) VALUES (?)", &[1.into()])?;
+            tx.insert_soon("INSERT INTO b (y, z) VALUES (?, ?)", &[2.into(), 3.into()])?;
+            tx.query("SELECT n FROM c WHERE k = ?", &[4.into()])?;
+            tx.insert_soon("INSERT INTO a (x) VALUES (?)", &[5.into()])?;
+            tx.execute("UPDATE c SET n = n + ? WHERE k = ?", &[6.into(), 7.into()])?;
+            // A savepoint carries nothing: what is held is sent before it.
+            tx.insert_soon("INSERT INTO a (x) VALUES (?)", &[8.into()])?;
+            tx.transaction(|nested| nested.query("SELECT 1 FROM c", &[]))
+        })
+        .unwrap();
+        let sent = log.borrow().clone();
+        let expected = [
+            ("BEGIN", 0),
+            (
+                "WITH \"~held0\" AS (INSERT INTO a (x) VALUES ($1)), \
+                 \"~held1\" AS (INSERT INTO b (y, z) VALUES ($2, $3)) \
+                 SELECT n FROM c WHERE k = $4",
+                4,
+            ),
+            (
+                "WITH \"~held0\" AS (INSERT INTO a (x) VALUES ($1)) \
+                 UPDATE c SET n = n + $2 WHERE k = $3",
+                3,
+            ),
+            ("INSERT INTO a (x) VALUES ($1)", 1),
+            ("SAVEPOINT nested_1", 0),
+            ("SELECT 1 FROM c", 0),
+            ("RELEASE SAVEPOINT nested_1", 0),
+            ("COMMIT", 0),
+        ]
+        .map(|(sql, n)| (sql.to_string(), n));
+        assert_eq!(sent, expected);
     }
 
     #[test]

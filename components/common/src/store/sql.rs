@@ -27,26 +27,82 @@ pub fn is_plain_insert(sql: &str) -> bool {
 /// numbered on, and their parameters in order. PostgreSQL runs every part, once, whatever
 /// the outer statement reads.
 pub fn together(statements: &[Statement]) -> Statement {
+    let Some(((last, last_params), held)) = statements.split_last() else {
+        return (String::new(), Vec::new());
+    };
+    if held.is_empty() {
+        return (numbered(last), last_params.clone());
+    }
+    let (list, mut params) = held_list(held);
+    let statement = carrying(&list, &numbered_after(last, params.len()));
+    params.extend(last_params.iter().cloned());
+    (statement, params)
+}
+
+/// Held inserts (see [`is_plain_insert`], with `?` placeholders) as a list of
+/// data-modifying `WITH`s for a later statement to carry (`"~held0" AS (INSERT ...), ...`),
+/// numbered from `$1`, and their parameters in order.
+pub fn held_list(statements: &[Statement]) -> Statement {
     let mut params = Vec::new();
     let mut parts = Vec::with_capacity(statements.len());
-    for (sql, values) in statements {
-        parts.push(numbered_after(sql, params.len()));
+    for (i, (sql, values)) in statements.iter().enumerate() {
+        let part = numbered_after(sql, params.len());
+        parts.push(format!("\"~held{i}\" AS ({part})"));
         params.extend(values.iter().cloned());
     }
-    let last = parts.pop().unwrap_or_default();
-    if parts.is_empty() {
-        return (last, params);
+    (parts.join(", "), params)
+}
+
+/// `statement` (a `SELECT`, `INSERT`, `UPDATE` or `DELETE` without a `WITH` of its own)
+/// with a [`held_list`] as its `WITH`.
+pub fn carrying(held: &str, statement: &str) -> String {
+    format!("WITH {held} {statement}")
+}
+
+/// Whether `sql` may carry the held inserts `held` ([`carrying`]), in one round trip
+/// instead of two: a `SELECT`, `INSERT`, `UPDATE` or `DELETE` without a `WITH` of its own,
+/// that names none of the tables they insert into. A statement and the `WITH`s it carries
+/// read the same snapshot, so a statement that read those tables would not see the held
+/// rows: such a statement waits for them to be sent on their own. (The schema has no
+/// triggers, views or foreign keys through which a statement could read a table it does
+/// not name.)
+pub fn can_carry(sql: &str, held: &[Statement]) -> bool {
+    let head = sql.trim_start();
+    let verb = head
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or_default()
+        .to_ascii_uppercase();
+    if !matches!(verb.as_str(), "SELECT" | "INSERT" | "UPDATE" | "DELETE") {
+        return false;
     }
-    let held: Vec<String> = parts
-        .iter()
-        .enumerate()
-        .map(|(i, part)| format!("\"~held{i}\" AS ({part})"))
-        .collect();
-    (format!("WITH {} {last}", held.join(", ")), params)
+    let named: std::collections::HashSet<String> = identifiers(sql).collect();
+    held.iter().all(|(insert, _)| {
+        inserted_table(insert).is_some_and(|table| !named.contains(&table.to_ascii_lowercase()))
+    })
+}
+
+/// The table a plain insert writes (`INSERT INTO name ...`).
+fn inserted_table(insert: &str) -> Option<&str> {
+    let mut words = insert.split_whitespace();
+    let (Some(verb), Some(into), Some(table)) = (words.next(), words.next(), words.next()) else {
+        return None;
+    };
+    let table = table.split('(').next().unwrap_or(table);
+    (verb.eq_ignore_ascii_case("INSERT") && into.eq_ignore_ascii_case("INTO") && !table.is_empty())
+        .then_some(table)
+}
+
+/// Every word of `sql` that could name a table, lowercased (quoted text included, so
+/// that a quoted name counts as named too).
+fn identifiers(sql: &str) -> impl Iterator<Item = String> + '_ {
+    sql.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| !word.is_empty())
+        .map(str::to_ascii_lowercase)
 }
 
 /// [`numbered`], with `offset` added to every number.
-fn numbered_after(sql: &str, offset: usize) -> String {
+pub fn numbered_after(sql: &str, offset: usize) -> String {
     let mut out = String::with_capacity(sql.len() + 8);
     let mut next = offset + 1;
     let mut chars = sql.chars().peekable();
@@ -103,8 +159,18 @@ pub const SENTINEL: &str = "~sentinel";
 /// order. It must not itself begin with `WITH` (a data-modifying `WITH` must stay at the
 /// top level) or end with `;`: the store writes none that way (a test checks it).
 pub fn never_empty(statement: &str) -> String {
+    never_empty_carrying("", statement)
+}
+
+/// [`never_empty`], with a [`held_list`] (or nothing) at the top of its `WITH`.
+pub fn never_empty_carrying(held: &str, statement: &str) -> String {
+    let held = if held.is_empty() {
+        String::new()
+    } else {
+        format!("{held}, ")
+    };
     format!(
-        "WITH \"~rows\" AS ({statement}) \
+        "WITH {held}\"~rows\" AS ({statement}) \
          SELECT false AS \"{SENTINEL}\", \"~rows\".* FROM \"~rows\" \
          UNION ALL SELECT true, \"~rows\".* FROM (VALUES (0)) AS \"~one\"(\"~x\") LEFT JOIN \"~rows\" ON false"
     )
@@ -231,6 +297,46 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_statement_carries_held_inserts_only_when_it_names_none_of_their_tables() {
+        let held = |tables: &[&str]| -> Vec<Statement> {
+            tables
+                .iter()
+                .map(|t| (format!("INSERT INTO {t}(x) VALUES (?)"), vec![]))
+                .collect()
+        };
+        let ledger = held(&["ledger_pending", "ledger_transfers"]);
+        assert!(can_carry(
+            "SELECT combo FROM gifts_sent WHERE id = ?",
+            &ledger
+        ));
+        assert!(can_carry(" update accounts SET n = 1", &ledger));
+        assert!(can_carry(
+            "INSERT INTO keys (k) VALUES (?) RETURNING k",
+            &ledger
+        ));
+        // A word that merely starts like a held table is not that table.
+        assert!(can_carry("SELECT ledger_pending_total FROM t", &ledger));
+        // Named anywhere, in any case, quoted or in a subquery: sent before it instead.
+        for reads in [
+            "SELECT SUM(amount) FROM Ledger_Pending WHERE account_id = ?",
+            "DELETE FROM t WHERE id IN (SELECT id FROM ledger_transfers)",
+            "SELECT * FROM \"ledger_pending\"",
+        ] {
+            assert!(!can_carry(reads, &ledger), "{reads}");
+        }
+        // Only a statement that can have a `WITH` of its own, and has none.
+        for other in [
+            "COMMIT",
+            "SAVEPOINT nested_1",
+            "WITH x AS (SELECT 1) SELECT * FROM x",
+        ] {
+            assert!(!can_carry(other, &ledger), "{other}");
+        }
+        // A held statement whose table cannot be told is never carried.
+        assert!(!can_carry("SELECT 1", &[("INSERT".into(), vec![])]));
     }
 
     #[test]
