@@ -9,18 +9,26 @@
 use bytes::Bytes;
 use http_body_util::Full;
 use platform_tests::load::{self, Plan};
-use platform_tests::{Method, Platform};
-
-const RECORD: &str =
-    "/streams/0f8fad5b-d9cb-469f-a165-70867728950e/record?layout=grid3x3&width=1280&height=720";
+use platform_tests::{Exchange, Method, Platform};
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let p = Platform::start().await;
     let plan = Plan::default();
     plan.describe();
+    // A recording page exists for a broadcast that exists.
+    let tenant = p.register_client("Bench").await;
+    let host = p.signup(&tenant, "host").await;
+    let (status, created) = p
+        .as_user(&host, Method::POST, "/api/broadcasts")
+        .send_json(&serde_json::json!({"title": "Bench"}))
+        .await;
+    assert_eq!(status, 200, "{created}");
+    let stream = created["streamId"].as_str().expect("streamId");
+    let record = format!("/streams/{stream}/record?layout=grid3x3&width=1280&height=720");
+    let record = record.as_str();
     let first = p
-        .request(Method::GET, RECORD)
+        .request(Method::GET, record)
         .send()
         .await
         .expect("record page");
@@ -34,14 +42,14 @@ async fn main() {
         max_requests: 200,
         ..plan
     };
-    load::run(addr, warm_up, 200, get(RECORD, &[]))
+    load::run(addr, warm_up, 200, get(record, &[]))
         .await
         .expect("warm-up");
-    let render = load::run(addr, plan, 200, get(RECORD, &[]))
+    let render = load::run(addr, plan, 200, get(record, &[]))
         .await
         .expect("renders");
     render.report(&format!("record page 200 ({} B)", html.len()));
-    let conditional = load::run(addr, plan, 304, get(RECORD, &[("if-none-match", &etag)]))
+    let conditional = load::run(addr, plan, 304, get(record, &[("if-none-match", &etag)]))
         .await
         .expect("conditional requests");
     conditional.report("record page 304");
