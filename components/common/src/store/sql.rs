@@ -88,7 +88,9 @@ fn inserted_table(insert: &str) -> Option<&str> {
     let (Some(verb), Some(into), Some(table)) = (words.next(), words.next(), words.next()) else {
         return None;
     };
+    // `name(columns)`, or a qualified `schema.name`: the name is what a reader names.
     let table = table.split('(').next().unwrap_or(table);
+    let table = table.rsplit('.').next().unwrap_or(table).trim_matches('"');
     (verb.eq_ignore_ascii_case("INSERT") && into.eq_ignore_ascii_case("INTO") && !table.is_empty())
         .then_some(table)
 }
@@ -335,6 +337,13 @@ mod tests {
         ] {
             assert!(!can_carry(other, &ledger), "{other}");
         }
+        // A qualified or quoted table is the same table.
+        let qualified = vec![(
+            "INSERT INTO public.\"outbox_events\" (x) VALUES (?)".into(),
+            vec![],
+        )];
+        assert!(!can_carry("SELECT * FROM outbox_events", &qualified));
+        assert!(can_carry("SELECT * FROM outbox_sequences", &qualified));
         // A held statement whose table cannot be told is never carried.
         assert!(!can_carry("SELECT 1", &[("INSERT".into(), vec![])]));
     }
