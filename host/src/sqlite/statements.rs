@@ -67,6 +67,11 @@ fn leading_keywords(sql: &str, n: usize) -> (Vec<String>, &str) {
     (words, rest)
 }
 
+/// Whether what follows a statement's keywords is at most a closing `;`.
+fn nothing_follows(rest: &str) -> bool {
+    rest.trim().trim_end_matches(';').trim().is_empty()
+}
+
 fn first_keyword(sql: &str) -> Option<String> {
     leading_keywords(sql, 1).0.into_iter().next()
 }
@@ -83,7 +88,7 @@ fn route(sql: &str) -> Route {
                     | ["BEGIN", "DEFERRED"]
                     | ["BEGIN", "DEFERRED", "TRANSACTION"]
             );
-            if deferred && rest.trim().trim_end_matches(';').trim().is_empty() {
+            if deferred && nothing_follows(rest) {
                 Route::Begin("BEGIN IMMEDIATE".into())
             } else {
                 Route::Begin(sql.to_string())
@@ -116,7 +121,7 @@ enum Ending {
 
 fn ending(sql: &str) -> Option<Ending> {
     let (words, rest) = leading_keywords(sql, 3);
-    if !rest.trim().trim_end_matches(';').trim().is_empty() {
+    if !nothing_follows(rest) {
         return None;
     }
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
@@ -132,7 +137,7 @@ fn ending(sql: &str) -> Option<Ending> {
 fn batched_begin(begin: &str) -> bool {
     let (words, rest) = leading_keywords(begin, 3);
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
-    rest.trim().trim_end_matches(';').trim().is_empty()
+    nothing_follows(rest)
         && matches!(
             words.as_slice(),
             ["BEGIN", "IMMEDIATE"] | ["BEGIN", "IMMEDIATE", "TRANSACTION"]
@@ -300,23 +305,30 @@ async fn end_batched(
     }
 }
 
-/// Waits until a batch member's batch has committed and is on disk, timing the wait.
+/// Waits until a batch member's batch has committed and is on disk.
 async fn committed(pool: &Arc<DbPool>, member: Membership) -> Result<(), String> {
-    let asked = Instant::now();
-    let synced = match member.outcome(|| pool.close_batch()).await {
-        Ok(batch) => pool.group_commit.durable(batch).await,
-        Err(e) => Err(e),
-    };
-    pool.timings.record_durable_wait(asked.elapsed());
-    synced
+    timed_wait(pool, async {
+        let batch = member.outcome(|| pool.close_batch()).await?;
+        pool.group_commit.durable(batch).await
+    })
+    .await
 }
 
-/// Waits until commit `ticket` is on disk, timing the wait.
+/// Waits until commit `ticket` is on disk.
 async fn durable(pool: &Arc<DbPool>, ticket: u64) -> Result<(), String> {
+    timed_wait(pool, pool.group_commit.durable(ticket)).await
+}
+
+/// Awaits `wait`, a guest's wait for its transaction to be on disk, and records how long
+/// it took.
+async fn timed_wait(
+    pool: &DbPool,
+    wait: impl std::future::Future<Output = Result<(), String>>,
+) -> Result<(), String> {
     let asked = Instant::now();
-    let synced = pool.group_commit.durable(ticket).await;
+    let done = wait.await;
     pool.timings.record_durable_wait(asked.elapsed());
-    synced
+    done
 }
 
 impl SqliteConn {
@@ -403,6 +415,7 @@ fn collect_rows(
 mod tests {
     use super::*;
     use crate::sqlite::pool::WriterTimings;
+    use std::path::PathBuf;
     use std::time::Duration;
 
     #[test]
@@ -461,9 +474,10 @@ mod tests {
         (session, result.map(|_| ()))
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_batch_keeps_its_commits_and_undoes_only_a_rollback_or_an_abandoned_transaction() {
-        let dir = std::env::temp_dir().join(format!("edgehost-batch-{}", std::process::id()));
+    /// A fresh database in a directory of its own (`name` and the process id), with a
+    /// table `t (n INTEGER)`: the directory, the file and its pool.
+    async fn database_with_a_table(name: &str) -> (PathBuf, PathBuf, Arc<DbPool>) {
+        let dir = std::env::temp_dir().join(format!("edgehost-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("db.sqlite");
@@ -472,6 +486,12 @@ mod tests {
             .await
             .1
             .unwrap();
+        (dir, file, pool)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_keeps_its_commits_and_undoes_only_a_rollback_or_an_abandoned_transaction() {
+        let (dir, file, pool) = database_with_a_table("batch").await;
         let before = pool.group_commit.latest();
         // The first transaction holds the writer while the two others queue for it.
         let (first, _) = run(&pool, Session::default(), "BEGIN").await;
@@ -519,14 +539,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_commits_are_synced_and_checkpointed_beside_the_writer() {
-        let dir = std::env::temp_dir().join(format!("edgehost-commits-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("db.sqlite");
-        let pool = DbPool::open("default", &file, &WriterTimings::default()).unwrap();
-        let create = "CREATE TABLE t (n INTEGER)".to_string();
-        let (_, created) = run_statement(pool.clone(), Session::default(), create, vec![]).await;
-        created.unwrap();
+        let (dir, file, pool) = database_with_a_table("commits").await;
         let inserts: Vec<_> = (0..600)
             .map(|n| {
                 let pool = pool.clone();
