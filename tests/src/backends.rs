@@ -110,12 +110,14 @@ pub struct PostgresCluster {
 
 /// The server's settings: loopback only, no durability (throwaway data), many clients,
 /// and TLS with a certificate of the cluster's own CA ([`PostgresCluster::ca_file`]), for
-/// clients that ask for it (the suites' URLs say `sslmode=disable`).
+/// clients that ask for it (the suites' URLs say `sslmode=disable`). `PLATFORM_PG_OPTIONS`
+/// adds to them (e.g. `-c log_statement=all`, to see what a benchmark sends).
 fn server_options(base: &Path, port: u16) -> String {
+    let extra = std::env::var("PLATFORM_PG_OPTIONS").unwrap_or_default();
     format!(
         "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={dir} \
          -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=500 \
-         -c ssl=on -c ssl_cert_file={dir}/server.crt -c ssl_key_file={dir}/server.key",
+         -c ssl=on -c ssl_cert_file={dir}/server.crt -c ssl_key_file={dir}/server.key {extra}",
         dir = base.display()
     )
 }
