@@ -501,9 +501,14 @@ impl<C: Choices> FieldKind for OptChoice<C> {
     type Value = Option<C::Value>;
 
     fn read(body: &mut JsonBody, name: &'static str) -> Option<C::Value> {
-        let given = body.opt_string(name, C::MAX_LEN)?;
-        let chosen = C::choose(&given);
-        if chosen.is_none() {
+        // Left out or null is no choice; a blank string is a choice of none of the names.
+        let sent = body.has(name);
+        let given = body.opt_string(name, C::MAX_LEN);
+        if body.has_errors_for(&[name]) {
+            return None;
+        }
+        let chosen = given.as_deref().and_then(C::choose);
+        if chosen.is_none() && sent {
             body.error(name, must_be_one_of(&C::names()));
         }
         chosen
@@ -844,6 +849,16 @@ mod tests {
         assert_eq!(ok.inner.name, "ada");
         assert_eq!(ok.size, Some(Size::Large));
         assert_eq!(ok.count, None);
+
+        // Null is no choice; a blank string is not one of the names.
+        let (ok, result) = read(r#"{"name": "ada", "size": null}"#);
+        assert!(result.is_ok());
+        assert_eq!(ok.size, None);
+        let (_, result) = read(r#"{"name": "ada", "size": " "}"#);
+        assert_eq!(
+            result.unwrap_err().fields[0].message,
+            "must be small or large"
+        );
 
         let (_, result) = read(r#"{"size": "huge", "count": 9, "extra": 1}"#);
         let errors: Vec<(String, String)> = result
