@@ -1956,6 +1956,92 @@ async fn slow_clients_from_one_address_do_not_starve_the_others() {
     );
 }
 
+/// Opens `n` uploads from `source` that each declare a 10 MB body and send it at 16 KiB
+/// a second (above the minimum rate, so the host never cuts them off), until aborted.
+fn paced_uploads(
+    addr: std::net::SocketAddr,
+    source: &str,
+    n: usize,
+    head: &str,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    use tokio::io::AsyncWriteExt;
+    let source: std::net::IpAddr = source.parse().unwrap();
+    (0..n)
+        .map(|_| {
+            let head = head.to_string();
+            tokio::spawn(async move {
+                let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                socket.bind((source, 0).into()).unwrap();
+                let Ok(mut stream) = socket.connect(addr).await else {
+                    return;
+                };
+                if stream.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                loop {
+                    if stream.write_all(&[b'x'; 4096]).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_uploads_hold_no_database_connection() {
+    let p = platform().await;
+    let (t, ada, bob) = cast(&p).await;
+    let addr = p.addr();
+    // More uploads than a pool has PostgreSQL connections (64 per address, as Spin's),
+    // each authenticated and in its guest, sending slowly but fast enough to be kept.
+    let head = format!(
+        "POST /api/files HTTP/1.1\r\nHost: x\r\nx-api-key: {}\r\nauthorization: Bearer {}\r\ncontent-type: application/octet-stream\r\ncontent-length: 10000000\r\n\r\n",
+        t.api_key, ada.token
+    );
+    let uploads = paced_uploads(addr, "127.0.0.3", 100, &head);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Meanwhile requests that need the database are answered, not queued behind the
+    // uploads for a connection (and refused 503 when none comes free).
+    let started = std::time::Instant::now();
+    let mut answered = 0;
+    while started.elapsed() < Duration::from_secs(6) {
+        let (status, body) = p
+            .as_user(&bob, Method::GET, "/api/users/profile/full")
+            .answer()
+            .await;
+        assert_eq!(status, 200, "request {answered} beside the uploads: {body}");
+        answered += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // An upload that waited on its client between pieces takes a connection again to
+    // finish: its file is stored whole.
+    let piece = vec![b'y'; 512 * 1024];
+    use futures_util::StreamExt;
+    let pieces = futures_util::stream::iter(0..3).then(move |i| {
+        let piece = piece.clone();
+        async move {
+            if i > 0 {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Ok::<_, std::io::Error>(piece)
+        }
+    });
+    let (status, file) = p
+        .as_user(&bob, Method::POST, "/api/files?filename=paced.bin")
+        .header("content-type", "application/octet-stream")
+        .header("content-length", (3 * 512 * 1024).to_string())
+        .body(reqwest::Body::wrap_stream(pieces))
+        .answer()
+        .await;
+    assert_eq!(status, 201, "{file}");
+    assert_eq!(file["size"], 3 * 512 * 1024, "{file}");
+    for upload in uploads {
+        upload.abort();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stolen_session_ends_with_its_refresh_family() {
     let p = platform().await;

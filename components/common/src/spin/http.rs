@@ -654,7 +654,8 @@ pub async fn prepare_upload<U: Copy>(
             Err(e) => Err(e),
         }
     } else {
-        prepare_matched(head, matched, 0, request_id).map(|p| (p, Some(body)))
+        prepare_matched(head, matched, 0, request_id)
+            .map(|p| (p, Some(holding_no_connection(body))))
     };
     match prepared {
         Ok((Prepared::Upload(u, mut ctx), stream)) => {
@@ -674,6 +675,20 @@ pub async fn prepare_upload<U: Copy>(
         )),
         Err(e) => Entry::Answered(problem(&e, request_id)),
     }
+}
+
+/// The upload's body, awaited without a database connection: a client that sends slowly
+/// (or trickles on purpose) holds its instance, never one of the pool's connections. The
+/// connection the authentication took is given back whenever the body makes the request
+/// wait, and the next statement takes one again.
+fn holding_no_connection(mut body: BodyStream) -> BodyStream {
+    Box::pin(futures::stream::poll_fn(move |cx| {
+        let next = body.as_mut().poll_next(cx);
+        if next.is_pending() {
+            super::store::set_aside();
+        }
+        next
+    }))
 }
 
 #[cfg(test)]

@@ -9,13 +9,14 @@ use crate::store::{self, Backend, BackendError, Db, Dialect, Row, Value, sql};
 // Wasm Functions accept (see docs/data.md).
 use spin_sdk::pg3 as pg;
 use spin_sdk::sqlite;
+use std::cell::RefCell;
 use std::rc::Rc;
 
 thread_local! {
     /// The connection this instance opened. An instance serves one request, so every
     /// `open()` of a request shares one connection: a request holds one PostgreSQL
     /// connection from the host's pool, not one per store call.
-    static OPENED: std::cell::RefCell<Option<Db>> = const { std::cell::RefCell::new(None) };
+    static OPENED: RefCell<Option<Db>> = const { RefCell::new(None) };
 }
 
 /// The platform's database: opened on the first call, shared by the later ones.
@@ -26,6 +27,16 @@ pub fn open() -> Result<Db, ApiError> {
     let db = connect()?;
     OPENED.with(|o| *o.borrow_mut() = Some(db.clone()));
     Ok(db)
+}
+
+/// Gives this request's connection back to the pool until its next statement (see
+/// [`Db::set_aside`]): for a request about to wait on its client.
+pub fn set_aside() {
+    OPENED.with(|o| {
+        if let Some(db) = o.borrow().as_ref() {
+            db.set_aside();
+        }
+    });
 }
 
 fn connect() -> Result<Db, ApiError> {
@@ -52,11 +63,23 @@ fn connect() -> Result<Db, ApiError> {
 /// tells the two apart in one round trip, on every PostgreSQL and through Spin's extended
 /// query protocol. A connection inside one (or in a failed one) is rolled back.
 pub fn connect_postgres(url: &str) -> Result<Db, ApiError> {
-    let unavailable = |what: &str, e: pg::PgError| store::unavailable(&format!("{what}: {e:?}"));
+    let conn = open_postgres(url).map_err(|e| store::unavailable(&e.detail))?;
+    Ok(Db::new(Box::new(SpinPostgres {
+        url: url.to_string(),
+        conn: RefCell::new(Some(Rc::new(conn))),
+    })))
+}
+
+/// A connection from the pool, checked as [`connect_postgres`] says.
+fn open_postgres(url: &str) -> Result<pg::Connection, BackendError> {
+    let unavailable =
+        |what: &str, e: pg::PgError| BackendError::unavailable(format!("{what}: {e:?}"));
     let conn = pg::Connection::open(url).map_err(|e| unavailable("opening PostgreSQL", e))?;
     if let Err(e) = conn.execute(OUTSIDE_A_TRANSACTION_PROBE, &[]) {
         if pg_error(e).unavailable {
-            return Err(store::unavailable("the connection was lost"));
+            return Err(BackendError::unavailable(
+                "the connection was lost".to_string(),
+            ));
         }
         eprintln!("store: the pooled PostgreSQL connection was left in a transaction: rolled back");
         conn.execute("ROLLBACK", &[])
@@ -65,7 +88,7 @@ pub fn connect_postgres(url: &str) -> Result<Db, ApiError> {
         conn.execute("RESET ALL", &[])
             .map_err(|e| unavailable("resetting", e))?;
     }
-    Ok(Db::new(Box::new(SpinPostgres(conn))))
+    Ok(conn)
 }
 
 /// Fails inside a transaction block, does nothing outside one: no index has this name.
@@ -113,7 +136,23 @@ impl Backend for SpinSqlite {
     }
 }
 
-struct SpinPostgres(pg::Connection);
+/// A PostgreSQL connection that can be given back to the host's pool while the request
+/// waits on its client ([`Backend::set_aside`]), and is taken again by the next statement.
+struct SpinPostgres {
+    url: String,
+    conn: RefCell<Option<Rc<pg::Connection>>>,
+}
+
+impl SpinPostgres {
+    fn connection(&self) -> Result<Rc<pg::Connection>, BackendError> {
+        if let Some(conn) = self.conn.borrow().as_ref() {
+            return Ok(conn.clone());
+        }
+        let conn = Rc::new(open_postgres(&self.url)?);
+        *self.conn.borrow_mut() = Some(conn.clone());
+        Ok(conn)
+    }
+}
 
 fn pg_params(params: &[Value]) -> Vec<pg::ParameterValue> {
     params
@@ -166,7 +205,7 @@ impl Backend for SpinPostgres {
         // Spin 4.0.0 to 4.0.2 never answer a query without rows: every query answers at
         // least the sentinel row (see `sql::never_empty`).
         let set = self
-            .0
+            .connection()?
             .query(&sql::never_empty_carrying(held, sql), &pg_params(params))
             .map_err(pg_error)?;
         let names = set.columns.into_iter().map(|c| c.name).collect();
@@ -201,9 +240,13 @@ impl Backend for SpinPostgres {
     }
 
     fn execute(&self, sql: &str, params: &[Value]) -> Result<(), BackendError> {
-        self.0
+        self.connection()?
             .execute(sql, &pg_params(params))
             .map(|_| ())
             .map_err(pg_error)
+    }
+
+    fn set_aside(&self) {
+        self.conn.borrow_mut().take();
     }
 }

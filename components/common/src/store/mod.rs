@@ -210,6 +210,10 @@ pub trait Backend {
             .to_string()
             .into())
     }
+    /// Gives the connection back until the next statement, which takes one again: a
+    /// request that waits on its client meanwhile holds none of a pool's connections. A
+    /// no-op where a connection costs nothing to hold.
+    fn set_aside(&self) {}
 }
 
 /// A statement the back end did not run.
@@ -317,6 +321,15 @@ impl Db {
 
     pub fn dialect(&self) -> Dialect {
         self.backend.dialect()
+    }
+
+    /// Gives the connection back while the request waits on something else (its client's
+    /// body): the next statement takes one again. Inside a transaction (where inserts may
+    /// be held back too) the connection is kept.
+    pub fn set_aside(&self) {
+        if self.depth.get() == 0 {
+            self.backend.set_aside();
+        }
     }
 
     /// Runs one statement (placeholders rewritten for the back end) and answers its rows.
@@ -719,6 +732,10 @@ mod held_insert_tests {
         ) -> Result<Vec<Row>, BackendError> {
             self.query(&sql::carrying(held, sql), params)
         }
+
+        fn set_aside(&self) {
+            self.0.borrow_mut().push(("~set aside".to_string(), 0));
+        }
     }
 
     fn recording() -> (Db, Log) {
@@ -751,6 +768,32 @@ mod held_insert_tests {
                 // The last one alone, before the commit.
                 ("INSERT INTO c (w) VALUES ($1)".to_string(), 1),
                 ("COMMIT".to_string(), 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_connection_is_set_aside_only_between_transactions() {
+        let (db, log) = recording();
+        db.set_aside();
+        db.transaction(|tx| {
+            // Kept in a transaction: another connection would not see its work.
+            tx.set_aside();
+            tx.execute("UPDATE c SET n = 1", &[])
+        })
+        .unwrap();
+        db.query("SELECT n FROM c", &[]).unwrap();
+        db.set_aside();
+        let sent: Vec<String> = log.borrow().iter().map(|(s, _)| s.clone()).collect();
+        assert_eq!(
+            sent,
+            [
+                "~set aside",
+                "BEGIN",
+                "UPDATE c SET n = 1",
+                "COMMIT",
+                "SELECT n FROM c",
+                "~set aside",
             ]
         );
     }
