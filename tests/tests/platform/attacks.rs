@@ -2043,6 +2043,41 @@ async fn slow_uploads_hold_no_database_connection() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn slow_outbound_calls_hold_no_database_connection() {
+    // The music platform takes 12 s to answer, within the platform's 15 s timeout.
+    let music = crate::music::FakeMusic::start().await;
+    let p = music.platform_waiting("15000").await;
+    let (_, ada, bob) = cast(&p).await;
+    // More proxied calls than a pool has PostgreSQL connections (64 per address), each
+    // authenticated and waiting for the music platform.
+    let calls: Vec<_> = (0..100)
+        .map(|_| {
+            let call = p
+                .as_user(&ada, Method::GET, "/api/users/music/proxy/slow/12")
+                .status();
+            tokio::spawn(call)
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Meanwhile requests that need the database are answered, not queued behind the
+    // calls for a connection (and refused 503 after 10 s, or left waiting on Spin).
+    let started = std::time::Instant::now();
+    let mut answered = 0;
+    while started.elapsed() < Duration::from_secs(6) {
+        let (status, body) = p
+            .as_user(&bob, Method::GET, "/api/users/profile/full")
+            .answer()
+            .await;
+        assert_eq!(status, 200, "request {answered} beside the calls: {body}");
+        answered += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for call in calls {
+        call.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_stolen_session_ends_with_its_refresh_family() {
     let p = platform().await;
     let (t, ada, _) = cast(&p).await;

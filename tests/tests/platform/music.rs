@@ -106,13 +106,13 @@ const ZOE_PASSWORD: &str = "p@ss/w ord?#%&é";
 const SLOW: Duration = Duration::from_secs(6);
 const TIMEOUT_MS: &str = "1500";
 
-struct FakeMusic {
+pub(crate) struct FakeMusic {
     url: String,
     state: Arc<Mutex<FakeState>>,
 }
 
 impl FakeMusic {
-    async fn start() -> FakeMusic {
+    pub(crate) async fn start() -> FakeMusic {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the fake music platform");
@@ -192,9 +192,14 @@ impl FakeMusic {
 
     /// The platform with this fake as `music_url` and a short timeout.
     async fn platform(&self) -> Platform {
+        self.platform_waiting(TIMEOUT_MS).await
+    }
+
+    /// The platform with this fake as `music_url`, waiting `timeout_ms` for its answers.
+    pub(crate) async fn platform_waiting(&self, timeout_ms: &str) -> Platform {
         Platform::start_with(&[
             ("music_url", &self.url),
-            ("music_timeout_ms", TIMEOUT_MS),
+            ("music_timeout_ms", timeout_ms),
             ("music_service_secret", SERVICE_SECRET),
         ])
         .await
@@ -242,7 +247,9 @@ async fn handle(
     state.lock().unwrap().received.push(r.clone());
     let segments: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
     if segments.first() == Some(&"slow") {
-        tokio::time::sleep(SLOW).await;
+        // `/slow/<seconds>` takes that long; any other `/slow/...` takes `SLOW`.
+        let seconds = segments.get(1).and_then(|s| s.parse().ok());
+        tokio::time::sleep(seconds.map_or(SLOW, Duration::from_secs)).await;
         return Ok(reply(200, json!({"late": true})));
     }
     let mut s = state.lock().unwrap();

@@ -147,6 +147,9 @@ pub fn send_all(reqs: &[OutboundRequest<'_>]) -> Vec<Sent> {
 
 /// Sends the request line, headers and body; the answer is still to come.
 fn start(req: &OutboundRequest<'_>) -> Result<FutureIncomingResponse, OutboundError> {
+    // The answer may take its whole timeout: meanwhile the request holds none of the
+    // pool's database connections (a slow party would otherwise take them from everyone).
+    super::store::set_aside();
     let (scheme, authority, path) =
         split_url(req.url).ok_or_else(|| OutboundError::Invalid(format!("bad URL {}", req.url)))?;
     // The body's length is sent: without it the host streams the body chunked, which
