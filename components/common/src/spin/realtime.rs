@@ -8,8 +8,10 @@ use super::outbound::{self, OutboundRequest};
 use crate::realtime::Event;
 use std::time::Duration;
 
-/// How long a push may take before it is given up.
-const PUSH_TIMEOUT: Duration = Duration::from_millis(300);
+/// How long a push may take before it is given up: long enough for a relay busy fanning
+/// out to thousands of sockets to take it (300 ms lost pushes there), short enough that a
+/// relay that cannot be reached delays the REST call by at most this much.
+const PUSH_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// Sends `event` to the sockets of `stream_id`.
 pub fn publish(stream_id: &str, event: Event) {
