@@ -1956,6 +1956,23 @@ async fn slow_clients_from_one_address_do_not_starve_the_others() {
     );
 }
 
+/// For 6 s, `user`'s requests that need the database are answered 200, not queued behind
+/// the requests `beside` them for a connection (and refused 503 when none comes free, or
+/// left waiting on Spin, whose pool has no time limit).
+async fn database_requests_keep_answering(p: &Platform, user: &User, beside: &str) {
+    let started = std::time::Instant::now();
+    let mut answered = 0;
+    while started.elapsed() < Duration::from_secs(6) {
+        let (status, body) = p
+            .as_user(user, Method::GET, "/api/users/profile/full")
+            .answer()
+            .await;
+        assert_eq!(status, 200, "request {answered} beside {beside}: {body}");
+        answered += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Opens `n` uploads from `source` that each declare a 10 MB body and send it at 16 KiB
 /// a second (above the minimum rate, so the host never cuts them off), until aborted.
 fn paced_uploads(
@@ -2002,19 +2019,7 @@ async fn slow_uploads_hold_no_database_connection() {
     );
     let uploads = paced_uploads(addr, "127.0.0.3", 100, &head);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    // Meanwhile requests that need the database are answered, not queued behind the
-    // uploads for a connection (and refused 503 when none comes free).
-    let started = std::time::Instant::now();
-    let mut answered = 0;
-    while started.elapsed() < Duration::from_secs(6) {
-        let (status, body) = p
-            .as_user(&bob, Method::GET, "/api/users/profile/full")
-            .answer()
-            .await;
-        assert_eq!(status, 200, "request {answered} beside the uploads: {body}");
-        answered += 1;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    database_requests_keep_answering(&p, &bob, "the uploads").await;
     // An upload that waited on its client between pieces takes a connection again to
     // finish: its file is stored whole.
     let piece = vec![b'y'; 512 * 1024];
@@ -2059,19 +2064,7 @@ async fn slow_outbound_calls_hold_no_database_connection() {
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    // Meanwhile requests that need the database are answered, not queued behind the
-    // calls for a connection (and refused 503 after 10 s, or left waiting on Spin).
-    let started = std::time::Instant::now();
-    let mut answered = 0;
-    while started.elapsed() < Duration::from_secs(6) {
-        let (status, body) = p
-            .as_user(&bob, Method::GET, "/api/users/profile/full")
-            .answer()
-            .await;
-        assert_eq!(status, 200, "request {answered} beside the calls: {body}");
-        answered += 1;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    database_requests_keep_answering(&p, &bob, "the calls").await;
     for call in calls {
         call.abort();
     }
