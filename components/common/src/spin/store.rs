@@ -30,7 +30,7 @@ pub fn open() -> Result<Db, ApiError> {
 }
 
 /// Gives this request's connection back to the pool until its next statement (see
-/// [`Db::set_aside`]): for a request about to wait on its client.
+/// [`Db::set_aside`]): for a request about to wait on its client or on another party.
 pub fn set_aside() {
     OPENED.with(|o| {
         if let Some(db) = o.borrow().as_ref() {
@@ -137,7 +137,8 @@ impl Backend for SpinSqlite {
 }
 
 /// A PostgreSQL connection that can be given back to the host's pool while the request
-/// waits on its client ([`Backend::set_aside`]), and is taken again by the next statement.
+/// waits on something else ([`Backend::set_aside`]), and is taken again by the next
+/// statement.
 struct SpinPostgres {
     url: String,
     conn: RefCell<Option<Rc<pg::Connection>>>,

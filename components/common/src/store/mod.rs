@@ -211,8 +211,8 @@ pub trait Backend {
             .into())
     }
     /// Gives the connection back until the next statement, which takes one again: a
-    /// request that waits on its client meanwhile holds none of a pool's connections. A
-    /// no-op where a connection costs nothing to hold.
+    /// request that waits on its client or on another party meanwhile holds none of a
+    /// pool's connections. A no-op where a connection costs nothing to hold.
     fn set_aside(&self) {}
 }
 
@@ -324,7 +324,7 @@ impl Db {
     }
 
     /// Gives the connection back while the request waits on something else (its client's
-    /// body): the next statement takes one again. Inside a transaction (where inserts may
+    /// body, an outbound call): the next statement takes one again. Inside a transaction (where inserts may
     /// be held back too) the connection is kept.
     pub fn set_aside(&self) {
         if self.depth.get() == 0 {
