@@ -826,9 +826,15 @@ mod tests {
     fn the_checker_counts_pending_changes_and_finds_one_that_drifted() {
         let db = testing::db();
         credit(&db, "ada", 100);
+        // A pending change no transfer made (inserted, not edited: the credit's own change
+        // may have been folded already, one operation in 32).
+        let ada = accounts(&db, "c1", &[("ada", Currency::Tokens)], 10).unwrap()
+            [&("ada".to_string(), Currency::Tokens)]
+            .clone();
         db.execute(
-            "UPDATE ledger_pending SET amount = amount + 1 WHERE amount > 0",
-            &[],
+            "INSERT INTO ledger_pending (id, account_id, amount, operation_id, created_at) \
+             VALUES ('drift', ?, 1, 'no-operation', 10)",
+            &[ada.id.into()],
         )
         .unwrap();
         let report = check(&db).unwrap();
