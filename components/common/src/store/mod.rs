@@ -324,8 +324,8 @@ impl Db {
     }
 
     /// Gives the connection back while the request waits on something else (its client's
-    /// body, an outbound call): the next statement takes one again. Inside a transaction (where inserts may
-    /// be held back too) the connection is kept.
+    /// body, an outbound call): the next statement takes one again. Inside a transaction
+    /// (where inserts may be held back too) the connection is kept.
     pub fn set_aside(&self) {
         if self.depth.get() == 0 {
             self.backend.set_aside();
