@@ -7,7 +7,9 @@ use super::http::problem;
 use crate::ApiError;
 use crate::validate::MAX_JSON_BODY;
 use futures::{Stream, StreamExt};
-use spin_sdk::http::{IncomingRequest, OutgoingResponse, Request, Response, ResponseOutparam};
+use spin_sdk::http::{
+    Headers, IncomingRequest, OutgoingResponse, Request, Response, ResponseOutparam,
+};
 use std::pin::Pin;
 
 /// A request body as it arrives.
@@ -80,7 +82,7 @@ pub async fn buffered(mut head: Request, body: BodyStream) -> Result<Request, Ap
 /// Sends `response` through the host.
 pub async fn send(out: ResponseOutparam, mut response: Response) {
     let body = std::mem::take(response.body_mut());
-    match OutgoingResponse::try_from(response) {
+    match outgoing(&response) {
         Ok(head) => {
             if let Err(e) = out.set_with_body(head, body).await {
                 eprintln!("error: could not send the response body: {e}");
@@ -92,9 +94,25 @@ pub async fn send(out: ResponseOutparam, mut response: Response) {
                 &ApiError::internal("the response could not be built"),
                 "response",
             );
-            if let Ok(head) = OutgoingResponse::try_from(fallback) {
+            if let Ok(head) = outgoing(&fallback) {
                 let _ = out.set_with_body(head, Vec::new()).await;
             }
         }
     }
+}
+
+/// The head of `response` (status and headers) as the host's response. Built here rather
+/// than with spin-sdk's `TryFrom`, whose `anyhow` error links std's backtrace printer and
+/// symbol demangler (about 46 KB of code).
+fn outgoing(response: &Response) -> Result<OutgoingResponse, String> {
+    let headers: Vec<(String, Vec<u8>)> = response
+        .headers()
+        .map(|(name, value)| (name.to_owned(), value.as_bytes().to_vec()))
+        .collect();
+    let fields = Headers::from_list(&headers).map_err(|e| e.to_string())?;
+    let head = OutgoingResponse::new(fields);
+    let status = *response.status();
+    head.set_status_code(status)
+        .map_err(|()| format!("error setting status code to {status}"))?;
+    Ok(head)
 }
