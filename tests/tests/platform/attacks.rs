@@ -1830,6 +1830,23 @@ async fn only_the_operator_suspends_and_a_suspended_tenant_is_refused_everywhere
     );
 }
 
+/// Connects to `addr` from `source` (a loopback address of its own) and sends `head`:
+/// the connection, or none when it was refused or closed.
+async fn send_head_from(
+    addr: std::net::SocketAddr,
+    source: &str,
+    head: &str,
+) -> Option<tokio::net::TcpStream> {
+    use tokio::io::AsyncWriteExt;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind((source.parse::<std::net::IpAddr>().unwrap(), 0).into())
+        .unwrap();
+    let mut stream = socket.connect(addr).await.ok()?;
+    stream.write_all(head.as_bytes()).await.ok()?;
+    Some(stream)
+}
+
 /// Opens `n` connections from `source` (a loopback address of its own) that each send
 /// `head` and then one byte of the body per second, until `for_how_long` has passed.
 /// Answers how many connections were accepted (a refused one is closed at once) and the
@@ -1845,16 +1862,11 @@ async fn trickle(
     let mut tasks = Vec::new();
     for _ in 0..n {
         let head = head.clone();
-        let source: std::net::IpAddr = source.parse().unwrap();
+        let source = source.to_string();
         tasks.push(tokio::spawn(async move {
-            let socket = tokio::net::TcpSocket::new_v4().unwrap();
-            socket.bind((source, 0).into()).unwrap();
-            let Ok(mut stream) = socket.connect(addr).await else {
+            let Some(mut stream) = send_head_from(addr, &source, &head).await else {
                 return (false, String::new());
             };
-            if stream.write_all(head.as_bytes()).await.is_err() {
-                return (false, String::new());
-            }
             let until = tokio::time::Instant::now() + for_how_long;
             let mut answer = Vec::new();
             let mut buf = [0u8; 512];
@@ -1982,19 +1994,13 @@ fn paced_uploads(
     head: &str,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     use tokio::io::AsyncWriteExt;
-    let source: std::net::IpAddr = source.parse().unwrap();
     (0..n)
         .map(|_| {
-            let head = head.to_string();
+            let (source, head) = (source.to_string(), head.to_string());
             tokio::spawn(async move {
-                let socket = tokio::net::TcpSocket::new_v4().unwrap();
-                socket.bind((source, 0).into()).unwrap();
-                let Ok(mut stream) = socket.connect(addr).await else {
+                let Some(mut stream) = send_head_from(addr, &source, &head).await else {
                     return;
                 };
-                if stream.write_all(head.as_bytes()).await.is_err() {
-                    return;
-                }
                 loop {
                     if stream.write_all(&[b'x'; 4096]).await.is_err() {
                         return;
