@@ -22,6 +22,7 @@ pub mod config;
 pub mod form;
 pub mod health;
 mod hooks;
+pub mod ladder;
 pub mod logging;
 pub mod platform;
 pub mod playlist;
@@ -30,6 +31,7 @@ pub mod stat;
 pub mod supervisor;
 pub mod template;
 pub mod thumbnails;
+pub mod transcode;
 pub mod ts;
 
 pub use config::{
@@ -104,8 +106,6 @@ impl MediaServer {
             hook_addr,
             hook_token: &hook_token,
             update_secs: config.update_secs,
-            fragment_secs: config.fragment_secs,
-            playlist_secs: config.playlist_secs,
             http_listen: http.addr,
             stat_listen: stat.addr,
             hls_prefix: &config.hls_prefix,

@@ -8,7 +8,10 @@ use crate::support::browser;
 use crate::support::livekit_egress;
 
 use browser::Browser;
-use platform_tests::media::{Publisher, playlist_segments, probe_codecs, resolve, tool, wait_for};
+use platform_tests::media::{
+    Publisher, durations, media_sequence, playlist_segments, probe_codecs, probe_size, resolve,
+    test_clip_720p, tool, variants, wait_for,
+};
 use platform_tests::webhook_receiver::Receiver;
 use platform_tests::{Exchange, Method, Platform, Tenant, User};
 use serde_json::{Value, json};
@@ -82,15 +85,23 @@ async fn fetch(url: &str) -> (u16, Vec<u8>, String) {
     (status, answer.bytes().await.expect("body").to_vec(), kind)
 }
 
-/// Waits for a playlist at `url` that lists segments; answers its text.
-async fn until_playlist(url: &str) -> String {
+/// Waits for the master playlist at `url` and its first rendition's media playlist to list
+/// segments; answers the media playlist's address and text.
+async fn until_playlist(url: &str) -> (String, String) {
     wait_for(
         "a playable HLS playlist",
         Duration::from_secs(20),
         || async {
             let (status, body, _) = fetch(url).await;
+            let master = String::from_utf8_lossy(&body).to_string();
+            let first = variants(&master).into_iter().next();
+            if status != 200 || first.is_none() {
+                return None;
+            }
+            let media_url = resolve(url, &first?.uri);
+            let (status, body, _) = fetch(&media_url).await;
             let text = String::from_utf8_lossy(&body).to_string();
-            (status == 200 && !playlist_segments(&text).is_empty()).then_some(text)
+            (status == 200 && !playlist_segments(&text).is_empty()).then_some((media_url, text))
         },
     )
     .await
@@ -124,7 +135,7 @@ async fn a_published_test_pattern_goes_live_plays_as_hls_and_completes_after_the
         live["status"], "active",
         "a publish makes the broadcast active"
     );
-    let playlist = until_playlist(&hls_url).await;
+    let (media_url, playlist) = until_playlist(&hls_url).await;
     println!("first playable playlist after {:?}", started.elapsed());
     assert!(
         !playlist.contains(&key),
@@ -132,7 +143,7 @@ async fn a_published_test_pattern_goes_live_plays_as_hls_and_completes_after_the
     );
     // The segments decode as H.264 and AAC.
     let segment = playlist_segments(&playlist).pop().unwrap();
-    let (status, bytes, kind) = fetch(&resolve(&hls_url, &segment)).await;
+    let (status, bytes, kind) = fetch(&resolve(&media_url, &segment)).await;
     assert_eq!((status, kind.as_str()), (200, "video/mp2t"));
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), &bytes).unwrap();
@@ -360,7 +371,7 @@ async fn a_killed_media_server_is_restarted_and_the_broadcast_goes_on() {
     publisher.stop().await;
     // The encoder reconnects and the same broadcast plays again.
     let (again, _) = publish_again(&p, &user, &b, &live).await;
-    let playlist = until_playlist(&text(&b, "hlsUrl")).await;
+    let (_, playlist) = until_playlist(&text(&b, "hlsUrl")).await;
     assert!(!playlist_segments(&playlist).is_empty());
     again.stop().await;
 }
@@ -479,11 +490,11 @@ async fn private_playback_needs_an_unexpired_signature() {
     );
     let publisher = Publisher::start(&text(&b, "rtmpUrl"));
     until_ingest(&p, &user, &id, "live").await;
-    let playlist = until_playlist(&signed).await;
+    let (media_url, playlist) = until_playlist(&signed).await;
     // Each segment line carries the signature, so players keep it.
     let segments = playlist_segments(&playlist);
     assert!(segments.iter().all(|s| s.contains("sig=")), "{playlist}");
-    let (status, _, _) = fetch(&resolve(&signed, &segments[0])).await;
+    let (status, _, _) = fetch(&resolve(&media_url, &segments[0])).await;
     assert_eq!(status, 200);
 
     let bare = signed.split('?').next().unwrap().to_string();
@@ -516,6 +527,169 @@ async fn private_playback_needs_an_unexpired_signature() {
         .await;
     assert_eq!(status, 200);
     until_playlist(&bare).await;
+    publisher.stop().await;
+}
+
+/// Fetches `url` (a playback address, signed or not) and answers its text, or panics.
+async fn fetch_text(url: &str) -> String {
+    let (status, body, _) = fetch(url).await;
+    assert_eq!(status, 200, "{url}");
+    String::from_utf8(body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_720p_publish_plays_as_an_aligned_ladder_signed_on_every_rendition() {
+    let p = platform(60).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "private").await;
+    let id = text(&b, "id");
+    let signed = text(&b, "hlsUrl");
+    let publisher = Publisher::start_clip(&test_clip_720p(), &text(&b, "rtmpUrl"), 1.0);
+    until_ingest(&p, &user, &id, "live").await;
+    // The master playlist at the unchanged hlsUrl: the source and two smaller renditions.
+    let master = wait_for("a master playlist", Duration::from_secs(30), || async {
+        let (status, body, _) = fetch(&signed).await;
+        let text = String::from_utf8_lossy(&body).to_string();
+        (status == 200 && variants(&text).len() >= 3).then_some(text)
+    })
+    .await;
+    let all = variants(&master);
+    let sizes: Vec<_> = all.iter().map(|v| v.resolution().unwrap()).collect();
+    assert_eq!(sizes, [(1280, 720), (854, 480), (640, 360)], "{master}");
+    for v in &all {
+        for attribute in ["BANDWIDTH", "AVERAGE-BANDWIDTH", "FRAME-RATE", "CODECS"] {
+            assert!(v.attribute(attribute).is_some(), "{attribute} in {master}");
+        }
+        assert_eq!(v.attribute("FRAME-RATE"), Some("30.000"));
+        let codecs = v.attribute("CODECS").unwrap();
+        assert!(
+            codecs.starts_with("avc1.") && codecs.ends_with(",mp4a.40.2"),
+            "{codecs}"
+        );
+        // Each line carries the signature, so players keep it.
+        assert!(v.uri.contains("sig="), "{master}");
+    }
+    // The smaller, the cheaper: a viewer on a narrow link has somewhere to go.
+    let bandwidths: Vec<u64> = all.iter().map(|v| v.bandwidth().unwrap()).collect();
+    assert!(
+        bandwidths[1] < bandwidths[0] && bandwidths[2] < bandwidths[1],
+        "{master}"
+    );
+    assert!(bandwidths[2] < 1_200_000, "{master}");
+
+    // Every rendition: its media playlist and segments play signed only, decode at the
+    // size the master declares, and is cut where the others are.
+    let bare_master = signed.split('?').next().unwrap();
+    let mut cuts = Vec::new();
+    for (v, &(width, height)) in all.iter().zip(&sizes) {
+        let media_url = resolve(&signed, &v.uri);
+        let media = wait_for("three segments", Duration::from_secs(20), || async {
+            let text = fetch_text(&media_url).await;
+            (durations(&text).len() >= 3).then_some(text)
+        })
+        .await;
+        let listed = durations(&media);
+        assert!(
+            listed.iter().all(|(_, uri)| uri.contains("sig=")),
+            "{media}"
+        );
+        let stamped = media.matches("#EXT-X-PROGRAM-DATE-TIME:").count();
+        assert_eq!(
+            stamped,
+            listed.len(),
+            "the wall time of every segment: {media}"
+        );
+        let bare_media = resolve(bare_master, v.uri.split('?').next().unwrap());
+        assert_eq!(fetch(&bare_media).await.0, 403, "{bare_media} unsigned");
+        let (_, segment) = listed.last().unwrap();
+        assert_eq!(
+            fetch(&resolve(&media_url, segment.split('?').next().unwrap()))
+                .await
+                .0,
+            403,
+            "a segment unsigned"
+        );
+        let (status, bytes, kind) = fetch(&resolve(&media_url, segment)).await;
+        assert_eq!((status, kind.as_str()), (200, "video/mp2t"));
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &bytes).unwrap();
+        assert_eq!(probe_size(file.path()), (width, height), "{segment}");
+        let codecs = probe_codecs(file.path());
+        assert!(
+            codecs.contains(&("audio".into(), "aac".into())),
+            "{codecs:?}"
+        );
+        cuts.push((media_sequence(&media).unwrap(), listed));
+    }
+    // Aligned: the segment numbered n covers the same media in every rendition. (Fetched
+    // one after the other, the playlists may have moved on by a segment.)
+    let (source_sequence, source) = &cuts[0];
+    for (sequence, listed) in &cuts[1..] {
+        let offset = sequence - source_sequence;
+        for (i, (duration, _)) in listed.iter().enumerate() {
+            let Some((expected, _)) = source.get(i + offset as usize) else {
+                continue;
+            };
+            assert!(
+                (duration - expected).abs() < 0.1,
+                "segment {} lasts {duration} s, {expected} s in the source",
+                sequence + i as u64
+            );
+        }
+        assert!(offset <= 2, "the renditions are numbered alike: {cuts:?}");
+    }
+
+    // The owner sees the ladder that is live, each rendition measured and keeping up.
+    let ladder = wait_for("the live ladder", Duration::from_secs(20), || async {
+        let b = get(&p, &user, &id).await;
+        let ladder = b["ingest"]["ladder"].clone();
+        (ladder["renditions"].as_array().map(Vec::len) == Some(3)).then_some(ladder)
+    })
+    .await;
+    assert_eq!(ladder["mode"], "adaptive", "{ladder}");
+    assert_eq!(ladder["latencyMode"], "standard", "{ladder}");
+    assert!(
+        ladder.get("reason").is_none() || ladder["reason"].is_null(),
+        "{ladder}"
+    );
+    let renditions = ladder["renditions"].as_array().unwrap();
+    assert_eq!(renditions[0]["name"], "source");
+    assert_eq!(renditions[0]["transcoded"], false);
+    assert_eq!(renditions[2]["name"], "360p");
+    assert_eq!(renditions[2]["transcoded"], true);
+    for r in renditions {
+        assert!(r["bitrate"].as_i64() > Some(0), "{r}");
+        assert_eq!(r["health"], "healthy", "{r}");
+    }
+    publisher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_publish_beyond_the_cpu_budget_plays_as_passthrough_and_says_why() {
+    let mut options = platform_tests::media::server_options();
+    options.config.transcode_cores = 0.0;
+    let p = Platform::start_media_with(options, &[]).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let id = text(&b, "id");
+    let publisher = Publisher::start_clip(&test_clip_720p(), &text(&b, "rtmpUrl"), 1.0);
+    until_ingest(&p, &user, &id, "live").await;
+    let (_, media) = until_playlist(&text(&b, "hlsUrl")).await;
+    assert!(!playlist_segments(&media).is_empty());
+    // Accepted, never dropped: the source alone, and the owner told why.
+    let master = fetch_text(&text(&b, "hlsUrl")).await;
+    let all = variants(&master);
+    assert_eq!(all.len(), 1, "{master}");
+    assert_eq!(all[0].resolution(), Some((1280, 720)));
+    let ladder = wait_for("the live ladder", Duration::from_secs(20), || async {
+        let b = get(&p, &user, &id).await;
+        let ladder = b["ingest"]["ladder"].clone();
+        ladder["renditions"].is_array().then_some(ladder)
+    })
+    .await;
+    assert_eq!(ladder["mode"], "passthrough", "{ladder}");
+    assert_eq!(ladder["reason"], "capacity", "{ladder}");
+    assert_eq!(ladder["renditions"].as_array().unwrap().len(), 1);
     publisher.stop().await;
 }
 
