@@ -288,8 +288,13 @@ pub fn probe_size(file: &Path) -> (u32, u32) {
         .output()
         .expect("ffprobe runs");
     let text = String::from_utf8_lossy(&output.stdout);
+    // A transport stream lists its streams under its program too: the first line.
     let (w, h) = text
+        .lines()
+        .next()
+        .unwrap_or_default()
         .trim()
+        .trim_end_matches(',')
         .split_once(',')
         .unwrap_or_else(|| panic!("ffprobe cannot size {}: {text}", file.display()));
     (w.parse().unwrap(), h.parse().unwrap())

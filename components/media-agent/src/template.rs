@@ -222,6 +222,7 @@ mod tests {
         let ingest = &conf[conf.find("application live {").unwrap()..];
         let ingest = &ingest[..ingest.find('}').unwrap()];
         assert!(ingest.contains("deny play all;"));
+        assert!(ingest.contains("wait_key on;") && ingest.contains("wait_video on;"));
         assert!(!conf.contains("hls on;"), "{conf}");
         // Every playlist a viewer is served signed repeats the signature on its lines:
         // the master's media playlists and the media playlists' segments.

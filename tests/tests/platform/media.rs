@@ -632,7 +632,7 @@ async fn a_720p_publish_plays_as_an_aligned_ladder_signed_on_every_rendition() {
             };
             assert!(
                 (duration - expected).abs() < 0.1,
-                "segment {} lasts {duration} s, {expected} s in the source",
+                "segment {} lasts {duration} s, {expected} s in the source: {cuts:?}",
                 sequence + i as u64
             );
         }
@@ -849,6 +849,275 @@ async fn the_watch_page_plays_the_live_test_pattern() {
     browser.assert_clean(&tab).await;
     browser.close().await;
     publisher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_watch_page_steps_down_the_ladder_when_the_link_narrows_and_keeps_playing() {
+    let p = platform(60).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let id = text(&b, "id");
+    let publisher = Publisher::start_clip(&test_clip_720p(), &text(&b, "rtmpUrl"), 1.0);
+    until_ingest(&p, &user, &id, "live").await;
+    wait_for("the ladder", Duration::from_secs(30), || async {
+        let (_, body, _) = fetch(&text(&b, "hlsUrl")).await;
+        (variants(&String::from_utf8_lossy(&body)).len() >= 3).then_some(())
+    })
+    .await;
+    let mut browser = Browser::launch(&["--autoplay-policy=no-user-gesture-required"]).await;
+    let tab = browser
+        .open(
+            &p.url(&format!("/watch/{}", text(&b, "shortId"))),
+            1280,
+            800,
+        )
+        .await;
+    let playing = "(function(){var v=document.getElementById('video');return v && v.currentTime > 1 ? v.currentTime : null;})()";
+    browser
+        .wait_for(&tab, playing, Duration::from_secs(30))
+        .await;
+    // The quality menu: Auto, then every rendition, highest first; and the latency.
+    let menu = browser
+        .eval(
+            &tab,
+            "Array.from(document.querySelectorAll('#quality option')).map(function(o){return o.textContent;})",
+        )
+        .await;
+    let menu: Vec<String> = serde_json::from_value(menu).unwrap();
+    assert_eq!(menu.len(), 4, "{menu:?}");
+    assert!(menu[0].starts_with("Auto"), "{menu:?}");
+    assert!(
+        menu[1].starts_with("720p") && menu[3].starts_with("360p"),
+        "{menu:?}"
+    );
+    let behind = browser
+        .wait_for(
+            &tab,
+            "(function(){var t=document.getElementById('latency').textContent;return /behind live/.test(t)?t:null;})()",
+            Duration::from_secs(10),
+        )
+        .await;
+    println!("the bar says {behind}");
+
+    // On the open link, Auto climbs to a rendition above 1.2 Mbit/s.
+    let wide = browser
+        .wait_for(
+            &tab,
+            "(function(){var p=window.watchPage.player();return p && p.auto && p.bitrate > 1200000 ? p : null;})()",
+            Duration::from_secs(30),
+        )
+        .await;
+    println!("on the open link: {wide}");
+    // The link narrows to 1.2 Mbit/s: within 20 s the player is on a rendition that fits,
+    // and the picture keeps moving.
+    let s = Some(tab.session.as_str());
+    browser.call(s, "Network.enable", json!({})).await;
+    browser
+        .call(
+            s,
+            "Network.emulateNetworkConditions",
+            json!({"offline": false, "latency": 40, "downloadThroughput": 1_200_000 / 8,
+                   "uploadThroughput": 1_200_000 / 8}),
+        )
+        .await;
+    let narrowed = Instant::now();
+    let stepped = browser
+        .wait_for(
+            &tab,
+            "(function(){var p=window.watchPage.player();return p && p.bitrate && p.bitrate < 1200000 ? p : null;})()",
+            Duration::from_secs(20),
+        )
+        .await;
+    println!("on {stepped} after {:?}", narrowed.elapsed());
+    assert_eq!(stepped["auto"], true);
+    let before = browser
+        .eval(&tab, "document.getElementById('video').currentTime")
+        .await
+        .as_f64()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let after = browser.eval(&tab, "window.watchPage.player()").await;
+    let now = after["currentTime"].as_f64().unwrap();
+    assert!(now > before + 3.0, "playback advances: {before} then {now}");
+    assert!(after["bitrate"].as_f64().unwrap() < 1_200_000.0, "{after}");
+    // A rendition chosen in the menu plays, and Auto hands the choice back.
+    browser
+        .eval(
+            &tab,
+            "(function(){var q=document.getElementById('quality');q.value=q.options[q.options.length-1].value;q.dispatchEvent(new Event('change'));return q.value;})()",
+        )
+        .await;
+    let pinned = browser
+        .wait_for(
+            &tab,
+            "(function(){var p=window.watchPage.player();return p && !p.auto && p.height === 360 ? p : null;})()",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(pinned["height"], 360);
+    browser.assert_clean(&tab).await;
+    browser.close().await;
+    publisher.stop().await;
+}
+
+/// An encoder whose picture carries its wall clock: 17 boxes, each white when its bit of
+/// the current second (since the epoch, modulo 2^17) is set, drawn with `drawbox ...
+/// enable=`; a keyframe a second.
+fn clock_publisher(rtmp_url: &str) -> tokio::process::Child {
+    const BITS: u32 = 17;
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let offset = started % f64::from(1u32 << BITS);
+    let boxes: Vec<String> = (0..BITS)
+        .map(|bit| {
+            format!(
+                "drawbox=x={}:y=20:w=28:h=28:color=white:t=fill:enable='mod(floor((t+{offset:.3})/{}),2)'",
+                8 + bit * 36,
+                1u32 << bit
+            )
+        })
+        .collect();
+    tokio::process::Command::new(tool("ffmpeg"))
+        .args(["-nostdin", "-hide_banner", "-loglevel", "error", "-re"])
+        .args(["-f", "lavfi", "-i", "color=c=black:s=640x360:r=30"])
+        .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100"])
+        .args(["-vf", &boxes.join(",")])
+        .args([
+            "-c:v",
+            "libx264",
+            "-preset",
+            "ultrafast",
+            "-tune",
+            "zerolatency",
+        ])
+        .args([
+            "-pix_fmt",
+            "yuv420p",
+            "-g",
+            "30",
+            "-keyint_min",
+            "30",
+            "-sc_threshold",
+            "0",
+        ])
+        .args([
+            "-b:v", "600k", "-c:a", "aac", "-b:a", "64k", "-f", "flv", rtmp_url,
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("ffmpeg starts")
+}
+
+/// Reads the clock off the watch page's `<video>` (through a canvas) every 20 ms; each
+/// time the second shown changes, the wall time since that second began is one sample of
+/// glass to glass.
+const READ_CLOCK: &str = r#"(function(){
+  if (window.__clock) return true;
+  var v = document.getElementById('video'), c = document.createElement('canvas');
+  c.width = 640; c.height = 360;
+  var g = c.getContext('2d', {willReadFrequently: true});
+  window.__clock = {samples: [], last: null};
+  setInterval(function(){
+    if (!v.videoWidth || v.paused) return;
+    g.drawImage(v, 0, 0, 640, 360);
+    var shown = 0;
+    for (var bit = 0; bit < 17; bit++) {
+      var px = g.getImageData(8 + bit * 36 + 14, 34, 1, 1).data;
+      if (px[0] + px[1] + px[2] > 3 * 128) shown += Math.pow(2, bit);
+    }
+    var now = Date.now() / 1000, modulus = Math.pow(2, 17);
+    var second = now - (now % modulus) + shown;
+    if (second > now) second -= modulus;
+    var clock = window.__clock;
+    if (clock.last !== null && shown !== clock.last && now - second < 30) clock.samples.push(now - second);
+    clock.last = shown;
+  }, 20);
+  return true;
+})()"#;
+
+/// The p-th percentile of `samples` (nearest rank).
+fn percentile(samples: &[f64], p: f64) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Glass to glass of a broadcast in `latency_mode` on a media server run as `options`, read
+/// off the watch page: (p50, p90, samples).
+async fn glass_to_glass(
+    options: edgehost::MediaServer,
+    latency_mode: &str,
+    seconds: u64,
+) -> (f64, f64, usize) {
+    let p = Platform::start_media_with(options, &[]).await;
+    let (_, user) = setup(&p).await;
+    let (status, b) = p
+        .as_user(&user, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "Clock", "visibility": "public", "latencyMode": latency_mode}))
+        .await;
+    assert_eq!(status, 200, "{b}");
+    assert_eq!(b["latencyMode"], latency_mode);
+    let id = text(&b, "id");
+    let mut encoder = clock_publisher(&text(&b, "rtmpUrl"));
+    until_ingest(&p, &user, &id, "live").await;
+    until_playlist(&text(&b, "hlsUrl")).await;
+    let mut browser = Browser::launch(&["--autoplay-policy=no-user-gesture-required"]).await;
+    let tab = browser
+        .open(
+            &p.url(&format!("/watch/{}", text(&b, "shortId"))),
+            1280,
+            800,
+        )
+        .await;
+    browser
+        .wait_for(
+            &tab,
+            "(function(){var v=document.getElementById('video');return v && v.currentTime > 1;})()",
+            Duration::from_secs(30),
+        )
+        .await;
+    // The player settles at its distance from the edge first.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    browser.eval(&tab, READ_CLOCK).await;
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let samples: Vec<f64> =
+        serde_json::from_value(browser.eval(&tab, "window.__clock.samples").await).unwrap();
+    browser.close().await;
+    let _ = encoder.kill().await;
+    assert!(
+        samples.len() as u64 >= seconds / 2,
+        "the clock is read off the picture: {samples:?}"
+    );
+    (
+        percentile(&samples, 50.0),
+        percentile(&samples, 90.0),
+        samples.len(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_low_latency_broadcast_plays_within_four_seconds_glass_to_glass() {
+    let options = platform_tests::media::server_options();
+    let (p50, p90, n) = glass_to_glass(options, "low", 20).await;
+    println!("glass to glass, low: p50 {p50:.2} s, p90 {p90:.2} s ({n} samples)");
+    assert!(p50 <= 4.0, "p50 {p50:.2} s");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_standard_broadcast_plays_within_eight_seconds_glass_to_glass() {
+    // Production's segments (2 s) and playlist (10 s), not the suite's shorter ones.
+    let mut options = platform_tests::media::server_options();
+    options.config.fragment_secs = 2;
+    options.config.playlist_secs = 10;
+    let (p50, p90, n) = glass_to_glass(options, "standard", 20).await;
+    println!("glass to glass, standard: p50 {p50:.2} s, p90 {p90:.2} s ({n} samples)");
+    assert!(p50 <= 8.0, "p50 {p50:.2} s");
 }
 
 #[tokio::test(flavor = "multi_thread")]
