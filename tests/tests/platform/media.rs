@@ -665,6 +665,73 @@ async fn a_720p_publish_plays_as_an_aligned_ladder_signed_on_every_rendition() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_that_asks_for_passthrough_gets_the_source_alone() {
+    let p = platform(60).await;
+    let (tenant, user) = setup(&p).await;
+    let settings = |body: Option<Value>| {
+        let method = if body.is_some() {
+            Method::PATCH
+        } else {
+            Method::GET
+        };
+        p.as_server(&tenant, method, "/api/v1/media-settings", body.as_ref())
+    };
+    let (status, answer) = settings(None).answer().await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer, json!({"ladder": "adaptive"}));
+    let (status, answer) = settings(Some(json!({"ladder": "hd"}))).answer().await;
+    assert_eq!(status, 422, "{answer}");
+    let (status, answer) = settings(Some(json!({"ladder": "passthrough"})))
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer, json!({"ladder": "passthrough"}));
+
+    // A broadcast that does not choose follows its tenant; one that does, itself.
+    let b = create(&p, &user, "public").await;
+    assert_eq!(b["ladder"], Value::Null);
+    assert_eq!(b["latencyMode"], "standard");
+    let (status, answer) = p
+        .as_user(&user, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "Bad", "latencyMode": "instant"}))
+        .await;
+    assert_eq!(status, 422, "{answer}");
+    let other = create(&p, &user, "public").await;
+    let (status, chosen) = p
+        .as_user(
+            &user,
+            Method::PATCH,
+            &format!("/api/broadcasts/{}", text(&other, "id")),
+        )
+        .send_json(&json!({"ladder": "adaptive", "latencyMode": "low"}))
+        .await;
+    assert_eq!(status, 200, "{chosen}");
+    assert_eq!(
+        (&chosen["ladder"], &chosen["latencyMode"]),
+        (&json!("adaptive"), &json!("low"))
+    );
+
+    let id = text(&b, "id");
+    let publisher = Publisher::start_clip(&test_clip_720p(), &text(&b, "rtmpUrl"), 1.0);
+    until_ingest(&p, &user, &id, "live").await;
+    until_playlist(&text(&b, "hlsUrl")).await;
+    let master = fetch_text(&text(&b, "hlsUrl")).await;
+    assert_eq!(variants(&master).len(), 1, "{master}");
+    let ladder = wait_for("the live ladder", Duration::from_secs(20), || async {
+        let b = get(&p, &user, &id).await;
+        let ladder = b["ingest"]["ladder"].clone();
+        ladder["renditions"].is_array().then_some(ladder)
+    })
+    .await;
+    assert_eq!(
+        (&ladder["mode"], &ladder["reason"]),
+        (&json!("passthrough"), &json!("requested")),
+        "{ladder}"
+    );
+    publisher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_publish_beyond_the_cpu_budget_plays_as_passthrough_and_says_why() {
     let mut options = platform_tests::media::server_options();
     options.config.transcode_cores = 0.0;
