@@ -57,13 +57,13 @@ pub fn dashboard(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let series = series_json(&report.series).to_string();
     let tiles = tiles(&report.totals, started.map(|s| until - s));
     // Readable in UTC; the page's script shows it in the reader's own time zone.
-    let range = match started {
-        Some(s) => context! {
-            text => readable_range(s, until),
-            from => time::format_rfc3339(s),
-            to => time::format_rfc3339(until),
-        },
-        None => context! { text => "not live yet" },
+    let (range, range_from, range_to) = match started {
+        Some(s) => (
+            readable_range(s, until),
+            time::format_rfc3339(s),
+            time::format_rfc3339(until),
+        ),
+        None => ("not live yet".to_string(), String::new(), String::new()),
     };
     let csp = web::csp(&[]);
     let headers = PageHeaders {
@@ -78,6 +78,8 @@ pub fn dashboard(ctx: &PublicCtx) -> Result<Response, ApiError> {
             status => b.status.as_str(),
             error_reason => error_explained(b.error_reason.as_deref()),
             range,
+            range_from,
+            range_to,
             granularity_label => label(granularity),
             tiles,
             series_json => series,
