@@ -9,7 +9,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Dashboard (dashboard) */
+        /** Analytics dashboard of a broadcast */
         get: operations["get-analytics-broadcasts_by-id"];
         put?: never;
         post?: never;
@@ -2345,7 +2345,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Api docs */
+        /** API reference (this page) */
         get: operations["get-docs"];
         put?: never;
         post?: never;
@@ -2362,7 +2362,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Egress player */
+        /** Egress player (a file in a loop) */
         get: operations["get-egress-player"];
         put?: never;
         post?: never;
@@ -2379,7 +2379,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Sfu test */
+        /** SFU test page (development only) */
         get: operations["get-sfu-test"];
         put?: never;
         post?: never;
@@ -2396,7 +2396,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Vendor asset */
+        /** Vendored page library */
         get: operations["get-static-vendor_by-file"];
         put?: never;
         post?: never;
@@ -2413,7 +2413,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Asset */
+        /** Page script or style */
         get: operations["get-static_by-file"];
         put?: never;
         post?: never;
@@ -2430,7 +2430,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Record (pages) */
+        /** Recording page for the SFU's egress */
         get: operations["get-streams_by-id-record"];
         put?: never;
         post?: never;
@@ -2447,7 +2447,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Watch (pages) */
+        /** Watch page of a broadcast or event */
         get: operations["get-watch_by-id"];
         put?: never;
         post?: never;
