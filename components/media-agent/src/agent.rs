@@ -81,7 +81,8 @@ impl std::fmt::Debug for Live {
 #[derive(Debug, Clone, Copy)]
 pub struct Addresses {
     pub rtmp: SocketAddr,
-    /// Where nginx reaches its own RTMP listener (the restreams play from it).
+    /// nginx's RTMP listener on loopback: the ingress relays to it, the restreams play
+    /// from it.
     pub local_rtmp: SocketAddr,
     pub http: SocketAddr,
     /// The statistics server (loopback).
@@ -94,6 +95,8 @@ pub struct Agent {
     pub platform: Platform,
     pub ffmpeg: PathBuf,
     pub addresses: Addresses,
+    /// Who holds the RTMP port's connections (and which client each relayed one is).
+    pub ingress: Arc<crate::ingress::Ingress>,
     restream_context: Arc<restreams::Context>,
     /// Names this run of nginx: its client ids start again at 1 on every start.
     boot: Mutex<String>,
@@ -121,7 +124,14 @@ impl Agent {
             source_base: format!("rtmp://{}/{}", addresses.local_rtmp, config.rtmp_app),
             allow_private: config.allow_private_restreams,
         });
+        let ingress = crate::ingress::Ingress::new(crate::ingress::Limits {
+            per_address: config.rtmp_per_address,
+            total: config.rtmp_connections,
+            handshake: Duration::from_secs(config.rtmp_handshake_secs),
+            idle: Duration::from_secs(config.rtmp_idle_secs),
+        });
         Agent {
+            ingress,
             config,
             paths,
             platform,

@@ -71,6 +71,13 @@ pub struct Reserved {
     _listener: TcpListener,
 }
 
+impl Reserved {
+    /// The listener itself, for a port the agent serves (the RTMP ingress).
+    pub fn into_listener(self) -> TcpListener {
+        self._listener
+    }
+}
+
 /// Reserves `addr` for `what`; `setting` names the platform variable that moves it.
 pub fn reserve(addr: SocketAddr, what: &str, setting: &str) -> Result<Reserved> {
     reserve_or_take(addr, what, setting, &mut Vec::new())

@@ -3,7 +3,7 @@
 //! end a directive or open a block: the file nginx reads is the template plus values that
 //! are plain paths, names, addresses and numbers.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::Path;
 
 /// The template, `{{placeholder}}`s and all.
@@ -16,9 +16,8 @@ pub struct Values<'a> {
     pub rtmp_module: &'a Path,
     /// Absolute.
     pub state_dir: &'a Path,
+    /// nginx's RTMP listener: loopback, behind the agent's ingress (`ingress.rs`).
     pub rtmp_listen: SocketAddr,
-    /// The address nginx reaches its own RTMP listener on: the restreams play from it.
-    pub local_ip: IpAddr,
     pub rtmp_app: &'a str,
     /// The agent's hook listener (loopback).
     pub hook_addr: SocketAddr,
@@ -52,17 +51,19 @@ pub fn render(v: &Values) -> Result<String, String> {
     if v.playback_key.len() < 32 || !v.playback_key.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err("the playback key is not hex".into());
     }
-    if !v.hook_addr.ip().is_loopback() || !v.stat_listen.ip().is_loopback() {
+    if !v.hook_addr.ip().is_loopback()
+        || !v.stat_listen.ip().is_loopback()
+        || !v.rtmp_listen.ip().is_loopback()
+    {
         return Err("the agent's own listeners must be on loopback".into());
     }
     if v.hook_token.is_empty() || !v.hook_token.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err("the hook token is not hex".into());
     }
-    let values: [(&str, String); 13] = [
+    let values: [(&str, String); 12] = [
         ("load_module", load_module),
         ("state_dir", state_dir.to_string()),
         ("rtmp_listen", v.rtmp_listen.to_string()),
-        ("local_ip", v.local_ip.to_string()),
         ("rtmp_app", v.rtmp_app.to_string()),
         (
             "hook_url",
@@ -169,8 +170,7 @@ mod tests {
         Values {
             rtmp_module: module,
             state_dir: state,
-            rtmp_listen: "0.0.0.0:1935".parse().unwrap(),
-            local_ip: "127.0.0.1".parse().unwrap(),
+            rtmp_listen: "127.0.0.1:40003".parse().unwrap(),
             rtmp_app: "live",
             hook_addr: "127.0.0.1:40001".parse().unwrap(),
             hook_token: "00ff",
@@ -195,7 +195,7 @@ mod tests {
         for expected in [
             "load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;",
             "pid /var/lib/media-agent/nginx.pid;",
-            "listen 0.0.0.0:1935;",
+            "listen 127.0.0.1:40003;",
             "application live {",
             "on_publish http://127.0.0.1:40001/00ff/on_publish;",
             "on_update http://127.0.0.1:40001/00ff/on_update;",
@@ -270,11 +270,9 @@ mod tests {
         let module = PathBuf::new();
         let mut v = values(&state, &module, KEY);
         v.hls_prefix = "";
-        v.local_ip = "::1".parse().unwrap();
         let conf = render(&v).unwrap();
         assert!(!conf.contains("load_module"));
         assert!(conf.contains("location ~ \"^/(?<sid>"));
-        assert!(conf.contains("allow play ::1;"));
     }
 
     #[test]
@@ -315,6 +313,9 @@ mod tests {
         let mut v = values(&state, &module, KEY);
         v.hook_addr = "0.0.0.0:1".parse().unwrap();
         assert!(render(&v).is_err());
+        let mut v = values(&state, &module, KEY);
+        v.rtmp_listen = "0.0.0.0:1935".parse().unwrap();
+        assert!(render(&v).is_err(), "nginx's RTMP listener is the ingress's alone");
         let mut v = values(&state, &module, KEY);
         v.hook_token = "x;y";
         assert!(render(&v).is_err());
