@@ -95,6 +95,8 @@ pub struct Agent {
     pub platform: Platform,
     pub ffmpeg: PathBuf,
     pub addresses: Addresses,
+    /// nginx's statistics, under the agent's token.
+    pub stat_url: String,
     /// Who holds the RTMP port's connections (and which client each relayed one is).
     pub ingress: Arc<crate::ingress::Ingress>,
     restream_context: Arc<restreams::Context>,
@@ -118,11 +120,17 @@ impl Agent {
         platform: Platform,
         ffmpeg: PathBuf,
         addresses: Addresses,
+        stat_url: String,
     ) -> Agent {
         let restream_context = Arc::new(restreams::Context {
             ffmpeg: ffmpeg.clone(),
             source_base: format!("rtmp://{}/{}", addresses.local_rtmp, config.rtmp_app),
             allow_private: config.allow_private_restreams,
+            network: config
+                .restream_network
+                .clone()
+                .unwrap_or_else(|| Arc::new(restreams::SystemNetwork)),
+            tls: restreams::system_tls(),
         });
         let ingress = crate::ingress::Ingress::new(crate::ingress::Limits {
             per_address: config.rtmp_per_address,
@@ -131,6 +139,7 @@ impl Agent {
             idle: Duration::from_secs(config.rtmp_idle_secs),
         });
         Agent {
+            stat_url,
             ingress,
             config,
             paths,

@@ -31,6 +31,12 @@ pub const ENVIRONMENT: &[(&str, bool)] = &[
     ("RTMP_CONNECTIONS", false),
 ];
 
+/// The longest `update_secs`: a visibility change reaches playback at the stream's next
+/// update, and nginx's file cache may hold the old answer for one more second
+/// (`open_file_cache_valid 1s`): 3 + 1 s and the platform's answer keep the documented
+/// bound of 5 s.
+pub const MAX_UPDATE_SECS: u64 = 3;
+
 /// The most RTMP connections the ingress may hold in all: half of nginx's single worker
 /// (`worker_connections 4096` in the template), the other half is HLS's.
 pub const MAX_RTMP_CONNECTIONS: usize = 2048;
@@ -88,6 +94,9 @@ pub struct Config {
     pub rtmp_handshake_secs: u64,
     /// Seconds an RTMP client may send nothing before it is disconnected.
     pub rtmp_idle_secs: u64,
+    /// How restreams resolve and connect: the system's when `None` (tests substitute
+    /// their own).
+    pub restream_network: Option<std::sync::Arc<dyn crate::restreams::Network>>,
 }
 
 impl Config {
@@ -109,13 +118,14 @@ impl Config {
             ffmpeg_bin: PathBuf::from("ffmpeg"),
             fragment_secs: 2,
             playlist_secs: 10,
-            update_secs: 5,
+            update_secs: MAX_UPDATE_SECS,
             thumbnail_secs: 5,
             allow_private_restreams: false,
             rtmp_per_address: 32,
             rtmp_connections: 1024,
             rtmp_handshake_secs: 10,
             rtmp_idle_secs: 30,
+            restream_network: None,
         }
     }
 
@@ -217,9 +227,18 @@ impl Config {
                  {MAX_RTMP_CONNECTIONS} in all"
             ));
         }
-        if !(1..=300).contains(&self.rtmp_handshake_secs) || !(1..=3600).contains(&self.rtmp_idle_secs)
+        if !(1..=300).contains(&self.rtmp_handshake_secs)
+            || !(1..=3600).contains(&self.rtmp_idle_secs)
         {
-            return Err("the RTMP handshake and idle times must be 1 to 300 and 1 to 3600 s".into());
+            return Err(
+                "the RTMP handshake and idle times must be 1 to 300 and 1 to 3600 s".into(),
+            );
+        }
+        if self.update_secs > MAX_UPDATE_SECS {
+            return Err(format!(
+                "update_secs must be at most {MAX_UPDATE_SECS}: a visibility change reaches \
+                 playback at the next update, within 5 s"
+            ));
         }
         if self.playlist_secs < self.fragment_secs {
             return Err("playlist_secs must be at least fragment_secs".into());
@@ -328,6 +347,13 @@ mod tests {
         let mut config = Config::new("ftp://x", "s");
         assert!(config.check().is_err());
         config.platform_url = "https://live.example.com".into();
+        config.check().unwrap();
+        config.update_secs = 5;
+        assert!(
+            config.check().is_err(),
+            "updates too rare for the visibility bound"
+        );
+        config.update_secs = 3;
         config.check().unwrap();
         config.playlist_secs = 1;
         assert!(config.check().is_err());

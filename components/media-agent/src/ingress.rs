@@ -261,10 +261,14 @@ mod tests {
         let ingress = Ingress::new(limits(2, 5));
         let a: IpAddr = "203.0.113.7".parse().unwrap();
         let first = ingress.admit(a).unwrap();
-        let _second = ingress.admit("::ffff:203.0.113.7".parse().unwrap()).unwrap();
+        let _second = ingress
+            .admit("::ffff:203.0.113.7".parse().unwrap())
+            .unwrap();
         assert!(ingress.admit(a).is_none(), "a third from one address");
         let _v6 = ingress.admit("2001:db8:1:2::1".parse().unwrap()).unwrap();
-        let _v6b = ingress.admit("2001:db8:1:2:ffff::9".parse().unwrap()).unwrap();
+        let _v6b = ingress
+            .admit("2001:db8:1:2:ffff::9".parse().unwrap())
+            .unwrap();
         assert!(
             ingress
                 .admit("2001:db8:1:2:abcd::1".parse().unwrap())

@@ -40,7 +40,7 @@ pub use config::{
 
 use agent::{Addresses, Agent, Paths};
 use anyhow::{Context as _, Result};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -96,6 +96,7 @@ impl MediaServer {
             .context("cannot listen on loopback for nginx's notifications")?;
         let hook_addr = hook_listener.local_addr()?;
         let hook_token = common::ids::random_hex(16);
+        let stat_token = common::ids::random_hex(16);
         let local_rtmp = nginx_rtmp.addr;
         let playback_key = common::domain::media::playback_key(&config.media_secret);
         let rendered = template::render(&template::Values {
@@ -105,6 +106,7 @@ impl MediaServer {
             rtmp_app: &config.rtmp_app,
             hook_addr,
             hook_token: &hook_token,
+            stat_token: &stat_token,
             update_secs: config.update_secs,
             fragment_secs: config.fragment_secs,
             playlist_secs: config.playlist_secs,
@@ -137,6 +139,7 @@ impl MediaServer {
             platform,
             bins.ffmpeg.clone(),
             addresses,
+            format!("http://{}/{stat_token}/stat", stat.addr),
         ));
         let (stop, stop_rx) = watch::channel(false);
         let hooks = hooks::serve(agent.clone(), hook_listener, hook_token, stop_rx.clone());

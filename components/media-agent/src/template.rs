@@ -30,6 +30,8 @@ pub struct Values<'a> {
     pub http_listen: SocketAddr,
     /// The agent's statistics listener (loopback).
     pub stat_listen: SocketAddr,
+    /// The first path segment of the statistics (hex): only the agent knows it.
+    pub stat_token: &'a str,
     pub hls_prefix: &'a str,
     /// `common::domain::media::playback_key` of the media secret.
     pub playback_key: &'a str,
@@ -57,10 +59,12 @@ pub fn render(v: &Values) -> Result<String, String> {
     {
         return Err("the agent's own listeners must be on loopback".into());
     }
-    if v.hook_token.is_empty() || !v.hook_token.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err("the hook token is not hex".into());
+    for token in [v.hook_token, v.stat_token] {
+        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err("the agent's tokens must be hex".into());
+        }
     }
-    let values: [(&str, String); 12] = [
+    let values: [(&str, String); 13] = [
         ("load_module", load_module),
         ("state_dir", state_dir.to_string()),
         ("rtmp_listen", v.rtmp_listen.to_string()),
@@ -74,6 +78,7 @@ pub fn render(v: &Values) -> Result<String, String> {
         ("playlist_secs", v.playlist_secs.to_string()),
         ("http_listen", v.http_listen.to_string()),
         ("stat_listen", v.stat_listen.to_string()),
+        ("stat_token", v.stat_token.to_string()),
         ("hls_prefix", v.hls_prefix.to_string()),
         ("playback_key", v.playback_key.to_string()),
     ];
@@ -179,6 +184,7 @@ mod tests {
             playlist_secs: 10,
             http_listen: "0.0.0.0:8080".parse().unwrap(),
             stat_listen: "127.0.0.1:40002".parse().unwrap(),
+            stat_token: "0a0b",
             hls_prefix: "/hls",
             playback_key: key,
         }
@@ -215,6 +221,7 @@ mod tests {
             "if (-f /var/lib/media-agent/open/$sid) {",
             "alias /var/lib/media-agent/hls/$sid/$file;",
             "listen 127.0.0.1:40002;",
+            "location = /0a0b/stat {",
             "rtmp_stat all;",
         ] {
             assert!(conf.contains(expected), "missing {expected:?}");
@@ -315,7 +322,10 @@ mod tests {
         assert!(render(&v).is_err());
         let mut v = values(&state, &module, KEY);
         v.rtmp_listen = "0.0.0.0:1935".parse().unwrap();
-        assert!(render(&v).is_err(), "nginx's RTMP listener is the ingress's alone");
+        assert!(
+            render(&v).is_err(),
+            "nginx's RTMP listener is the ingress's alone"
+        );
         let mut v = values(&state, &module, KEY);
         v.hook_token = "x;y";
         assert!(render(&v).is_err());
