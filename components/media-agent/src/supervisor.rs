@@ -71,6 +71,13 @@ pub struct Reserved {
     _listener: TcpListener,
 }
 
+impl Reserved {
+    /// The listener itself, for a port the agent serves (the RTMP ingress).
+    pub fn into_listener(self) -> TcpListener {
+        self._listener
+    }
+}
+
 /// Reserves `addr` for `what`; `setting` names the platform variable that moves it.
 pub fn reserve(addr: SocketAddr, what: &str, setting: &str) -> Result<Reserved> {
     reserve_or_take(addr, what, setting, &mut Vec::new())
@@ -144,6 +151,11 @@ pub fn prepare_state_dir(dir: &Path) -> Result<PathBuf> {
         std::fs::create_dir_all(dir.join(sub))
             .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
     }
+    // hls/ holds a directory named by each live stream's key, and the links that name it
+    // from stream ids: nobody but nginx's workers (to whom nginx gives it, keeping its
+    // mode) and the agent may list it or follow them.
+    std::fs::set_permissions(dir.join("hls"), std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("cannot restrict {}", dir.join("hls").display()))?;
     // nginx's workers run as `nobody` when the agent is root: they must reach the
     // markers and (nginx gives them hls/ itself) the segments.
     // SAFETY: geteuid has no preconditions.
