@@ -10,6 +10,14 @@
     return Math.max(280, Math.floor(el.clientWidth || 600));
   }
 
+  /* Axes, ticks and grid lines light on the pages' dark background. */
+  function axis(options) {
+    options.stroke = '#c8c8d0';
+    options.grid = { stroke: 'rgba(255,255,255,0.08)', width: 1 };
+    options.ticks = { stroke: 'rgba(255,255,255,0.2)', width: 1 };
+    return options;
+  }
+
   function draw(id, series, columns) {
     var el = document.getElementById(id);
     var options = {
@@ -17,14 +25,14 @@
       height: 220,
       scales: { x: { time: true } },
       series: [{}].concat(series),
-      axes: [{}, { size: 50 }]
+      axes: [axis({}), axis({ size: 50 })]
     };
     return new uPlot(options, [data.time].concat(columns), el);
   }
 
   var charts = [
     draw('chart-viewers', [
-      { label: 'Mean', stroke: '#2563eb', width: 2 },
+      { label: 'Mean', stroke: '#60a5fa', width: 2 },
       { label: 'Peak', stroke: '#93c5fd', width: 1, dash: [4, 4] }
     ], [data.viewersMean, data.viewersMax]),
     draw('chart-engagement', [
@@ -41,6 +49,22 @@
       chart.setSize({ width: width(chart.root.parentNode), height: 220 });
     });
   });
+
+  /* The broadcast's time range in the reader's time zone and language (the page says it in
+   * UTC until then). */
+  function showRange() {
+    var el = document.getElementById('range');
+    var from = Date.parse(el.getAttribute('data-from') || '');
+    var to = Date.parse(el.getAttribute('data-to') || '');
+    if (isNaN(from) || isNaN(to) || typeof Intl !== 'object') return;
+    var format = new Intl.DateTimeFormat(undefined, {
+      year: 'numeric', month: 'short', day: 'numeric',
+      hour: 'numeric', minute: '2-digit', timeZoneName: 'short'
+    });
+    el.textContent = format.formatRange ? format.formatRange(from, to) :
+      format.format(from) + ' to ' + format.format(to);
+  }
+  showRange();
 
   window.analyticsDashboard = { data: data, charts: charts };
 })();

@@ -5,6 +5,8 @@
  *
  * Frames: {"type":"history","messages":[...]}, {"type":"message","message":{...}} and
  * {"type":"event","event":{"kind":"reaction"|"status"|"cohost"|"layout"|"viewers",...}}.
+ * The socket asks for batches (?batch=1): {"type":"batch","frames":[...]} carries frames that
+ * arrived together, handed to onFrame one by one, in order.
  */
 (function (root) {
   'use strict';
@@ -13,8 +15,8 @@
    * read a public stream's history. */
   function relayUrl(streamId, clientId) {
     var scheme = root.location.protocol === 'https:' ? 'wss:' : 'ws:';
-    var url = scheme + '//' + root.location.host + '/ws/streams/' + encodeURIComponent(streamId) + '/chat';
-    return clientId ? url + '?clientId=' + encodeURIComponent(clientId) : url;
+    var url = scheme + '//' + root.location.host + '/ws/streams/' + encodeURIComponent(streamId) + '/chat?batch=1';
+    return clientId ? url + '&clientId=' + encodeURIComponent(clientId) : url;
   }
 
   /* connect(streamId, onFrame, onState, clientId) → { close() }; onState('open'|'closed') */
@@ -44,7 +46,11 @@
         } catch (e) {
           return;
         }
-        if (frame && typeof frame === 'object') {
+        if (frame && frame.type === 'batch' && Array.isArray(frame.frames)) {
+          frame.frames.forEach(function (f) {
+            if (f && typeof f === 'object') onFrame(f);
+          });
+        } else if (frame && typeof frame === 'object') {
           onFrame(frame);
         }
       };

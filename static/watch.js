@@ -4,6 +4,8 @@
  * hls.js picks the rendition by the measured bandwidth ("Auto"); the quality menu pins
  * one, and the bar shows how far behind live the picture is (from the segments'
  * program date-time: the wall time the media server received them).
+ * Once the broadcast has ended the chat is closed: the page shows its last messages (the
+ * relay's history) and lets the socket go.
  */
 (function () {
   'use strict';
@@ -14,7 +16,10 @@
   var badge = document.getElementById('status');
   var viewers = document.getElementById('viewers');
   var chat = document.getElementById('chat');
+  var chatHeading = document.getElementById('chat-heading');
   var chatState = document.getElementById('chat-state');
+  var relay = null;
+  var chatClosed = false;
   var giftsEl = document.getElementById('gifts');
   var bar = document.getElementById('player-bar');
   var quality = document.getElementById('quality');
@@ -30,6 +35,15 @@
   var MESSAGES = { upcoming: 'The broadcast has not started yet.', ended: 'This broadcast has ended.' };
   var REPLAY_LABEL = 'Replay';
   var MAX_CHAT = 200;
+  var CHAT_CLOSED = 'Chat closed: the broadcast has ended';
+
+  /* The broadcast has ended: no more live chat. */
+  function closeChat() {
+    chatClosed = true;
+    chatHeading.textContent = 'Chat';
+    chatState.textContent = CHAT_CLOSED;
+    if (relay) relay.close();
+  }
 
   function setStatus(status) {
     if (!LABELS[status]) return;
@@ -44,6 +58,7 @@
       message.textContent = MESSAGES[status];
       message.hidden = false;
     }
+    if (status === 'ended') closeChat();
   }
 
   function showProblem(text) {
@@ -211,6 +226,8 @@
     if (frame.type === 'history' && Array.isArray(frame.messages)) {
       chat.textContent = '';
       frame.messages.forEach(addMessage);
+      // An ended broadcast's page came for these last messages only.
+      if (root.dataset.status === 'ended') closeChat();
     } else if (frame.type === 'message') {
       addMessage(frame.message);
     } else if (frame.type === 'event' && frame.event) {
@@ -250,8 +267,10 @@
       return window.GiftOverlay.report(giftsEl);
     }
   };
-  window.StreamRelay.connect(root.dataset.streamId, onFrame, function (s) {
-    chatState.textContent = s === 'open' ? 'Chat connected' : 'Chat unavailable, retrying';
+  relay = window.StreamRelay.connect(root.dataset.streamId, onFrame, function (s) {
+    if (chatClosed) return;
+    if (root.dataset.status === 'ended') chatState.textContent = CHAT_CLOSED;
+    else chatState.textContent = s === 'open' ? 'Chat connected' : 'Chat unavailable, retrying';
   }, root.dataset.clientId);
   if (root.dataset.status === 'live') play();
   else if (root.dataset.status === 'ended' && replayUrl) replay();

@@ -10,13 +10,14 @@ use serde_json::{Value, json};
 pub fn websocket() -> Value {
     json!({
         "path": "/ws/streams/{id}/chat",
-        "description": "Upgrade with GET to a WebSocket of JSON text frames. A user connects with ?token=<JWT> (or Authorization: Bearer); a read-only guest with ?ticket=, ?clientId= or ?apiKey=. A client that requires signed calls opens every socket with a ?ticket= from POST /api/streams/{id}/chat/ticket (with the user's token, a ticket for that user). The Origin must be allowed. The first server frame is `history`; then `message`, `held`, `deleted`, `event`, `authenticated`, `pong` and `error` frames arrive as things happen.",
+        "description": "Upgrade with GET to a WebSocket of JSON text frames. A user connects with ?token=<JWT> (or Authorization: Bearer); a read-only guest with ?ticket=, ?clientId= or ?apiKey=. A client that requires signed calls opens every socket with a ?ticket= from POST /api/streams/{id}/chat/ticket (with the user's token, a ticket for that user). The Origin must be allowed. The first server frame is `history`; then `message`, `held`, `deleted`, `event`, `authenticated`, `pong` and `error` frames arrive as things happen. A client that opens the socket with ?batch=1 also reads `batch` frames: events of the stream that reach the socket together (within a few tens of milliseconds of each other), in order, each as it would have been sent alone; without it every frame carries one.",
         "parameters": [
             {"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
             {"name": "token", "in": "query", "schema": {"type": "string"}, "description": "A user's JWT"},
             {"name": "clientId", "in": "query", "schema": {"type": "string"}, "description": "Read-only guest of this client"},
             {"name": "apiKey", "in": "query", "schema": {"type": "string"}, "description": "Read-only guest of the API key's client"},
-            {"name": "ticket", "in": "query", "schema": {"type": "string"}, "description": "A socket ticket (POST /api/streams/{id}/chat/ticket), a minute old at most"}
+            {"name": "ticket", "in": "query", "schema": {"type": "string"}, "description": "A socket ticket (POST /api/streams/{id}/chat/ticket), a minute old at most"},
+            {"name": "batch", "in": "query", "schema": {"type": "string", "enum": ["1", "0"]}, "description": "1: the client reads `batch` frames (events that arrive together share one frame); 0 or absent: one event per frame"}
         ],
         "clientFrames": {"oneOf": [
             frame("message", &[("message", json!({"type": "string", "minLength": 1}))], json!({"type": "message", "message": "hello"})),
@@ -32,6 +33,7 @@ pub fn websocket() -> Value {
             frame("event", &[("event", json!({"$ref": "#/x-websocket/event"}))], json!({"type": "event", "event": {"kind": "viewers", "viewerCount": 3}})),
             frame("authenticated", &[("userId", json!({"type": "string"})), ("expiresAt", json!({"type": "string", "format": "date-time"}))], json!({"type": "authenticated", "userId": "u_1", "expiresAt": "2026-01-01T00:00:00Z"})),
             frame("pong", &[], json!({"type": "pong"})),
+            batch_frame(),
             {
                 "type": "object", "required": ["type", "code", "message"],
                 "properties": {"type": {"const": "error"}, "code": {"type": "string"}, "message": {"type": "string"}, "status": {"type": "integer"}},
@@ -40,6 +42,22 @@ pub fn websocket() -> Value {
         ]},
         "event": event_schema()
     })
+}
+
+/// The `batch` frame (sockets opened with ?batch=1): server frames that arrive together, in
+/// order; never `history` nor another batch.
+fn batch_frame() -> Value {
+    frame(
+        "batch",
+        &[(
+            "frames",
+            json!({"type": "array", "minItems": 2, "items": {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}}),
+        )],
+        json!({"type": "batch", "frames": [
+            {"type": "event", "event": {"kind": "viewers", "viewerCount": 3}},
+            {"type": "message", "message": {"id": "msg_1", "message": "hello"}}
+        ]}),
+    )
 }
 
 /// The `auth` frame: a token, and optionally a socket ticket for that user.
@@ -204,5 +222,25 @@ mod tests {
                 "the relay refuses {example}"
             );
         }
+    }
+
+    #[test]
+    fn the_documented_batch_frame_is_what_the_relay_builds() {
+        let doc = websocket();
+        let batch = doc["serverFrames"]["oneOf"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|f| f["properties"]["type"]["const"] == "batch")
+            .expect("the batch frame is documented");
+        let example = &batch["examples"][0];
+        let frames: Vec<String> = example["frames"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(Value::to_string)
+            .collect();
+        let built = chat_relay::protocol::batch(frames.iter().map(String::as_str));
+        assert_eq!(&serde_json::from_str::<Value>(&built).unwrap(), example);
     }
 }

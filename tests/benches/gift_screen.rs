@@ -4,10 +4,14 @@
 //! Idempotency-Key; one fan's gifts one after another, as a fan taps). Measures the time
 //! from before each POST to the `gift` event's arrival on every SAMPLE-th socket, checks
 //! on those sockets that each fan's combo values arrive as 1, 2, 3... without gaps or
-//! repeats, and counts the gift events on every socket.
+//! repeats, and counts the gift events on every socket. With CHAT_RATE > 0, chatters post
+//! that many chat messages/s in all through `POST /api/streams/{id}/chat` at the same
+//! time (each chatter under the chat's per-user limit), and every socket must get those too.
+//! The sockets read batch frames (`?batch=1`) unless BATCH=0.
 //!
 //! `cargo bench -p platform-tests --bench gift_screen --profile host` (env: VIEWERS=10000,
-//! RATE=200, SECONDS=8, SENDERS=64, SAMPLE=10, CONCURRENCY=32, PER_ADDRESS=10000)
+//! RATE=200, SECONDS=8, SENDERS=64, CHAT_RATE=0, BATCH=1, SAMPLE=10, CONCURRENCY=32,
+//! PER_ADDRESS=10000)
 
 mod relay_scale;
 
@@ -40,6 +44,10 @@ async fn main() {
     let seconds = env_or("SECONDS", 8u64);
     let senders = env_or("SENDERS", 64usize).max(1);
     let sample = env_or("SAMPLE", 10usize).max(1);
+    let chat_rate = env_or("CHAT_RATE", 0u64);
+    let batch = env_or("BATCH", 1u8);
+    // The chat allows a user 10 messages in 10 s: each chatter sends at most 0.8/s.
+    let chatters = (chat_rate * 5).div_ceil(4) as usize;
     let limit = raise_nofile(viewers as u64 + 4096);
     if viewers as u64 + 512 > limit {
         eprintln!("gift_screen: the open-file limit is {limit}; {viewers} viewers will not fit");
@@ -78,6 +86,10 @@ async fn main() {
             .await;
         fans.push(fan);
     }
+    let mut talkers = Vec::new();
+    for i in 0..chatters {
+        talkers.push(p.signup(&t, &format!("chatter{i}")).await);
+    }
     let (status, b) = p
         .as_user(&host, Method::POST, "/api/broadcasts")
         .send_json(&json!({"title": "Bench"}))
@@ -94,7 +106,8 @@ async fn main() {
     let started = Instant::now();
     let url = {
         let (public, token) = (relay.public, host.token.clone());
-        move |_| format!("ws://{public}/ws/streams/{stream}/chat?token={token}")
+        let stream = stream.clone();
+        move |_| format!("ws://{public}/ws/streams/{stream}/chat?token={token}&batch={batch}")
     };
     let opened = connect_all(
         &[relay.public],
@@ -112,6 +125,16 @@ async fn main() {
     // kept at starts[s][k].
     let per_sender = (rate * seconds).div_ceil(senders as u64) as usize;
     let planned = per_sender * senders;
+    let per_chatter = if chatters == 0 {
+        0
+    } else {
+        (chat_rate * seconds).div_ceil(chatters as u64) as usize
+    };
+    let planned_chat = per_chatter * chatters;
+    // Chat message n (from 0) of the run, "m<n>", was posted at chat_starts[n].
+    let chat_starts: Arc<Vec<AtomicU64>> =
+        Arc::new((0..planned_chat).map(|_| AtomicU64::new(0)).collect());
+    let chat_latency = Arc::new(Histogram::default());
     let starts: Arc<Vec<Vec<AtomicU64>>> = Arc::new(
         (0..senders)
             .map(|_| (0..per_sender + 2).map(|_| AtomicU64::new(0)).collect())
@@ -134,8 +157,21 @@ async fn main() {
                 starts.clone(),
                 index.clone(),
             );
+            let (chat_latency, chat_starts) = (chat_latency.clone(), chat_starts.clone());
             let mut last = vec![0u64; senders];
             Box::new(move |payload: &[u8], now: u64| {
+                if payload.starts_with(br#"{"type":"message""#) {
+                    let n = json_str(payload, b"message")
+                        .and_then(|m| m.strip_prefix(b"m"))
+                        .and_then(|n| std::str::from_utf8(n).ok()?.parse::<usize>().ok());
+                    if let Some(start) = n.and_then(|n| chat_starts.get(n)) {
+                        let start = start.load(Ordering::Relaxed);
+                        if start > 0 {
+                            chat_latency.record(now.saturating_sub(start));
+                        }
+                    }
+                    return;
+                }
                 if json_str(payload, b"kind") != Some(b"gift".as_slice()) {
                     return;
                 }
@@ -163,7 +199,7 @@ async fn main() {
         });
         tokio::spawn(read_frames(
             socket,
-            planned as u64,
+            (planned + planned_chat) as u64,
             counters.clone(),
             inspect,
         ));
@@ -230,6 +266,49 @@ async fn main() {
             }
         }));
     }
+    let chat_failed = Arc::new(AtomicU64::new(0));
+    for (c, talker) in talkers.iter().enumerate() {
+        let http = p.http.clone();
+        let url = format!("{}/api/streams/{stream}/chat", p.base);
+        let (api_key, bearer) = (t.api_key.clone(), format!("Bearer {}", talker.token));
+        let (chat_starts, chat_failed) = (chat_starts.clone(), chat_failed.clone());
+        tasks.push(tokio::spawn(async move {
+            for k in 0..per_chatter {
+                // Message n of the run goes at n / CHAT_RATE; chatter c sends c, c +
+                // CHATTERS, ...
+                let n = k * chatters + c;
+                tokio::time::sleep_until(
+                    send_start + Duration::from_micros(n as u64 * 1_000_000 / chat_rate.max(1)),
+                )
+                .await;
+                chat_starts[n].store(now_micros(), Ordering::Relaxed);
+                let answer = http
+                    .post(&url)
+                    .header("x-api-key", &api_key)
+                    .header("authorization", &bearer)
+                    .json(&json!({"message": format!("m{n}")}))
+                    .send()
+                    .await;
+                match answer {
+                    Ok(a) if a.status() == 200 => {}
+                    Ok(a) => {
+                        if chat_failed.fetch_add(1, Ordering::Relaxed) < 3 {
+                            let status = a.status();
+                            eprintln!(
+                                "chat refused: {status} {}",
+                                a.text().await.unwrap_or_default()
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        if chat_failed.fetch_add(1, Ordering::Relaxed) < 3 {
+                            eprintln!("chat failed: {e}");
+                        }
+                    }
+                }
+            }
+        }));
+    }
     for task in tasks {
         task.await.unwrap();
     }
@@ -244,12 +323,15 @@ async fn main() {
     let last_at = counters.last_frame_at.load(Ordering::Relaxed);
     let cpu = relay.cpu_micros().saturating_sub(cpu_before);
     let delivered = counters.frames.load(Ordering::Relaxed);
+    let texts = counters.texts.load(Ordering::Relaxed);
+    let chat_sent = planned_chat as u64 - chat_failed.load(Ordering::Relaxed);
     let dropped = relay.metric("chat_relay_dropped_slow_clients_total").await;
     let created = created.load(Ordering::Relaxed);
     let load_after = load_average();
 
     println!(
-        "gift to screen: {connected} of {viewers} viewers on one relay, {senders} fans sending {rate} gifts/s for {seconds} s"
+        "gift to screen: {connected} of {viewers} viewers on one relay, {senders} fans sending {rate} gifts/s for {seconds} s, {chatters} chatters sending {chat_rate} messages/s; batch frames: {}",
+        if batch == 1 { "yes" } else { "no" }
     );
     println!("  load average {load_before} before, {load_after} after");
     println!(
@@ -265,16 +347,23 @@ async fn main() {
         post_latency.summary()
     );
     println!(
-        "  gift events on the sockets: {delivered} of {} ({} sockets with every gift, {} closed by the relay, chat_relay_dropped_slow_clients_total {dropped}), the last {:.1} s after the first POST",
-        created * connected,
+        "  events on the sockets: {delivered} of {} ({} sockets with every event, {} closed by the relay, chat_relay_dropped_slow_clients_total {dropped}), in {texts} frames ({:.2} events a frame), the last {:.1} s after the first POST",
+        (created + chat_sent) * connected,
         counters.done.load(Ordering::Relaxed),
         counters.closed.load(Ordering::Relaxed),
+        delivered as f64 / texts.max(1) as f64,
         last_at.saturating_sub(now_micros() - send_start.elapsed().as_micros() as u64) as f64 / 1e6,
     );
     println!(
         "  POST to gift event on the socket (every {sample}th socket): {}",
         latency.summary()
     );
+    if planned_chat > 0 {
+        println!(
+            "  chat: {chat_sent} of {planned_chat} messages posted; POST to message on the socket (every {sample}th socket): {}",
+            chat_latency.summary()
+        );
+    }
     println!(
         "  combo values on those sockets: {} in order, {} gaps, {} repeats, {} unreadable; {} POST answers with a combo other than the fan's gift count",
         combos.in_order.load(Ordering::Relaxed),
@@ -284,9 +373,10 @@ async fn main() {
         off_combo.load(Ordering::Relaxed)
     );
     println!(
-        "  relay CPU {:.1} s: {:.2} µs per delivered event",
+        "  relay CPU {:.1} s: {:.2} µs per delivered event, {:.2} µs per frame",
         cpu as f64 / 1e6,
-        cpu as f64 / delivered.max(1) as f64
+        cpu as f64 / delivered.max(1) as f64,
+        cpu as f64 / texts.max(1) as f64
     );
     relay.stop().await;
     p.stop().await;

@@ -63,6 +63,8 @@ async fn main() {
     let mut options = edgehost::MediaServer::ephemeral();
     // Every segment of the ingest run stays listed, so that its frames can be counted.
     options.config.playlist_secs = seconds + 30;
+    // Every encoder publishes from loopback: one address, as many connections as ingests.
+    options.config.rtmp_per_address = options.config.rtmp_per_address.max(ingests);
     let p = Platform::start_media_with(options, &[]).await;
     let tenant = p.register_client("Bench").await;
     let user = p.signup(&tenant, "caster").await;

@@ -8,6 +8,10 @@ use std::time::Duration;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Default of `MAX_CONNECTIONS_PER_IP`.
 pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 50;
+/// Default of `BATCH_WINDOW_MS`: events that follow a delivery wait at most this long.
+pub const DEFAULT_BATCH_WINDOW: Duration = Duration::from_millis(25);
+/// The longest batch window `BATCH_WINDOW_MS` may set: longer would be felt as lag.
+pub const MAX_BATCH_WINDOW_MS: u64 = 100;
 /// Default of `INTERNAL_LISTEN`, where the internal events endpoint listens.
 pub const DEFAULT_INTERNAL_LISTEN: &str = "127.0.0.1:3101";
 /// Default of `LISTEN`, the public listener (`/ws/...` and `/healthz`).
@@ -27,6 +31,7 @@ pub const ENVIRONMENT: &[(&str, bool)] = &[
     ("RELAY_SECRET", true),
     ("REDIS_URL", false),
     ("QUEUE_CAPACITY", false),
+    ("BATCH_WINDOW_MS", false),
     ("MAX_CONNECTIONS", false),
     ("MAX_CONNECTIONS_PER_IP", false),
     ("TRUST_PROXY", false),
@@ -50,8 +55,12 @@ pub struct Config {
     pub relay_secret: String,
     /// Redis for scale-out; `None` runs alone.
     pub redis_url: Option<String>,
-    /// Frames a socket may have queued before it is disconnected as too slow.
+    /// Deliveries (a room's events of one batch window) a socket may have queued before it
+    /// is disconnected as too slow.
     pub queue_capacity: usize,
+    /// How long a room gathers the events that follow a delivery before the next one
+    /// (`BATCH_WINDOW_MS`, default 25 ms; 0 sends every event on its own).
+    pub batch_window: Duration,
     /// How often the server pings each socket.
     pub ping_interval: Duration,
     /// A socket silent (no frame, no pong) for this long is closed.
@@ -80,6 +89,7 @@ impl Config {
             relay_secret: relay_secret.to_string(),
             redis_url: None,
             queue_capacity: 256,
+            batch_window: DEFAULT_BATCH_WINDOW,
             ping_interval: Duration::from_secs(20),
             idle_timeout: Duration::from_secs(60),
             history_limit: 50,
@@ -92,7 +102,7 @@ impl Config {
     }
 
     /// Reads the settings that do not depend on the platform's secrets from the
-    /// environment (through `get`): `REDIS_URL`, `QUEUE_CAPACITY`, `MAX_CONNECTIONS`,
+    /// environment (through `get`): `REDIS_URL`, `QUEUE_CAPACITY`, `BATCH_WINDOW_MS`, `MAX_CONNECTIONS`,
     /// `MAX_CONNECTIONS_PER_IP`, `TRUST_PROXY`, `ALLOWED_ORIGINS` and `API_CA_FILE` (a PEM
     /// file of certificate authorities to trust for the API). Unset or empty variables keep
     /// the current value.
@@ -114,6 +124,17 @@ impl Config {
         }
         if let Some(n) = number("QUEUE_CAPACITY")? {
             self.queue_capacity = n;
+        }
+        if let Some(v) = get("BATCH_WINDOW_MS") {
+            let ms = v
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|ms| *ms <= MAX_BATCH_WINDOW_MS)
+                .ok_or_else(|| {
+                    format!("BATCH_WINDOW_MS is a whole number of milliseconds, 0 to {MAX_BATCH_WINDOW_MS}")
+                })?;
+            self.batch_window = Duration::from_millis(ms);
         }
         if let Some(n) = number("MAX_CONNECTIONS")? {
             self.max_connections = n;
@@ -151,6 +172,7 @@ impl std::fmt::Debug for Config {
             .field("api_url", &self.api_url)
             .field("redis_url", &self.redis_url.is_some())
             .field("queue_capacity", &self.queue_capacity)
+            .field("batch_window", &self.batch_window)
             .field("ping_interval", &self.ping_interval)
             .field("idle_timeout", &self.idle_timeout)
             .field("history_limit", &self.history_limit)
@@ -324,11 +346,13 @@ mod tests {
                 "https://app.example,https://admin.example",
             ),
             ("QUEUE_CAPACITY", ""),
+            ("BATCH_WINDOW_MS", "0"),
             ("REDIS_URL", "redis://127.0.0.1:6379/"),
         ]))
         .unwrap();
         assert_eq!((c.max_connections, c.max_connections_per_ip), (20, 3));
         assert_eq!(c.queue_capacity, 256, "empty keeps the default");
+        assert_eq!(c.batch_window, Duration::ZERO);
         assert!(c.trust_forwarded_for);
         assert!(c.allowed_origins.allows(Some("https://admin.example")));
         assert!(!c.allowed_origins.allows(Some("https://other.example")));
@@ -337,6 +361,8 @@ mod tests {
             ("MAX_CONNECTIONS", "0"),
             ("MAX_CONNECTIONS_PER_IP", "-1"),
             ("TRUST_PROXY", "maybe"),
+            ("BATCH_WINDOW_MS", "250"),
+            ("BATCH_WINDOW_MS", "-5"),
             ("ALLOWED_ORIGINS", "javascript:alert(1)"),
         ] {
             assert!(c.read_env(env(&[bad])).is_err(), "{bad:?}");

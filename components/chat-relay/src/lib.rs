@@ -102,7 +102,11 @@ impl Relay {
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
         let metrics = Arc::new(Metrics::default());
-        let hub = Arc::new(Hub::new(config.queue_capacity, metrics.clone()));
+        let hub = Arc::new(Hub::new(
+            config.queue_capacity,
+            config.batch_window,
+            metrics.clone(),
+        ));
         let bus = config
             .redis_url
             .as_deref()
@@ -288,6 +292,13 @@ impl Relay {
             Ok(identity) => identity,
             Err((status, code, detail)) => return refuse(status, &code, &detail),
         };
+        let Some(batches) = reads_batches(req.uri().query()) else {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "invalid_batch",
+                "`batch` is 1 (the client reads batch frames) or 0",
+            );
+        };
         // Join before reading history so that nothing stored in between is missed; the
         // socket skips queued messages its history already holds.
         let membership = self.0.hub.join(stream.as_str());
@@ -315,7 +326,15 @@ impl Relay {
         tokio::spawn(async move {
             match on_upgrade.await {
                 Ok(upgraded) => {
-                    session::run(relay, upgraded, stream, identity, membership, history, slot).await
+                    let socket = session::Socket {
+                        stream,
+                        identity,
+                        membership,
+                        history,
+                        slot,
+                        batches,
+                    };
+                    session::run(relay, upgraded, socket).await
                 }
                 Err(_) => relay.0.hub.leave(stream.as_str(), membership.id),
             }
@@ -523,6 +542,22 @@ impl Relay {
     pub fn connections_held(&self) -> usize {
         self.0.limits.total()
     }
+}
+
+/// Whether the client announced that it reads `batch` frames (`?batch=1`); `None` for a
+/// value that is neither 1 nor 0. Clients that do not say so get one event per frame.
+fn reads_batches(query: Option<&str>) -> Option<bool> {
+    let mut batches = false;
+    for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        if k == "batch" {
+            batches = match v.as_ref() {
+                "1" | "true" => true,
+                "0" | "false" => false,
+                _ => return None,
+            };
+        }
+    }
+    Some(batches)
 }
 
 /// `prefix{segment}suffix` → segment (one non-empty path segment, not yet validated).

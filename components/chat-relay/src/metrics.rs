@@ -11,6 +11,8 @@ pub struct Metrics {
     pub messages_in: AtomicU64,
     pub messages_stored: AtomicU64,
     pub messages_out: AtomicU64,
+    pub deliveries: AtomicU64,
+    pub frames_out: AtomicU64,
     pub deletions: AtomicU64,
     pub events_in: AtomicU64,
     pub persistence_failures: AtomicU64,
@@ -78,8 +80,20 @@ impl Metrics {
         metric(
             "messages_out_total",
             "counter",
-            "Frames queued to sockets by fan-out.",
+            "Events queued to sockets by fan-out (one per event per socket).",
             get(&self.messages_out),
+        );
+        metric(
+            "deliveries_total",
+            "counter",
+            "Deliveries queued to sockets: a room's events of one batch window, to one socket.",
+            get(&self.deliveries),
+        );
+        metric(
+            "frames_out_total",
+            "counter",
+            "WebSocket text frames written to sockets (a batch frame carries several events).",
+            get(&self.frames_out),
         );
         metric(
             "deletions_total",

@@ -93,6 +93,20 @@ pub fn history(messages: &[Value]) -> Value {
     json!({"type": "history", "messages": messages})
 }
 
+/// `{"type":"batch","frames":[...]}`: frames that reach a socket together, in order, each
+/// as it would be sent alone. Built from the frames' text, so nothing is parsed again.
+pub fn batch<'a>(frames: impl Iterator<Item = &'a str>) -> String {
+    let mut out = String::from(r#"{"type":"batch","frames":["#);
+    for (i, frame) in frames.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(frame);
+    }
+    out.push_str("]}");
+    out
+}
+
 /// `{"type":"message","message":{record}}`.
 pub fn message(record: &Value) -> Value {
     json!({"type": "message", "message": record})
@@ -242,6 +256,16 @@ mod tests {
         assert_eq!(banned_user_of_key("event:x"), None);
         assert_eq!(banned_user_of_key("ban::x"), None);
         assert_eq!(held(&json!({"id": "m"}))["type"], "held");
+    }
+
+    #[test]
+    fn a_batch_holds_its_frames_in_order_as_json() {
+        let frames = [pong().to_string(), deleted("m1").to_string()];
+        let batch: Value = serde_json::from_str(&batch(frames.iter().map(String::as_str))).unwrap();
+        assert_eq!(
+            batch,
+            json!({"type": "batch", "frames": [{"type": "pong"}, {"type": "deleted", "id": "m1"}]})
+        );
     }
 
     #[test]

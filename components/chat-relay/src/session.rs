@@ -17,29 +17,40 @@ use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use crate::Relay;
 use crate::api::{ApiFailure, Caller};
-use crate::hub::{Membership, Outbound};
+use crate::hub::{Delivery, Event, Membership, Outbound};
 use crate::identity::{AuthChange, Identity, Mismatch, WriteRefusal};
 use crate::limits::ConnectionSlot;
 use crate::metrics::inc;
 use crate::protocol::{self, ClientFrame, Uuid};
 use crate::token;
 
-type Socket = WebSocketStream<TokioIo<Upgraded>>;
+type Ws = WebSocketStream<TokioIo<Upgraded>>;
 
-/// The most queued frames one write to a socket carries.
+/// The most queued items (replies and deliveries) one write to a socket carries.
 const MAX_BATCH: usize = 32;
+
+/// What a socket was admitted with.
+pub struct Socket {
+    pub stream: Uuid,
+    pub identity: Identity,
+    pub membership: Membership,
+    pub history: Vec<Value>,
+    pub slot: ConnectionSlot,
+    /// The client reads `batch` frames (it said `?batch=1`).
+    pub batches: bool,
+}
 
 /// Runs the socket until either side ends it, then leaves the room and gives its
 /// connection slot back.
-pub async fn run(
-    relay: Relay,
-    upgraded: Upgraded,
-    stream: Uuid,
-    identity: Identity,
-    membership: Membership,
-    history: Vec<Value>,
-    slot: ConnectionSlot,
-) {
+pub async fn run(relay: Relay, upgraded: Upgraded, socket: Socket) {
+    let Socket {
+        stream,
+        identity,
+        membership,
+        history,
+        slot,
+        batches,
+    } = socket;
     // A small initial read buffer (tungstenite's default is 128 KiB per socket): client
     // frames are short, and the buffer grows when one is not.
     let config = WebSocketConfig::default()
@@ -67,9 +78,9 @@ pub async fn run(
         sink,
         rx,
         history,
+        RoomFilter::new(user.clone(), batches),
         last_seen.clone(),
         started,
-        user.clone(),
     );
     let reader = read(
         relay.clone(),
@@ -97,17 +108,79 @@ fn millis_since(start: Instant) -> u64 {
     start.elapsed().as_millis() as u64
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How one socket takes its room's deliveries: without the messages its history already
+/// showed, in batch frames or one event a frame as the client asked, and up to a ban of its
+/// own user (which it shows, then closes).
+struct RoomFilter {
+    seen: HashSet<String>,
+    user: Arc<OnceLock<String>>,
+    batches: bool,
+}
+
+/// The frames a delivery puts on one socket, and whether the socket closes after them.
+struct Frames {
+    texts: Vec<Utf8Bytes>,
+    banned: bool,
+}
+
+impl RoomFilter {
+    fn new(user: Arc<OnceLock<String>>, batches: bool) -> RoomFilter {
+        RoomFilter {
+            seen: HashSet::new(),
+            user,
+            batches,
+        }
+    }
+
+    fn bans_me(&self, event: &Event) -> bool {
+        event
+            .key
+            .as_deref()
+            .and_then(protocol::banned_user_of_key)
+            .is_some_and(|banned| self.user.get().is_some_and(|me| me == banned))
+    }
+
+    fn shows(&self, event: &Event) -> bool {
+        !event.key.as_deref().is_some_and(|k| self.seen.contains(k))
+    }
+
+    fn frames(&self, delivery: &Delivery) -> Frames {
+        let ban = delivery.events.iter().position(|e| self.bans_me(e));
+        let upto = ban.map_or(delivery.events.len(), |i| i + 1);
+        let all_shown = self.seen.is_empty() || delivery.events.iter().all(|e| self.shows(e));
+        let texts = if all_shown && upto == delivery.events.len() && self.batches {
+            // The common case: the room's frame as built once for every socket.
+            vec![delivery.frame.clone()]
+        } else {
+            let shown: Vec<&Event> = delivery.events[..upto]
+                .iter()
+                .filter(|e| self.shows(e))
+                .collect();
+            match shown.as_slice() {
+                [] => Vec::new(),
+                many if self.batches && many.len() > 1 => {
+                    vec![protocol::batch(many.iter().map(|e| e.text.as_str())).into()]
+                }
+                each => each.iter().map(|e| e.text.clone()).collect(),
+            }
+        };
+        Frames {
+            texts,
+            banned: ban.is_some(),
+        }
+    }
+}
+
 async fn write(
     relay: Relay,
-    mut sink: futures_util::stream::SplitSink<Socket, Message>,
+    mut sink: futures_util::stream::SplitSink<Ws, Message>,
     mut rx: mpsc::Receiver<Outbound>,
     history: Vec<Value>,
+    mut filter: RoomFilter,
     last_seen: Arc<AtomicU64>,
     started: Instant,
-    user: Arc<OnceLock<String>>,
 ) {
-    let seen: HashSet<String> = history
+    filter.seen = history
         .iter()
         .filter_map(|m| m["id"].as_str().map(str::to_string))
         .collect();
@@ -115,6 +188,7 @@ async fn write(
     if sink.send(Message::Text(first.into())).await.is_err() {
         return;
     }
+    let frames_out = &relay.0.metrics.frames_out;
     let config = relay.config().clone();
     let mut ping = tokio::time::interval(config.ping_interval);
     ping.tick().await;
@@ -132,24 +206,25 @@ async fn write(
                     let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::Close(Some(close)))).await;
                     return;
                 };
-                // Frames queued behind this one go out with it, in one write: a socket
+                // What is queued behind this item goes out with it, in one write: a socket
                 // that fell behind catches up in few system calls.
                 let mut next = Some(item);
                 let mut banned = false;
-                let mut fed = 0;
+                let mut items = 0;
                 while let Some(item) = next.take() {
-                    if !item.key.as_deref().is_some_and(|k| seen.contains(k)) {
-                        banned = item
-                            .key
-                            .as_deref()
-                            .and_then(protocol::banned_user_of_key)
-                            .is_some_and(|banned| user.get().is_some_and(|me| me == banned));
-                        if sink.feed(Message::Text(item.text)).await.is_err() {
+                    let frames = match item {
+                        Outbound::Reply(text) => Frames { texts: vec![text], banned: false },
+                        Outbound::Room(delivery) => filter.frames(&delivery),
+                    };
+                    banned = frames.banned;
+                    for text in frames.texts {
+                        if sink.feed(Message::Text(text)).await.is_err() {
                             return;
                         }
-                        fed += 1;
+                        inc(frames_out);
                     }
-                    if banned || fed >= MAX_BATCH {
+                    items += 1;
+                    if banned || items >= MAX_BATCH {
                         break;
                     }
                     next = rx.try_recv().ok();
@@ -189,7 +264,7 @@ async fn write(
 #[allow(clippy::too_many_arguments)]
 async fn read(
     relay: Relay,
-    mut source: futures_util::stream::SplitStream<Socket>,
+    mut source: futures_util::stream::SplitStream<Ws>,
     stream: Uuid,
     mut identity: Identity,
     tx: mpsc::Sender<Outbound>,
@@ -199,10 +274,7 @@ async fn read(
 ) {
     // Answers go on the socket's own queue, behind what is already queued to it.
     let reply = |frame: Value| {
-        let _ = tx.try_send(Outbound {
-            key: None,
-            text: Utf8Bytes::from(frame.to_string()),
-        });
+        let _ = tx.try_send(Outbound::Reply(Utf8Bytes::from(frame.to_string())));
     };
     let metrics = relay.0.metrics.clone();
     while let Some(Ok(msg)) = source.next().await {

@@ -54,9 +54,88 @@ pub fn parse_target(url: &str) -> Result<(String, u16), &'static str> {
     Ok((host.to_ascii_lowercase(), port))
 }
 
+/// A restream target, read once: where to connect, and what to tell the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// `rtmps://`: TLS, verified against `host`.
+    pub secure: bool,
+    /// The host as typed (lowercase): a name, or an IP address (IPv6 without brackets).
+    pub host: String,
+    pub port: u16,
+    /// Everything after the authority: `/app/key?query`. It names the broadcaster's key on
+    /// that service: never logged.
+    pub rest: String,
+}
+
+impl Target {
+    pub fn parse(url: &str) -> Result<Target, &'static str> {
+        let (host, port) = parse_target(url)?;
+        let secure = url.starts_with("rtmps://");
+        let after_scheme = &url[if secure { 8 } else { 7 }..];
+        let rest = after_scheme
+            .find(['/', '?'])
+            .map_or("", |at| &after_scheme[at..]);
+        Ok(Target {
+            secure,
+            host,
+            port,
+            rest: rest.to_string(),
+        })
+    }
+
+    /// The `tcUrl` ffmpeg would send had it connected to the URL itself
+    /// (`rtmp[s]://host:port/<app>`, the app read the way ffmpeg reads it): the target
+    /// sees its own name even though the media server connects to the address it checked.
+    pub fn tc_url(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        let scheme = if self.secure { "rtmps" } else { "rtmp" };
+        format!("{scheme}://{host}:{}/{}", self.port, rtmp_app(&self.rest))
+    }
+}
+
+/// The RTMP application of a URL's path, as ffmpeg's RTMP client reads it: the first
+/// segment, or the first two when the stream name has a slash of its own
+/// (`/app/instance/name`).
+pub fn rtmp_app(rest: &str) -> String {
+    let path = rest.split('?').next().unwrap_or("");
+    let next = path.strip_prefix('/').unwrap_or(path);
+    match next.find('/') {
+        None => next.to_string(),
+        Some(p) => {
+            let after = &next[p + 1..];
+            let colon = after.find(':');
+            match after.find('/') {
+                Some(f) if colon.is_none_or(|c| c > f) => next[..p + 1 + f].to_string(),
+                _ => next[..p].to_string(),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_keeps_its_name_for_the_tc_url() {
+        let t = Target::parse("rtmps://Live-API-s.facebook.com:443/rtmp/KEY?s=1").unwrap();
+        assert!(t.secure);
+        assert_eq!(t.host, "live-api-s.facebook.com");
+        assert_eq!(t.rest, "/rtmp/KEY?s=1");
+        assert_eq!(t.tc_url(), "rtmps://live-api-s.facebook.com:443/rtmp");
+        let t = Target::parse("rtmp://a.rtmp.youtube.com/live2/abcd-efgh").unwrap();
+        assert_eq!(t.tc_url(), "rtmp://a.rtmp.youtube.com:1935/live2");
+        let t = Target::parse("rtmp://[2001:4860::1]:1936/app/inst/key").unwrap();
+        assert_eq!(t.tc_url(), "rtmp://[2001:4860::1]:1936/app/inst");
+        assert_eq!(t.rest, "/app/inst/key");
+        assert_eq!(rtmp_app("/live"), "live");
+        assert_eq!(rtmp_app("/app/mp4:file/x"), "app");
+        assert_eq!(rtmp_app(""), "");
+    }
 
     #[test]
     fn targets_are_parsed_like_ffmpeg_reads_them() {

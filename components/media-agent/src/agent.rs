@@ -84,7 +84,8 @@ impl std::fmt::Debug for Live {
 #[derive(Debug, Clone, Copy)]
 pub struct Addresses {
     pub rtmp: SocketAddr,
-    /// Where nginx reaches its own RTMP listener (the restreams play from it).
+    /// nginx's RTMP listener on loopback: the ingress relays to it, the restreams play
+    /// from it.
     pub local_rtmp: SocketAddr,
     pub http: SocketAddr,
     /// The statistics server (loopback).
@@ -97,6 +98,10 @@ pub struct Agent {
     pub platform: Platform,
     pub ffmpeg: PathBuf,
     pub addresses: Addresses,
+    /// nginx's statistics, under the agent's token.
+    pub stat_url: String,
+    /// Who holds the RTMP port's connections (and which client each relayed one is).
+    pub ingress: Arc<crate::ingress::Ingress>,
     restream_context: Arc<restreams::Context>,
     transcode_context: Arc<transcode::Context>,
     /// Names this run of nginx: its client ids start again at 1 on every start.
@@ -119,17 +124,29 @@ impl Agent {
         platform: Platform,
         ffmpeg: PathBuf,
         addresses: Addresses,
+        stat_url: String,
     ) -> Agent {
         let restream_context = Arc::new(restreams::Context {
             ffmpeg: ffmpeg.clone(),
             source_base: format!("rtmp://{}/{}", addresses.local_rtmp, config.rtmp_app),
             allow_private: config.allow_private_restreams,
+            network: config
+                .restream_network
+                .clone()
+                .unwrap_or_else(|| Arc::new(restreams::SystemNetwork)),
+            tls: restreams::system_tls(),
+        });
+        let ingress = crate::ingress::Ingress::new(crate::ingress::Limits {
+            per_address: config.rtmp_per_address,
+            total: config.rtmp_connections,
+            handshake: Duration::from_secs(config.rtmp_handshake_secs),
+            idle: Duration::from_secs(config.rtmp_idle_secs),
         });
         let transcode_context = Arc::new(transcode::Context {
             ffmpeg: ffmpeg.clone(),
             source_base: restream_context.source_base.clone(),
             rtmp_app: config.rtmp_app.clone(),
-            stat_url: format!("http://{}/stat", addresses.stat),
+            stat_url: stat_url.clone(),
             hls_dir: paths.hls.clone(),
             fragment_secs: config.fragment_secs,
             playlist_secs: config.playlist_secs,
@@ -139,6 +156,8 @@ impl Agent {
             budget: transcode::Budget::new(config.transcode_cores),
         });
         Agent {
+            stat_url,
+            ingress,
             config,
             paths,
             platform,

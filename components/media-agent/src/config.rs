@@ -39,7 +39,19 @@ pub const ENVIRONMENT: &[(&str, bool)] = &[
     ("TRANSCODE_CORES", false),
     ("TRANSCODE_PRESET", false),
     ("TRANSCODE_ENCODER", false),
+    ("RTMP_CONNECTIONS_PER_ADDRESS", false),
+    ("RTMP_CONNECTIONS", false),
 ];
+
+/// The longest `update_secs`: a visibility change reaches playback at the stream's next
+/// update, and nginx's file cache may hold the old answer for one more second
+/// (`open_file_cache_valid 1s`): 3 + 1 s and the platform's answer keep the documented
+/// bound of 5 s.
+pub const MAX_UPDATE_SECS: u64 = 3;
+
+/// The most RTMP connections the ingress may hold in all: half of nginx's single worker
+/// (`worker_connections 4096` in the template), the other half is HLS's.
+pub const MAX_RTMP_CONNECTIONS: usize = 2048;
 
 /// Whether `name` is one of the agent's environment variables.
 pub fn is_environment_variable(name: &str) -> bool {
@@ -94,6 +106,18 @@ pub struct Config {
     pub transcode_encoder: Encoder,
     /// What a rendition costs, to admit streams by [`Config::transcode_cores`].
     pub transcode_costs: Costs,
+    /// RTMP connections one client address (an IPv6 /64) may hold at once: an encoder
+    /// needs one, a LiveKit egress host one per broadcast it feeds.
+    pub rtmp_per_address: usize,
+    /// RTMP connections held at once in all (at most [`MAX_RTMP_CONNECTIONS`]).
+    pub rtmp_connections: usize,
+    /// Seconds a client has to complete the RTMP handshake, however it trickles.
+    pub rtmp_handshake_secs: u64,
+    /// Seconds an RTMP client may send nothing before it is disconnected.
+    pub rtmp_idle_secs: u64,
+    /// How restreams resolve and connect: the system's when `None` (tests substitute
+    /// their own).
+    pub restream_network: Option<std::sync::Arc<dyn crate::restreams::Network>>,
 }
 
 impl Config {
@@ -115,20 +139,25 @@ impl Config {
             ffmpeg_bin: PathBuf::from("ffmpeg"),
             fragment_secs: 2,
             playlist_secs: 10,
-            update_secs: 5,
+            update_secs: MAX_UPDATE_SECS,
             thumbnail_secs: 5,
             allow_private_restreams: false,
             transcode_cores: std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64),
             transcode_preset: "veryfast".into(),
             transcode_encoder: Encoder::X264,
             transcode_costs: DEFAULT_COSTS,
+            rtmp_per_address: 32,
+            rtmp_connections: 1024,
+            rtmp_handshake_secs: 10,
+            rtmp_idle_secs: 30,
+            restream_network: None,
         }
     }
 
     /// Reads the settings besides the platform's URL and secret from the environment
     /// (through `get`): `RTMP_LISTEN`, `HTTP_LISTEN`, `RTMP_APP`, `HLS_PREFIX`,
     /// `STATE_DIR`, `NGINX_BIN`, `NGINX_RTMP_MODULE` (`none`: built in), `FFMPEG_BIN`,
-    /// `ALLOW_PRIVATE_RESTREAMS`. Unset or empty variables keep the current value.
+    /// `ALLOW_PRIVATE_RESTREAMS`, `RTMP_CONNECTIONS_PER_ADDRESS`, `RTMP_CONNECTIONS`. Unset or empty variables keep the current value.
     pub fn read_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), String> {
         let get = |name: &str| {
             get(name)
@@ -193,6 +222,16 @@ impl Config {
             self.transcode_encoder =
                 Encoder::parse(&v).ok_or("TRANSCODE_ENCODER is libx264 or h264_nvenc")?;
         }
+        for (name, field) in [
+            ("RTMP_CONNECTIONS_PER_ADDRESS", &mut self.rtmp_per_address),
+            ("RTMP_CONNECTIONS", &mut self.rtmp_connections),
+        ] {
+            if let Some(v) = get(name) {
+                *field = v
+                    .parse()
+                    .map_err(|_| format!("{name} must be a number of connections"))?;
+            }
+        }
         self.check()
     }
 
@@ -232,6 +271,28 @@ impl Config {
                 PRESETS.join(", ")
             ));
         }
+        if self.rtmp_per_address == 0
+            || self.rtmp_connections < self.rtmp_per_address
+            || self.rtmp_connections > MAX_RTMP_CONNECTIONS
+        {
+            return Err(format!(
+                "RTMP connections: at least 1 per address, and between that and \
+                 {MAX_RTMP_CONNECTIONS} in all"
+            ));
+        }
+        if !(1..=300).contains(&self.rtmp_handshake_secs)
+            || !(1..=3600).contains(&self.rtmp_idle_secs)
+        {
+            return Err(
+                "the RTMP handshake and idle times must be 1 to 300 and 1 to 3600 s".into(),
+            );
+        }
+        if self.update_secs > MAX_UPDATE_SECS {
+            return Err(format!(
+                "update_secs must be at most {MAX_UPDATE_SECS}: a visibility change reaches \
+                 playback at the next update, within 5 s"
+            ));
+        }
         if self.playlist_secs < self.fragment_secs {
             return Err("playlist_secs must be at least fragment_secs".into());
         }
@@ -264,6 +325,10 @@ impl std::fmt::Debug for Config {
             .field("transcode_preset", &self.transcode_preset)
             .field("transcode_encoder", &self.transcode_encoder)
             .field("transcode_costs", &self.transcode_costs)
+            .field("rtmp_per_address", &self.rtmp_per_address)
+            .field("rtmp_connections", &self.rtmp_connections)
+            .field("rtmp_handshake_secs", &self.rtmp_handshake_secs)
+            .field("rtmp_idle_secs", &self.rtmp_idle_secs)
             .finish_non_exhaustive()
     }
 }
@@ -302,8 +367,11 @@ mod tests {
                 ("NGINX_RTMP_MODULE", "none"),
                 ("ALLOW_PRIVATE_RESTREAMS", "yes"),
                 ("FFMPEG_BIN", ""),
+                ("RTMP_CONNECTIONS_PER_ADDRESS", "4"),
+                ("RTMP_CONNECTIONS", "100"),
             ]))
             .unwrap();
+        assert_eq!((config.rtmp_per_address, config.rtmp_connections), (4, 100));
         assert_eq!(config.rtmp_listen.port(), 0);
         assert_eq!(config.http_listen.port(), 8081);
         assert_eq!(config.rtmp_app, "ingest");
@@ -347,9 +415,24 @@ mod tests {
                 "{name}={bad}"
             );
         }
+        for bad in [
+            ("RTMP_CONNECTIONS_PER_ADDRESS", "0"),
+            ("RTMP_CONNECTIONS", "5000"),
+            ("RTMP_CONNECTIONS", "many"),
+        ] {
+            let mut config = Config::new("http://127.0.0.1:3000", "s");
+            assert!(config.read_env(env(&[bad])).is_err(), "{bad:?}");
+        }
         let mut config = Config::new("ftp://x", "s");
         assert!(config.check().is_err());
         config.platform_url = "https://live.example.com".into();
+        config.check().unwrap();
+        config.update_secs = 5;
+        assert!(
+            config.check().is_err(),
+            "updates too rare for the visibility bound"
+        );
+        config.update_secs = 3;
         config.check().unwrap();
         config.playlist_secs = 1;
         assert!(config.check().is_err());

@@ -93,7 +93,7 @@ pub async fn run(agent: Arc<Agent>) {
             return;
         }
     };
-    let url = format!("http://{}/stat", agent.addresses.stat);
+    let url = agent.stat_url.clone();
     let origin = Instant::now();
     let mut tracked: HashMap<String, Tracked> = HashMap::new();
     let mut ticks = tokio::time::interval(INTERVAL);

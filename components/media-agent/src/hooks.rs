@@ -86,7 +86,9 @@ async fn handle(agent: Arc<Agent>, token: &str, req: Request<Incoming>) -> Reply
 /// nginx hears the answer.
 async fn on_publish(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
     let get = |name| form::get(form, name).unwrap_or("");
-    let addr = get("addr");
+    // nginx sees the ingress's relayed connection; the client is the ingress's to name.
+    let client = agent.ingress.client_of(get("addr"));
+    let addr = client.map(|ip| ip.to_string()).unwrap_or_default();
     if get("call") != "publish" || get("app") != agent.config.rtmp_app {
         return status(StatusCode::FORBIDDEN);
     }

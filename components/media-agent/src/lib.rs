@@ -22,6 +22,7 @@ pub mod config;
 pub mod form;
 pub mod health;
 mod hooks;
+pub mod ingress;
 pub mod ladder;
 pub mod logging;
 pub mod platform;
@@ -41,7 +42,7 @@ pub use config::{
 
 use agent::{Addresses, Agent, Paths};
 use anyhow::{Context as _, Result};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -90,21 +91,24 @@ impl MediaServer {
             &mut held,
         )?;
         let stat = supervisor::reserve_loopback()?;
+        // nginx's RTMP listener, behind the agent's ingress on the public port.
+        let nginx_rtmp = supervisor::reserve_loopback()?;
         let hook_listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await
             .context("cannot listen on loopback for nginx's notifications")?;
         let hook_addr = hook_listener.local_addr()?;
         let hook_token = common::ids::random_hex(16);
-        let local_rtmp = SocketAddr::new(local_ip(rtmp.addr.ip()), rtmp.addr.port());
+        let stat_token = common::ids::random_hex(16);
+        let local_rtmp = nginx_rtmp.addr;
         let playback_key = common::domain::media::playback_key(&config.media_secret);
         let rendered = template::render(&template::Values {
             rtmp_module: &config.rtmp_module,
             state_dir: &paths.state,
-            rtmp_listen: rtmp.addr,
-            local_ip: local_rtmp.ip(),
+            rtmp_listen: local_rtmp,
             rtmp_app: &config.rtmp_app,
             hook_addr,
             hook_token: &hook_token,
+            stat_token: &stat_token,
             update_secs: config.update_secs,
             http_listen: http.addr,
             stat_listen: stat.addr,
@@ -116,8 +120,15 @@ impl MediaServer {
         supervisor::test_config(&bins.nginx, &paths.state, &paths.conf).await?;
 
         let platform = platform::Platform::new(&config.platform_url, &config.media_secret)?;
+        let rtmp_addr = rtmp.addr;
+        let rtmp_listener = rtmp.into_listener();
+        rtmp_listener
+            .set_nonblocking(true)
+            .context("cannot serve the RTMP port")?;
+        let ingress_listener = tokio::net::TcpListener::from_std(rtmp_listener)
+            .context("cannot serve the RTMP port")?;
         let addresses = Addresses {
-            rtmp: rtmp.addr,
+            rtmp: rtmp_addr,
             local_rtmp,
             http: http.addr,
             stat: stat.addr,
@@ -128,10 +139,11 @@ impl MediaServer {
             platform,
             bins.ffmpeg.clone(),
             addresses,
+            format!("http://{}/{stat_token}/stat", stat.addr),
         ));
         let (stop, stop_rx) = watch::channel(false);
         let hooks = hooks::serve(agent.clone(), hook_listener, hook_token, stop_rx.clone());
-        drop((rtmp, http, stat));
+        drop((http, stat, nginx_rtmp));
         let mut nginx = match supervisor::spawn(&bins.nginx, &agent.paths.state, &agent.paths.conf)
         {
             Ok(nginx) => nginx,
@@ -149,9 +161,16 @@ impl MediaServer {
             hooks.abort();
             return Err(e);
         }
+        let ingress = ingress::serve(
+            agent.ingress.clone(),
+            ingress_listener,
+            local_rtmp,
+            stop_rx.clone(),
+        );
         let supervisor = tokio::spawn(supervisor::supervise(agent.clone(), nginx, bins, stop_rx));
         let tasks = vec![
             hooks,
+            ingress,
             tokio::spawn(health::run(agent.clone())),
             tokio::spawn(thumbnails::run(agent.clone())),
         ];
@@ -222,15 +241,6 @@ impl Drop for MediaServer {
 }
 
 /// The address nginx reaches its own RTMP listener on.
-fn local_ip(listen: IpAddr) -> IpAddr {
-    match listen {
-        IpAddr::V4(v4) if v4.is_unspecified() => Ipv4Addr::LOCALHOST.into(),
-        IpAddr::V6(v6) if v6.is_unspecified() => Ipv6Addr::LOCALHOST.into(),
-        ip => ip,
-    }
-}
-
-/// The configuration holds the playback key: readable by its owner only.
 fn write_private(path: &Path, text: &str) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;

@@ -71,6 +71,13 @@ pub struct Reserved {
     _listener: TcpListener,
 }
 
+impl Reserved {
+    /// The listener itself, for a port the agent serves (the RTMP ingress).
+    pub fn into_listener(self) -> TcpListener {
+        self._listener
+    }
+}
+
 /// Reserves `addr` for `what`; `setting` names the platform variable that moves it.
 pub fn reserve(addr: SocketAddr, what: &str, setting: &str) -> Result<Reserved> {
     reserve_or_take(addr, what, setting, &mut Vec::new())
@@ -144,6 +151,11 @@ pub fn prepare_state_dir(dir: &Path) -> Result<PathBuf> {
         std::fs::create_dir_all(dir.join(sub))
             .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
     }
+    // hls/ holds a directory named by each live stream's key, and the links that name it
+    // from stream ids: nobody but the agent (whose ffmpeg writes it) and nginx's workers
+    // may list it or follow them.
+    std::fs::set_permissions(dir.join("hls"), std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("cannot restrict {}", dir.join("hls").display()))?;
     // nginx's workers run as `nobody` when the agent is root: they must reach the
     // markers and (nginx gives them hls/ itself) the segments.
     // SAFETY: geteuid has no preconditions.
@@ -151,6 +163,17 @@ pub fn prepare_state_dir(dir: &Path) -> Result<PathBuf> {
         for path in [dir.clone(), dir.join("open")] {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
         }
+        // The workers reach hls/ through its group (they may follow names in it, never
+        // write: no link of theirs can lead the agent's writes elsewhere); other users
+        // not at all.
+        let group = worker_group().context("nginx's workers have no group (nogroup, nobody)")?;
+        std::os::unix::fs::chown(dir.join("hls"), Some(0), Some(group)).with_context(|| {
+            format!(
+                "cannot give {} to nginx's workers",
+                dir.join("hls").display()
+            )
+        })?;
+        std::fs::set_permissions(dir.join("hls"), std::fs::Permissions::from_mode(0o710))?;
         for ancestor in dir.ancestors().skip(1) {
             let mode = std::fs::metadata(ancestor)?.permissions().mode();
             if mode & 0o001 == 0 {
@@ -164,6 +187,18 @@ pub fn prepare_state_dir(dir: &Path) -> Result<PathBuf> {
         }
     }
     Ok(dir)
+}
+
+/// The group nginx's workers run as under a root master (nginx's default: `nogroup`, or
+/// `nobody` where there is no such group).
+fn worker_group() -> Option<u32> {
+    ["nogroup", "nobody"].iter().find_map(|name| {
+        let name = std::ffi::CString::new(*name).ok()?;
+        // SAFETY: a NUL-terminated name; the entry is read before any other call.
+        let entry = unsafe { libc::getgrnam(name.as_ptr()) };
+        // SAFETY: a non-null entry of getgrnam.
+        (!entry.is_null()).then(|| unsafe { (*entry).gr_gid })
+    })
 }
 
 /// Runs `nginx -t` on the rendered configuration; its complaint is the error.

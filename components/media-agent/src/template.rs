@@ -3,7 +3,7 @@
 //! end a directive or open a block: the file nginx reads is the template plus values that
 //! are plain paths, names, addresses and numbers.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::Path;
 
 /// The template, `{{placeholder}}`s and all.
@@ -16,9 +16,8 @@ pub struct Values<'a> {
     pub rtmp_module: &'a Path,
     /// Absolute.
     pub state_dir: &'a Path,
+    /// nginx's RTMP listener: loopback, behind the agent's ingress (`ingress.rs`).
     pub rtmp_listen: SocketAddr,
-    /// The address nginx reaches its own RTMP listener on: the restreams play from it.
-    pub local_ip: IpAddr,
     pub rtmp_app: &'a str,
     /// The agent's hook listener (loopback).
     pub hook_addr: SocketAddr,
@@ -29,6 +28,8 @@ pub struct Values<'a> {
     pub http_listen: SocketAddr,
     /// The agent's statistics listener (loopback).
     pub stat_listen: SocketAddr,
+    /// The first path segment of the statistics (hex): only the agent knows it.
+    pub stat_token: &'a str,
     pub hls_prefix: &'a str,
     /// `common::domain::media::playback_key` of the media secret.
     pub playback_key: &'a str,
@@ -50,17 +51,21 @@ pub fn render(v: &Values) -> Result<String, String> {
     if v.playback_key.len() < 32 || !v.playback_key.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err("the playback key is not hex".into());
     }
-    if !v.hook_addr.ip().is_loopback() || !v.stat_listen.ip().is_loopback() {
+    if !v.hook_addr.ip().is_loopback()
+        || !v.stat_listen.ip().is_loopback()
+        || !v.rtmp_listen.ip().is_loopback()
+    {
         return Err("the agent's own listeners must be on loopback".into());
     }
-    if v.hook_token.is_empty() || !v.hook_token.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err("the hook token is not hex".into());
+    for token in [v.hook_token, v.stat_token] {
+        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err("the agent's tokens must be hex".into());
+        }
     }
     let values: [(&str, String); 11] = [
         ("load_module", load_module),
         ("state_dir", state_dir.to_string()),
         ("rtmp_listen", v.rtmp_listen.to_string()),
-        ("local_ip", v.local_ip.to_string()),
         ("rtmp_app", v.rtmp_app.to_string()),
         (
             "hook_url",
@@ -69,6 +74,7 @@ pub fn render(v: &Values) -> Result<String, String> {
         ("update_secs", v.update_secs.to_string()),
         ("http_listen", v.http_listen.to_string()),
         ("stat_listen", v.stat_listen.to_string()),
+        ("stat_token", v.stat_token.to_string()),
         ("hls_prefix", v.hls_prefix.to_string()),
         ("playback_key", v.playback_key.to_string()),
     ];
@@ -165,14 +171,14 @@ mod tests {
         Values {
             rtmp_module: module,
             state_dir: state,
-            rtmp_listen: "0.0.0.0:1935".parse().unwrap(),
-            local_ip: "127.0.0.1".parse().unwrap(),
+            rtmp_listen: "127.0.0.1:40003".parse().unwrap(),
             rtmp_app: "live",
             hook_addr: "127.0.0.1:40001".parse().unwrap(),
             hook_token: "00ff",
             update_secs: 5,
             http_listen: "0.0.0.0:8080".parse().unwrap(),
             stat_listen: "127.0.0.1:40002".parse().unwrap(),
+            stat_token: "0a0b",
             hls_prefix: "/hls",
             playback_key: key,
         }
@@ -189,7 +195,7 @@ mod tests {
         for expected in [
             "load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;",
             "pid /var/lib/media-agent/nginx.pid;",
-            "listen 0.0.0.0:1935;",
+            "listen 127.0.0.1:40003;",
             "application live {",
             "on_publish http://127.0.0.1:40001/00ff/on_publish;",
             "on_update http://127.0.0.1:40001/00ff/on_update;",
@@ -203,6 +209,7 @@ mod tests {
             "if (-f /var/lib/media-agent/open/$sid) {",
             "alias /var/lib/media-agent/hls/$sid/$file;",
             "listen 127.0.0.1:40002;",
+            "location = /0a0b/stat {",
             "rtmp_stat all;",
         ] {
             assert!(conf.contains(expected), "missing {expected:?}");
@@ -267,11 +274,9 @@ mod tests {
         let module = PathBuf::new();
         let mut v = values(&state, &module, KEY);
         v.hls_prefix = "";
-        v.local_ip = "::1".parse().unwrap();
         let conf = render(&v).unwrap();
         assert!(!conf.contains("load_module"));
         assert!(conf.contains("location ~ \"^/(?<sid>"));
-        assert!(conf.contains("allow play ::1;"));
     }
 
     #[test]
@@ -312,6 +317,12 @@ mod tests {
         let mut v = values(&state, &module, KEY);
         v.hook_addr = "0.0.0.0:1".parse().unwrap();
         assert!(render(&v).is_err());
+        let mut v = values(&state, &module, KEY);
+        v.rtmp_listen = "0.0.0.0:1935".parse().unwrap();
+        assert!(
+            render(&v).is_err(),
+            "nginx's RTMP listener is the ingress's alone"
+        );
         let mut v = values(&state, &module, KEY);
         v.hook_token = "x;y";
         assert!(render(&v).is_err());

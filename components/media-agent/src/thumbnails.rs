@@ -1,7 +1,8 @@
 //! Each live stream's `thumbnail.jpg`, beside its playlist (served, and signed, like it):
 //! the first frame of its newest segment, refreshed when a new segment appears. Decoding
 //! costs CPU, so at most [`AT_ONCE`] ffmpeg runs at a time for the whole agent. It is
-//! written into the directory nginx writes the stream's HLS to (`hls/<key>`), which the
+//! written (see [`make`]: following no link) into the directory nginx writes the stream's
+//! HLS to (`hls/<key>`), which the
 //! stream's link (`hls/<stream id>`) names: resolved once per run, so that the segment is
 //! read and the thumbnail written in one directory even when a reconnect under another
 //! key moves the link meanwhile.
@@ -66,42 +67,46 @@ pub async fn run(agent: Arc<Agent>) {
 }
 
 /// Writes `dir/thumbnail.jpg` from `dir/segment`, replacing the old one at once (a
-/// viewer never reads a half-written file). ffmpeg runs in `dir` and is given names
-/// within it only: `dir` holds a stream key, which neither its command line nor its
-/// complaints (in the error) repeat.
+/// viewer never reads a half-written file). `dir` is nginx's (its workers own it, and may
+/// run as another user than the agent): nothing in it is followed if it is a link. The
+/// directory and the segment are opened without following links, ffmpeg reads the
+/// segment from its stdin and writes the image to its stdout (its command line names no
+/// file, and no key), and the agent writes the image into a file it creates new (never an
+/// existing one) and renames over `thumbnail.jpg` (a link there is replaced, not
+/// followed).
 pub async fn make(ffmpeg: &Path, dir: &Path, segment: &str) -> Result<(), String> {
-    const TMP: &str = "thumbnail.tmp.jpg";
-    if segment.contains('/') || segment.starts_with('-') {
+    if segment.contains('/') || segment.starts_with(['-', '.']) {
         return Err("not a segment's name".into());
     }
-    let tmp = dir.join(TMP);
+    let dir_fd =
+        at::open_dir(dir).map_err(|e| format!("cannot open the stream's directory: {e}"))?;
+    let input = at::open_file(&dir_fd, segment)
+        .map_err(|e| format!("cannot open the newest segment: {e}"))?;
     let mut command = crate::child::command(ffmpeg, libc::SIGKILL);
     command
-        .current_dir(dir)
-        .args(["-nostdin", "-hide_banner", "-loglevel", "error", "-y", "-i"])
-        .arg(segment)
-        .args(["-frames:v", "1", "-update", "1"])
+        .args(["-nostdin", "-hide_banner", "-loglevel", "error"])
+        .args(["-f", "mpegts", "-i", "pipe:0", "-frames:v", "1"])
         .args([
             "-vf",
             "scale=w=480:h=480:force_original_aspect_ratio=decrease",
             "-q:v",
             "5",
+            "-f",
+            "image2pipe",
+            "-c:v",
+            "mjpeg",
+            "pipe:1",
         ])
-        .arg(TMP)
-        .stdout(std::process::Stdio::null())
+        .stdin(std::process::Stdio::from(input))
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
     let output = match tokio::time::timeout(RUN_LIMIT, command.output()).await {
         Ok(Ok(output)) => output,
-        Ok(Err(e)) => {
-            return Err(format!(
-                "ffmpeg could not run in the stream's directory: {e}"
-            ));
-        }
+        Ok(Err(e)) => return Err(format!("ffmpeg could not run: {e}")),
         Err(_) => return Err("ffmpeg took too long".into()),
     };
-    if !output.status.success() {
-        let _ = tokio::fs::remove_file(&tmp).await;
+    if !output.status.success() || output.stdout.is_empty() {
         let text = String::from_utf8_lossy(&output.stderr);
         return Err(format!(
             "ffmpeg failed ({}): {}",
@@ -109,12 +114,133 @@ pub async fn make(ffmpeg: &Path, dir: &Path, segment: &str) -> Result<(), String
             redact_keys(text.lines().last().unwrap_or(""))
         ));
     }
-    // nginx's workers may run as another user (nobody, under root).
-    use std::os::unix::fs::PermissionsExt;
-    let _ = tokio::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).await;
-    tokio::fs::rename(&tmp, dir.join("thumbnail.jpg"))
-        .await
+    // nginx's workers may run as another user (nobody, under root): 0644.
+    at::replace(&dir_fd, "thumbnail.jpg", &output.stdout, 0o644)
         .map_err(|e| format!("cannot replace the thumbnail: {e}"))
+}
+
+/// File operations relative to a directory opened once, none of which follows a link.
+pub mod at {
+    use std::ffi::CString;
+    use std::fs::File;
+    use std::io::{self, Write};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::Path;
+
+    fn c(text: &[u8]) -> io::Result<CString> {
+        CString::new(text).map_err(|_| io::ErrorKind::InvalidInput.into())
+    }
+
+    fn fd(raw: libc::c_int) -> io::Result<OwnedFd> {
+        if raw < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            // SAFETY: a descriptor just returned by the kernel, owned by no one else.
+            Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+        }
+    }
+
+    /// The directory `path`; a link in its place is refused (ELOOP/ENOTDIR).
+    pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+        let path = c(path.as_os_str().as_bytes())?;
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid C string; the result is checked.
+        fd(unsafe { libc::open(path.as_ptr(), flags) })
+    }
+
+    /// The regular file `name` in `dir`, for reading; a link is refused.
+    pub fn open_file(dir: &OwnedFd, name: &str) -> io::Result<File> {
+        let name = c(name.as_bytes())?;
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+        // SAFETY: a valid descriptor and C string; the result is checked.
+        let file = File::from(fd(unsafe {
+            libc::openat(dir.as_raw_fd(), name.as_ptr(), flags)
+        })?);
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::other("not a regular file"));
+        }
+        Ok(file)
+    }
+
+    /// Writes `bytes` to `name` in `dir` through a file created new (`O_EXCL`: never one
+    /// that exists, never through a link), renamed over `name`.
+    pub fn replace(dir: &OwnedFd, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
+        let tmp = format!(".{name}.{}.tmp", common::ids::random_hex(8));
+        let (tmp_c, name_c) = (c(tmp.as_bytes())?, c(name.as_bytes())?);
+        let flags =
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid descriptor and C string; the result is checked.
+        let mut file = File::from(fd(unsafe {
+            libc::openat(dir.as_raw_fd(), tmp_c.as_ptr(), flags, mode as libc::c_uint)
+        })?);
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| {
+                use std::os::unix::fs::PermissionsExt;
+                file.set_permissions(std::fs::Permissions::from_mode(mode))
+            })
+            .and_then(|()| {
+                // SAFETY: valid descriptors and C strings; the result is checked.
+                let renamed = unsafe {
+                    libc::renameat(
+                        dir.as_raw_fd(),
+                        tmp_c.as_ptr(),
+                        dir.as_raw_fd(),
+                        name_c.as_ptr(),
+                    )
+                };
+                if renamed == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
+            });
+        if written.is_err() {
+            // SAFETY: as above.
+            unsafe { libc::unlinkat(dir.as_raw_fd(), tmp_c.as_ptr(), 0) };
+        }
+        written
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn links_are_replaced_or_refused_never_followed() {
+            let root = tempfile_dir();
+            let dir = root.join("stream");
+            std::fs::create_dir(&dir).unwrap();
+            let victim = root.join("victim");
+            std::fs::write(&victim, b"the agent's own").unwrap();
+            std::os::unix::fs::symlink(&victim, dir.join("thumbnail.jpg")).unwrap();
+            std::os::unix::fs::symlink(&victim, dir.join("1.ts")).unwrap();
+            let fd = open_dir(&dir).unwrap();
+            replace(&fd, "thumbnail.jpg", b"jpeg", 0o644).unwrap();
+            assert_eq!(std::fs::read(&victim).unwrap(), b"the agent's own");
+            assert_eq!(std::fs::read(dir.join("thumbnail.jpg")).unwrap(), b"jpeg");
+            assert!(open_file(&fd, "1.ts").is_err(), "a linked segment");
+            std::os::unix::fs::symlink(&root, root.join("linked")).unwrap();
+            assert!(
+                open_dir(&root.join("linked")).is_err(),
+                "a linked directory"
+            );
+            assert_eq!(
+                std::fs::read_dir(&dir).unwrap().count(),
+                2,
+                "no temporary left"
+            );
+            std::fs::remove_dir_all(&root).unwrap();
+        }
+
+        fn tempfile_dir() -> std::path::PathBuf {
+            let dir =
+                std::env::temp_dir().join(format!("media-agent-at-{}", common::ids::random_hex(8)));
+            std::fs::create_dir(&dir).unwrap();
+            dir
+        }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

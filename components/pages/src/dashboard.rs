@@ -56,13 +56,14 @@ pub fn dashboard(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let report = analytics::report(&db, &b, granularity, now)?;
     let series = series_json(&report.series).to_string();
     let tiles = tiles(&report.totals, started.map(|s| until - s));
-    let range = match started {
-        Some(s) => format!(
-            "{} to {}",
+    // Readable in UTC; the page's script shows it in the reader's own time zone.
+    let (range, range_from, range_to) = match started {
+        Some(s) => (
+            readable_range(s, until),
             time::format_rfc3339(s),
-            time::format_rfc3339(until)
+            time::format_rfc3339(until),
         ),
-        None => "not live yet".to_string(),
+        None => ("not live yet".to_string(), String::new(), String::new()),
     };
     let csp = web::csp(&[]);
     let headers = PageHeaders {
@@ -77,6 +78,8 @@ pub fn dashboard(ctx: &PublicCtx) -> Result<Response, ApiError> {
             status => b.status.as_str(),
             error_reason => error_explained(b.error_reason.as_deref()),
             range,
+            range_from,
+            range_to,
             granularity_label => label(granularity),
             tiles,
             series_json => series,
@@ -93,6 +96,34 @@ pub fn dashboard(ctx: &PublicCtx) -> Result<Response, ApiError> {
         Ok(html) => web::html_response(200, &headers, html),
         Err(e) => web::server_error(&e),
     })
+}
+
+/// A time range as a person reads it, in UTC: `27 Nov 2026, 15:00 to 16:05 UTC`, the date
+/// written once when both ends fall on the same day.
+pub fn readable_range(from: i64, to: i64) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    // `2026-11-27T15:00:05Z`: the date and the hour and minute, by position.
+    let parts = |t: i64| {
+        let text = time::format_rfc3339(t);
+        let month = text[5..7]
+            .parse::<usize>()
+            .map_or(0, |m| m.saturating_sub(1));
+        let date = format!(
+            "{} {} {}",
+            text[8..10].trim_start_matches('0'),
+            MONTHS[month.min(11)],
+            &text[0..4]
+        );
+        (date, text[11..16].to_string())
+    };
+    let ((from_date, from_time), (to_date, to_time)) = (parts(from), parts(to));
+    if from_date == to_date {
+        format!("{from_date}, {from_time} to {to_time} UTC")
+    } else {
+        format!("{from_date}, {from_time} to {to_date}, {to_time} UTC")
+    }
 }
 
 /// Minutes for up to three hours, five minutes up to a day, hours beyond.
@@ -197,7 +228,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use crate::contract::page_with_parameters;
     vec![page_with_parameters(
         "GET /analytics/broadcasts/{id}",
-        "Dashboard (dashboard)",
+        "Analytics dashboard of a broadcast",
     )]
 }
 
@@ -211,6 +242,21 @@ mod tests {
         assert_eq!(granularity_for(3600), Granularity::Minute);
         assert_eq!(granularity_for(4 * 3600), Granularity::FiveMinutes);
         assert_eq!(granularity_for(2 * 86_400), Granularity::Hour);
+    }
+
+    #[test]
+    fn the_time_range_reads_as_dates_and_times() {
+        // 2026-11-27T15:00:05Z and an hour and five minutes later.
+        let start = 1_795_791_605;
+        assert_eq!(
+            readable_range(start, start + 3900),
+            "27 Nov 2026, 15:00 to 16:05 UTC"
+        );
+        assert_eq!(
+            readable_range(start, start + 10 * 3600),
+            "27 Nov 2026, 15:00 to 28 Nov 2026, 01:00 UTC"
+        );
+        assert_eq!(readable_range(0, 59), "1 Jan 1970, 00:00 to 00:00 UTC");
     }
 
     #[test]

@@ -30,11 +30,11 @@ pub mod contract {
     pub fn operations() -> Vec<Operation> {
         [
             vec![
-                page_with_parameters("GET /egress-player", "Egress player"),
-                page_with_parameters("GET /sfu-test", "Sfu test"),
-                page("GET /docs", "Api docs"),
-                asset("GET /static/{file}", "Asset"),
-                asset("GET /static/vendor/{file}", "Vendor asset"),
+                page_with_parameters("GET /egress-player", "Egress player (a file in a loop)"),
+                page_with_parameters("GET /sfu-test", "SFU test page (development only)"),
+                page("GET /docs", "API reference (this page)"),
+                asset("GET /static/{file}", "Page script or style"),
+                asset("GET /static/vendor/{file}", "Vendored page library"),
             ],
             crate::pages::operations(),
             crate::dashboard::operations(),

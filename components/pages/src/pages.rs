@@ -410,8 +410,11 @@ pub fn sfu_test(_ctx: &PublicCtx) -> Response {
 pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use crate::contract::page_with_parameters;
     vec![
-        page_with_parameters("GET /streams/{id}/record", "Record (pages)"),
-        page_with_parameters("GET /watch/{id}", "Watch (pages)"),
+        page_with_parameters(
+            "GET /streams/{id}/record",
+            "Recording page for the SFU's egress",
+        ),
+        page_with_parameters("GET /watch/{id}", "Watch page of a broadcast or event"),
     ]
 }
 

@@ -1,5 +1,6 @@
 import type { components, operations } from "./generated/api.js";
 import type { Api } from "./clients.js";
+import { PlatformError } from "./errors.js";
 
 type Broadcast = components["schemas"]["Broadcast"];
 type NewBroadcast = NonNullable<
@@ -11,8 +12,21 @@ export interface StreamSetup {
   broadcast: Broadcast;
   /** OBS: Settings → Stream → Service "Custom": `server` and the stream `key`. */
   obs: { server: string; key: string };
-  /** LiveKit: connect to `url` with `token` (a publisher token for the broadcast's room). */
-  livekit: { url: string; token: string; room: string };
+  /**
+   * LiveKit: connect to `url` with `token` (a publisher token for the broadcast's room);
+   * null when none was asked for, or when the platform has no SFU and it was not required
+   * (the broadcast then goes on air over RTMP only).
+   */
+  livekit: { url: string; token: string; room: string } | null;
+}
+
+export interface StreamOptions {
+  /**
+   * The LiveKit publisher token: `"auto"` (the default) asks for one and goes without when
+   * the platform has no SFU (503 `sfu_not_configured`); `true` requires one; `false` asks
+   * for none (RTMP only).
+   */
+  livekit?: boolean | "auto";
 }
 
 /** The spec's intervals: a heartbeat every 30 s, the viewer count every 5 s. */
@@ -21,24 +35,63 @@ export const VIEWER_COUNT_INTERVAL_MS = 5_000;
 
 /**
  * Creates a broadcast as the signed-in user (an app client's `api`) and answers its OBS
- * settings and a LiveKit publisher token, in one call.
+ * settings and, unless told not to, a LiveKit publisher token, in one call.
+ *
+ * The token is asked for once the broadcast exists (it names the broadcast's room). When
+ * that fails, the broadcast is closed (status `error`) before the failure is thrown, so
+ * that no pending broadcast is left behind.
  */
-export async function createStream(api: Api, body: NewBroadcast): Promise<StreamSetup> {
+export async function createStream(
+  api: Api,
+  body: NewBroadcast,
+  options: StreamOptions = {},
+): Promise<StreamSetup> {
+  const wanted = options.livekit ?? "auto";
   const { data: broadcast } = await api.POST("/api/broadcasts", { body });
   if (!broadcast) throw new Error("the platform answered without a broadcast");
-  const { data: grant } = await api.POST("/api/streaming/sessions/{id}/token", {
-    params: { path: { id: broadcast.id } },
-    body: { role: "publisher" },
-  });
-  if (!grant) throw new Error("the platform answered without a token");
+  let livekit: StreamSetup["livekit"] = null;
+  if (wanted !== false) {
+    try {
+      livekit = await publisherGrant(api, broadcast.id, wanted === "auto");
+    } catch (error) {
+      await api
+        .POST("/api/broadcasts/{id}/status", {
+          params: { path: { id: broadcast.id } },
+          body: { status: "error" },
+        })
+        .catch((closing: unknown) => {
+          // Both failures matter: the broadcast is still pending.
+          throw new AggregateError(
+            [error, closing],
+            `no LiveKit token for broadcast ${broadcast.id}, and it could not be closed`,
+          );
+        });
+      throw error;
+    }
+  }
   const rtmpUrl = broadcast.rtmpUrl ?? "";
   const key = broadcast.streamKey ?? "";
   const server = rtmpUrl.endsWith(`/${key}`) ? rtmpUrl.slice(0, -key.length - 1) : rtmpUrl;
-  return {
-    broadcast,
-    obs: { server, key },
-    livekit: { url: grant.serverUrl, token: grant.token, room: grant.room },
-  };
+  return { broadcast, obs: { server, key }, livekit };
+}
+
+/** A publisher token for the broadcast's room; null when `optional` and there is no SFU. */
+async function publisherGrant(
+  api: Api,
+  broadcastId: string,
+  optional: boolean,
+): Promise<StreamSetup["livekit"]> {
+  try {
+    const { data: grant } = await api.POST("/api/streaming/sessions/{id}/token", {
+      params: { path: { id: broadcastId } },
+      body: { role: "publisher" },
+    });
+    if (!grant) throw new Error("the platform answered without a token");
+    return { url: grant.serverUrl, token: grant.token, room: grant.room };
+  } catch (error) {
+    if (optional && error instanceof PlatformError && error.code === "sfu_not_configured") return null;
+    throw error;
+  }
 }
 
 export interface LiveOptions {

@@ -157,6 +157,8 @@ export class ChatConnection {
     const base = new URL(this.options.socketUrl ?? this.options.baseUrl);
     base.protocol = base.protocol === "https:" ? "wss:" : base.protocol === "http:" ? "ws:" : base.protocol;
     const url = new URL(`/ws/streams/${encodeURIComponent(this.options.streamId)}/chat`, base);
+    // Events that reach the socket together come in one `batch` frame.
+    url.searchParams.set("batch", "1");
     const token = await this.options.token?.();
     if (token) url.searchParams.set("token", token);
     else url.searchParams.set("apiKey", this.options.apiKey);
@@ -191,6 +193,10 @@ export class ChatConnection {
           for (const f of queued) socket.send(f);
         });
         void this.scheduleRenewal();
+        return;
+      }
+      if (frame.type === "batch") {
+        for (const f of frame.frames) this.handle(f as ServerFrame);
         return;
       }
       this.handle(frame);

@@ -7,6 +7,6 @@ export { verifyWebhook, WebhookVerificationError, type VerifyOptions, type Webho
 export { ChatConnection, connectChat } from "./chat.js";
 export type { ChatListeners, ChatMessage, ChatOptions, ChatState, ErrorFrame, RealtimeEvent, RealtimeEventKind, ServerFrame } from "./chat.js";
 export { createStream, goLive, HEARTBEAT_INTERVAL_MS, VIEWER_COUNT_INTERVAL_MS } from "./broadcaster.js";
-export type { Live, LiveOptions, StreamSetup } from "./broadcaster.js";
+export type { Live, LiveOptions, StreamOptions, StreamSetup } from "./broadcaster.js";
 export { WEBHOOK_EVENT_TYPES, type WebhookEventType } from "./generated/contract.js";
 export type { components, operations, paths } from "./generated/api.js";

@@ -1,6 +1,7 @@
 // An app's flow with the app client: sign-up, the user's calls, a broadcast with its OBS
-// and LiveKit settings, going live with heartbeats and viewer reports, errors as typed
-// PlatformErrors, and an expired token refreshed and the call sent again.
+// and LiveKit settings (and with OBS's alone on a platform without an SFU), going live with
+// heartbeats and viewer reports, errors as typed PlatformErrors, and an expired token
+// refreshed and the call sent again.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createAppClient, createStream, goLive, PlatformError } from "../dist/esm/index.js";
@@ -62,6 +63,53 @@ test("a broadcast's OBS and LiveKit settings in one call, then live with reports
   });
   // Every report asked for landed before the broadcast ended: the peak is the last one.
   assert.equal(analytics.peakViewers, viewers - 1, JSON.stringify(analytics));
+});
+
+/** The user's broadcasts, title to status. */
+async function statuses(app) {
+  const { data } = await app.api.GET("/api/broadcasts");
+  return Object.fromEntries(data.items.map((b) => [b.title, b.status]));
+}
+
+test("without an SFU, createStream answers the OBS settings alone; a required token leaves no pending broadcast", async () => {
+  const app = createAppClient({ baseUrl: env.rtmpOnlyUrl, apiKey: env.rtmpOnlyApiKey });
+  await app.signUp(newUser());
+  const setup = await createStream(app.api, { title: "RTMP only", visibility: "public" });
+  assert.equal(setup.livekit, null);
+  assert.equal(setup.broadcast.status, "pending");
+  assert.match(setup.obs.server, /^rtmp:\/\//);
+  assert.equal(`${setup.obs.server}/${setup.obs.key}`, setup.broadcast.rtmpUrl);
+
+  await assert.rejects(
+    createStream(app.api, { title: "LiveKit required" }, { livekit: true }),
+    (error) => {
+      assert.ok(error instanceof PlatformError, String(error));
+      assert.equal(error.status, 503);
+      assert.equal(error.code, "sfu_not_configured");
+      return true;
+    },
+  );
+  // The broadcast created before the token was refused is closed, not left pending.
+  assert.deepEqual(await statuses(app), { "RTMP only": "pending", "LiveKit required": "error" });
+});
+
+test("a token that cannot be had closes the broadcast; livekit: false asks for none", async () => {
+  const asked = [];
+  const lost = (input, init) => {
+    const request = new Request(input, init);
+    asked.push(new URL(request.url).pathname);
+    if (request.url.endsWith("/token")) return Promise.reject(new TypeError("fetch failed: connection reset"));
+    return fetch(request);
+  };
+  const app = createAppClient({ baseUrl: env.platformUrl, apiKey: env.apiKey, fetch: lost });
+  await app.signUp(newUser());
+  await assert.rejects(createStream(app.api, { title: "Connection lost" }), /connection reset/);
+
+  asked.length = 0;
+  const setup = await createStream(app.api, { title: "OBS only" }, { livekit: false });
+  assert.equal(setup.livekit, null);
+  assert.deepEqual(asked, ["/api/broadcasts"]);
+  assert.deepEqual(await statuses(app), { "Connection lost": "error", "OBS only": "pending" });
 });
 
 test("an expired token is refreshed and the call sent again, once for concurrent calls", async () => {

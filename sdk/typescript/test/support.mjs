@@ -8,6 +8,9 @@ export const env = {
   apiKey: need("API_KEY"),
   secretKey: need("SECRET_KEY"),
   jobsToken: need("JOBS_TOKEN"),
+  // A second platform, without an SFU (RTMP only), and a tenant of it.
+  rtmpOnlyUrl: need("RTMP_ONLY_URL"),
+  rtmpOnlyApiKey: need("RTMP_ONLY_API_KEY"),
 };
 
 function need(name) {

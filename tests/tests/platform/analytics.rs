@@ -894,6 +894,50 @@ async fn the_dashboard_draws_the_known_numbers() {
     assert_eq!(drawn["peakTile"], "10");
     assert_eq!(drawn["messagesTile"], "3");
     assert_eq!(drawn["title"], "<b>Dashboard</b> show");
+    // The dark theme of every other page (static/pages.css), and the time range as dates
+    // and times in the reader's zone, not as RFC 3339 text.
+    let look = browser
+        .eval(
+            &tab,
+            "(function () {\
+               var css = function (el, p) { return getComputedStyle(el)[p]; };\
+               var lum = function (rgb) { var c = rgb.match(/\\d+/g).map(Number);\
+                                        return (0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]) / 255; };\
+               var range = document.getElementById('range');\
+               return { body: lum(css(document.body, 'backgroundColor')),\
+                        text: lum(css(document.body, 'color')),\
+                        tile: lum(css(document.querySelector('.stat'), 'backgroundColor')),\
+                        chart: lum(css(document.querySelector('.charts figure'), 'backgroundColor')),\
+                        label: lum(css(document.querySelector('.stat-label'), 'color')),\
+                        range: range.textContent, from: range.dataset.from,\
+                        header: document.querySelector('.dashboard-header').innerText,\
+                        iso: /\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}/.test(document.body.innerText) };\
+             })()",
+        )
+        .await;
+    for surface in ["body", "tile", "chart"] {
+        assert!(
+            look[surface].as_f64().unwrap() < 0.15,
+            "{surface} is dark: {look}"
+        );
+    }
+    for ink in ["text", "label"] {
+        assert!(look[ink].as_f64().unwrap() > 0.5, "{ink} is light: {look}");
+    }
+    let (_, read) = p
+        .as_user(&ada, Method::GET, &format!("/api/broadcasts/{id}"))
+        .answer()
+        .await;
+    assert_eq!(look["from"], read["startedAt"], "{look}");
+    assert_eq!(look["iso"], false, "no RFC 3339 time on the page: {look}");
+    let range = look["range"].as_str().unwrap();
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    assert!(
+        month.iter().any(|m| range.contains(m)) && range.contains(':'),
+        "a date and a time: {range:?}"
+    );
     browser
         .screenshot(&tab, &screenshot_dir().join("analytics-dashboard.png"))
         .await;

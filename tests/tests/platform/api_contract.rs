@@ -374,3 +374,81 @@ async fn the_reference_page_lists_every_route_and_tries_one() {
     browser.assert_clean(&tab).await;
     browser.close().await;
 }
+
+/// The API reference (`/docs`, RapiDoc on `/api/openapi.json`): each operation in the
+/// navigation under its declared summary, its method written out whole and not clipped.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_reference_shows_whole_methods_and_declared_summaries() {
+    let p = Platform::start().await;
+    let (status, doc) = p.request(Method::GET, "/api/openapi.json").answer().await;
+    assert_eq!(status, 200);
+    let mut declared = Vec::new();
+    for item in doc["paths"].as_object().expect("paths").values() {
+        for (method, op) in item.as_object().expect("a path item") {
+            if let Some(summary) = op["summary"].as_str() {
+                declared.push(format!("{} {summary}", method.to_uppercase()));
+            }
+        }
+    }
+    declared.sort();
+
+    let mut browser = Browser::launch(&[]).await;
+    let tab = browser.open(&p.url("/docs"), 1280, 900).await;
+    let count = declared.len();
+    browser
+        .wait_for(
+            &tab,
+            &format!(
+                "(function(){{var r = document.querySelector('rapi-doc').shadowRoot;\
+                  return r && r.querySelectorAll('.nav-bar-path').length >= {count};}})()"
+            ),
+            Duration::from_secs(20),
+        )
+        .await;
+    let nav = browser
+        .eval(
+            &tab,
+            "Array.from(document.querySelector('rapi-doc').shadowRoot.querySelectorAll('.nav-bar-path'))\
+               .map(function (item) {\
+                 var method = item.querySelector('.nav-method');\
+                 var box = method.getBoundingClientRect(), row = item.getBoundingClientRect();\
+                 var label = item.textContent.replace(method.textContent, '').replace(/\\s+/g, ' ').trim();\
+                 return { method: method.textContent.trim(), label: label,\
+                          clipped: method.scrollWidth > Math.ceil(box.width) || box.right > row.right + 0.5 };\
+               })",
+        )
+        .await;
+    let items = nav.as_array().expect("navigation items");
+    let clipped: Vec<&Value> = items.iter().filter(|i| i["clipped"] == true).collect();
+    assert!(clipped.is_empty(), "clipped method badges: {clipped:?}");
+    let mut shown: Vec<String> = items
+        .iter()
+        .map(|i| {
+            format!(
+                "{} {}",
+                i["method"].as_str().unwrap(),
+                i["label"].as_str().unwrap()
+            )
+        })
+        .collect();
+    shown.sort();
+    assert_eq!(
+        shown, declared,
+        "the navigation lists every operation by its summary"
+    );
+    // The pages are named for what they are, not after their routes.
+    for page in [
+        "GET API reference (this page)",
+        "GET SFU test page (development only)",
+    ] {
+        assert!(shown.iter().any(|s| s == page), "{page} in {shown:?}");
+    }
+    browser
+        .screenshot(
+            &tab,
+            &workspace_root().join("target/page-screenshots/api-reference.png"),
+        )
+        .await;
+    browser.assert_clean(&tab).await;
+    browser.close().await;
+}

@@ -2563,3 +2563,56 @@ async fn a_client_requiring_signatures_gets_no_unsigned_chat_through_the_relay()
         .collect();
     assert_eq!(texts, ["signed hello"], "nothing unsigned was stored");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signature_sent_to_a_public_route_must_verify() {
+    let p = platform().await;
+    let (t, _, _) = cast(&p).await;
+    let contact = json!({"name": "Eve", "email": "eve@example.com", "message": "Hello there"});
+    for (method, path, body) in [
+        (Method::POST, "/api/contact", Some(&contact)),
+        (Method::GET, "/api/sfu/health", None),
+        (Method::GET, "/api/openapi.json", None),
+    ] {
+        let forged = |with_key: bool| {
+            let mut builder = p
+                .request(method.clone(), path)
+                .header("x-timestamp", unix_now().to_string())
+                .header("x-signature", "00".repeat(32));
+            if with_key {
+                builder = builder.header("x-api-key", &t.api_key);
+            }
+            if let Some(body) = body {
+                builder = builder.json(body);
+            }
+            builder
+        };
+        let (status, answer) = forged(true).answer().await;
+        assert_eq!(
+            (status.as_u16(), code(&answer)),
+            (401, "signature_mismatch"),
+            "{method} {path}: {answer}"
+        );
+        // Without the API key, nothing says whose secret it is signed with.
+        let (status, answer) = forged(false).answer().await;
+        assert_eq!(
+            (status.as_u16(), code(&answer)),
+            (401, "missing_api_key"),
+            "{method} {path} unkeyed: {answer}"
+        );
+        // A valid signature is served as no signature at all is.
+        let signed = p.as_server(&t, method.clone(), path, body).status().await;
+        let mut plain = p.request(method.clone(), path);
+        if let Some(body) = body {
+            plain = plain.json(body);
+        }
+        let unsigned = plain.status().await;
+        // (The SFU's health is 503 here: no SFU runs.)
+        assert_ne!(unsigned.as_u16(), 401, "{method} {path} unsigned");
+        assert_eq!(signed, unsigned, "{method} {path} signed");
+    }
+}
+
+/// The media plane's attacks (RTMP ingest, HLS playback, restreams, the media server's
+/// files), against the real nginx and ffmpeg the media server runs.
+mod media_plane;

@@ -496,6 +496,82 @@ async fn a_slow_client_is_disconnected_without_slowing_the_room() {
     drop(slow);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn events_that_arrive_together_share_a_frame_for_clients_that_read_batches() {
+    let w = world().await;
+    let mut cfg = config(&w.p);
+    // A window wide enough that events posted one after another always share it.
+    cfg.batch_window = Duration::from_millis(100);
+    let r = relay_with(cfg).await;
+    let token = format!("token={}", w.ada.token);
+    assert_eq!(
+        refused(&ws_url(&r, &w.stream, &format!("{token}&batch=yes"))).await,
+        400
+    );
+    let mut batcher = connect_url(&ws_url(&r, &w.stream, &format!("{token}&batch=1"))).await;
+    let mut plain = connect(&r, &w.stream, &w.bob).await;
+    assert_eq!(frame(&mut batcher).await["type"], "history");
+    assert_eq!(frame(&mut plain).await["type"], "history");
+
+    const EVENTS: usize = 30;
+    for n in 0..EVENTS {
+        let status = post_event(
+            r.internal_addr(),
+            &w.stream,
+            Some(RELAY),
+            &json!({"kind": "test", "n": n}),
+        )
+        .await;
+        assert_eq!(status, 202);
+    }
+
+    // The batching client: every event once, in order, several to a frame.
+    let (mut events, mut frames, mut batches) = (Vec::new(), 0, 0);
+    while events.len() < EVENTS {
+        let f = frame(&mut batcher).await;
+        frames += 1;
+        match f["type"].as_str() {
+            Some("batch") => {
+                batches += 1;
+                let inner = f["frames"].as_array().expect("frames").clone();
+                assert!(inner.len() >= 2, "a batch holds several frames: {f}");
+                events.extend(inner);
+            }
+            _ => events.push(f),
+        }
+    }
+    let order: Vec<Value> = events.iter().map(|e| e["event"]["n"].clone()).collect();
+    assert_eq!(order, (0..EVENTS).map(|n| json!(n)).collect::<Vec<_>>());
+    assert!(events.iter().all(|e| e["type"] == "event"));
+    assert!(
+        batches >= 1 && frames < EVENTS,
+        "{frames} frames, {batches} batches"
+    );
+
+    // The client that did not ask for batches: one event a frame, in the same order.
+    for n in 0..EVENTS {
+        let f = frame(&mut plain).await;
+        assert_eq!(
+            (f["type"].as_str(), &f["event"]["n"]),
+            (Some("event"), &json!(n))
+        );
+    }
+    silent(&mut batcher, Duration::from_millis(300)).await;
+    silent(&mut plain, Duration::from_millis(300)).await;
+
+    let metrics = metrics_of(&r).await;
+    assert_eq!(
+        metric(&metrics, "chat_relay_messages_out_total"),
+        2 * EVENTS as u64
+    );
+    // Frames written after the history: one per event to the plain socket, and the
+    // batcher's.
+    assert_eq!(
+        metric(&metrics, "chat_relay_frames_out_total"),
+        (EVENTS + frames) as u64
+    );
+}
+
 async fn relay_on_redis(p: &Platform, redis: &Redis) -> RelayServer {
     let mut cfg = config(p);
     cfg.redis_url = Some(redis.url());
@@ -1360,6 +1436,55 @@ async fn the_pages_read_only_sockets_work_from_the_platforms_own_origin() {
         )
         .await;
     assert!(shown.as_str().unwrap().ends_with("hello, page"), "{shown}");
+    // The page asks for batch frames: a burst of messages (pushed as the API pushes REST
+    // posts) that shares a frame shows every message, in order. (The room batches what
+    // arrives within its window; a burst is repeated until one did share a frame, which the
+    // relay's counters tell: the user's socket takes one frame per event, the page fewer.)
+    let metrics_url = "/metrics";
+    let counts = |text: &str| {
+        (
+            metric(text, "chat_relay_messages_out_total"),
+            metric(text, "chat_relay_frames_out_total"),
+        )
+    };
+    let internal = p.relay_internal_addr();
+    let secret = p.variable("relay_secret").unwrap();
+    let mut batched = false;
+    for round in 0..5 {
+        let (_, before) = http_get(internal, metrics_url).await;
+        let burst: Vec<String> = (0..6).map(|i| format!("burst {round}.{i}")).collect();
+        for text in &burst {
+            let record = json!({"id": common::ids::uuid(), "message": text, "senderName": "ada"});
+            let event = json!({"kind": "chat_message", "message": record});
+            assert_eq!(
+                post_event(internal, &stream, Some(&secret), &event).await,
+                202
+            );
+        }
+        for _ in &burst {
+            frame_of(&mut ws, "message").await;
+        }
+        // The page's last lines are the burst's, in order (each line starts with its sender).
+        browser
+            .wait_for(
+                &tab,
+                &format!(
+                    "(() => {{ const want = {}; \
+                       const got = Array.from(document.querySelectorAll('#chat li')).map(li => li.textContent).slice(-want.length); \
+                       return got.length === want.length && got.every((line, i) => line.endsWith(want[i])); }})()",
+                    serde_json::to_string(&burst).unwrap()
+                ),
+                WAIT,
+            )
+            .await;
+        let (_, after) = http_get(internal, metrics_url).await;
+        let ((events0, frames0), (events1, frames1)) = (counts(&before), counts(&after));
+        if frames1 - frames0 < events1 - events0 {
+            batched = true;
+            break;
+        }
+    }
+    assert!(batched, "no burst ever shared a frame");
     // ...and so does a status change made over REST (through relay_url).
     let (status, _) = p
         .as_user(&ada, Method::POST, &format!("/api/broadcasts/{id}/status"))
@@ -1379,8 +1504,6 @@ async fn the_pages_read_only_sockets_work_from_the_platforms_own_origin() {
     let record = browser
         .open(&p.url(&format!("/streams/{stream}/record")), 1280, 720)
         .await;
-    let internal = p.relay_internal_addr();
-    let secret = p.variable("relay_secret").unwrap();
     let layout = json!({"kind": "layout", "layout": "grid3x3"});
     // The socket opens asynchronously: push until the page has it.
     let deadline = Instant::now() + WAIT;

@@ -1,8 +1,9 @@
 //! The pages component end to end: parameters, defaults, escaping, caching headers and
 //! assets over HTTP, then the pages in headless Chromium (layouts with simulated
 //! participants, reactions, the recording contract, the egress player playing and looping
-//! a test file served from a local HTTP server). Screenshots go to
-//! `target/page-screenshots/`.
+//! a test file served from a local HTTP server, the watch page live and ended). Screenshots
+//! go to `target/page-screenshots/` (the API reference's and the analytics dashboard's too,
+//! from the `api_contract` and `analytics` suites).
 
 use crate::support::browser;
 
@@ -1164,8 +1165,90 @@ async fn watch_page_in_the_browser() {
     assert_eq!(shown["items"], json!(["bo<b>hi</b>", "cysecond"]));
     assert_eq!(shown["bold"], 0);
     assert_eq!(shown["status"], "Ended");
+    // The end closes the chat: the page says so, not that it is live and connected.
+    let panel = chat_panel(&mut browser, &tab).await;
+    assert_eq!(
+        (&panel["heading"], &panel["state"], &panel["live"]),
+        (&json!("Chat"), &json!(CHAT_CLOSED), &json!(false)),
+        "{panel}"
+    );
     browser
         .screenshot(&tab, &screenshot_dir().join("watch.png"))
+        .await;
+    browser.assert_clean(&tab).await;
+    browser.close().await;
+}
+
+/// The watch page's chat panel: its heading, its state line, its messages.
+async fn chat_panel(browser: &mut Browser, tab: &browser::Tab) -> Value {
+    browser
+        .eval(
+            tab,
+            "({heading: document.querySelector('.watch-chat h2').textContent,\
+               state: document.getElementById('chat-state').textContent,\
+               messages: Array.from(document.querySelectorAll('#chat li')).map(li => li.textContent),\
+               live: /live chat|chat connected/i.test(document.body.innerText)})",
+        )
+        .await
+}
+
+/// What an ended broadcast's chat panel says under its heading "Chat".
+const CHAT_CLOSED: &str = "Chat closed: the broadcast has ended";
+
+/// An ended broadcast's watch page, opened after the end: its last messages (the relay's
+/// history) under a closed chat, never "Live chat" or "Chat connected".
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ended_broadcasts_watch_page_shows_its_chat_closed() {
+    let p = Platform::start().await;
+    let ada = broadcaster(&p).await;
+    let (b, short) = create_broadcast(&p, &ada, json!({"title": "Over"})).await;
+    let id = b["id"].as_str().unwrap();
+    let status = |to: &'static str| {
+        p.as_user(&ada, Method::POST, &format!("/api/broadcasts/{id}/status"))
+            .json(&json!({ "status": to }))
+            .answer()
+    };
+    assert_eq!(status("active").await.0, 200);
+    let (code, posted) = p
+        .as_user(&ada, Method::POST, &format!("/api/broadcasts/{id}/chat"))
+        .json(&json!({"message": "thanks for watching"}))
+        .answer()
+        .await;
+    assert_eq!(code, 200, "{posted}");
+    assert_eq!(status("completed").await.0, 200);
+
+    let mut browser = Browser::launch(&[]).await;
+    let tab = browser
+        .open(&p.url(&format!("/watch/{short}")), 1280, 720)
+        .await;
+    // Before the relay answers, and after it has sent the history.
+    let first = chat_panel(&mut browser, &tab).await;
+    assert_eq!(
+        (&first["heading"], &first["state"], &first["live"]),
+        (&json!("Chat"), &json!(CHAT_CLOSED), &json!(false)),
+        "{first}"
+    );
+    browser
+        .wait_for(
+            &tab,
+            "document.querySelectorAll('#chat li').length > 0",
+            Duration::from_secs(10),
+        )
+        .await;
+    // A moment for a late socket state to (not) change the panel.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let panel = chat_panel(&mut browser, &tab).await;
+    assert_eq!(
+        panel,
+        json!({
+            "heading": "Chat",
+            "state": CHAT_CLOSED,
+            "messages": [format!("{}thanks for watching", posted["senderName"].as_str().unwrap())],
+            "live": false,
+        })
+    );
+    browser
+        .screenshot(&tab, &screenshot_dir().join("watch-ended.png"))
         .await;
     browser.assert_clean(&tab).await;
     browser.close().await;

@@ -6,13 +6,15 @@
 //! - the platform, with the SFU's keys (publisher tokens) and local webhook receivers
 //!   allowed (`PLATFORM_URL`, `JOBS_TOKEN`);
 //! - a tenant (`API_KEY`, `SECRET_KEY`);
+//! - a second platform without an SFU, as a deployment that takes RTMP alone runs it, and
+//!   a tenant of it (`RTMP_ONLY_URL`, `RTMP_ONLY_API_KEY`);
 //! - a standalone chat relay that the platform pushes its events to (`RELAY_URL`), which the
 //!   tests stop and start again on the same ports through a control endpoint
 //!   (`CONTROL_URL`: `POST /relay/stop`, `POST /relay/start`), and which also moves the
 //!   platform's clock (`POST /clock/advance?seconds=N`) so that tokens expire.
 //!
-//! `scripts/test` installs the package's dependencies and builds it first (`npm ci`,
-//! `npm run build`).
+//! `scripts/test` installs the package's dependencies first (`npm ci`, which builds it
+//! through the package's `prepare` script).
 
 use bytes::Bytes;
 use chat_relay::{Config, Relay, RelayServer};
@@ -121,7 +123,7 @@ async fn the_typescript_sdk_against_a_running_platform() {
     let package = workspace_root().join("sdk/typescript");
     assert!(
         package.join("dist/esm/index.js").is_file() && package.join("node_modules").is_dir(),
-        "the SDK is not built: scripts/test runs `npm ci` and `npm run build` in sdk/typescript"
+        "the SDK is not built: scripts/test runs `npm ci` (which builds it) in sdk/typescript"
     );
     let (public, internal) = (free_addr(), free_addr());
     let relay_url = format!("http://{internal}");
@@ -145,6 +147,9 @@ async fn the_typescript_sdk_against_a_running_platform() {
     relays.start().await.expect("the relay starts");
     let control_url = control(relays.clone(), platform.clone()).await;
     let tenant = platform.register_client("SDK tests").await;
+    // No `sfu_api_key`/`sfu_api_secret`: token requests answer 503 `sfu_not_configured`.
+    let rtmp_only = Platform::start_with(&[("jwt_secret", JWT)]).await;
+    let rtmp_only_tenant = rtmp_only.register_client("SDK tests, RTMP only").await;
 
     let mut tests: Vec<String> = std::fs::read_dir(package.join("test"))
         .expect("sdk/typescript/test")
@@ -181,6 +186,8 @@ async fn the_typescript_sdk_against_a_running_platform() {
         .env("API_KEY", &tenant.api_key)
         .env("SECRET_KEY", &tenant.secret_key)
         .env("JOBS_TOKEN", platform.variable("jobs_token").unwrap())
+        .env("RTMP_ONLY_URL", &rtmp_only.base)
+        .env("RTMP_ONLY_API_KEY", &rtmp_only_tenant.api_key)
         .output()
         .await
         .expect("node runs (scripts/test installs it)");

@@ -477,6 +477,20 @@ fn idempotency_key(req: &Request) -> Result<String, ApiError> {
 /// Checks what `handler`'s tier demands and builds its context.
 fn authenticate<U: Copy>(handler: Handler<U>, call: Call) -> Result<Prepared<U>, ApiError> {
     let req = &call.req;
+    // A signature that is sent must verify on every route, also where the tier asks for
+    // no tenant (public, operator, scheduler, media server, SFU): it names its client with
+    // X-API-Key like any other. The tenant tiers check it with the tenant.
+    let tenantless = matches!(
+        handler,
+        Handler::Public(_)
+            | Handler::Admin(_)
+            | Handler::Jobs(_)
+            | Handler::Media(_)
+            | Handler::Sfu(_)
+    );
+    if tenantless && (req.header("x-signature").is_some() || req.header("x-timestamp").is_some()) {
+        auth::tenant(req)?;
+    }
     Ok(match handler {
         Handler::Public(f) => Prepared::Public(f, call),
         Handler::Admin(f) => {

@@ -9,7 +9,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Dashboard (dashboard) */
+        /** Analytics dashboard of a broadcast */
         get: operations["get-analytics-broadcasts_by-id"];
         put?: never;
         post?: never;
@@ -2369,7 +2369,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Api docs */
+        /** API reference (this page) */
         get: operations["get-docs"];
         put?: never;
         post?: never;
@@ -2386,7 +2386,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Egress player */
+        /** Egress player (a file in a loop) */
         get: operations["get-egress-player"];
         put?: never;
         post?: never;
@@ -2403,7 +2403,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Sfu test */
+        /** SFU test page (development only) */
         get: operations["get-sfu-test"];
         put?: never;
         post?: never;
@@ -2420,7 +2420,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Vendor asset */
+        /** Vendored page library */
         get: operations["get-static-vendor_by-file"];
         put?: never;
         post?: never;
@@ -2437,7 +2437,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Asset */
+        /** Page script or style */
         get: operations["get-static_by-file"];
         put?: never;
         post?: never;
@@ -2454,7 +2454,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Record (pages) */
+        /** Recording page for the SFU's egress */
         get: operations["get-streams_by-id-record"];
         put?: never;
         post?: never;
@@ -2471,7 +2471,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Watch (pages) */
+        /** Watch page of a broadcast or event */
         get: operations["get-watch_by-id"];
         put?: never;
         post?: never;

@@ -53,6 +53,12 @@ export interface components {
             /** @constant */
             type: "pong";
         } | {
+            frames: {
+                type: string;
+            }[];
+            /** @constant */
+            type: "batch";
+        } | {
             code: string;
             message: string;
             status?: number;
