@@ -10,7 +10,7 @@
 //! - `INGESTS` (20) concurrent 2 Mbit/s ingests as passthrough (copy, no transcoding) for
 //!   `SECONDS`: the video frames each listed HLS segment holds against those its duration
 //!   says it should, the media rate the media server measured, and the CPU;
-//! - `LADDERS` (2, 4, 6) concurrent 720p sources with the adaptive ladder, the budget out
+//! - `LADDERS` ("2 4 6") concurrent 720p sources with the adaptive ladder, the budget out
 //!   of the way: whether every rendition keeps real time;
 //! - HLS to `VIEWERS` (1,000) concurrent keep-alive viewers: playlist and segment requests
 //!   per second for an open stream, a signed one, and the same files served by a plain
@@ -52,10 +52,19 @@ const SOURCE_1080P: &[&str] = &[
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    if std::env::var("ONLY").as_deref() == Ok("transcoding") {
-        transcoding();
-        return;
+    // One part alone: ONLY=transcoding, ONLY=ladders (LADDERS="2 4 6 8") or ONLY=serving.
+    match std::env::var("ONLY").as_deref() {
+        Ok("transcoding") => return transcoding(),
+        Ok("ladders") => {
+            let clip = clip_of(INGEST_CLIP, "ingest-720p-2m");
+            for n in ladder_counts() {
+                ladders(&clip, n, env_or("SECONDS", 30)).await;
+            }
+            return;
+        }
+        _ => {}
     }
+    let only_serving = std::env::var("ONLY").as_deref() == Ok("serving");
     let ingests: usize = env_or("INGESTS", 20);
     let seconds: u64 = env_or("SECONDS", 30);
     let viewers: usize = env_or("VIEWERS", 1000);
@@ -74,24 +83,38 @@ async fn main() {
     );
     let clip = clip_of(INGEST_CLIP, "ingest-720p-2m");
 
+    if only_serving {
+        return serving(&p, &user, &clip, viewers).await;
+    }
     transcoding();
     first_segment_latency(&p, &user, &clip, trials).await;
     concurrent_ingests(&p, &user, &clip, ingests, seconds).await;
     serving(&p, &user, &clip, viewers).await;
     drop(p);
-    for n in [2, 4, 6] {
+    for n in ladder_counts() {
         ladders(&clip, n, seconds.min(30)).await;
     }
+}
+
+/// How many concurrent ladders to run, in turn (`LADDERS`, default "2 4 6").
+fn ladder_counts() -> Vec<usize> {
+    std::env::var("LADDERS")
+        .unwrap_or_else(|_| "2 4 6".into())
+        .split_whitespace()
+        .map(|n| n.parse().expect("LADDERS is a list of counts"))
+        .collect()
 }
 
 /// ffmpeg's own account of a run (`-benchmark`): user plus system CPU seconds.
 fn ffmpeg_cpu(args: &[String], dir: &Path) -> f64 {
     let out = std::process::Command::new(tool("ffmpeg"))
+        // `bench: utime=...` is printed at the info level.
         .args([
             "-nostdin",
             "-hide_banner",
+            "-nostats",
             "-loglevel",
-            "error",
+            "info",
             "-benchmark",
             "-y",
         ])
@@ -104,8 +127,11 @@ fn ffmpeg_cpu(args: &[String], dir: &Path) -> f64 {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let field = |name: &str| -> f64 {
         text.split_whitespace()
             .find_map(|w| w.strip_prefix(name))

@@ -6,11 +6,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// Cores per million pixels a second that scaling and encoding a rendition costs with
-/// x264 `veryfast`, and decoding the source, measured on the reference machine
-/// (BENCHMARKS.md, "Transcoding").
+/// x264 `veryfast`, and decoding the source: the dearest rung measured on the reference
+/// machine (360p30 scaled from 1080p, 0.0128; BENCHMARKS.md, "Transcoding"), so that the
+/// budget errs towards admitting fewer ladders.
 pub const DEFAULT_COSTS: Costs = Costs {
-    encode: 0.032,
-    decode: 0.006,
+    encode: 0.013,
+    decode: 0.001,
 };
 
 /// Default of `RTMP_LISTEN`.
