@@ -360,13 +360,14 @@ pub fn listed(playlist: &str) -> Vec<Listed> {
     for line in playlist.lines().map(str::trim) {
         if let Some(rest) = line.strip_prefix("#EXTINF:") {
             seconds = rest.split(',').next().and_then(|d| d.trim().parse().ok());
-        } else if !line.is_empty() && !line.starts_with('#') {
-            if let Some(seconds) = seconds.take() {
-                out.push(Listed {
-                    name: line.to_string(),
-                    seconds,
-                });
-            }
+        } else if !line.is_empty()
+            && !line.starts_with('#')
+            && let Some(seconds) = seconds.take()
+        {
+            out.push(Listed {
+                name: line.to_string(),
+                seconds,
+            });
         }
     }
     out
