@@ -430,6 +430,21 @@ impl Platform {
         Self::start_in(state, backends::Backend::selected(), &all, setup).await
     }
 
+    /// The application on edgehost listening on `listen` (a free loopback port the caller
+    /// chose), so that a test can send requests from before the server accepts them.
+    pub async fn start_listening_on(
+        listen: std::net::SocketAddr,
+        variables: &[(&str, &str)],
+    ) -> Platform {
+        let setup = Setup {
+            listen: Some(listen),
+            on_spin: Some(false),
+            ..Setup::default()
+        };
+        let state = tempfile::tempdir().expect("temporary state directory");
+        Self::start_in(state, backends::Backend::selected(), variables, setup).await
+    }
+
     /// The embedded chat relay's internal address (`/internal/...`, `/metrics`).
     pub fn relay_internal_addr(&self) -> std::net::SocketAddr {
         self.edgehost("the embedded chat relay")

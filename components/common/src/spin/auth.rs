@@ -186,6 +186,16 @@ fn remember_signature(client_id: &str, signature: &str, now: i64) -> Result<(), 
     Ok(())
 }
 
+/// Gives back the signature of a request that authenticated but was refused before it
+/// did anything (its shape): the same signed call may then be sent again, completed.
+pub fn release_signature(req: &Request, tenant: &Tenant) -> Result<(), ApiError> {
+    let Some(signature) = header(req, "x-signature") else {
+        return Ok(());
+    };
+    let db = super::store::open()?;
+    crate::store::replay::forget(&db, &tenant.client_id, signature.trim())
+}
+
 /// Verifies the Bearer JWT and loads its user from the API key's tenant.
 pub fn user_from_bearer(req: &Request, tenant: &Tenant) -> Result<CurrentUser, ApiError> {
     let token = bearer_token(req).ok_or_else(|| {
