@@ -341,3 +341,43 @@ async fn requests_sent_from_the_first_moment_wait_for_the_schema() {
     assert!(held > 0, "no request arrived before the schema was applied");
     p.stop().await;
 }
+
+/// On the real Spin nothing keeps requests from arriving before the deployment has called
+/// `migrate`: the components themselves answer a request that meets a schema not applied
+/// yet 503 `schema_not_applied` with `Retry-After`, not 500, and serve once it is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_before_the_schema_is_applied_is_asked_to_retry() {
+    let p = Platform::start_unmigrated(&[]).await;
+    for (method, path) in [
+        (Method::GET, "/api/gifts"),
+        (Method::GET, "/api/streaming/providers"),
+        (Method::POST, "/api/admin/sdk-clients"),
+    ] {
+        let response = p
+            .request(method.clone(), path)
+            .header("x-api-key", "pk_nobody")
+            .json(&json!({"name": "Early"}))
+            .send()
+            .await
+            .unwrap();
+        let retry = response.headers().get("retry-after").cloned();
+        let (status, body) = json_of(response).await;
+        assert_eq!(
+            (status.as_u16(), body["code"].as_str()),
+            (503, Some("schema_not_applied")),
+            "{method} {path}: {body}"
+        );
+        assert_eq!(retry.unwrap(), "5");
+    }
+    p.run_job("migrate").await;
+    let (status, body) = p
+        .request(Method::GET, "/api/gifts")
+        .header("x-api-key", "pk_nobody")
+        .answer()
+        .await;
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (401, Some("invalid_api_key"))
+    );
+    p.stop().await;
+}
