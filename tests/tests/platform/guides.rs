@@ -657,7 +657,10 @@ fn loopback_origins(line: &str) -> Vec<String> {
                 .collect();
             let after = &rest[at + 3 + host.len()..];
             let port: String = after.chars().take_while(char::is_ascii_digit).collect();
-            origins.push(format!("{scheme}://{host}{port}"));
+            // `http://127.0.0.1:PORT` stands for any port.
+            if !port.is_empty() {
+                origins.push(format!("{scheme}://{host}{port}"));
+            }
             rest = after;
         }
     }
