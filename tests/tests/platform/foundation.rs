@@ -351,12 +351,11 @@ async fn a_request_before_the_schema_is_applied_is_asked_to_retry() {
     for (method, path) in [
         (Method::GET, "/api/gifts"),
         (Method::GET, "/api/streaming/providers"),
-        (Method::POST, "/api/admin/sdk-clients"),
+        (Method::GET, "/api/wallet"),
     ] {
         let response = p
             .request(method.clone(), path)
             .header("x-api-key", "pk_nobody")
-            .json(&json!({"name": "Early"}))
             .send()
             .await
             .unwrap();
