@@ -389,7 +389,11 @@ impl StartupGate {
     pub fn closed(jobs: &[JobSpec], token: &str) -> StartupGate {
         StartupGate {
             ready: Arc::default(),
-            paths: jobs.iter().filter(|j| j.at_start).map(JobSpec::path).collect(),
+            paths: jobs
+                .iter()
+                .filter(|j| j.at_start)
+                .map(JobSpec::path)
+                .collect(),
             authorization: Arc::from(format!("Bearer {token}")),
         }
     }
@@ -459,7 +463,11 @@ impl Scheduler {
                 "start-up job{} {} failed: requests are answered 503 until {} succeed{} \
                  (retried every {STARTUP_RETRY:?})",
                 if failed.len() > 1 { "s" } else { "" },
-                failed.iter().map(|j| format!("`{}`", j.name)).collect::<Vec<_>>().join(", "),
+                failed
+                    .iter()
+                    .map(|j| format!("`{}`", j.name))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 if failed.len() > 1 { "they" } else { "it" },
                 if failed.len() > 1 { "" } else { "s" },
             ));

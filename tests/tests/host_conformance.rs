@@ -1545,7 +1545,12 @@ async fn without_the_scheduler_only_start_up_jobs_run() {
     let stats = p.server.as_ref().expect("server").jobs();
     assert_eq!(stats.len(), 1);
     assert_eq!((stats[0].failures, stats[0].last_status), (1, Some(401)));
-    let held = p.http.get(format!("{}/hello", p.base)).send().await.expect("request");
+    let held = p
+        .http
+        .get(format!("{}/hello", p.base))
+        .send()
+        .await
+        .expect("request");
     assert_eq!(held.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(held.headers()["retry-after"], "1");
     let (status, _) = p.get("/.well-known/spin/health").await;
@@ -1620,7 +1625,10 @@ async fn requests_wait_for_the_start_up_jobs() {
         .iter()
         .position(|a| a.0 == StatusCode::OK)
         .unwrap_or_else(|| panic!("never served: {:?}", answers.last()));
-    assert!(first_ok > 0, "a request was answered before the start-up job ran");
+    assert!(
+        first_ok > 0,
+        "a request was answered before the start-up job ran"
+    );
     for (status, retry, body) in &answers[..first_ok] {
         assert_eq!(*status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
         assert_eq!(retry.as_ref().map(|v| v.to_str().unwrap()), Some("1"));

@@ -2305,11 +2305,16 @@ async fn a_money_call_without_credentials_is_refused_for_them_before_its_shape()
             "signature_mismatch",
         ),
         // No credentials at all.
-        ("bare credit", p.request(Method::POST, &credit), "missing_api_key"),
+        (
+            "bare credit",
+            p.request(Method::POST, &credit),
+            "missing_api_key",
+        ),
         // The user tier without the user's token.
         (
             "gift without a token",
-            p.request(Method::POST, gift).header("x-api-key", &t.api_key),
+            p.request(Method::POST, gift)
+                .header("x-api-key", &t.api_key),
             "missing_token",
         ),
         // A user's token is no signature.

@@ -681,7 +681,9 @@ fn the_local_addresses_in_the_guides_are_where_the_platform_serves() {
         .flat_map(|default| loopback_origins(default))
         .collect();
     // edgehost serves the chat sockets on the app's own port.
-    let app = variables["base_url"].clone().expect("base_url has a default");
+    let app = variables["base_url"]
+        .clone()
+        .expect("base_url has a default");
     let app_origin = loopback_origins(&app).pop().expect("base_url is local");
     assert_eq!(
         app_origin,
@@ -738,7 +740,10 @@ fn the_guides_name_real_variables_and_set_switches_as_the_environment_does() {
                     .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
                     .collect();
                 if !name.is_empty() && !variables.contains_key(&name.to_ascii_lowercase()) {
-                    problems.push(format!("{at}: SPIN_VARIABLE_{name}: spin.toml has no {}", name.to_ascii_lowercase()));
+                    problems.push(format!(
+                        "{at}: SPIN_VARIABLE_{name}: spin.toml has no {}",
+                        name.to_ascii_lowercase()
+                    ));
                 }
                 rest = &rest[found + 14..];
             }
@@ -790,7 +795,12 @@ fn every_guide_publishes_with_the_media_guides_encoder_settings() {
                 joined
                     .lines()
                     .filter(|l| l.trim_start().starts_with("ffmpeg ") && l.contains("-f flv"))
-                    .map(|l| (at.clone(), l.split_whitespace().collect::<Vec<_>>().join(" ")))
+                    .map(|l| {
+                        (
+                            at.clone(),
+                            l.split_whitespace().collect::<Vec<_>>().join(" "),
+                        )
+                    })
                     .collect::<Vec<_>>()
             })
             .collect()
@@ -801,7 +811,9 @@ fn every_guide_publishes_with_the_media_guides_encoder_settings() {
         .find(|(p, _)| p == "docs/media.md")
         .expect("docs/media.md");
     let reference = publish_commands("docs/media.md", media);
-    let (_, reference) = reference.first().expect("the media guide publishes with ffmpeg");
+    let (_, reference) = reference
+        .first()
+        .expect("the media guide publishes with ffmpeg");
     assert!(reference.contains("-tune zerolatency"), "{reference}");
     let mut problems = Vec::new();
     for (path, text) in &guides {
@@ -865,10 +877,17 @@ async fn the_route_table_says_what_each_route_answers_without_credentials() {
     let mut problems = Vec::new();
     let mut needs: Vec<(String, String, String)> = Vec::new();
     for row in &rows {
-        let method = if row.method == "ANY" { "GET" } else { row.method.as_str() };
+        let method = if row.method == "ANY" {
+            "GET"
+        } else {
+            row.method.as_str()
+        };
         let path = route_example(&row.path);
         let response = platform
-            .request(reqwest::Method::from_bytes(method.as_bytes()).unwrap(), &path)
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                &path,
+            )
             .header("content-type", "application/json")
             .body("{}")
             .send()
@@ -887,20 +906,28 @@ async fn the_route_table_says_what_each_route_answers_without_credentials() {
         if matches!(status, 401 | 403 | 500) {
             problems.push(format!("{what}: a public route refused or failed"));
         } else if let Some(variable) = note_of(&row.path) {
-            assert!(variables.contains_key(&variable), "{what}: no variable {variable}");
+            assert!(
+                variables.contains_key(&variable),
+                "{what}: no variable {variable}"
+            );
             if status != 404 {
                 problems.push(format!("{what}: answers without {variable}"));
             }
             needs.push((variable, method.to_string(), path));
         } else if status == 404 && !row.path.contains('{') {
-            problems.push(format!("{what}: a public route without parameters is not there"));
+            problems.push(format!(
+                "{what}: a public route without parameters is not there"
+            ));
         }
     }
     platform.stop().await;
     for (variable, method, path) in needs {
         let platform = Platform::start_with(&[(&variable, "true")]).await;
         let status = platform
-            .request(reqwest::Method::from_bytes(method.as_bytes()).unwrap(), &path)
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                &path,
+            )
             .send()
             .await
             .expect("an answer")
@@ -910,5 +937,8 @@ async fn the_route_table_says_what_each_route_answers_without_credentials() {
         }
         platform.stop().await;
     }
-    assert!(problems.is_empty(), "the README's route table: {problems:#?}");
+    assert!(
+        problems.is_empty(),
+        "the README's route table: {problems:#?}"
+    );
 }

@@ -370,7 +370,11 @@ mod tests {
         // Local use (webhook_allow_http): plain http and loopback receivers.
         assert_eq!(check_url("http://127.0.0.1:8080/hook", true), Ok(()));
         // A refusal a local test may lift names the switch as it is set.
-        for local in ["http://a.example/hook", "https://127.0.0.1/hook", "https://localhost/"] {
+        for local in [
+            "http://a.example/hook",
+            "https://127.0.0.1/hook",
+            "https://localhost/",
+        ] {
             let why = check_url(local, false).unwrap_err();
             assert!(
                 why.contains("SPIN_VARIABLE_WEBHOOK_ALLOW_HTTP=true"),

@@ -671,17 +671,24 @@ mod schema_not_applied {
         assert_eq!(retry_after(&e), Some("5"));
         // A migration half way (an older schema): a column a newer one adds is missing.
         let e = db
-            .execute("CREATE TABLE schema_migrations (version TEXT PRIMARY KEY)", &[])
+            .execute(
+                "CREATE TABLE schema_migrations (version TEXT PRIMARY KEY)",
+                &[],
+            )
             .and_then(|()| db.query("SELECT suspended_at FROM schema_migrations", &[]))
             .unwrap_err();
         assert_eq!((e.status, e.code), (503, "schema_not_applied"), "{e}");
         // Once the schema is applied, a statement naming what is not there is a fault.
         let db = testing::db();
         tenants::by_api_key_hash(&db, "0").expect("the lookup runs");
-        let e = db.query("SELECT nothing FROM sdk_clients", &[]).unwrap_err();
+        let e = db
+            .query("SELECT nothing FROM sdk_clients", &[])
+            .unwrap_err();
         assert_eq!((e.status, e.code), (500, "internal_error"), "{e}");
         // PostgreSQL's undefined table and column.
-        assert!(names_missing_schema("Db error: SqlState(E42P01) relation does not exist"));
+        assert!(names_missing_schema(
+            "Db error: SqlState(E42P01) relation does not exist"
+        ));
         assert!(names_missing_schema("SqlState(E42703)"));
         assert!(!names_missing_schema("SqlState(E23505) duplicate key"));
     }
