@@ -335,6 +335,10 @@ async fn requests_sent_from_the_first_moment_wait_for_the_schema() {
         for (status, _, body) in &answers[first..] {
             assert_eq!(*status, ready, "{path} once ready: {body}");
         }
+        println!(
+            "{path}: {first} answered 503 before the schema, then {} answered {ready}",
+            answers.len() - first
+        );
         held += first;
     }
     // The senders did run before the schema was there (else this test shows nothing).
