@@ -396,18 +396,6 @@ impl<U> Prepared<U> {
         }
     }
 
-    /// The tenant the credentials proved, on the tiers that prove one.
-    fn tenant(&self) -> Option<&Tenant> {
-        match self {
-            Prepared::App(_, ctx) => Some(&ctx.tenant),
-            Prepared::User(_, ctx) | Prepared::Upload(_, ctx) => Some(&ctx.tenant),
-            Prepared::Server(_, ctx) => Some(&ctx.tenant),
-            Prepared::Actor(_, ctx) => Some(&ctx.tenant),
-            Prepared::Caller(_, ctx) => Some(&ctx.tenant),
-            _ => None,
-        }
-    }
-
     /// Runs the handler. An upload is not run here (see [`prepare_upload`]).
     pub fn run(self) -> Reply {
         match self {
@@ -476,13 +464,12 @@ fn prepare_matched<U: Copy>(
     };
     // Credentials first: whoever may not call the route learns nothing of what a request
     // to it must look like. Then the route's own demands on the request's shape.
+    auth::clear_recorded_signature();
     let prepared = authenticate(handler, call)?;
     if let Err(refused) = check_shape(matched.route, &prepared.call().req) {
         // The request is refused before it did anything: its signature stays unspent,
         // so the same signed call can be sent again once it is complete.
-        if let Some(tenant) = prepared.tenant() {
-            auth::release_signature(&prepared.call().req, tenant)?;
-        }
+        auth::release_signature()?;
         return Err(refused);
     }
     Ok(prepared)
