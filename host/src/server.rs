@@ -29,7 +29,7 @@ use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyPre};
 
 use crate::admission::{self, Admission, BodyRefused, Clients, RateGuarded};
-use crate::jobs::{JobClient, JobStats, Scheduler};
+use crate::jobs::{JobClient, JobStats, Scheduler, StartupGate};
 use crate::limits::{InstanceLimiter, RunLimits};
 use crate::linger::Lingering;
 use crate::manifest::{FileMount, Manifest};
@@ -73,7 +73,9 @@ pub struct Server {
 impl Server {
     /// Loads the manifest, resolves variables, opens state, applies migrations, compiles
     /// the components (cached), binds and spawns the serve loop, runs the start-up jobs;
-    /// returns once listening. With `Options.scheduler`, the periodic jobs start too.
+    /// returns once listening. Until the start-up jobs have succeeded (the schema is the
+    /// `migrate` job's), every other request is answered 503 with `Retry-After`. With
+    /// `Options.scheduler`, the periodic jobs start too.
     pub async fn start(mut opts: Options) -> Result<Server> {
         let mut defaults = Vec::new();
         let relay = match &opts.chat_relay {
@@ -113,13 +115,21 @@ impl Server {
         let writer_timings = app.services.sqlite.writer_timings();
         let jobs = app.jobs.clone();
         let request_timeout = app.limits.timeout;
+        let mut app = app;
+        let token = variables.get("jobs_token").filter(|_| !jobs.is_empty());
+        if let Some(token) = token {
+            // The listener is bound already (connections wait in its backlog): from the
+            // serve loop's first accept, requests wait for the start-up jobs.
+            app.gate = StartupGate::closed(&jobs, token);
+        }
+        let gate = app.gate.clone();
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(serve(app, stop_rx));
-        let scheduler = match variables.get("jobs_token") {
+        let scheduler = match token {
             _ if jobs.is_empty() => None,
             Some(token) => {
                 let client = JobClient::new(local_addr, token, request_timeout);
-                Some(Scheduler::start(jobs, client, opts.scheduler).await)
+                Some(Scheduler::start(jobs, client, opts.scheduler, gate).await)
             }
             None => {
                 warn(format_args!(
@@ -247,6 +257,8 @@ struct App {
     clients: Arc<Clients>,
     /// The jobs file's jobs (empty without one).
     jobs: Vec<jobs::JobSpec>,
+    /// Closed while the start-up jobs have not succeeded yet.
+    gate: StartupGate,
 }
 
 /// Why a request did not get its component's answer.
@@ -414,6 +426,7 @@ async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> 
         admission: opts.admission,
         clients: Arc::default(),
         jobs,
+        gate: StartupGate::open_now(),
         name: manifest.application.name.clone(),
         router,
         components,
@@ -633,6 +646,20 @@ impl App {
         client: SocketAddr,
     ) -> (String, Response<Body>) {
         let path = req.uri().path();
+        // The liveness check answers at once; the rest waits for the start-up jobs (the
+        // schema), except those jobs' own calls.
+        if !self.gate.is_open()
+            && path != "/.well-known/spin/health"
+            && !self.gate.lets_through(
+                req.method(),
+                path,
+                req.headers()
+                    .get(hyper::header::AUTHORIZATION)
+                    .map_or(&[][..], HeaderValue::as_bytes),
+            )
+        {
+            return ("-".into(), starting());
+        }
         if path.starts_with("/ws/") {
             return match &self.websocket {
                 Some(handler) => {
@@ -1119,6 +1146,18 @@ fn busy() -> Response<Body> {
     let mut resp = text(
         StatusCode::SERVICE_UNAVAILABLE,
         "Service Unavailable: every instance slot is busy; retry shortly",
+    );
+    resp.headers_mut()
+        .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
+}
+
+/// 503 for a request that arrived before the start-up jobs (the schema) were done.
+fn starting() -> Response<Body> {
+    let mut resp = text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Service Unavailable: starting (the start-up jobs, such as the schema's migration, \
+         have not finished); retry shortly",
     );
     resp.headers_mut()
         .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));

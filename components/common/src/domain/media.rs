@@ -222,8 +222,11 @@ pub fn check_restream_url(url: &str, allow_private: bool) -> Result<(), String> 
         return Err("must not have a query or fragment (put the key in streamKey)".into());
     }
     let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    super::webhooks::check_authority(authority, allow_private)
+    super::webhooks::check_authority(authority, allow_private, RESTREAM_SWITCH)
 }
+
+/// The variable that lets restreams go to loopback and private addresses.
+pub const RESTREAM_SWITCH: &str = "restream_allow_private";
 
 /// Checks a restream target's stream key: 1 to [`MAX_RESTREAM_KEY`] printable characters
 /// without spaces.
@@ -434,6 +437,12 @@ mod tests {
         }
         // Local use may push to a receiver on this machine.
         assert!(check_restream_url("rtmp://127.0.0.1:19350/live", true).is_ok());
+        // The refusal of a local target says how a local test allows it.
+        let why = check_restream_url("rtmp://127.0.0.1:19350/live", false).unwrap_err();
+        assert!(
+            why.contains("SPIN_VARIABLE_RESTREAM_ALLOW_PRIVATE=true"),
+            "{why}"
+        );
         assert!(check_restream_key("live_123?s_bl=1").is_ok());
         assert!(check_restream_key("").is_err());
         assert!(check_restream_key("a b").is_err());
