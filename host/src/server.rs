@@ -63,6 +63,8 @@ pub struct Server {
     variables: HashMap<String, String>,
     relay: Option<chat_relay::Embedded>,
     media: Option<media_agent::MediaServer>,
+    /// Why the embedded media server could not start, when it could not.
+    media_failure: Option<String>,
     clock: crate::clock::GuestClock,
     writer_timings: sqlite::WriterTimings,
     stop: watch::Sender<bool>,
@@ -99,12 +101,18 @@ impl Server {
         if let (Some(embedded), Some(relay_opts)) = (&relay, &opts.chat_relay) {
             crate::relay::start(embedded, relay_opts, &app.variables, local_addr);
         }
-        let media = match &opts.media {
+        let (media, media_failure) = match &opts.media {
             Some(media) => {
                 let (variables, state_dir) = (&app.variables, &app.state_dir);
-                crate::media::start(media, variables, state_dir, local_addr, held_ports).await?
+                match crate::media::start(media, variables, state_dir, local_addr, held_ports)
+                    .await?
+                {
+                    crate::media::Started::Running(server) => (Some(server), None),
+                    crate::media::Started::Elsewhere => (None, None),
+                    crate::media::Started::Failed(why) => (None, Some(why)),
+                }
             }
-            None => None,
+            None => (None, None),
         };
         let app_name = app.name.clone();
         let routes = app.router.routes().to_vec();
@@ -136,6 +144,7 @@ impl Server {
             variables,
             relay,
             media,
+            media_failure,
             clock,
             writer_timings,
             stop,
@@ -190,6 +199,14 @@ impl Server {
     /// addresses, and how often its nginx was restarted.
     pub fn media(&self) -> Option<&media_agent::MediaServer> {
         self.media.as_ref()
+    }
+
+    /// Why the embedded media server could not start ([`MediaServer::required`] unset),
+    /// when it could not: RTMP ingest and HLS playback are then off.
+    ///
+    /// [`MediaServer::required`]: crate::MediaServer::required
+    pub fn media_failure(&self) -> Option<&str> {
+        self.media_failure.as_deref()
     }
 
     /// Counters of each scheduled job called so far (empty without a jobs file).
