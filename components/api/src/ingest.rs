@@ -356,20 +356,15 @@ pub fn server(ctx: &MediaCtx) -> Reply {
         ),
     };
     let db = ctx.db()?;
-    store::report_server(
-        &db,
-        &store::ServerReport {
-            state: call.state.as_str().to_string(),
-            reason: reason.clone(),
-            reported_at: ctx.now(),
-        },
-    )?;
+    let report = store::ServerReport {
+        state: call.state.as_str().to_string(),
+        reason,
+        reported_at: ctx.now(),
+    };
+    store::report_server(&db, &report)?;
     Ok(json(
         200,
-        &protocol::ServerReport {
-            state: call.state,
-            reason,
-        },
+        &broadcasts::view::server_view(Some(&report), ctx.now()),
     ))
 }
 
@@ -474,8 +469,8 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
             }))
             .answers(
                 200,
-                "Recorded, as stored",
-                Schema::view::<protocol::ServerReport>(),
+                "Recorded: the state broadcasts now show",
+                Schema::view::<crate::broadcasts::view::MediaServerView>(),
             )
             .errors(400, &["malformed_json", "reason_required"]),
         Operation::new("POST /api/jobs/settle-ingests", "Settle ingests (jobs)")

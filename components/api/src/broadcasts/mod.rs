@@ -4,7 +4,7 @@
 pub mod events;
 mod input;
 mod tenant_api;
-mod view;
+pub(crate) mod view;
 
 pub use input::{
     BroadcastChangesBody, NewBroadcastBody, ReactionBody, SessionPatchBody, StatusChangeBody,
