@@ -137,14 +137,31 @@ pub(crate) enum Started {
     Running(media_agent::MediaServer),
     /// The variables point elsewhere: another machine's media server takes the ingest.
     Elsewhere,
-    /// It cannot start (and is not required): why.
-    Failed(String),
+    /// It cannot start (and is not required): why, and the app to tell.
+    Failed(String, media_agent::platform::Platform),
+}
+
+impl Started {
+    /// Tells the app whether its media server runs, once the app can take it (after its
+    /// start-up jobs): the media server's own reports from then on, or that it is down and
+    /// why (its broadcasts then show it beside their `rtmpUrl`).
+    pub(crate) fn report(&mut self) {
+        match self {
+            Started::Running(server) => server.report_running(),
+            Started::Elsewhere => {}
+            Started::Failed(why, platform) => {
+                let (why, platform) = (why.clone(), platform.clone());
+                tokio::spawn(async move {
+                    media_agent::report_down(&platform, &why, 10).await;
+                });
+            }
+        }
+    }
 }
 
 /// Starts the media server for the running app at `app`. When the variables point
 /// elsewhere it is not started; when it cannot start and is not required, edgehost says
-/// why, serves the app without it, and tells the app (`POST /api/media/server`, state
-/// `down`), whose broadcasts then show it beside their `rtmpUrl`.
+/// why and serves the app without it ([`Started::report`] tells the app).
 pub(crate) async fn start(
     opts: &MediaServer,
     variables: &HashMap<String, String>,
@@ -169,12 +186,7 @@ pub(crate) async fn start(
             eprintln!(
                 "edgehost: the media server cannot start, so RTMP ingest and HLS playback are off: {why}"
             );
-            // The app starts serving once this returns: the report waits for it.
-            let reason = why.clone();
-            tokio::spawn(async move {
-                media_agent::report_down(&platform, &reason, 30).await;
-            });
-            Ok(Started::Failed(why))
+            Ok(Started::Failed(why, platform))
         }
         Err(e) => Err(e.context("the media server cannot start")),
     }

@@ -101,18 +101,15 @@ impl Server {
         if let (Some(embedded), Some(relay_opts)) = (&relay, &opts.chat_relay) {
             crate::relay::start(embedded, relay_opts, &app.variables, local_addr);
         }
-        let (media, media_failure) = match &opts.media {
+        let media = match &opts.media {
             Some(media) => {
                 let (variables, state_dir) = (&app.variables, &app.state_dir);
-                match crate::media::start(media, variables, state_dir, local_addr, held_ports)
-                    .await?
-                {
-                    crate::media::Started::Running(server) => (Some(server), None),
-                    crate::media::Started::Elsewhere => (None, None),
-                    crate::media::Started::Failed(why) => (None, Some(why)),
-                }
+                let started =
+                    crate::media::start(media, variables, state_dir, local_addr, held_ports)
+                        .await?;
+                Some(started)
             }
-            None => (None, None),
+            None => None,
         };
         let app_name = app.name.clone();
         let routes = app.router.routes().to_vec();
@@ -136,6 +133,16 @@ impl Server {
                 ));
                 None
             }
+        };
+        // The app's schema is there now: it can take the media server's reports.
+        let mut media = media;
+        if let Some(started) = &mut media {
+            started.report();
+        }
+        let (media, media_failure) = match media {
+            Some(crate::media::Started::Running(server)) => (Some(server), None),
+            Some(crate::media::Started::Failed(why, _)) => (None, Some(why)),
+            Some(crate::media::Started::Elsewhere) | None => (None, None),
         };
         Ok(Server {
             app_name,

@@ -175,7 +175,6 @@ impl MediaServer {
             ingress,
             tokio::spawn(health::run(agent.clone())),
             tokio::spawn(thumbnails::run(agent.clone())),
-            tokio::spawn(report_up(agent.platform.clone())),
         ];
         Ok(MediaServer {
             agent,
@@ -183,6 +182,14 @@ impl MediaServer {
             supervisor: Some(supervisor),
             tasks,
         })
+    }
+
+    /// Starts telling the platform that the media server runs (`POST /api/media/server`,
+    /// now and every minute), once the platform can take it: an embedding host calls this
+    /// after the app's start-up jobs (its schema) ran.
+    pub fn report_running(&mut self) {
+        self.tasks
+            .push(tokio::spawn(report_up(self.agent.platform.clone())));
     }
 
     /// Where nginx listens for RTMP (the port resolved when 0 was asked for).
