@@ -611,7 +611,7 @@ fn music_service_token(secret: &str, email: &str) -> String {
         + 300;
     let head = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
     let body = b64(
-        serde_json::json!({"aud": "music-platform", "exp": exp, "email": email})
+        serde_json::json!({"aud": "music-platform", "exp": exp, "email": email, "sub": "u-1", "tid": "c-1"})
             .to_string()
             .as_bytes(),
     );

@@ -469,12 +469,6 @@ async fn unknown_reset_second_ended_and_suspended_publishers_are_refused() {
         again.exits_within(quickly).await,
         "a suspended tenant may not publish"
     );
-    let reasons = refusal_reasons(&p, &user, &id).await;
-    assert_eq!(
-        reasons[..2],
-        ["client_suspended", "client_suspended"],
-        "{reasons:?}"
-    );
     let status = p
         .request(
             Method::POST,
@@ -484,6 +478,13 @@ async fn unknown_reset_second_ended_and_suspended_publishers_are_refused() {
         .status()
         .await;
     assert_eq!(status, 200);
+    // Dropped, then refused: read once the tenant is back (a suspended one reads nothing).
+    let reasons = refusal_reasons(&p, &user, &id).await;
+    assert_eq!(
+        reasons[..2],
+        ["client_suspended", "client_suspended"],
+        "{reasons:?}"
+    );
 
     // An ended broadcast takes no publisher.
     let status = p
@@ -517,16 +518,13 @@ async fn refusal_reasons(p: &Platform, user: &User, id: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_state_dir_others_cannot_search_still_serves_hls() {
-    // As in a clone under /root (mode 0700): the harness's state directory is a fresh
-    // temporary directory of mode 0700, and the media server's lives inside it. Run as
-    // root, nginx's workers (nobody) cannot reach it.
+    // As in a clone under /root (mode 0700): the platform's state directory is closed to
+    // others, and the media server's lives inside it. Run as root, nginx's workers
+    // (nobody) cannot reach it.
     use std::os::unix::fs::PermissionsExt;
     let p = platform(3).await;
-    let mode = std::fs::metadata(p.state_dir())
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o001, 0, "the state dir is closed to others");
+    std::fs::set_permissions(p.state_dir(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let p = p.restart().await;
     let work = p.media().work_dir().to_path_buf();
     if unsafe_geteuid() == 0 {
         assert!(
