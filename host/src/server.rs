@@ -63,6 +63,8 @@ pub struct Server {
     variables: HashMap<String, String>,
     relay: Option<chat_relay::Embedded>,
     media: Option<media_agent::MediaServer>,
+    /// Why the embedded media server could not start, when it could not.
+    media_failure: Option<String>,
     clock: crate::clock::GuestClock,
     writer_timings: sqlite::WriterTimings,
     stop: watch::Sender<bool>,
@@ -104,7 +106,10 @@ impl Server {
         let media = match &opts.media {
             Some(media) => {
                 let (variables, state_dir) = (&app.variables, &app.state_dir);
-                crate::media::start(media, variables, state_dir, local_addr, held_ports).await?
+                let started =
+                    crate::media::start(media, variables, state_dir, local_addr, held_ports)
+                        .await?;
+                Some(started)
             }
             None => None,
         };
@@ -139,6 +144,16 @@ impl Server {
                 None
             }
         };
+        // The app's schema is there now: it can take the media server's reports.
+        let mut media = media;
+        if let Some(started) = &mut media {
+            started.report();
+        }
+        let (media, media_failure) = match media {
+            Some(crate::media::Started::Running(server)) => (Some(server), None),
+            Some(crate::media::Started::Failed(why, _)) => (None, Some(why)),
+            Some(crate::media::Started::Elsewhere) | None => (None, None),
+        };
         Ok(Server {
             app_name,
             local_addr,
@@ -146,6 +161,7 @@ impl Server {
             variables,
             relay,
             media,
+            media_failure,
             clock,
             writer_timings,
             stop,
@@ -200,6 +216,14 @@ impl Server {
     /// addresses, and how often its nginx was restarted.
     pub fn media(&self) -> Option<&media_agent::MediaServer> {
         self.media.as_ref()
+    }
+
+    /// Why the embedded media server could not start ([`MediaServer::required`] unset),
+    /// when it could not: RTMP ingest and HLS playback are then off.
+    ///
+    /// [`MediaServer::required`]: crate::MediaServer::required
+    pub fn media_failure(&self) -> Option<&str> {
+        self.media_failure.as_deref()
     }
 
     /// Counters of each scheduled job called so far (empty without a jobs file).

@@ -433,6 +433,14 @@ impl Platform {
             .expect("the platform runs the media server (Platform::start_with_media)")
     }
 
+    /// Why the embedded media server could not start, when it was not required and could
+    /// not (edgehost's `Server::media_failure`).
+    pub fn media_failure(&self) -> Option<String> {
+        self.edgehost("the media server")
+            .media_failure()
+            .map(str::to_string)
+    }
+
     /// The application as a reader of the guides runs it (`edgehost up`): the media server
     /// beside it, and listening where its `base_url` and `api_url` say, so that the
     /// addresses in its answers are the ones to call.

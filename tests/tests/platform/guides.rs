@@ -942,3 +942,85 @@ async fn the_route_table_says_what_each_route_answers_without_credentials() {
         "the README's route table: {problems:#?}"
     );
 }
+
+/// A service token for the music platform, as the music component signs it (HS256 with
+/// `music_service_secret`, audience `music-platform`).
+fn music_service_token(secret: &str, email: &str) -> String {
+    use base64::Engine as _;
+    use hmac::Mac as _;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 300;
+    let head = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let body = b64(
+        serde_json::json!({"aud": "music-platform", "exp": exp, "email": email, "sub": "u-1", "tid": "c-1"})
+            .to_string()
+            .as_bytes(),
+    );
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("{head}.{body}").as_bytes());
+    format!("{head}.{body}.{}", b64(&mac.finalize().into_bytes()))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_music_stand_in_reads_the_secrets_of_the_state_dir_it_is_given() {
+    // edgehost up --state-dir <dir> generated the secrets there; the stand-in is started
+    // from elsewhere, without MUSIC_SERVICE_SECRET.
+    let state = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let secret = "a secret edgehost generated";
+    std::fs::write(
+        state.path().join("generated-variables.toml"),
+        format!("media_secret = \"other\"\nmusic_service_secret = \"{secret}\"\n"),
+    )
+    .unwrap();
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
+    let mut process = tokio::process::Command::new(workspace_root().join("scripts/music-stand-in"))
+        .args(["--quiet", "--listen", &listen.to_string(), "--state-dir"])
+        .arg(state.path())
+        .current_dir(elsewhere.path())
+        .env_remove("MUSIC_SERVICE_SECRET")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("scripts/music-stand-in starts");
+    let mut up = false;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(listen).await.is_ok() {
+            up = true;
+            break;
+        }
+        if let Some(status) = process.try_wait().unwrap() {
+            let output = process.wait_with_output().await.unwrap();
+            panic!(
+                "the stand-in exited ({status}): {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "the stand-in listens");
+    let authenticate = |token: String| {
+        reqwest::Client::new()
+            .post(format!("http://{listen}/auth/platform"))
+            .bearer_auth(token)
+            .send()
+    };
+    let answer = authenticate(music_service_token(secret, "ada@example.com"))
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.status(),
+        200,
+        "a token signed with the state dir's secret"
+    );
+    let answer = authenticate(music_service_token("another secret", "ada@example.com"))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 401, "a token signed with another secret");
+}

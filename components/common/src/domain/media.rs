@@ -86,6 +86,12 @@ pub const DEFAULT_RECONNECT_WINDOW_SECS: i64 = 60;
 /// without saying so): a new publisher on the key is then accepted.
 pub const INGEST_SILENT_AFTER_SECS: i64 = 30;
 
+/// How often a running media server reports itself up (`POST /api/media/server`).
+pub const SERVER_REPORT_EVERY_SECS: u64 = 60;
+
+/// A media server last reported up longer ago than this is not known to run any more.
+pub const SERVER_SILENT_AFTER_SECS: i64 = 180;
+
 /// One sample of a live ingest, as the media server measures it. Every field is optional:
 /// a stream that has not sent metadata yet has no codecs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -336,6 +342,38 @@ pub mod protocol {
         pub health: Option<HealthSample>,
         #[serde(default)]
         pub restreams: Vec<RestreamReport>,
+    }
+
+    /// Whether the media server runs.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "lowercase")]
+    #[schemars(rename = "MediaServerState")]
+    pub enum ServerState {
+        Up,
+        Down,
+    }
+
+    impl ServerState {
+        pub fn as_str(self) -> &'static str {
+            match self {
+                ServerState::Up => "up",
+                ServerState::Down => "down",
+            }
+        }
+    }
+
+    /// `POST /api/media/server`: the media server's report of itself: `up` when it starts
+    /// and every minute while it runs, `down` with why when it stops or cannot start (its
+    /// host reports that).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[schemars(rename = "MediaServerReport")]
+    pub struct ServerReport {
+        pub state: ServerState,
+        /// Why it is down.
+        #[serde(default)]
+        #[schemars(length(max = 1000))]
+        pub reason: Option<String>,
     }
 
     /// `POST /api/media/publish-done`: a publisher went away.

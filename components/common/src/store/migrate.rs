@@ -147,6 +147,10 @@ pub const MIGRATIONS: &[Migration] = &[
         "0120_analytics_pending",
         include_str!("../../migrations/0120_analytics_pending.sql"),
     ),
+    Migration::sql(
+        "0130_ingest_refusals",
+        include_str!("../../migrations/0130_ingest_refusals.sql"),
+    ),
 ];
 
 /// Broadcasts and scheduled events made before ingest keys were random had the streamId
