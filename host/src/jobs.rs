@@ -284,6 +284,12 @@ fn log_line(name: &str, periodic: bool, state: &LogState, now: &Outcome) -> Opti
     }
 }
 
+/// Whether a start-up job's run leaves the application ready: it succeeded, or the
+/// application has no such job (404).
+fn startup_done(outcome: Option<&Outcome>) -> bool {
+    matches!(outcome, Some(Outcome::Done { .. } | Outcome::NotFound))
+}
+
 /// Runs the jobs of one server.
 pub struct Scheduler {
     stop: watch::Sender<bool>,
@@ -301,11 +307,13 @@ struct Runner {
 impl Runner {
     /// One run: calls the job until it reports nothing remaining, makes no progress, fails,
     /// or `max_rounds` calls were made, or the scheduler stops.
-    async fn run(&self, job: &JobSpec, stop: &watch::Receiver<bool>) {
+    /// Answers the last call's outcome (`None`: stopped before any call).
+    async fn run(&self, job: &JobSpec, stop: &watch::Receiver<bool>) -> Option<Outcome> {
         self.update(&job.name, |s| s.runs += 1);
+        let mut last = None;
         for round in 1..=job.max_rounds {
             if *stop.borrow() {
-                return;
+                return last;
             }
             let outcome = self.client.call(&job.name).await;
             self.record(job, &outcome);
@@ -318,10 +326,12 @@ impl Runner {
                             job.name
                         ));
                     }
+                    last = Some(outcome);
                 }
-                _ => return,
+                outcome => return Some(outcome),
             }
         }
+        last
     }
 
     fn record(&self, job: &JobSpec, outcome: &Outcome) {
@@ -363,10 +373,75 @@ impl Runner {
     }
 }
 
+/// Whether the start-up jobs have done their work, so that the application may take
+/// traffic: until then the server answers everyone else 503 with `Retry-After`.
+#[derive(Clone)]
+pub struct StartupGate {
+    ready: Arc<std::sync::atomic::AtomicBool>,
+    /// The start-up jobs' routes, and the `Authorization` the scheduler sends to them.
+    paths: Arc<[String]>,
+    authorization: Arc<str>,
+}
+
+impl StartupGate {
+    /// A gate that holds traffic back until [`StartupGate::open`], letting through the
+    /// scheduler's calls of the start-up `jobs` authenticated with `token`.
+    pub fn closed(jobs: &[JobSpec], token: &str) -> StartupGate {
+        StartupGate {
+            ready: Arc::default(),
+            paths: jobs
+                .iter()
+                .filter(|j| j.at_start)
+                .map(JobSpec::path)
+                .collect(),
+            authorization: Arc::from(format!("Bearer {token}")),
+        }
+    }
+
+    /// A gate that lets everything through (no start-up jobs).
+    pub fn open_now() -> StartupGate {
+        let gate = StartupGate::closed(&[], "");
+        gate.open();
+        gate
+    }
+
+    pub fn open(&self) {
+        self.ready.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.ready.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Whether a request may pass while the gate is closed: a start-up job's call with
+    /// the jobs token (the job itself checks the token again).
+    pub fn lets_through(&self, method: &hyper::Method, path: &str, authorization: &[u8]) -> bool {
+        method == hyper::Method::POST
+            && self.paths.iter().any(|p| p == path)
+            && constant_time_eq(authorization, self.authorization.as_bytes())
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// How long a failed start-up job waits before it is called again.
+const STARTUP_RETRY: Duration = Duration::from_secs(2);
+
 impl Scheduler {
-    /// Runs the start-up jobs one after another (waiting for them), then, if `periodic`,
-    /// starts one task per periodic job.
-    pub async fn start(jobs: Vec<JobSpec>, client: JobClient, periodic: bool) -> Scheduler {
+    /// Runs the start-up jobs one after another (waiting for them) and opens `gate` once
+    /// all have succeeded (a job route that does not exist, 404, counts as done). Start-up
+    /// jobs that failed are called again every 2 s in the background until they succeed,
+    /// the gate staying closed meanwhile: a database that was not reachable yet holds
+    /// traffic back instead of failing it. Then, if `periodic`, starts one task per
+    /// periodic job.
+    pub async fn start(
+        jobs: Vec<JobSpec>,
+        client: JobClient,
+        periodic: bool,
+        gate: StartupGate,
+    ) -> Scheduler {
         let stats = Arc::new(Mutex::new(BTreeMap::new()));
         let runner = Arc::new(Runner {
             client,
@@ -374,10 +449,47 @@ impl Scheduler {
             log: Mutex::new(BTreeMap::new()),
         });
         let (stop, stop_rx) = watch::channel(false);
+        let mut failed = Vec::new();
         for job in jobs.iter().filter(|j| j.at_start) {
-            runner.run(job, &stop_rx).await;
+            if !startup_done(runner.run(job, &stop_rx).await.as_ref()) {
+                failed.push(job.clone());
+            }
         }
         let mut tasks = Vec::new();
+        if failed.is_empty() {
+            gate.open();
+        } else {
+            crate::warn(format_args!(
+                "start-up job{} {} failed: requests are answered 503 until {} succeed{} \
+                 (retried every {STARTUP_RETRY:?})",
+                if failed.len() > 1 { "s" } else { "" },
+                failed
+                    .iter()
+                    .map(|j| format!("`{}`", j.name))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if failed.len() > 1 { "they" } else { "it" },
+                if failed.len() > 1 { "" } else { "s" },
+            ));
+            let (runner, mut stop_rx) = (runner.clone(), stop_rx.clone());
+            tasks.push(tokio::spawn(async move {
+                while !failed.is_empty() {
+                    tokio::select! {
+                        _ = stop_rx.wait_for(|s| *s) => return,
+                        _ = tokio::time::sleep(STARTUP_RETRY) => {}
+                    }
+                    let mut still = Vec::new();
+                    for job in failed {
+                        if !startup_done(runner.run(&job, &stop_rx).await.as_ref()) {
+                            still.push(job);
+                        }
+                    }
+                    failed = still;
+                }
+                eprintln!("edgehost: start-up jobs done: serving requests");
+                gate.open();
+            }));
+        }
         if periodic {
             for job in jobs {
                 let Some(every) = job.every else { continue };

@@ -138,7 +138,8 @@ pub struct Options {
     /// `Retry-After` at once. Default [`DEFAULT_MAX_CONCURRENT_INSTANCES`].
     pub max_concurrent_instances: usize,
     /// Run the periodic jobs of the jobs file (`edgehost up` does; off by default here).
-    /// Start-up jobs (`at_start = true`) run in any case, before `Server::start` returns.
+    /// Start-up jobs (`at_start = true`) run in any case, before `Server::start` returns;
+    /// until they have succeeded, every other request is answered 503 with `Retry-After`.
     pub scheduler: bool,
     /// The jobs file; `None`: `jobs.toml` next to the manifest, when it exists.
     pub jobs_file: Option<PathBuf>,

@@ -202,6 +202,15 @@ async fn main() -> Result<()> {
             for (route, component) in server.routes() {
                 println!("  {component}: {base}{route}");
             }
+            // Last, where it is read: the routes list would push it out of sight.
+            if let Some(why) = server.media_failure() {
+                println!(
+                    "\nMEDIA SERVER OFF: RTMP ingest and HLS playback do not work. The API's \
+                     rtmpUrl ({}/<streamKey>) points where nothing listens; broadcasts show \
+                     ingest.server.state \"down\" with this reason:\n  {why}\n",
+                    server.variable("rtmp_ingest_base").unwrap_or_default(),
+                );
+            }
             tokio::signal::ctrl_c().await?;
             eprintln!("edgehost: shutting down");
             server.shutdown().await

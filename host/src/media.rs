@@ -132,30 +132,61 @@ fn plan(
     Ok(Ok(config))
 }
 
-/// Starts the media server for the running app at `app`; `None` when the variables point
-/// elsewhere, or when it cannot start and is not required (edgehost then says why).
+/// What became of the media server at start-up.
+pub(crate) enum Started {
+    Running(media_agent::MediaServer),
+    /// The variables point elsewhere: another machine's media server takes the ingest.
+    Elsewhere,
+    /// It cannot start (and is not required): why, and the app to tell.
+    Failed(String, media_agent::platform::Platform),
+}
+
+impl Started {
+    /// Tells the app whether its media server runs, once the app can take it (after its
+    /// start-up jobs): the media server's own reports from then on, or that it is down and
+    /// why (its broadcasts then show it beside their `rtmpUrl`).
+    pub(crate) fn report(&mut self) {
+        match self {
+            Started::Running(server) => server.report_running(),
+            Started::Elsewhere => {}
+            Started::Failed(why, platform) => {
+                let (why, platform) = (why.clone(), platform.clone());
+                tokio::spawn(async move {
+                    media_agent::report_down(&platform, &why, 10).await;
+                });
+            }
+        }
+    }
+}
+
+/// Starts the media server for the running app at `app`. When the variables point
+/// elsewhere it is not started; when it cannot start and is not required, edgehost says
+/// why and serves the app without it ([`Started::report`] tells the app).
 pub(crate) async fn start(
     opts: &MediaServer,
     variables: &HashMap<String, String>,
     state_dir: &Path,
     app: SocketAddr,
     held: Option<HeldPorts>,
-) -> Result<Option<media_agent::MediaServer>> {
+) -> Result<Started> {
     let config = match plan(variables, opts, state_dir, app)? {
         Ok(config) => config,
         Err(elsewhere) => {
             eprintln!("edgehost: media server not started here: {elsewhere}");
-            return Ok(None);
+            return Ok(Started::Elsewhere);
         }
     };
+    let platform =
+        media_agent::platform::Platform::new(&config.platform_url, &config.media_secret)?;
     let held = held.map(|h| h.listeners).unwrap_or_default();
     match media_agent::MediaServer::start_holding(config, held).await {
-        Ok(server) => Ok(Some(server)),
+        Ok(server) => Ok(Started::Running(server)),
         Err(e) if !opts.required => {
+            let why = format!("{e:#}");
             eprintln!(
-                "edgehost: the media server cannot start, so RTMP ingest and HLS playback are off: {e:#}"
+                "edgehost: the media server cannot start, so RTMP ingest and HLS playback are off: {why}"
             );
-            Ok(None)
+            Ok(Started::Failed(why, platform))
         }
         Err(e) => Err(e.context("the media server cannot start")),
     }

@@ -29,7 +29,7 @@ use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyPre};
 
 use crate::admission::{self, Admission, BodyRefused, Clients, RateGuarded};
-use crate::jobs::{JobClient, JobStats, Scheduler};
+use crate::jobs::{JobClient, JobStats, Scheduler, StartupGate};
 use crate::limits::{InstanceLimiter, RunLimits};
 use crate::linger::Lingering;
 use crate::manifest::{FileMount, Manifest};
@@ -63,6 +63,8 @@ pub struct Server {
     variables: HashMap<String, String>,
     relay: Option<chat_relay::Embedded>,
     media: Option<media_agent::MediaServer>,
+    /// Why the embedded media server could not start, when it could not.
+    media_failure: Option<String>,
     clock: crate::clock::GuestClock,
     writer_timings: sqlite::WriterTimings,
     stop: watch::Sender<bool>,
@@ -73,7 +75,9 @@ pub struct Server {
 impl Server {
     /// Loads the manifest, resolves variables, opens state, applies migrations, compiles
     /// the components (cached), binds and spawns the serve loop, runs the start-up jobs;
-    /// returns once listening. With `Options.scheduler`, the periodic jobs start too.
+    /// returns once listening. Until the start-up jobs have succeeded (the schema is the
+    /// `migrate` job's), every other request is answered 503 with `Retry-After`. With
+    /// `Options.scheduler`, the periodic jobs start too.
     pub async fn start(mut opts: Options) -> Result<Server> {
         let mut defaults = Vec::new();
         let relay = match &opts.chat_relay {
@@ -102,7 +106,10 @@ impl Server {
         let media = match &opts.media {
             Some(media) => {
                 let (variables, state_dir) = (&app.variables, &app.state_dir);
-                crate::media::start(media, variables, state_dir, local_addr, held_ports).await?
+                let started =
+                    crate::media::start(media, variables, state_dir, local_addr, held_ports)
+                        .await?;
+                Some(started)
             }
             None => None,
         };
@@ -113,13 +120,21 @@ impl Server {
         let writer_timings = app.services.sqlite.writer_timings();
         let jobs = app.jobs.clone();
         let request_timeout = app.limits.timeout;
+        let mut app = app;
+        let token = variables.get("jobs_token").filter(|_| !jobs.is_empty());
+        if let Some(token) = token {
+            // The listener is bound already (connections wait in its backlog): from the
+            // serve loop's first accept, requests wait for the start-up jobs.
+            app.gate = StartupGate::closed(&jobs, token);
+        }
+        let gate = app.gate.clone();
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(serve(app, stop_rx));
-        let scheduler = match variables.get("jobs_token") {
+        let scheduler = match token {
             _ if jobs.is_empty() => None,
             Some(token) => {
                 let client = JobClient::new(local_addr, token, request_timeout);
-                Some(Scheduler::start(jobs, client, opts.scheduler).await)
+                Some(Scheduler::start(jobs, client, opts.scheduler, gate).await)
             }
             None => {
                 warn(format_args!(
@@ -129,6 +144,16 @@ impl Server {
                 None
             }
         };
+        // The app's schema is there now: it can take the media server's reports.
+        let mut media = media;
+        if let Some(started) = &mut media {
+            started.report();
+        }
+        let (media, media_failure) = match media {
+            Some(crate::media::Started::Running(server)) => (Some(server), None),
+            Some(crate::media::Started::Failed(why, _)) => (None, Some(why)),
+            Some(crate::media::Started::Elsewhere) | None => (None, None),
+        };
         Ok(Server {
             app_name,
             local_addr,
@@ -136,6 +161,7 @@ impl Server {
             variables,
             relay,
             media,
+            media_failure,
             clock,
             writer_timings,
             stop,
@@ -190,6 +216,14 @@ impl Server {
     /// addresses, and how often its nginx was restarted.
     pub fn media(&self) -> Option<&media_agent::MediaServer> {
         self.media.as_ref()
+    }
+
+    /// Why the embedded media server could not start ([`MediaServer::required`] unset),
+    /// when it could not: RTMP ingest and HLS playback are then off.
+    ///
+    /// [`MediaServer::required`]: crate::MediaServer::required
+    pub fn media_failure(&self) -> Option<&str> {
+        self.media_failure.as_deref()
     }
 
     /// Counters of each scheduled job called so far (empty without a jobs file).
@@ -247,6 +281,8 @@ struct App {
     clients: Arc<Clients>,
     /// The jobs file's jobs (empty without one).
     jobs: Vec<jobs::JobSpec>,
+    /// Closed while the start-up jobs have not succeeded yet.
+    gate: StartupGate,
 }
 
 /// Why a request did not get its component's answer.
@@ -414,6 +450,7 @@ async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> 
         admission: opts.admission,
         clients: Arc::default(),
         jobs,
+        gate: StartupGate::open_now(),
         name: manifest.application.name.clone(),
         router,
         components,
@@ -633,6 +670,20 @@ impl App {
         client: SocketAddr,
     ) -> (String, Response<Body>) {
         let path = req.uri().path();
+        // The liveness check answers at once; the rest waits for the start-up jobs (the
+        // schema), except those jobs' own calls.
+        if !self.gate.is_open()
+            && path != "/.well-known/spin/health"
+            && !self.gate.lets_through(
+                req.method(),
+                path,
+                req.headers()
+                    .get(hyper::header::AUTHORIZATION)
+                    .map_or(&[][..], HeaderValue::as_bytes),
+            )
+        {
+            return ("-".into(), starting());
+        }
         if path.starts_with("/ws/") {
             return match &self.websocket {
                 Some(handler) => {
@@ -1119,6 +1170,18 @@ fn busy() -> Response<Body> {
     let mut resp = text(
         StatusCode::SERVICE_UNAVAILABLE,
         "Service Unavailable: every instance slot is busy; retry shortly",
+    );
+    resp.headers_mut()
+        .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
+}
+
+/// 503 for a request that arrived before the start-up jobs (the schema) were done.
+fn starting() -> Response<Body> {
+    let mut resp = text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Service Unavailable: starting (the start-up jobs, such as the schema's migration, \
+         have not finished); retry shortly",
     );
     resp.headers_mut()
         .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -505,7 +505,7 @@ async fn concurrent_ingests(p: &Platform, user: &User, clip: &Path, n: usize, se
     let (mut expected, mut held, mut media_seconds) = (0u64, 0u64, 0f64);
     let mut short_segments = 0;
     for b in &streams {
-        let dir = media.state_dir().join("hls").join(text(b, "streamId"));
+        let dir = media.work_dir().join("hls").join(text(b, "streamId"));
         for (secs, frames) in listed_segments(&dir) {
             let should = (secs * 30.0).round() as u64;
             expected += should;
@@ -614,7 +614,7 @@ async fn serving(p: &Platform, user: &User, clip: &Path, viewers: usize) {
     }
     let media = p.media();
     let work = tempfile::tempdir().unwrap();
-    let (mut baseline, static_addr) = static_nginx(&media.state_dir().join("hls"), work.path());
+    let (mut baseline, static_addr) = static_nginx(&media.work_dir().join("hls"), work.path());
     tokio::time::sleep(Duration::from_millis(500)).await;
     println!(
         "HLS to {viewers} concurrent keep-alive viewers (wrk, 2 threads, 5 s per row, same machine)"

@@ -94,6 +94,9 @@ struct Setup {
     /// Run on the real Spin (`Some(true)`) or on edgehost (`Some(false)`) whatever
     /// `PLATFORM_HOST` says; `None` leaves the choice to it.
     on_spin: Option<bool>,
+    /// Run no start-up job: the schema is not applied (as on the real Spin before the
+    /// deployment calls `migrate`).
+    unmigrated: bool,
 }
 
 impl Platform {
@@ -219,6 +222,7 @@ impl Platform {
             kv_redis_url,
             listen,
             on_spin,
+            unmigrated,
         } = setup.clone();
         let manifest = workspace_root().join("spin.toml");
         tokio::task::block_in_place(|| build_once(&manifest));
@@ -272,12 +276,30 @@ impl Platform {
             media: media.clone(),
             log_requests: false,
             scheduler,
+            jobs_file: unmigrated.then(|| {
+                let path = state.path().join("no-jobs.toml");
+                std::fs::write(&path, "").expect("write an empty jobs file");
+                path
+            }),
             ..Default::default()
         };
         let server = edgehost::Server::start(options)
             .await
             .expect("edgehost starts");
         let base = format!("http://{}", server.local_addr());
+        if unmigrated {
+            return Platform {
+                server: Some(server),
+                spin: None,
+                state,
+                variables,
+                backends,
+                base,
+                http: Client::new(),
+                clock_offset: Default::default(),
+                setup,
+            };
+        }
         // The schema is the application's own: edgehost's start-up job `migrate`
         // (jobs.toml) applied it before `start` returned.
         let migrate = server
@@ -411,6 +433,14 @@ impl Platform {
             .expect("the platform runs the media server (Platform::start_with_media)")
     }
 
+    /// Why the embedded media server could not start, when it was not required and could
+    /// not (edgehost's `Server::media_failure`).
+    pub fn media_failure(&self) -> Option<String> {
+        self.edgehost("the media server")
+            .media_failure()
+            .map(str::to_string)
+    }
+
     /// The application as a reader of the guides runs it (`edgehost up`): the media server
     /// beside it, and listening where its `base_url` and `api_url` say, so that the
     /// addresses in its answers are the ones to call.
@@ -428,6 +458,33 @@ impl Platform {
         };
         let state = tempfile::tempdir().expect("temporary state directory");
         Self::start_in(state, backends::Backend::selected(), &all, setup).await
+    }
+
+    /// The application on edgehost listening on `listen` (a free loopback port the caller
+    /// chose), so that a test can send requests from before the server accepts them.
+    pub async fn start_listening_on(
+        listen: std::net::SocketAddr,
+        variables: &[(&str, &str)],
+    ) -> Platform {
+        let setup = Setup {
+            listen: Some(listen),
+            on_spin: Some(false),
+            ..Setup::default()
+        };
+        let state = tempfile::tempdir().expect("temporary state directory");
+        Self::start_in(state, backends::Backend::selected(), variables, setup).await
+    }
+
+    /// The application on edgehost without its start-up job: nothing has applied the
+    /// schema, as on the real Spin until the deployment calls `POST /api/jobs/migrate`.
+    pub async fn start_unmigrated(variables: &[(&str, &str)]) -> Platform {
+        let setup = Setup {
+            on_spin: Some(false),
+            unmigrated: true,
+            ..Setup::default()
+        };
+        let state = tempfile::tempdir().expect("temporary state directory");
+        Self::start_in(state, backends::Backend::selected(), variables, setup).await
     }
 
     /// The embedded chat relay's internal address (`/internal/...`, `/metrics`).

@@ -1530,7 +1530,9 @@ async fn without_the_scheduler_only_start_up_jobs_run() {
     p.stop().await;
 
     // Nor is a start-up job that fails otherwise (here 401: this component cannot read
-    // the token), and a manifest without `jobs_token` runs no jobs at all.
+    // the token); but until it succeeds the application is not ready (its schema is not
+    // applied): requests are answered 503 with Retry-After, and the job is called again.
+    // A manifest without `jobs_token` runs no jobs at all.
     let app = temp_app("jobs_token = { default = \"t\" }", "probe");
     let mut options = opts(
         &app.path().join("spin.toml"),
@@ -1543,7 +1545,27 @@ async fn without_the_scheduler_only_start_up_jobs_run() {
     let stats = p.server.as_ref().expect("server").jobs();
     assert_eq!(stats.len(), 1);
     assert_eq!((stats[0].failures, stats[0].last_status), (1, Some(401)));
-    assert_eq!(p.get("/hello").await.1, "hello");
+    let held = p
+        .http
+        .get(format!("{}/hello", p.base))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(held.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(held.headers()["retry-after"], "1");
+    let (status, _) = p.get("/.well-known/spin/health").await;
+    assert_eq!(status, StatusCode::OK, "the liveness check answers");
+    let mut stats = p.server.as_ref().expect("server").jobs();
+    for _ in 0..100 {
+        if stats[0].runs >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        stats = p.server.as_ref().expect("server").jobs();
+    }
+    assert!(stats[0].runs >= 2, "retried: {stats:?}");
+    assert_eq!(stats[0].failures, stats[0].calls, "{stats:?}");
+    assert_eq!(p.get("/hello").await.0, StatusCode::SERVICE_UNAVAILABLE);
     p.stop().await;
     let app = temp_app("", "probe");
     let mut options = opts(
@@ -1556,6 +1578,66 @@ async fn without_the_scheduler_only_start_up_jobs_run() {
         .await
         .expect("starts without a jobs_token");
     assert!(p.server.as_ref().expect("server").jobs().is_empty());
+    p.stop().await;
+}
+
+#[tokio::test]
+async fn requests_wait_for_the_start_up_jobs() {
+    setup().await;
+    // A start-up job that fails twice, then succeeds on its retry (2 s later): requests
+    // sent from the first moment are answered 503 with Retry-After until then, and by the
+    // application after; never by an application whose start-up work is not done.
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port");
+    let state = tempfile::tempdir().expect("tempdir");
+    let mut options = opts(&fixture(), state.path(), &[("jobs_token", "t")]);
+    options.listen = listen;
+    options.jobs_file = Some(jobs_file(
+        state.path(),
+        "[[job]]\nname = \"flaky-migrate\"\nat_start = true\nmax_rounds = 1\n",
+    ));
+    let http = reqwest::Client::new();
+    let hammer = tokio::spawn(async move {
+        let url = format!("http://{listen}/hello");
+        let mut answers = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            match http.get(&url).send().await {
+                Ok(r) => {
+                    let retry = r.headers().get("retry-after").cloned();
+                    let status = r.status();
+                    let body = r.text().await.unwrap_or_default();
+                    let served = status == StatusCode::OK;
+                    answers.push((status, retry, body));
+                    if served && answers.iter().filter(|a| a.0 == StatusCode::OK).count() >= 20 {
+                        break;
+                    }
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(2)).await,
+            }
+        }
+        answers
+    });
+    let p = Probe::try_start(options).await.expect("starts");
+    let answers = hammer.await.expect("hammer");
+    let first_ok = answers
+        .iter()
+        .position(|a| a.0 == StatusCode::OK)
+        .unwrap_or_else(|| panic!("never served: {:?}", answers.last()));
+    assert!(
+        first_ok > 0,
+        "a request was answered before the start-up job ran"
+    );
+    for (status, retry, body) in &answers[..first_ok] {
+        assert_eq!(*status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(retry.as_ref().map(|v| v.to_str().unwrap()), Some("1"));
+    }
+    for (status, _, body) in &answers[first_ok..] {
+        assert_eq!((*status, body.as_str()), (StatusCode::OK, "hello"));
+    }
+    let calls = job_calls(state.path());
+    assert_eq!(calls["flaky-migrate"]["calls"], 3, "{calls}");
     p.stop().await;
 }
 

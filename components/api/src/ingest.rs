@@ -164,7 +164,9 @@ fn refusal(db: &Db, b: &Broadcast, key: &str) -> Result<Option<ApiError>, ApiErr
 /// `POST /api/media/publish`: a publisher connected with a key. Accepted when the key is a
 /// broadcast's current key, the broadcast has not ended, its tenant is not suspended and
 /// no other publisher is live on it; the broadcast then goes `active` (or, back inside its
-/// reconnect window, simply continues).
+/// reconnect window, simply continues). A refusal that names a broadcast (every one but an
+/// unknown key) is recorded on it for its owner's view; a key that was reset names its
+/// broadcast when a publisher had used it.
 pub fn publish(ctx: &MediaCtx) -> Reply {
     let call: protocol::Publish = ctx.typed_json()?;
     check_connection(&call.connection)?;
@@ -174,9 +176,26 @@ pub fn publish(ctx: &MediaCtx) -> Reply {
     }
     let now = ctx.now();
     let db = ctx.db()?;
-    let b = app::broadcasts::load_by_stream_key(&db, &call.key, now)?.ok_or_else(unknown)?;
+    let refuse = |b: &Broadcast, why: ApiError| -> ApiError {
+        noted(&db, b, why, call.client_addr.as_deref(), ctx.now_millis())
+    };
+    let Some(b) = app::broadcasts::load_by_stream_key(&db, &call.key, now)? else {
+        let previous = match store::by_publish_key(&db, &call.key)? {
+            Some(ingest) => {
+                app::broadcasts::load_by_any_id(&db, &ingest.client_id, &ingest.broadcast_id, now)?
+            }
+            None => None,
+        };
+        return Err(match previous {
+            Some(b) => match refusal(&db, &b, &call.key)? {
+                Some(why) => refuse(&b, why),
+                None => unknown(),
+            },
+            None => unknown(),
+        });
+    };
     if let Some(why) = refusal(&db, &b, &call.key)? {
-        return Err(why);
+        return Err(refuse(&b, why));
     }
     let claimed = db.transaction(|tx| {
         if !store::claim(tx, &b, &call.connection, &call.key, now)? {
@@ -187,9 +206,12 @@ pub fn publish(ctx: &MediaCtx) -> Reply {
         Ok(true)
     })?;
     if !claimed {
-        return Err(ApiError::conflict(
-            "already_publishing",
-            "another encoder is publishing this broadcast",
+        return Err(refuse(
+            &b,
+            ApiError::conflict(
+                "already_publishing",
+                "another encoder is publishing this broadcast",
+            ),
         ));
     }
     let b = if b.status == Status::Pending {
@@ -200,7 +222,10 @@ pub fn publish(ctx: &MediaCtx) -> Reply {
                 let again = app::broadcasts::load(&db, &b.client_id, &b.id, now)?;
                 if again.status.is_final() {
                     release(&db, &again, &call.connection, now)?;
-                    return Err(refused("broadcast_ended", "the broadcast has ended"));
+                    return Err(refuse(
+                        &again,
+                        refused("broadcast_ended", "the broadcast has ended"),
+                    ));
                 }
                 again
             }
@@ -210,6 +235,30 @@ pub fn publish(ctx: &MediaCtx) -> Reply {
         b
     };
     Ok(json(200, &accepted(&db, &b)?))
+}
+
+/// Records `why` (a publish refused, or a publisher dropped) on `b` for its owner's view,
+/// and answers it: a refusal that cannot be recorded is still the answer.
+fn noted(
+    db: &Db,
+    b: &Broadcast,
+    why: ApiError,
+    client_addr: Option<&str>,
+    now_ms: i64,
+) -> ApiError {
+    let refusal = store::Refusal {
+        at_ms: now_ms,
+        reason: why.code.to_string(),
+        detail: why.detail.clone(),
+        client_addr: client_addr.map(|a| clip(a, 64)).filter(|a| !a.is_empty()),
+    };
+    if let Err(e) = store::record_refusal(db, b, &refusal) {
+        eprintln!(
+            "broadcast {}: the refusal {} is not recorded: {}",
+            b.id, why.code, e.detail
+        );
+    }
+    why
 }
 
 /// `POST /api/media/update`: the publisher is still there. Counts as the broadcast's
@@ -232,7 +281,7 @@ pub fn update(ctx: &MediaCtx) -> Reply {
     let key = ingest.publish_key.as_deref().unwrap_or_default();
     if let Some(why) = refusal(&db, &b, key)? {
         release(&db, &b, &call.connection, now)?;
-        return Err(why);
+        return Err(noted(&db, &b, why, None, ctx.now_millis()));
     }
     db.transaction(|tx| {
         store::touch(tx, &ingest, now)?;
@@ -332,6 +381,36 @@ fn release(db: &Db, b: &Broadcast, connection: &str, now: i64) -> Result<bool, A
         }
         Ok(true)
     })
+}
+
+/// `POST /api/media/server`: the media server reports itself up (when it starts, then
+/// every minute) or down (with why: it stopped, or its host could not start it). The
+/// owner's view of every broadcast shows it beside the ingest (`ingest.server`).
+pub fn server(ctx: &MediaCtx) -> Reply {
+    let call: protocol::ServerReport = ctx.typed_json()?;
+    let reason = match call.state {
+        protocol::ServerState::Up => None,
+        protocol::ServerState::Down => Some(
+            call.reason
+                .as_deref()
+                .map(|r| clip(r.trim(), 1000))
+                .filter(|r| !r.is_empty())
+                .ok_or_else(|| {
+                    ApiError::bad_request("reason_required", "a media server down says why")
+                })?,
+        ),
+    };
+    let db = ctx.db()?;
+    let report = store::ServerReport {
+        state: call.state.as_str().to_string(),
+        reason,
+        reported_at: ctx.now(),
+    };
+    store::report_server(&db, &report)?;
+    Ok(json(
+        200,
+        &broadcasts::view::server_view(Some(&report), ctx.now()),
+    ))
 }
 
 /// `POST /api/jobs/settle-ingests`: completes the broadcasts whose publisher did not come
@@ -435,6 +514,23 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
         .takes(Schema::read::<protocol::PublishDone>())
         .answers(200, "OK", Schema::view::<Released>())
         .errors(400, &["malformed_json", "invalid_connection"]),
+        Operation::new("POST /api/media/server", "Server report (media server)")
+            .described(
+                "The media server reports itself up (when it starts, then every minute) or \
+                 down with why (it stopped, or its host could not start it); the owner's view \
+                 of a broadcast shows it as ingest.server.",
+            )
+            .takes(Schema::read::<protocol::ServerReport>())
+            .request_example(json!({
+                "state": "down",
+                "reason": "nginx with its RTMP module is not installed",
+            }))
+            .answers(
+                200,
+                "Recorded: the state broadcasts now show",
+                Schema::view::<crate::broadcasts::view::MediaServerView>(),
+            )
+            .errors(400, &["malformed_json", "reason_required"]),
         Operation::new("POST /api/jobs/settle-ingests", "Settle ingests (jobs)")
             .described(
                 "Completes the broadcasts whose RTMP publisher did not come back within the \

@@ -110,6 +110,7 @@ pub const ROUTES: &[Route<Handler<Upload>>] = &[
         "/api/media/publish-done",
         Media(ingest::publish_done),
     ),
+    route("POST", "/api/media/server", Media(ingest::server)),
     route("GET", "/api/openapi.json", Public(reference::openapi)),
     route("GET", "/api/sfu/health", Public(sfu::health)),
     // Every webhook of the SFU (participants, egress), signed with its API secret

@@ -276,7 +276,9 @@ pub struct DocumentedRoute {
 }
 
 /// The rows of the route table under [`ROUTE_TABLE_HEADING`] in `readme` (code spans and
-/// surrounding spaces removed).
+/// surrounding spaces removed). A tier may carry a note in parentheses (a route that
+/// answers only when a variable is set says so: `public (only with ...)`); the tier is
+/// what comes before it.
 pub fn documented_routes(readme: &str) -> Vec<DocumentedRoute> {
     let Some(start) = readme.find(ROUTE_TABLE_HEADING) else {
         return Vec::new();
@@ -297,7 +299,10 @@ pub fn documented_routes(readme: &str) -> Vec<DocumentedRoute> {
                     component: component.clone(),
                     method: method.clone(),
                     path: path.clone(),
-                    tier: tier.clone(),
+                    tier: tier
+                        .split_once(" (")
+                        .map_or(tier.as_str(), |(tier, _)| tier)
+                        .to_string(),
                 }),
                 _ => None,
             }

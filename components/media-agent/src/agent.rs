@@ -26,20 +26,36 @@ const DONE_RETRIES: [u64; 6] = [1, 2, 5, 10, 15, 30];
 /// Where the media server keeps its files.
 #[derive(Debug, Clone)]
 pub struct Paths {
-    /// Absolute.
+    /// The state directory (absolute): the configuration.
     pub state: PathBuf,
+    /// Where nginx works (absolute): its pid, temp files, `hls/` and `open/`. The state
+    /// directory itself, unless nginx's workers cannot reach it
+    /// (`supervisor::prepare_state_dir`).
+    pub work: PathBuf,
+    /// `work` is a directory of this run's own, removed when it stops.
+    pub relocated: bool,
     pub hls: PathBuf,
     pub open: PathBuf,
     pub conf: PathBuf,
 }
 
 impl Paths {
-    pub fn new(state: PathBuf) -> Paths {
+    pub fn new(state: PathBuf, work: PathBuf) -> Paths {
         Paths {
-            hls: state.join("hls"),
-            open: state.join("open"),
+            hls: work.join("hls"),
+            open: work.join("open"),
             conf: state.join("nginx.conf"),
+            relocated: work != state,
             state,
+            work,
+        }
+    }
+
+    /// Removes the working directory of this run's own, if it has one.
+    pub fn remove_relocated(&self) {
+        if self.relocated {
+            let _ = std::fs::remove_dir_all(&self.work);
+            let _ = std::fs::remove_file(self.state.join(crate::supervisor::WORK_POINTER));
         }
     }
 }

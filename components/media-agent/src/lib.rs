@@ -2,8 +2,9 @@
 //!
 //! Encoders publish RTMP to `rtmp://host/<rtmp_app>/<stream key>`. nginx asks the agent
 //! on every publish ([`hooks`]); the agent asks the platform (`POST /api/media/publish`,
-//! [`platform`]) and answers nginx. nginx writes an accepted stream's HLS under its key,
-//! in `<state>/hls/<key>/`, which no address reaches; before answering, the agent links
+//! [`platform`]) and answers nginx. The stream's ffmpeg ([`transcode`]) writes its HLS, every
+//! rendition of its ladder ([`ladder`]), under its key, in `<state>/hls/<key>/`, which no
+//! address reaches; before answering, the agent links
 //! `<state>/hls/<stream id>` to it, so that viewers address the stream by id, never by
 //! key. While the stream is live the agent reports its health ([`health`]) and restream
 //! states ([`restreams`]) with every update, keeps its thumbnail ([`thumbnails`]), and
@@ -75,8 +76,10 @@ impl MediaServer {
     ) -> Result<MediaServer> {
         config.check().map_err(anyhow::Error::msg)?;
         let bins = supervisor::preflight(&config)?;
-        let state_dir = supervisor::prepare_state_dir(&config.state_dir)?;
-        let paths = Paths::new(state_dir);
+        let (state_dir, work_dir) = supervisor::prepare_state_dir(&config.state_dir)?;
+        let paths = Paths::new(state_dir, work_dir);
+        // Until the agent owns it, the working directory is removed here on failure.
+        let cleanup = scopeguard(paths.clone());
         // Held until nginx is about to bind them: two port-0 picks never collide.
         let rtmp = supervisor::reserve_or_take(
             config.rtmp_listen,
@@ -103,7 +106,7 @@ impl MediaServer {
         let playback_key = common::domain::media::playback_key(&config.media_secret);
         let rendered = template::render(&template::Values {
             rtmp_module: &config.rtmp_module,
-            state_dir: &paths.state,
+            state_dir: &paths.work,
             rtmp_listen: local_rtmp,
             rtmp_app: &config.rtmp_app,
             hook_addr,
@@ -117,7 +120,7 @@ impl MediaServer {
         })
         .map_err(anyhow::Error::msg)?;
         write_private(&paths.conf, &rendered)?;
-        supervisor::test_config(&bins.nginx, &paths.state, &paths.conf).await?;
+        supervisor::test_config(&bins.nginx, &paths.work, &paths.conf).await?;
 
         let platform = platform::Platform::new(&config.platform_url, &config.media_secret)?;
         let rtmp_addr = rtmp.addr;
@@ -144,8 +147,7 @@ impl MediaServer {
         let (stop, stop_rx) = watch::channel(false);
         let hooks = hooks::serve(agent.clone(), hook_listener, hook_token, stop_rx.clone());
         drop((http, stat, nginx_rtmp));
-        let mut nginx = match supervisor::spawn(&bins.nginx, &agent.paths.state, &agent.paths.conf)
-        {
+        let mut nginx = match supervisor::spawn(&bins.nginx, &agent.paths.work, &agent.paths.conf) {
             Ok(nginx) => nginx,
             Err(e) => {
                 hooks.abort();
@@ -167,6 +169,7 @@ impl MediaServer {
             local_rtmp,
             stop_rx.clone(),
         );
+        cleanup.disarm();
         let supervisor = tokio::spawn(supervisor::supervise(agent.clone(), nginx, bins, stop_rx));
         let tasks = vec![
             hooks,
@@ -180,6 +183,14 @@ impl MediaServer {
             supervisor: Some(supervisor),
             tasks,
         })
+    }
+
+    /// Starts telling the platform that the media server runs (`POST /api/media/server`,
+    /// now and every minute), once the platform can take it: an embedding host calls this
+    /// after the app's start-up jobs (its schema) ran.
+    pub fn report_running(&mut self) {
+        self.tasks
+            .push(tokio::spawn(report_up(self.agent.platform.clone())));
     }
 
     /// Where nginx listens for RTMP (the port resolved when 0 was asked for).
@@ -207,6 +218,13 @@ impl MediaServer {
         &self.agent.paths.state
     }
 
+    /// Where nginx works (its `hls/` and `open/`), absolute: the state directory, or a
+    /// directory of this run's own when nginx's workers cannot reach that one
+    /// ([`supervisor::prepare_state_dir`]).
+    pub fn work_dir(&self) -> &Path {
+        &self.agent.paths.work
+    }
+
     /// Stops nginx (gracefully, then for good), every restream and thumbnail run, and
     /// tells the platform the end of every publisher still live.
     pub async fn shutdown(mut self) {
@@ -218,7 +236,9 @@ impl MediaServer {
         for task in self.tasks.drain(..) {
             task.abort();
         }
+        report_down(&self.agent.platform, "the media server shut down", 1).await;
         self.agent.drain(Duration::from_secs(5)).await;
+        self.agent.paths.remove_relocated();
     }
 }
 
@@ -237,6 +257,74 @@ impl Drop for MediaServer {
             task.abort();
         }
         self.agent.abandon();
+        self.agent.paths.remove_relocated();
+    }
+}
+
+/// Removes a relocated working directory when start-up fails after creating it.
+struct WorkDirGuard(Option<Paths>);
+
+fn scopeguard(paths: Paths) -> WorkDirGuard {
+    WorkDirGuard(Some(paths))
+}
+
+impl WorkDirGuard {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for WorkDirGuard {
+    fn drop(&mut self) {
+        if let Some(paths) = self.0.take() {
+            paths.remove_relocated();
+        }
+    }
+}
+
+/// Tells the platform the media server runs: now, and every
+/// [`SERVER_REPORT_EVERY_SECS`](common::domain::media::SERVER_REPORT_EVERY_SECS) (sooner
+/// again after a report it did not take).
+async fn report_up(platform: platform::Platform) {
+    use common::domain::media::protocol::{ServerReport, ServerState};
+    let up = ServerReport {
+        state: ServerState::Up,
+        reason: None,
+    };
+    loop {
+        let pause = match platform.server(&up).await {
+            platform::Answer::Ok(_) => common::domain::media::SERVER_REPORT_EVERY_SECS,
+            // A platform that does not know the call yet: again at the usual pace.
+            platform::Answer::Refused { status, code } => {
+                eprintln!(
+                    "media-agent: the platform refused the report that the media server runs ({status} {code:?})"
+                );
+                common::domain::media::SERVER_REPORT_EVERY_SECS
+            }
+            platform::Answer::Unavailable(_) => 5,
+        };
+        tokio::time::sleep(Duration::from_secs(pause)).await;
+    }
+}
+
+/// Tells the platform the media server is down and why, in up to `tries` tries a second
+/// apart (a platform that is starting may not answer yet).
+pub async fn report_down(platform: &platform::Platform, reason: &str, tries: usize) {
+    use common::domain::media::protocol::{ServerReport, ServerState};
+    let down = ServerReport {
+        state: ServerState::Down,
+        reason: Some(reason.to_string()),
+    };
+    for attempt in 1..=tries {
+        match platform.server(&down).await {
+            platform::Answer::Ok(_) => return,
+            other if attempt == tries => {
+                eprintln!(
+                    "media-agent: the platform did not take the report that the media server is down: {other:?}"
+                );
+            }
+            _ => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
     }
 }
 

@@ -41,7 +41,8 @@ async fn main() -> Result<()> {
     config.read_env(env).map_err(|e| anyhow!(e))?;
     let app = config.rtmp_app.clone();
     let prefix = config.hls_prefix.clone();
-    let server = MediaServer::start(config).await?;
+    let mut server = MediaServer::start(config).await?;
+    server.report_running();
     println!(
         "media-agent: RTMP ingest rtmp://{}/{app}/<stream key>, HLS http://{}{prefix}/<stream id>/index.m3u8, platform {platform_url}",
         server.rtmp_addr(),

@@ -1,7 +1,9 @@
 //! The agent's calls to the platform (`/api/media/...`, media tier): JSON bodies of
 //! `common::domain::media::protocol`, authenticated by `X-Media-Secret`.
 
-use common::domain::media::protocol::{Accepted, Publish, PublishDone, SECRET_HEADER, Update};
+use common::domain::media::protocol::{
+    Accepted, Publish, PublishDone, SECRET_HEADER, ServerReport, Update,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::time::Duration;
@@ -54,6 +56,11 @@ impl Platform {
     /// `POST /api/media/update`.
     pub async fn update(&self, body: &Update) -> Answer<Accepted> {
         self.call("/api/media/update", body).await
+    }
+
+    /// `POST /api/media/server`: whether the media server runs.
+    pub async fn server(&self, body: &ServerReport) -> Answer<ServerReport> {
+        self.call("/api/media/server", body).await
     }
 
     /// `POST /api/media/publish-done` (any 2xx body).

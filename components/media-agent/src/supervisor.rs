@@ -131,62 +131,148 @@ pub fn reserve_loopback() -> Result<Reserved> {
     })
 }
 
-/// Creates the state directory and its parts, and clears what a previous run left (its
-/// HLS, its markers). Answers it absolute.
-pub fn prepare_state_dir(dir: &Path) -> Result<PathBuf> {
+/// The file in the state directory that names the working directory of a run whose nginx
+/// works elsewhere ([`prepare_state_dir`]), so that the next run removes it if this one
+/// could not.
+pub const WORK_POINTER: &str = "work-dir";
+
+/// The prefix of a working directory of its own under the temporary directory.
+const WORK_PREFIX: &str = "media-agent-";
+
+/// Creates the state directory and nginx's working directory with its parts, and clears
+/// what a previous run left (its HLS, its markers). Answers both, absolute: (state, work).
+///
+/// nginx's workers run as `nobody` when the agent is root, and must reach the working
+/// directory (the HLS they write and serve, the markers they read). That is the state
+/// directory itself when every directory above it is searchable by others; otherwise (a
+/// clone under `/root`, mode 0700) nginx works in a directory of this run's own under the
+/// temporary directory (`TMPDIR`, else `/tmp`), mode 0711 and owned by root, which the
+/// agent removes when it stops. The configuration, which holds the playback key, stays in
+/// the state directory, read by nginx's master (root) only.
+pub fn prepare_state_dir(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
     let dir = dir
         .canonicalize()
         .with_context(|| format!("cannot resolve the state directory {}", dir.display()))?;
+    remove_previous_work_dir(&dir);
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let work = match unreachable_ancestor(&dir)? {
+        Some(closed) if root => {
+            let work = own_work_dir(&dir, &closed)?;
+            std::fs::write(dir.join(WORK_POINTER), work.as_os_str().as_encoded_bytes())
+                .with_context(|| format!("cannot write {}", dir.join(WORK_POINTER).display()))?;
+            eprintln!(
+                "media server: nginx's workers (user nobody) cannot reach the state directory \
+                 {} ({} is not searchable by others): they work in {} instead",
+                dir.display(),
+                closed.display(),
+                work.display()
+            );
+            work
+        }
+        _ => dir.clone(),
+    };
     for sub in ["hls", "open"] {
-        let path = dir.join(sub);
+        let path = work.join(sub);
         if path.exists() {
             std::fs::remove_dir_all(&path)
                 .with_context(|| format!("cannot clear {}", path.display()))?;
         }
     }
     for sub in ["hls", "open", "tmp"] {
-        std::fs::create_dir_all(dir.join(sub))
-            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
+        std::fs::create_dir_all(work.join(sub))
+            .with_context(|| format!("cannot create {}", work.join(sub).display()))?;
     }
     // hls/ holds a directory named by each live stream's key, and the links that name it
     // from stream ids: nobody but the agent (whose ffmpeg writes it) and nginx's workers
     // may list it or follow them.
-    std::fs::set_permissions(dir.join("hls"), std::fs::Permissions::from_mode(0o700))
-        .with_context(|| format!("cannot restrict {}", dir.join("hls").display()))?;
-    // nginx's workers run as `nobody` when the agent is root: they must reach the
-    // markers and (nginx gives them hls/ itself) the segments.
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        for path in [dir.clone(), dir.join("open")] {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
-        }
+    std::fs::set_permissions(work.join("hls"), std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("cannot restrict {}", work.join("hls").display()))?;
+    // The markers are read by the workers (nginx gives them tmp/ itself).
+    if root {
+        let mode = if work == dir { 0o755 } else { 0o711 };
+        std::fs::set_permissions(&work, std::fs::Permissions::from_mode(mode))?;
+        std::fs::set_permissions(work.join("open"), std::fs::Permissions::from_mode(0o755))?;
         // The workers reach hls/ through its group (they may follow names in it, never
         // write: no link of theirs can lead the agent's writes elsewhere); other users
         // not at all.
+        let hls = work.join("hls");
         let group = worker_group().context("nginx's workers have no group (nogroup, nobody)")?;
-        std::os::unix::fs::chown(dir.join("hls"), Some(0), Some(group)).with_context(|| {
-            format!(
-                "cannot give {} to nginx's workers",
-                dir.join("hls").display()
-            )
-        })?;
-        std::fs::set_permissions(dir.join("hls"), std::fs::Permissions::from_mode(0o710))?;
-        for ancestor in dir.ancestors().skip(1) {
-            let mode = std::fs::metadata(ancestor)?.permissions().mode();
-            if mode & 0o001 == 0 {
-                bail!(
-                    "nginx's workers (user nobody) cannot reach the state directory {}: {} is \
-                     not searchable by others (chmod o+x it, or choose another state directory)",
-                    dir.display(),
-                    ancestor.display()
-                );
-            }
+        std::os::unix::fs::chown(&hls, Some(0), Some(group))
+            .with_context(|| format!("cannot give {} to nginx's workers", hls.display()))?;
+        std::fs::set_permissions(&hls, std::fs::Permissions::from_mode(0o710))?;
+    }
+    Ok((dir, work))
+}
+
+/// The nearest directory above `dir` that others may not search, if any.
+fn unreachable_ancestor(dir: &Path) -> Result<Option<PathBuf>> {
+    use std::os::unix::fs::PermissionsExt;
+    for ancestor in dir.ancestors().skip(1) {
+        let mode = std::fs::metadata(ancestor)
+            .with_context(|| format!("cannot read {}", ancestor.display()))?
+            .permissions()
+            .mode();
+        if mode & 0o001 == 0 {
+            return Ok(Some(ancestor.to_path_buf()));
         }
     }
-    Ok(dir)
+    Ok(None)
+}
+
+/// A fresh working directory under the temporary directory, which nginx's workers reach.
+fn own_work_dir(state: &Path, closed: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let tmp = std::env::temp_dir();
+    let tmp = tmp.canonicalize().unwrap_or(tmp);
+    let reachable = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
+    };
+    if !reachable(&tmp) || unreachable_ancestor(&tmp).ok().flatten().is_some() {
+        bail!(
+            "nginx's workers (user nobody) can reach neither the state directory {} ({} is \
+             not searchable by others) nor the temporary directory {}: choose a state \
+             directory or a TMPDIR they can reach",
+            state.display(),
+            closed.display(),
+            tmp.display()
+        );
+    }
+    let work = tmp.join(format!("{WORK_PREFIX}{}", common::ids::random_hex(8)));
+    // A new name, created here (not a directory someone else made beforehand).
+    std::fs::DirBuilder::new()
+        .mode(0o711)
+        .create(&work)
+        .with_context(|| format!("cannot create {}", work.display()))?;
+    Ok(work)
+}
+
+/// Removes the working directory a previous run named in the state directory and left
+/// behind (killed before it could remove it): only a directory of the agent's own kind,
+/// owned by this user.
+fn remove_previous_work_dir(state: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let pointer = state.join(WORK_POINTER);
+    let Ok(text) = std::fs::read_to_string(&pointer) else {
+        return;
+    };
+    let previous = PathBuf::from(text.trim());
+    let ours = previous.is_absolute()
+        && previous
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(WORK_PREFIX))
+        && std::fs::symlink_metadata(&previous)
+            // SAFETY: geteuid has no preconditions.
+            .is_ok_and(|m| m.is_dir() && m.uid() == unsafe { libc::geteuid() });
+    if ours {
+        let _ = std::fs::remove_dir_all(&previous);
+    }
+    let _ = std::fs::remove_file(&pointer);
 }
 
 /// The group nginx's workers run as under a root master (nginx's default: `nogroup`, or
@@ -368,7 +454,7 @@ pub async fn supervise(
             }
             backoff = (backoff * 2).min(MAX_BACKOFF);
             agent.new_boot();
-            match spawn(&bins.nginx, &agent.paths.state, &agent.paths.conf) {
+            match spawn(&bins.nginx, &agent.paths.work, &agent.paths.conf) {
                 Ok(next) => {
                     agent.restarts.fetch_add(1, Ordering::SeqCst);
                     agent.nginx_pid.store(next.pid(), Ordering::SeqCst);
@@ -423,6 +509,45 @@ mod tests {
                 held.addr
             )
         );
+    }
+
+    #[test]
+    fn a_state_dir_nobody_cannot_reach_gets_a_working_dir_of_its_own_under_root() {
+        use std::os::unix::fs::PermissionsExt;
+        // As a clone under /root: a directory of mode 0700 above the state directory.
+        let home = std::env::temp_dir().join(format!(
+            "closed-home-{}-{}",
+            std::process::id(),
+            common::ids::random_hex(4)
+        ));
+        std::fs::create_dir(&home).unwrap();
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let state = home.join("clone/.spin/media");
+        let (dir, work) = prepare_state_dir(&state).unwrap();
+        assert_eq!(dir, state.canonicalize().unwrap());
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            // The workers are this user: the state directory is theirs.
+            assert_eq!(work, dir);
+        } else {
+            assert!(!work.starts_with(&home), "{}", work.display());
+            let mode = std::fs::metadata(&work).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o711);
+            assert!(unreachable_ancestor(&work).unwrap().is_none());
+            for sub in ["hls", "open", "tmp"] {
+                assert!(work.join(sub).is_dir(), "{sub}");
+            }
+            assert_eq!(
+                std::fs::read_to_string(dir.join(WORK_POINTER)).unwrap(),
+                work.to_str().unwrap()
+            );
+            // A run killed before it removed its working directory: the next one does.
+            let (_, next) = prepare_state_dir(&state).unwrap();
+            assert!(!work.exists(), "{}", work.display());
+            assert_ne!(next, work);
+            std::fs::remove_dir_all(&next).unwrap();
+        }
+        std::fs::remove_dir_all(&home).unwrap();
     }
 
     #[test]

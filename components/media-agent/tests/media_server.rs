@@ -111,6 +111,7 @@ fn accepting(stream_id: &str, playback: &str, restreams: Value) -> Rule {
     let accepted = json!({"streamId": stream_id, "playback": playback, "restreams": restreams});
     Arc::new(move |path, body| match path {
         "/api/media/publish-done" => (204, Value::Null),
+        "/api/media/server" => (200, body.clone()),
         _ if body["key"] == KEY => (200, accepted.clone()),
         _ => (
             403,
@@ -417,7 +418,7 @@ async fn an_open_stream_plays_by_id_and_reports_its_health() {
 
     // The stream's ffmpeg writes under the key, which only the disk knows; viewers reach it
     // through the stream id's link.
-    let hls_dir = server.state_dir().join("hls");
+    let hls_dir = server.work_dir().join("hls");
     assert!(hls_dir.join(KEY).join("index.m3u8").is_file());
     assert!(
         std::fs::symlink_metadata(hls_dir.join(sid))
@@ -569,14 +570,14 @@ async fn a_signed_stream_needs_a_valid_signature() {
     let (config, _scratch) = config(&platform);
     let server = start(config).await;
     let _publisher = publish(server.rtmp_addr(), KEY);
-    let playlist_file = server.state_dir().join("hls").join(sid).join("index.m3u8");
+    let playlist_file = server.work_dir().join("hls").join(sid).join("index.m3u8");
     eventually("the playlist file", Duration::from_secs(15), || async {
         std::fs::read(&playlist_file)
             .ok()
             .filter(|p| !segment_lines(p).is_empty())
     })
     .await;
-    assert!(!server.state_dir().join("open").join(sid).exists());
+    assert!(!server.work_dir().join("open").join(sid).exists());
 
     let url = format!("http://{}/hls/{sid}/index.m3u8", server.http_addr());
     let key = playback_key(SECRET);

@@ -1707,6 +1707,15 @@ async fn restream_targets_are_their_owners_and_reach_no_private_address() {
             .send_json(&json!({"url": url, "streamKey": "k"}))
             .await;
         assert_eq!(status, 422, "{url}: {answer}");
+        // A local test learns which switch allows its own media server.
+        if url.contains("127.0.0.1") || url.contains("localhost") {
+            assert!(
+                answer
+                    .to_string()
+                    .contains("SPIN_VARIABLE_RESTREAM_ALLOW_PRIVATE=true"),
+                "{url}: {answer}"
+            );
+        }
     }
     // Another user of the tenant, and another tenant's server, see and change nothing.
     let add =
@@ -2259,6 +2268,85 @@ async fn a_call_refused_for_its_idempotency_key_spends_no_signature() {
     assert_eq!(
         (status.as_u16(), code(&replayed)),
         (401, "signature_replayed")
+    );
+}
+
+/// Credentials come before the request's shape: a caller who may not call a money route
+/// is told so (401), not what a request to it would have to carry; the shape (its
+/// `Idempotency-Key`) is checked once the caller is known.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_money_call_without_credentials_is_refused_for_them_before_its_shape() {
+    let p = platform().await;
+    let (t, ada, eve) = cast(&p).await;
+    let credit = format!("/api/v1/wallets/{}/credits", eve.id);
+    let body = json!({"tokens": 10, "reference": "purchase-1"});
+    let gift = "/api/broadcasts/0190a8b0-0000-7000-8000-000000000001/gifts";
+    let stranger = p.register_client("Stranger").await;
+    let timestamp = p.now().to_string();
+    let forged = sign(
+        &stranger.secret_key,
+        &format!("POST{credit}{body}{timestamp}"),
+    );
+    let cases = [
+        // The server tier, unsigned: the API key alone.
+        (
+            "unsigned credit",
+            p.request(Method::POST, &credit)
+                .header("x-api-key", &t.api_key),
+            "signature_required",
+        ),
+        // Signed with another tenant's secret key.
+        (
+            "forged credit",
+            p.request(Method::POST, &credit)
+                .header("x-api-key", &t.api_key)
+                .header("x-timestamp", &timestamp)
+                .header("x-signature", &forged),
+            "signature_mismatch",
+        ),
+        // No credentials at all.
+        (
+            "bare credit",
+            p.request(Method::POST, &credit),
+            "missing_api_key",
+        ),
+        // The user tier without the user's token.
+        (
+            "gift without a token",
+            p.request(Method::POST, gift)
+                .header("x-api-key", &t.api_key),
+            "missing_token",
+        ),
+        // A user's token is no signature.
+        (
+            "payout request as a user of another tenant",
+            p.request(Method::POST, "/api/wallet/payouts")
+                .header("x-api-key", &stranger.api_key)
+                .bearer_auth(&ada.token),
+            "tenant_mismatch",
+        ),
+    ];
+    for (name, builder, expected) in cases {
+        let (status, refused) = builder
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .answer()
+            .await;
+        assert_eq!(
+            (status.as_u16(), code(&refused)),
+            (401, expected),
+            "{name}: {refused}"
+        );
+    }
+    // Authenticated, the missing key is what is wrong.
+    let (status, missing) = p
+        .as_user(&ada, Method::POST, "/api/wallet/payouts")
+        .send_json(&json!({"diamonds": 1}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), code(&missing)),
+        (400, "idempotency_key_required"),
+        "{missing}"
     );
 }
 

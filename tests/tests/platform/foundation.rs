@@ -272,3 +272,115 @@ async fn unknown_routes_and_methods() {
     assert_eq!(answer.status(), 405);
     assert_eq!(answer.headers()["allow"], "GET");
 }
+
+/// `edgehost up` binds its port before its start-up job `migrate` has applied the schema:
+/// requests sent from the first moment are answered 503 with `Retry-After` until it has,
+/// never 500 by a component finding no table; then the application answers. Two routes
+/// stand for all: `/docs` (a readiness probe's path, no database) and an API call whose
+/// key is looked up in the database.
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_sent_from_the_first_moment_wait_for_the_schema() {
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port");
+    let http = platform_tests::Client::new();
+    let senders: Vec<_> = (0..4)
+        .map(|i| {
+            let http = http.clone();
+            let (path, ready) = if i % 2 == 0 {
+                ("/docs", 200)
+            } else {
+                ("/api/gifts", 401)
+            };
+            tokio::spawn(async move {
+                let url = format!("http://{listen}{path}");
+                let mut answers = Vec::new();
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+                let mut served = 0;
+                while served < 20 && std::time::Instant::now() < deadline {
+                    let sent = http.get(&url).header("x-api-key", "pk_nobody").send().await;
+                    let Ok(r) = sent else {
+                        // Not listening yet.
+                        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                        continue;
+                    };
+                    let retry = r
+                        .headers()
+                        .get("retry-after")
+                        .map(|v| v.to_str().unwrap_or_default().to_string());
+                    let status = r.status().as_u16();
+                    let body = r.text().await.unwrap_or_default();
+                    served += usize::from(status == ready);
+                    answers.push((status, retry, body));
+                }
+                (path, ready, answers)
+            })
+        })
+        .collect();
+    let p = Platform::start_listening_on(listen, &[]).await;
+    let mut held = 0;
+    for sender in senders {
+        let (path, ready, answers) = sender.await.unwrap();
+        let first = answers
+            .iter()
+            .position(|a| a.0 == ready)
+            .unwrap_or_else(|| panic!("{path} never answered {ready}: {:?}", answers.last()));
+        for (status, retry, body) in &answers[..first] {
+            assert_eq!(
+                (*status, retry.as_deref()),
+                (503, Some("1")),
+                "{path} before the schema: {body}"
+            );
+        }
+        for (status, _, body) in &answers[first..] {
+            assert_eq!(*status, ready, "{path} once ready: {body}");
+        }
+        println!(
+            "{path}: {first} answered 503 before the schema, then {} answered {ready}",
+            answers.len() - first
+        );
+        held += first;
+    }
+    // The senders did run before the schema was there (else this test shows nothing).
+    assert!(held > 0, "no request arrived before the schema was applied");
+    p.stop().await;
+}
+
+/// On the real Spin nothing keeps requests from arriving before the deployment has called
+/// `migrate`: the components themselves answer a request that meets a schema not applied
+/// yet 503 `schema_not_applied` with `Retry-After`, not 500, and serve once it is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_before_the_schema_is_applied_is_asked_to_retry() {
+    let p = Platform::start_unmigrated(&[]).await;
+    for (method, path) in [
+        (Method::GET, "/api/gifts"),
+        (Method::GET, "/api/streaming/providers"),
+        (Method::GET, "/api/wallet"),
+    ] {
+        let response = p
+            .request(method.clone(), path)
+            .header("x-api-key", "pk_nobody")
+            .send()
+            .await
+            .unwrap();
+        let retry = response.headers().get("retry-after").cloned();
+        let (status, body) = json_of(response).await;
+        assert_eq!(
+            (status.as_u16(), body["code"].as_str()),
+            (503, Some("schema_not_applied")),
+            "{method} {path}: {body}"
+        );
+        assert_eq!(retry.unwrap(), "5");
+    }
+    p.run_job("migrate").await;
+    let (status, body) = p
+        .request(Method::GET, "/api/gifts")
+        .header("x-api-key", "pk_nobody")
+        .answer()
+        .await;
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (401, Some("invalid_api_key"))
+    );
+    p.stop().await;
+}

@@ -206,7 +206,14 @@ impl Reader {
                 "{at}: ffmpeg stopped publishing before it was stopped: {}",
                 ran.stderr
             );
-            println!("{at}: ffmpeg published for {PUBLISH_FOR} s");
+            let speed = ran
+                .stderr
+                .rsplit("speed=")
+                .next()
+                .and_then(|s| s.split('x').next())
+                .unwrap_or("?")
+                .trim();
+            println!("{at}: ffmpeg published for {PUBLISH_FOR} s at {speed}x real time");
             self.last = None;
             return;
         }
@@ -305,6 +312,13 @@ impl Reader {
             .run(&format!("printf '%s' {url_arg}"), STEP_LIMIT)
             .await
             .stdout;
+        // The sockets are on the platform's own port (a guide naming another sends its
+        // reader nowhere).
+        let sockets = self.platform.base.replace("http://", "ws://");
+        assert!(
+            url.starts_with(&format!("{sockets}/ws/")),
+            "{at}: {url} is not where the platform serves sockets ({sockets}/ws/...)"
+        );
         let (mut socket, response) = tokio_tungstenite::connect_async(url.as_str())
             .await
             .unwrap_or_else(|e| panic!("{at}: the socket did not open: {e}"));
@@ -555,7 +569,7 @@ async fn the_guides_run_as_written() {
             platform.base.clone(),
         ),
         (
-            "ws://127.0.0.1:3001".to_string(),
+            "ws://127.0.0.1:3000".to_string(),
             platform.base.replace("http://", "ws://"),
         ),
         (
@@ -596,4 +610,417 @@ async fn the_guides_run_as_written() {
             }
         }
     }
+}
+
+// --- What the guides say beside their examples -------------------------------------------
+
+/// Every guide a reader meets: the README, `docs/*.md` and the deployment guides.
+fn every_guide() -> Vec<(String, String)> {
+    let root = workspace_root();
+    let mut guides = documents();
+    for dir in ["deploy/fermyon-wasm-functions", "deploy/kubernetes"] {
+        let path = format!("{dir}/README.md");
+        let text = std::fs::read_to_string(root.join(&path)).expect("a deployment guide");
+        guides.push((path, text));
+    }
+    guides
+}
+
+/// `spin.toml`'s variables and their defaults.
+fn manifest_variables() -> std::collections::BTreeMap<String, Option<String>> {
+    let text = std::fs::read_to_string(workspace_root().join("spin.toml")).expect("spin.toml");
+    let doc: toml::Table = text.parse().expect("spin.toml is TOML");
+    doc["variables"]
+        .as_table()
+        .expect("[variables]")
+        .iter()
+        .map(|(name, v)| {
+            let default = v.get("default").and_then(|d| d.as_str()).map(String::from);
+            (name.clone(), default)
+        })
+        .collect()
+}
+
+/// `scheme://host:port` of each loopback address in `line` (127.0.0.1, localhost, [::1]).
+fn loopback_origins(line: &str) -> Vec<String> {
+    let mut origins = Vec::new();
+    for host in ["127.0.0.1:", "localhost:", "[::1]:"] {
+        let mut rest = line;
+        while let Some(at) = rest.find(&format!("://{host}")) {
+            let scheme: String = rest[..at]
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '+')
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let after = &rest[at + 3 + host.len()..];
+            let port: String = after.chars().take_while(char::is_ascii_digit).collect();
+            // `http://127.0.0.1:PORT` stands for any port.
+            if !port.is_empty() {
+                origins.push(format!("{scheme}://{host}{port}"));
+            }
+            rest = after;
+        }
+    }
+    origins
+}
+
+/// The addresses the guides may name on the reader's machine are the ones the platform
+/// serves locally: what `spin.toml` defaults its addresses to (the app and its sockets on
+/// edgehost's port, the media server, the relay's internal endpoint, the music
+/// stand-in, a local LiveKit) and Redis's own port. A guide naming another (a socket on
+/// the standalone relay's port, say) sends its reader where nothing answers.
+#[test]
+fn the_local_addresses_in_the_guides_are_where_the_platform_serves() {
+    let variables = manifest_variables();
+    let mut served: Vec<String> = variables
+        .values()
+        .flatten()
+        .flat_map(|default| loopback_origins(default))
+        .collect();
+    // edgehost serves the chat sockets on the app's own port.
+    let app = variables["base_url"]
+        .clone()
+        .expect("base_url has a default");
+    let app_origin = loopback_origins(&app).pop().expect("base_url is local");
+    assert_eq!(
+        app_origin,
+        format!("http://{}", edgehost::Options::default().listen),
+        "base_url's default is where edgehost listens by default"
+    );
+    served.push(app_origin.replace("http://", "ws://"));
+    served.push("redis://127.0.0.1:6379".into());
+    let mut problems = Vec::new();
+    for (path, text) in every_guide() {
+        for (index, line) in text.lines().enumerate() {
+            for origin in loopback_origins(line) {
+                if !served.contains(&origin) {
+                    problems.push(format!("{path}:{}: {origin}", index + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "local addresses where the platform serves nothing (it serves {served:?}): {problems:#?}"
+    );
+}
+
+/// The variables the guides name are `spin.toml`'s, and a switch a guide turns on is shown
+/// as a reader sets it, in the environment of `edgehost up` or `spin up`:
+/// `SPIN_VARIABLE_<NAME>=true`, not `name=true` (which no shell, manifest or runtime
+/// config of theirs would take as it is written).
+#[test]
+fn the_guides_name_real_variables_and_set_switches_as_the_environment_does() {
+    let variables = manifest_variables();
+    let switches: Vec<&String> = variables
+        .iter()
+        .filter(|(_, default)| matches!(default.as_deref(), Some("false" | "true")))
+        .map(|(name, _)| name)
+        .collect();
+    assert!(!switches.is_empty(), "spin.toml declares switches");
+    let mut problems = Vec::new();
+    for (path, text) in every_guide() {
+        let mut fence: Option<String> = None;
+        for (index, line) in text.lines().enumerate() {
+            let at = format!("{path}:{}", index + 1);
+            if let Some(lang) = line.trim_start().strip_prefix("```") {
+                fence = match fence {
+                    Some(_) => None,
+                    None => Some(lang.trim().to_string()),
+                };
+                continue;
+            }
+            let mut rest = line;
+            while let Some(found) = rest.find("SPIN_VARIABLE_") {
+                let name: String = rest[found + 14..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                if !name.is_empty() && !variables.contains_key(&name.to_ascii_lowercase()) {
+                    problems.push(format!(
+                        "{at}: SPIN_VARIABLE_{name}: spin.toml has no {}",
+                        name.to_ascii_lowercase()
+                    ));
+                }
+                rest = &rest[found + 14..];
+            }
+            // Configuration files (a runtime config's `[variables]`, a manifest) set
+            // variables their own way.
+            if fence
+                .as_deref()
+                .is_some_and(|lang| !matches!(lang, "sh" | "bash" | "shell" | ""))
+            {
+                continue;
+            }
+            for name in &switches {
+                let given = [
+                    format!("`{name}=true`"),
+                    format!("`{name} = \"true\"`"),
+                    format!("`{name} = true`"),
+                    format!("`{name}` is true"),
+                    format!("`{name}` is `true`"),
+                    format!("`{name}` set to"),
+                ];
+                let bare = fence.is_some()
+                    && line
+                        .split_whitespace()
+                        .any(|w| w.starts_with(&format!("{name}=")));
+                if bare || given.iter().any(|g| line.contains(g.as_str())) {
+                    problems.push(format!(
+                        "{at}: `{name}` is given a value; show it as it is set: \
+                         SPIN_VARIABLE_{}=true",
+                        name.to_ascii_uppercase()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// The command that publishes a test pattern is the media guide's wherever a guide shows
+/// it: its encoder settings are what keeps it at real time (`-tune zerolatency`: without
+/// it x264 buffers frames and fell behind, 0.85x, on a busy machine).
+#[test]
+fn every_guide_publishes_with_the_media_guides_encoder_settings() {
+    let publish_commands = |path: &str, text: &str| -> Vec<(String, String)> {
+        guide::blocks(path, text)
+            .into_iter()
+            .flat_map(|block| {
+                let at = block.at();
+                let joined = block.text().replace("\\\n", " ");
+                joined
+                    .lines()
+                    .filter(|l| l.trim_start().starts_with("ffmpeg ") && l.contains("-f flv"))
+                    .map(|l| {
+                        (
+                            at.clone(),
+                            l.split_whitespace().collect::<Vec<_>>().join(" "),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let guides = every_guide();
+    let (_, media) = guides
+        .iter()
+        .find(|(p, _)| p == "docs/media.md")
+        .expect("docs/media.md");
+    let reference = publish_commands("docs/media.md", media);
+    let (_, reference) = reference
+        .first()
+        .expect("the media guide publishes with ffmpeg");
+    assert!(reference.contains("-tune zerolatency"), "{reference}");
+    let mut problems = Vec::new();
+    for (path, text) in &guides {
+        for (at, command) in publish_commands(path, text) {
+            if &command != reference {
+                problems.push(format!("{at}: {command}"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "publish as docs/media.md does ({reference}): {problems:#?}"
+    );
+}
+
+/// A path of the route table with its parameters filled in (ids that name nothing).
+fn route_example(pattern: &str) -> String {
+    pattern
+        .split('/')
+        .map(|segment| match segment {
+            "{*path}" => "x".to_string(),
+            "{file}" => "nothing.css".to_string(),
+            s if s.starts_with('{') => "0190a8b0-0000-7000-8000-000000000001".to_string(),
+            s => s.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The README's route table against what each route answers a caller without credentials:
+/// a route of any tier but `public` refuses them (401) whatever the request holds; a
+/// public route does not, and one without parameters serves (no 404), unless its row says
+/// which variable it needs, which is then checked both ways.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_route_table_says_what_each_route_answers_without_credentials() {
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
+    let rows = common::routing::documented_routes(&readme);
+    assert!(rows.len() > 100, "the route table is read");
+    // The notes the tier cells carry: `public (only with `SPIN_VARIABLE_X=true`, ...)`.
+    let note_of = |path: &str| -> Option<String> {
+        let line = readme
+            .lines()
+            .find(|l| l.contains(&format!("| `{path}` |")))?;
+        let note = line.split_once(" (")?.1;
+        let name = note.split("SPIN_VARIABLE_").nth(1)?;
+        let name: String = name
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        Some(name.to_ascii_lowercase())
+    };
+    let variables = manifest_variables();
+    // Registration closed, as deployed (local mode opens the admin route to everyone),
+    // and the SFU configured (its webhook routes answer 503 without it).
+    let platform = Platform::start_with(&[
+        ("registration_mode", "admin"),
+        ("sfu_api_key", "devkey"),
+        ("sfu_api_secret", "secret"),
+    ])
+    .await;
+    let mut problems = Vec::new();
+    let mut needs: Vec<(String, String, String)> = Vec::new();
+    for row in &rows {
+        let method = if row.method == "ANY" {
+            "GET"
+        } else {
+            row.method.as_str()
+        };
+        let path = route_example(&row.path);
+        let response = platform
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                &path,
+            )
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .expect("an answer");
+        let status = response.status().as_u16();
+        let body = response.text().await.unwrap_or_default();
+        let what = format!("{method} {} ({}): {status} {body:.120}", row.path, row.tier);
+        if row.tier != "public" {
+            if status != 401 {
+                problems.push(format!("{what}: not refused for want of credentials"));
+            }
+            continue;
+        }
+        // (A public health check may answer 503: what it checks is down.)
+        if matches!(status, 401 | 403 | 500) {
+            problems.push(format!("{what}: a public route refused or failed"));
+        } else if let Some(variable) = note_of(&row.path) {
+            assert!(
+                variables.contains_key(&variable),
+                "{what}: no variable {variable}"
+            );
+            if status != 404 {
+                problems.push(format!("{what}: answers without {variable}"));
+            }
+            needs.push((variable, method.to_string(), path));
+        } else if status == 404 && !row.path.contains('{') {
+            problems.push(format!(
+                "{what}: a public route without parameters is not there"
+            ));
+        }
+    }
+    platform.stop().await;
+    for (variable, method, path) in needs {
+        let platform = Platform::start_with(&[(&variable, "true")]).await;
+        let status = platform
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                &path,
+            )
+            .send()
+            .await
+            .expect("an answer")
+            .status();
+        if !status.is_success() {
+            problems.push(format!("{method} {path} with {variable}=true: {status}"));
+        }
+        platform.stop().await;
+    }
+    assert!(
+        problems.is_empty(),
+        "the README's route table: {problems:#?}"
+    );
+}
+
+/// A service token for the music platform, as the music component signs it (HS256 with
+/// `music_service_secret`, audience `music-platform`).
+fn music_service_token(secret: &str, email: &str) -> String {
+    use base64::Engine as _;
+    use hmac::Mac as _;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 300;
+    let head = b64(br#"{"alg":"HS256","typ":"JWT"}"#);
+    let body = b64(
+        serde_json::json!({"aud": "music-platform", "exp": exp, "email": email, "sub": "u-1", "tid": "c-1"})
+            .to_string()
+            .as_bytes(),
+    );
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("{head}.{body}").as_bytes());
+    format!("{head}.{body}.{}", b64(&mac.finalize().into_bytes()))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_music_stand_in_reads_the_secrets_of_the_state_dir_it_is_given() {
+    // edgehost up --state-dir <dir> generated the secrets there; the stand-in is started
+    // from elsewhere, without MUSIC_SERVICE_SECRET.
+    let state = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let secret = "a secret edgehost generated";
+    std::fs::write(
+        state.path().join("generated-variables.toml"),
+        format!("media_secret = \"other\"\nmusic_service_secret = \"{secret}\"\n"),
+    )
+    .unwrap();
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
+    let mut process = tokio::process::Command::new(workspace_root().join("scripts/music-stand-in"))
+        .args(["--quiet", "--listen", &listen.to_string(), "--state-dir"])
+        .arg(state.path())
+        .current_dir(elsewhere.path())
+        .env_remove("MUSIC_SERVICE_SECRET")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("scripts/music-stand-in starts");
+    let mut up = false;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(listen).await.is_ok() {
+            up = true;
+            break;
+        }
+        if let Some(status) = process.try_wait().unwrap() {
+            let output = process.wait_with_output().await.unwrap();
+            panic!(
+                "the stand-in exited ({status}): {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "the stand-in listens");
+    let authenticate = |token: String| {
+        reqwest::Client::new()
+            .post(format!("http://{listen}/auth/platform"))
+            .bearer_auth(token)
+            .send()
+    };
+    let answer = authenticate(music_service_token(secret, "ada@example.com"))
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.status(),
+        200,
+        "a token signed with the state dir's secret"
+    );
+    let answer = authenticate(music_service_token("another secret", "ada@example.com"))
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 401, "a token signed with another secret");
 }

@@ -393,7 +393,10 @@ async fn unknown_reset_second_ended_and_suspended_publishers_are_refused() {
         let mut refused = Publisher::start(&format!("{base}/{key}"));
         assert!(refused.exits_within(quickly).await, "{key} is refused");
     }
-    assert_eq!(get(&p, &user, &id).await["status"], "pending");
+    let pending = get(&p, &user, &id).await;
+    assert_eq!(pending["status"], "pending");
+    // Unknown keys name no broadcast: nothing is recorded on this one.
+    assert_eq!(pending["ingest"]["refusals"], json!([]), "{pending}");
 
     // One publisher at a time.
     let mut first = Publisher::start(&text(&b, "rtmpUrl"));
@@ -407,6 +410,16 @@ async fn unknown_reset_second_ended_and_suspended_publishers_are_refused() {
         !first.exits_within(Duration::from_secs(1)).await,
         "the first goes on"
     );
+    // Its owner sees why, when and from where.
+    let refusal = &get(&p, &user, &id).await["ingest"]["refusals"][0];
+    assert_eq!(refusal["reason"], "already_publishing", "{refusal}");
+    assert_eq!(
+        refusal["detail"],
+        "another encoder is publishing this broadcast"
+    );
+    assert_eq!(refusal["clientAddr"], "127.0.0.1", "{refusal}");
+    let at = common::time::parse_rfc3339(refusal["at"].as_str().unwrap()).unwrap();
+    assert!((p.now() - at).abs() < 60, "{refusal}");
 
     // A reset key drops the live publisher at its next update, and stops working.
     let (status, reset) = p
@@ -423,8 +436,22 @@ async fn unknown_reset_second_ended_and_suspended_publishers_are_refused() {
         first.exits_within(Duration::from_secs(10)).await,
         "dropped after the reset"
     );
+    // Dropped at its update, then refused when it publishes again with the old key: the
+    // key it used names the broadcast.
+    let reasons = refusal_reasons(&p, &user, &id).await;
+    assert_eq!(
+        reasons[..2],
+        ["stream_key_reset", "already_publishing"],
+        "{reasons:?}"
+    );
     let mut old = Publisher::start(&text(&b, "rtmpUrl"));
     assert!(old.exits_within(quickly).await, "the old key is refused");
+    let reasons = refusal_reasons(&p, &user, &id).await;
+    assert_eq!(
+        reasons[..2],
+        ["stream_key_reset", "stream_key_reset"],
+        "{reasons:?}"
+    );
     let renewed = Publisher::start(&text(&reset, "rtmpUrl"));
     let back = until_ingest(&p, &user, &id, "live").await;
     assert_eq!(
@@ -462,6 +489,13 @@ async fn unknown_reset_second_ended_and_suspended_publishers_are_refused() {
         .status()
         .await;
     assert_eq!(status, 200);
+    // Dropped, then refused: read once the tenant is back (a suspended one reads nothing).
+    let reasons = refusal_reasons(&p, &user, &id).await;
+    assert_eq!(
+        reasons[..2],
+        ["client_suspended", "client_suspended"],
+        "{reasons:?}"
+    );
 
     // An ended broadcast takes no publisher.
     let status = p
@@ -475,6 +509,95 @@ async fn unknown_reset_second_ended_and_suspended_publishers_are_refused() {
         late.exits_within(quickly).await,
         "a completed broadcast is refused"
     );
+    let reasons = refusal_reasons(&p, &user, &id).await;
+    assert_eq!(reasons[0], "broadcast_ended", "{reasons:?}");
+    // A second publisher, a dropped and a refused one for the reset key, the same for the
+    // suspension, and the ended broadcast: the unknown keys are not among them.
+    assert_eq!(reasons.len(), 6, "{reasons:?}");
+}
+
+/// The reasons of the refusals the owner sees on broadcast `id`, newest first.
+async fn refusal_reasons(p: &Platform, user: &User, id: &str) -> Vec<String> {
+    let b = get(p, user, id).await;
+    b["ingest"]["refusals"]
+        .as_array()
+        .unwrap_or_else(|| panic!("ingest.refusals in {b}"))
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_state_dir_others_cannot_search_still_serves_hls() {
+    // As in a clone under /root (mode 0700): the platform's state directory is closed to
+    // others, and the media server's lives inside it. Run as root, nginx's workers
+    // (nobody) cannot reach it.
+    use std::os::unix::fs::PermissionsExt;
+    let p = platform(3).await;
+    std::fs::set_permissions(p.state_dir(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let p = p.restart().await;
+    let work = p.media().work_dir().to_path_buf();
+    if unsafe_geteuid() == 0 {
+        assert!(
+            !work.starts_with(p.state_dir()),
+            "{} is out of nobody's reach",
+            work.display()
+        );
+        // Only the configuration stays in the state dir.
+        assert!(p.state_dir().join("media/nginx.conf").is_file());
+    }
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let id = text(&b, "id");
+    let _publisher = Publisher::start(&text(&b, "rtmpUrl"));
+    let live = until_ingest(&p, &user, &id, "live").await;
+    assert_eq!(live["ingest"]["server"]["state"], "up", "{live}");
+    let playlist = until_playlist(&text(&b, "hlsUrl")).await;
+    let segment = playlist_segments(&playlist).pop().unwrap();
+    let (status, _, kind) = fetch(&resolve(&text(&b, "hlsUrl"), &segment)).await;
+    assert_eq!((status, kind.as_str()), (200, "video/mp2t"));
+    p.stop().await;
+    assert!(!work.exists(), "{} is removed", work.display());
+}
+
+/// The effective user id (root runs nginx's workers as nobody).
+fn unsafe_geteuid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_media_server_that_cannot_start_is_said_beside_every_rtmp_url() {
+    let mut options = platform_tests::media::server_options();
+    options.required = false;
+    options.config.nginx_bin = "/nonexistent/nginx".into();
+    let p = Platform::start_media_with(options, &[]).await;
+    let why = p
+        .media_failure()
+        .expect("edgehost says why it runs no media server");
+    assert!(
+        why.contains("nginx with its RTMP module is not installed"),
+        "{why}"
+    );
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let id = text(&b, "id");
+    let server = wait_for(
+        "the media server reported down",
+        Duration::from_secs(20),
+        || async {
+            let b = get(&p, &user, &id).await;
+            (b["ingest"]["server"]["state"] == "down").then(|| b["ingest"]["server"].clone())
+        },
+    )
+    .await;
+    assert!(
+        server["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("nginx with its RTMP module is not installed")),
+        "{server}"
+    );
+    assert!(server["reportedAt"].is_string(), "{server}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

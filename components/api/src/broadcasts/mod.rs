@@ -4,7 +4,7 @@
 pub mod events;
 mod input;
 mod tenant_api;
-mod view;
+pub(crate) mod view;
 
 pub use input::{
     BroadcastChangesBody, MediaSettingsBody, NewBroadcastBody, ReactionBody, SessionPatchBody,
@@ -90,7 +90,13 @@ pub fn insert(
     let b = store::new_record(client_id, owner_id, new, now);
     let owner = view::OwnerExtras {
         recording: Some(crate::recordings::SettingsView::from(&recording)),
-        ingest: view::ingest_view(None, &b, now),
+        ingest: view::ingest_view(
+            None,
+            Vec::new(),
+            common::store::ingests::server_report(db)?.as_ref(),
+            &b,
+            now,
+        ),
     };
     let owner_view = view::of(&b, &links, None, Some(owner), now);
     let created = events::broadcast_created(&b, &owner_view, now);

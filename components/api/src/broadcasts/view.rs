@@ -6,10 +6,11 @@ use crate::links::{IngestCredentials, Links, StreamAddresses};
 use crate::recordings::SettingsView;
 use common::ApiError;
 use common::domain::broadcast::{Status, Visibility};
+use common::domain::media::SERVER_SILENT_AFTER_SECS;
 use common::domain::media::{Health, HealthSample, Ladder, LatencyMode, LiveLadder};
 use common::store::Db;
 use common::store::broadcasts::{self as store, Broadcast, ERROR_REQUESTED, ERROR_STALE};
-use common::store::ingests::Ingest;
+use common::store::ingests::{Ingest, Refusal, ServerReport};
 use common::store::{ingests, recordings};
 use common::time;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
@@ -115,6 +116,83 @@ pub struct IngestView {
     /// keeps real time (a `starving` one makes the ingest `starving`); `mode` and
     /// `reason` say when the stream plays as passthrough, and why.
     pub ladder: Option<LiveLadder>,
+    /// The last publish attempts the platform refused on this broadcast (or publishers it
+    /// dropped), newest first, at most 10: why an encoder sees only `Input/output error`.
+    /// An unknown key or a wrong application cannot be told apart from anyone's typo and
+    /// names no broadcast: those are only in the media server's log.
+    pub refusals: Vec<IngestRefusal>,
+    /// Whether the media server that takes `rtmpUrl` runs, as it last reported.
+    pub server: MediaServerView,
+}
+
+/// A publish attempt the platform refused, or a publisher it dropped.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "IngestRefusal")]
+pub struct IngestRefusal {
+    #[schemars(extend("format" = "date-time"))]
+    pub at: String,
+    /// `already_publishing` (another encoder is live on the broadcast), `stream_key_reset`
+    /// (the key was replaced: publish with the new one), `broadcast_ended` or
+    /// `client_suspended`.
+    pub reason: String,
+    /// The reason in words.
+    pub detail: String,
+    /// The encoder's address, as the media server saw it.
+    pub client_addr: Option<String>,
+}
+
+/// Whether the media server runs: `up` (it reported so within the last 3 minutes), `down`
+/// (it stopped, or could not start: `reason` says why; RTMP publishes to `rtmpUrl` fail)
+/// or `unknown` (it never reported, or has been silent for 3 minutes).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "MediaServerStatus")]
+pub struct MediaServerView {
+    pub state: MediaServerState,
+    pub reason: Option<String>,
+    /// When it last reported.
+    #[schemars(extend("format" = "date-time"))]
+    pub reported_at: Option<String>,
+}
+
+/// See [`MediaServerView`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
+pub enum MediaServerState {
+    Up,
+    Down,
+    Unknown,
+}
+
+/// The media server's state at `now`, from its last report.
+pub fn server_view(report: Option<&ServerReport>, now: i64) -> MediaServerView {
+    let Some(report) = report else {
+        return MediaServerView {
+            state: MediaServerState::Unknown,
+            reason: Some("the media server has never reported".into()),
+            reported_at: None,
+        };
+    };
+    let reported_at = Some(time::format_rfc3339(report.reported_at));
+    match report.state.as_str() {
+        "down" => MediaServerView {
+            state: MediaServerState::Down,
+            reason: report.reason.clone(),
+            reported_at,
+        },
+        _ if now - report.reported_at > SERVER_SILENT_AFTER_SECS => MediaServerView {
+            state: MediaServerState::Unknown,
+            reason: Some("the media server has not reported for 3 minutes".into()),
+            reported_at,
+        },
+        _ => MediaServerView {
+            state: MediaServerState::Up,
+            reason: None,
+            reported_at,
+        },
+    }
 }
 
 /// Whether an encoder publishes (`live`), has dropped and may still come back
@@ -192,13 +270,21 @@ pub fn many(
         None => Default::default(),
     };
     let mut ingests = ingests::of_many(db, &ids)?;
+    let mut refusals = ingests::refusals_of_many(db, &ids)?;
+    let server = ingests::server_report(db)?;
     Ok(items
         .iter()
         .map(|b| {
             // The recording settings and the ingest are the owner's business.
             let owner = (audience_for(b) == Audience::Owner).then(|| OwnerExtras {
                 recording: recording.remove(&b.id).map(|s| SettingsView::from(&s)),
-                ingest: ingest_view(ingests.remove(&b.id).as_ref(), b, now),
+                ingest: ingest_view(
+                    ingests.remove(&b.id).as_ref(),
+                    refusals.remove(&b.id).unwrap_or_default(),
+                    server.as_ref(),
+                    b,
+                    now,
+                ),
             });
             of(b, &links, counts.remove(&b.id), owner, now)
         })
@@ -218,9 +304,15 @@ pub fn one(
         .ok_or_else(|| ApiError::internal("no view of the broadcast"))
 }
 
-/// The ingest as the broadcast's owner sees it at `now`: its state, and the stream's
-/// health with its last sample while it is live.
-pub fn ingest_view(ingest: Option<&Ingest>, b: &Broadcast, now: i64) -> IngestView {
+/// The ingest as the broadcast's owner sees it at `now`: its state, the stream's health
+/// with its last sample while it is live, its last refusals and the media server's state.
+pub fn ingest_view(
+    ingest: Option<&Ingest>,
+    refusals: Vec<Refusal>,
+    server: Option<&ServerReport>,
+    b: &Broadcast,
+    now: i64,
+) -> IngestView {
     let live = ingest.is_some_and(|i| i.is_live(now));
     let state = if live {
         IngestState::Live
@@ -246,5 +338,15 @@ pub fn ingest_view(ingest: Option<&Ingest>, b: &Broadcast, now: i64) -> IngestVi
         health_changed_at: at(ingest.and_then(|i| i.health_changed_at).filter(|_| live)),
         ladder: stats.as_mut().and_then(|s| s.ladder.take()),
         stats,
+        refusals: refusals
+            .into_iter()
+            .map(|r| IngestRefusal {
+                at: time::format_rfc3339_millis(r.at_ms),
+                reason: r.reason,
+                detail: r.detail,
+                client_addr: r.client_addr,
+            })
+            .collect(),
+        server: server_view(server, now),
     }
 }

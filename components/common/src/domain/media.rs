@@ -86,6 +86,12 @@ pub const DEFAULT_RECONNECT_WINDOW_SECS: i64 = 60;
 /// without saying so): a new publisher on the key is then accepted.
 pub const INGEST_SILENT_AFTER_SECS: i64 = 30;
 
+/// How often a running media server reports itself up (`POST /api/media/server`).
+pub const SERVER_REPORT_EVERY_SECS: u64 = 60;
+
+/// A media server last reported up longer ago than this is not known to run any more.
+pub const SERVER_SILENT_AFTER_SECS: i64 = 180;
+
 /// One sample of a live ingest, as the media server measures it. Every field is optional:
 /// a stream that has not sent metadata yet has no codecs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -371,8 +377,11 @@ pub fn check_restream_url(url: &str, allow_private: bool) -> Result<(), String> 
         return Err("must not have a query or fragment (put the key in streamKey)".into());
     }
     let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    super::webhooks::check_authority(authority, allow_private)
+    super::webhooks::check_authority(authority, allow_private, RESTREAM_SWITCH)
 }
+
+/// The variable that lets restreams go to loopback and private addresses.
+pub const RESTREAM_SWITCH: &str = "restream_allow_private";
 
 /// Checks a restream target's stream key: 1 to [`MAX_RESTREAM_KEY`] printable characters
 /// without spaces.
@@ -489,6 +498,38 @@ pub mod protocol {
         pub health: Option<HealthSample>,
         #[serde(default)]
         pub restreams: Vec<RestreamReport>,
+    }
+
+    /// Whether the media server runs.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "lowercase")]
+    #[schemars(rename = "MediaServerState")]
+    pub enum ServerState {
+        Up,
+        Down,
+    }
+
+    impl ServerState {
+        pub fn as_str(self) -> &'static str {
+            match self {
+                ServerState::Up => "up",
+                ServerState::Down => "down",
+            }
+        }
+    }
+
+    /// `POST /api/media/server`: the media server's report of itself: `up` when it starts
+    /// and every minute while it runs, `down` with why when it stops or cannot start (its
+    /// host reports that).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[schemars(rename = "MediaServerReport")]
+    pub struct ServerReport {
+        pub state: ServerState,
+        /// Why it is down.
+        #[serde(default)]
+        #[schemars(length(max = 1000))]
+        pub reason: Option<String>,
     }
 
     /// `POST /api/media/publish-done`: a publisher went away.
@@ -626,6 +667,12 @@ mod tests {
         }
         // Local use may push to a receiver on this machine.
         assert!(check_restream_url("rtmp://127.0.0.1:19350/live", true).is_ok());
+        // The refusal of a local target says how a local test allows it.
+        let why = check_restream_url("rtmp://127.0.0.1:19350/live", false).unwrap_err();
+        assert!(
+            why.contains("SPIN_VARIABLE_RESTREAM_ALLOW_PRIVATE=true"),
+            "{why}"
+        );
         assert!(check_restream_key("live_123?s_bl=1").is_ok());
         assert!(check_restream_key("").is_err());
         assert!(check_restream_key("a b").is_err());

@@ -98,18 +98,34 @@ pub fn check_url(url: &str, allow_local: bool) -> Result<(), String> {
         "https" => {}
         "http" if allow_local => {}
         "http" => {
-            return Err("must be https (plain http only when webhook_allow_http is set)".into());
+            return Err(format!(
+                "must be https (plain http only for local tests: {})",
+                local_switch(WEBHOOK_SWITCH)
+            ));
         }
         _ => return Err("must be an https URL".into()),
     }
     let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    check_authority(authority, allow_local)
+    check_authority(authority, allow_local, WEBHOOK_SWITCH)
+}
+
+/// The variable that lets webhooks go to plain http and local receivers.
+pub const WEBHOOK_SWITCH: &str = "webhook_allow_http";
+
+/// How a refusal names the variable `switch` that lifts it for local tests: as the
+/// environment variable an operator sets (`edgehost up --production` refuses it).
+pub fn local_switch(switch: &str) -> String {
+    format!(
+        "set SPIN_VARIABLE_{}=true, which --production refuses",
+        switch.to_ascii_uppercase()
+    )
 }
 
 /// Checks the authority (`host[:port]`) of an outbound URL: no credentials, a valid host,
 /// and, unless `allow_local`, a host that is not a loopback, private, link-local, metadata
-/// or otherwise non-public literal address or a local name.
-pub fn check_authority(authority: &str, allow_local: bool) -> Result<(), String> {
+/// or otherwise non-public literal address or a local name. A refusal of a local host
+/// names `switch`, the variable that allows them.
+pub fn check_authority(authority: &str, allow_local: bool, switch: &str) -> Result<(), String> {
     if authority.contains('@') {
         return Err("must not contain credentials".into());
     }
@@ -121,7 +137,11 @@ pub fn check_authority(authority: &str, allow_local: bool) -> Result<(), String>
         return if is_public(ip) {
             Ok(())
         } else {
-            Err("must not point at a loopback, private, link-local or reserved address".into())
+            Err(format!(
+                "must not point at a loopback, private, link-local or reserved address \
+                 (for local tests: {})",
+                local_switch(switch)
+            ))
         };
     }
     let name = host.trim_end_matches('.').to_ascii_lowercase();
@@ -138,7 +158,10 @@ pub fn check_authority(authority: &str, allow_local: bool) -> Result<(), String>
         .any(|suffix| name.ends_with(suffix))
         || name == "metadata.google.internal";
     if local || looks_numeric(&name) {
-        return Err("must name a public host".into());
+        return Err(format!(
+            "must name a public host (for local tests: {})",
+            local_switch(switch)
+        ));
     }
     Ok(())
 }
@@ -346,6 +369,18 @@ mod tests {
         }
         // Local use (webhook_allow_http): plain http and loopback receivers.
         assert_eq!(check_url("http://127.0.0.1:8080/hook", true), Ok(()));
+        // A refusal a local test may lift names the switch as it is set.
+        for local in [
+            "http://a.example/hook",
+            "https://127.0.0.1/hook",
+            "https://localhost/",
+        ] {
+            let why = check_url(local, false).unwrap_err();
+            assert!(
+                why.contains("SPIN_VARIABLE_WEBHOOK_ALLOW_HTTP=true"),
+                "{local}: {why}"
+            );
+        }
         assert!(check_url("ftp://127.0.0.1/", true).is_err());
         assert!(check_url("http://u:p@127.0.0.1/", true).is_err());
     }

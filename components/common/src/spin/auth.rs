@@ -183,7 +183,31 @@ fn remember_signature(client_id: &str, signature: &str, now: i64) -> Result<(), 
             "this signature has already been used",
         ));
     }
+    RECORDED.with(|r| *r.borrow_mut() = Some((client_id.to_string(), signature.to_string())));
     Ok(())
+}
+
+thread_local! {
+    /// The signature this request's authentication recorded as used (client, signature).
+    /// A component instance serves one request, so this is the request's own.
+    static RECORDED: std::cell::RefCell<Option<(String, String)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Forgets what an earlier authentication recorded (before this request's runs).
+pub fn clear_recorded_signature() {
+    RECORDED.with(|r| r.borrow_mut().take());
+}
+
+/// Gives back the signature this request's authentication recorded, when the request was
+/// then refused before it did anything (its shape): the same signed call may be sent
+/// again, completed. Only a signature this request verified and recorded is given back.
+pub fn release_signature() -> Result<(), ApiError> {
+    let Some((client_id, signature)) = RECORDED.with(|r| r.borrow_mut().take()) else {
+        return Ok(());
+    };
+    let db = super::store::open()?;
+    crate::store::replay::forget(&db, &client_id, &signature)
 }
 
 /// Verifies the Bearer JWT and loads its user from the API key's tenant.

@@ -379,6 +379,23 @@ pub enum Prepared<U> {
 }
 
 impl<U> Prepared<U> {
+    /// The request.
+    fn call(&self) -> &Call {
+        match self {
+            Prepared::Public(_, ctx) => ctx,
+            Prepared::Admin(_, ctx) => ctx,
+            Prepared::App(_, ctx) => ctx,
+            Prepared::User(_, ctx) => ctx,
+            Prepared::Server(_, ctx) => ctx,
+            Prepared::Actor(_, ctx) => ctx,
+            Prepared::Caller(_, ctx) => ctx,
+            Prepared::Sfu(_, ctx) => ctx,
+            Prepared::Jobs(_, ctx) => ctx,
+            Prepared::Media(_, ctx) => ctx,
+            Prepared::Upload(_, ctx) => ctx,
+        }
+    }
+
     /// Runs the handler. An upload is not run here (see [`prepare_upload`]).
     pub fn run(self) -> Reply {
         match self {
@@ -437,10 +454,6 @@ fn prepare_matched<U: Copy>(
     if req.body().len() > max_body {
         return Err(ApiError::payload_too_large(max_body));
     }
-    // Preconditions before credentials: a refusal here records nothing (no signature).
-    if matched.route.idempotent {
-        idempotency_key(&req)?;
-    }
     let handler = matched.route.endpoint;
     let call = Call {
         req,
@@ -449,7 +462,26 @@ fn prepare_matched<U: Copy>(
         now_ms: crate::time::now_millis(),
         db: OnceCell::new(),
     };
-    authenticate(handler, call)
+    // Credentials first: whoever may not call the route learns nothing of what a request
+    // to it must look like. Then the route's own demands on the request's shape.
+    auth::clear_recorded_signature();
+    let prepared = authenticate(handler, call)?;
+    if let Err(refused) = check_shape(matched.route, &prepared.call().req) {
+        // The request is refused before it did anything: its signature stays unspent,
+        // so the same signed call can be sent again once it is complete.
+        auth::release_signature()?;
+        return Err(refused);
+    }
+    Ok(prepared)
+}
+
+/// What a route demands of every request's shape before its handler runs (checked once
+/// the caller is authenticated): a money-moving route needs an `Idempotency-Key`.
+fn check_shape<E>(route: &Route<E>, req: &Request) -> Result<(), ApiError> {
+    if route.idempotent {
+        idempotency_key(req)?;
+    }
+    Ok(())
 }
 
 /// A request's `Idempotency-Key`, or the 400 that says what is wrong with it.

@@ -1,7 +1,8 @@
 //! Ingests: one row per broadcast for its RTMP publisher (the media server's connection,
 //! the key it published with, when it last reported, its health), claimed by a guarded
 //! upsert so two publishers racing for one key cannot both win; and the health samples
-//! kept per broadcast and minute for the analytics time series.
+//! kept per broadcast and minute for the analytics time series; the last publish attempts
+//! refused on each broadcast, and the media server's last report of itself.
 
 use super::broadcasts::Broadcast;
 use super::{Db, Row, Value};
@@ -222,6 +223,125 @@ pub fn set_sfu_egress(
     )
 }
 
+/// The ingest whose last publisher used `key`, if any: a publish naming a key that is no
+/// broadcast's current one may name one that was reset.
+pub fn by_publish_key(db: &Db, key: &str) -> Result<Option<Ingest>, ApiError> {
+    Ok(db
+        .query_one(
+            "SELECT * FROM media_ingests WHERE publish_key = ? LIMIT 1",
+            &[key.into()],
+        )?
+        .map(|row| from_row(&row)))
+}
+
+/// How many refusals a broadcast keeps: its newest.
+pub const REFUSALS_KEPT: i64 = 10;
+
+/// A publish attempt the platform refused (or a publisher it dropped) on a broadcast.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub at_ms: i64,
+    /// The refusal's code (`already_publishing`, `broadcast_ended`, ...).
+    pub reason: String,
+    pub detail: String,
+    /// The encoder's address, as the media server saw it.
+    pub client_addr: Option<String>,
+}
+
+/// Records a refusal on `b`, keeping its newest [`REFUSALS_KEPT`].
+pub fn record_refusal(db: &Db, b: &Broadcast, refusal: &Refusal) -> Result<(), ApiError> {
+    db.execute(
+        "INSERT INTO ingest_refusals (id, broadcast_id, client_id, at_ms, reason, detail, client_addr) \
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+        &[
+            crate::ids::ordered_uuid().into(),
+            b.id.clone().into(),
+            b.client_id.clone().into(),
+            Value::Int(refusal.at_ms),
+            refusal.reason.clone().into(),
+            refusal.detail.clone().into(),
+            refusal.client_addr.clone().into(),
+        ],
+    )?;
+    db.execute(
+        "DELETE FROM ingest_refusals WHERE broadcast_id = ?1 AND id NOT IN \
+           (SELECT id FROM ingest_refusals WHERE broadcast_id = ?1 ORDER BY at_ms DESC, id DESC LIMIT ?2)",
+        &[b.id.clone().into(), Value::Int(REFUSALS_KEPT)],
+    )
+}
+
+/// The refusals of many broadcasts, newest first, in one query.
+pub fn refusals_of_many(
+    db: &Db,
+    broadcast_ids: &[&str],
+) -> Result<HashMap<String, Vec<Refusal>>, ApiError> {
+    let mut out: HashMap<String, Vec<Refusal>> = HashMap::new();
+    if broadcast_ids.is_empty() {
+        return Ok(out);
+    }
+    let placeholders = vec!["?"; broadcast_ids.len()].join(", ");
+    let params: Vec<Value> = broadcast_ids.iter().map(|id| (*id).into()).collect();
+    for row in db.query(
+        &format!(
+            "SELECT * FROM ingest_refusals WHERE broadcast_id IN ({placeholders}) \
+             ORDER BY at_ms DESC, id DESC"
+        ),
+        &params,
+    )? {
+        out.entry(row.text("broadcast_id"))
+            .or_default()
+            .push(Refusal {
+                at_ms: row.int("at_ms"),
+                reason: row.text("reason"),
+                detail: row.text("detail"),
+                client_addr: row.opt_text("client_addr"),
+            });
+    }
+    Ok(out)
+}
+
+/// The media server's last report of itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerReport {
+    /// `up` or `down`.
+    pub state: String,
+    /// Why it is down.
+    pub reason: Option<String>,
+    pub reported_at: i64,
+}
+
+/// The one media server's row.
+const SERVER_ROW: &str = "media";
+
+/// Records the media server's report of itself.
+pub fn report_server(db: &Db, report: &ServerReport) -> Result<(), ApiError> {
+    db.execute(
+        "INSERT INTO media_server_reports (id, state, reason, reported_at) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (id) DO UPDATE SET state = excluded.state, reason = excluded.reason, \
+           reported_at = excluded.reported_at",
+        &[
+            SERVER_ROW.into(),
+            report.state.clone().into(),
+            report.reason.clone().into(),
+            Value::Int(report.reported_at),
+        ],
+    )
+}
+
+/// The media server's last report, if it ever made one.
+pub fn server_report(db: &Db) -> Result<Option<ServerReport>, ApiError> {
+    Ok(db
+        .query_one(
+            "SELECT * FROM media_server_reports WHERE id = ?",
+            &[SERVER_ROW.into()],
+        )?
+        .map(|row| ServerReport {
+            state: row.text("state"),
+            reason: row.opt_text("reason"),
+            reported_at: row.int("reported_at"),
+        }))
+}
+
 /// One minute's health sample.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HealthMinute {
@@ -324,5 +444,63 @@ mod tests {
         let at: Vec<(i64, Health)> = minutes.iter().map(|m| (m.minute, m.health)).collect();
         assert_eq!(at, [(120, Health::Healthy), (180, Health::Starving)]);
         assert_eq!(minutes[0].sample.width, Some(1280));
+    }
+
+    #[test]
+    fn a_broadcast_keeps_its_newest_refusals() {
+        let db = testing::db();
+        let b = broadcasts::insert(&db, "c1", None, &testing::new_broadcast(), 100).unwrap();
+        let other = broadcasts::insert(&db, "c1", None, &testing::new_broadcast(), 100).unwrap();
+        for i in 0..REFUSALS_KEPT + 3 {
+            let refusal = Refusal {
+                at_ms: 1_000 + i,
+                reason: format!("r{i}"),
+                detail: "d".into(),
+                client_addr: (i % 2 == 0).then(|| "127.0.0.1".to_string()),
+            };
+            record_refusal(&db, &b, &refusal).unwrap();
+        }
+        record_refusal(
+            &db,
+            &other,
+            &Refusal {
+                at_ms: 5,
+                reason: "already_publishing".into(),
+                detail: "d".into(),
+                client_addr: None,
+            },
+        )
+        .unwrap();
+        let mut all = refusals_of_many(&db, &[&b.id, &other.id]).unwrap();
+        let kept = all.remove(&b.id).unwrap();
+        assert_eq!(kept.len() as i64, REFUSALS_KEPT);
+        assert_eq!(kept[0].reason, format!("r{}", REFUSALS_KEPT + 2));
+        assert_eq!(kept.last().unwrap().reason, "r3");
+        assert_eq!(all.remove(&other.id).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_reset_key_leads_back_to_its_broadcast_and_the_server_report_is_replaced() {
+        let db = testing::db();
+        let b = broadcasts::insert(&db, "c1", None, &testing::new_broadcast(), 100).unwrap();
+        assert!(claim(&db, &b, "boot-1", "oldkey", 100).unwrap());
+        let found = by_publish_key(&db, "oldkey").unwrap().unwrap();
+        assert_eq!(found.broadcast_id, b.id);
+        assert!(by_publish_key(&db, "other").unwrap().is_none());
+        assert_eq!(server_report(&db).unwrap(), None);
+        let down = ServerReport {
+            state: "down".into(),
+            reason: Some("nginx is not installed".into()),
+            reported_at: 10,
+        };
+        report_server(&db, &down).unwrap();
+        assert_eq!(server_report(&db).unwrap().as_ref(), Some(&down));
+        let up = ServerReport {
+            state: "up".into(),
+            reason: None,
+            reported_at: 20,
+        };
+        report_server(&db, &up).unwrap();
+        assert_eq!(server_report(&db).unwrap(), Some(up));
     }
 }

@@ -148,8 +148,12 @@ pub const MIGRATIONS: &[Migration] = &[
         include_str!("../../migrations/0120_analytics_pending.sql"),
     ),
     Migration::sql(
-        "0130_media_ladder",
-        include_str!("../../migrations/0130_media_ladder.sql"),
+        "0130_ingest_refusals",
+        include_str!("../../migrations/0130_ingest_refusals.sql"),
+    ),
+    Migration::sql(
+        "0140_media_ladder",
+        include_str!("../../migrations/0140_media_ladder.sql"),
     ),
 ];
 

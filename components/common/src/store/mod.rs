@@ -310,6 +310,34 @@ fn failed(e: BackendError) -> ApiError {
     }
 }
 
+/// How long a client should wait before retrying a request that met a schema not applied
+/// yet (the deployment's `migrate` takes seconds).
+pub const SCHEMA_RETRY_AFTER_SECS: u32 = 5;
+
+/// Whether a failed statement named a table or column the database lacks: SQLite's
+/// `no such table` / `no such column`, PostgreSQL's SQLSTATE 42P01 (undefined table) and
+/// 42703 (undefined column).
+pub fn names_missing_schema(text: &str) -> bool {
+    const TEXTS: [&str; 4] = [
+        "no such table",
+        "no such column",
+        "SqlState(E42P01)",
+        "SqlState(E42703)",
+    ];
+    TEXTS.iter().any(|t| text.contains(t))
+}
+
+/// The answer to a request that arrived before the schema was applied: 503 with
+/// `Retry-After` (what failed is logged, not shown).
+pub fn schema_not_applied(detail: &str) -> ApiError {
+    eprintln!("store: the schema is not applied yet (POST /api/jobs/migrate): {detail}");
+    ApiError::unavailable(
+        "schema_not_applied",
+        "the platform is starting: its database schema is not applied yet; retry shortly",
+    )
+    .with_header("retry-after", SCHEMA_RETRY_AFTER_SECS.to_string())
+}
+
 impl Db {
     pub fn new(backend: Box<dyn Backend>) -> Db {
         Db {
@@ -338,22 +366,61 @@ impl Db {
             return self
                 .backend
                 .query_carrying(&held, &statement, &params)
-                .map_err(failed);
+                .map_err(|e| self.failed(e));
         }
         self.send_held()?;
         let statement = sql::for_dialect(sql, self.dialect());
-        self.backend.query(&statement, params).map_err(failed)
+        self.backend
+            .query(&statement, params)
+            .map_err(|e| self.failed(e))
     }
 
     /// Runs one statement that answers no rows (use [`Db::query`] for `RETURNING`).
     pub fn execute(&self, sql: &str, params: &[Value]) -> Result<(), ApiError> {
         if let Some((held, statement, params)) = self.carried_by(sql, params) {
             let statement = sql::carrying(&held, &statement);
-            return self.backend.execute(&statement, &params).map_err(failed);
+            return self
+                .backend
+                .execute(&statement, &params)
+                .map_err(|e| self.failed(e));
         }
         self.send_held()?;
         let statement = sql::for_dialect(sql, self.dialect());
-        self.backend.execute(&statement, params).map_err(failed)
+        self.backend
+            .execute(&statement, params)
+            .map_err(|e| self.failed(e))
+    }
+
+    /// Why a statement failed, as the request's answer. One that names a table or column
+    /// the database lacks while the migrations are not all applied met a schema that is
+    /// not there yet: on the real Spin nothing keeps requests from arriving before the
+    /// deployment's `migrate` ran, and they are answered 503 with `Retry-After`, not 500.
+    /// (Inside a transaction the schema cannot be asked about: PostgreSQL refuses every
+    /// statement after a failed one, so such a failure stays a 500.)
+    fn failed(&self, e: BackendError) -> ApiError {
+        if !e.unavailable
+            && self.depth.get() == 0
+            && names_missing_schema(&e.detail)
+            && !self.schema_is_current()
+        {
+            return schema_not_applied(&e.detail);
+        }
+        failed(e)
+    }
+
+    /// Whether the last migration is recorded as applied (asked only after a statement
+    /// failed for a missing table or column; a database without the record is not current).
+    fn schema_is_current(&self) -> bool {
+        let Some(last) = migrate::MIGRATIONS.last() else {
+            return true;
+        };
+        let statement = sql::for_dialect(
+            "SELECT version FROM schema_migrations WHERE version = ?",
+            self.dialect(),
+        );
+        self.backend
+            .query(&statement, &[last.version.into()])
+            .is_ok_and(|rows| !rows.is_empty())
     }
 
     /// When `sql` may carry the held inserts ([`sql::can_carry`]): takes them, and answers
@@ -567,6 +634,12 @@ pub mod testing {
         .collect()
     }
 
+    /// A fresh in-memory database without the schema (before `migrate`).
+    pub fn unmigrated_db() -> Db {
+        let conn = rusqlite::Connection::open_in_memory().expect("in-memory SQLite");
+        Db::new(Box::new(Embedded(conn)))
+    }
+
     /// A fresh in-memory database with every migration applied.
     pub fn db() -> Db {
         let conn = rusqlite::Connection::open_in_memory().expect("in-memory SQLite");
@@ -578,6 +651,49 @@ pub mod testing {
 
 /// The store is the only place with SQL: no other source file of any component holds a
 /// statement.
+#[cfg(test)]
+mod schema_not_applied {
+    use super::*;
+
+    fn retry_after(e: &ApiError) -> Option<&str> {
+        e.headers
+            .iter()
+            .find(|(name, _)| name == "retry-after")
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn a_request_before_the_migrations_is_told_to_retry_and_a_bad_statement_stays_a_fault() {
+        // Before `migrate`: the first lookup of any request names a table not there yet.
+        let db = testing::unmigrated_db();
+        let e = tenants::by_api_key_hash(&db, "0").unwrap_err();
+        assert_eq!((e.status, e.code), (503, "schema_not_applied"), "{e}");
+        assert_eq!(retry_after(&e), Some("5"));
+        // A migration half way (an older schema): a column a newer one adds is missing.
+        let e = db
+            .execute(
+                "CREATE TABLE schema_migrations (version TEXT PRIMARY KEY)",
+                &[],
+            )
+            .and_then(|()| db.query("SELECT suspended_at FROM schema_migrations", &[]))
+            .unwrap_err();
+        assert_eq!((e.status, e.code), (503, "schema_not_applied"), "{e}");
+        // Once the schema is applied, a statement naming what is not there is a fault.
+        let db = testing::db();
+        tenants::by_api_key_hash(&db, "0").expect("the lookup runs");
+        let e = db
+            .query("SELECT nothing FROM sdk_clients", &[])
+            .unwrap_err();
+        assert_eq!((e.status, e.code), (500, "internal_error"), "{e}");
+        // PostgreSQL's undefined table and column.
+        assert!(names_missing_schema(
+            "Db error: SqlState(E42P01) relation does not exist"
+        ));
+        assert!(names_missing_schema("SqlState(E42703)"));
+        assert!(!names_missing_schema("SqlState(E23505) duplicate key"));
+    }
+}
+
 #[cfg(test)]
 mod only_here {
     use std::path::{Path, PathBuf};

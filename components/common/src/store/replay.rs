@@ -28,6 +28,15 @@ pub fn first_use(
     Ok(!fresh.is_empty())
 }
 
+/// Forgets `signature` of `client_id` (a request refused before it did anything).
+pub fn forget(db: &Db, client_id: &str, signature: &str) -> Result<(), ApiError> {
+    db.execute(
+        "DELETE FROM seen_signatures WHERE client_id = ? AND signature = ?",
+        &[client_id.into(), signature.into()],
+    )?;
+    Ok(())
+}
+
 /// Removes up to `batch` replay keys that expired by `now`; answers how many.
 pub fn prune(db: &Db, now: i64, batch: i64) -> Result<i64, ApiError> {
     let removed = db.query(
@@ -54,5 +63,7 @@ mod tests {
             "expired: usable again"
         );
         assert_eq!(prune(&db, 701, 10).unwrap(), 1);
+        forget(&db, "c2", "sig").unwrap();
+        assert!(first_use(&db, "c2", "sig", 702, 102).unwrap(), "forgotten");
     }
 }

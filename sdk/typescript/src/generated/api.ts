@@ -792,6 +792,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/media/server": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Server report (media server)
+         * @description The media server reports itself up (when it starts, then every minute) or down with why (it stopped, or its host could not start it); the owner's view of a broadcast shows it as ingest.server.
+         */
+        post: operations["post-media-server"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/media/update": {
         parameters: {
             query?: never;
@@ -3452,12 +3472,27 @@ export interface components {
             publishes: number;
             /** Format: date-time */
             reconnectDeadline: string | null;
+            /** @description The last publish attempts the platform refused on this broadcast (or publishers it dropped), newest first, at most 10: why an encoder sees only `Input/output error`. An unknown key or a wrong application cannot be told apart from anyone's typo and names no broadcast: those are only in the media server's log. */
+            refusals: components["schemas"]["IngestRefusal"][];
+            /** @description Whether the media server that takes `rtmpUrl` runs, as it last reported. */
+            server: components["schemas"]["MediaServerStatus"];
             /**
              * @description Whether an encoder publishes (`live`), has dropped and may still come back (`reconnecting`) or not (`idle`).
              * @enum {string}
              */
             state: "live" | "reconnecting" | "idle";
             stats: components["schemas"]["HealthSample"] | null;
+        };
+        /** @description A publish attempt the platform refused, or a publisher it dropped. */
+        IngestRefusal: {
+            /** Format: date-time */
+            at: string;
+            /** @description The encoder's address, as the media server saw it. */
+            clientAddr: string | null;
+            /** @description The reason in words. */
+            detail: string;
+            /** @description `already_publishing` (another encoder is live on the broadcast), `stream_key_reset` (the key was replaced: publish with the new one), `broadcast_ended` or `client_suspended`. */
+            reason: string;
         };
         /** @description The RTMP ingest in an interval: its last health sample, and the health it showed. */
         IntervalIngest: {
@@ -3669,6 +3704,34 @@ export interface components {
             id: string;
             /** @description The full destination, key included. */
             url: string;
+        };
+        /** @description `POST /api/media/server`: the media server's report of itself: `up` when it starts and every minute while it runs, `down` with why when it stops or cannot start (its host reports that). */
+        MediaServerReport: {
+            /**
+             * @description Why it is down.
+             * @default null
+             */
+            reason: string | null;
+            state: components["schemas"]["MediaServerState"];
+        };
+        /**
+         * @description Whether the media server runs.
+         * @enum {string}
+         */
+        MediaServerState: "up" | "down";
+        /** @description Whether the media server runs: `up` (it reported so within the last 3 minutes), `down` (it stopped, or could not start: `reason` says why; RTMP publishes to `rtmpUrl` fail) or `unknown` (it never reported, or has been silent for 3 minutes). */
+        MediaServerStatus: {
+            reason: string | null;
+            /**
+             * Format: date-time
+             * @description When it last reported.
+             */
+            reportedAt: string | null;
+            /**
+             * @description See [`MediaServerView`].
+             * @enum {string}
+             */
+            state: "up" | "down" | "unknown";
         };
         /** @description A tenant's media settings. */
         MediaSettings: {
@@ -9470,6 +9533,106 @@ export interface operations {
                     "application/problem+json": {
                         /** @enum {unknown} */
                         code?: "malformed_json" | "invalid_connection";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_media_secret" | "invalid_media_secret";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "payload_too_large";
+                        /** @constant */
+                        status?: 413;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "unsupported_media_type";
+                        /** @constant */
+                        status?: 415;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field is invalid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "validation_failed";
+                        /** @constant */
+                        status?: 422;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "post-media-server": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "reason": "nginx with its RTMP module is not installed",
+                 *       "state": "down"
+                 *     }
+                 */
+                "application/json": components["schemas"]["MediaServerReport"];
+            };
+        };
+        responses: {
+            /** @description Recorded: the state broadcasts now show */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MediaServerStatus"];
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "malformed_json" | "reason_required";
                         /** @constant */
                         status?: 400;
                     } & components["schemas"]["Problem"];
