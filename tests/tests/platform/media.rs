@@ -552,9 +552,9 @@ async fn a_state_dir_others_cannot_search_still_serves_hls() {
     let _publisher = Publisher::start(&text(&b, "rtmpUrl"));
     let live = until_ingest(&p, &user, &id, "live").await;
     assert_eq!(live["ingest"]["server"]["state"], "up", "{live}");
-    let playlist = until_playlist(&text(&b, "hlsUrl")).await;
+    let (media_url, playlist) = until_playlist(&text(&b, "hlsUrl")).await;
     let segment = playlist_segments(&playlist).pop().unwrap();
-    let (status, _, kind) = fetch(&resolve(&text(&b, "hlsUrl"), &segment)).await;
+    let (status, _, kind) = fetch(&resolve(&media_url, &segment)).await;
     assert_eq!((status, kind.as_str()), (200, "video/mp2t"));
     p.stop().await;
     assert!(!work.exists(), "{} is removed", work.display());
