@@ -390,15 +390,24 @@ pub fn server(ctx: &MediaCtx) -> Reply {
     let call: protocol::ServerReport = ctx.typed_json()?;
     let reason = match call.state {
         protocol::ServerState::Up => None,
-        protocol::ServerState::Down => Some(
-            call.reason
-                .as_deref()
-                .map(|r| clip(r.trim(), 1000))
-                .filter(|r| !r.is_empty())
-                .ok_or_else(|| {
-                    ApiError::bad_request("reason_required", "a media server down says why")
-                })?,
-        ),
+        protocol::ServerState::Down => {
+            let reason = call.reason.as_deref().map(str::trim).unwrap_or_default();
+            if reason.is_empty() {
+                return Err(ApiError::bad_request(
+                    "reason_required",
+                    "a media server down says why",
+                ));
+            }
+            if reason.chars().count() > protocol::MAX_SERVER_REASON {
+                return Err(ApiError::invalid_fields(vec![
+                    common::problem::FieldError {
+                        field: "reason".into(),
+                        message: format!("at most {} characters", protocol::MAX_SERVER_REASON),
+                    },
+                ]));
+            }
+            Some(reason.to_string())
+        }
     };
     let db = ctx.db()?;
     let report = store::ServerReport {
@@ -530,7 +539,8 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
                 "Recorded: the state broadcasts now show",
                 Schema::view::<crate::broadcasts::view::MediaServerView>(),
             )
-            .errors(400, &["malformed_json", "reason_required"]),
+            .errors(400, &["malformed_json", "reason_required"])
+            .errors(422, &["validation_failed"]),
         Operation::new("POST /api/jobs/settle-ingests", "Settle ingests (jobs)")
             .described(
                 "Completes the broadcasts whose RTMP publisher did not come back within the \

@@ -286,11 +286,7 @@ impl Drop for WorkDirGuard {
 /// [`SERVER_REPORT_EVERY_SECS`](common::domain::media::SERVER_REPORT_EVERY_SECS) (sooner
 /// again after a report it did not take).
 async fn report_up(platform: platform::Platform) {
-    use common::domain::media::protocol::{ServerReport, ServerState};
-    let up = ServerReport {
-        state: ServerState::Up,
-        reason: None,
-    };
+    let up = common::domain::media::protocol::ServerReport::up();
     loop {
         let pause = match platform.server(&up).await {
             platform::Answer::Ok(_) => common::domain::media::SERVER_REPORT_EVERY_SECS,
@@ -310,11 +306,7 @@ async fn report_up(platform: platform::Platform) {
 /// Tells the platform the media server is down and why, in up to `tries` tries a second
 /// apart (a platform that is starting may not answer yet).
 pub async fn report_down(platform: &platform::Platform, reason: &str, tries: usize) {
-    use common::domain::media::protocol::{ServerReport, ServerState};
-    let down = ServerReport {
-        state: ServerState::Down,
-        reason: Some(reason.to_string()),
-    };
+    let down = common::domain::media::protocol::ServerReport::down(reason);
     for attempt in 1..=tries {
         match platform.server(&down).await {
             platform::Answer::Ok(_) => return,

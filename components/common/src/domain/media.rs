@@ -532,6 +532,32 @@ pub mod protocol {
         pub reason: Option<String>,
     }
 
+    /// The longest `reason` a report may carry, in characters.
+    pub const MAX_SERVER_REASON: usize = 1000;
+
+    impl ServerReport {
+        pub fn up() -> ServerReport {
+            ServerReport {
+                state: ServerState::Up,
+                reason: None,
+            }
+        }
+
+        /// A report that the media server is down, its reason kept within
+        /// [`MAX_SERVER_REASON`] characters (a start-up error may quote a long log).
+        pub fn down(reason: &str) -> ServerReport {
+            let reason = reason.trim();
+            let reason = match reason.char_indices().nth(MAX_SERVER_REASON - 1) {
+                Some((at, _)) => format!("{}…", &reason[..at]),
+                None => reason.to_string(),
+            };
+            ServerReport {
+                state: ServerState::Down,
+                reason: Some(reason),
+            }
+        }
+    }
+
     /// `POST /api/media/publish-done`: a publisher went away.
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
     #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -546,6 +572,17 @@ pub mod protocol {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_down_report_keeps_its_reason_within_the_bound() {
+        let long = "é".repeat(3000);
+        let report = protocol::ServerReport::down(&long);
+        let reason = report.reason.unwrap();
+        assert_eq!(reason.chars().count(), protocol::MAX_SERVER_REASON);
+        assert!(reason.ends_with('…'));
+        let short = protocol::ServerReport::down("  nginx is missing ");
+        assert_eq!(short.reason.as_deref(), Some("nginx is missing"));
+    }
 
     #[test]
     fn stream_keys_are_random_uuids_without_dashes() {
