@@ -1,6 +1,9 @@
 /*
  * The watch page: HLS playback with hls.js (native HLS where the browser has it), the
  * live state, the live chat read-only through the relay, and gifts (static/gifts.js).
+ * hls.js picks the rendition by the measured bandwidth ("Auto"); the quality menu pins
+ * one, and the bar shows how far behind live the picture is (from the segments'
+ * program date-time: the wall time the media server received them).
  * Once the broadcast has ended the chat is closed: the page shows its last messages (the
  * relay's history) and lets the socket go.
  */
@@ -18,7 +21,12 @@
   var relay = null;
   var chatClosed = false;
   var giftsEl = document.getElementById('gifts');
+  var bar = document.getElementById('player-bar');
+  var quality = document.getElementById('quality');
+  var latencyEl = document.getElementById('latency');
   var hlsUrl = root.dataset.hlsUrl;
+  var lowLatency = root.dataset.latencyMode === 'low';
+  var latencyTimer = null;
   var replayUrl = root.dataset.replayUrl;
   var replayType = root.dataset.replayType;
   var hls = null;
@@ -60,6 +68,8 @@
 
   function stop() {
     clearTimeout(retryTimer);
+    clearInterval(latencyTimer);
+    bar.hidden = true;
     if (hls) {
       hls.destroy();
       hls = null;
@@ -91,7 +101,7 @@
       return;
     }
     if (window.Hls && window.Hls.isSupported()) {
-      hls = new window.Hls({ enableWorker: false, lowLatencyMode: live });
+      hls = new window.Hls(playerConfig(live));
       hls.on(window.Hls.Events.ERROR, function (_, data) {
         if (!data.fatal) return;
         if (!live) {
@@ -107,7 +117,11 @@
       });
       hls.on(window.Hls.Events.MANIFEST_PARSED, function () {
         message.hidden = true;
+        if (live) showQualities();
         video.play().catch(function () {});
+      });
+      hls.on(window.Hls.Events.LEVEL_SWITCHED, function () {
+        if (live) labelAuto();
       });
       hls.loadSource(url);
       hls.attachMedia(video);
@@ -118,6 +132,75 @@
       showProblem('This browser cannot play HLS.');
     }
   }
+
+  /* Standard: two and a half segments (5 s) behind the edge. Low: a second and a half
+   * behind, caught up by playing slightly faster when the player falls back. */
+  function playerConfig(live) {
+    var config = { enableWorker: false, lowLatencyMode: live, capLevelToPlayerSize: false };
+    // hls.js refuses a segment count mixed with durations: one or the other.
+    if (live && !lowLatency) config.liveSyncDurationCount = 2.5;
+    if (live && lowLatency) {
+      config.liveSyncDuration = 1.5;
+      config.liveMaxLatencyDuration = 5;
+      config.maxLiveSyncPlaybackRate = 1.2;
+      config.backBufferLength = 10;
+    }
+    return config;
+  }
+
+  function levelName(level) {
+    var name = level.height ? level.height + 'p' : 'Source';
+    var rate = level.bitrate ? ' (' + (level.bitrate / 1e6).toFixed(1) + ' Mbit/s)' : '';
+    return name + rate;
+  }
+
+  /* The quality menu: Auto, then each rendition, highest first. */
+  function showQualities() {
+    quality.textContent = '';
+    var auto = document.createElement('option');
+    auto.value = '-1';
+    auto.textContent = 'Auto';
+    quality.appendChild(auto);
+    var order = hls.levels.map(function (level, i) { return i; });
+    order.sort(function (a, b) { return hls.levels[b].bitrate - hls.levels[a].bitrate; });
+    order.forEach(function (i) {
+      var option = document.createElement('option');
+      option.value = String(i);
+      option.textContent = levelName(hls.levels[i]);
+      quality.appendChild(option);
+    });
+    quality.value = '-1';
+    bar.hidden = false;
+    clearInterval(latencyTimer);
+    latencyTimer = setInterval(showLatency, 1000);
+  }
+
+  function labelAuto() {
+    var auto = quality.querySelector('option[value="-1"]');
+    var level = hls && hls.levels[hls.currentLevel];
+    if (auto) auto.textContent = hls.autoLevelEnabled && level ? 'Auto (' + levelName(level) + ')' : 'Auto';
+  }
+
+  /* Seconds between the wall time of the frame on screen and now. */
+  function latency() {
+    if (!hls) return null;
+    var date = hls.playingDate;
+    if (date && !isNaN(date.getTime())) return Math.max(0, (Date.now() - date.getTime()) / 1000);
+    return typeof hls.latency === 'number' && isFinite(hls.latency) ? hls.latency : null;
+  }
+
+  function showLatency() {
+    var seconds = latency();
+    latencyEl.textContent = seconds === null ? '' : seconds.toFixed(1) + ' s behind live';
+  }
+
+  quality.addEventListener('change', function () {
+    if (!hls) return;
+    var level = parseInt(quality.value, 10);
+    // Auto hands the choice back to hls.js; a rendition is switched to at once.
+    hls.currentLevel = isNaN(level) ? -1 : level;
+    labelAuto();
+  });
 
   function author(m) {
     var sender = m.sender || m.user || {};
@@ -163,6 +246,23 @@
 
   window.watchPage = {
     relayFrame: onFrame,
+    /* What plays: the renditions, the one on screen, whether hls.js chooses, latency. */
+    player: function () {
+      if (!hls) return null;
+      var level = hls.levels[hls.currentLevel];
+      return {
+        levels: hls.levels.map(function (l) {
+          return { width: l.width, height: l.height, bitrate: l.bitrate };
+        }),
+        currentLevel: hls.currentLevel,
+        bitrate: level ? level.bitrate : null,
+        height: level ? level.height : null,
+        auto: hls.autoLevelEnabled,
+        bandwidthEstimate: hls.bandwidthEstimate,
+        latency: latency(),
+        currentTime: video.currentTime
+      };
+    },
     gifts: function () {
       return window.GiftOverlay.report(giftsEl);
     }

@@ -3,9 +3,15 @@
 //!
 //! - publish to first playable segment: from the encoder's start until the playlist lists
 //!   a segment that answers 200 (target: under 2 segment durations plus 1 s);
-//! - `INGESTS` (20) concurrent 2 Mbit/s ingests (copy, no transcoding) for `SECONDS`:
-//!   the video frames each listed HLS segment holds against those its duration says it
-//!   should, the media rate the media server measured, and the media server's CPU;
+//! - transcoding cost: the CPU of each rendition (720p30, 480p30, 360p30 with x264
+//!   `veryfast` and `superfast`) from a 720p and a 1080p source, of decoding the source,
+//!   and of the whole ladder as the agent runs it (its own ffmpeg command), in cores at
+//!   real time;
+//! - `INGESTS` (20) concurrent 2 Mbit/s ingests as passthrough (copy, no transcoding) for
+//!   `SECONDS`: the video frames each listed HLS segment holds against those its duration
+//!   says it should, the media rate the media server measured, and the CPU;
+//! - `LADDERS` ("2 4 6") concurrent 720p sources with the adaptive ladder, the budget out
+//!   of the way: whether every rendition keeps real time;
 //! - HLS to `VIEWERS` (1,000) concurrent keep-alive viewers: playlist and segment requests
 //!   per second for an open stream, a signed one, and the same files served by a plain
 //!   static nginx location, in one run.
@@ -14,7 +20,7 @@
 //! `apt-get install -y wrk`). `wrk`, the encoders and the media server share the machine:
 //! compare the rows of one run.
 
-use platform_tests::media::{Publisher, clip_of, playlist_segments, tool, wait_for};
+use platform_tests::media::{Publisher, clip_of, playlist_segments, tool, variants, wait_for};
 use platform_tests::{Exchange, Method, Platform, User, env_or};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -32,8 +38,33 @@ const INGEST_CLIP: &[&str] = &[
     "-c:a", "aac", "-b:a", "128k",
 ];
 
+#[rustfmt::skip]
+/// 1920x1080 at 30 fps, H.264 at 4.5 Mbit/s with a keyframe every 2 s, AAC: a 1080p source.
+const SOURCE_1080P: &[&str] = &[
+    "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=30",
+    "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+    "-t", "20", "-ac", "2",
+    "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
+    "-g", "60", "-keyint_min", "60", "-sc_threshold", "0",
+    "-b:v", "4500k", "-maxrate", "4500k", "-bufsize", "4500k",
+    "-c:a", "aac", "-b:a", "128k",
+];
+
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
+    // One part alone: ONLY=transcoding, ONLY=ladders (LADDERS="2 4 6 8") or ONLY=serving.
+    match std::env::var("ONLY").as_deref() {
+        Ok("transcoding") => return transcoding(),
+        Ok("ladders") => {
+            let clip = clip_of(INGEST_CLIP, "ingest-720p-2m");
+            for n in ladder_counts() {
+                ladders(&clip, n, env_or("SECONDS", 30)).await;
+            }
+            return;
+        }
+        _ => {}
+    }
+    let only_serving = std::env::var("ONLY").as_deref() == Ok("serving");
     let ingests: usize = env_or("INGESTS", 20);
     let seconds: u64 = env_or("SECONDS", 30);
     let viewers: usize = env_or("VIEWERS", 1000);
@@ -52,15 +83,232 @@ async fn main() {
     );
     let clip = clip_of(INGEST_CLIP, "ingest-720p-2m");
 
+    if only_serving {
+        return serving(&p, &user, &clip, viewers).await;
+    }
+    transcoding();
     first_segment_latency(&p, &user, &clip, trials).await;
     concurrent_ingests(&p, &user, &clip, ingests, seconds).await;
     serving(&p, &user, &clip, viewers).await;
+    drop(p);
+    for n in ladder_counts() {
+        ladders(&clip, n, seconds.min(30)).await;
+    }
+}
+
+/// How many concurrent ladders to run, in turn (`LADDERS`, default "2 4 6").
+fn ladder_counts() -> Vec<usize> {
+    std::env::var("LADDERS")
+        .unwrap_or_else(|_| "2 4 6".into())
+        .split_whitespace()
+        .map(|n| n.parse().expect("LADDERS is a list of counts"))
+        .collect()
+}
+
+/// ffmpeg's own account of a run (`-benchmark`): user plus system CPU seconds.
+fn ffmpeg_cpu(args: &[String], dir: &Path) -> f64 {
+    let out = std::process::Command::new(tool("ffmpeg"))
+        // `bench: utime=...` is printed at the info level.
+        .args([
+            "-nostdin",
+            "-hide_banner",
+            "-nostats",
+            "-loglevel",
+            "info",
+            "-benchmark",
+            "-y",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("ffmpeg runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let field = |name: &str| -> f64 {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.trim_end_matches('s').parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    field("utime=") + field("stime=")
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// Cores at real time of each rendition, the decode and the whole ladder, from a 720p and
+/// a 1080p source (20 s each, encoded as fast as the machine goes: CPU seconds over media
+/// seconds).
+fn transcoding() {
+    use media_agent::ladder::{self, Encoder, Job, Segmenting, Source};
+    let media_secs = 20.0;
+    let work = tempfile::tempdir().unwrap();
+    println!(
+        "transcoding cost, cores at real time (CPU seconds per media second; {media_secs} s sources)"
+    );
+    for (name, clip, width, height) in [
+        (
+            "720p30 source",
+            clip_of(INGEST_CLIP, "ingest-720p-2m"),
+            1280u32,
+            720u32,
+        ),
+        (
+            "1080p30 source",
+            clip_of(SOURCE_1080P, "source-1080p"),
+            1920,
+            1080,
+        ),
+    ] {
+        let input = clip.to_str().unwrap().to_string();
+        let decode = ffmpeg_cpu(
+            &strings(&["-i", &input, "-map", "0:v", "-f", "null", "-"]),
+            work.path(),
+        ) / media_secs;
+        println!("{name}: decode {decode:.3}");
+        let source = Source {
+            width,
+            height,
+            frame_rate: 30.0,
+        };
+        for preset in ["veryfast", "superfast"] {
+            let mut row = Vec::new();
+            for &(rung, bitrate) in ladder::RUNGS.iter().filter(|(h, _)| *h <= height) {
+                let w = (f64::from(width) * f64::from(rung) / f64::from(height) / 2.0).round()
+                    as u32
+                    * 2;
+                let total = ffmpeg_cpu(
+                    &strings(&[
+                        "-i",
+                        &input,
+                        "-map",
+                        "0:v",
+                        "-vf",
+                        &format!("scale={w}:{rung},format=yuv420p"),
+                        "-c:v",
+                        "libx264",
+                        "-preset",
+                        preset,
+                        "-tune",
+                        "zerolatency",
+                        "-profile:v",
+                        "main",
+                        "-b:v",
+                        &bitrate.to_string(),
+                        "-maxrate",
+                        &bitrate.to_string(),
+                        "-bufsize",
+                        &bitrate.to_string(),
+                        "-f",
+                        "null",
+                        "-",
+                    ]),
+                    work.path(),
+                ) / media_secs;
+                let cost = total - decode;
+                let mpps = f64::from(w) * f64::from(rung) * 30.0 / 1e6;
+                row.push(format!("{rung}p30 {cost:.3} ({:.4}/Mpx/s)", cost / mpps));
+            }
+            // The whole ladder, as the agent runs it (its command, from a file).
+            let plan = ladder::plan(common::domain::media::Ladder::Adaptive, Some(source));
+            let job = Job {
+                source_url: &input,
+                plan: &plan,
+                segmenting: Segmenting::of(common::domain::media::LatencyMode::Standard, 2, 10),
+                has_audio: true,
+                audio_is_aac: true,
+                encoder: Encoder::X264,
+                preset,
+            };
+            let mut args = ladder::ffmpeg_args(&job);
+            // Options of a live RTMP input, which a file does not take.
+            for option in ["-rtmp_live", "-rw_timeout", "-progress", "-stats_period"] {
+                if let Some(at) = args.iter().position(|a| a == option) {
+                    args.drain(at..at + 2);
+                }
+            }
+            args.retain(|a| !["-nostdin", "-hide_banner"].contains(&a.as_str()));
+            let at = args.iter().position(|a| a == "-loglevel").unwrap();
+            args.drain(at..at + 2);
+            let whole = ffmpeg_cpu(&args, work.path()) / media_secs;
+            let renditions: Vec<&str> = plan.renditions.iter().map(|r| r.name.as_str()).collect();
+            println!(
+                "  {preset}: {}; the ladder ({}) {whole:.3}",
+                row.join(", "),
+                renditions.join(" + ")
+            );
+        }
+    }
+}
+
+/// `n` concurrent 720p sources with the adaptive ladder for `seconds`, the CPU budget out
+/// of the way: every rendition's media rate, as the owner's view reports it.
+async fn ladders(clip: &Path, n: usize, seconds: u64) {
+    let mut options = edgehost::MediaServer::ephemeral();
+    options.config.transcode_cores = 1000.0;
+    let p = Platform::start_media_with(options, &[]).await;
+    let tenant = p.register_client("Bench").await;
+    let user = p.signup(&tenant, "caster").await;
+    let mut streams = Vec::new();
+    for _ in 0..n {
+        streams.push(broadcast(&p, &user, "public").await);
+    }
+    let publishers: Vec<Publisher> = streams
+        .iter()
+        .map(|b| Publisher::start_clip(clip, &text(b, "rtmpUrl"), 1.0))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let mut rates = Vec::new();
+    let mut starving = 0;
+    for b in &streams {
+        let id = text(b, "id");
+        let view = wait_for("the ladder", Duration::from_secs(20), || async {
+            let (_, view) = p
+                .as_user(&user, Method::GET, &format!("/api/broadcasts/{id}"))
+                .answer()
+                .await;
+            view["ingest"]["ladder"]["renditions"][1]["mediaRate"]
+                .is_number()
+                .then_some(view)
+        })
+        .await;
+        for r in view["ingest"]["ladder"]["renditions"].as_array().unwrap() {
+            if r["transcoded"] == true {
+                rates.push(r["mediaRate"].as_f64().unwrap());
+                starving += usize::from(r["health"] == "starving");
+            }
+        }
+    }
+    for publisher in publishers {
+        publisher.stop().await;
+    }
+    rates.sort_by(f64::total_cmp);
+    println!(
+        "{n} concurrent 720p sources with the ladder (480p + 360p) for {seconds} s: rendition media rate \
+         min {:.3} median {:.3}; {starving} of {} renditions starving",
+        rates[0],
+        rates[rates.len() / 2],
+        rates.len()
+    );
 }
 
 async fn broadcast(p: &Platform, user: &User, visibility: &str) -> Value {
+    broadcast_with(p, user, json!({"title": "Bench", "visibility": visibility})).await
+}
+
+async fn broadcast_with(p: &Platform, user: &User, body: Value) -> Value {
     let (status, b) = p
         .as_user(user, Method::POST, "/api/broadcasts")
-        .send_json(&json!({"title": "Bench", "visibility": visibility}))
+        .send_json(&body)
         .await;
     assert_eq!(status, 200, "{b}");
     b
@@ -70,8 +318,20 @@ fn text(v: &Value, field: &str) -> String {
     v[field].as_str().expect(field).to_string()
 }
 
-/// The newest segment of the playlist at `url` that answers 200, if any.
+/// The source's media playlist of the master playlist at `url`, if it answers.
+async fn media_playlist(http: &reqwest::Client, url: &str) -> Option<String> {
+    let answer = http.get(url).send().await.ok()?;
+    if answer.status() != 200 {
+        return None;
+    }
+    let master = answer.text().await.ok()?;
+    let first = variants(&master).into_iter().next()?;
+    Some(platform_tests::media::resolve(url, &first.uri))
+}
+
+/// The newest segment of the HLS at `url` (a master playlist) that answers 200, if any.
 async fn playable(http: &reqwest::Client, url: &str) -> Option<String> {
+    let url = &media_playlist(http, url).await?;
     let answer = http.get(url).send().await.ok()?;
     if answer.status() != 200 {
         return None;
@@ -134,6 +394,32 @@ fn group_cpu_seconds(pgid: u32) -> f64 {
     total as f64 / ticks
 }
 
+/// CPU seconds (user + system) of the agent's HLS writers (the ffmpeg processes whose
+/// command line maps variant streams).
+fn hls_writers_cpu_seconds() -> f64 {
+    let mut total = 0u64;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if !String::from_utf8_lossy(&cmdline).contains("-var_stream_map") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        total += fields
+            .get(11)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+            + fields
+                .get(12)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0);
+    }
+    total as f64 / 100.0
+}
+
 /// This process's CPU seconds (edgehost and the agent run in it).
 fn own_cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
@@ -147,7 +433,7 @@ fn own_cpu_seconds() -> f64 {
 /// The listed segments of a stream's HLS: each one's seconds (its `#EXTINF`) and video
 /// frames.
 fn listed_segments(dir: &Path) -> Vec<(f64, u64)> {
-    let playlist = std::fs::read_to_string(dir.join("index.m3u8")).unwrap_or_default();
+    let playlist = std::fs::read_to_string(dir.join("v0.m3u8")).unwrap_or_default();
     let durations = playlist
         .lines()
         .filter_map(|l| l.strip_prefix("#EXTINF:"))
@@ -176,10 +462,13 @@ async fn concurrent_ingests(p: &Platform, user: &User, clip: &Path, n: usize, se
     let pgid = media.nginx_pid().expect("nginx runs");
     let mut streams = Vec::new();
     for _ in 0..n {
-        streams.push(broadcast(p, user, "public").await);
+        let body = json!({"title": "Bench", "visibility": "public", "ladder": "passthrough"});
+        streams.push(broadcast_with(p, user, body).await);
     }
     let nginx_before = group_cpu_seconds(pgid);
     let own_before = own_cpu_seconds();
+    // The writers start with their streams: their CPU is counted from their start.
+    let writers_before = 0.0;
     let started = Instant::now();
     let publishers: Vec<Publisher> = streams
         .iter()
@@ -212,6 +501,7 @@ async fn concurrent_ingests(p: &Platform, user: &User, clip: &Path, n: usize, se
     let wall = started.elapsed().as_secs_f64();
     let nginx_cpu = group_cpu_seconds(pgid) - nginx_before;
     let own_cpu = own_cpu_seconds() - own_before;
+    let writers_cpu = hls_writers_cpu_seconds() - writers_before;
     let (mut expected, mut held, mut media_seconds) = (0u64, 0u64, 0f64);
     let mut short_segments = 0;
     for b in &streams {
@@ -242,8 +532,10 @@ async fn concurrent_ingests(p: &Platform, user: &User, clip: &Path, n: usize, se
         expected.saturating_sub(held)
     );
     println!(
-        "  CPU over {wall:.1} s: nginx {:.1}% of a core; this process (edgehost, the agent, the bench) {:.1}%",
+        "  CPU over {wall:.1} s: nginx {:.1}% of a core; the {n} HLS writers (ffmpeg, copy) {:.1}%; \
+         this process (edgehost, the agent, the bench) {:.1}%",
         nginx_cpu / wall * 100.0,
+        writers_cpu / wall * 100.0,
         own_cpu / wall * 100.0
     );
 }
@@ -340,11 +632,25 @@ async fn serving(p: &Platform, user: &User, clip: &Path, viewers: usize) {
             .next()
             .unwrap();
         let mut ratio = Vec::new();
+        let media_url = media_playlist(&http, &hls).await.expect("a media playlist");
+        let media_file = media_url
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .split('?')
+            .next()
+            .unwrap()
+            .to_string();
         for (kind, served, plain) in [
             (
-                "playlist",
+                "master playlist",
                 hls.clone(),
                 format!("http://{static_addr}/hls/{sid}/index.m3u8"),
+            ),
+            (
+                "playlist",
+                media_url.clone(),
+                format!("http://{static_addr}/hls/{sid}/{media_file}"),
             ),
             (
                 "segment",
@@ -364,11 +670,11 @@ async fn serving(p: &Platform, user: &User, clip: &Path, viewers: usize) {
             );
             ratio.push(rate / plain_rate);
         }
-        rows.push((name, ratio[0], ratio[1]));
+        rows.push((name, ratio[0], ratio[1], ratio[2]));
     }
-    for (name, playlist, segment) in rows {
+    for (name, master, playlist, segment) in rows {
         println!(
-            "{name} stream against plain static serving: playlist {playlist:.2}x, segment {segment:.2}x"
+            "{name} stream against plain static serving: master {master:.2}x, playlist {playlist:.2}x, segment {segment:.2}x"
         );
     }
     // SIGTERM: nginx's master stops its workers too (SIGKILL would leave them running).

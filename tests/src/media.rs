@@ -40,6 +40,23 @@ const CLIP_ARGS: &[&str] = &[
     "-c:a", "aac", "-b:a", "96k",
 ];
 
+#[rustfmt::skip]
+/// A 1280x720 test pattern (30 fps, a keyframe a second, AAC), four seconds, looped by
+/// publishers: the source of the adaptive ladder's tests.
+const CLIP_720P_ARGS: &[&str] = &[
+    "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30",
+    "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100",
+    "-t", "4", "-ac", "2",
+    "-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-pix_fmt", "yuv420p",
+    "-g", "30", "-keyint_min", "30", "-sc_threshold", "0", "-b:v", "1500k",
+    "-c:a", "aac", "-b:a", "96k",
+];
+
+/// The 720p test pattern, encoded on first use.
+pub fn test_clip_720p() -> PathBuf {
+    clip_of(CLIP_720P_ARGS, "clip-720p")
+}
+
 /// The test pattern as an FLV file, encoded on first use and kept under `target/` (its
 /// name carries a digest of the encoding, so a change re-encodes it).
 pub fn test_clip() -> PathBuf {
@@ -175,6 +192,112 @@ pub fn playlist_segments(playlist: &str) -> Vec<String> {
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(str::to_string)
         .collect()
+}
+
+/// One `#EXT-X-STREAM-INF` of a master playlist: its attributes and URI.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    pub attributes: std::collections::HashMap<String, String>,
+    pub uri: String,
+}
+
+impl Variant {
+    pub fn attribute(&self, name: &str) -> Option<&str> {
+        self.attributes.get(name).map(String::as_str)
+    }
+
+    /// `RESOLUTION` as (width, height).
+    pub fn resolution(&self) -> Option<(u32, u32)> {
+        let (w, h) = self.attribute("RESOLUTION")?.split_once('x')?;
+        Some((w.parse().ok()?, h.parse().ok()?))
+    }
+
+    pub fn bandwidth(&self) -> Option<u64> {
+        self.attribute("BANDWIDTH")?.parse().ok()
+    }
+}
+
+/// The variants of a master playlist, in order (none for a media playlist).
+pub fn variants(master: &str) -> Vec<Variant> {
+    let mut out = Vec::new();
+    let mut lines = master.lines().map(str::trim);
+    while let Some(line) = lines.next() {
+        let Some(list) = line.strip_prefix("#EXT-X-STREAM-INF:") else {
+            continue;
+        };
+        let mut attributes = std::collections::HashMap::new();
+        // NAME=value pairs, a quoted value holding commas.
+        let mut rest = list;
+        while !rest.is_empty() {
+            let Some((name, after)) = rest.split_once('=') else {
+                break;
+            };
+            let (value, after) = if let Some(quoted) = after.strip_prefix('"') {
+                let end = quoted.find('"').unwrap_or(quoted.len());
+                (&quoted[..end], quoted.get(end + 1..).unwrap_or(""))
+            } else {
+                after.split_once(',').map_or((after, ""), |(v, a)| (v, a))
+            };
+            attributes.insert(name.trim().to_string(), value.to_string());
+            rest = after.trim_start_matches(',');
+        }
+        if let Some(uri) = lines
+            .by_ref()
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+        {
+            out.push(Variant {
+                attributes,
+                uri: uri.to_string(),
+            });
+        }
+    }
+    out
+}
+
+/// The `#EXT-X-MEDIA-SEQUENCE` of a media playlist.
+pub fn media_sequence(playlist: &str) -> Option<u64> {
+    playlist
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("#EXT-X-MEDIA-SEQUENCE:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// The `#EXTINF` durations of a media playlist, with the URI each one introduces.
+pub fn durations(playlist: &str) -> Vec<(f64, String)> {
+    let mut out = Vec::new();
+    let mut duration = None;
+    for line in playlist.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("#EXTINF:") {
+            duration = rest.split(',').next().and_then(|d| d.parse().ok());
+        } else if !line.is_empty()
+            && !line.starts_with('#')
+            && let Some(d) = duration.take()
+        {
+            out.push((d, line.to_string()));
+        }
+    }
+    out
+}
+
+/// The width and height of a media file's first video stream, as `ffprobe` decodes it.
+pub fn probe_size(file: &Path) -> (u32, u32) {
+    let output = std::process::Command::new(tool("ffprobe"))
+        .args(["-v", "error", "-select_streams", "v:0"])
+        .args(["-show_entries", "stream=width,height", "-of", "csv=p=0"])
+        .arg(file)
+        .output()
+        .expect("ffprobe runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    // A transport stream lists its streams under its program too: the first line.
+    let (w, h) = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .trim_end_matches(',')
+        .split_once(',')
+        .unwrap_or_else(|| panic!("ffprobe cannot size {}: {text}", file.display()));
+    (w.parse().unwrap(), h.parse().unwrap())
 }
 
 /// `uri` resolved against the playlist address `base` (which may carry a query).

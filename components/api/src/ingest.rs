@@ -12,12 +12,43 @@ use common::app;
 use common::domain::broadcast::Status;
 use common::domain::media::{self, Health, HealthSample, Playback, protocol};
 use common::spin::config;
-use common::spin::http::{JobsCtx, MediaCtx, Reply, json};
+use common::spin::http::{JobsCtx, MediaCtx, Reply, ServerCtx, json};
 use common::store::broadcasts::{self as broadcast_store, Broadcast};
 use common::store::ingests::{self as store, Ingest};
 use common::store::{Db, restreams, tenants};
+use common::validate::body::RequestBody;
 use schemars::JsonSchema;
 use serde::Serialize;
+
+/// A tenant's media settings.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "MediaSettings")]
+pub struct MediaSettings {
+    /// What its broadcasts' RTMP publishes get unless a broadcast says otherwise:
+    /// `adaptive` (renditions at 720p, 480p and 360p below the source, for CPU on the
+    /// media server) or `passthrough` (the source alone).
+    ladder: media::Ladder,
+}
+
+/// `GET /api/v1/media-settings`: the tenant's media settings.
+pub fn settings(ctx: &ServerCtx) -> Reply {
+    let db = ctx.db()?;
+    let ladder = tenants::media_ladder(&db, &ctx.tenant.client_id)?;
+    Ok(json(200, &MediaSettings { ladder }))
+}
+
+/// `PATCH /api/v1/media-settings` `{ladder?}`: applies from each broadcast's next publish.
+pub fn update_settings(ctx: &ServerCtx) -> Reply {
+    let mut body = ctx.json()?;
+    let sent = broadcasts::MediaSettingsBody::read(&mut body);
+    body.finish()?;
+    let db = ctx.db()?;
+    if let Some(ladder) = sent.ladder {
+        tenants::set_media_ladder(&db, &ctx.tenant.client_id, ladder)?;
+    }
+    settings(ctx)
+}
 
 /// Broadcasts the `settle-ingests` job completes per call.
 const SETTLE_BATCH: i64 = 100;
@@ -101,6 +132,11 @@ fn accepted(db: &Db, b: &Broadcast) -> Result<protocol::Accepted, ApiError> {
         stream_id: b.identity.stream_id.clone(),
         playback: Playback::of_visibility(b.visibility),
         restreams,
+        ladder: match b.ladder {
+            Some(ladder) => ladder,
+            None => tenants::media_ladder(db, &b.client_id)?,
+        },
+        latency_mode: b.latency_mode,
     })
 }
 
@@ -281,10 +317,19 @@ fn record_health(
 /// A sample as stored: text fields short and free of control characters.
 fn clean(sample: &HealthSample) -> HealthSample {
     let text = |t: &Option<String>| t.as_deref().map(|t| clip(t, 32));
+    let mut ladder = sample.ladder.clone();
+    if let Some(ladder) = &mut ladder {
+        // A ladder has a handful of renditions; nothing more is kept.
+        ladder.renditions.truncate(8);
+        for r in &mut ladder.renditions {
+            r.name = clip(&r.name, 16);
+        }
+    }
     HealthSample {
         video_codec: text(&sample.video_codec),
         video_profile: text(&sample.video_profile),
         audio_codec: text(&sample.audio_codec),
+        ladder,
         ..sample.clone()
     }
 }
@@ -410,6 +455,19 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
     use common::contract::{Operation, Schema};
     use serde_json::json;
     vec![
+        Operation::new("GET /api/v1/media-settings", "Get (media settings)")
+            .described("Whether the tenant's broadcasts are transcoded into an adaptive ladder.")
+            .answers(200, "OK", Schema::view::<MediaSettings>()),
+        Operation::new("PATCH /api/v1/media-settings", "Update (media settings)")
+            .described(
+                "Sets the ladder of the tenant's broadcasts that do not choose one; it applies \
+                 from each broadcast's next publish.",
+            )
+            .takes(Schema::body::<broadcasts::MediaSettingsBody>())
+            .request_example(json!({"ladder": "passthrough"}))
+            .answers(200, "OK", Schema::view::<MediaSettings>())
+            .errors(400, &["malformed_json"])
+            .errors(422, &["validation_failed"]),
         Operation::new("POST /api/media/publish", "Publish (media server)")
             .described(
                 "The media server asks whether a publisher with this stream key may publish; \

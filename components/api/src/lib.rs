@@ -518,6 +518,13 @@ pub const ROUTES: &[Route<Handler<Upload>>] = &[
     // Analytics (the broadcast's own is with the broadcasts)
     route("GET", "/api/users/me/analytics", User(analytics::mine)),
     route("GET", "/api/v1/analytics", Server(analytics::tenant)),
+    // The tenant's media settings (the adaptive ladder of its broadcasts)
+    route("GET", "/api/v1/media-settings", Server(ingest::settings)),
+    route(
+        "PATCH",
+        "/api/v1/media-settings",
+        Server(ingest::update_settings),
+    ),
 ];
 
 /// The largest signed upload (read whole, since its signature covers the body).

@@ -8,8 +8,9 @@ use crate::logging::key_hint;
 use crate::platform::{Answer, Platform};
 use crate::playlist;
 use crate::restreams::{self, RestreamSet};
+use crate::transcode::{self, Transcoder};
 use common::domain::media::protocol::{Accepted, PublishDone, RestreamReport, RestreamTarget};
-use common::domain::media::{HealthSample, Playback};
+use common::domain::media::{HealthSample, LiveLadder, Playback};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -67,6 +68,8 @@ pub struct Publisher {
     pub client_id: u64,
     pub accepted_at: Instant,
     pub restreams: RestreamSet,
+    /// Writes the stream's HLS (every rendition); stopped when the publisher goes.
+    pub transcoder: Transcoder,
 }
 
 /// What the periodic tasks need to know of a publisher.
@@ -116,6 +119,7 @@ pub struct Agent {
     /// Who holds the RTMP port's connections (and which client each relayed one is).
     pub ingress: Arc<crate::ingress::Ingress>,
     restream_context: Arc<restreams::Context>,
+    transcode_context: Arc<transcode::Context>,
     /// Names this run of nginx: its client ids start again at 1 on every start.
     boot: Mutex<String>,
     publishers: Mutex<HashMap<String, Publisher>>,
@@ -154,6 +158,19 @@ impl Agent {
             handshake: Duration::from_secs(config.rtmp_handshake_secs),
             idle: Duration::from_secs(config.rtmp_idle_secs),
         });
+        let transcode_context = Arc::new(transcode::Context {
+            ffmpeg: ffmpeg.clone(),
+            source_base: restream_context.source_base.clone(),
+            rtmp_app: config.rtmp_app.clone(),
+            stat_url: stat_url.clone(),
+            hls_dir: paths.hls.clone(),
+            fragment_secs: config.fragment_secs,
+            playlist_secs: config.playlist_secs,
+            encoder: config.transcode_encoder,
+            preset: config.transcode_preset.clone(),
+            costs: config.transcode_costs,
+            budget: transcode::Budget::new(config.transcode_cores),
+        });
         Agent {
             stat_url,
             ingress,
@@ -163,6 +180,7 @@ impl Agent {
             ffmpeg,
             addresses,
             restream_context,
+            transcode_context,
             boot: Mutex::new(new_boot_id()),
             publishers: Mutex::default(),
             files: Mutex::default(),
@@ -215,6 +233,13 @@ impl Agent {
     ) {
         let mut restreams = RestreamSet::new(self.restream_context.clone(), key);
         restreams.reconcile(&accepted.restreams, restream_delay);
+        let transcoder = Transcoder::start(
+            self.transcode_context.clone(),
+            key,
+            client_id,
+            accepted.ladder,
+            accepted.latency_mode,
+        );
         let old = lock(&self.publishers).insert(
             connection.to_string(),
             Publisher {
@@ -223,6 +248,7 @@ impl Agent {
                 client_id,
                 accepted_at: Instant::now(),
                 restreams,
+                transcoder,
             },
         );
         if let Some(old) = old {
@@ -305,6 +331,13 @@ impl Agent {
         lock(&self.health).get(connection).cloned()
     }
 
+    /// The renditions `connection` is served in, as last measured.
+    pub fn ladder(&self, connection: &str) -> Option<LiveLadder> {
+        lock(&self.publishers)
+            .get(connection)
+            .and_then(|p| p.transcoder.ladder())
+    }
+
     /// Open streams play without a signature while `open/<stream id>` exists: written
     /// for [`Playback::Open`], removed for [`Playback::Signed`].
     pub fn set_marker(&self, stream_id: &str, playback: Playback) -> std::io::Result<()> {
@@ -342,8 +375,8 @@ impl Agent {
         self.report_done(connection, &key);
         // Viewers finish the last segments; then an open stream's marker and the link to
         // its key's directory go, unless the stream came back meanwhile (a new publish
-        // under another key has its own link), and the thumbnail in that directory goes
-        // unless the key came back (nginx removes the rest, and an emptied directory).
+        // under another key has its own link), and the key's directory goes unless the
+        // key came back.
         let agent = Arc::downgrade(self);
         let grace = Duration::from_secs(self.config.playlist_secs.saturating_mul(3).max(30));
         tokio::spawn(async move {
@@ -358,8 +391,10 @@ impl Agent {
                     eprintln!("media-agent: cannot remove the HLS link of stream {stream_id}: {e}");
                 }
             }
+            // The key's directory goes with its segments (ffmpeg wrote them, and nothing
+            // removes them but this), unless the key came back.
             if !agent.is_key_live(&key) {
-                let _ = std::fs::remove_file(agent.paths.hls.join(&key).join("thumbnail.jpg"));
+                let _ = std::fs::remove_dir_all(agent.paths.hls.join(&key));
             }
         });
     }

@@ -1,8 +1,18 @@
 //! How the agent runs: its settings, read from the environment by `main` (and set by an
 //! embedding host such as edgehost from the platform's variables).
 
+use crate::ladder::{Costs, Encoder};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+
+/// Cores per million pixels a second that scaling and encoding a rendition costs with
+/// x264 `veryfast`, and decoding the source: the dearest rung measured on the reference
+/// machine (360p30 scaled from 1080p, 0.0128; BENCHMARKS.md, "Transcoding"), so that the
+/// budget errs towards admitting fewer ladders.
+pub const DEFAULT_COSTS: Costs = Costs {
+    encode: 0.013,
+    decode: 0.001,
+};
 
 /// Default of `RTMP_LISTEN`.
 pub const DEFAULT_RTMP_LISTEN: &str = "0.0.0.0:1935";
@@ -27,6 +37,9 @@ pub const ENVIRONMENT: &[(&str, bool)] = &[
     ("NGINX_RTMP_MODULE", false),
     ("FFMPEG_BIN", false),
     ("ALLOW_PRIVATE_RESTREAMS", false),
+    ("TRANSCODE_CORES", false),
+    ("TRANSCODE_PRESET", false),
+    ("TRANSCODE_ENCODER", false),
     ("RTMP_CONNECTIONS_PER_ADDRESS", false),
     ("RTMP_CONNECTIONS", false),
 ];
@@ -85,6 +98,15 @@ pub struct Config {
     /// Lets restreams go to loopback and private addresses (tests, a lab); never in
     /// production, where a target is whatever a broadcaster typed.
     pub allow_private_restreams: bool,
+    /// Cores the renditions of all streams may use together (`TRANSCODE_CORES`; default
+    /// the machine's): a publish whose ladder does not fit plays as passthrough.
+    pub transcode_cores: f64,
+    /// x264's preset for the renditions (`TRANSCODE_PRESET`: `veryfast`, `superfast`...).
+    pub transcode_preset: String,
+    /// `libx264` or `h264_nvenc` (`TRANSCODE_ENCODER`).
+    pub transcode_encoder: Encoder,
+    /// What a rendition costs, to admit streams by [`Config::transcode_cores`].
+    pub transcode_costs: Costs,
     /// RTMP connections one client address (an IPv6 /64) may hold at once: an encoder
     /// needs one, a LiveKit egress host one per broadcast it feeds.
     pub rtmp_per_address: usize,
@@ -121,6 +143,10 @@ impl Config {
             update_secs: MAX_UPDATE_SECS,
             thumbnail_secs: 5,
             allow_private_restreams: false,
+            transcode_cores: std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64),
+            transcode_preset: "veryfast".into(),
+            transcode_encoder: Encoder::X264,
+            transcode_costs: DEFAULT_COSTS,
             rtmp_per_address: 32,
             rtmp_connections: 1024,
             rtmp_handshake_secs: 10,
@@ -183,6 +209,20 @@ impl Config {
                 _ => return Err("ALLOW_PRIVATE_RESTREAMS is true or false".into()),
             };
         }
+        if let Some(v) = get("TRANSCODE_CORES") {
+            self.transcode_cores = v
+                .parse::<f64>()
+                .ok()
+                .filter(|c| c.is_finite() && *c >= 0.0)
+                .ok_or("TRANSCODE_CORES is a number of cores (0: no renditions)")?;
+        }
+        if let Some(v) = get("TRANSCODE_PRESET") {
+            self.transcode_preset = v;
+        }
+        if let Some(v) = get("TRANSCODE_ENCODER") {
+            self.transcode_encoder =
+                Encoder::parse(&v).ok_or("TRANSCODE_ENCODER is libx264 or h264_nvenc")?;
+        }
         for (name, field) in [
             ("RTMP_CONNECTIONS_PER_ADDRESS", &mut self.rtmp_per_address),
             ("RTMP_CONNECTIONS", &mut self.rtmp_connections),
@@ -217,6 +257,20 @@ impl Config {
             if value == 0 || value > 3600 {
                 return Err(format!("{name} must be between 1 and 3600"));
             }
+        }
+        const PRESETS: &[&str] = &[
+            "ultrafast",
+            "superfast",
+            "veryfast",
+            "faster",
+            "fast",
+            "medium",
+        ];
+        if !PRESETS.contains(&self.transcode_preset.as_str()) {
+            return Err(format!(
+                "the transcode preset must be one of {}",
+                PRESETS.join(", ")
+            ));
         }
         if self.rtmp_per_address == 0
             || self.rtmp_connections < self.rtmp_per_address
@@ -268,6 +322,10 @@ impl std::fmt::Debug for Config {
             .field("update_secs", &self.update_secs)
             .field("thumbnail_secs", &self.thumbnail_secs)
             .field("allow_private_restreams", &self.allow_private_restreams)
+            .field("transcode_cores", &self.transcode_cores)
+            .field("transcode_preset", &self.transcode_preset)
+            .field("transcode_encoder", &self.transcode_encoder)
+            .field("transcode_costs", &self.transcode_costs)
             .field("rtmp_per_address", &self.rtmp_per_address)
             .field("rtmp_connections", &self.rtmp_connections)
             .field("rtmp_handshake_secs", &self.rtmp_handshake_secs)
@@ -325,6 +383,16 @@ mod tests {
         assert!(config.allow_private_restreams);
         config.read_env(env(&[("HLS_PREFIX", "/")])).unwrap();
         assert_eq!(config.hls_prefix, "");
+        config
+            .read_env(env(&[
+                ("TRANSCODE_CORES", "1.5"),
+                ("TRANSCODE_PRESET", "superfast"),
+                ("TRANSCODE_ENCODER", "h264_nvenc"),
+            ]))
+            .unwrap();
+        assert_eq!(config.transcode_cores, 1.5);
+        assert_eq!(config.transcode_preset, "superfast");
+        assert_eq!(config.transcode_encoder, Encoder::Nvenc);
     }
 
     #[test]
@@ -336,6 +404,18 @@ mod tests {
                 .read_env(env(&[("ALLOW_PRIVATE_RESTREAMS", "maybe")]))
                 .is_err()
         );
+        for (name, bad) in [
+            ("TRANSCODE_CORES", "-1"),
+            ("TRANSCODE_CORES", "lots"),
+            ("TRANSCODE_PRESET", "placebo;rm"),
+            ("TRANSCODE_ENCODER", "h265"),
+        ] {
+            let mut config = Config::new("http://127.0.0.1:3000", "s");
+            assert!(
+                config.read_env(env(&[(name, bad)])).is_err(),
+                "{name}={bad}"
+            );
+        }
         for bad in [
             ("RTMP_CONNECTIONS_PER_ADDRESS", "0"),
             ("RTMP_CONNECTIONS", "5000"),

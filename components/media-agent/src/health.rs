@@ -68,6 +68,7 @@ pub fn sample(stream: &Stream, before: Option<&Counters>, now: &Counters) -> Hea
         bitrate: before.and_then(|b| bitrate(b, now)),
         media_rate: before.and_then(|b| media_rate(b, now)),
         keyframe_interval: None,
+        ladder: None,
     }
 }
 
@@ -145,6 +146,7 @@ pub async fn run(agent: Arc<Agent>) {
             entry.counters = Some(now);
             scan_segments(&agent, &publisher.stream_id, &mut entry.keyframes).await;
             health.keyframe_interval = entry.keyframes.median();
+            health.ladder = agent.ladder(&publisher.connection);
             agent.set_health(&publisher.connection, health);
         }
     }

@@ -82,7 +82,7 @@ async fn handle(agent: Arc<Agent>, token: &str, req: Request<Incoming>) -> Reply
 }
 
 /// A publisher connected: the platform decides and names the stream; its public HLS
-/// directory (`hls/<stream id>`) is linked to the one nginx writes (`hls/<key>`) before
+/// directory (`hls/<stream id>`) is linked to the one its ffmpeg writes (`hls/<key>`) before
 /// nginx hears the answer.
 async fn on_publish(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
     let get = |name| form::get(form, name).unwrap_or("");

@@ -2,8 +2,9 @@
 //!
 //! Encoders publish RTMP to `rtmp://host/<rtmp_app>/<stream key>`. nginx asks the agent
 //! on every publish ([`hooks`]); the agent asks the platform (`POST /api/media/publish`,
-//! [`platform`]) and answers nginx. nginx writes an accepted stream's HLS under its key,
-//! in `<state>/hls/<key>/`, which no address reaches; before answering, the agent links
+//! [`platform`]) and answers nginx. The stream's ffmpeg ([`transcode`]) writes its HLS, every
+//! rendition of its ladder ([`ladder`]), under its key, in `<state>/hls/<key>/`, which no
+//! address reaches; before answering, the agent links
 //! `<state>/hls/<stream id>` to it, so that viewers address the stream by id, never by
 //! key. While the stream is live the agent reports its health ([`health`]) and restream
 //! states ([`restreams`]) with every update, keeps its thumbnail ([`thumbnails`]), and
@@ -23,6 +24,7 @@ pub mod form;
 pub mod health;
 mod hooks;
 pub mod ingress;
+pub mod ladder;
 pub mod logging;
 pub mod platform;
 pub mod playlist;
@@ -31,6 +33,7 @@ pub mod stat;
 pub mod supervisor;
 pub mod template;
 pub mod thumbnails;
+pub mod transcode;
 pub mod ts;
 
 pub use config::{
@@ -110,8 +113,6 @@ impl MediaServer {
             hook_token: &hook_token,
             stat_token: &stat_token,
             update_secs: config.update_secs,
-            fragment_secs: config.fragment_secs,
-            playlist_secs: config.playlist_secs,
             http_listen: http.addr,
             stat_listen: stat.addr,
             hls_prefix: &config.hls_prefix,

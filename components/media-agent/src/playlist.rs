@@ -1,7 +1,8 @@
-//! A live stream's HLS directory and the segments its playlist lists. nginx-rtmp writes
-//! them under the name the encoder published, the stream key (`hls_nested on`:
-//! `<hls>/<key>/index.m3u8` listing `<n>.ts` beside it); `<hls>/<stream id>` is the
-//! agent's relative symlink to that directory, which viewers are served through.
+//! A live stream's HLS directory and the segments its playlists list. The stream's ffmpeg
+//! ([`crate::transcode`]) writes them under the name the encoder published, the stream
+//! key: `<hls>/<key>/index.m3u8` (the master playlist), `v<i>.m3u8` per rendition listing
+//! `v<i>_<n>.ts` beside it, `v0` being the source; `<hls>/<stream id>` is the agent's
+//! relative symlink to that directory, which viewers are served through.
 
 use crate::logging::is_stream_id;
 use common::domain::media::is_stream_key;
@@ -15,15 +16,26 @@ pub struct Segment {
     pub name: String,
 }
 
-/// The playlist's segments, oldest first. Only plain `<n>.ts` names count: a name that
-/// could leave the stream's directory is never opened.
+/// The source rendition's media playlist: health and thumbnails read the source.
+pub const SOURCE_PLAYLIST: &str = "v0.m3u8";
+
+/// The playlist's segments, oldest first. Only plain `[v<i>_]<n>.ts` names count: a name
+/// that could leave the stream's directory is never opened.
 pub fn segments(playlist: &str) -> Vec<Segment> {
     playlist
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .filter_map(|line| {
-            let digits = line.strip_suffix(".ts")?;
+            let name = line.strip_suffix(".ts")?;
+            let digits = match name.strip_prefix('v').and_then(|r| r.split_once('_')) {
+                Some((rendition, n))
+                    if rendition.len() == 1 && rendition.bytes().all(|b| b.is_ascii_digit()) =>
+                {
+                    n
+                }
+                _ => name,
+            };
             if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|b| b.is_ascii_digit())
             {
                 return None;
@@ -100,14 +112,14 @@ pub fn resolve(hls_dir: &Path, stream_id: &str) -> Option<PathBuf> {
     Some(hls_dir.join(key))
 }
 
-/// The segments of `stream_id`'s playlist, or none when it has no playlist (yet).
+/// The segments of `stream_id`'s source playlist, or none when it has none (yet).
 pub async fn read(hls_dir: &Path, stream_id: &str) -> Vec<Segment> {
     read_in(&stream_dir(hls_dir, stream_id)).await
 }
 
-/// The segments of the playlist in `dir`, or none when it has none (yet).
+/// The segments of the source playlist in `dir`, or none when it has none (yet).
 pub async fn read_in(dir: &Path) -> Vec<Segment> {
-    match tokio::fs::read_to_string(dir.join("index.m3u8")).await {
+    match tokio::fs::read_to_string(dir.join(SOURCE_PLAYLIST)).await {
         Ok(text) => segments(&text),
         Err(_) => Vec::new(),
     }
@@ -129,6 +141,13 @@ mod tests {
         );
         assert_eq!(s[2].name, "12.ts");
         assert!(segments("../x.ts\n/etc/1.ts\n1.ts?x\n.ts\n-1.ts\n").is_empty());
+        // ffmpeg's, per rendition, numbered from the clock.
+        let s = segments("#EXTINF:1.0,\nv0_1795791905.ts\n#EXTINF:1.0,\nv2_1795791906.ts\n");
+        assert_eq!(
+            s.iter().map(|s| s.number).collect::<Vec<_>>(),
+            vec![1_795_791_905, 1_795_791_906]
+        );
+        assert!(segments("v_1.ts\nv12_1.ts\nv0_.ts\nv0_../1.ts\nva_1.ts\n").is_empty());
     }
 
     const SID: &str = "11111111-2222-4333-8444-555555555555";

@@ -187,15 +187,23 @@ pub fn prepare_state_dir(dir: &Path) -> Result<(PathBuf, PathBuf)> {
             .with_context(|| format!("cannot create {}", work.join(sub).display()))?;
     }
     // hls/ holds a directory named by each live stream's key, and the links that name it
-    // from stream ids: nobody but nginx's workers (to whom nginx gives it, keeping its
-    // mode) and the agent may list it or follow them.
+    // from stream ids: nobody but the agent (whose ffmpeg writes it) and nginx's workers
+    // may list it or follow them.
     std::fs::set_permissions(work.join("hls"), std::fs::Permissions::from_mode(0o700))
         .with_context(|| format!("cannot restrict {}", work.join("hls").display()))?;
-    // The markers are read by the workers (nginx gives them hls/ and tmp/ itself).
+    // The markers are read by the workers (nginx gives them tmp/ itself).
     if root {
         let mode = if work == dir { 0o755 } else { 0o711 };
         std::fs::set_permissions(&work, std::fs::Permissions::from_mode(mode))?;
         std::fs::set_permissions(work.join("open"), std::fs::Permissions::from_mode(0o755))?;
+        // The workers reach hls/ through its group (they may follow names in it, never
+        // write: no link of theirs can lead the agent's writes elsewhere); other users
+        // not at all.
+        let hls = work.join("hls");
+        let group = worker_group().context("nginx's workers have no group (nogroup, nobody)")?;
+        std::os::unix::fs::chown(&hls, Some(0), Some(group))
+            .with_context(|| format!("cannot give {} to nginx's workers", hls.display()))?;
+        std::fs::set_permissions(&hls, std::fs::Permissions::from_mode(0o710))?;
     }
     Ok((dir, work))
 }
@@ -265,6 +273,18 @@ fn remove_previous_work_dir(state: &Path) {
         let _ = std::fs::remove_dir_all(&previous);
     }
     let _ = std::fs::remove_file(&pointer);
+}
+
+/// The group nginx's workers run as under a root master (nginx's default: `nogroup`, or
+/// `nobody` where there is no such group).
+fn worker_group() -> Option<u32> {
+    ["nogroup", "nobody"].iter().find_map(|name| {
+        let name = std::ffi::CString::new(*name).ok()?;
+        // SAFETY: a NUL-terminated name; the entry is read before any other call.
+        let entry = unsafe { libc::getgrnam(name.as_ptr()) };
+        // SAFETY: a non-null entry of getgrnam.
+        (!entry.is_null()).then(|| unsafe { (*entry).gr_gid })
+    })
 }
 
 /// Runs `nginx -t` on the rendered configuration; its complaint is the error.

@@ -25,8 +25,6 @@ pub struct Values<'a> {
     /// process on the host cannot speak for nginx.
     pub hook_token: &'a str,
     pub update_secs: u64,
-    pub fragment_secs: u64,
-    pub playlist_secs: u64,
     pub http_listen: SocketAddr,
     /// The agent's statistics listener (loopback).
     pub stat_listen: SocketAddr,
@@ -64,7 +62,7 @@ pub fn render(v: &Values) -> Result<String, String> {
             return Err("the agent's tokens must be hex".into());
         }
     }
-    let values: [(&str, String); 13] = [
+    let values: [(&str, String); 11] = [
         ("load_module", load_module),
         ("state_dir", state_dir.to_string()),
         ("rtmp_listen", v.rtmp_listen.to_string()),
@@ -74,8 +72,6 @@ pub fn render(v: &Values) -> Result<String, String> {
             format!("http://{}/{}", v.hook_addr, v.hook_token),
         ),
         ("update_secs", v.update_secs.to_string()),
-        ("fragment_secs", v.fragment_secs.to_string()),
-        ("playlist_secs", v.playlist_secs.to_string()),
         ("http_listen", v.http_listen.to_string()),
         ("stat_listen", v.stat_listen.to_string()),
         ("stat_token", v.stat_token.to_string()),
@@ -180,8 +176,6 @@ mod tests {
             hook_addr: "127.0.0.1:40001".parse().unwrap(),
             hook_token: "00ff",
             update_secs: 5,
-            fragment_secs: 2,
-            playlist_secs: 10,
             http_listen: "0.0.0.0:8080".parse().unwrap(),
             stat_listen: "127.0.0.1:40002".parse().unwrap(),
             stat_token: "0a0b",
@@ -209,12 +203,6 @@ mod tests {
             "notify_update_timeout 5s;",
             "allow play 127.0.0.1;",
             "deny play all;",
-            "hls on;",
-            "hls_path /var/lib/media-agent/hls;",
-            "hls_nested on;",
-            "hls_cleanup on;",
-            "hls_fragment 2s;",
-            "hls_playlist_length 10s;",
             "listen 0.0.0.0:8080;",
             "location ~ \"^/hls/(?<sid>",
             &format!("secure_link_md5 \"$secure_link_expires$sid {KEY}\";"),
@@ -226,8 +214,8 @@ mod tests {
         ] {
             assert!(conf.contains(expected), "missing {expected:?}");
         }
-        // One application writes HLS itself under the stream's name: nothing relays it
-        // to a second one.
+        // One application, which writes no HLS (the agent's ffmpeg does) and relays to
+        // no second one.
         let applications: Vec<&str> = conf
             .lines()
             .map(str::trim)
@@ -240,14 +228,23 @@ mod tests {
         );
         let ingest = &conf[conf.find("application live {").unwrap()..];
         let ingest = &ingest[..ingest.find('}').unwrap()];
-        for directive in [
-            "hls on;",
-            "hls_nested on;",
-            "hls_cleanup on;",
-            "deny play all;",
-        ] {
-            assert!(ingest.contains(directive), "the ingest lacks {directive:?}");
-        }
+        assert!(ingest.contains("deny play all;"));
+        assert!(ingest.contains("wait_key on;") && ingest.contains("wait_video on;"));
+        assert!(!conf.contains("hls on;"), "{conf}");
+        // Every playlist a viewer is served signed repeats the signature on its lines:
+        // the master's media playlists and the media playlists' segments.
+        let signed = &conf[conf.find("location ~ \"^/_signed/").unwrap()..];
+        let signed = &signed[..signed.find("\n        }").unwrap()];
+        assert!(
+            signed.contains("(?<playlist>index|v[0-9])\\.m3u8$"),
+            "{signed}"
+        );
+        assert!(signed.contains("sub_filter '.ts' '.ts?exp=$arg_exp&sig=$arg_sig';"));
+        assert!(signed.contains("sub_filter '.m3u8' '.m3u8?exp=$arg_exp&sig=$arg_sig';"));
+        assert!(signed.contains("alias /var/lib/media-agent/hls/$sid/$playlist.m3u8;"));
+        assert!(conf.contains(
+            "(?<file>index\\.m3u8|v[0-9]\\.m3u8|v[0-9]_[0-9]{1,12}\\.ts|thumbnail\\.jpg)$"
+        ));
         // Viewers reach HLS by stream id only (never a key's directory), through the
         // agent's symlinks: nothing may stop nginx from following them.
         assert!(

@@ -1,8 +1,8 @@
 //! Each live stream's `thumbnail.jpg`, beside its playlist (served, and signed, like it):
 //! the first frame of its newest segment, refreshed when a new segment appears. Decoding
 //! costs CPU, so at most [`AT_ONCE`] ffmpeg runs at a time for the whole agent. It is
-//! written (see [`make`]: following no link) into the directory nginx writes the stream's
-//! HLS to (`hls/<key>`), which the
+//! written (see [`make`]: following no link) into the directory the stream's ffmpeg writes
+//! its HLS to (`hls/<key>`), which the
 //! stream's link (`hls/<stream id>`) names: resolved once per run, so that the segment is
 //! read and the thumbnail written in one directory even when a reconnect under another
 //! key moves the link meanwhile.
@@ -67,8 +67,9 @@ pub async fn run(agent: Arc<Agent>) {
 }
 
 /// Writes `dir/thumbnail.jpg` from `dir/segment`, replacing the old one at once (a
-/// viewer never reads a half-written file). `dir` is nginx's (its workers own it, and may
-/// run as another user than the agent): nothing in it is followed if it is a link. The
+/// viewer never reads a half-written file). `dir` is the stream's HLS directory, which
+/// nginx's workers (possibly another user than the agent) read: nothing in it is followed
+/// if it is a link. The
 /// directory and the segment are opened without following links, ffmpeg reads the
 /// segment from its stdin and writes the image to its stdout (its command line names no
 /// file, and no key), and the agent writes the image into a file it creates new (never an

@@ -353,7 +353,29 @@ async fn an_open_stream_plays_by_id_and_reports_its_health() {
     let base = format!("http://{}/hls", server.http_addr());
     let mut publisher = publish(server.rtmp_addr(), KEY);
 
-    let playlist_url = format!("{base}/{sid}/index.m3u8");
+    let started_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // The master playlist: a 320x240 source has no smaller rendition, so it lists the
+    // source alone.
+    let master_url = format!("{base}/{sid}/index.m3u8");
+    let (headers, master) = eventually("the master playlist", Duration::from_secs(15), || async {
+        let (status, headers, body) = get(&master_url).await;
+        (status == 200).then_some((headers, body))
+    })
+    .await;
+    assert_eq!(
+        header(&headers, "content-type"),
+        "application/vnd.apple.mpegurl"
+    );
+    let master_text = String::from_utf8_lossy(&master).to_string();
+    assert!(
+        master_text.contains("RESOLUTION=320x240,FRAME-RATE=25.000,CODECS=\"avc1."),
+        "{master_text}"
+    );
+    assert_eq!(segment_lines(&master), vec!["v0.m3u8".to_string()]);
+    let playlist_url = format!("{base}/{sid}/v0.m3u8");
     // Polled often: the broadcast's first segment is still listed when it appears.
     let (headers, playlist) = eventually("the playlist", Duration::from_secs(15), || async {
         let (status, headers, body) = get(&playlist_url).await;
@@ -376,9 +398,15 @@ async fn an_open_stream_plays_by_id_and_reports_its_health() {
     assert_eq!(header(&headers, "access-control-allow-origin"), "*");
     assert_eq!(segment.first(), Some(&0x47), "not MPEG-TS");
 
-    // The broadcast's first segment holds its first GOP: as many video frames as its
-    // duration says (the clip's frame rate), not a keyframe interval fewer.
-    assert_eq!(media_sequence(&playlist), Some(0), "not the first segment");
+    // Segments are numbered from the clock; the broadcast's first segment holds its
+    // first GOP: as many video frames as its duration says (the clip's frame rate), not a
+    // keyframe interval fewer.
+    let sequence = media_sequence(&playlist).unwrap();
+    assert!(sequence + 5 >= started_at, "{sequence} from the clock");
+    assert!(
+        String::from_utf8_lossy(&playlist).contains("#EXT-X-PROGRAM-DATE-TIME:"),
+        "the segments' wall time"
+    );
     let (duration, first) = first_segment(&playlist);
     assert_eq!(first, segments[0]);
     let frames = video_packets(&segment);
@@ -388,8 +416,8 @@ async fn an_open_stream_plays_by_id_and_reports_its_health() {
         "the first segment ({first}) claims {duration} s but holds {frames} frames at {CLIP_FPS} fps"
     );
 
-    // nginx writes under the key, which only the disk knows; viewers reach it through the
-    // stream id's link.
+    // The stream's ffmpeg writes under the key, which only the disk knows; viewers reach it
+    // through the stream id's link.
     let hls_dir = server.work_dir().join("hls");
     assert!(hls_dir.join(KEY).join("index.m3u8").is_file());
     assert!(
@@ -408,7 +436,9 @@ async fn an_open_stream_plays_by_id_and_reports_its_health() {
     for path in [
         format!("/hls/{KEY}/index.m3u8"),
         format!("/hls/{KEY}/0.ts"),
+        format!("/hls/{KEY}/v0.m3u8"),
         format!("/hls/{KEY}/thumbnail.jpg"),
+        format!("/_signed/{sid}/v0.m3u8"),
         format!("/_signed/{sid}/index.m3u8"),
         format!("/hls/{}/index.m3u8", sid.to_uppercase()),
         format!("/hls/{sid}/nginx.conf"),
@@ -575,6 +605,19 @@ async fn a_signed_stream_needs_a_valid_signature() {
     assert_eq!(
         header(&headers, "content-type"),
         "application/vnd.apple.mpegurl"
+    );
+    // The master playlist repeats the signature on its media playlists, and they on
+    // their segments.
+    let renditions = segment_lines(&playlist);
+    assert_eq!(renditions, vec![format!("v0.m3u8?{query}")]);
+    let media_url = format!("http://{}/hls/{sid}/{}", server.http_addr(), renditions[0]);
+    let (status, _, playlist) = get(&media_url).await;
+    assert_eq!(status, 200, "the master's own media playlist address");
+    let bare_media = media_url.split('?').next().unwrap();
+    assert_eq!(
+        get(bare_media).await.0,
+        403,
+        "a media playlist without a signature"
     );
     let segments = segment_lines(&playlist);
     assert!(!segments.is_empty());

@@ -285,6 +285,10 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
         message,
         broadcast,
     } = watched;
+    // The player holds nearer the live edge for a low-latency broadcast.
+    let latency_mode = broadcast
+        .as_ref()
+        .map_or("standard", |b| b.latency_mode.as_str());
     let hls_base = config::var_or("playback_hls_base", "http://127.0.0.1:8080/hls");
     let hls_origin = params::http_origin(&hls_base);
     let bases = StreamBases {
@@ -333,6 +337,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
         &hls_url,
         &replay_url,
         &poster,
+        latency_mode,
     ]);
     let headers = PageHeaders {
         etag: &tag,
@@ -353,6 +358,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
                     status_label => state.label(),
                     message,
                     hls_url,
+                    latency_mode,
                     poster,
                     replay_url,
                     replay_type,

@@ -8,7 +8,10 @@ use crate::support::browser;
 use crate::support::livekit_egress;
 
 use browser::Browser;
-use platform_tests::media::{Publisher, playlist_segments, probe_codecs, resolve, tool, wait_for};
+use platform_tests::media::{
+    Publisher, durations, media_sequence, playlist_segments, probe_codecs, probe_size, resolve,
+    test_clip_720p, tool, variants, wait_for,
+};
 use platform_tests::webhook_receiver::Receiver;
 use platform_tests::{Exchange, Method, Platform, Tenant, User};
 use serde_json::{Value, json};
@@ -82,15 +85,23 @@ async fn fetch(url: &str) -> (u16, Vec<u8>, String) {
     (status, answer.bytes().await.expect("body").to_vec(), kind)
 }
 
-/// Waits for a playlist at `url` that lists segments; answers its text.
-async fn until_playlist(url: &str) -> String {
+/// Waits for the master playlist at `url` and its first rendition's media playlist to list
+/// segments; answers the media playlist's address and text.
+async fn until_playlist(url: &str) -> (String, String) {
     wait_for(
         "a playable HLS playlist",
         Duration::from_secs(20),
         || async {
             let (status, body, _) = fetch(url).await;
+            let master = String::from_utf8_lossy(&body).to_string();
+            let first = variants(&master).into_iter().next();
+            if status != 200 || first.is_none() {
+                return None;
+            }
+            let media_url = resolve(url, &first?.uri);
+            let (status, body, _) = fetch(&media_url).await;
             let text = String::from_utf8_lossy(&body).to_string();
-            (status == 200 && !playlist_segments(&text).is_empty()).then_some(text)
+            (status == 200 && !playlist_segments(&text).is_empty()).then_some((media_url, text))
         },
     )
     .await
@@ -124,7 +135,7 @@ async fn a_published_test_pattern_goes_live_plays_as_hls_and_completes_after_the
         live["status"], "active",
         "a publish makes the broadcast active"
     );
-    let playlist = until_playlist(&hls_url).await;
+    let (media_url, playlist) = until_playlist(&hls_url).await;
     println!("first playable playlist after {:?}", started.elapsed());
     assert!(
         !playlist.contains(&key),
@@ -132,7 +143,7 @@ async fn a_published_test_pattern_goes_live_plays_as_hls_and_completes_after_the
     );
     // The segments decode as H.264 and AAC.
     let segment = playlist_segments(&playlist).pop().unwrap();
-    let (status, bytes, kind) = fetch(&resolve(&hls_url, &segment)).await;
+    let (status, bytes, kind) = fetch(&resolve(&media_url, &segment)).await;
     assert_eq!((status, kind.as_str()), (200, "video/mp2t"));
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), &bytes).unwrap();
@@ -360,7 +371,7 @@ async fn a_killed_media_server_is_restarted_and_the_broadcast_goes_on() {
     publisher.stop().await;
     // The encoder reconnects and the same broadcast plays again.
     let (again, _) = publish_again(&p, &user, &b, &live).await;
-    let playlist = until_playlist(&text(&b, "hlsUrl")).await;
+    let (_, playlist) = until_playlist(&text(&b, "hlsUrl")).await;
     assert!(!playlist_segments(&playlist).is_empty());
     again.stop().await;
 }
@@ -541,9 +552,9 @@ async fn a_state_dir_others_cannot_search_still_serves_hls() {
     let _publisher = Publisher::start(&text(&b, "rtmpUrl"));
     let live = until_ingest(&p, &user, &id, "live").await;
     assert_eq!(live["ingest"]["server"]["state"], "up", "{live}");
-    let playlist = until_playlist(&text(&b, "hlsUrl")).await;
+    let (media_url, playlist) = until_playlist(&text(&b, "hlsUrl")).await;
     let segment = playlist_segments(&playlist).pop().unwrap();
-    let (status, _, kind) = fetch(&resolve(&text(&b, "hlsUrl"), &segment)).await;
+    let (status, _, kind) = fetch(&resolve(&media_url, &segment)).await;
     assert_eq!((status, kind.as_str()), (200, "video/mp2t"));
     p.stop().await;
     assert!(!work.exists(), "{} is removed", work.display());
@@ -602,11 +613,11 @@ async fn private_playback_needs_an_unexpired_signature() {
     );
     let publisher = Publisher::start(&text(&b, "rtmpUrl"));
     until_ingest(&p, &user, &id, "live").await;
-    let playlist = until_playlist(&signed).await;
+    let (media_url, playlist) = until_playlist(&signed).await;
     // Each segment line carries the signature, so players keep it.
     let segments = playlist_segments(&playlist);
     assert!(segments.iter().all(|s| s.contains("sig=")), "{playlist}");
-    let (status, _, _) = fetch(&resolve(&signed, &segments[0])).await;
+    let (status, _, _) = fetch(&resolve(&media_url, &segments[0])).await;
     assert_eq!(status, 200);
 
     let bare = signed.split('?').next().unwrap().to_string();
@@ -639,6 +650,236 @@ async fn private_playback_needs_an_unexpired_signature() {
         .await;
     assert_eq!(status, 200);
     until_playlist(&bare).await;
+    publisher.stop().await;
+}
+
+/// Fetches `url` (a playback address, signed or not) and answers its text, or panics.
+async fn fetch_text(url: &str) -> String {
+    let (status, body, _) = fetch(url).await;
+    assert_eq!(status, 200, "{url}");
+    String::from_utf8(body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_720p_publish_plays_as_an_aligned_ladder_signed_on_every_rendition() {
+    let p = platform(60).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "private").await;
+    let id = text(&b, "id");
+    let signed = text(&b, "hlsUrl");
+    let publisher = Publisher::start_clip(&test_clip_720p(), &text(&b, "rtmpUrl"), 1.0);
+    until_ingest(&p, &user, &id, "live").await;
+    // The master playlist at the unchanged hlsUrl: the source and two smaller renditions.
+    let master = wait_for("a master playlist", Duration::from_secs(30), || async {
+        let (status, body, _) = fetch(&signed).await;
+        let text = String::from_utf8_lossy(&body).to_string();
+        (status == 200 && variants(&text).len() >= 3).then_some(text)
+    })
+    .await;
+    let all = variants(&master);
+    let sizes: Vec<_> = all.iter().map(|v| v.resolution().unwrap()).collect();
+    assert_eq!(sizes, [(1280, 720), (854, 480), (640, 360)], "{master}");
+    for v in &all {
+        for attribute in ["BANDWIDTH", "AVERAGE-BANDWIDTH", "FRAME-RATE", "CODECS"] {
+            assert!(v.attribute(attribute).is_some(), "{attribute} in {master}");
+        }
+        assert_eq!(v.attribute("FRAME-RATE"), Some("30.000"));
+        let codecs = v.attribute("CODECS").unwrap();
+        assert!(
+            codecs.starts_with("avc1.") && codecs.ends_with(",mp4a.40.2"),
+            "{codecs}"
+        );
+        // Each line carries the signature, so players keep it.
+        assert!(v.uri.contains("sig="), "{master}");
+    }
+    // The smaller, the cheaper: a viewer on a narrow link has somewhere to go.
+    let bandwidths: Vec<u64> = all.iter().map(|v| v.bandwidth().unwrap()).collect();
+    assert!(
+        bandwidths[1] < bandwidths[0] && bandwidths[2] < bandwidths[1],
+        "{master}"
+    );
+    assert!(bandwidths[2] < 1_200_000, "{master}");
+
+    // Every rendition: its media playlist and segments play signed only, decode at the
+    // size the master declares, and is cut where the others are.
+    let bare_master = signed.split('?').next().unwrap();
+    let mut cuts = Vec::new();
+    for (v, &(width, height)) in all.iter().zip(&sizes) {
+        let media_url = resolve(&signed, &v.uri);
+        let media = wait_for("three segments", Duration::from_secs(20), || async {
+            let text = fetch_text(&media_url).await;
+            (durations(&text).len() >= 3).then_some(text)
+        })
+        .await;
+        let listed = durations(&media);
+        assert!(
+            listed.iter().all(|(_, uri)| uri.contains("sig=")),
+            "{media}"
+        );
+        let stamped = media.matches("#EXT-X-PROGRAM-DATE-TIME:").count();
+        assert_eq!(
+            stamped,
+            listed.len(),
+            "the wall time of every segment: {media}"
+        );
+        let bare_media = resolve(bare_master, v.uri.split('?').next().unwrap());
+        assert_eq!(fetch(&bare_media).await.0, 403, "{bare_media} unsigned");
+        let (_, segment) = listed.last().unwrap();
+        assert_eq!(
+            fetch(&resolve(&media_url, segment.split('?').next().unwrap()))
+                .await
+                .0,
+            403,
+            "a segment unsigned"
+        );
+        let (status, bytes, kind) = fetch(&resolve(&media_url, segment)).await;
+        assert_eq!((status, kind.as_str()), (200, "video/mp2t"));
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &bytes).unwrap();
+        assert_eq!(probe_size(file.path()), (width, height), "{segment}");
+        let codecs = probe_codecs(file.path());
+        assert!(
+            codecs.contains(&("audio".into(), "aac".into())),
+            "{codecs:?}"
+        );
+        cuts.push((media_sequence(&media).unwrap(), listed));
+    }
+    // Aligned: the segment numbered n covers the same media in every rendition. (Fetched
+    // one after the other, the playlists may have moved on by a segment.)
+    let (source_sequence, source) = &cuts[0];
+    for (sequence, listed) in &cuts[1..] {
+        let offset = sequence - source_sequence;
+        for (i, (duration, _)) in listed.iter().enumerate() {
+            let Some((expected, _)) = source.get(i + offset as usize) else {
+                continue;
+            };
+            assert!(
+                (duration - expected).abs() < 0.1,
+                "segment {} lasts {duration} s, {expected} s in the source: {cuts:?}",
+                sequence + i as u64
+            );
+        }
+        assert!(offset <= 2, "the renditions are numbered alike: {cuts:?}");
+    }
+
+    // The owner sees the ladder that is live, each rendition measured and keeping up.
+    let ladder = wait_for("the live ladder", Duration::from_secs(20), || async {
+        let b = get(&p, &user, &id).await;
+        let ladder = b["ingest"]["ladder"].clone();
+        (ladder["renditions"].as_array().map(Vec::len) == Some(3)).then_some(ladder)
+    })
+    .await;
+    assert_eq!(ladder["mode"], "adaptive", "{ladder}");
+    assert_eq!(ladder["latencyMode"], "standard", "{ladder}");
+    assert!(
+        ladder.get("reason").is_none() || ladder["reason"].is_null(),
+        "{ladder}"
+    );
+    let renditions = ladder["renditions"].as_array().unwrap();
+    assert_eq!(renditions[0]["name"], "source");
+    assert_eq!(renditions[0]["transcoded"], false);
+    assert_eq!(renditions[2]["name"], "360p");
+    assert_eq!(renditions[2]["transcoded"], true);
+    for r in renditions {
+        assert!(r["bitrate"].as_i64() > Some(0), "{r}");
+        assert_eq!(r["health"], "healthy", "{r}");
+    }
+    publisher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_that_asks_for_passthrough_gets_the_source_alone() {
+    let p = platform(60).await;
+    let (tenant, user) = setup(&p).await;
+    let settings = |body: Option<Value>| {
+        let method = if body.is_some() {
+            Method::PATCH
+        } else {
+            Method::GET
+        };
+        p.as_server(&tenant, method, "/api/v1/media-settings", body.as_ref())
+    };
+    let (status, answer) = settings(None).answer().await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer, json!({"ladder": "adaptive"}));
+    let (status, answer) = settings(Some(json!({"ladder": "hd"}))).answer().await;
+    assert_eq!(status, 422, "{answer}");
+    let (status, answer) = settings(Some(json!({"ladder": "passthrough"})))
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer, json!({"ladder": "passthrough"}));
+
+    // A broadcast that does not choose follows its tenant; one that does, itself.
+    let b = create(&p, &user, "public").await;
+    assert_eq!(b["ladder"], Value::Null);
+    assert_eq!(b["latencyMode"], "standard");
+    let (status, answer) = p
+        .as_user(&user, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "Bad", "latencyMode": "instant"}))
+        .await;
+    assert_eq!(status, 422, "{answer}");
+    let other = create(&p, &user, "public").await;
+    let (status, chosen) = p
+        .as_user(
+            &user,
+            Method::PATCH,
+            &format!("/api/broadcasts/{}", text(&other, "id")),
+        )
+        .send_json(&json!({"ladder": "adaptive", "latencyMode": "low"}))
+        .await;
+    assert_eq!(status, 200, "{chosen}");
+    assert_eq!(
+        (&chosen["ladder"], &chosen["latencyMode"]),
+        (&json!("adaptive"), &json!("low"))
+    );
+
+    let id = text(&b, "id");
+    let publisher = Publisher::start_clip(&test_clip_720p(), &text(&b, "rtmpUrl"), 1.0);
+    until_ingest(&p, &user, &id, "live").await;
+    until_playlist(&text(&b, "hlsUrl")).await;
+    let master = fetch_text(&text(&b, "hlsUrl")).await;
+    assert_eq!(variants(&master).len(), 1, "{master}");
+    let ladder = wait_for("the live ladder", Duration::from_secs(20), || async {
+        let b = get(&p, &user, &id).await;
+        let ladder = b["ingest"]["ladder"].clone();
+        ladder["renditions"].is_array().then_some(ladder)
+    })
+    .await;
+    assert_eq!(
+        (&ladder["mode"], &ladder["reason"]),
+        (&json!("passthrough"), &json!("requested")),
+        "{ladder}"
+    );
+    publisher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_publish_beyond_the_cpu_budget_plays_as_passthrough_and_says_why() {
+    let mut options = platform_tests::media::server_options();
+    options.config.transcode_cores = 0.0;
+    let p = Platform::start_media_with(options, &[]).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let id = text(&b, "id");
+    let publisher = Publisher::start_clip(&test_clip_720p(), &text(&b, "rtmpUrl"), 1.0);
+    until_ingest(&p, &user, &id, "live").await;
+    let (_, media) = until_playlist(&text(&b, "hlsUrl")).await;
+    assert!(!playlist_segments(&media).is_empty());
+    // Accepted, never dropped: the source alone, and the owner told why.
+    let master = fetch_text(&text(&b, "hlsUrl")).await;
+    let all = variants(&master);
+    assert_eq!(all.len(), 1, "{master}");
+    assert_eq!(all[0].resolution(), Some((1280, 720)));
+    let ladder = wait_for("the live ladder", Duration::from_secs(20), || async {
+        let b = get(&p, &user, &id).await;
+        let ladder = b["ingest"]["ladder"].clone();
+        ladder["renditions"].is_array().then_some(ladder)
+    })
+    .await;
+    assert_eq!(ladder["mode"], "passthrough", "{ladder}");
+    assert_eq!(ladder["reason"], "capacity", "{ladder}");
+    assert_eq!(ladder["renditions"].as_array().unwrap().len(), 1);
     publisher.stop().await;
 }
 
@@ -798,6 +1039,275 @@ async fn the_watch_page_plays_the_live_test_pattern() {
     browser.assert_clean(&tab).await;
     browser.close().await;
     publisher.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_watch_page_steps_down_the_ladder_when_the_link_narrows_and_keeps_playing() {
+    let p = platform(60).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let id = text(&b, "id");
+    let publisher = Publisher::start_clip(&test_clip_720p(), &text(&b, "rtmpUrl"), 1.0);
+    until_ingest(&p, &user, &id, "live").await;
+    wait_for("the ladder", Duration::from_secs(30), || async {
+        let (_, body, _) = fetch(&text(&b, "hlsUrl")).await;
+        (variants(&String::from_utf8_lossy(&body)).len() >= 3).then_some(())
+    })
+    .await;
+    let mut browser = Browser::launch(&["--autoplay-policy=no-user-gesture-required"]).await;
+    let tab = browser
+        .open(
+            &p.url(&format!("/watch/{}", text(&b, "shortId"))),
+            1280,
+            800,
+        )
+        .await;
+    let playing = "(function(){var v=document.getElementById('video');return v && v.currentTime > 1 ? v.currentTime : null;})()";
+    browser
+        .wait_for(&tab, playing, Duration::from_secs(30))
+        .await;
+    // The quality menu: Auto, then every rendition, highest first; and the latency.
+    let menu = browser
+        .eval(
+            &tab,
+            "Array.from(document.querySelectorAll('#quality option')).map(function(o){return o.textContent;})",
+        )
+        .await;
+    let menu: Vec<String> = serde_json::from_value(menu).unwrap();
+    assert_eq!(menu.len(), 4, "{menu:?}");
+    assert!(menu[0].starts_with("Auto"), "{menu:?}");
+    assert!(
+        menu[1].starts_with("720p") && menu[3].starts_with("360p"),
+        "{menu:?}"
+    );
+    let behind = browser
+        .wait_for(
+            &tab,
+            "(function(){var t=document.getElementById('latency').textContent;return /behind live/.test(t)?t:null;})()",
+            Duration::from_secs(10),
+        )
+        .await;
+    println!("the bar says {behind}");
+
+    // On the open link, Auto climbs to a rendition above 1.2 Mbit/s.
+    let wide = browser
+        .wait_for(
+            &tab,
+            "(function(){var p=window.watchPage.player();return p && p.auto && p.bitrate > 1200000 ? p : null;})()",
+            Duration::from_secs(30),
+        )
+        .await;
+    println!("on the open link: {wide}");
+    // The link narrows to 1.2 Mbit/s: within 20 s the player is on a rendition that fits,
+    // and the picture keeps moving.
+    let s = Some(tab.session.as_str());
+    browser.call(s, "Network.enable", json!({})).await;
+    browser
+        .call(
+            s,
+            "Network.emulateNetworkConditions",
+            json!({"offline": false, "latency": 40, "downloadThroughput": 1_200_000 / 8,
+                   "uploadThroughput": 1_200_000 / 8}),
+        )
+        .await;
+    let narrowed = Instant::now();
+    let stepped = browser
+        .wait_for(
+            &tab,
+            "(function(){var p=window.watchPage.player();return p && p.bitrate && p.bitrate < 1200000 ? p : null;})()",
+            Duration::from_secs(20),
+        )
+        .await;
+    println!("on {stepped} after {:?}", narrowed.elapsed());
+    assert_eq!(stepped["auto"], true);
+    let before = browser
+        .eval(&tab, "document.getElementById('video').currentTime")
+        .await
+        .as_f64()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let after = browser.eval(&tab, "window.watchPage.player()").await;
+    let now = after["currentTime"].as_f64().unwrap();
+    assert!(now > before + 3.0, "playback advances: {before} then {now}");
+    assert!(after["bitrate"].as_f64().unwrap() < 1_200_000.0, "{after}");
+    // A rendition chosen in the menu plays, and Auto hands the choice back.
+    browser
+        .eval(
+            &tab,
+            "(function(){var q=document.getElementById('quality');q.value=q.options[q.options.length-1].value;q.dispatchEvent(new Event('change'));return q.value;})()",
+        )
+        .await;
+    let pinned = browser
+        .wait_for(
+            &tab,
+            "(function(){var p=window.watchPage.player();return p && !p.auto && p.height === 360 ? p : null;})()",
+            Duration::from_secs(10),
+        )
+        .await;
+    assert_eq!(pinned["height"], 360);
+    browser.assert_clean(&tab).await;
+    browser.close().await;
+    publisher.stop().await;
+}
+
+/// An encoder whose picture carries its wall clock: 17 boxes, each white when its bit of
+/// the current second (since the epoch, modulo 2^17) is set, drawn with `drawbox ...
+/// enable=`; a keyframe a second.
+fn clock_publisher(rtmp_url: &str) -> tokio::process::Child {
+    const BITS: u32 = 17;
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let offset = started % f64::from(1u32 << BITS);
+    let boxes: Vec<String> = (0..BITS)
+        .map(|bit| {
+            format!(
+                "drawbox=x={}:y=20:w=28:h=28:color=white:t=fill:enable='mod(floor((t+{offset:.3})/{}),2)'",
+                8 + bit * 36,
+                1u32 << bit
+            )
+        })
+        .collect();
+    tokio::process::Command::new(tool("ffmpeg"))
+        .args(["-nostdin", "-hide_banner", "-loglevel", "error", "-re"])
+        .args(["-f", "lavfi", "-i", "color=c=black:s=640x360:r=30"])
+        .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100"])
+        .args(["-vf", &boxes.join(",")])
+        .args([
+            "-c:v",
+            "libx264",
+            "-preset",
+            "ultrafast",
+            "-tune",
+            "zerolatency",
+        ])
+        .args([
+            "-pix_fmt",
+            "yuv420p",
+            "-g",
+            "30",
+            "-keyint_min",
+            "30",
+            "-sc_threshold",
+            "0",
+        ])
+        .args([
+            "-b:v", "600k", "-c:a", "aac", "-b:a", "64k", "-f", "flv", rtmp_url,
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("ffmpeg starts")
+}
+
+/// Reads the clock off the watch page's `<video>` (through a canvas) every 20 ms; each
+/// time the second shown changes, the wall time since that second began is one sample of
+/// glass to glass.
+const READ_CLOCK: &str = r#"(function(){
+  if (window.__clock) return true;
+  var v = document.getElementById('video'), c = document.createElement('canvas');
+  c.width = 640; c.height = 360;
+  var g = c.getContext('2d', {willReadFrequently: true});
+  window.__clock = {samples: [], last: null};
+  setInterval(function(){
+    if (!v.videoWidth || v.paused) return;
+    g.drawImage(v, 0, 0, 640, 360);
+    var shown = 0;
+    for (var bit = 0; bit < 17; bit++) {
+      var px = g.getImageData(8 + bit * 36 + 14, 34, 1, 1).data;
+      if (px[0] + px[1] + px[2] > 3 * 128) shown += Math.pow(2, bit);
+    }
+    var now = Date.now() / 1000, modulus = Math.pow(2, 17);
+    var second = now - (now % modulus) + shown;
+    if (second > now) second -= modulus;
+    var clock = window.__clock;
+    if (clock.last !== null && shown !== clock.last && now - second < 30) clock.samples.push(now - second);
+    clock.last = shown;
+  }, 20);
+  return true;
+})()"#;
+
+/// The p-th percentile of `samples` (nearest rank).
+fn percentile(samples: &[f64], p: f64) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Glass to glass of a broadcast in `latency_mode` on a media server run as `options`, read
+/// off the watch page: (p50, p90, samples).
+async fn glass_to_glass(
+    options: edgehost::MediaServer,
+    latency_mode: &str,
+    seconds: u64,
+) -> (f64, f64, usize) {
+    let p = Platform::start_media_with(options, &[]).await;
+    let (_, user) = setup(&p).await;
+    let (status, b) = p
+        .as_user(&user, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "Clock", "visibility": "public", "latencyMode": latency_mode}))
+        .await;
+    assert_eq!(status, 200, "{b}");
+    assert_eq!(b["latencyMode"], latency_mode);
+    let id = text(&b, "id");
+    let mut encoder = clock_publisher(&text(&b, "rtmpUrl"));
+    until_ingest(&p, &user, &id, "live").await;
+    until_playlist(&text(&b, "hlsUrl")).await;
+    let mut browser = Browser::launch(&["--autoplay-policy=no-user-gesture-required"]).await;
+    let tab = browser
+        .open(
+            &p.url(&format!("/watch/{}", text(&b, "shortId"))),
+            1280,
+            800,
+        )
+        .await;
+    browser
+        .wait_for(
+            &tab,
+            "(function(){var v=document.getElementById('video');return v && v.currentTime > 1;})()",
+            Duration::from_secs(30),
+        )
+        .await;
+    // The player settles at its distance from the edge first.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    browser.eval(&tab, READ_CLOCK).await;
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let samples: Vec<f64> =
+        serde_json::from_value(browser.eval(&tab, "window.__clock.samples").await).unwrap();
+    browser.close().await;
+    let _ = encoder.kill().await;
+    assert!(
+        samples.len() as u64 >= seconds / 2,
+        "the clock is read off the picture: {samples:?}"
+    );
+    (
+        percentile(&samples, 50.0),
+        percentile(&samples, 90.0),
+        samples.len(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_low_latency_broadcast_plays_within_four_seconds_glass_to_glass() {
+    let options = platform_tests::media::server_options();
+    let (p50, p90, n) = glass_to_glass(options, "low", 20).await;
+    println!("glass to glass, low: p50 {p50:.2} s, p90 {p90:.2} s ({n} samples)");
+    assert!(p50 <= 4.0, "p50 {p50:.2} s");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_standard_broadcast_plays_within_eight_seconds_glass_to_glass() {
+    // Production's segments (2 s) and playlist (10 s), not the suite's shorter ones.
+    let mut options = platform_tests::media::server_options();
+    options.config.fragment_secs = 2;
+    options.config.playlist_secs = 10;
+    let (p50, p90, n) = glass_to_glass(options, "standard", 20).await;
+    println!("glass to glass, standard: p50 {p50:.2} s, p90 {p90:.2} s ({n} samples)");
+    assert!(p50 <= 8.0, "p50 {p50:.2} s");
 }
 
 #[tokio::test(flavor = "multi_thread")]

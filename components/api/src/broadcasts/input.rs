@@ -5,6 +5,7 @@
 use crate::recordings::RecordingField;
 use common::ApiError;
 use common::domain::broadcast::{Status, Visibility};
+use common::domain::media::{Ladder, LatencyMode};
 use common::domain::recording::SettingsPatch;
 use common::problem::FieldError;
 use common::request_body;
@@ -38,17 +39,29 @@ request_body! {
         "orientation" orientation: OptChoice<Orientations>,
         "cohostPolicy" cohost_policy: OptChoice<CohostPolicies>,
         "recording" recording: RecordingField,
+        "ladder" ladder: OptChoice<Ladder>,
+        "latencyMode" latency_mode: OptChoice<LatencyMode>,
     }
 }
 
 request_body! {
-    /// What changes a broadcast: `PATCH /api/broadcasts/{id}`.
+    /// What changes a broadcast: `PATCH /api/broadcasts/{id}`. `ladder` and
+    /// `latencyMode` apply from the next publish.
     pub struct BroadcastChangesBody as "BroadcastChanges" {
         "title" title: OptText<200>,
         "visibility" visibility: OptChoice<Visibility>,
         "tags" tags: Tags,
         "cohostPolicy" cohost_policy: OptChoice<CohostPolicies>,
         "recording" recording: RecordingField,
+        "ladder" ladder: OptChoice<Ladder>,
+        "latencyMode" latency_mode: OptChoice<LatencyMode>,
+    }
+}
+
+request_body! {
+    /// A tenant's media settings: `PATCH /api/v1/media-settings`.
+    pub struct MediaSettingsBody as "MediaSettingsChanges" {
+        "ladder" ladder: OptChoice<Ladder>,
     }
 }
 
@@ -311,6 +324,8 @@ impl NewBroadcastBody {
             orientation,
             max_participants: 100,
             cohost_policy: self.cohost_policy.unwrap_or_else(|| "approval".into()),
+            ladder: self.ladder,
+            latency_mode: self.latency_mode.unwrap_or_default(),
         };
         (new, self.recording)
     }

@@ -7,8 +7,8 @@ mod tenant_api;
 pub(crate) mod view;
 
 pub use input::{
-    BroadcastChangesBody, NewBroadcastBody, ReactionBody, SessionPatchBody, StatusChangeBody,
-    ViewerCountBody,
+    BroadcastChangesBody, MediaSettingsBody, NewBroadcastBody, ReactionBody, SessionPatchBody,
+    StatusChangeBody, ViewerCountBody,
 };
 pub use tenant_api::{react, v1_create, v1_list, v1_patch};
 pub use view::{BroadcastView, one as view_one};
@@ -134,6 +134,8 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
         tags: fields.tags,
         cohost_policy: fields.cohost_policy,
         metadata: None,
+        ladder: fields.ladder,
+        latency_mode: fields.latency_mode,
     };
     store::update(&db, &b, &changes, ctx.now())?;
     let b = app::broadcasts::load(&db, &b.client_id, &b.id, ctx.now())?;

@@ -7,7 +7,7 @@ use crate::recordings::SettingsView;
 use common::ApiError;
 use common::domain::broadcast::{Status, Visibility};
 use common::domain::media::SERVER_SILENT_AFTER_SECS;
-use common::domain::media::{Health, HealthSample};
+use common::domain::media::{Health, HealthSample, Ladder, LatencyMode, LiveLadder};
 use common::store::Db;
 use common::store::broadcasts::{self as store, Broadcast, ERROR_REQUESTED, ERROR_STALE};
 use common::store::ingests::{Ingest, Refusal, ServerReport};
@@ -54,6 +54,9 @@ pub struct BroadcastView {
     pub reactions: Option<Map<String, Value>>,
     /// How co-hosts join: `approval`, `open` or `invite_only`.
     pub cohost_policy: String,
+    /// How close to the live edge its HLS plays: `standard` (2 s segments) or `low` (1 s
+    /// segments, a short playlist; players hold near the edge).
+    pub latency_mode: LatencyMode,
     #[serde(flatten)]
     pub addresses: StreamAddresses,
     #[serde(flatten)]
@@ -74,6 +77,9 @@ pub struct OwnerDetails {
     pub operating_system: Option<String>,
     #[schemars(extend("format" = "date-time"))]
     pub updated_at: String,
+    /// Whether its RTMP publishes are transcoded into renditions (`adaptive`) or served as
+    /// sent (`passthrough`); null: as the tenant's media settings say.
+    pub ladder: Option<Ladder>,
     /// Its recording settings.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "SettingsView")]
@@ -106,6 +112,10 @@ pub struct IngestView {
     #[schemars(extend("format" = "date-time"))]
     pub health_changed_at: Option<String>,
     pub stats: Option<HealthSample>,
+    /// The renditions viewers are served while live: each with its bitrate and whether it
+    /// keeps real time (a `starving` one makes the ingest `starving`); `mode` and
+    /// `reason` say when the stream plays as passthrough, and why.
+    pub ladder: Option<LiveLadder>,
     /// The last publish attempts the platform refused on this broadcast (or publishers it
     /// dropped), newest first, at most 10: why an encoder sees only `Input/output error`.
     /// An unknown key or a wrong application cannot be told apart from anyone's typo and
@@ -227,6 +237,7 @@ pub fn of(
         error_reason: b.error_reason.clone(),
         reactions,
         cohost_policy: b.cohost_policy.clone(),
+        latency_mode: b.latency_mode,
         addresses: links.stream_addresses(&b.identity, b.visibility, now),
         owner: owner.map(|extras| OwnerDetails {
             credentials: links.ingest_credentials(&b.identity),
@@ -236,6 +247,7 @@ pub fn of(
             device_type: b.device_type.clone(),
             operating_system: b.operating_system.clone(),
             updated_at: b.updated_at.clone(),
+            ladder: b.ladder,
             recording: extras.recording,
             ingest: extras.ingest,
         }),
@@ -310,6 +322,10 @@ pub fn ingest_view(
         IngestState::Idle
     };
     let at = |t: Option<i64>| t.map(time::format_rfc3339);
+    // The ladder arrives inside the stream's sample; the owner reads it beside the stats.
+    let mut stats = ingest
+        .and_then(|i| i.health_sample.clone())
+        .filter(|_| live);
     IngestView {
         state,
         connected_at: at(ingest.and_then(|i| i.started_at).filter(|_| live)),
@@ -320,9 +336,8 @@ pub fn ingest_view(
         publishes: ingest.map_or(0, |i| i.publishes),
         health: ingest.and_then(|i| i.health).filter(|_| live),
         health_changed_at: at(ingest.and_then(|i| i.health_changed_at).filter(|_| live)),
-        stats: ingest
-            .and_then(|i| i.health_sample.clone())
-            .filter(|_| live),
+        ladder: stats.as_mut().and_then(|s| s.ladder.take()),
+        stats,
         refusals: refusals
             .into_iter()
             .map(|r| IngestRefusal {

@@ -114,6 +114,141 @@ pub struct HealthSample {
     pub media_rate: Option<f64>,
     /// Seconds between keyframes, measured on the stream's latest segments.
     pub keyframe_interval: Option<f64>,
+    /// The renditions viewers are served, as the media server runs them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ladder: Option<LiveLadder>,
+}
+
+/// Whether the media server transcodes a stream into renditions (`adaptive`: the source
+/// plus 720p, 480p and 360p where the source is larger) or serves the source alone
+/// (`passthrough`: no re-encoding, no CPU cost).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
+pub enum Ladder {
+    #[default]
+    Adaptive,
+    Passthrough,
+}
+
+impl Ladder {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ladder::Adaptive => "adaptive",
+            Ladder::Passthrough => "passthrough",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Ladder> {
+        match text {
+            "adaptive" => Some(Ladder::Adaptive),
+            "passthrough" => Some(Ladder::Passthrough),
+            _ => None,
+        }
+    }
+}
+
+/// A request's `ladder` field.
+impl crate::validate::body::Choices for Ladder {
+    type Value = Ladder;
+
+    fn names() -> Vec<&'static str> {
+        vec!["adaptive", "passthrough"]
+    }
+
+    fn choose(name: &str) -> Option<Ladder> {
+        Ladder::parse(name)
+    }
+}
+
+/// A request's `latencyMode` field.
+impl crate::validate::body::Choices for LatencyMode {
+    type Value = LatencyMode;
+
+    fn names() -> Vec<&'static str> {
+        vec!["standard", "low"]
+    }
+
+    fn choose(name: &str) -> Option<LatencyMode> {
+        LatencyMode::parse(name)
+    }
+}
+
+/// How close to the live edge a broadcast plays: `standard` (2 s segments) or `low`
+/// (1 s segments, a short playlist, the player held near the edge).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
+pub enum LatencyMode {
+    #[default]
+    Standard,
+    Low,
+}
+
+impl LatencyMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LatencyMode::Standard => "standard",
+            LatencyMode::Low => "low",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<LatencyMode> {
+        match text {
+            "standard" => Some(LatencyMode::Standard),
+            "low" => Some(LatencyMode::Low),
+            _ => None,
+        }
+    }
+}
+
+/// Why a stream asked to be adaptive plays as passthrough: its settings ask for it
+/// (`requested`), the media server had no CPU left for its renditions (`capacity`), or
+/// the source is no larger than the smallest rendition (`source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
+pub enum LadderReason {
+    Requested,
+    Capacity,
+    Source,
+}
+
+/// The ladder a live stream is served with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "LiveLadder")]
+pub struct LiveLadder {
+    pub mode: Ladder,
+    /// Why the stream is passthrough (absent when adaptive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<LadderReason>,
+    pub latency_mode: LatencyMode,
+    pub renditions: Vec<RenditionSample>,
+}
+
+/// One rendition of a live stream, as measured on its segments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "LiveRendition")]
+pub struct RenditionSample {
+    /// `source` (the encoder's stream, not re-encoded) or the rendition's height (`480p`).
+    pub name: String,
+    pub width: i64,
+    pub height: i64,
+    /// Whether the media server encodes it (false: the source, copied).
+    pub transcoded: bool,
+    /// Average bits per second of its listed segments (audio included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bitrate: Option<i64>,
+    /// The highest segment's bits per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_bitrate: Option<i64>,
+    /// Media seconds produced per wall-clock second over the last interval (1.0: real
+    /// time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_rate: Option<f64>,
+    pub health: Health,
 }
 
 /// A sample's schema lists no field as required: the media server sends what it measured.
@@ -148,8 +283,17 @@ impl Health {
     }
 }
 
-/// Below this share of real time an ingest is starving.
+/// Below this share of real time an ingest (or a rendition) is starving.
 pub const STARVING_MEDIA_RATE: f64 = 0.8;
+
+/// The health of a rendition producing `media_rate` seconds of media per second.
+pub fn rendition_health(media_rate: Option<f64>) -> Health {
+    if media_rate.is_some_and(|r| r < STARVING_MEDIA_RATE) {
+        Health::Starving
+    } else {
+        Health::Healthy
+    }
+}
 
 /// The health a sample shows: starving when no bits arrived over the interval, or when
 /// less than [`STARVING_MEDIA_RATE`] of real time did; healthy otherwise (a sample
@@ -157,7 +301,12 @@ pub const STARVING_MEDIA_RATE: f64 = 0.8;
 pub fn health_of(sample: &HealthSample) -> Health {
     let silent = sample.bitrate.is_some_and(|b| b <= 0);
     let slow = sample.media_rate.is_some_and(|r| r < STARVING_MEDIA_RATE);
-    if silent || slow {
+    // A rendition the media server cannot encode in real time starves its viewers too.
+    let rendition_behind = sample
+        .ladder
+        .as_ref()
+        .is_some_and(|l| l.renditions.iter().any(|r| r.health == Health::Starving));
+    if silent || slow || rendition_behind {
         Health::Starving
     } else {
         Health::Healthy
@@ -268,7 +417,7 @@ pub fn key_hint(key: &str) -> String {
 /// The media server's calls to the platform (`/api/media/...`, media tier) and their
 /// answers: one definition for both sides.
 pub mod protocol {
-    use super::{HealthSample, Playback, RestreamState};
+    use super::{HealthSample, Ladder, LatencyMode, Playback, RestreamState};
     use schemars::JsonSchema;
     use serde::{Deserialize, Serialize};
 
@@ -316,6 +465,13 @@ pub mod protocol {
         pub stream_id: String,
         pub playback: Playback,
         pub restreams: Vec<RestreamTarget>,
+        /// Whether to transcode the stream into renditions (read at publish; absent from
+        /// a platform that predates it: adaptive).
+        #[serde(default)]
+        pub ladder: Ladder,
+        /// Segment length and playlist size (read at publish; absent: standard).
+        #[serde(default)]
+        pub latency_mode: LatencyMode,
     }
 
     /// One restream target's state, as the media server last saw it.
@@ -489,9 +645,45 @@ mod tests {
         assert_eq!(health_of(&slow), Health::Starving);
         let silent = HealthSample {
             bitrate: Some(0),
-            ..healthy
+            ..healthy.clone()
         };
         assert_eq!(health_of(&silent), Health::Starving);
+        // A rendition the media server cannot encode in real time starves its viewers.
+        let rendition = |rate: f64| RenditionSample {
+            name: "360p".into(),
+            width: 640,
+            height: 360,
+            transcoded: true,
+            bitrate: Some(700_000),
+            peak_bitrate: Some(800_000),
+            media_rate: Some(rate),
+            health: rendition_health(Some(rate)),
+        };
+        let ladder = |rate: f64| LiveLadder {
+            mode: Ladder::Adaptive,
+            reason: None,
+            latency_mode: LatencyMode::Standard,
+            renditions: vec![rendition(1.0), rendition(rate)],
+        };
+        let keeping_up = HealthSample {
+            ladder: Some(ladder(0.95)),
+            ..healthy.clone()
+        };
+        assert_eq!(health_of(&keeping_up), Health::Healthy);
+        let behind = HealthSample {
+            ladder: Some(ladder(0.6)),
+            ..healthy
+        };
+        assert_eq!(health_of(&behind), Health::Starving);
+        // The ladder travels in the sample, and a sample without one still reads.
+        let text = serde_json::to_string(&behind).unwrap();
+        assert!(
+            text.contains(r#""ladder":{"mode":"adaptive","latencyMode":"standard""#),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<HealthSample>(&text).unwrap(), behind);
+        let old: HealthSample = serde_json::from_str(r#"{"width":640}"#).unwrap();
+        assert_eq!(old.ladder, None);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use super::{Db, Row, Value};
 use crate::ApiError;
 use crate::domain::broadcast::{self as rules, Status, StreamIdentity, Visibility};
+use crate::domain::media::{Ladder, LatencyMode};
 use crate::ids;
 use crate::pagination::Page;
 use crate::time;
@@ -48,6 +49,10 @@ pub struct Broadcast {
     pub ingest_deadline: Option<i64>,
     /// How co-hosts join: `approval`, `open` or `invite_only`.
     pub cohost_policy: String,
+    /// Whether its RTMP publishes are transcoded into renditions; `None`: as its tenant's
+    /// setting says.
+    pub ladder: Option<Ladder>,
+    pub latency_mode: LatencyMode,
 }
 
 impl Broadcast {
@@ -102,6 +107,11 @@ fn from_row(row: &Row) -> Broadcast {
         last_heartbeat: row.opt_int("last_heartbeat"),
         ingest_deadline: row.opt_int("ingest_deadline"),
         cohost_policy: row.text("cohost_policy"),
+        ladder: row.opt_text("ladder").and_then(|l| Ladder::parse(&l)),
+        latency_mode: row
+            .opt_text("latency_mode")
+            .and_then(|l| LatencyMode::parse(&l))
+            .unwrap_or_default(),
     }
 }
 
@@ -118,6 +128,8 @@ pub struct NewBroadcast {
     pub orientation: String,
     pub max_participants: i64,
     pub cohost_policy: String,
+    pub ladder: Option<Ladder>,
+    pub latency_mode: LatencyMode,
 }
 
 /// A new pending broadcast with a fresh stream identity, as [`insert_record`] stores it
@@ -159,6 +171,8 @@ pub fn new_record(
         last_heartbeat: None,
         ingest_deadline: None,
         cohost_policy: new.cohost_policy.clone(),
+        ladder: new.ladder,
+        latency_mode: new.latency_mode,
     }
 }
 
@@ -167,8 +181,8 @@ pub fn insert_record(db: &Db, b: &Broadcast) -> Result<(), ApiError> {
     db.execute(
         "INSERT INTO broadcasts (id, client_id, owner_id, short_id, stream_id, stream_key, title, visibility, tags, metadata, status, \
            device_width, device_height, device_type, operating_system, orientation, recording_width, recording_height, max_participants, \
-           created_at, updated_at, cohost_policy) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+           created_at, updated_at, cohost_policy, ladder, latency_mode) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         &[
             b.id.clone().into(),
             b.client_id.clone().into(),
@@ -192,6 +206,8 @@ pub fn insert_record(db: &Db, b: &Broadcast) -> Result<(), ApiError> {
             b.created_at.clone().into(),
             b.updated_at.clone().into(),
             b.cohost_policy.clone().into(),
+            b.ladder.map(|l| l.as_str().to_string()).into(),
+            b.latency_mode.as_str().into(),
         ],
     )
 }
@@ -450,6 +466,8 @@ pub struct Changes {
     pub tags: Option<Vec<String>>,
     pub cohost_policy: Option<String>,
     pub metadata: Option<Map<String, Json>>,
+    pub ladder: Option<Ladder>,
+    pub latency_mode: Option<LatencyMode>,
 }
 
 /// Applies `changes` to `b`.
@@ -457,7 +475,8 @@ pub fn update(db: &Db, b: &Broadcast, changes: &Changes, now: i64) -> Result<(),
     db.execute(
         "UPDATE broadcasts SET title = COALESCE(?, title), visibility = COALESCE(?, visibility), \
            tags = COALESCE(?, tags), cohost_policy = COALESCE(?, cohost_policy), \
-           metadata = COALESCE(?, metadata), updated_at = ? \
+           metadata = COALESCE(?, metadata), ladder = COALESCE(?, ladder), \
+           latency_mode = COALESCE(?, latency_mode), updated_at = ? \
          WHERE client_id = ? AND id = ?",
         &[
             changes.title.clone().into(),
@@ -473,6 +492,8 @@ pub fn update(db: &Db, b: &Broadcast, changes: &Changes, now: i64) -> Result<(),
                 .as_ref()
                 .map(|m| Json::Object(m.clone()).to_string())
                 .into(),
+            changes.ladder.map(|l| l.as_str().to_string()).into(),
+            changes.latency_mode.map(|l| l.as_str().to_string()).into(),
             time::format_rfc3339(now).into(),
             b.client_id.clone().into(),
             b.id.clone().into(),
@@ -559,11 +580,42 @@ mod tests {
         full.device = Some((1170, 2532));
         full.device_type = Some("ios".into());
         full.operating_system = Some("iOS 18".into());
+        full.ladder = Some(Ladder::Passthrough);
+        full.latency_mode = LatencyMode::Low;
         for (owner, fields) in [(Some("ada"), full), (None, new("Bare"))] {
             let b = insert(&db, "c1", owner, &fields, 1_800_000_000).unwrap();
             // Built in the component, not read back: it must hold the schema's defaults.
             assert_eq!(load(&db, "c1", &b.id).unwrap(), b);
         }
+    }
+
+    #[test]
+    fn the_ladder_and_latency_are_kept_until_changed() {
+        let db = testing::db();
+        let b = insert(&db, "c1", None, &new("Ladder"), 10).unwrap();
+        assert_eq!((b.ladder, b.latency_mode), (None, LatencyMode::Standard));
+        let changes = Changes {
+            ladder: Some(Ladder::Passthrough),
+            latency_mode: Some(LatencyMode::Low),
+            ..Changes::default()
+        };
+        update(&db, &b, &changes, 11).unwrap();
+        let b = load(&db, "c1", &b.id).unwrap();
+        assert_eq!(
+            (b.ladder, b.latency_mode),
+            (Some(Ladder::Passthrough), LatencyMode::Low)
+        );
+        // Changing something else keeps them.
+        let title = Changes {
+            title: Some("Renamed".into()),
+            ..Changes::default()
+        };
+        update(&db, &b, &title, 12).unwrap();
+        let b = load(&db, "c1", &b.id).unwrap();
+        assert_eq!(
+            (b.ladder, b.latency_mode),
+            (Some(Ladder::Passthrough), LatencyMode::Low)
+        );
     }
 
     #[test]

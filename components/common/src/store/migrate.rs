@@ -151,6 +151,10 @@ pub const MIGRATIONS: &[Migration] = &[
         "0130_ingest_refusals",
         include_str!("../../migrations/0130_ingest_refusals.sql"),
     ),
+    Migration::sql(
+        "0140_media_ladder",
+        include_str!("../../migrations/0140_media_ladder.sql"),
+    ),
 ];
 
 /// Broadcasts and scheduled events made before ingest keys were random had the streamId

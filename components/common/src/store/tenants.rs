@@ -6,6 +6,7 @@
 
 use super::{Db, Row};
 use crate::ApiError;
+use crate::domain::media::Ladder;
 use crate::ids;
 use crate::time;
 
@@ -119,6 +120,25 @@ pub fn by_id(db: &Db, client_id: &str) -> Result<Option<Tenant>, ApiError> {
         .map(tenant_of))
 }
 
+/// Whether the client's broadcasts get an adaptive ladder unless one says otherwise.
+pub fn media_ladder(db: &Db, client_id: &str) -> Result<Ladder, ApiError> {
+    Ok(db
+        .query_one(
+            "SELECT media_ladder FROM sdk_clients WHERE client_id = ?",
+            &[client_id.into()],
+        )?
+        .and_then(|row| Ladder::parse(&row.text("media_ladder")))
+        .unwrap_or_default())
+}
+
+/// Sets the client's ladder for its broadcasts that do not choose one.
+pub fn set_media_ladder(db: &Db, client_id: &str, ladder: Ladder) -> Result<(), ApiError> {
+    db.execute(
+        "UPDATE sdk_clients SET media_ladder = ? WHERE client_id = ?",
+        &[ladder.as_str().into(), client_id.into()],
+    )
+}
+
 /// Takes the client's row lock for the rest of the transaction (on SQLite the write lock
 /// is already held), so that a per-tenant cap is counted and filled one request at a time.
 pub fn lock(db: &Db, client_id: &str) -> Result<(), ApiError> {
@@ -192,6 +212,17 @@ mod tests {
             secret_key: format!("sk_{name}"),
         };
         insert(db, &reg, &credentials, 1_800_000_000).unwrap()
+    }
+
+    #[test]
+    fn the_media_ladder_is_adaptive_until_the_client_sets_it() {
+        let db = testing::db();
+        let acme = register(&db, "Acme", "pk_acme_key", false);
+        let zed = register(&db, "Zed", "pk_zed_key", false);
+        assert_eq!(media_ladder(&db, &acme).unwrap(), Ladder::Adaptive);
+        set_media_ladder(&db, &acme, Ladder::Passthrough).unwrap();
+        assert_eq!(media_ladder(&db, &acme).unwrap(), Ladder::Passthrough);
+        assert_eq!(media_ladder(&db, &zed).unwrap(), Ladder::Adaptive);
     }
 
     #[test]

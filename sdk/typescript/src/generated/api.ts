@@ -1960,6 +1960,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/media-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get (media settings)
+         * @description Whether the tenant's broadcasts are transcoded into an adaptive ladder.
+         */
+        get: operations["get-v1-media-settings"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Update (media settings)
+         * @description Sets the ladder of the tenant's broadcasts that do not choose one; it applies from each broadcast's next publish.
+         */
+        patch: operations["patch-v1-media-settings"];
+        trace?: never;
+    };
     "/api/v1/monetization": {
         parameters: {
             query?: never;
@@ -2616,6 +2640,16 @@ export interface components {
             /** Format: uuid */
             id: string;
             ingest?: components["schemas"]["Ingest"];
+            /**
+             * @description Whether its RTMP publishes are transcoded into renditions (`adaptive`) or served as sent (`passthrough`); null: as the tenant's media settings say.
+             * @enum {string|null}
+             */
+            ladder?: "adaptive" | "passthrough" | null;
+            /**
+             * @description How close to the live edge its HLS plays: `standard` (2 s segments) or `low` (1 s segments, a short playlist; players hold near the edge).
+             * @enum {string}
+             */
+            latencyMode: "standard" | "low";
             /** Format: int64 */
             maxParticipants: number;
             metadata?: {
@@ -2727,6 +2761,10 @@ export interface components {
         BroadcastChanges: {
             /** @enum {unknown} */
             cohostPolicy?: "approval" | "open" | "invite_only" | null;
+            /** @enum {unknown} */
+            ladder?: "adaptive" | "passthrough" | null;
+            /** @enum {unknown} */
+            latencyMode?: "standard" | "low" | null;
             /** @description Recording settings: any of the three fields, the rest from the tenant's default; null is the same as leaving it out. */
             recording?: null | {
                 enabled?: boolean | null;
@@ -3368,6 +3406,8 @@ export interface components {
              * @description Seconds between keyframes, measured on the stream's latest segments.
              */
             keyframeInterval?: number | null;
+            /** @description The renditions viewers are served, as the media server runs them. */
+            ladder?: components["schemas"]["LiveLadder"] | null;
             /**
              * Format: double
              * @description Media seconds received per wall-clock second over the last interval: 1.0 is real time, below it the encoder is not keeping up.
@@ -3424,6 +3464,8 @@ export interface components {
             health: "healthy" | "starving" | null;
             /** Format: date-time */
             healthChangedAt: string | null;
+            /** @description The renditions viewers are served while live: each with its bitrate and whether it keeps real time (a `starving` one makes the ingest `starving`); `mode` and `reason` say when the stream plays as passthrough, and why. */
+            ladder: components["schemas"]["LiveLadder"] | null;
             /** Format: date-time */
             lastSeenAt: string | null;
             /** Format: int64 */
@@ -3481,6 +3523,8 @@ export interface components {
              * @description Seconds between keyframes, measured on the stream's latest segments.
              */
             keyframeInterval?: number | null;
+            /** @description The renditions viewers are served, as the media server runs them. */
+            ladder?: components["schemas"]["LiveLadder"] | null;
             /**
              * Format: double
              * @description Media seconds received per wall-clock second over the last interval: 1.0 is real time, below it the encoder is not keeping up.
@@ -3538,6 +3582,56 @@ export interface components {
             /** Format: int64 */
             transfers: number;
         };
+        /** @description The ladder a live stream is served with. */
+        LiveLadder: {
+            /**
+             * @description How close to the live edge a broadcast plays: `standard` (2 s segments) or `low` (1 s segments, a short playlist, the player held near the edge).
+             * @enum {string}
+             */
+            latencyMode: "standard" | "low";
+            /**
+             * @description Whether the media server transcodes a stream into renditions (`adaptive`: the source plus 720p, 480p and 360p where the source is larger) or serves the source alone (`passthrough`: no re-encoding, no CPU cost).
+             * @enum {string}
+             */
+            mode: "adaptive" | "passthrough";
+            /**
+             * @description Why the stream is passthrough (absent when adaptive).
+             * @enum {string|null}
+             */
+            reason?: "requested" | "capacity" | "source" | null;
+            renditions: components["schemas"]["LiveRendition"][];
+        };
+        /** @description One rendition of a live stream, as measured on its segments. */
+        LiveRendition: {
+            /**
+             * Format: int64
+             * @description Average bits per second of its listed segments (audio included).
+             */
+            bitrate?: number | null;
+            /**
+             * @description Whether media arrives fast enough to play: `healthy`, or `starving` when the encoder sends less than real time (or nothing) and viewers will buffer.
+             * @enum {string}
+             */
+            health: "healthy" | "starving";
+            /** Format: int64 */
+            height: number;
+            /**
+             * Format: double
+             * @description Media seconds produced per wall-clock second over the last interval (1.0: real time).
+             */
+            mediaRate?: number | null;
+            /** @description `source` (the encoder's stream, not re-encoded) or the rendition's height (`480p`). */
+            name: string;
+            /**
+             * Format: int64
+             * @description The highest segment's bits per second.
+             */
+            peakBitrate?: number | null;
+            /** @description Whether the media server encodes it (false: the source, copied). */
+            transcoded: boolean;
+            /** Format: int64 */
+            width: number;
+        };
         Login: {
             email?: string | null;
             password: string;
@@ -3545,6 +3639,18 @@ export interface components {
         };
         /** @description The answer to an accepted publish or update: where the stream lives, how it plays, and where to push it. */
         MediaAccepted: {
+            /**
+             * @description Whether to transcode the stream into renditions (read at publish; absent from a platform that predates it: adaptive).
+             * @default adaptive
+             * @enum {string}
+             */
+            ladder: "adaptive" | "passthrough";
+            /**
+             * @description Segment length and playlist size (read at publish; absent: standard).
+             * @default standard
+             * @enum {string}
+             */
+            latencyMode: "standard" | "low";
             /** @description How a stream's HLS may be fetched. */
             playback: "open" | "signed";
             restreams: components["schemas"]["MediaRestreamTarget"][];
@@ -3626,6 +3732,18 @@ export interface components {
              * @enum {string}
              */
             state: "up" | "down" | "unknown";
+        };
+        /** @description A tenant's media settings. */
+        MediaSettings: {
+            /**
+             * @description What its broadcasts' RTMP publishes get unless a broadcast says otherwise: `adaptive` (renditions at 720p, 480p and 360p below the source, for CPU on the media server) or `passthrough` (the source alone).
+             * @enum {string}
+             */
+            ladder: "adaptive" | "passthrough";
+        };
+        MediaSettingsChanges: {
+            /** @enum {unknown} */
+            ladder?: "adaptive" | "passthrough" | null;
         };
         /** @description `POST /api/media/update`: a publisher is still live (every few seconds). */
         MediaUpdate: {
@@ -3754,6 +3872,10 @@ export interface components {
             deviceHeight?: number | null;
             deviceType?: string | null;
             deviceWidth?: number | null;
+            /** @enum {unknown} */
+            ladder?: "adaptive" | "passthrough" | null;
+            /** @enum {unknown} */
+            latencyMode?: "standard" | "low" | null;
             /** @description At most 50 keys of 1 to 100 characters, string values of at most 1024 bytes */
             metadata?: {
                 [key: string]: string;
@@ -3803,6 +3925,10 @@ export interface components {
             deviceHeight?: number | null;
             deviceType?: string | null;
             deviceWidth?: number | null;
+            /** @enum {unknown} */
+            ladder?: "adaptive" | "passthrough" | null;
+            /** @enum {unknown} */
+            latencyMode?: "standard" | "low" | null;
             maxParticipants?: number | null;
             /** @description At most 50 keys of 1 to 100 characters, string values of at most 1024 bytes */
             metadata?: {
@@ -18228,6 +18354,167 @@ export interface operations {
                         code?: "not_found";
                         /** @constant */
                         status?: 404;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "get-v1-media-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MediaSettings"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_api_key" | "invalid_api_key" | "signature_required" | "incomplete_signature" | "invalid_timestamp" | "timestamp_out_of_window" | "signature_mismatch" | "invalid_signature_format" | "signature_replayed";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "client_suspended";
+                        /** @constant */
+                        status?: 403;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "patch-v1-media-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "ladder": "passthrough"
+                 *     }
+                 */
+                "application/json": components["schemas"]["MediaSettingsChanges"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MediaSettings"];
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "malformed_json";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_api_key" | "invalid_api_key" | "signature_required" | "incomplete_signature" | "invalid_timestamp" | "timestamp_out_of_window" | "signature_mismatch" | "invalid_signature_format" | "signature_replayed";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "client_suspended";
+                        /** @constant */
+                        status?: 403;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "payload_too_large";
+                        /** @constant */
+                        status?: 413;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "unsupported_media_type";
+                        /** @constant */
+                        status?: 415;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field is invalid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "validation_failed";
+                        /** @constant */
+                        status?: 422;
                     } & components["schemas"]["Problem"];
                 };
             };
