@@ -160,7 +160,8 @@ async fn main() {
             let (chat_latency, chat_starts) = (chat_latency.clone(), chat_starts.clone());
             let mut last = vec![0u64; senders];
             Box::new(move |payload: &[u8], now: u64| {
-                if payload.starts_with(br#"{"type":"message""#) {
+                // (The relay writes a frame's keys in order: `type` comes last.)
+                if payload.ends_with(br#""type":"message"}"#) {
                     let n = json_str(payload, b"message")
                         .and_then(|m| m.strip_prefix(b"m"))
                         .and_then(|n| std::str::from_utf8(n).ok()?.parse::<usize>().ok());

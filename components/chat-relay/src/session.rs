@@ -26,8 +26,11 @@ use crate::token;
 
 type Ws = WebSocketStream<TokioIo<Upgraded>>;
 
-/// The most queued items (replies and deliveries) one write to a socket carries.
+/// The most queued items (replies and deliveries) one write to a socket carries, and the
+/// bytes after which it carries no more: a socket that fell behind catches up in writes of
+/// about this size, and its write buffer stays about this small.
 const MAX_BATCH: usize = 32;
+const WRITE_BUFFER: usize = 16 * 1024;
 
 /// What a socket was admitted with.
 pub struct Socket {
@@ -53,8 +56,11 @@ pub async fn run(relay: Relay, upgraded: Upgraded, socket: Socket) {
     } = socket;
     // A small initial read buffer (tungstenite's default is 128 KiB per socket): client
     // frames are short, and the buffer grows when one is not.
+    // Writes go out once WRITE_BUFFER bytes are buffered (tungstenite's default is 128 KiB,
+    // which a socket catching up on batch frames would keep allocated).
     let config = WebSocketConfig::default()
         .read_buffer_size(4 * 1024)
+        .write_buffer_size(WRITE_BUFFER)
         .max_message_size(Some(64 * 1024))
         .max_frame_size(Some(64 * 1024));
     let ws =
@@ -210,7 +216,7 @@ async fn write(
                 // that fell behind catches up in few system calls.
                 let mut next = Some(item);
                 let mut banned = false;
-                let mut items = 0;
+                let (mut items, mut bytes) = (0, 0);
                 while let Some(item) = next.take() {
                     let frames = match item {
                         Outbound::Reply(text) => Frames { texts: vec![text], banned: false },
@@ -218,13 +224,14 @@ async fn write(
                     };
                     banned = frames.banned;
                     for text in frames.texts {
+                        bytes += text.len();
                         if sink.feed(Message::Text(text)).await.is_err() {
                             return;
                         }
                         inc(frames_out);
                     }
                     items += 1;
-                    if banned || items >= MAX_BATCH {
+                    if banned || items >= MAX_BATCH || bytes >= WRITE_BUFFER {
                         break;
                     }
                     next = rx.try_recv().ok();
