@@ -65,6 +65,30 @@ pub fn signal(pid: u32, signal: libc::c_int, group: bool) {
     }
 }
 
+/// Reads `child`'s standard error to its end in a task of its own, keeping the last `keep`
+/// lines (each through `clean`, e.g. to redact keys): what ffmpeg said before it exited.
+pub fn stderr_tail(
+    child: &mut tokio::process::Child,
+    keep: usize,
+    clean: fn(&str) -> String,
+) -> tokio::task::JoinHandle<Vec<String>> {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let stderr = child.stderr.take();
+    tokio::spawn(async move {
+        let mut tail = std::collections::VecDeque::new();
+        if let Some(stderr) = stderr {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if tail.len() == keep {
+                    tail.pop_front();
+                }
+                tail.push_back(clean(&line));
+            }
+        }
+        Vec::from(tail)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

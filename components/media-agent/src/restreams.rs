@@ -15,7 +15,7 @@
 use crate::address::{self, Target as Destination};
 use common::domain::media::RestreamState;
 use common::domain::media::protocol::{RestreamReport, RestreamTarget};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -399,20 +399,7 @@ async fn push(
         Ok(child) => child,
         Err(_) => return "ffmpeg could not be started".into(),
     };
-    let stderr = child.stderr.take();
-    let errors = tokio::spawn(async move {
-        let mut tail = VecDeque::new();
-        if let Some(stderr) = stderr {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                if tail.len() == 20 {
-                    tail.pop_front();
-                }
-                tail.push_back(line);
-            }
-        }
-        Vec::from(tail).join("\n")
-    });
+    let errors = crate::child::stderr_tail(&mut child, 20, str::to_string);
     let mut was_live = false;
     if let Some(stdout) = child.stdout.take() {
         let mut lines = BufReader::new(stdout).lines();
@@ -431,7 +418,7 @@ async fn push(
         }
     }
     let _ = child.wait().await;
-    let errors = errors.await.unwrap_or_default();
+    let errors = errors.await.unwrap_or_default().join("\n");
     if let Some(why) = *failure.lock().unwrap_or_else(|e| e.into_inner()) {
         return why.into();
     }

@@ -296,20 +296,7 @@ async fn run_ffmpeg(
         Ok(child) => child,
         Err(e) => return format!("ffmpeg could not be started: {e}"),
     };
-    let stderr = child.stderr.take();
-    let errors = tokio::spawn(async move {
-        let mut tail = VecDeque::new();
-        if let Some(stderr) = stderr {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                if tail.len() == 5 {
-                    tail.pop_front();
-                }
-                tail.push_back(redact_keys(&line));
-            }
-        }
-        Vec::from(tail).join("; ")
-    });
+    let errors = crate::child::stderr_tail(&mut child, 5, redact_keys);
     // ffmpeg's progress: the media time written, once a second.
     let out_time: Arc<Mutex<VecDeque<(Instant, f64)>>> = Arc::default();
     let progress = child.stdout.take().map(|stdout| {
@@ -346,7 +333,7 @@ async fn run_ffmpeg(
     if let Some(progress) = progress {
         progress.abort();
     }
-    let errors = errors.await.unwrap_or_default();
+    let errors = errors.await.unwrap_or_default().join("; ");
     let status = exit.map_or_else(|e| e.to_string(), |s| s.to_string());
     if errors.is_empty() {
         format!("ffmpeg {status}")
