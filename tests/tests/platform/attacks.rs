@@ -1547,6 +1547,84 @@ async fn media_call(p: &Platform, path: &str, secret: Option<&str>, body: &Value
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn only_the_media_server_says_whether_it_runs() {
+    let p = platform().await;
+    let (t, ada, eve) = cast(&p).await;
+    let (status, b) = p
+        .as_user(&ada, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "Show"}))
+        .await;
+    assert_eq!(status, 200, "{b}");
+    let id = b["id"].as_str().unwrap().to_string();
+    let secret = p.variable("media_secret").unwrap();
+    let down = json!({"state": "down", "reason": "forged outage"});
+
+    // Nobody but the media server may say it is down: no secret, a wrong one, a user's
+    // token, the tenant's signature, the relay's or the scheduler's.
+    assert_eq!(
+        media_call(&p, "/api/media/server", None, &down).await.0,
+        401
+    );
+    assert_eq!(
+        media_call(&p, "/api/media/server", Some("guess"), &down)
+            .await
+            .0,
+        401
+    );
+    for builder in [
+        p.as_user(&eve, Method::POST, "/api/media/server"),
+        p.as_server(&t, Method::POST, "/api/media/server", Some(&down)),
+        p.request(Method::POST, "/api/media/server")
+            .header("x-relay-secret", RELAY_SECRET),
+        p.request(Method::POST, "/api/media/server")
+            .bearer_auth(JOBS_TOKEN),
+    ] {
+        let (status, answer) = builder.send_json(&down).await;
+        assert_eq!(status, 401, "{answer}");
+    }
+    assert_ne!(
+        owner_view(&p, &ada, &id).await["ingest"]["server"]["reason"],
+        "forged outage"
+    );
+
+    // A reason beyond the contract's bound is refused whole, not cut.
+    let long = json!({"state": "down", "reason": "x".repeat(1001)});
+    assert_eq!(
+        media_call(&p, "/api/media/server", Some(&secret), &long)
+            .await
+            .0,
+        422
+    );
+
+    // 64 reports at once, up and down alike: each is taken, and the last word stands.
+    let calls = (0..64).map(|i| {
+        let (p, secret) = (&p, secret.clone());
+        let body = if i % 2 == 0 {
+            json!({"state": "up"})
+        } else {
+            json!({"state": "down", "reason": format!("stopped {i}")})
+        };
+        async move {
+            media_call(p, "/api/media/server", Some(&secret), &body)
+                .await
+                .0
+        }
+    });
+    let statuses = futures_util::future::join_all(calls).await;
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    let (status, _) = media_call(
+        &p,
+        "/api/media/server",
+        Some(&secret),
+        &json!({"state": "up"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let server = &owner_view(&p, &ada, &id).await["ingest"]["server"];
+    assert_eq!(server["state"], "up", "{server}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn only_the_media_server_decides_who_publishes() {
     let p = platform().await;
     let (t, ada, eve) = cast(&p).await;
