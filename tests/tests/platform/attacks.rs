@@ -1547,6 +1547,44 @@ async fn media_call(p: &Platform, path: &str, secret: Option<&str>, body: &Value
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_tenants_media_settings_are_its_servers_alone() {
+    let p = platform().await;
+    let (t, _ada, eve) = cast(&p).await;
+    let other = p.register_client("Other").await;
+    let path = "/api/v1/media-settings";
+    let passthrough = json!({"ladder": "passthrough"});
+    // The API key alone, or a user's token, reads and changes nothing.
+    for method in [Method::GET, Method::PATCH] {
+        let (status, answer) = p
+            .request(method.clone(), path)
+            .header("x-api-key", &t.api_key)
+            .send_json(&passthrough)
+            .await;
+        assert_eq!(status, 401, "{method} with the API key alone: {answer}");
+        let (status, answer) = p
+            .as_user(&eve, method.clone(), path)
+            .send_json(&passthrough)
+            .await;
+        assert_eq!(status, 401, "{method} as a user: {answer}");
+    }
+    // One tenant's change, sent 64 times at once, is its own.
+    let changes = (0..64).map(|_| {
+        p.as_server(&t, Method::PATCH, path, Some(&passthrough))
+            .answer()
+    });
+    let answers = futures_util::future::join_all(changes).await;
+    assert!(answers.iter().all(|(s, _)| *s == 200), "{answers:?}");
+    let (_, mine) = p.as_server(&t, Method::GET, path, None).answer().await;
+    assert_eq!(mine, passthrough);
+    let (_, theirs) = p.as_server(&other, Method::GET, path, None).answer().await;
+    assert_eq!(
+        theirs,
+        json!({"ladder": "adaptive"}),
+        "the other tenant is untouched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn only_the_media_server_says_whether_it_runs() {
     let p = platform().await;
     let (t, ada, eve) = cast(&p).await;
