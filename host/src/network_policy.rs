@@ -10,7 +10,7 @@
 //! are dropped, and when none is left the request fails with `destination-ip-prohibited`.
 //! An IPv4-compatible or -mapped IPv6 address is checked as its IPv4 address too, so
 //! `::ffff:127.0.0.1` cannot slip past a block of `127.0.0.0/8`. `"private"` also blocks
-//! what the platform's own address rule forbids (`common::domain::network`): the
+//! what the platform's own address rule forbids (`domain::network`): the
 //! IPv4-translated, NAT64 and 6to4 forms of a private address, which `is_global` lets
 //! through.
 
@@ -58,7 +58,7 @@ impl BlockedNetworks {
     /// Whether a connection to `ip` is refused.
     pub fn is_blocked(&self, ip: IpAddr) -> bool {
         if self.block_private
-            && (!IpNetwork::from(ip).is_global() || common::domain::network::is_forbidden(ip))
+            && (!IpNetwork::from(ip).is_global() || domain::network::is_forbidden(ip))
         {
             return true;
         }

@@ -18,7 +18,7 @@
 //!   `Clean` recycling). Like Spin, that does not end a transaction: a guest that trapped
 //!   between `BEGIN` and `COMMIT` leaves it open, with its writes and locks, for the next
 //!   instance to find (the platform's components roll such a connection back on open:
-//!   `common::spin::store::connect_postgres`). A connection whose reset fails (its
+//!   `edge::spin::store::connect_postgres`). A connection whose reset fails (its
 //!   transaction had failed) is closed.
 //! - Statements are prepared once per pooled connection and reused.
 //! - Values, errors and the columns of a result (taken from its first row) follow Spin's
@@ -26,7 +26,7 @@
 //! - A `query` that returns no rows fails with [`NO_ROWS`]: Spin 4.0.0 to 4.0.2 never
 //!   answer one (spinframework/spin#3671) and Spin 3.x answers it empty, so a guest that
 //!   works on every Spin never sends one; the platform's components wrap every query so
-//!   that it answers at least one row (`common::store::sql::never_empty`).
+//!   that it answers at least one row (`store::sql::never_empty`).
 
 mod values;
 

@@ -1,10 +1,10 @@
 //! Assembles the document: the tables give paths, methods and tiers; the operations
-//! declared beside the handlers (`common::contract`) give what each takes and answers.
+//! declared beside the handlers (`edge::contract`) give what each takes and answers.
 
 use crate::security;
 use crate::tables::TableRoute;
-use common::contract::{Operation, Schemas};
-use common::routing::ANY_METHOD;
+use edge::contract::{Operation, Schemas};
+use edge::routing::ANY_METHOD;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -2,7 +2,7 @@
 //!
 //! Paths, methods and tiers come from the tables themselves (`pub const ROUTES` in each
 //! component); what each route takes and answers from the operations its module declares
-//! beside the handler (`common::contract`, gathered by each component's
+//! beside the handler (`edge::contract`, gathered by each component's
 //! `contract::operations()`), whose schemas are derived from the views' and bodies' types.
 //! Building fails when a route has no operation or an operation names no route, so the
 //! document cannot drift from the code. `cargo run -p openapi-doc` writes

@@ -1,6 +1,6 @@
 //! The WebSocket chat (served by the chat relay, not an HTTP route of a component): its
 //! path, its credentials and its frames, including the typed events
-//! (`common::realtime::Event`) the relay fans out. Documented under the document's
+//! (`edge::realtime::Event`) the relay fans out. Documented under the document's
 //! `x-websocket` member; the tests check the frames against the relay's parser and the
 //! event enum.
 
@@ -97,7 +97,7 @@ fn kind(name: &str, required: &[(&str, Value)], optional: &[(&str, Value)]) -> V
     json!({"type": "object", "required": names, "properties": properties, "additionalProperties": false})
 }
 
-/// `common::realtime::Event`, tagged by `kind`.
+/// `edge::realtime::Event`, tagged by `kind`.
 pub fn event_schema() -> Value {
     let s = || json!({"type": "string"});
     let i = || json!({"type": "integer"});
@@ -120,7 +120,7 @@ pub fn event_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use common::realtime::{CohostAction, Event, ModerationAction};
+    use edge::realtime::{CohostAction, Event, ModerationAction};
 
     /// One event of every kind with every field set. The match makes a new variant a
     /// compile error here until it is documented.

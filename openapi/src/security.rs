@@ -1,6 +1,6 @@
 //! The trust model's tiers as OpenAPI security schemes and requirements.
 
-use common::routing::Tier;
+use edge::routing::Tier;
 use serde_json::{Value, json};
 
 /// The credentials, one scheme each. A requirement lists the schemes a request must

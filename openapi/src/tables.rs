@@ -1,7 +1,7 @@
 //! Every component's route table, flattened: component, method, path pattern, tier.
 
-use common::contract::Operation;
-use common::routing::{Endpoint, Route, Tier};
+use edge::contract::Operation;
+use edge::routing::{Endpoint, Route, Tier};
 
 /// One route of one component's table.
 #[derive(Debug, Clone, PartialEq, Eq)]

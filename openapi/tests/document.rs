@@ -1,8 +1,8 @@
 //! The committed document is what the tables and the declared operations build, and it names exactly the
 //! routes of the tables, each with its tier.
 
-use common::contract::{Operation, Schema, Schemas};
-use common::routing::{ANY_METHOD, Tier};
+use edge::contract::{Operation, Schema, Schemas};
+use edge::routing::{ANY_METHOD, Tier};
 use openapi_doc::build::{documented_methods, openapi_path};
 use openapi_doc::tables;
 use serde_json::Value;

@@ -219,11 +219,11 @@ fn transcoding() {
                 row.push(format!("{rung}p30 {cost:.3} ({:.4}/Mpx/s)", cost / mpps));
             }
             // The whole ladder, as the agent runs it (its command, from a file).
-            let plan = ladder::plan(common::domain::media::Ladder::Adaptive, Some(source));
+            let plan = ladder::plan(domain::media::Ladder::Adaptive, Some(source));
             let job = Job {
                 source_url: &input,
                 plan: &plan,
-                segmenting: Segmenting::of(common::domain::media::LatencyMode::Standard, 2, 10),
+                segmenting: Segmenting::of(domain::media::LatencyMode::Standard, 2, 10),
                 has_audio: true,
                 audio_is_aac: true,
                 encoder: Encoder::X264,

@@ -9,7 +9,7 @@
 //! `cargo bench -p platform-tests --bench moderation --profile host` (env: POSTS=400, and
 //! WORDS=500, the blocked words per list: 0 shows what the lists' reading and matching cost)
 
-use common::domain::word_filter::{Blocklist, compile, is_blocked};
+use domain::word_filter::{Blocklist, compile, is_blocked};
 use platform_tests::{Exchange, Method, Platform, User, env_or};
 use serde_json::json;
 use std::time::{Duration, Instant};

@@ -20,7 +20,7 @@ const CLIENTS: usize = 64;
 const FANS: usize = 16;
 const GIFT_PRICE: i64 = 10;
 const FAN_TOKENS: i64 = 1_000_000;
-/// `common::store::idempotency::CLAIM_LEASE_SECS`.
+/// `store::idempotency::CLAIM_LEASE_SECS`.
 const CLAIM_LEASE_SECS: i64 = 120;
 /// How long the load runs before the fault, the fault itself, and after it.
 const BEFORE: Duration = Duration::from_secs(4);

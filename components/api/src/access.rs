@@ -1,13 +1,13 @@
 //! Who may see and change a broadcast, for every handler that reads or changes one (the
-//! rule of who may watch is [`common::app::access::may_watch`]).
+//! rule of who may watch is [`store::app::access::may_watch`]).
 
-use common::ApiError;
-use common::app;
-pub use common::app::access::Viewer;
-use common::app::access::{Watched, may_watch};
-use common::spin::http::{ActorCtx, UserCtx};
-use common::store::Db;
-use common::store::broadcasts::Broadcast;
+use domain::ApiError;
+use edge::spin::http::{ActorCtx, UserCtx};
+use store::Db;
+use store::app;
+pub use store::app::access::Viewer;
+use store::app::access::{Watched, may_watch};
+use store::broadcasts::Broadcast;
 
 /// Who is looking at a broadcast.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

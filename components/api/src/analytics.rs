@@ -1,19 +1,19 @@
 //! Analytics reads and the roll-up job. Counting happens where things happen (viewer
-//! reports, SFU webhooks, chat, reactions, follows) through `common::store::analytics`;
+//! reports, SFU webhooks, chat, reactions, follows) through `::store::analytics`;
 //! these handlers only read the minute buckets and the daily rows.
 
 use crate::access::{Viewer, check_can_watch};
-use common::answers::Progress;
-use common::app;
-use common::domain::analytics::{self as math, DAY, Granularity, Point, Totals};
-use common::domain::broadcast::Status;
-use common::domain::media::{Health, HealthSample};
-use common::spin::config;
-use common::spin::http::{Actor, ActorCtx, Call, JobsCtx, Reply, ServerCtx, UserCtx, json};
-use common::store::analytics::{self as store, DayRow, Report, too_many_points};
-use common::store::broadcasts::{self as broadcast_store, Broadcast};
-use common::store::{Db, cohosts, ingests};
-use common::{ApiError, ids, time};
+use ::store::analytics::{self as store, DayRow, Report, too_many_points};
+use ::store::app;
+use ::store::broadcasts::{self as broadcast_store, Broadcast};
+use ::store::{Db, cohosts, ingests};
+use domain::analytics::{self as math, DAY, Granularity, Point, Totals};
+use domain::broadcast::Status;
+use domain::media::{Health, HealthSample};
+use domain::{ApiError, ids, time};
+use edge::answers::Progress;
+use edge::spin::config;
+use edge::spin::http::{Actor, ActorCtx, Call, JobsCtx, Reply, ServerCtx, UserCtx, json};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -712,8 +712,8 @@ pub fn rollup(ctx: &JobsCtx) -> Reply {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new(
             "GET /api/broadcasts/{id}/analytics",

@@ -7,16 +7,16 @@ use crate::chat_target::{ChatTarget, broadcast_target, is_moderator, stream_targ
 use crate::moderation::{self, Screened};
 use crate::realtime;
 use crate::webhook_events::DeletedMessage;
-use common::answers::Deleted;
-use common::pagination::{Page, Paged};
-use common::realtime::Event;
-use common::spin::config;
-use common::spin::http::{Call, Caller, CallerCtx, UserCtx, json};
-use common::store::chat::{self as store, Message, NewMessage};
-use common::store::{Db, analytics, rate_limits, subscriptions, users};
-use common::validate::JsonBody;
-use common::validate::body::{FieldKind, OptText, RequestBody};
-use common::{ApiError, ids, jwt, request_body, time};
+use ::store::chat::{self as store, Message, NewMessage};
+use ::store::{Db, analytics, rate_limits, subscriptions, users};
+use domain::pagination::{Page, Paged};
+use domain::validate::JsonBody;
+use domain::validate::body::{FieldKind, OptText, RequestBody};
+use domain::{ApiError, ids, jwt, request_body, time};
+use edge::answers::Deleted;
+use edge::realtime::Event;
+use edge::spin::config;
+use edge::spin::http::{Call, Caller, CallerCtx, UserCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -359,8 +359,8 @@ pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     const HELD: &str = "Held for a moderator's review (a blocked word with the hold action): \
                         stored, not shown until approved";
     vec![

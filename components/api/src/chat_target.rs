@@ -2,14 +2,14 @@
 //! who moderates it: what the chat routes and the moderation routes both start from.
 
 use crate::access::{self, Viewer};
-use common::ApiError;
-use common::app;
-use common::ids;
-use common::spin::auth::Tenant;
-use common::spin::http::{Call, UserCtx};
-use common::store::broadcasts::Broadcast;
-use common::store::chat::Target;
-use common::store::{Db, cohosts, rooms};
+use domain::ApiError;
+use domain::ids;
+use edge::spin::auth::Tenant;
+use edge::spin::http::{Call, UserCtx};
+use store::app;
+use store::broadcasts::Broadcast;
+use store::chat::Target;
+use store::{Db, cohosts, rooms};
 
 /// Where a chat lives: a stream (a broadcast's or a scheduled event's streamId), the
 /// broadcast behind it when there is one, and its creator (whose channel-wide bans and

@@ -1,18 +1,18 @@
 //! SDK clients (tenants): registration.
 
-use common::ApiError;
-use common::ids;
-use common::request_body;
-use common::spin::http::{AdminCtx, json};
-use common::store::tenants::{self, Registration, StoredCredentials};
-use common::validate::body::{
+use domain::ApiError;
+use domain::ids;
+use domain::request_body;
+use domain::validate::body::{
     Accepted, Checked, EmailAddress, HttpUrl, OptBool, OptChecked, OptText, PhoneNumber,
     RequestBody, Text,
 };
-use common::validate::{self, JsonBody};
+use domain::validate::{self, JsonBody};
+use edge::spin::http::{AdminCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use spin_sdk::http::Response;
+use store::tenants::{self, Registration, StoredCredentials};
 
 request_body! {
     /// A new SDK client (tenant): who it is, whom to contact, what it agrees to.
@@ -124,7 +124,7 @@ pub fn reinstate(ctx: &AdminCtx) -> Result<Response, ApiError> {
 }
 
 fn set_suspended(ctx: &AdminCtx, at: Option<i64>) -> Result<Response, ApiError> {
-    common::spin::auth::require_admin_token(&ctx.req)?;
+    edge::spin::auth::require_admin_token(&ctx.req)?;
     let id = ids::parse_uuid(ctx.param("id"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the client id must be a UUID"))?;
     let db = ctx.db()?;
@@ -141,8 +141,8 @@ fn set_suspended(ctx: &AdminCtx, at: Option<i64>) -> Result<Response, ApiError> 
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new("POST /api/admin/sdk-clients", "Register (clients)")

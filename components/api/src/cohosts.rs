@@ -5,19 +5,19 @@
 use crate::access::{self, Audience, Viewer};
 use crate::broadcasts::{self, BroadcastView};
 use crate::sfu_ack::SfuEventAck;
-use common::app;
-use common::domain::broadcast::Status;
-use common::domain::cohost::Layout;
-use common::domain::cohost::{self as rules, Permissions};
-use common::realtime::{CohostAction, Event};
-use common::request_body;
-use common::spin::http::{ActorCtx, SfuCtx, UserCtx, json};
-use common::store::broadcasts::{self as broadcast_store, Broadcast};
-use common::store::cohosts::{self as store, CoHost, Joining};
-use common::store::{Db, analytics};
-use common::validate::JsonBody;
-use common::validate::body::{FieldKind, OptBool, OptInt, OptText, RequestBody, Text};
-use common::{ApiError, ids, time};
+use ::store::app;
+use ::store::broadcasts::{self as broadcast_store, Broadcast};
+use ::store::cohosts::{self as store, CoHost, Joining};
+use ::store::{Db, analytics};
+use domain::broadcast::Status;
+use domain::cohost::Layout;
+use domain::cohost::{self as rules, Permissions};
+use domain::request_body;
+use domain::validate::JsonBody;
+use domain::validate::body::{FieldKind, OptBool, OptInt, OptText, RequestBody, Text};
+use domain::{ApiError, ids, time};
+use edge::realtime::{CohostAction, Event};
+use edge::spin::http::{ActorCtx, SfuCtx, UserCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -478,7 +478,7 @@ pub fn invite(ctx: &UserCtx) -> Result<Response, ApiError> {
             "the owner hosts the session already",
         ));
     }
-    if !common::store::users::exists(&db, &b.client_id, &invitee)? {
+    if !::store::users::exists(&db, &b.client_id, &invitee)? {
         return Err(crate::users::unknown_user("userId"));
     }
     let token = format!("inv_{}", ids::random_base62(32));
@@ -1069,8 +1069,8 @@ pub fn participant_presence(
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new(

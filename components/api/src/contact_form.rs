@@ -1,15 +1,15 @@
 //! The public contact form: no authentication, so it is validated strictly and rate
 //! limited per client address.
 
-use common::request_body;
-use common::spin::http::{PublicCtx, json};
-use common::store::rate_limits;
-use common::store::tenants::{self, ContactMessage};
-use common::validate::body::{Checked, EmailAddress, RequestBody, Text};
-use common::{ApiError, validate};
+use domain::request_body;
+use domain::validate::body::{Checked, EmailAddress, RequestBody, Text};
+use domain::{ApiError, validate};
+use edge::spin::http::{PublicCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use spin_sdk::http::Response;
+use store::rate_limits;
+use store::tenants::{self, ContactMessage};
 
 const POSTS_PER_MINUTE: i64 = 5;
 
@@ -81,8 +81,8 @@ pub fn submit(ctx: &PublicCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("POST /api/contact", "Submit (contact form)")
             .takes(Schema::body::<ContactFormBody>())

@@ -2,15 +2,15 @@
 //! own and display fields the owner may edit.
 
 use crate::users;
-use common::pagination::{Page, Paged};
-use common::request_body;
-use common::spin::http::{UserCtx, json};
-use common::store::Db;
-use common::store::contacts::{self as stored, Contact, Notes};
-use common::validate;
-use common::validate::body::{EmailAddress, OptChecked, OptText, PhoneNumber, RequestBody};
-use common::{ApiError, ids};
+use domain::pagination::{Page, Paged};
+use domain::request_body;
+use domain::validate;
+use domain::validate::body::{EmailAddress, OptChecked, OptText, PhoneNumber, RequestBody};
+use domain::{ApiError, ids};
+use edge::spin::http::{UserCtx, json};
 use spin_sdk::http::Response;
+use store::Db;
+use store::contacts::{self as stored, Contact, Notes};
 
 fn load(db: &Db, client_id: &str, owner: &str, contact_id: &str) -> Result<Contact, ApiError> {
     let id = ids::parse_uuid(contact_id)
@@ -82,8 +82,8 @@ pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("GET /api/contacts", "List (contacts)")
             .paged()

@@ -2,11 +2,11 @@
 //! JSON bodies), authorised by a short-lived token with the `roomRecord` grant signed with
 //! the SFU API secret.
 
-use common::domain::recording::{EgressReport, Storage};
-use common::jwt;
-use common::spin::config;
-use common::spin::outbound::{self, OutboundRequest};
-use common::spin::sfu::SfuConfig;
+use domain::jwt;
+use domain::recording::{EgressReport, Storage};
+use edge::spin::config;
+use edge::spin::outbound::{self, OutboundRequest};
+use edge::spin::sfu::SfuConfig;
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::time::Duration;

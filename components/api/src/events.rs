@@ -3,20 +3,20 @@
 //! the egress player plays into the room.
 
 use crate::links::{IngestCredentials, Links, StreamAddresses};
-use common::answers::Deleted;
-use common::app::access::{Viewer, Watched, may_watch};
-use common::domain::broadcast::Visibility;
-use common::pagination::{Page, Paged};
-use common::request_body;
-use common::spin::http::{UserCtx, json};
-use common::store::Db;
-use common::store::events::{self as stored, Event, NewEvent, Playback};
-use common::validate::body::{NameList, OptChoice, OptText, RequestBody, Text};
-use common::validate::{self, JsonBody};
-use common::{ApiError, ids, time};
+use domain::broadcast::Visibility;
+use domain::pagination::{Page, Paged};
+use domain::request_body;
+use domain::validate::body::{NameList, OptChoice, OptText, RequestBody, Text};
+use domain::validate::{self, JsonBody};
+use domain::{ApiError, ids, time};
+use edge::answers::Deleted;
+use edge::spin::http::{UserCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use spin_sdk::http::Response;
+use store::Db;
+use store::app::access::{Viewer, Watched, may_watch};
+use store::events::{self as stored, Event, NewEvent, Playback};
 
 const MAX_TITLE: usize = 200;
 const MAX_DESCRIPTION: usize = 2000;
@@ -218,8 +218,8 @@ pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new("POST /api/events", "Create (events)")

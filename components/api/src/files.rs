@@ -5,20 +5,20 @@
 
 use crate::links::Links;
 use crate::media::{self, Chunker, RangeAsk};
-use common::answers::Deleted;
-use common::pagination::{Page, Paged};
-use common::spin::config;
-use common::spin::http::{Call, PublicCtx, UserCtx, json, problem};
-use common::spin::incoming::{self, BodyStream, Source};
-use common::store::Db;
-use common::store::files::{self as stored, Content, FileKey};
-use common::{ApiError, ids};
+use domain::pagination::{Page, Paged};
+use domain::{ApiError, ids};
+use edge::answers::Deleted;
+use edge::spin::config;
+use edge::spin::http::{Call, PublicCtx, UserCtx, json, problem};
+use edge::spin::incoming::{self, BodyStream, Source};
 use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use spin_sdk::http::{Request, Response};
 use spin_sdk::key_value::Store;
+use store::Db;
+use store::files::{self as stored, Content, FileKey};
 
 /// The default of the `max_upload_bytes` variable: 100 MiB.
 pub const DEFAULT_MAX_UPLOAD: u64 = 100 * 1024 * 1024;
@@ -32,7 +32,7 @@ pub fn max_upload() -> u64 {
         .unwrap_or(DEFAULT_MAX_UPLOAD)
 }
 
-pub use common::store::files::{FileRow, NewFile};
+pub use store::files::{FileRow, NewFile};
 
 pub fn public_url(links: &Links, id: &str) -> String {
     format!("{}/api/files/{id}/public", links.base_url())
@@ -106,7 +106,7 @@ pub fn kv_error(e: spin_sdk::key_value::Error) -> ApiError {
             )
             .with_header(
                 "retry-after",
-                common::store::UNAVAILABLE_RETRY_AFTER_SECS.to_string(),
+                store::UNAVAILABLE_RETRY_AFTER_SECS.to_string(),
             )
         }
         e => ApiError::internal(format!("key-value store error: {e}")),
@@ -336,7 +336,7 @@ pub async fn read_form(
 }
 
 pub fn invalid(field: &str, message: &str) -> ApiError {
-    ApiError::invalid_fields(vec![common::problem::FieldError {
+    ApiError::invalid_fields(vec![domain::problem::FieldError {
         field: field.into(),
         message: message.into(),
     }])
@@ -599,7 +599,7 @@ pub fn download(ctx: &UserCtx) -> Result<Response, ApiError> {
         "attachment; filename=\"{}\"; filename*=UTF-8''{}",
         file.filename
             .replace(|c: char| !c.is_ascii() || c == '"', "_"),
-        common::validate::percent_encode(&file.filename)
+        domain::validate::percent_encode(&file.filename)
     );
     file_response(
         ctx,
@@ -648,8 +648,8 @@ fn record_event(db: &Db, event_type: &str, file: &FileRow, now: i64) -> Result<(
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new("POST /api/files", "Upload (files)")

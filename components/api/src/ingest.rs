@@ -7,16 +7,16 @@
 //! room instead reaches the same ingest through the SFU feed (`sfu_feed`).
 
 use crate::broadcasts;
-use common::ApiError;
-use common::app;
-use common::domain::broadcast::Status;
-use common::domain::media::{self, Health, HealthSample, Playback, protocol};
-use common::spin::config;
-use common::spin::http::{JobsCtx, MediaCtx, Reply, ServerCtx, json};
-use common::store::broadcasts::{self as broadcast_store, Broadcast};
-use common::store::ingests::{self as store, Ingest};
-use common::store::{Db, restreams, tenants};
-use common::validate::body::RequestBody;
+use ::store::app;
+use ::store::broadcasts::{self as broadcast_store, Broadcast};
+use ::store::ingests::{self as store, Ingest};
+use ::store::{Db, restreams, tenants};
+use domain::ApiError;
+use domain::broadcast::Status;
+use domain::media::{self, Health, HealthSample, Playback, protocol};
+use domain::validate::body::RequestBody;
+use edge::spin::config;
+use edge::spin::http::{JobsCtx, MediaCtx, Reply, ServerCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -82,7 +82,7 @@ pub struct SettleReport {
     #[schemars(extend("const" = "settle-ingests"))]
     job: &'static str,
     #[serde(flatten)]
-    progress: common::answers::Progress,
+    progress: edge::answers::Progress,
 }
 
 /// A publish or update the platform refuses (the media server drops the publisher).
@@ -400,7 +400,7 @@ pub fn server(ctx: &MediaCtx) -> Reply {
             }
             if reason.chars().count() > protocol::MAX_SERVER_REASON {
                 return Err(ApiError::invalid_fields(vec![
-                    common::problem::FieldError {
+                    domain::problem::FieldError {
                         field: "reason".into(),
                         message: format!("at most {} characters", protocol::MAX_SERVER_REASON),
                     },
@@ -437,7 +437,7 @@ pub fn settle(ctx: &JobsCtx) -> Reply {
             Err(e) => return Err(e),
         }
     }
-    let progress = common::answers::Progress {
+    let progress = edge::answers::Progress {
         done: completed,
         remaining: (total - due.len() as i64).max(0),
     };
@@ -451,8 +451,8 @@ pub fn settle(ctx: &JobsCtx) -> Reply {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new("GET /api/v1/media-settings", "Get (media settings)")

@@ -3,14 +3,12 @@
 //! Kubernetes CronJob). Each call does a bounded batch and says how much is left, so the
 //! scheduler calls again while `remaining` is above zero.
 
-use common::answers::Progress;
-use common::spin::http::{JobsCtx, Reply, json};
-use common::store::{
-    analytics, cohosts, idempotency, moderation, rate_limits, replay, users, webhooks,
-};
+use edge::answers::Progress;
+use edge::spin::http::{JobsCtx, Reply, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use store::{analytics, cohosts, idempotency, moderation, rate_limits, replay, users, webhooks};
 
 /// Rows each kind of record may lose per call.
 const BATCH: i64 = 500;
@@ -61,7 +59,7 @@ pub struct PruneReport {
 /// back end `database` names. Safe to run twice and concurrently.
 pub fn migrate(ctx: &JobsCtx) -> Reply {
     let db = ctx.db()?;
-    let report = common::store::migrate::run(&db, ctx.now())?;
+    let report = store::migrate::run(&db, ctx.now())?;
     let progress = Progress {
         done: report.applied.len() as i64,
         remaining: 0,
@@ -158,8 +156,8 @@ pub fn prune(ctx: &JobsCtx) -> Reply {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("POST /api/jobs/migrate", "Migrate (jobs)").answers(
             200,

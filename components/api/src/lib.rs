@@ -33,8 +33,8 @@ mod users;
 mod webhook_events;
 mod webhooks;
 
-use common::routing::{Route, route};
-use common::spin::http::{self, Entry, Handler};
+use edge::routing::{Route, route};
+use edge::spin::http::{self, Entry, Handler};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
@@ -43,7 +43,7 @@ use spin_sdk::http_component;
 /// handlers (`openapi-doc` builds the document from them and the route table).
 pub mod contract {
     /// What every route takes and answers.
-    pub fn operations() -> Vec<common::contract::Operation> {
+    pub fn operations() -> Vec<edge::contract::Operation> {
         [
             crate::clients::operations(),
             crate::ingest::operations(),
@@ -537,7 +537,7 @@ fn max_signed_upload() -> u64 {
 #[cfg_attr(target_arch = "wasm32", http_component)]
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
-    let request_id = common::ids::random_hex(8);
+    let request_id = domain::ids::random_hex(8);
     let response = match http::prepare_upload(req, ROUTES, max_signed_upload(), &request_id).await {
         Entry::Answered(response) => response,
         Entry::Upload(kind, ctx, source) => {
@@ -549,7 +549,7 @@ async fn handle(req: IncomingRequest, out: ResponseOutparam) {
             answer.unwrap_or_else(|e| http::problem(&e, &request_id))
         }
     };
-    common::spin::incoming::send(out, response).await;
+    edge::spin::incoming::send(out, response).await;
 }
 
 #[cfg(test)]
@@ -557,7 +557,7 @@ mod route_table {
     #[test]
     fn the_readme_lists_every_route_with_its_tier() {
         let readme = include_str!("../../../README.md");
-        let problems = common::routing::undocumented(readme, "api", super::ROUTES);
+        let problems = edge::routing::undocumented(readme, "api", super::ROUTES);
         assert!(
             problems.is_empty(),
             "README, Who may call what: {problems:#?}"

@@ -3,9 +3,9 @@
 //! their addresses from here. A stream that does not play openly (private and
 //! subscribers-only) gets signed playback addresses that expire.
 
-use common::domain::broadcast::{self as rules, StreamBases, StreamIdentity, Visibility};
-use common::domain::media::{self, Playback};
-use common::spin::config;
+use domain::broadcast::{self as rules, StreamBases, StreamIdentity, Visibility};
+use domain::media::{self, Playback};
+use edge::spin::config;
 use schemars::JsonSchema;
 use serde::Serialize;
 

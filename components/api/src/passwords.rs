@@ -2,9 +2,9 @@
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use common::validate::JsonBody;
-use common::validate::body::{FieldKind, Secret};
-use common::{ApiError, ids};
+use domain::validate::JsonBody;
+use domain::validate::body::{FieldKind, Secret};
+use domain::{ApiError, ids};
 use serde_json::{Value, json};
 
 pub const MIN_LENGTH: usize = 8;

@@ -4,25 +4,25 @@
 use crate::files::{self, NewFile};
 use crate::links::Links;
 use crate::media;
-use common::answers::Deleted;
-use common::pagination::{Page, Paged};
-use common::problem::FieldError;
-use common::request_body;
-use common::spin::http::{UserCtx, json};
-use common::spin::incoming::{self, Source};
-use common::store::Db;
-use common::store::playlists::{self as stored, Appended, Fields, NewTrack, Playlist, Track};
-use common::validate::body::{
+use domain::pagination::{Page, Paged};
+use domain::problem::FieldError;
+use domain::request_body;
+use domain::validate::body::{
     ClearableText, FieldKind, NameList, OptChoice, OptInt, OptNonEmptyText, OptText, RequestBody,
     Text,
 };
-use common::validate::{self, JsonBody};
-use common::{ApiError, ids};
+use domain::validate::{self, JsonBody};
+use domain::{ApiError, ids};
+use edge::answers::Deleted;
+use edge::spin::http::{UserCtx, json};
+use edge::spin::incoming::{self, Source};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
 use spin_sdk::http::Response;
 use std::collections::HashSet;
+use store::Db;
+use store::playlists::{self as stored, Appended, Fields, NewTrack, Playlist, Track};
 
 /// The largest poster image.
 pub const MAX_POSTER: u64 = 5 * 1024 * 1024;
@@ -582,8 +582,8 @@ pub async fn poster(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new("GET /api/playlists", "List (playlists)")

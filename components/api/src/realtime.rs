@@ -1,4 +1,4 @@
 //! Pushes a stream's real-time events to the chat relay (shared with the money component:
-//! see `common::spin::realtime`).
+//! see `edge::spin::realtime`).
 
-pub use common::spin::realtime::publish;
+pub use edge::spin::realtime::publish;

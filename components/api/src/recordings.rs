@@ -4,19 +4,19 @@
 
 use crate::access::{self, Viewer};
 use crate::egress::{self, Egress};
-use common::answers::Deleted;
-use common::app;
-use common::domain::broadcast::Status as BroadcastStatus;
-use common::domain::recording::{
+use ::store::app;
+use ::store::broadcasts::{self as broadcast_store, Broadcast};
+use ::store::recordings::{self as store, NewRecording, Outcome, Recording};
+use ::store::{Db, cohosts, outbox};
+use domain::broadcast::Status as BroadcastStatus;
+use domain::recording::{
     self as rules, EgressPlan, EgressReport, LAYOUTS, Output, Settings, SettingsPatch, Status, Step,
 };
-use common::spin::http::{ActorCtx, Caller, CallerCtx, ServerCtx, UserCtx, json};
-use common::store::broadcasts::{self as broadcast_store, Broadcast};
-use common::store::recordings::{self as store, NewRecording, Outcome, Recording};
-use common::store::{Db, cohosts, outbox};
-use common::validate::JsonBody;
-use common::validate::body::{FieldKind, RequestBody};
-use common::{ApiError, ids, time};
+use domain::validate::JsonBody;
+use domain::validate::body::{FieldKind, RequestBody};
+use domain::{ApiError, ids, time};
+use edge::answers::Deleted;
+use edge::spin::http::{ActorCtx, Caller, CallerCtx, ServerCtx, UserCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -641,8 +641,8 @@ pub fn put_defaults(ctx: &ServerCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("GET /api/broadcasts/{id}/recordings", "List (recordings)")
             .answers(

@@ -1,7 +1,7 @@
 //! The API's OpenAPI document, generated from every component's route table by
 //! `cargo run -p openapi-doc` and committed; a test there keeps it current.
 
-use common::spin::http::{PublicCtx, Reply};
+use edge::spin::http::{PublicCtx, Reply};
 use spin_sdk::http::Response;
 
 const DOCUMENT: &str = include_str!("../../../docs/openapi.json");
@@ -18,8 +18,8 @@ pub fn openapi(_ctx: &PublicCtx) -> Reply {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new("GET /api/openapi.json", "Openapi (reference)").answers(

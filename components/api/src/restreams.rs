@@ -4,16 +4,16 @@
 //! key's last characters). The media server reports each target's state.
 
 use crate::access;
-use common::answers::Deleted;
-use common::domain::media::{self, MAX_RESTREAM_TARGETS, RestreamState};
-use common::request_body;
-use common::sealed::{Purpose, SealingKey};
-use common::spin::config;
-use common::spin::http::{ActorCtx, Reply, json};
-use common::store::restreams::{self as store, Target};
-use common::validate::JsonBody;
-use common::validate::body::{FieldKind, OptText, RequestBody};
-use common::{ApiError, ids, time};
+use ::store::restreams::{self as store, Target};
+use domain::media::{self, MAX_RESTREAM_TARGETS, RestreamState};
+use domain::request_body;
+use domain::sealed::{Purpose, SealingKey};
+use domain::validate::JsonBody;
+use domain::validate::body::{FieldKind, OptText, RequestBody};
+use domain::{ApiError, ids, time};
+use edge::answers::Deleted;
+use edge::spin::config;
+use edge::spin::http::{ActorCtx, Reply, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -200,8 +200,8 @@ pub fn delete(ctx: &ActorCtx) -> Reply {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("GET /api/broadcasts/{id}/restreams", "List (restreams)")
             .answers(200, "OK", Schema::view::<TargetList>())

@@ -4,18 +4,18 @@
 use crate::access::{self, Audience, Viewer};
 use crate::broadcasts;
 use crate::broadcasts::{BroadcastView, NewBroadcastBody};
-use common::ApiError;
-use common::app;
-use common::domain::sfu::client_url;
-use common::request_body;
-use common::spin::http::{UserCtx, json};
-use common::spin::sfu::SfuConfig;
-use common::store::Db;
-use common::store::broadcasts::Broadcast;
-use common::validate::body::{OptInt, RequestBody};
+use domain::ApiError;
+use domain::request_body;
+use domain::sfu::client_url;
+use domain::validate::body::{OptInt, RequestBody};
+use edge::spin::http::{UserCtx, json};
+use edge::spin::sfu::SfuConfig;
 use schemars::JsonSchema;
 use serde::Serialize;
 use spin_sdk::http::Response;
+use store::Db;
+use store::app;
+use store::broadcasts::Broadcast;
 
 /// Participants a session allows when the creator names no number, and the most it may.
 pub const DEFAULT_MAX_PARTICIPANTS: i64 = 100;
@@ -121,8 +121,8 @@ pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("POST /api/streaming/sessions", "Create (sessions)")
             .takes(Schema::body::<NewSessionBody>())

@@ -1,12 +1,12 @@
 //! The SFU media provider: provider list, health, and the ICE servers for WebRTC clients.
 
-use common::ApiError;
-use common::domain::sfu::{client_url, ice_urls, turn_credential};
-use common::spin::config;
-use common::spin::http::{AppCtx, PublicCtx, json};
-use common::spin::outbound::{self, OutboundRequest};
-use common::spin::sfu::SfuConfig;
-use common::time;
+use domain::ApiError;
+use domain::sfu::{client_url, ice_urls, turn_credential};
+use domain::time;
+use edge::spin::config;
+use edge::spin::http::{AppCtx, PublicCtx, json};
+use edge::spin::outbound::{self, OutboundRequest};
+use edge::spin::sfu::SfuConfig;
 use schemars::JsonSchema;
 use serde::Serialize;
 use spin_sdk::http::Response;
@@ -203,8 +203,8 @@ pub fn ice_config(ctx: &AppCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("GET /api/sfu/health", "Health (sfu)")
             .answers(200, "OK", Schema::view::<Health>())

@@ -2,7 +2,7 @@
 //! (`/api/sfu/webhook`, `/api/streaming/sessions/{id}/participants/events`).
 
 use crate::recordings::RecordingView;
-use common::spin::http::json;
+use edge::spin::http::json;
 use schemars::JsonSchema;
 use serde::Serialize;
 use spin_sdk::http::Response;

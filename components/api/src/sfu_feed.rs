@@ -4,12 +4,12 @@
 //! broadcast ends.
 
 use crate::egress::Egress;
-use common::ApiError;
-use common::domain::broadcast::Status;
-use common::spin::config;
-use common::store::Db;
-use common::store::broadcasts::Broadcast;
-use common::store::ingests as store;
+use ::store::Db;
+use ::store::broadcasts::Broadcast;
+use ::store::ingests as store;
+use domain::ApiError;
+use domain::broadcast::Status;
+use edge::spin::config;
 
 /// After a broadcast's status changed: one that went live in the SFU room (no RTMP
 /// publisher) gets its room published into the ingest by a LiveKit egress of the record
@@ -38,28 +38,24 @@ fn feed_from_sfu(db: &Db, b: &Broadcast, now: i64) -> Result<(), ApiError> {
         return Ok(());
     };
     let links = crate::links::Links::load();
-    let rtmp_url = common::domain::broadcast::rtmp_url(
-        &common::domain::broadcast::StreamBases {
+    let rtmp_url = domain::broadcast::rtmp_url(
+        &domain::broadcast::StreamBases {
             base_url: "",
             rtmp_ingest_base: &config::var_or("rtmp_ingest_base", "rtmp://127.0.0.1:1935/live"),
             playback_hls_base: "",
         },
         &b.identity.stream_key,
     );
-    let size = common::domain::recording::page_size(b.recording, &b.orientation);
-    let page = common::domain::recording::record_page_url(
+    let size = domain::recording::page_size(b.recording, &b.orientation);
+    let page = domain::recording::record_page_url(
         links.base_url(),
         &b.identity.stream_id,
         size,
         &b.orientation,
         "default",
     );
-    let request = common::domain::recording::stream_egress_request(
-        &b.identity.stream_id,
-        &page,
-        size,
-        &rtmp_url,
-    );
+    let request =
+        domain::recording::stream_egress_request(&b.identity.stream_id, &page, size, &rtmp_url);
     let report = egress
         .start(&request, now)
         .map_err(|why| ApiError::new(502, "egress_failed", why))?;

@@ -6,8 +6,8 @@
 use crate::cohosts::{self, ParticipantEvent};
 use crate::recordings::{self, EgressOutcome};
 use crate::sfu_ack::SfuEventAck;
-use common::ApiError;
-use common::spin::http::SfuCtx;
+use domain::ApiError;
+use edge::spin::http::SfuCtx;
 use spin_sdk::http::Response;
 
 pub fn receive(ctx: &SfuCtx) -> Result<Response, ApiError> {
@@ -39,8 +39,8 @@ pub fn receive(ctx: &SfuCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new("POST /api/sfu/webhook", "Receive (SFU webhook)")

@@ -10,23 +10,23 @@
 use crate::files::{self, ChunkWriter};
 use crate::links::Links;
 use crate::media;
-use common::answers::Deleted;
-use common::domain::uploads::{
+use domain::uploads::{
     self as rules, CHUNK_SIZE, MAX_OPEN_UPLOADS_PER_USER, MAX_PART_SIZE, PartPlan, PlanError,
     UPLOAD_TTL_SECS,
 };
-use common::spin::http::{Reply, UserCtx, json};
-use common::spin::incoming::{self, Source};
-use common::store::Db;
-use common::store::uploads::{self as stored, NewUpload, PartOutcome, UploadRow, WrittenPart};
-use common::validate::body::{FieldKind, OptBool, OptInt, RequestBody, Text};
-use common::validate::{self, JsonBody};
-use common::{ApiError, ids, request_body};
+use domain::validate::body::{FieldKind, OptBool, OptInt, RequestBody, Text};
+use domain::validate::{self, JsonBody};
+use domain::{ApiError, ids, request_body};
+use edge::answers::Deleted;
+use edge::spin::http::{Reply, UserCtx, json};
+use edge::spin::incoming::{self, Source};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use spin_sdk::http::Response;
+use store::Db;
+use store::uploads::{self as stored, NewUpload, PartOutcome, UploadRow, WrittenPart};
 
 /// The key prefix of one attempt's chunks (chunk `k` at `{prefix}:{k}`).
 fn attempt_prefix(client_id: &str, upload_id: &str, attempt: &str) -> String {
@@ -143,7 +143,7 @@ fn view(upload: &UploadRow, parts: &[stored::StoredPart], links: &Links) -> Uplo
             .collect(),
         missing: rules::missing_parts(upload.part_count, &received),
         received_bytes: parts.iter().map(|p| p.size).sum(),
-        expires_at: common::time::format_rfc3339(upload.expires_at),
+        expires_at: domain::time::format_rfc3339(upload.expires_at),
         created_at: upload.created_at.clone(),
         file: (upload.status == "complete")
             .then(|| format!("{}/api/files/{}", links.base_url(), upload.id)),
@@ -559,8 +559,8 @@ pub fn remove_expired(db: &Db, now: i64, batch: i64) -> Result<i64, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new("POST /api/files/uploads", "Create (uploads)")

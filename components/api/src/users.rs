@@ -1,21 +1,21 @@
 //! Users: sign-up, login, refresh tokens, profile, password change, follows.
 
 use crate::passwords::{self, NewPassword};
-use common::answers::Done;
-use common::jwt::{self, USER_TOKEN_TTL_SECS};
-use common::pagination::{Page, Paged};
-use common::spin::config;
-use common::spin::http::{AppCtx, ServerCtx, UserCtx, json};
-use common::store::analytics::{self, Gained};
-use common::store::contacts;
-use common::store::users::{self as store, Login, NewUser, ProfileChanges, Side};
-use common::store::{Db, rate_limits};
-use common::validate::MAX_NAME;
-use common::validate::body::{
+use ::store::analytics::{self, Gained};
+use ::store::contacts;
+use ::store::users::{self as store, Login, NewUser, ProfileChanges, Side};
+use ::store::{Db, rate_limits};
+use domain::jwt::{self, USER_TOKEN_TTL_SECS};
+use domain::pagination::{Page, Paged};
+use domain::validate::MAX_NAME;
+use domain::validate::body::{
     Checked, EmailAddress, HttpUrl, OptChecked, OptText, PhoneNumber, RequestBody, Secret, Text,
     TextRule,
 };
-use common::{ApiError, ids, request_body};
+use domain::{ApiError, ids, request_body};
+use edge::answers::Done;
+use edge::spin::config;
+use edge::spin::http::{AppCtx, ServerCtx, UserCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use spin_sdk::http::Response;
@@ -242,7 +242,7 @@ impl Profile {
 /// The answer when a body's `field` names no user of the tenant (another tenant's users
 /// included): the request's own resource exists, the reference in it does not, so 422.
 pub fn unknown_user(field: &str) -> ApiError {
-    ApiError::invalid_fields(vec![common::problem::FieldError {
+    ApiError::invalid_fields(vec![domain::problem::FieldError {
         field: field.to_string(),
         message: "is not a user of this app".to_string(),
     }])
@@ -723,8 +723,8 @@ fn record_event(
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new("POST /api/users/signup", "Signup (users)")

@@ -4,10 +4,10 @@
 //! rolls back with it. A resource whose event carries its own view records it next to
 //! that view (`broadcasts::events`, `users`, `files`, `cohosts`), through [`record`].
 
-use common::ApiError;
-use common::store::Db;
-use common::store::outbox::{self, Subject};
+use domain::ApiError;
 use serde::Serialize;
+use store::Db;
+use store::outbox::{self, Subject};
 
 pub fn record(
     db: &Db,

@@ -2,20 +2,20 @@
 //! register, list, change, delete, rotate the secret, send a test event, list deliveries,
 //! retry one, recover a window. Delivery itself is the `webhooks` component's job.
 
-use common::domain::webhooks as rules;
-use common::pagination::{Page, Paged};
-use common::request_body;
-use common::sealed::{Purpose, SealingKey};
-use common::spin::config;
-use common::spin::http::{ServerCtx, json};
-use common::store::outbox::{self, Subject};
-use common::store::webhooks::{self as store, Changes, Delivery, Endpoint, NewEndpoint};
-use common::validate::JsonBody;
-use common::validate::body::{
+use ::store::outbox::{self, Subject};
+use ::store::webhooks::{self as store, Changes, Delivery, Endpoint, NewEndpoint};
+use domain::pagination::{Page, Paged};
+use domain::request_body;
+use domain::sealed::{Purpose, SealingKey};
+use domain::validate::JsonBody;
+use domain::validate::body::{
     Checked, ClearableText, FieldKind, OptBool, OptChecked, OptText, OptTimestamp, RequestBody,
     TextRule, Timestamp,
 };
-use common::{ApiError, time};
+use domain::webhooks as rules;
+use domain::{ApiError, time};
+use edge::spin::config;
+use edge::spin::http::{ServerCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -345,7 +345,7 @@ pub fn list(ctx: &ServerCtx) -> Result<Response, ApiError> {
     Ok(json(200, &Paged::new(items, total, page)))
 }
 
-fn load(ctx: &ServerCtx) -> Result<(common::store::Db, Endpoint), ApiError> {
+fn load(ctx: &ServerCtx) -> Result<(::store::Db, Endpoint), ApiError> {
     let db = ctx.db()?;
     let ep = store::load(&db, &ctx.tenant.client_id, ctx.param("id"))?;
     Ok((db, ep))
@@ -472,8 +472,8 @@ pub fn recover(ctx: &ServerCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new("POST /api/v1/webhooks", "Create (webhooks)")

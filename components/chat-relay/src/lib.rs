@@ -383,7 +383,7 @@ impl Relay {
             )
         };
         let secret = self.0.config.jwt_secret.as_bytes();
-        let now = common::time::now();
+        let now = domain::time::now();
         let unauthorized = |e: token::TokenError| (StatusCode::UNAUTHORIZED, e.code, e.detail);
         let ticket = match param("ticket") {
             Some(raw) => {

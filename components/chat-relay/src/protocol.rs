@@ -55,7 +55,7 @@ pub struct Uuid(String);
 
 impl Uuid {
     pub fn parse(text: &str) -> Option<Uuid> {
-        common::ids::parse_uuid(text).map(Uuid)
+        domain::ids::parse_uuid(text).map(Uuid)
     }
 
     pub fn as_str(&self) -> &str {
@@ -141,7 +141,7 @@ pub fn authenticated(user_id: &str, expires_at: i64) -> Value {
     json!({
         "type": "authenticated",
         "userId": user_id,
-        "expiresAt": common::time::format_rfc3339(expires_at),
+        "expiresAt": domain::time::format_rfc3339(expires_at),
     })
 }
 

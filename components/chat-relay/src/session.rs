@@ -305,7 +305,7 @@ async fn read(
         match frame {
             ClientFrame::Message { message } => {
                 inc(&metrics.messages_in);
-                let caller = match identity.writer(common::time::now()) {
+                let caller = match identity.writer(domain::time::now()) {
                     Ok(caller) => caller,
                     Err(why) => {
                         reply(refusal(why));
@@ -336,7 +336,7 @@ async fn read(
                     ));
                     continue;
                 };
-                let caller = match identity.writer(common::time::now()) {
+                let caller = match identity.writer(domain::time::now()) {
                     Ok(caller) => caller,
                     Err(why) => {
                         reply(refusal(why));
@@ -384,7 +384,7 @@ async fn authenticate(
     token: &str,
     ticket: Option<&str>,
 ) -> Value {
-    let now = common::time::now();
+    let now = domain::time::now();
     let secret = relay.config().jwt_secret.as_bytes();
     let new = match token::verify(secret, token, now) {
         Ok(new) => new,

@@ -3,7 +3,7 @@
 //! call.
 
 use crate::protocol::Uuid;
-use common::jwt::UserClaims;
+use domain::jwt::UserClaims;
 
 /// A verified user token and what it says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub fn verify_ticket(
     now: i64,
 ) -> Result<SocketTicket, TokenError> {
     let claims =
-        common::jwt::verify_socket_ticket(secret, ticket, Some(now)).map_err(|e| TokenError {
+        domain::jwt::verify_socket_ticket(secret, ticket, Some(now)).map_err(|e| TokenError {
             code: if e.code == "token_expired" {
                 "ticket_expired".into()
             } else {
@@ -79,7 +79,7 @@ pub fn verify_ticket(
 
 /// Verifies `token` at `now` (epoch seconds).
 pub fn verify(secret: &[u8], token: &str, now: i64) -> Result<UserToken, TokenError> {
-    let claims = common::jwt::verify_user(secret, token, now).map_err(|e| TokenError {
+    let claims = domain::jwt::verify_user(secret, token, now).map_err(|e| TokenError {
         code: e.code.to_string(),
         detail: e.detail.to_string(),
     })?;
@@ -128,7 +128,7 @@ mod tests {
     #[test]
     fn a_valid_token_answers_its_user_tenant_and_expiry() {
         let now = 1_800_000_000;
-        let token = common::jwt::sign(SECRET, claims("u1", "t1"), now, 3600);
+        let token = domain::jwt::sign(SECRET, claims("u1", "t1"), now, 3600);
         let t = verify(SECRET, &token, now + 10).unwrap();
         assert_eq!(
             (t.user_id.as_str(), t.tenant_id.as_str(), t.expires_at),
@@ -141,12 +141,12 @@ mod tests {
     #[test]
     fn expired_forged_and_malformed_tokens_are_refused_with_their_code() {
         let now = 1_800_000_000;
-        let expired = common::jwt::sign(SECRET, claims("u1", "t1"), now - 7200, 3600);
+        let expired = domain::jwt::sign(SECRET, claims("u1", "t1"), now - 7200, 3600);
         assert_eq!(
             verify(SECRET, &expired, now).unwrap_err().code,
             "token_expired"
         );
-        let forged = common::jwt::sign(b"another-secret-0123456789", claims("u1", "t1"), now, 60);
+        let forged = domain::jwt::sign(b"another-secret-0123456789", claims("u1", "t1"), now, 60);
         assert_eq!(
             verify(SECRET, &forged, now).unwrap_err().code,
             "invalid_token"
@@ -155,7 +155,7 @@ mod tests {
             verify(SECRET, "x.y.z", now).unwrap_err().code,
             "invalid_token"
         );
-        let anonymous = common::jwt::sign(SECRET, claims("", "t1"), now, 60);
+        let anonymous = domain::jwt::sign(SECRET, claims("", "t1"), now, 60);
         assert_eq!(
             verify(SECRET, &anonymous, now).unwrap_err().code,
             "invalid_token"

@@ -6,7 +6,7 @@
 use std::net::Ipv6Addr;
 
 /// The platform's one rule of which addresses a tenant may make it connect to.
-pub use common::domain::network::is_forbidden;
+pub use domain::network::is_forbidden;
 
 /// A restream target's host and port, from an `rtmp://` or `rtmps://` URL. The authority
 /// is read the way ffmpeg reads it (up to the first `/`, `?` or `#`), and anything that

@@ -9,8 +9,8 @@ use crate::platform::{Answer, Platform};
 use crate::playlist;
 use crate::restreams::{self, RestreamSet};
 use crate::transcode::{self, Transcoder};
-use common::domain::media::protocol::{Accepted, PublishDone, RestreamReport, RestreamTarget};
-use common::domain::media::{HealthSample, LiveLadder, Playback};
+use domain::media::protocol::{Accepted, PublishDone, RestreamReport, RestreamTarget};
+use domain::media::{HealthSample, LiveLadder, Playback};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -476,7 +476,7 @@ impl Agent {
 }
 
 fn new_boot_id() -> String {
-    common::ids::random_hex(4)
+    domain::ids::random_hex(4)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

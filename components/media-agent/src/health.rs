@@ -7,7 +7,7 @@ use crate::agent::Agent;
 use crate::playlist;
 use crate::stat::{self, Stream};
 use crate::ts::{self, KeyframeTracker};
-use common::domain::media::HealthSample;
+use domain::media::HealthSample;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -15,7 +15,7 @@
 //! stall. Audio is copied into each rendition when it is AAC (not re-encoded per
 //! rendition).
 
-use common::domain::media::{Ladder, LadderReason, LatencyMode};
+use domain::media::{Ladder, LadderReason, LatencyMode};
 
 /// The scaled renditions a source larger than them gets: height and video bits per second.
 pub const RUNGS: &[(u32, u32)] = &[(720, 2_500_000), (480, 1_000_000), (360, 600_000)];

@@ -10,7 +10,7 @@
 //! states ([`restreams`]) with every update, keeps its thumbnail ([`thumbnails`]), and
 //! reports its end. HLS is served by nginx under `<hls_prefix>/<stream id>/`: openly for
 //! public streams (an `open/<stream id>` marker), with a signature otherwise
-//! (`common::domain::media::playback_signature`, checked by nginx's `secure_link`).
+//! (`domain::media::playback_signature`, checked by nginx's `secure_link`).
 //!
 //! [`MediaServer::start`] checks the machine, renders the configuration ([`template`]),
 //! starts nginx and supervises it ([`supervisor`]) until [`MediaServer::shutdown`] or
@@ -100,10 +100,10 @@ impl MediaServer {
             .await
             .context("cannot listen on loopback for nginx's notifications")?;
         let hook_addr = hook_listener.local_addr()?;
-        let hook_token = common::ids::random_hex(16);
-        let stat_token = common::ids::random_hex(16);
+        let hook_token = domain::ids::random_hex(16);
+        let stat_token = domain::ids::random_hex(16);
         let local_rtmp = nginx_rtmp.addr;
-        let playback_key = common::domain::media::playback_key(&config.media_secret);
+        let playback_key = domain::media::playback_key(&config.media_secret);
         let rendered = template::render(&template::Values {
             rtmp_module: &config.rtmp_module,
             state_dir: &paths.work,
@@ -283,19 +283,19 @@ impl Drop for WorkDirGuard {
 }
 
 /// Tells the platform the media server runs: now, and every
-/// [`SERVER_REPORT_EVERY_SECS`](common::domain::media::SERVER_REPORT_EVERY_SECS) (sooner
+/// [`SERVER_REPORT_EVERY_SECS`](domain::media::SERVER_REPORT_EVERY_SECS) (sooner
 /// again after a report it did not take).
 async fn report_up(platform: platform::Platform) {
-    let up = common::domain::media::protocol::ServerReport::up();
+    let up = domain::media::protocol::ServerReport::up();
     loop {
         let pause = match platform.server(&up).await {
-            platform::Answer::Ok(_) => common::domain::media::SERVER_REPORT_EVERY_SECS,
+            platform::Answer::Ok(_) => domain::media::SERVER_REPORT_EVERY_SECS,
             // A platform that does not know the call yet: again at the usual pace.
             platform::Answer::Refused { status, code } => {
                 eprintln!(
                     "media-agent: the platform refused the report that the media server runs ({status} {code:?})"
                 );
-                common::domain::media::SERVER_REPORT_EVERY_SECS
+                domain::media::SERVER_REPORT_EVERY_SECS
             }
             platform::Answer::Unavailable(_) => 5,
         };
@@ -306,7 +306,7 @@ async fn report_up(platform: platform::Platform) {
 /// Tells the platform the media server is down and why, in up to `tries` tries a second
 /// apart (a platform that is starting may not answer yet).
 pub async fn report_down(platform: &platform::Platform, reason: &str, tries: usize) {
-    let down = common::domain::media::protocol::ServerReport::down(reason);
+    let down = domain::media::protocol::ServerReport::down(reason);
     for attempt in 1..=tries {
         match platform.server(&down).await {
             platform::Answer::Ok(_) => return,

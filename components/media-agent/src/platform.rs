@@ -1,7 +1,7 @@
 //! The agent's calls to the platform (`/api/media/...`, media tier): JSON bodies of
-//! `common::domain::media::protocol`, authenticated by `X-Media-Secret`.
+//! `domain::media::protocol`, authenticated by `X-Media-Secret`.
 
-use common::domain::media::protocol::{
+use domain::media::protocol::{
     Accepted, Publish, PublishDone, SECRET_HEADER, ServerReport, Update,
 };
 use serde::Serialize;

@@ -5,7 +5,7 @@
 //! relative symlink to that directory, which viewers are served through.
 
 use crate::logging::is_stream_id;
-use common::domain::media::is_stream_key;
+use domain::media::is_stream_key;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -76,7 +76,7 @@ pub fn link(hls_dir: &Path, stream_id: &str, key: &str) -> io::Result<()> {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
-    let tmp = hls_dir.join(format!("{stream_id}.{}.tmp", common::ids::random_hex(8)));
+    let tmp = hls_dir.join(format!("{stream_id}.{}.tmp", domain::ids::random_hex(8)));
     std::os::unix::fs::symlink(key, &tmp)?;
     // Over a directory made meanwhile, rename fails (EISDIR) and leaves it.
     std::fs::rename(&tmp, &link).inspect_err(|_| {
@@ -162,7 +162,7 @@ mod tests {
             let dir = std::env::temp_dir().join(format!(
                 "media-agent-playlist-{}-{}",
                 std::process::id(),
-                common::ids::random_hex(4)
+                domain::ids::random_hex(4)
             ));
             std::fs::create_dir_all(&dir).unwrap();
             Dir(dir)

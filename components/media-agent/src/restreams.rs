@@ -13,8 +13,8 @@
 //! relay on loopback, with the target's own name in its `tcUrl`.
 
 use crate::address::{self, Target as Destination};
-use common::domain::media::RestreamState;
-use common::domain::media::protocol::{RestreamReport, RestreamTarget};
+use domain::media::RestreamState;
+use domain::media::protocol::{RestreamReport, RestreamTarget};
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};

@@ -242,7 +242,7 @@ fn own_work_dir(state: &Path, closed: &Path) -> Result<PathBuf> {
             tmp.display()
         );
     }
-    let work = tmp.join(format!("{WORK_PREFIX}{}", common::ids::random_hex(8)));
+    let work = tmp.join(format!("{WORK_PREFIX}{}", domain::ids::random_hex(8)));
     // A new name, created here (not a directory someone else made beforehand).
     std::fs::DirBuilder::new()
         .mode(0o711)
@@ -518,7 +518,7 @@ mod tests {
         let home = std::env::temp_dir().join(format!(
             "closed-home-{}-{}",
             std::process::id(),
-            common::ids::random_hex(4)
+            domain::ids::random_hex(4)
         ));
         std::fs::create_dir(&home).unwrap();
         std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();

@@ -31,7 +31,7 @@ pub struct Values<'a> {
     /// The first path segment of the statistics (hex): only the agent knows it.
     pub stat_token: &'a str,
     pub hls_prefix: &'a str,
-    /// `common::domain::media::playback_key` of the media secret.
+    /// `domain::media::playback_key` of the media secret.
     pub playback_key: &'a str,
 }
 

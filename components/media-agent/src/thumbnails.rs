@@ -167,7 +167,7 @@ pub mod at {
     /// Writes `bytes` to `name` in `dir` through a file created new (`O_EXCL`: never one
     /// that exists, never through a link), renamed over `name`.
     pub fn replace(dir: &OwnedFd, name: &str, bytes: &[u8], mode: u32) -> io::Result<()> {
-        let tmp = format!(".{name}.{}.tmp", common::ids::random_hex(8));
+        let tmp = format!(".{name}.{}.tmp", domain::ids::random_hex(8));
         let (tmp_c, name_c) = (c(tmp.as_bytes())?, c(name.as_bytes())?);
         let flags =
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
@@ -237,7 +237,7 @@ pub mod at {
 
         fn tempfile_dir() -> std::path::PathBuf {
             let dir =
-                std::env::temp_dir().join(format!("media-agent-at-{}", common::ids::random_hex(8)));
+                std::env::temp_dir().join(format!("media-agent-at-{}", domain::ids::random_hex(8)));
             std::fs::create_dir(&dir).unwrap();
             dir
         }

@@ -7,7 +7,7 @@
 use crate::ladder::{self, Costs, Encoder, Plan, Segmenting, Source, Variant};
 use crate::logging::redact_keys;
 use crate::stat;
-use common::domain::media::{
+use domain::media::{
     Ladder, LadderReason, LatencyMode, LiveLadder, RenditionSample, rendition_health,
 };
 use std::collections::VecDeque;

@@ -4,7 +4,7 @@
 //! errors. Needs Debian's `nginx`, `libnginx-mod-rtmp` and `ffmpeg`: without them the
 //! tests fail and say so.
 
-use common::domain::media::{playback_key, signed_query};
+use domain::media::{playback_key, signed_query};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};

@@ -4,21 +4,21 @@
 
 use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
-use common::ApiError;
-use common::app;
-use common::app::access::{Viewer, Watched, may_watch};
-use common::domain::broadcast::Status;
-use common::problem::json_value;
-use common::realtime::Event;
-use common::request_body;
-use common::spin::auth::CurrentUser;
-use common::spin::http::{AppCtx, Reply, ServerCtx, UserCtx, json};
-use common::store::gifts::{self as store, Gift, Sent};
-use common::store::ledger::{self, Currency, Leg, Overdraft, system};
-use common::store::outbox::{self, Subject};
-use common::store::{Db, broadcasts, cohosts, files, monetization, users};
-use common::validate::MAX_NAME;
-use common::validate::body::{NameList, OptBool, OptChoice, OptInt, OptText, RequestBody, Text};
+use ::store::app;
+use ::store::app::access::{Viewer, Watched, may_watch};
+use ::store::gifts::{self as store, Gift, Sent};
+use ::store::ledger::{self, Currency, Leg, Overdraft, system};
+use ::store::outbox::{self, Subject};
+use ::store::{Db, broadcasts, cohosts, files, monetization, users};
+use domain::ApiError;
+use domain::broadcast::Status;
+use domain::problem::json_value;
+use domain::request_body;
+use domain::validate::MAX_NAME;
+use domain::validate::body::{NameList, OptBool, OptChoice, OptInt, OptText, RequestBody, Text};
+use edge::realtime::Event;
+use edge::spin::auth::CurrentUser;
+use edge::spin::http::{AppCtx, Reply, ServerCtx, UserCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use views::{GiftView, SupporterView};
@@ -267,7 +267,7 @@ pub fn send(ctx: &UserCtx) -> Reply {
             tx,
             &outbox::Event::first(client_id, "gift.sent", subject, &view, ctx.now()),
         )?;
-        common::store::analytics::gift(tx, &prepared.broadcast, sent.tokens, ctx.now())?;
+        ::store::analytics::gift(tx, &prepared.broadcast, sent.tokens, ctx.now())?;
         let answer = GiftAnswer {
             sent: view,
             balance,
@@ -314,7 +314,7 @@ fn give(tx: &Db, ctx: &UserCtx, ask: &Ask, prepared: &Prepared) -> Result<(Sent,
             "gift",
         ));
     }
-    let operation = common::ids::ordered_uuid();
+    let operation = domain::ids::ordered_uuid();
     let key = ctx.header("idempotency-key");
     let posted = ledger::post(
         tx,
@@ -333,7 +333,7 @@ fn give(tx: &Db, ctx: &UserCtx, ask: &Ask, prepared: &Prepared) -> Result<(Sent,
     }
     let combo = store::next_combo(tx, client_id, &b.id, sender, recipient, &gift.id, now_ms)?;
     let sent = Sent {
-        id: common::ids::ordered_uuid(),
+        id: domain::ids::ordered_uuid(),
         broadcast_id: b.id.clone(),
         sender_id: sender.clone(),
         recipient_id: recipient.clone(),
@@ -491,8 +491,8 @@ pub fn supporters(ctx: &UserCtx) -> Reply {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     let gift_id = json!({
         "name": "giftId",

@@ -5,14 +5,14 @@
 //! waits for it and replays its answer. Keys belong to the tenant and the caller (a user,
 //! or the tenant's server), so nobody can replay another's answer.
 
-use common::ApiError;
-use common::problem::PROBLEM_CONTENT_TYPE;
-use common::realtime::Event;
-use common::spin::http::{Call, Reply};
-use common::store::Db;
-use common::store::idempotency::{self, Earlier};
+use domain::ApiError;
+use domain::problem::PROBLEM_CONTENT_TYPE;
+use edge::realtime::Event;
+use edge::spin::http::{Call, Reply};
 use serde_json::Value as Json;
 use spin_sdk::http::Response;
+use store::Db;
+use store::idempotency::{self, Earlier};
 
 /// What a money operation answers once its transaction committed: the status and body,
 /// and the real-time event to publish (best effort, after the commit).
@@ -46,7 +46,7 @@ fn request_hash(call: &Call) -> String {
     text.extend_from_slice(call.req.path().as_bytes());
     text.push(b'\n');
     text.extend_from_slice(call.req.body());
-    common::ids::sha256_hex(&text)
+    domain::ids::sha256_hex(&text)
 }
 
 fn answer(status: u16, body: Vec<u8>, replayed: bool) -> Response {
@@ -96,7 +96,7 @@ pub fn run(
     match result {
         Ok((outcome, body)) => {
             if let Some((stream_id, event)) = outcome.event {
-                common::spin::realtime::publish(&stream_id, event);
+                edge::spin::realtime::publish(&stream_id, event);
             }
             Ok(answer(outcome.status, body.into_bytes(), false))
         }

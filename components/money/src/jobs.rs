@@ -1,11 +1,11 @@
 //! The money jobs: `check-ledger` (the invariants) and `renew-subscriptions`.
 
 use crate::subscriptions::{announce, charge};
-use common::ApiError;
-use common::spin::http::{JobsCtx, Reply, json};
-use common::store::{ledger, subscriptions};
+use domain::ApiError;
+use edge::spin::http::{JobsCtx, Reply, json};
 use schemars::JsonSchema;
 use serde::Serialize;
+use store::{ledger, subscriptions};
 
 /// Subscriptions one call renews or lapses.
 const BATCH: i64 = 100;
@@ -87,7 +87,7 @@ pub fn renew_subscriptions(ctx: &JobsCtx) -> Reply {
             Err(ApiError::conflict("canceled", "canceled at period end"))
         } else {
             db.transaction(|tx| {
-                let operation = common::ids::uuid();
+                let operation = domain::ids::uuid();
                 charge(
                     tx,
                     &client_id,
@@ -141,8 +141,8 @@ pub fn renew_subscriptions(ctx: &JobsCtx) -> Reply {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("POST /api/jobs/check-ledger", "Check ledger (jobs)")
             .answers(200, "OK", Schema::view::<LedgerChecked>())

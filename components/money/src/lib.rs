@@ -1,7 +1,7 @@
 //! The money component: the ledger and everything that moves value on it (token credits
 //! and reversals, gifts that become diamonds, subscriptions, payouts), and its jobs.
 //! Handlers are thin and typed by tier; the rules are plain functions (`rules`); all SQL
-//! is in `common::store` (`ledger`, `gifts`, `subscriptions`, `payouts`, `monetization`,
+//! is in `store` (`ledger`, `gifts`, `subscriptions`, `payouts`, `monetization`,
 //! `idempotency`).
 
 mod gifts;
@@ -18,7 +18,7 @@ mod wallet;
 /// handlers (`openapi-doc` builds the document from them and the route table).
 pub mod contract {
     /// What every route takes and answers.
-    pub fn operations() -> Vec<common::contract::Operation> {
+    pub fn operations() -> Vec<edge::contract::Operation> {
         [
             crate::wallet::operations(),
             crate::payouts::operations(),
@@ -31,8 +31,8 @@ pub mod contract {
     }
 }
 
-use common::routing::{Route, route};
-use common::spin::http::{Handler, handle_incoming};
+use edge::routing::{Route, route};
+use edge::spin::http::{Handler, handle_incoming};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
@@ -145,7 +145,7 @@ mod route_table {
     #[test]
     fn the_readme_lists_every_route_with_its_tier() {
         let readme = include_str!("../../../README.md");
-        let problems = common::routing::undocumented(readme, "money", super::ROUTES);
+        let problems = edge::routing::undocumented(readme, "money", super::ROUTES);
         assert!(
             problems.is_empty(),
             "README, Who may call what: {problems:#?}"

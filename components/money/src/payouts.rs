@@ -3,16 +3,16 @@
 
 use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
-use common::ApiError;
-use common::pagination::{Page, Paged};
-use common::problem::json_value;
-use common::request_body;
-use common::spin::http::{Reply, ServerCtx, UserCtx, json};
-use common::store::ledger::{self, Currency, Leg, Overdraft, system};
-use common::store::outbox::{self, Subject};
-use common::store::payouts::{self as store, Payout};
-use common::store::{Db, monetization};
-use common::validate::body::{OptText, RequestBody, Text};
+use ::store::ledger::{self, Currency, Leg, Overdraft, system};
+use ::store::outbox::{self, Subject};
+use ::store::payouts::{self as store, Payout};
+use ::store::{Db, monetization};
+use domain::ApiError;
+use domain::pagination::{Page, Paged};
+use domain::problem::json_value;
+use domain::request_body;
+use domain::validate::body::{OptText, RequestBody, Text};
+use edge::spin::http::{Reply, ServerCtx, UserCtx, json};
 
 fn announce(tx: &Db, client_id: &str, event: &str, p: &Payout, now: i64) -> Result<(), ApiError> {
     outbox::record(
@@ -72,7 +72,7 @@ pub fn request(ctx: &UserCtx) -> Reply {
             .with_extra("minPayoutDiamonds", min));
         }
         let payout = Payout {
-            id: common::ids::uuid(),
+            id: domain::ids::uuid(),
             user_id: user_id.clone(),
             diamonds,
             status: "pending".into(),
@@ -221,8 +221,8 @@ pub fn get_own(ctx: &UserCtx) -> Reply {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new("POST /api/wallet/payouts", "Request (payouts)")

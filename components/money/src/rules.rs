@@ -1,8 +1,8 @@
 //! The money rules as plain functions: what a gift costs and earns, the spending caps,
 //! the reporting windows, and the shape of an idempotency key.
 
-use common::ApiError;
-use common::store::monetization::Settings;
+use domain::ApiError;
+use store::monetization::Settings;
 
 /// The most tokens one request may move (keeps every sum far from overflow).
 pub const MAX_AMOUNT: i64 = 1_000_000_000;
@@ -61,7 +61,7 @@ pub fn period_start_ms(period: &str, now_ms: i64) -> Option<i64> {
 }
 
 /// A body's required amount field: 1 to [`MAX_AMOUNT`].
-pub type Amount = common::validate::body::Int<1, MAX_AMOUNT>;
+pub type Amount = domain::validate::body::Int<1, MAX_AMOUNT>;
 
 /// A tenant-chosen id from the path, or a 400 naming `what`.
 pub fn require_slug(id: &str, what: &str) -> Result<(), ApiError> {

@@ -1,11 +1,11 @@
 //! `GET`/`PUT /api/v1/monetization`: the tenant's rate, payout minimum and spending caps.
 
 use crate::rules;
-use common::request_body;
-use common::spin::http::{Reply, ServerCtx, json};
-use common::store::monetization::{self as store, Settings};
-use common::validate::JsonBody;
-use common::validate::body::{FieldKind, OptInt, RequestBody};
+use ::store::monetization::{self as store, Settings};
+use domain::request_body;
+use domain::validate::JsonBody;
+use domain::validate::body::{FieldKind, OptInt, RequestBody};
+use edge::spin::http::{Reply, ServerCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
@@ -156,8 +156,8 @@ pub fn put(ctx: &ServerCtx) -> Reply {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("GET /api/v1/monetization", "Get (settings)").answers(
             200,

@@ -5,17 +5,17 @@
 
 use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
-use common::ApiError;
-use common::problem::json_value;
-use common::request_body;
-use common::spin::http::{Reply, UserCtx, json};
-use common::store::ledger::{self, Currency, Leg, Overdraft, system};
-use common::store::monetization;
-use common::store::outbox::{self, Subject};
-use common::store::subscriptions::{self as store, Plan, Subscription};
-use common::store::{Db, users};
-use common::validate::MAX_NAME;
-use common::validate::body::{OptBool, OptTextList, RequestBody, Text};
+use ::store::ledger::{self, Currency, Leg, Overdraft, system};
+use ::store::monetization;
+use ::store::outbox::{self, Subject};
+use ::store::subscriptions::{self as store, Plan, Subscription};
+use ::store::{Db, users};
+use domain::ApiError;
+use domain::problem::json_value;
+use domain::request_body;
+use domain::validate::MAX_NAME;
+use domain::validate::body::{OptBool, OptTextList, RequestBody, Text};
+use edge::spin::http::{Reply, UserCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use views::{PlanView, SubscriptionView};
@@ -181,7 +181,7 @@ pub fn subscribe(ctx: &UserCtx) -> Reply {
         let plan = store::plan(tx, client_id, &creator, &plan_id)?
             .filter(|p| p.active)
             .ok_or_else(|| ApiError::not_found("plan"))?;
-        let id = common::ids::uuid();
+        let id = domain::ids::uuid();
         charge(
             tx,
             client_id,
@@ -203,11 +203,11 @@ pub fn subscribe(ctx: &UserCtx) -> Reply {
                     "you already subscribe to this creator",
                 )
             })?;
-        common::store::analytics::creator_gained(
+        ::store::analytics::creator_gained(
             tx,
             client_id,
             &creator,
-            common::store::analytics::Gained::Subscriber,
+            ::store::analytics::Gained::Subscriber,
             now,
         )?;
         announce(tx, client_id, "subscription.started", &started, now)?;
@@ -251,8 +251,8 @@ pub fn cancel(ctx: &UserCtx) -> Reply {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new(

@@ -1,13 +1,13 @@
 //! The money resources as the REST API answers them (and as webhook events carry them):
 //! each a type, from which the document's schema is derived (`openapi/src/schemas.rs`).
 
-use common::store::gifts::{Gift, Standing};
-use common::store::ledger::Transfer;
-use common::store::payouts::Payout;
-use common::store::subscriptions::{Plan, Subscription};
-use common::time::{format_rfc3339, format_rfc3339_millis};
+use domain::time::{format_rfc3339, format_rfc3339_millis};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
+use store::gifts::{Gift, Standing};
+use store::ledger::Transfer;
+use store::payouts::Payout;
+use store::subscriptions::{Plan, Subscription};
 
 /// How long a subscription's period is.
 const PERIOD_DAYS: u8 = 30;

@@ -3,17 +3,17 @@
 
 use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
-use common::ApiError;
-use common::pagination::{Page, Paged};
-use common::problem::json_value;
-use common::request_body;
-use common::spin::http::{Reply, ServerCtx, UserCtx, json};
-use common::store::ledger::{self, Currency, Leg, Overdraft, system};
-use common::store::outbox::{self, Subject};
-use common::store::{Db, payouts, users};
-use common::validate::body::{OptText, RequestBody, Text};
+use domain::ApiError;
+use domain::pagination::{Page, Paged};
+use domain::problem::json_value;
+use domain::request_body;
+use domain::validate::body::{OptText, RequestBody, Text};
+use edge::spin::http::{Reply, ServerCtx, UserCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
+use store::ledger::{self, Currency, Leg, Overdraft, system};
+use store::outbox::{self, Subject};
+use store::{Db, payouts, users};
 
 /// The most characters of a purchase reference or a reason.
 const MAX_REFERENCE: usize = 200;
@@ -118,7 +118,7 @@ pub fn credit(ctx: &ServerCtx) -> Reply {
         if !users::exists(tx, client_id, &user_id)? {
             return Err(ApiError::not_found("user"));
         }
-        let operation = common::ids::uuid();
+        let operation = domain::ids::uuid();
         let mut leg = Leg::new(
             Currency::Tokens,
             system::TOKENS_ISSUED,
@@ -204,7 +204,7 @@ pub fn reverse(ctx: &ServerCtx) -> Reply {
         leg.reverses = Some(&original.id);
         leg.reason = reason.as_deref();
         let key = ctx.header("idempotency-key");
-        let operation = common::ids::uuid();
+        let operation = domain::ids::uuid();
         let reversal = ledger::post(
             tx,
             client_id,
@@ -248,8 +248,8 @@ pub fn transaction(ctx: &UserCtx) -> Reply {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("GET /api/wallet", "Get (wallet)").answers(
             200,

@@ -9,8 +9,8 @@ pub mod proxy;
 mod sealed;
 mod search;
 
-use common::routing::{ANY_METHOD, Route, route};
-use common::spin::http::{Handler, handle_incoming};
+use edge::routing::{ANY_METHOD, Route, route};
+use edge::spin::http::{Handler, handle_incoming};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
@@ -21,7 +21,7 @@ use Handler::User;
 /// handlers (`openapi-doc` builds the document from them and the route table).
 pub mod contract {
     /// What every route takes and answers.
-    pub fn operations() -> Vec<common::contract::Operation> {
+    pub fn operations() -> Vec<edge::contract::Operation> {
         [
             crate::links::operations(),
             crate::search::operations(),
@@ -79,7 +79,7 @@ mod route_table {
     #[test]
     fn the_readme_lists_every_route_with_its_tier() {
         let readme = include_str!("../../../README.md");
-        let problems = common::routing::undocumented(readme, "music", super::ROUTES);
+        let problems = edge::routing::undocumented(readme, "music", super::ROUTES);
         assert!(
             problems.is_empty(),
             "README, Who may call what: {problems:#?}"

@@ -11,14 +11,14 @@
 use crate::links::{self, LinkRecord};
 use crate::platform::{self, MusicPlatform};
 use crate::sealed;
-use common::problem::FieldError;
-use common::spin::http::{UserCtx, json};
-use common::store::rate_limits;
-use common::validate::JsonBody;
-use common::validate::body::{EmailAddress, FieldKind, OptChecked, RequestBody, Text};
-use common::{ApiError, request_body};
+use domain::problem::FieldError;
+use domain::validate::JsonBody;
+use domain::validate::body::{EmailAddress, FieldKind, OptChecked, RequestBody, Text};
+use domain::{ApiError, request_body};
+use edge::spin::http::{UserCtx, json};
 use serde_json::{Value, json};
 use spin_sdk::http::Response;
+use store::rate_limits;
 
 /// Failed password checks allowed per user in [`FAILURE_WINDOW_SECS`].
 pub const FAILURES_ALLOWED: i64 = 10;
@@ -157,8 +157,8 @@ pub fn link_existing(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new(
             "POST /api/users/music/link-existing",

@@ -8,21 +8,21 @@
 
 use crate::platform::{self, MusicPlatform};
 use crate::sealed::{self, TokenKey};
-use common::answers::Done;
-use common::jwt;
-use common::spin::auth::{CurrentUser, Tenant};
-use common::spin::config;
-use common::spin::http::{UserCtx, json};
-use common::store::Db;
-use common::store::music_links as stored;
-use common::validate::body::{OptBool, RequestBody};
-use common::{ApiError, request_body};
+use domain::jwt;
+use domain::validate::body::{OptBool, RequestBody};
+use domain::{ApiError, request_body};
+use edge::answers::Done;
+use edge::spin::auth::{CurrentUser, Tenant};
+use edge::spin::config;
+use edge::spin::http::{UserCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
 use spin_sdk::http::Response;
+use store::Db;
+use store::music_links as stored;
 
-pub use common::store::music_links::Link;
+pub use store::music_links::Link;
 
 /// The caller's link to their music platform account.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -284,8 +284,8 @@ pub fn refresh(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("POST /api/users/music/authenticate", "Authenticate (links)")
             .answers(200, "OK", Schema::view::<LinkRecord>())

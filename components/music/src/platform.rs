@@ -17,9 +17,9 @@
 //!
 //! An account is `{"id", "email", "nickname"?, "activated"?}` (`id` a string or number).
 
-use common::ApiError;
-use common::spin::config;
-use common::spin::outbound::{self, OutboundError, OutboundRequest, OutboundResponse};
+use domain::ApiError;
+use edge::spin::config;
+use edge::spin::outbound::{self, OutboundError, OutboundRequest, OutboundResponse};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use schemars::JsonSchema;
 use serde::Serialize;

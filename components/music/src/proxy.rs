@@ -14,8 +14,8 @@
 
 use crate::links;
 use crate::platform::MusicPlatform;
-use common::ApiError;
-use common::spin::http::UserCtx;
+use domain::ApiError;
+use edge::spin::http::UserCtx;
 use percent_encoding::percent_decode_str;
 use spin_sdk::http::Response;
 
@@ -222,8 +222,8 @@ pub fn proxy(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     vec![
         Operation::new("* /api/users/music/proxy/{*path}", "Proxy (proxy)")

@@ -1,9 +1,9 @@
-//! Music tokens at rest: sealed with the platform key (`common::sealed`, purpose
+//! Music tokens at rest: sealed with the platform key (`domain::sealed`, purpose
 //! `MusicToken`) before they reach the database, bound to their row (tenant and user).
 
-use common::ApiError;
-pub use common::sealed::SealingKey as TokenKey;
-use common::sealed::{Purpose, SealingKey};
+use domain::ApiError;
+pub use domain::sealed::SealingKey as TokenKey;
+use domain::sealed::{Purpose, SealingKey};
 
 /// The key that seals music tokens, from the `music_token_key` variable.
 pub fn token_key(secret: &str) -> Result<TokenKey, ApiError> {

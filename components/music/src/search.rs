@@ -3,9 +3,9 @@
 
 use crate::links;
 use crate::platform::{self, MusicAccount, MusicPlatform};
-use common::ApiError;
-use common::problem::FieldError;
-use common::spin::http::{UserCtx, json};
+use domain::ApiError;
+use domain::problem::FieldError;
+use edge::spin::http::{UserCtx, json};
 use spin_sdk::http::Response;
 
 pub const MIN_QUERY_CHARS: usize = 2;
@@ -48,8 +48,8 @@ pub fn search(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("GET /api/users/music/search", "Search (search)")
             .answers(200, "OK", Schema::view::<Vec<MusicAccount>>())

@@ -3,7 +3,7 @@
 //! this origin.
 
 use crate::{assets, render, web};
-use common::spin::http::PublicCtx;
+use edge::spin::http::PublicCtx;
 use minijinja::context;
 use spin_sdk::http::Response;
 

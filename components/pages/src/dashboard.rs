@@ -5,14 +5,14 @@
 
 use crate::web::{self, PageHeaders};
 use crate::{assets, render};
-use common::app;
-use common::domain::analytics::{self as math, Granularity, Point, Totals};
-use common::spin::http::PublicCtx;
-use common::store::{analytics, broadcasts};
-use common::{ApiError, ids, time};
+use domain::analytics::{self as math, Granularity, Point, Totals};
+use domain::{ApiError, ids, time};
+use edge::spin::http::PublicCtx;
 use minijinja::context;
 use serde::Serialize;
 use spin_sdk::http::Response;
+use store::app;
+use store::{analytics, broadcasts};
 
 /// The longest token a link carries (`an_` and 40 base62 characters).
 const MAX_TOKEN: usize = 64;
@@ -224,7 +224,7 @@ fn tiles(t: &Totals, duration: Option<i64>) -> Vec<minijinja::Value> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
     use crate::contract::page_with_parameters;
     vec![page_with_parameters(
         "GET /analytics/broadcasts/{id}",

@@ -13,8 +13,8 @@ mod params;
 mod render;
 mod web;
 
-use common::routing::{Route, route};
-use common::spin::http::{Handler, PublicCtx, Reply, handle_incoming};
+use edge::routing::{Route, route};
+use edge::spin::http::{Handler, PublicCtx, Reply, handle_incoming};
 use spin_sdk::http::{IncomingRequest, Response, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
@@ -24,7 +24,7 @@ use Handler::Public;
 /// What the routes take and answer: the API document's operations, declared beside their
 /// handlers (`openapi-doc` builds the document from them and the route table).
 pub mod contract {
-    use common::contract::{Operation, Schema};
+    use edge::contract::{Operation, Schema};
 
     /// What every route takes and answers.
     pub fn operations() -> Vec<Operation> {
@@ -163,7 +163,7 @@ fn send_asset(asset: &'static assets::Asset, req: &IncomingRequest, out: Respons
     let Some(answer) = assets::answer(asset, accept_encoding.as_deref(), if_none_match.as_deref())
     else {
         let response = web::server_error(&format!("embedded asset {} is corrupt", asset.path));
-        return spin_sdk::http::run(common::spin::incoming::send(out, response));
+        return spin_sdk::http::run(edge::spin::incoming::send(out, response));
     };
     let body = answer.body.bytes();
     let length = body.len().to_string();
@@ -207,7 +207,7 @@ mod route_table {
     #[test]
     fn the_readme_lists_every_route_with_its_tier() {
         let readme = include_str!("../../../README.md");
-        let problems = common::routing::undocumented(readme, "pages", super::ROUTES);
+        let problems = edge::routing::undocumented(readme, "pages", super::ROUTES);
         assert!(
             problems.is_empty(),
             "README, Who may call what: {problems:#?}"

@@ -3,17 +3,17 @@
 use crate::params::{self, RecordParams};
 use crate::web::{self, PageHeaders};
 use crate::{assets, render};
-use common::ApiError;
-use common::app;
-use common::app::rooms;
-use common::domain::broadcast::{self as rules, REACTIONS, Status, StreamBases};
-use common::domain::sfu as sfu_rules;
-use common::spin::config;
-use common::spin::http::PublicCtx;
-use common::spin::sfu::SfuConfig;
-use common::store::{Db, events};
+use domain::ApiError;
+use domain::broadcast::{self as rules, REACTIONS, Status, StreamBases};
+use domain::sfu as sfu_rules;
+use edge::spin::config;
+use edge::spin::http::PublicCtx;
+use edge::spin::sfu::SfuConfig;
 use minijinja::context;
 use spin_sdk::http::Response;
+use store::app;
+use store::app::rooms;
+use store::{Db, events};
 
 /// The recording page connects to whatever SFU the egress names in `url`.
 const RECORD_CSP: &[&str] = &[
@@ -218,13 +218,13 @@ struct Watched {
     state: WatchState,
     message: String,
     /// The broadcast (its recordings replay after the show); none for an event.
-    broadcast: Option<common::store::broadcasts::Broadcast>,
+    broadcast: Option<store::broadcasts::Broadcast>,
 }
 
 /// The public or unlisted broadcast or scheduled event whose short id is `short_id`
 /// (broadcasts first); private, subscribers-only and unknown ones are none. An event is
 /// upcoming until its time, then live (its stream plays when it is published).
-fn watched(db: &common::store::Db, short_id: &str, now: i64) -> Result<Option<Watched>, ApiError> {
+fn watched(db: &store::Db, short_id: &str, now: i64) -> Result<Option<Watched>, ApiError> {
     if let Some(b) = app::broadcasts::load_by_short_id(db, short_id, now)? {
         if b.visibility.is_gated() {
             return Ok(None);
@@ -250,7 +250,7 @@ fn watched(db: &common::store::Db, short_id: &str, now: i64) -> Result<Option<Wa
             WatchState::Upcoming,
             format!(
                 "This event starts at {}.",
-                common::time::format_rfc3339(event.scheduled_for)
+                domain::time::format_rfc3339(event.scheduled_for)
             ),
         )
     } else {
@@ -305,7 +305,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     // After the show, the latest ready recording replays (the watch page is only for
     // broadcasts anyone may watch, so its URL is no secret to this audience).
     let replay = match (state, &broadcast) {
-        (WatchState::Ended, Some(b)) => common::store::recordings::latest_ready(&db, b)?
+        (WatchState::Ended, Some(b)) => store::recordings::latest_ready(&db, b)?
             .and_then(|r| Some((params::http_origin(r.url.as_deref()?)?, r))),
         _ => None,
     };
@@ -380,7 +380,7 @@ pub fn sfu_test(_ctx: &PublicCtx) -> Response {
     if !config::flag("enable_dev_pages") {
         return web::text(404, "not found");
     }
-    let sfu_server_url = common::domain::sfu::client_url(&config::var_or("sfu_server_url", ""));
+    let sfu_server_url = domain::sfu::client_url(&config::var_or("sfu_server_url", ""));
     let csp = web::csp(&[
         "connect-src 'self' ws: wss: http: https:",
         "media-src 'self' blob: mediastream:",
@@ -407,7 +407,7 @@ pub fn sfu_test(_ctx: &PublicCtx) -> Response {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
     use crate::contract::page_with_parameters;
     vec![
         page_with_parameters(

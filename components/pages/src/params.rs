@@ -3,7 +3,7 @@
 //! Every function here answers either the validated value or a short message that the
 //! handler sends as a 400 plain-text answer.
 
-use common::validate::query_pairs;
+use domain::validate::query_pairs;
 
 /// The largest width or height the recording page renders at.
 pub const MAX_DIMENSION: u32 = 3840;

@@ -6,21 +6,21 @@
 
 mod rooms;
 
-use common::ApiError;
-use common::app::access::{Viewer, may_watch};
-use common::domain::sfu::{self, Role, TokenRequest};
-use common::routing::{Route, route};
-use common::spin::http::{Caller, CallerCtx, Handler, Reply, handle_incoming, json};
-use common::spin::sfu::SfuConfig;
-use common::store::Db;
-use common::validate::body::{Choice, Choices, OptText, RequestBody};
-use common::{ids, request_body, time};
+use domain::ApiError;
+use domain::sfu::{self, Role, TokenRequest};
+use domain::validate::body::{Choice, Choices, OptText, RequestBody};
+use domain::{ids, request_body, time};
+use edge::routing::{Route, route};
+use edge::spin::http::{Caller, CallerCtx, Handler, Reply, handle_incoming, json};
+use edge::spin::sfu::SfuConfig;
 use rooms::{CoHostStanding, Room};
 use schemars::JsonSchema;
 use serde::Serialize;
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
+use store::Db;
+use store::app::access::{Viewer, may_watch};
 
 /// Longest participant identity and display name accepted.
 const MAX_IDENTITY: usize = 128;
@@ -32,8 +32,8 @@ pub mod contract {
     use crate::{SfuToken, TokenAsk};
 
     /// What every route takes and answers.
-    pub fn operations() -> Vec<common::contract::Operation> {
-        use common::contract::{Operation, Schema};
+    pub fn operations() -> Vec<edge::contract::Operation> {
+        use edge::contract::{Operation, Schema};
         vec![
             Operation::new("POST /api/streaming/sessions/{id}/token", "Mint")
                 .takes(Schema::body::<TokenAsk>())
@@ -137,7 +137,7 @@ pub struct SfuToken {
 fn identity_of(ctx: &CallerCtx, ask: &Ask) -> Result<String, ApiError> {
     match &ctx.caller {
         Caller::Server => ask.user_id.clone().ok_or_else(|| {
-            ApiError::invalid_fields(vec![common::problem::FieldError {
+            ApiError::invalid_fields(vec![domain::problem::FieldError {
                 field: "userId".into(),
                 message: "is required: the server names the participant".into(),
             }])
@@ -236,7 +236,7 @@ mod route_table {
     #[test]
     fn the_readme_lists_every_route_with_its_tier() {
         let readme = include_str!("../../../README.md");
-        let problems = common::routing::undocumented(readme, "sfu-token", super::ROUTES);
+        let problems = edge::routing::undocumented(readme, "sfu-token", super::ROUTES);
         assert!(
             problems.is_empty(),
             "README, Who may call what: {problems:#?}"

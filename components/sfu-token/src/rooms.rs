@@ -1,12 +1,12 @@
 //! Which SFU room a session id names, and whether it may still be published to.
 
-use common::ApiError;
-use common::app::access::Watched;
-use common::app::rooms;
-use common::domain::broadcast::{Status, Visibility};
-use common::domain::sfu::Role;
-use common::ids;
-use common::store::{Db, cohosts};
+use domain::ApiError;
+use domain::broadcast::{Status, Visibility};
+use domain::ids;
+use domain::sfu::Role;
+use store::app::access::Watched;
+use store::app::rooms;
+use store::{Db, cohosts};
 
 /// Participants allowed in a room created for a scheduled event.
 const EVENT_MAX_PARTICIPANTS: u32 = 100;
@@ -68,7 +68,7 @@ pub enum CoHostStanding {
 }
 
 impl Room {
-    /// The room as [`common::app::access::may_watch`] sees it: a broadcast's co-hosts and
+    /// The room as [`store::app::access::may_watch`] sees it: a broadcast's co-hosts and
     /// invitees watch it, an event has none.
     pub fn watched<'a>(&'a self, client_id: &'a str) -> Watched<'a> {
         Watched {

@@ -2,16 +2,16 @@
 //! fanned out to the subscribed endpoints, then up to a batch of due deliveries is claimed
 //! and sent at once (their waits overlap), each attempt's result recorded: delivered on a
 //! 2xx, the endpoint disabled on a 410 or after 5 days of failures, otherwise the next try
-//! scheduled (`common::domain::webhooks::next_attempt`) until the schedule runs out.
+//! scheduled (`domain::webhooks::next_attempt`) until the schedule runs out.
 
-use common::domain::webhooks::{self as rules, Verdict};
-use common::sealed::{Purpose, SealingKey};
-use common::spin::config;
-use common::spin::http::{JobsCtx, Reply, json};
-use common::spin::outbound::{self, OutboundError, OutboundRequest, Sent};
-use common::store::Db;
-use common::store::webhooks::{self as store, Attempt, DueDelivery};
-use common::{ApiError, time};
+use ::store::Db;
+use ::store::webhooks::{self as store, Attempt, DueDelivery};
+use domain::sealed::{Purpose, SealingKey};
+use domain::webhooks::{self as rules, Verdict};
+use domain::{ApiError, time};
+use edge::spin::config;
+use edge::spin::http::{JobsCtx, Reply, json};
+use edge::spin::outbound::{self, OutboundError, OutboundRequest, Sent};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::time::Duration;
@@ -275,13 +275,13 @@ fn record(db: &Db, d: &DueDelivery, outcome: &Outcome, now: i64) -> Result<(), A
 
 /// A number in [0, 1) that spreads retries.
 fn jitter() -> f64 {
-    let bytes = common::ids::random_bytes(2);
+    let bytes = domain::ids::random_bytes(2);
     f64::from(u16::from_le_bytes([bytes[0], bytes[1]])) / 65_536.0
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("POST /api/jobs/deliver-webhooks", "Run (deliver)").answers(
             200,

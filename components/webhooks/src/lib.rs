@@ -5,8 +5,8 @@
 
 mod deliver;
 
-use common::routing::{Route, route};
-use common::spin::http::{Handler, handle_incoming};
+use edge::routing::{Route, route};
+use edge::spin::http::{Handler, handle_incoming};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
@@ -15,7 +15,7 @@ use spin_sdk::http_component;
 /// handlers (`openapi-doc` builds the document from them and the route table).
 pub mod contract {
     /// What every route takes and answers.
-    pub fn operations() -> Vec<common::contract::Operation> {
+    pub fn operations() -> Vec<edge::contract::Operation> {
         crate::deliver::operations()
     }
 }
@@ -40,7 +40,7 @@ mod route_table {
     #[test]
     fn the_readme_lists_every_route_with_its_tier() {
         let readme = include_str!("../../../README.md");
-        let problems = common::routing::undocumented(readme, "webhooks", super::ROUTES);
+        let problems = edge::routing::undocumented(readme, "webhooks", super::ROUTES);
         assert!(
             problems.is_empty(),
             "README, Who may call what: {problems:#?}"

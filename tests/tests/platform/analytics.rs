@@ -951,7 +951,7 @@ async fn the_dashboard_draws_the_known_numbers() {
 }
 
 fn format_time(t: i64) -> String {
-    common::time::format_rfc3339(t)
+    domain::time::format_rfc3339(t)
 }
 
 fn date(t: i64) -> String {

@@ -2667,7 +2667,7 @@ async fn a_client_requiring_signatures_gets_no_unsigned_chat_through_the_relay()
         (status.as_u16(), code(&unsigned)),
         (401, "signature_required")
     );
-    let forged = common::jwt::issue_socket_ticket(
+    let forged = domain::jwt::issue_socket_ticket(
         b"not-the-platforms-secret-0123456789",
         &t.client_id,
         &stream,

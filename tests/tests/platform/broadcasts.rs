@@ -97,7 +97,7 @@ async fn the_recommended_order_runs_end_to_end() {
     assert_eq!(b["status"], "pending");
     // The key is a UUID of its own without dashes, never the public streamId's.
     let key = b["streamKey"].as_str().unwrap();
-    assert!(common::domain::media::is_stream_key(key), "{key}");
+    assert!(domain::media::is_stream_key(key), "{key}");
     assert_ne!(key, stream_id.replace('-', ""));
     assert_eq!(b["rtmpUrl"], format!("rtmp://127.0.0.1:1935/live/{key}"));
     assert_eq!(
@@ -456,7 +456,7 @@ async fn scheduled_events() {
     let stream_id = e["streamId"].as_str().unwrap();
     // The same identity rules as a broadcast.
     let key = e["streamKey"].as_str().unwrap();
-    assert!(common::domain::media::is_stream_key(key), "{key}");
+    assert!(domain::media::is_stream_key(key), "{key}");
     assert_ne!(key, stream_id.replace('-', ""));
     assert_eq!(
         e["hlsUrl"],

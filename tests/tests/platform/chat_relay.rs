@@ -197,8 +197,8 @@ fn metric(text: &str, name: &str) -> u64 {
 async fn bad_or_missing_tokens_are_refused_before_the_upgrade() {
     let w = world().await;
     let r = relay(&w.p).await;
-    let now = common::time::now();
-    let claims = common::jwt::UserClaims {
+    let now = domain::time::now();
+    let claims = domain::jwt::UserClaims {
         sub: w.ada.id.clone(),
         tid: w.t.client_id.clone(),
         jti: "j".into(),
@@ -206,8 +206,8 @@ async fn bad_or_missing_tokens_are_refused_before_the_upgrade() {
         sid: None,
         aud: None,
     };
-    let expired = common::jwt::sign(JWT.as_bytes(), &claims, now - 7200, 3600);
-    let foreign = common::jwt::sign(b"another-secret-entirely-0123456789", &claims, now, 3600);
+    let expired = domain::jwt::sign(JWT.as_bytes(), &claims, now - 7200, 3600);
+    let foreign = domain::jwt::sign(b"another-secret-entirely-0123456789", &claims, now, 3600);
     for query in [
         "",
         "token=not-a-jwt",
@@ -979,7 +979,7 @@ async fn ids_from_paths_and_frames_are_checked_before_any_request_is_built() {
 }
 
 fn mint(user: &User, tenant: &Tenant, now: i64, ttl: i64) -> String {
-    let claims = common::jwt::UserClaims {
+    let claims = domain::jwt::UserClaims {
         sub: user.id.clone(),
         tid: tenant.client_id.clone(),
         jti: format!("minted-{now}-{ttl}"),
@@ -987,7 +987,7 @@ fn mint(user: &User, tenant: &Tenant, now: i64, ttl: i64) -> String {
         sid: None,
         aud: None,
     };
-    common::jwt::sign(JWT.as_bytes(), &claims, now, ttl)
+    domain::jwt::sign(JWT.as_bytes(), &claims, now, ttl)
 }
 
 async fn send_auth(ws: &mut Ws, token: &str) -> Value {
@@ -1008,7 +1008,7 @@ async fn send_auth(ws: &mut Ws, token: &str) -> Value {
 async fn a_socket_refreshes_its_token_and_an_expired_one_reads_but_cannot_post() {
     let w = world().await;
     let r = relay(&w.p).await;
-    let now = common::time::now();
+    let now = domain::time::now();
     // Ada's socket opens with a token that expires in two seconds.
     let short = mint(&w.ada, &w.t, now, 2);
     let mut ada = connect_url(&ws_url(&r, &w.stream, &format!("token={short}"))).await;
@@ -1020,7 +1020,7 @@ async fn a_socket_refreshes_its_token_and_an_expired_one_reads_but_cannot_post()
         .as_str()
         .unwrap()
         .to_string();
-    while common::time::now() < now + 2 {
+    while domain::time::now() < now + 2 {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
@@ -1048,9 +1048,9 @@ async fn a_socket_refreshes_its_token_and_an_expired_one_reads_but_cannot_post()
     // another user's token, and a token of another tenant.
     let other_tenant = w.p.register_client("Other").await;
     let eve = w.p.signup(&other_tenant, "eve").await;
-    let foreign = common::jwt::sign(
+    let foreign = domain::jwt::sign(
         b"another-secret-entirely-0123456789",
-        &common::jwt::UserClaims {
+        &domain::jwt::UserClaims {
             sub: w.ada.id.clone(),
             tid: w.t.client_id.clone(),
             jti: "f".into(),
@@ -1454,7 +1454,7 @@ async fn the_pages_read_only_sockets_work_from_the_platforms_own_origin() {
         let (_, before) = http_get(internal, metrics_url).await;
         let burst: Vec<String> = (0..6).map(|i| format!("burst {round}.{i}")).collect();
         for text in &burst {
-            let record = json!({"id": common::ids::uuid(), "message": text, "senderName": "ada"});
+            let record = json!({"id": domain::ids::uuid(), "message": text, "senderName": "ada"});
             let event = json!({"kind": "chat_message", "message": record});
             assert_eq!(
                 post_event(internal, &stream, Some(&secret), &event).await,

@@ -935,7 +935,7 @@ fn every_component_runs_once_and_only_the_one_reaching_any_host_blocks_private_n
 
 fn job_problems(jobs: &[Job], scheduled: &BTreeMap<String, String>, readme: &str) -> Vec<String> {
     let mut problems = Vec::new();
-    let routes = common::routing::documented_routes(readme);
+    let routes = edge::routing::documented_routes(readme);
     let names: BTreeSet<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
     for name in scheduled.keys() {
         if !names.contains(name.as_str()) {

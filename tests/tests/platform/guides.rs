@@ -850,7 +850,7 @@ fn route_example(pattern: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_route_table_says_what_each_route_answers_without_credentials() {
     let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
-    let rows = common::routing::documented_routes(&readme);
+    let rows = edge::routing::documented_routes(&readme);
     assert!(rows.len() > 100, "the route table is read");
     // The notes the tier cells carry: `public (only with `SPIN_VARIABLE_X=true`, ...)`.
     let note_of = |path: &str| -> Option<String> {

@@ -418,7 +418,7 @@ async fn unknown_reset_second_ended_and_suspended_publishers_are_refused() {
         "another encoder is publishing this broadcast"
     );
     assert_eq!(refusal["clientAddr"], "127.0.0.1", "{refusal}");
-    let at = common::time::parse_rfc3339(refusal["at"].as_str().unwrap()).unwrap();
+    let at = domain::time::parse_rfc3339(refusal["at"].as_str().unwrap()).unwrap();
     assert!((p.now() - at).abs() < 60, "{refusal}");
 
     // A reset key drops the live publisher at its next update, and stops working.
@@ -630,12 +630,12 @@ async fn private_playback_needs_an_unexpired_signature() {
     );
     let thumbnail = text(&b, "thumbnailUrl");
     assert_eq!(fetch(thumbnail.split('?').next().unwrap()).await.0, 403);
-    let key = common::domain::media::playback_key(&p.variable("media_secret").unwrap());
-    let expired = common::domain::media::signed_query(&key, &stream_id, p.now() - 5);
+    let key = domain::media::playback_key(&p.variable("media_secret").unwrap());
+    let expired = domain::media::signed_query(&key, &stream_id, p.now() - 5);
     assert_eq!(fetch(&format!("{bare}?{expired}")).await.0, 410, "expired");
     let forged = signed.replace("sig=", "sig=A");
     assert_eq!(fetch(&forged).await.0, 403, "forged");
-    let other_stream = common::domain::media::signed_query(&key, "another-stream", p.now() + 60);
+    let other_stream = domain::media::signed_query(&key, "another-stream", p.now() + 60);
     assert_eq!(
         fetch(&format!("{bare}?{other_stream}")).await.0,
         403,

@@ -3,7 +3,7 @@
 //! tests can assert what the music component forwarded and what it did not.
 
 use bytes::Bytes;
-use common::jwt::MusicPlatformClaims;
+use domain::jwt::MusicPlatformClaims;
 use hmac::{Hmac, Mac};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -50,13 +50,13 @@ impl Received {
     /// The service token's claims, verified as the music platform verifies them: the
     /// shared `music_service_secret`, HS256, unexpired, and its audience.
     fn service_claims(&self) -> Option<MusicPlatformClaims> {
-        let claims: MusicPlatformClaims = common::jwt::verify(
+        let claims: MusicPlatformClaims = domain::jwt::verify(
             SERVICE_SECRET.as_bytes(),
             self.bearer()?,
-            common::time::now(),
+            domain::time::now(),
         )
         .ok()?;
-        (claims.aud == common::jwt::MUSIC_PLATFORM_AUDIENCE).then_some(claims)
+        (claims.aud == domain::jwt::MUSIC_PLATFORM_AUDIENCE).then_some(claims)
     }
 
     /// Asserts that the request names `user` with a service token, not their own token.

@@ -527,7 +527,7 @@ async fn a_scheduled_events_watch_url_is_its_watch_page() {
     let p = Platform::start_with(&[("playback_hls_base", "https://cdn.example/hls")]).await;
     let ada = broadcaster(&p).await;
     let when = platform_tests::unix_now() + 3600;
-    let scheduled_for = common::time::format_rfc3339(when);
+    let scheduled_for = domain::time::format_rfc3339(when);
     let create = |title: &str, visibility: &str| {
         p.as_user(&ada, Method::POST, "/api/events").json(&json!({
             "title": title, "scheduledFor": scheduled_for, "visibility": visibility,

@@ -4,12 +4,12 @@
 use super::BroadcastView;
 use crate::access::Audience;
 use crate::webhook_events;
-use common::ApiError;
-use common::domain::broadcast::Status;
-use common::store::Db;
-use common::store::broadcasts::Broadcast;
-use common::store::outbox::{self, Subject};
+use domain::ApiError;
+use domain::broadcast::Status;
 use serde::Serialize;
+use store::Db;
+use store::broadcasts::Broadcast;
+use store::outbox::{self, Subject};
 
 /// `broadcast.*` with the broadcast as its owner (and the tenant's server) sees it;
 /// `broadcast.ended` adds the analytics summary as `analytics`.

@@ -3,18 +3,18 @@
 //! fields.
 
 use crate::recordings::RecordingField;
-use common::ApiError;
-use common::domain::broadcast::{Status, Visibility};
-use common::domain::media::{Ladder, LatencyMode};
-use common::domain::recording::SettingsPatch;
-use common::problem::FieldError;
-use common::request_body;
-use common::store::broadcasts::NewBroadcast;
-use common::validate::JsonBody;
-use common::validate::body::{
+use domain::ApiError;
+use domain::broadcast::{Status, Visibility};
+use domain::media::{Ladder, LatencyMode};
+use domain::problem::FieldError;
+use domain::recording::SettingsPatch;
+use domain::request_body;
+use domain::validate::JsonBody;
+use domain::validate::body::{
     Choice, Choices, FieldKind, Int, NameList, OptChoice, OptInt, OptText, Text,
 };
 use serde_json::{Map, Value, json};
+use store::broadcasts::NewBroadcast;
 
 const MAX_TAGS: usize = 20;
 const MAX_TAG_LEN: usize = 50;
@@ -119,7 +119,7 @@ impl Choices for RequestedStatuses {
 pub struct Reactions;
 
 impl NameList for Reactions {
-    const NAMES: &'static [&'static str] = &common::domain::broadcast::REACTIONS;
+    const NAMES: &'static [&'static str] = &domain::broadcast::REACTIONS;
 }
 
 /// `orientation`: how the stream is framed.

@@ -14,16 +14,16 @@ pub use tenant_api::{react, v1_create, v1_list, v1_patch};
 pub use view::{BroadcastView, one as view_one};
 
 use crate::access::{Audience, Viewer, audience, ensure_not_final, load_owned};
-use common::app;
-use common::domain::broadcast::{self as rules, Status, Transition};
-use common::domain::recording::SettingsPatch;
-use common::pagination::{Page, Paged};
-use common::realtime::Event;
-use common::spin::http::{AppCtx, Call, UserCtx, json};
-use common::store::broadcasts::{self as store, Broadcast, Changes};
-use common::store::{Db, outbox};
-use common::validate::body::RequestBody;
-use common::{ApiError, time};
+use ::store::app;
+use ::store::broadcasts::{self as store, Broadcast, Changes};
+use ::store::{Db, outbox};
+use domain::broadcast::{self as rules, Status, Transition};
+use domain::pagination::{Page, Paged};
+use domain::recording::SettingsPatch;
+use domain::validate::body::RequestBody;
+use domain::{ApiError, time};
+use edge::realtime::Event;
+use edge::spin::http::{AppCtx, Call, UserCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use spin_sdk::http::Response;
@@ -93,7 +93,7 @@ pub fn insert(
         ingest: view::ingest_view(
             None,
             Vec::new(),
-            common::store::ingests::server_report(db)?.as_ref(),
+            ::store::ingests::server_report(db)?.as_ref(),
             &b,
             now,
         ),
@@ -102,7 +102,7 @@ pub fn insert(
     let created = events::broadcast_created(&b, &owner_view, now);
     db.transaction(|tx| {
         store::insert_record(tx, &b)?;
-        common::store::recordings::save_settings(tx, &b, &recording, now)?;
+        ::store::recordings::save_settings(tx, &b, &recording, now)?;
         outbox::record_first(tx, &created)
     })?;
     Ok((b, owner_view))
@@ -243,7 +243,7 @@ pub fn viewer_count(ctx: &UserCtx) -> Result<Response, ApiError> {
     // One commit for the broadcast's count and the minute's analytics.
     db.transaction(|tx| {
         store::report_viewers(tx, &b, count)?;
-        common::store::analytics::record_viewers(tx, &b, count, ctx.now())
+        ::store::analytics::record_viewers(tx, &b, count, ctx.now())
     })?;
     crate::realtime::publish(
         &b.identity.stream_id,
@@ -267,7 +267,7 @@ pub fn reset_stream_key(ctx: &UserCtx) -> Result<Response, ApiError> {
     let b = load_owned(ctx, &db)?;
     ensure_not_final(&b)?;
     let b = db.transaction(|tx| {
-        store::reset_stream_key(tx, &b, &common::domain::media::new_stream_key(), ctx.now())?;
+        store::reset_stream_key(tx, &b, &domain::media::new_stream_key(), ctx.now())?;
         let b = app::broadcasts::load(tx, &b.client_id, &b.id, ctx.now())?;
         events::broadcast(tx, "broadcast.stream_key_reset", &b, ctx.now())?;
         Ok(b)
@@ -276,8 +276,8 @@ pub fn reset_stream_key(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     use serde_json::json;
     let mut operations = vec![
         Operation::new("POST /api/broadcasts", "Create (broadcasts)")

@@ -3,14 +3,14 @@
 
 use super::{change_status, input, owner_page, view};
 use crate::access::{Audience, Viewer, check_can_watch, ensure_not_final};
-use common::ApiError;
-use common::app;
-use common::domain::broadcast::{self as rules};
-use common::realtime::Event;
-use common::spin::http::{Actor, ActorCtx, ServerCtx, json};
-use common::store::broadcasts::{self as store, Changes};
-use common::store::rate_limits;
-use common::validate::body::RequestBody;
+use ::store::app;
+use ::store::broadcasts::{self as store, Changes};
+use ::store::rate_limits;
+use domain::ApiError;
+use domain::broadcast::{self as rules};
+use domain::validate::body::RequestBody;
+use edge::realtime::Event;
+use edge::spin::http::{Actor, ActorCtx, ServerCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use spin_sdk::http::Response;
@@ -111,7 +111,7 @@ pub fn react(ctx: &ActorCtx) -> Result<Response, ApiError> {
         )?;
     }
     let count = db.transaction(|db| {
-        common::store::analytics::reaction(db, &b, now)?;
+        ::store::analytics::reaction(db, &b, now)?;
         store::add_reaction(db, &b, &reaction)
     })?;
     crate::realtime::publish(
@@ -133,8 +133,8 @@ pub fn react(ctx: &ActorCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new("POST /api/v1/sessions", "V1 create (broadcasts)")
             .takes(Schema::body::<crate::broadcasts::NewBroadcastBody>())

@@ -32,14 +32,14 @@ pub use word_lists::{
 use crate::access::Viewer;
 use crate::chat_target::{self, ChatTarget};
 use crate::realtime;
-use common::domain::moderation::Scope;
-use common::realtime::Event;
-use common::spin::http::ActorCtx;
-use common::store::moderation::{self as store, NewLogEntry};
-use common::store::{Db, broadcasts as broadcast_store};
-use common::validate::JsonBody;
-use common::validate::body::FieldKind;
-use common::{ApiError, ids};
+use ::store::moderation::{self as store, NewLogEntry};
+use ::store::{Db, broadcasts as broadcast_store};
+use domain::moderation::Scope;
+use domain::validate::JsonBody;
+use domain::validate::body::FieldKind;
+use domain::{ApiError, ids};
+use edge::realtime::Event;
+use edge::spin::http::ActorCtx;
 use serde_json::{Value, json};
 
 /// How many open streams of a creator a channel-wide action is pushed to.
@@ -175,7 +175,7 @@ fn publish_channel(db: &Db, client_id: &str, owner: &str, event: Event) -> Resul
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
     [
         restrictions::operations(),
         modes::operations(),

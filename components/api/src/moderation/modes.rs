@@ -5,16 +5,16 @@ use super::{Moderator, UserId, log_action, moderated};
 use crate::access::Viewer;
 use crate::chat_target::{self, ChatTarget};
 use crate::realtime;
-use common::domain::moderation::{MAX_FOLLOW_MINUTES, MAX_SLOW_MODE_SECS, Modes};
-use common::problem::FieldError;
-use common::realtime::{Event, ModerationAction};
-use common::spin::http::{ActorCtx, Call, json};
-use common::store::Db;
-use common::store::chat::{self as chat_store, Message};
-use common::store::moderation as store;
-use common::validate::JsonBody;
-use common::validate::body::{FieldKind, OptBool, OptInt, RequestBody, Text};
-use common::{ApiError, ids, request_body};
+use ::store::Db;
+use ::store::chat::{self as chat_store, Message};
+use ::store::moderation as store;
+use domain::moderation::{MAX_FOLLOW_MINUTES, MAX_SLOW_MODE_SECS, Modes};
+use domain::problem::FieldError;
+use domain::validate::JsonBody;
+use domain::validate::body::{FieldKind, OptBool, OptInt, RequestBody, Text};
+use domain::{ApiError, ids, request_body};
+use edge::realtime::{Event, ModerationAction};
+use edge::spin::http::{ActorCtx, Call, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -313,8 +313,8 @@ fn set_pin(
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new(
             "GET /api/streams/{id}/chat/settings",

@@ -4,16 +4,16 @@ use super::{log_action, moderated};
 use crate::access::Viewer;
 use crate::chat_target::{self};
 use crate::realtime;
-use common::domain::moderation::MAX_REASON_CHARS;
-use common::pagination::{Page, Paged};
-use common::realtime::Event;
-use common::spin::http::{ActorCtx, UserCtx, json};
-use common::store::chat::{self as chat_store, Message};
-use common::store::moderation::{self as store, LogEntry, NewReport, Report, ReportFilter};
-use common::store::outbox::{self, Subject};
-use common::store::rate_limits;
-use common::validate::body::{Choice, Choices, OptText, RequestBody, Text};
-use common::{ApiError, ids, request_body};
+use ::store::chat::{self as chat_store, Message};
+use ::store::moderation::{self as store, LogEntry, NewReport, Report, ReportFilter};
+use ::store::outbox::{self, Subject};
+use ::store::rate_limits;
+use domain::moderation::MAX_REASON_CHARS;
+use domain::pagination::{Page, Paged};
+use domain::validate::body::{Choice, Choices, OptText, RequestBody, Text};
+use domain::{ApiError, ids, request_body};
+use edge::realtime::Event;
+use edge::spin::http::{ActorCtx, UserCtx, json};
 use serde::Serialize;
 use serde_json::json;
 use spin_sdk::http::Response;
@@ -272,8 +272,8 @@ pub fn moderation_log(ctx: &ActorCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new(
             "POST /api/streams/{id}/chat/{messageId}/report",

@@ -4,14 +4,14 @@
 use super::{Moderator, OptScope, UserId, moderated, publish_channel};
 use crate::chat_target::{self, ChatTarget};
 use crate::realtime;
-use common::domain::moderation::{MAX_REASON_CHARS, MAX_TIMEOUT_SECS, Scope};
-use common::realtime::{Event, ModerationAction};
-use common::spin::http::{ActorCtx, Call, UserCtx, json};
-use common::store::moderation::{self as store, NewLogEntry, NewRestriction};
-use common::store::outbox::{self, Subject};
-use common::store::{Db, users};
-use common::validate::body::{Int, OptText, RequestBody};
-use common::{ApiError, ids, request_body, time};
+use ::store::moderation::{self as store, NewLogEntry, NewRestriction};
+use ::store::outbox::{self, Subject};
+use ::store::{Db, users};
+use domain::moderation::{MAX_REASON_CHARS, MAX_TIMEOUT_SECS, Scope};
+use domain::validate::body::{Int, OptText, RequestBody};
+use domain::{ApiError, ids, request_body, time};
+use edge::realtime::{Event, ModerationAction};
+use edge::spin::http::{ActorCtx, Call, UserCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
@@ -445,8 +445,8 @@ pub fn channel_unban(ctx: &UserCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new(
             "POST /api/streams/{id}/chat/timeouts",
@@ -500,7 +500,7 @@ pub(crate) fn operations() -> Vec<common::contract::Operation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use common::validate::JsonBody;
+    use domain::validate::JsonBody;
 
     fn errors(json: &str) -> Vec<String> {
         let mut body = JsonBody::parse(json.as_bytes()).unwrap();

@@ -5,14 +5,14 @@
 use super::log_action;
 use crate::chat_target::{self, ChatTarget};
 use crate::realtime;
-use common::domain::moderation::{self as rules, BlockedAction, Poster, Refusal};
-use common::domain::word_filter::{self, Blocklist};
-use common::realtime::{Event, ModerationAction};
-use common::spin::http::Call;
-use common::store::Db;
-use common::store::chat::{self as chat_store, Message};
-use common::store::moderation::{self as store, NewReport};
-use common::{ApiError, time};
+use ::store::Db;
+use ::store::chat::{self as chat_store, Message};
+use ::store::moderation::{self as store, NewReport};
+use domain::moderation::{self as rules, BlockedAction, Poster, Refusal};
+use domain::word_filter::{self, Blocklist};
+use domain::{ApiError, time};
+use edge::realtime::{Event, ModerationAction};
+use edge::spin::http::Call;
 use serde_json::json;
 
 /// What the checks decided about a message that may be stored.
@@ -67,7 +67,7 @@ pub fn screen(
             _ => None,
         },
         is_subscriber: match (owner, modes.subscribers_only, is_moderator) {
-            (Some(owner), true, false) => common::store::subscriptions::is_subscriber(
+            (Some(owner), true, false) => ::store::subscriptions::is_subscriber(
                 db,
                 &target.client_id,
                 owner,
@@ -228,7 +228,7 @@ pub fn delete_as_moderator(
     db.transaction(|tx| {
         let posted_ms = chat_store::delete(tx, &target.client_id, message_id, actor, call.now())?;
         if let (Some(b), Some(ms)) = (&target.broadcast, posted_ms) {
-            common::store::analytics::chat_message_deleted(tx, b, ms.div_euclid(1000))?;
+            ::store::analytics::chat_message_deleted(tx, b, ms.div_euclid(1000))?;
         }
         deleted_event(tx)?;
         log_action(

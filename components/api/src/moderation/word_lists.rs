@@ -1,13 +1,13 @@
 //! Blocked words: the creator's list for their chats and the tenant's for every chat.
 
-use common::ApiError;
-use common::domain::moderation::{BlockedAction, Scope};
-use common::domain::word_filter::{self};
-use common::request_body;
-use common::spin::http::{ServerCtx, UserCtx, json};
-use common::store::moderation::{self as store, NewLogEntry, WordList};
-use common::validate::JsonBody;
-use common::validate::body::{Choices, FieldKind, OptChoice, RequestBody};
+use ::store::moderation::{self as store, NewLogEntry, WordList};
+use domain::ApiError;
+use domain::moderation::{BlockedAction, Scope};
+use domain::request_body;
+use domain::validate::JsonBody;
+use domain::validate::body::{Choices, FieldKind, OptChoice, RequestBody};
+use domain::word_filter::{self};
+use edge::spin::http::{ServerCtx, UserCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -185,8 +185,8 @@ pub fn put_tenant_blocked_words(ctx: &ServerCtx) -> Result<Response, ApiError> {
 }
 
 /// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<common::contract::Operation> {
-    use common::contract::{Operation, Schema};
+pub(crate) fn operations() -> Vec<edge::contract::Operation> {
+    use edge::contract::{Operation, Schema};
     vec![
         Operation::new(
             "GET /api/users/me/chat/blocked-words",

@@ -312,7 +312,7 @@ pub fn lock_bump(address: &str) -> Json {
 /// `lock_bump` through the platform's store: opened by `connect_postgres`, which rolls
 /// back a transaction an earlier guest left open.
 pub fn app_bump(address: &str) -> Json {
-    let db = match common::spin::store::connect_postgres(address) {
+    let db = match edge::spin::store::connect_postgres(address) {
         Ok(db) => db,
         Err(e) => return json!({ "open": e.detail }),
     };

@@ -1,0 +1,253 @@
+//! The store's back ends in a Spin component: Spin's SQLite interface, or its PostgreSQL
+//! interface, chosen by the variable `database` (`sqlite`, the default, or `postgres` with
+//! the connection string in `postgres_url`).
+
+use super::config;
+use domain::ApiError;
+use store::{self, Backend, BackendError, Db, Dialect, Row, Value, sql};
+// `spin:postgres@3.0.0`: the newest PostgreSQL interface every Spin 3.x and 4.x and Fermyon
+// Wasm Functions accept (see docs/data.md).
+use spin_sdk::pg3 as pg;
+use spin_sdk::sqlite;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+thread_local! {
+    /// The connection this instance opened. An instance serves one request, so every
+    /// `open()` of a request shares one connection: a request holds one PostgreSQL
+    /// connection from the host's pool, not one per store call.
+    static OPENED: RefCell<Option<Db>> = const { RefCell::new(None) };
+}
+
+/// The platform's database: opened on the first call, shared by the later ones.
+pub fn open() -> Result<Db, ApiError> {
+    if let Some(db) = OPENED.with(|o| o.borrow().clone()) {
+        return Ok(db);
+    }
+    let db = connect()?;
+    OPENED.with(|o| *o.borrow_mut() = Some(db.clone()));
+    Ok(db)
+}
+
+/// Gives this request's connection back to the pool until its next statement (see
+/// [`Db::set_aside`]): for a request about to wait on its client or on another party.
+pub fn set_aside() {
+    OPENED.with(|o| {
+        if let Some(db) = o.borrow().as_ref() {
+            db.set_aside();
+        }
+    });
+}
+
+fn connect() -> Result<Db, ApiError> {
+    match config::var_or("database", "sqlite").as_str() {
+        "sqlite" => sqlite::Connection::open_default()
+            .map(|conn| Db::new(Box::new(SpinSqlite(conn))))
+            .map_err(|e| store::unavailable(&format!("opening SQLite: {e}"))),
+        "postgres" => connect_postgres(&config::required("postgres_url")?),
+        other => Err(ApiError::unavailable(
+            "not_configured",
+            format!("the variable database is {other:?}: use sqlite or postgres"),
+        )),
+    }
+}
+
+/// Opens the PostgreSQL database at `url`, out of any transaction an earlier request left.
+///
+/// Spin hands a pooled connection to the next instance as the last one left it: when a
+/// guest trapped between `BEGIN` and `COMMIT`, the transaction is still open, with its
+/// writes and locks (Spin's pool clears session settings, not transactions). The next
+/// `BEGIN` would only warn, and its `COMMIT` would commit the trapped request's half-done
+/// work too. So a connection is checked first: `DROP INDEX CONCURRENTLY` refuses to run
+/// inside a transaction block and is a no-op outside one (no such index exists), which
+/// tells the two apart in one round trip, on every PostgreSQL and through Spin's extended
+/// query protocol. A connection inside one (or in a failed one) is rolled back.
+pub fn connect_postgres(url: &str) -> Result<Db, ApiError> {
+    let conn = open_postgres(url).map_err(|e| store::unavailable(&e.detail))?;
+    Ok(Db::new(Box::new(SpinPostgres {
+        url: url.to_string(),
+        conn: RefCell::new(Some(Rc::new(conn))),
+    })))
+}
+
+/// A connection from the pool, checked as [`connect_postgres`] says.
+fn open_postgres(url: &str) -> Result<pg::Connection, BackendError> {
+    let unavailable =
+        |what: &str, e: pg::PgError| BackendError::unavailable(format!("{what}: {e:?}"));
+    let conn = pg::Connection::open(url).map_err(|e| unavailable("opening PostgreSQL", e))?;
+    if let Err(e) = conn.execute(OUTSIDE_A_TRANSACTION_PROBE, &[]) {
+        if pg_error(e).unavailable {
+            return Err(BackendError::unavailable(
+                "the connection was lost".to_string(),
+            ));
+        }
+        eprintln!("store: the pooled PostgreSQL connection was left in a transaction: rolled back");
+        conn.execute("ROLLBACK", &[])
+            .map_err(|e| unavailable("rolling back", e))?;
+        // The pool's `RESET ALL` ran inside the rolled-back transaction: run it again.
+        conn.execute("RESET ALL", &[])
+            .map_err(|e| unavailable("resetting", e))?;
+    }
+    Ok(conn)
+}
+
+/// Fails inside a transaction block, does nothing outside one: no index has this name.
+const OUTSIDE_A_TRANSACTION_PROBE: &str =
+    r#"DROP INDEX CONCURRENTLY IF EXISTS "~ transaction probe: no such index""#;
+
+struct SpinSqlite(sqlite::Connection);
+
+impl Backend for SpinSqlite {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, BackendError> {
+        let params: Vec<sqlite::Value> = params
+            .iter()
+            .map(|p| match p {
+                Value::Null => sqlite::Value::Null,
+                Value::Int(n) => sqlite::Value::Integer(*n),
+                Value::Real(r) => sqlite::Value::Real(*r),
+                Value::Text(s) => sqlite::Value::Text(s.clone()),
+                Value::Blob(b) => sqlite::Value::Blob(b.clone()),
+            })
+            .collect();
+        let result = self.0.execute(sql, &params).map_err(sqlite_error)?;
+        let columns: Rc<[String]> = result.columns.into();
+        Ok(result
+            .rows
+            .into_iter()
+            .map(|row| {
+                let values = row
+                    .values
+                    .into_iter()
+                    .map(|v| match v {
+                        sqlite::Value::Null => Value::Null,
+                        sqlite::Value::Integer(n) => Value::Int(n),
+                        sqlite::Value::Real(r) => Value::Real(r),
+                        sqlite::Value::Text(s) => Value::Text(s),
+                        sqlite::Value::Blob(b) => Value::Blob(b),
+                    })
+                    .collect();
+                Row::new(columns.clone(), values)
+            })
+            .collect())
+    }
+}
+
+/// A PostgreSQL connection that can be given back to the host's pool while the request
+/// waits on something else ([`Backend::set_aside`]), and is taken again by the next
+/// statement.
+struct SpinPostgres {
+    url: String,
+    conn: RefCell<Option<Rc<pg::Connection>>>,
+}
+
+impl SpinPostgres {
+    fn connection(&self) -> Result<Rc<pg::Connection>, BackendError> {
+        if let Some(conn) = self.conn.borrow().as_ref() {
+            return Ok(conn.clone());
+        }
+        let conn = Rc::new(open_postgres(&self.url)?);
+        *self.conn.borrow_mut() = Some(conn.clone());
+        Ok(conn)
+    }
+}
+
+fn pg_params(params: &[Value]) -> Vec<pg::ParameterValue> {
+    params
+        .iter()
+        .map(|p| match p {
+            Value::Null => pg::ParameterValue::DbNull,
+            Value::Int(n) => pg::ParameterValue::Int64(*n),
+            Value::Real(r) => pg::ParameterValue::Floating64(*r),
+            Value::Text(s) => pg::ParameterValue::Str(s.clone()),
+            Value::Blob(b) => pg::ParameterValue::Binary(b.clone()),
+        })
+        .collect()
+}
+
+fn pg_error(e: pg::PgError) -> BackendError {
+    let detail = format!("{e:?}");
+    match e {
+        pg::PgError::ConnectionFailed(_) => BackendError::unavailable(detail),
+        _ if store::postgres_unavailable(&detail) => BackendError::unavailable(detail),
+        _ => detail.into(),
+    }
+}
+
+fn sqlite_error(e: sqlite::Error) -> BackendError {
+    let detail = e.to_string();
+    match e {
+        sqlite::Error::DatabaseFull => BackendError::unavailable(detail),
+        sqlite::Error::Io(text) if store::sqlite_unavailable(&text) => {
+            BackendError::unavailable(detail)
+        }
+        _ => detail.into(),
+    }
+}
+
+impl Backend for SpinPostgres {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Row>, BackendError> {
+        self.query_carrying("", sql, params)
+    }
+
+    fn query_carrying(
+        &self,
+        held: &str,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<Vec<Row>, BackendError> {
+        // Spin 4.0.0 to 4.0.2 never answer a query without rows: every query answers at
+        // least the sentinel row (see `sql::never_empty`).
+        let set = self
+            .connection()?
+            .query(&sql::never_empty_carrying(held, sql), &pg_params(params))
+            .map_err(pg_error)?;
+        let names = set.columns.into_iter().map(|c| c.name).collect();
+        let (names, rows) =
+            sql::without_sentinel(names, set.rows, |v| matches!(v, pg::DbValue::Boolean(true)))
+                .ok_or_else(|| {
+                    BackendError::from("the query's answer lacks its sentinel row".to_string())
+                })?;
+        let columns: Rc<[String]> = names.into();
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let values = row
+                    .into_iter()
+                    .map(|v| match v {
+                        pg::DbValue::Boolean(b) => Value::Int(i64::from(b)),
+                        pg::DbValue::Int8(n) => Value::Int(n.into()),
+                        pg::DbValue::Int16(n) => Value::Int(n.into()),
+                        pg::DbValue::Int32(n) => Value::Int(n.into()),
+                        pg::DbValue::Int64(n) => Value::Int(n),
+                        pg::DbValue::Floating32(r) => Value::Real(r.into()),
+                        pg::DbValue::Floating64(r) => Value::Real(r),
+                        pg::DbValue::Str(s) => Value::Text(s),
+                        pg::DbValue::Binary(b) => Value::Blob(b),
+                        pg::DbValue::Timestamp(n) => Value::Int(n),
+                        _ => Value::Null,
+                    })
+                    .collect();
+                Row::new(columns.clone(), values)
+            })
+            .collect())
+    }
+
+    fn execute(&self, sql: &str, params: &[Value]) -> Result<(), BackendError> {
+        self.connection()?
+            .execute(sql, &pg_params(params))
+            .map(|_| ())
+            .map_err(pg_error)
+    }
+
+    fn set_aside(&self) {
+        self.conn.borrow_mut().take();
+    }
+}
