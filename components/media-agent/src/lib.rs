@@ -81,18 +81,11 @@ impl MediaServer {
         // Until the agent owns it, the working directory is removed here on failure.
         let cleanup = scopeguard(paths.clone());
         let ports = Ports::reserve(&config, &mut held)?;
-        let hook_listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .context("cannot listen on loopback for nginx's notifications")?;
-        let hook_addr = hook_listener.local_addr()?;
-        let hook_token = common::ids::random_hex(16);
-        let stat_token = common::ids::random_hex(16);
-        let nginx_conf = NginxConf {
-            hook_addr,
-            hook_token: &hook_token,
-            stat_token: &stat_token,
-        };
-        write_nginx_conf(&bins, &config, &paths, &ports, &nginx_conf).await?;
+        let (hook_listener, tokens) = configure_nginx(&bins, &config, &paths, &ports).await?;
+        let Tokens {
+            hook: hook_token,
+            stat: stat_token,
+        } = tokens;
 
         let platform = platform::Platform::new(&config.platform_url, &config.media_secret)?;
         let Ports {
@@ -264,30 +257,36 @@ impl Ports {
     }
 }
 
-/// Where nginx reports to the agent, and the secret paths of its notifications and stats.
-struct NginxConf<'a> {
-    hook_addr: SocketAddr,
-    hook_token: &'a str,
-    stat_token: &'a str,
+/// The secret path segments of nginx's notifications to the agent and of its stats page.
+struct Tokens {
+    hook: String,
+    stat: String,
 }
 
-/// Writes nginx's configuration for these ports and checks it (`nginx -t`).
-async fn write_nginx_conf(
+/// The listener nginx's notifications reach the agent on, and the tokens in their paths;
+/// nginx's configuration for these ports written and checked (`nginx -t`).
+async fn configure_nginx(
     bins: &supervisor::Binaries,
     config: &Config,
     paths: &Paths,
     ports: &Ports,
-    conf: &NginxConf<'_>,
-) -> Result<()> {
+) -> Result<(tokio::net::TcpListener, Tokens)> {
+    let hook_listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .context("cannot listen on loopback for nginx's notifications")?;
+    let tokens = Tokens {
+        hook: common::ids::random_hex(16),
+        stat: common::ids::random_hex(16),
+    };
     let playback_key = common::domain::media::playback_key(&config.media_secret);
     let rendered = template::render(&template::Values {
         rtmp_module: &config.rtmp_module,
         state_dir: &paths.work,
         rtmp_listen: ports.nginx_rtmp.addr,
         rtmp_app: &config.rtmp_app,
-        hook_addr: conf.hook_addr,
-        hook_token: conf.hook_token,
-        stat_token: conf.stat_token,
+        hook_addr: hook_listener.local_addr()?,
+        hook_token: &tokens.hook,
+        stat_token: &tokens.stat,
         update_secs: config.update_secs,
         http_listen: ports.http.addr,
         stat_listen: ports.stat.addr,
@@ -296,7 +295,8 @@ async fn write_nginx_conf(
     })
     .map_err(anyhow::Error::msg)?;
     write_private(&paths.conf, &rendered)?;
-    supervisor::test_config(&bins.nginx, &paths.work, &paths.conf).await
+    supervisor::test_config(&bins.nginx, &paths.work, &paths.conf).await?;
+    Ok((hook_listener, tokens))
 }
 
 /// The public RTMP port, for the agent's ingress to serve.
