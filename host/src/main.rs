@@ -248,3 +248,53 @@ fn parse_bytes(text: &str) -> Result<usize, String> {
 fn parse_duration(text: &str) -> Result<Duration, String> {
     edgehost::parse_duration(text).map_err(|e| format!("{e:#}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed_and_up_reads_its_flags() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "edgehost",
+            "up",
+            "--listen",
+            "127.0.0.1:4000",
+            "--no-scheduler",
+            "-c",
+            "api",
+        ])
+        .unwrap();
+        let Cmd::Up(args) = cli.command else {
+            panic!("not `up`");
+        };
+        let options = options(*args).unwrap();
+        assert_eq!(options.listen, "127.0.0.1:4000".parse().unwrap());
+        assert!(!options.scheduler);
+        assert_eq!(options.components, ["api"]);
+        assert_eq!(options.manifest, PathBuf::from("spin.toml"));
+    }
+
+    #[cfg(feature = "platform")]
+    #[test]
+    fn up_embeds_the_relay_and_the_media_server_unless_told_not_to() {
+        let parse = |extra: &[&str]| {
+            let cli = Cli::try_parse_from(["edgehost", "up"].iter().chain(extra)).unwrap();
+            let Cmd::Up(args) = cli.command else {
+                panic!("not `up`");
+            };
+            options(*args).unwrap()
+        };
+        let options = parse(&["--relay-internal-listen", "127.0.0.1:4101"]);
+        let relay = options.chat_relay.expect("the relay is embedded");
+        assert_eq!(relay.internal_listen, "127.0.0.1:4101".parse().unwrap());
+        assert!(!relay.any_port_if_taken);
+        assert!(options.media.is_some());
+        let options = parse(&["--no-media"]);
+        assert!(options.chat_relay.expect("the relay").any_port_if_taken);
+        assert!(options.media.is_none());
+    }
+}

@@ -76,7 +76,8 @@ impl Server {
     /// the components (cached), binds and spawns the serve loop, runs the start-up jobs;
     /// returns once listening. Until the start-up jobs have succeeded (the schema is the
     /// `migrate` job's), every other request is answered 503 with `Retry-After`. With
-    /// `Options.scheduler`, the periodic jobs start too.
+    /// `Options.scheduler`, the periodic jobs start too. With the feature `platform`, the
+    /// embedded chat relay and media server (`embedded.rs`) start beside the app.
     pub async fn start(#[allow(unused_mut)] mut opts: Options) -> Result<Server> {
         #[cfg(feature = "platform")]
         let (bound, defaults) = crate::embedded::bind(&mut opts).await?;
