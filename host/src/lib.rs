@@ -33,18 +33,22 @@ mod bindings;
 mod builder;
 mod cache;
 mod clock;
+#[cfg(feature = "platform")]
+mod embedded;
 mod handles;
 mod jobs;
 mod kv;
 mod limits;
 mod linger;
 mod manifest;
+#[cfg(feature = "platform")]
 mod media;
 mod network_policy;
 mod outbound;
 mod outbound_pool;
 mod pg;
 mod production;
+#[cfg(feature = "platform")]
 mod relay;
 mod routes;
 mod runtime_config;
@@ -61,7 +65,9 @@ pub use limits::{
     DEFAULT_INSTANCE_MEMORY, DEFAULT_MAX_CONCURRENT_INSTANCES, DEFAULT_REQUEST_TIMEOUT,
     parse_bytes, parse_duration,
 };
+#[cfg(feature = "platform")]
 pub use media::MediaServer;
+#[cfg(feature = "platform")]
 pub use relay::ChatRelay;
 pub use server::Server;
 #[doc(hidden)]
@@ -117,9 +123,11 @@ pub struct Options {
     /// its internal endpoint on its own loopback listener, whose URL becomes the app's
     /// `relay_url` unless the user set that variable (options, environment or runtime
     /// config). See [`Server::relay`].
+    #[cfg(feature = "platform")]
     pub chat_relay: Option<ChatRelay>,
     /// Run the media server (nginx-rtmp through `media-agent`) where `rtmp_ingest_base` and
     /// `playback_hls_base` point, when both are loopback. See [`Server::media`].
+    #[cfg(feature = "platform")]
     pub media: Option<MediaServer>,
     /// Log one line per request to stderr.
     pub log_requests: bool,
@@ -176,7 +184,9 @@ impl Default for Options {
             runtime_config_file: None,
             variables: Vec::new(),
             websocket: None,
+            #[cfg(feature = "platform")]
             chat_relay: None,
+            #[cfg(feature = "platform")]
             media: None,
             log_requests: false,
             max_instance_memory: None,
@@ -194,8 +204,8 @@ impl Default for Options {
 
 impl std::fmt::Debug for Options {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Options")
-            .field("manifest", &self.manifest)
+        let mut s = f.debug_struct("Options");
+        s.field("manifest", &self.manifest)
             .field("listen", &self.listen)
             .field("state_dir", &self.state_dir)
             .field("runtime_config_file", &self.runtime_config_file)
@@ -203,9 +213,10 @@ impl std::fmt::Debug for Options {
                 "variables",
                 &self.variables.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             )
-            .field("websocket", &self.websocket.is_some())
-            .field("chat_relay", &self.chat_relay)
-            .field("log_requests", &self.log_requests)
+            .field("websocket", &self.websocket.is_some());
+        #[cfg(feature = "platform")]
+        s.field("chat_relay", &self.chat_relay);
+        s.field("log_requests", &self.log_requests)
             .field("max_instance_memory", &self.max_instance_memory)
             .field("request_timeout", &self.request_timeout)
             .field("max_concurrent_instances", &self.max_concurrent_instances)

@@ -229,21 +229,9 @@ impl Manifest {
                 "ignoring unknown top-level manifest key `{key}`"
             ));
         }
-
         for (name, decl) in &raw.variables {
-            validate_variable_name(name)
-                .map_err(anyhow::Error::msg)
-                .with_context(|| format!("invalid variable name `{name}` in [variables]"))?;
-            ensure!(
-                !(decl.required && decl.default.is_some()),
-                "variable `{name}`: `required = true` and `default` are mutually exclusive"
-            );
-            ensure!(
-                decl.required || decl.default.is_some(),
-                "variable `{name}` must have either a `default` or `required = true`"
-            );
+            check_variable(name, decl)?;
         }
-
         let mut http_triggers = Vec::new();
         for (kind, triggers) in raw.trigger {
             if kind != "http" {
@@ -254,67 +242,11 @@ impl Manifest {
                 continue;
             }
             for (i, table) in triggers.into_iter().enumerate() {
-                let what = format!("[[trigger.http]] #{}", i + 1);
-                let t: RawHttpTrigger = toml::Value::Table(table)
-                    .try_into()
-                    .with_context(|| format!("invalid {what}"))?;
-                let component = match t.component {
-                    toml::Value::String(id) => id,
-                    toml::Value::Table(_) => bail!(
-                        "{what}: inline components are not supported by edgehost; \
-                         declare a [component.<id>] table and name it in `component`"
-                    ),
-                    other => bail!("{what}: `component` must be a component id, found {other}"),
-                };
-                if let Some(exec) = &t.executor {
-                    let ty = exec.get("type").and_then(|v| v.as_str()).unwrap_or("");
-                    ensure!(
-                        ty == "spin" || ty == "http",
-                        "{what}: executor type {ty:?} is not supported (only wasi-http components)"
-                    );
-                }
-                let route = match t.route {
-                    RawRoute::Path(p) => Some(p),
-                    RawRoute::Private { private: true } => None,
-                    RawRoute::Private { private: false } => {
-                        bail!("{what}: route must be a string pattern or `{{ private = true }}`")
-                    }
-                };
-                http_triggers.push(HttpTrigger { route, component });
+                http_triggers.push(http_trigger(i, table)?);
             }
         }
-
         for (id, c) in &raw.component {
-            validate_component_id(id)?;
-            match &c.source {
-                ComponentSource::Local(_) => {}
-                ComponentSource::Remote { url, .. } => bail!(
-                    "component `{id}`: remote source {url} is not supported by edgehost \
-                     (no network); build it locally and use a path"
-                ),
-                ComponentSource::Registry(_) => {
-                    bail!("component `{id}`: registry sources are not supported by edgehost")
-                }
-            }
-            for key in c.other.keys() {
-                match key.as_str() {
-                    "dependencies" | "dependencies_inherit_configuration" => bail!(
-                        "component `{id}`: component dependencies are not supported by edgehost"
-                    ),
-                    _ => warn(format_args!("component `{id}`: ignoring `{key}`")),
-                }
-            }
-            if !c.allowed_http_hosts.is_empty() {
-                warn(format_args!(
-                    "component `{id}`: `allowed_http_hosts` is a manifest v1 key; \
-                     use `allowed_outbound_hosts` (ignored)"
-                ));
-            }
-            for name in c.variables.keys() {
-                validate_variable_name(name)
-                    .map_err(anyhow::Error::msg)
-                    .with_context(|| format!("component `{id}`: invalid variable name `{name}`"))?;
-            }
+            check_component(id, c)?;
         }
         for t in &http_triggers {
             ensure!(
@@ -326,7 +258,6 @@ impl Manifest {
                 t.component
             );
         }
-
         Ok(Manifest {
             dir,
             application: raw.application,
@@ -343,6 +274,90 @@ impl Manifest {
             _ => None,
         }
     }
+}
+
+/// An application variable's declaration: a valid name, and a default or `required`.
+fn check_variable(name: &str, decl: &VariableDecl) -> Result<()> {
+    validate_variable_name(name)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("invalid variable name `{name}` in [variables]"))?;
+    ensure!(
+        !(decl.required && decl.default.is_some()),
+        "variable `{name}`: `required = true` and `default` are mutually exclusive"
+    );
+    ensure!(
+        decl.required || decl.default.is_some(),
+        "variable `{name}` must have either a `default` or `required = true`"
+    );
+    Ok(())
+}
+
+/// The `i`th `[[trigger.http]]` table: a component named by id, a wasi-http executor, a
+/// route pattern or `{ private = true }`.
+fn http_trigger(i: usize, table: toml::Table) -> Result<HttpTrigger> {
+    let what = format!("[[trigger.http]] #{}", i + 1);
+    let t: RawHttpTrigger = toml::Value::Table(table)
+        .try_into()
+        .with_context(|| format!("invalid {what}"))?;
+    let component = match t.component {
+        toml::Value::String(id) => id,
+        toml::Value::Table(_) => bail!(
+            "{what}: inline components are not supported by edgehost; \
+             declare a [component.<id>] table and name it in `component`"
+        ),
+        other => bail!("{what}: `component` must be a component id, found {other}"),
+    };
+    if let Some(exec) = &t.executor {
+        let ty = exec.get("type").and_then(|v| v.as_str()).unwrap_or("");
+        ensure!(
+            ty == "spin" || ty == "http",
+            "{what}: executor type {ty:?} is not supported (only wasi-http components)"
+        );
+    }
+    let route = match t.route {
+        RawRoute::Path(p) => Some(p),
+        RawRoute::Private { private: true } => None,
+        RawRoute::Private { private: false } => {
+            bail!("{what}: route must be a string pattern or `{{ private = true }}`")
+        }
+    };
+    Ok(HttpTrigger { route, component })
+}
+
+/// A `[component.<id>]` table edgehost can run: a local source, no component
+/// dependencies, valid variable names; what it ignores, it says.
+fn check_component(id: &str, c: &Component) -> Result<()> {
+    validate_component_id(id)?;
+    match &c.source {
+        ComponentSource::Local(_) => {}
+        ComponentSource::Remote { url, .. } => bail!(
+            "component `{id}`: remote source {url} is not supported by edgehost \
+             (no network); build it locally and use a path"
+        ),
+        ComponentSource::Registry(_) => {
+            bail!("component `{id}`: registry sources are not supported by edgehost")
+        }
+    }
+    for key in c.other.keys() {
+        match key.as_str() {
+            "dependencies" | "dependencies_inherit_configuration" => {
+                bail!("component `{id}`: component dependencies are not supported by edgehost")
+            }
+            _ => warn(format_args!("component `{id}`: ignoring `{key}`")),
+        }
+    }
+    if !c.allowed_http_hosts.is_empty() {
+        warn(format_args!(
+            "component `{id}`: `allowed_http_hosts` is a manifest v1 key; \
+             use `allowed_outbound_hosts` (ignored)"
+        ));
+    }
+    for name in c.variables.keys() {
+        validate_variable_name(name)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("component `{id}`: invalid variable name `{name}`"))?;
+    }
+    Ok(())
 }
 
 /// Spin component ids: lower-case letters, digits, `-` and `_`, starting with a letter.

@@ -8,11 +8,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
@@ -61,10 +61,9 @@ pub struct Server {
     local_addr: SocketAddr,
     routes: Vec<(String, String)>,
     variables: HashMap<String, String>,
-    relay: Option<chat_relay::Embedded>,
-    media: Option<media_agent::MediaServer>,
-    /// Why the embedded media server could not start, when it could not.
-    media_failure: Option<String>,
+    /// The chat relay and the media server run beside the app.
+    #[cfg(feature = "platform")]
+    embedded: crate::embedded::Embedded,
     clock: crate::clock::GuestClock,
     writer_timings: sqlite::WriterTimings,
     stop: watch::Sender<bool>,
@@ -77,42 +76,19 @@ impl Server {
     /// the components (cached), binds and spawns the serve loop, runs the start-up jobs;
     /// returns once listening. Until the start-up jobs have succeeded (the schema is the
     /// `migrate` job's), every other request is answered 503 with `Retry-After`. With
-    /// `Options.scheduler`, the periodic jobs start too.
-    pub async fn start(mut opts: Options) -> Result<Server> {
-        let mut defaults = Vec::new();
-        let relay = match &opts.chat_relay {
-            Some(relay_opts) => {
-                if opts.websocket.is_some() {
-                    bail!("Options: set `websocket` or `chat_relay`, not both");
-                }
-                let embedded = crate::relay::bind(relay_opts).await?;
-                opts.websocket = Some(embedded.handler());
-                defaults.push(("relay_url".to_string(), embedded.internal_url()));
-                Some(embedded)
-            }
-            None => None,
-        };
-        let mut held_ports = None;
-        if opts.media.as_ref().is_some_and(|m| m.ephemeral) {
-            let (media_defaults, held) = crate::media::ephemeral_defaults()?;
-            defaults.extend(media_defaults);
-            held_ports = Some(held);
-        }
-        let app = load_app(&opts, &defaults).await?;
+    /// `Options.scheduler`, the periodic jobs start too. With the feature `platform`, the
+    /// embedded chat relay and media server (`embedded.rs`) start beside the app.
+    pub async fn start(#[allow(unused_mut)] mut opts: Options) -> Result<Server> {
+        #[cfg(feature = "platform")]
+        let (bound, defaults) = crate::embedded::bind(&mut opts).await?;
+        #[cfg(not(feature = "platform"))]
+        let defaults = Vec::new();
+        let mut app = load_app(&opts, &defaults).await?;
         let local_addr = app.local_addr;
-        if let (Some(embedded), Some(relay_opts)) = (&relay, &opts.chat_relay) {
-            crate::relay::start(embedded, relay_opts, &app.variables, local_addr);
-        }
-        let media = match &opts.media {
-            Some(media) => {
-                let (variables, state_dir) = (&app.variables, &app.state_dir);
-                let started =
-                    crate::media::start(media, variables, state_dir, local_addr, held_ports)
-                        .await?;
-                Some(started)
-            }
-            None => None,
-        };
+        #[cfg(feature = "platform")]
+        let starting = bound
+            .start(&opts, &app.variables, &app.state_dir, local_addr)
+            .await?;
         let app_name = app.name.clone();
         let routes = app.router.routes().to_vec();
         let variables = app.variables.clone();
@@ -120,7 +96,6 @@ impl Server {
         let writer_timings = app.services.sqlite.writer_timings();
         let jobs = app.jobs.clone();
         let request_timeout = app.limits.timeout;
-        let mut app = app;
         let token = variables.get("jobs_token").filter(|_| !jobs.is_empty());
         if let Some(token) = token {
             // The listener is bound already (connections wait in its backlog): from the
@@ -130,38 +105,16 @@ impl Server {
         let gate = app.gate.clone();
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(serve(app, stop_rx));
-        let scheduler = match token {
-            _ if jobs.is_empty() => None,
-            Some(token) => {
-                let client = JobClient::new(local_addr, token, request_timeout);
-                Some(Scheduler::start(jobs, client, opts.scheduler, gate).await)
-            }
-            None => {
-                warn(format_args!(
-                    "the jobs file lists jobs but the manifest declares no `jobs_token` \
-                     variable; jobs are not run"
-                ));
-                None
-            }
-        };
-        // The app's schema is there now: it can take the media server's reports.
-        let mut media = media;
-        if let Some(started) = &mut media {
-            started.report();
-        }
-        let (media, media_failure) = match media {
-            Some(crate::media::Started::Running(server)) => (Some(server), None),
-            Some(crate::media::Started::Failed(why, _)) => (None, Some(why)),
-            Some(crate::media::Started::Elsewhere) | None => (None, None),
-        };
+        let client = token.map(|token| JobClient::new(local_addr, token, request_timeout));
+        let scheduler = start_jobs(jobs, client, opts.scheduler, gate).await;
         Ok(Server {
             app_name,
             local_addr,
             routes,
             variables,
-            relay,
-            media,
-            media_failure,
+            // The app's schema is there now: it can take the media server's reports.
+            #[cfg(feature = "platform")]
+            embedded: starting.report(),
             clock,
             writer_timings,
             stop,
@@ -203,27 +156,37 @@ impl Server {
     }
 
     /// The embedded chat relay ([`Options::chat_relay`]), once started.
+    #[cfg(feature = "platform")]
     pub fn relay(&self) -> Option<chat_relay::Relay> {
-        self.relay.as_ref().and_then(chat_relay::Embedded::relay)
+        self.embedded
+            .relay
+            .as_ref()
+            .and_then(chat_relay::Embedded::relay)
     }
 
     /// The address of the embedded chat relay's internal endpoint.
+    #[cfg(feature = "platform")]
     pub fn relay_internal_addr(&self) -> Option<SocketAddr> {
-        self.relay.as_ref().map(chat_relay::Embedded::internal_addr)
+        self.embedded
+            .relay
+            .as_ref()
+            .map(chat_relay::Embedded::internal_addr)
     }
 
     /// The embedded media server ([`Options::media`]), when it runs: its RTMP and HLS
     /// addresses, and how often its nginx was restarted.
+    #[cfg(feature = "platform")]
     pub fn media(&self) -> Option<&media_agent::MediaServer> {
-        self.media.as_ref()
+        self.embedded.media.as_ref()
     }
 
     /// Why the embedded media server could not start ([`MediaServer::required`] unset),
     /// when it could not: RTMP ingest and HLS playback are then off.
     ///
     /// [`MediaServer::required`]: crate::MediaServer::required
+    #[cfg(feature = "platform")]
     pub fn media_failure(&self) -> Option<&str> {
-        self.media_failure.as_deref()
+        self.embedded.media_failure.as_deref()
     }
 
     /// Counters of each scheduled job called so far (empty without a jobs file).
@@ -235,19 +198,15 @@ impl Server {
     }
 
     /// Stops the job scheduler, then stops accepting connections and waits (up to 10 s)
-    /// for in-flight requests; closes
-    /// the embedded relay's sockets.
+    /// for in-flight requests; closes the embedded relay's sockets and stops the media
+    /// server.
     pub async fn shutdown(mut self) -> Result<()> {
         if let Some(scheduler) = self.scheduler.take() {
             scheduler.shutdown(SHUTDOWN_GRACE).await;
         }
         let _ = self.stop.send(true);
-        if let Some(relay) = self.relay.take() {
-            relay.shutdown().await;
-        }
-        if let Some(media) = self.media.take() {
-            media.shutdown().await;
-        }
+        #[cfg(feature = "platform")]
+        self.embedded.shutdown().await;
         if let Some(task) = self.task.take() {
             task.await.context("server task failed")?;
         }
@@ -261,9 +220,32 @@ impl Drop for Server {
     }
 }
 
+/// Runs the start-up jobs (and with `periodic`, starts the scheduler), calling the app
+/// with `client`, which is `None` when the manifest declares no `jobs_token`.
+async fn start_jobs(
+    jobs: Vec<jobs::JobSpec>,
+    client: Option<JobClient>,
+    periodic: bool,
+    gate: StartupGate,
+) -> Option<Scheduler> {
+    if jobs.is_empty() {
+        return None;
+    }
+    let Some(client) = client else {
+        warn(format_args!(
+            "the jobs file lists jobs but the manifest declares no `jobs_token` \
+             variable; jobs are not run"
+        ));
+        return None;
+    };
+    Some(Scheduler::start(jobs, client, periodic, gate).await)
+}
+
 struct App {
     name: String,
-    /// Where the app's state lives (key-value store, SQLite, generated secrets, media).
+    /// Where the app's state lives (key-value store, SQLite, generated secrets); the
+    /// embedded media server keeps its own under it.
+    #[cfg(feature = "platform")]
     state_dir: PathBuf,
     router: Router,
     components: HashMap<String, LoadedComponent>,
@@ -322,7 +304,9 @@ struct LoadedComponent {
     pre: ProxyPre<InstanceState>,
 }
 
-/// `defaults`: values that stand in for manifest defaults (any explicit setting wins).
+/// Loads the app: its manifest and runtime config, state, variables, jobs, stores (with
+/// migrations), listener and compiled components. `defaults`: values that stand in for
+/// manifest defaults (any explicit setting wins).
 async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> {
     let manifest_path = std::path::absolute(&opts.manifest)
         .with_context(|| format!("bad manifest path {}", opts.manifest.display()))?;
@@ -335,46 +319,9 @@ async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> 
     };
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("cannot create state dir {}", state_dir.display()))?;
-
-    let local_defaults = match opts.mode {
-        Mode::Local => production::LOCAL_DEFAULTS,
-        Mode::Production => &[],
-    };
-    let vars = variables::resolve_app_variables(
-        &manifest,
-        &opts.variables,
-        &runtime,
-        &state_dir,
-        local_defaults,
-        defaults,
-    )?;
-    if opts.mode == Mode::Production {
-        let problems = production::local_defaults_left(&vars);
-        if !problems.is_empty() {
-            return Err(production::refusal(&problems));
-        }
-    }
-    vars.save_new_secrets(&state_dir)?;
-    announce_local_values(&vars, &state_dir);
-    let jobs_file = match &opts.jobs_file {
-        Some(path) => Some(path.clone()),
-        None => Some(manifest.dir.join("jobs.toml")).filter(|p| p.is_file()),
-    };
-    let jobs = match jobs_file {
-        Some(path) => jobs::load(&path)?,
-        None => Vec::new(),
-    };
-
-    let kv_extra: Vec<_> = runtime.key_value_stores.clone().into_iter().collect();
-    let kv = kv::KvStores::open(&state_dir.join("sqlite_key_value.db"), &kv_extra)?;
-    let db_extra: Vec<_> = runtime.sqlite_databases.clone().into_iter().collect();
-    let sqlite = sqlite::Databases::open(&state_dir.join("sqlite_db.db"), &db_extra)?;
-    if let Some(default) = sqlite.get("default") {
-        let applied = sqlite::apply_migrations(default, &manifest.dir.join("sql"))?;
-        for name in applied {
-            eprintln!("edgehost: applied migration {name}");
-        }
-    }
+    let vars = app_variables(opts, &manifest, &runtime, &state_dir, defaults)?;
+    let jobs = load_jobs(opts, &manifest)?;
+    let (kv, sqlite) = open_stores(&manifest, &runtime, &state_dir)?;
 
     let router = Router::build(&manifest.http_triggers)?;
     // With a selection of components, the jobs the others serve are theirs to run.
@@ -386,55 +333,7 @@ async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> 
         .await
         .with_context(|| format!("cannot listen on {}", opts.listen))?;
     let local_addr = listener.local_addr()?;
-
-    let engine = cache::engine()?;
-    let linker = crate::state::linker(engine)?;
-    let used: BTreeSet<&str> = router.routes().iter().map(|(_, c)| c.as_str()).collect();
-    let blocked_networks = Arc::new(runtime.blocked_networks.clone());
-    let mut components = HashMap::new();
-    for id in used {
-        let c = &manifest.components[id];
-        let mut env = component_env(&manifest, id, &vars, &kv, &sqlite)?;
-        env.blocked_networks = blocked_networks.clone();
-        let path = manifest
-            .source_path(id)
-            .ok_or_else(|| anyhow!("component `{id}` has no local source"))?;
-        let component = cache::load_component(engine, &path, &manifest.dir)
-            .await
-            .with_context(|| {
-                let hint = if c.build.is_some() {
-                    " (run with --build?)"
-                } else {
-                    ""
-                };
-                format!("component `{id}`{hint}")
-            })?;
-        let pre = match linker.instantiate_pre(&component) {
-            Ok(pre) => pre,
-            Err(e) => {
-                // Spin provides interfaces edgehost does not (llm, redis, mysql, ...):
-                // let such a component run, trapping only if it calls one.
-                warn(format_args!(
-                    "component `{id}`: {e:#}; unsupported imports will trap when called"
-                ));
-                let mut linker = linker.clone();
-                linker.define_unknown_imports_as_traps(&component)?;
-                linker.instantiate_pre(&component)?
-            }
-        };
-        let pre = ProxyPre::new(pre)
-            .map_err(anyhow::Error::from)
-            .with_context(|| {
-                format!("component `{id}` does not export wasi:http/incoming-handler")
-            })?;
-        components.insert(
-            id.to_string(),
-            LoadedComponent {
-                env: Arc::new(env),
-                pre,
-            },
-        );
-    }
+    let components = load_components(&manifest, &router, &runtime, &vars, &kv, &sqlite).await?;
 
     let limits = RunLimits {
         memory: opts
@@ -444,6 +343,7 @@ async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> 
         timeout: opts.request_timeout,
     };
     Ok(App {
+        #[cfg(feature = "platform")]
         state_dir: state_dir.clone(),
         limits,
         slots: Arc::new(Semaphore::new(opts.max_concurrent_instances.max(1))),
@@ -467,6 +367,138 @@ async fn load_app(opts: &Options, defaults: &[(String, String)]) -> Result<App> 
         listener: Some(listener),
         local_addr,
     })
+}
+
+/// The app's variables resolved, refused in production while local defaults remain, new
+/// secrets saved, and the local values announced.
+fn app_variables(
+    opts: &Options,
+    manifest: &Manifest,
+    runtime: &RuntimeConfig,
+    state_dir: &Path,
+    defaults: &[(String, String)],
+) -> Result<variables::AppVariables> {
+    let local_defaults = match opts.mode {
+        Mode::Local => production::LOCAL_DEFAULTS,
+        Mode::Production => &[],
+    };
+    let vars = variables::resolve_app_variables(
+        manifest,
+        &opts.variables,
+        runtime,
+        state_dir,
+        local_defaults,
+        defaults,
+    )?;
+    if opts.mode == Mode::Production {
+        let problems = production::local_defaults_left(&vars);
+        if !problems.is_empty() {
+            return Err(production::refusal(&problems));
+        }
+    }
+    vars.save_new_secrets(state_dir)?;
+    announce_local_values(&vars, state_dir);
+    Ok(vars)
+}
+
+/// The jobs file's jobs: `Options.jobs_file`, else `jobs.toml` next to the manifest when
+/// there is one.
+fn load_jobs(opts: &Options, manifest: &Manifest) -> Result<Vec<jobs::JobSpec>> {
+    let jobs_file = match &opts.jobs_file {
+        Some(path) => Some(path.clone()),
+        None => Some(manifest.dir.join("jobs.toml")).filter(|p| p.is_file()),
+    };
+    match jobs_file {
+        Some(path) => jobs::load(&path),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Opens the key-value stores and SQLite databases under `state_dir` (and those of the
+/// runtime config), and applies the `sql/` migrations to the default database.
+fn open_stores(
+    manifest: &Manifest,
+    runtime: &RuntimeConfig,
+    state_dir: &Path,
+) -> Result<(kv::KvStores, sqlite::Databases)> {
+    let kv_extra: Vec<_> = runtime.key_value_stores.clone().into_iter().collect();
+    let kv = kv::KvStores::open(&state_dir.join("sqlite_key_value.db"), &kv_extra)?;
+    let db_extra: Vec<_> = runtime.sqlite_databases.clone().into_iter().collect();
+    let sqlite = sqlite::Databases::open(&state_dir.join("sqlite_db.db"), &db_extra)?;
+    if let Some(default) = sqlite.get("default") {
+        let applied = sqlite::apply_migrations(default, &manifest.dir.join("sql"))?;
+        for name in applied {
+            eprintln!("edgehost: applied migration {name}");
+        }
+    }
+    Ok((kv, sqlite))
+}
+
+/// Compiles (or loads from the cache) and pre-links each component a route serves.
+async fn load_components(
+    manifest: &Manifest,
+    router: &Router,
+    runtime: &RuntimeConfig,
+    vars: &variables::AppVariables,
+    kv: &kv::KvStores,
+    sqlite: &sqlite::Databases,
+) -> Result<HashMap<String, LoadedComponent>> {
+    let engine = cache::engine()?;
+    let linker = crate::state::linker(engine)?;
+    let used: BTreeSet<&str> = router.routes().iter().map(|(_, c)| c.as_str()).collect();
+    let blocked_networks = Arc::new(runtime.blocked_networks.clone());
+    let mut components = HashMap::new();
+    for id in used {
+        let mut env = component_env(manifest, id, vars, kv, sqlite)?;
+        env.blocked_networks = blocked_networks.clone();
+        let pre = pre_link(manifest, id, engine, &linker).await?;
+        components.insert(
+            id.to_string(),
+            LoadedComponent {
+                env: Arc::new(env),
+                pre,
+            },
+        );
+    }
+    Ok(components)
+}
+
+/// Component `id` compiled and pre-linked against the host's interfaces.
+async fn pre_link(
+    manifest: &Manifest,
+    id: &str,
+    engine: &wasmtime::Engine,
+    linker: &wasmtime::component::Linker<InstanceState>,
+) -> Result<ProxyPre<InstanceState>> {
+    let path = manifest
+        .source_path(id)
+        .ok_or_else(|| anyhow!("component `{id}` has no local source"))?;
+    let component = cache::load_component(engine, &path, &manifest.dir)
+        .await
+        .with_context(|| {
+            let hint = if manifest.components[id].build.is_some() {
+                " (run with --build?)"
+            } else {
+                ""
+            };
+            format!("component `{id}`{hint}")
+        })?;
+    let pre = match linker.instantiate_pre(&component) {
+        Ok(pre) => pre,
+        Err(e) => {
+            // Spin provides interfaces edgehost does not (llm, redis, mysql, ...):
+            // let such a component run, trapping only if it calls one.
+            warn(format_args!(
+                "component `{id}`: {e:#}; unsupported imports will trap when called"
+            ));
+            let mut linker = linker.clone();
+            linker.define_unknown_imports_as_traps(&component)?;
+            linker.instantiate_pre(&component)?
+        }
+    };
+    ProxyPre::new(pre)
+        .map_err(anyhow::Error::from)
+        .with_context(|| format!("component `{id}` does not export wasi:http/incoming-handler"))
 }
 
 fn component_env(
@@ -669,31 +701,12 @@ impl App {
         req: Request<Incoming>,
         client: SocketAddr,
     ) -> (String, Response<Body>) {
-        let path = req.uri().path();
-        // The liveness check answers at once; the rest waits for the start-up jobs (the
-        // schema), except those jobs' own calls.
-        if !self.gate.is_open()
-            && path != "/.well-known/spin/health"
-            && !self.gate.lets_through(
-                req.method(),
-                path,
-                req.headers()
-                    .get(hyper::header::AUTHORIZATION)
-                    .map_or(&[][..], HeaderValue::as_bytes),
-            )
-        {
+        if self.waits_for_startup(&req) {
             return ("-".into(), starting());
         }
+        let path = req.uri().path();
         if path.starts_with("/ws/") {
-            return match &self.websocket {
-                Some(handler) => {
-                    let mut req = req;
-                    req.extensions_mut().insert(client);
-                    let resp = handler(req).await;
-                    ("websocket".into(), resp.map(BodyExt::boxed_unsync))
-                }
-                None => ("-".into(), text(StatusCode::NOT_FOUND, "Not Found")),
-            };
+            return self.websocket(req, client).await;
         }
         if path == "/.well-known/spin/health" {
             return ("-".into(), text(StatusCode::OK, "OK"));
@@ -717,37 +730,10 @@ impl App {
                 );
             }
         };
-        // A small body arrives whole before an instance is taken; a large one streams
-        // in, at the minimum rate.
         let (parts, body) = req.into_parts();
-        let declared = parts
-            .headers
-            .get(hyper::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        let mut body_ended = None;
-        let body: GuestBody = match declared {
-            Some(len) if len <= self.admission.small_body => {
-                let within = self.admission.small_body_deadline(len);
-                match admission::read_small(body, within).await {
-                    Ok(bytes) => Full::new(bytes)
-                        .map_err(|never| match never {})
-                        .boxed_unsync(),
-                    Err(BodyRefused::TooSlow) => return (id, too_slow()),
-                    Err(BodyRefused::Broken) => {
-                        return (id, text(StatusCode::BAD_REQUEST, "Bad Request"));
-                    }
-                }
-            }
-            // No body at all (a GET): nothing to guard, and no timer to set.
-            None if hyper::body::Body::is_end_stream(&body) => http_body_util::Empty::new()
-                .map_err(|never| match never {})
-                .boxed_unsync(),
-            _ => {
-                let guarded = RateGuarded::new(body, &self.admission);
-                body_ended = Some(guarded.ended());
-                guarded.boxed_unsync()
-            }
+        let (body, body_ended) = match self.guest_body(&parts.headers, body).await {
+            Ok(guarded) => guarded,
+            Err(refused) => return (id, refused),
         };
         let req = Request::from_parts(parts, body);
         // Refuse at once rather than queue without bound when every slot is taken, or
@@ -761,7 +747,93 @@ impl App {
         let Ok(slot) = self.slots.clone().try_acquire_owned() else {
             return (id, busy());
         };
-        match self.call(component, req, (slot, held)).await {
+        let result = self.call(component, req, (slot, held)).await;
+        let response = self.answer(&id, result, body_ended);
+        (id, response)
+    }
+
+    /// Whether the request must wait for the start-up jobs (the schema): all do but the
+    /// liveness check and those jobs' own calls.
+    fn waits_for_startup(&self, req: &Request<Incoming>) -> bool {
+        let path = req.uri().path();
+        !self.gate.is_open()
+            && path != "/.well-known/spin/health"
+            && !self.gate.lets_through(
+                req.method(),
+                path,
+                req.headers()
+                    .get(hyper::header::AUTHORIZATION)
+                    .map_or(&[][..], HeaderValue::as_bytes),
+            )
+    }
+
+    /// A `/ws/...` request, handed to [`Options::websocket`] with the client's address.
+    async fn websocket(
+        &self,
+        mut req: Request<Incoming>,
+        client: SocketAddr,
+    ) -> (String, Response<Body>) {
+        match &self.websocket {
+            Some(handler) => {
+                req.extensions_mut().insert(client);
+                let resp = handler(req).await;
+                ("websocket".into(), resp.map(BodyExt::boxed_unsync))
+            }
+            None => ("-".into(), text(StatusCode::NOT_FOUND, "Not Found")),
+        }
+    }
+
+    /// The request's body as the guest will read it, and (when it streams in) the flag
+    /// that says it has been read to its end; or the answer that refuses it. A small body
+    /// arrives whole before an instance is taken; a large one streams in, at the minimum
+    /// rate.
+    async fn guest_body(
+        &self,
+        headers: &hyper::HeaderMap,
+        body: Incoming,
+    ) -> Result<(GuestBody, Option<Arc<AtomicBool>>), Response<Body>> {
+        let declared = headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        match declared {
+            Some(len) if len <= self.admission.small_body => {
+                let within = self.admission.small_body_deadline(len);
+                match admission::read_small(body, within).await {
+                    Ok(bytes) => Ok((
+                        Full::new(bytes)
+                            .map_err(|never| match never {})
+                            .boxed_unsync(),
+                        None,
+                    )),
+                    Err(BodyRefused::TooSlow) => Err(too_slow()),
+                    Err(BodyRefused::Broken) => Err(text(StatusCode::BAD_REQUEST, "Bad Request")),
+                }
+            }
+            // No body at all (a GET): nothing to guard, and no timer to set.
+            None if hyper::body::Body::is_end_stream(&body) => Ok((
+                http_body_util::Empty::new()
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+                None,
+            )),
+            _ => {
+                let guarded = RateGuarded::new(body, &self.admission);
+                let ended = guarded.ended();
+                Ok((guarded.boxed_unsync(), Some(ended)))
+            }
+        }
+    }
+
+    /// The response to a call of component `id`: the guest's own, or the host's 503, 504
+    /// or 500.
+    fn answer(
+        &self,
+        id: &str,
+        result: Result<Response<Body>, CallError>,
+        body_ended: Option<Arc<AtomicBool>>,
+    ) -> Response<Body> {
+        match result {
             Ok(mut resp) => {
                 // An answer given before the request's body was read (a 413, say) ends
                 // the connection; saying so keeps the client from sending its next
@@ -770,22 +842,19 @@ impl App {
                     resp.headers_mut()
                         .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
                 }
-                (id, resp)
+                resp
             }
-            Err(CallError::Busy) => (id, busy()),
+            Err(CallError::Busy) => busy(),
             Err(CallError::Timeout) => {
                 eprintln!(
                     "edgehost: component `{id}` interrupted at its deadline ({:?})",
                     self.limits.timeout
                 );
-                (id, deadline_passed(self.limits.timeout))
+                deadline_passed(self.limits.timeout)
             }
             Err(CallError::Failed(e)) => {
                 eprintln!("edgehost: component `{id}` failed: {e:#}");
-                (
-                    id,
-                    text(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
-                )
+                text(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error")
             }
         }
     }

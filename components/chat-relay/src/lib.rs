@@ -225,75 +225,21 @@ impl Relay {
 
     /// Checks the request (WebSocket, origin, stream id, connection caps, credential),
     /// loads history, and upgrades. Nothing reaches the API before the checks pass.
-    async fn upgrade(&self, mut req: Request<Incoming>, stream: &str) -> Response<Body> {
-        let refuse = |status, code, detail: &str| {
-            inc(&self.0.metrics.rejected_upgrades);
-            problem(status, code, detail)
+    async fn upgrade(&self, req: Request<Incoming>, stream: &str) -> Response<Body> {
+        let (key, stream) = match self.check_handshake(&req, stream) {
+            Ok(checked) => checked,
+            Err(refused) => return *refused,
         };
-        let is_ws =
-            header_has(&req, UPGRADE, "websocket") && header_has(&req, CONNECTION, "upgrade");
-        let key = match req.headers().get("sec-websocket-key") {
-            Some(key) if is_ws => key.clone(),
-            _ => {
-                return refuse(
-                    StatusCode::UPGRADE_REQUIRED,
-                    "websocket_required",
-                    "a WebSocket upgrade is required",
-                );
-            }
-        };
-        let origin = req.headers().get(ORIGIN).map(|o| o.to_str().unwrap_or(""));
-        if !self.0.config.allowed_origins.allows(origin) {
-            inc(&self.0.metrics.refused_origin);
-            return refuse(
-                StatusCode::FORBIDDEN,
-                "origin_not_allowed",
-                "this origin may not open chat sockets",
-            );
-        }
-        let Some(stream) = Uuid::parse(stream) else {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                "invalid_stream_id",
-                "the stream id must be a UUID",
-            );
-        };
-        let peer = req
-            .extensions()
-            .get::<SocketAddr>()
-            .map(SocketAddr::ip)
-            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-        let client = limits::client_ip(req.headers(), peer, self.0.config.trust_forwarded_for);
-        let slot = match self.0.limits.acquire(client) {
+        let slot = match self.connection_slot(&req) {
             Ok(slot) => slot,
-            Err(cap) => {
-                let (counter, status, code, detail) = match cap {
-                    Refusal::Process => (
-                        &self.0.metrics.refused_capacity,
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "too_many_connections",
-                        "the relay is full: try again later",
-                    ),
-                    Refusal::PerClient => (
-                        &self.0.metrics.refused_per_ip,
-                        StatusCode::TOO_MANY_REQUESTS,
-                        "too_many_connections_from_client",
-                        "this address holds too many chat sockets",
-                    ),
-                };
-                inc(counter);
-                let mut resp = refuse(status, code, detail);
-                resp.headers_mut()
-                    .insert(RETRY_AFTER, HeaderValue::from_static("5"));
-                return resp;
-            }
+            Err(refused) => return *refused,
         };
         let identity = match self.identify(&req, &stream) {
             Ok(identity) => identity,
-            Err((status, code, detail)) => return refuse(status, &code, &detail),
+            Err((status, code, detail)) => return self.refuse(status, &code, &detail),
         };
         let Some(batches) = reads_batches(req.uri().query()) else {
-            return refuse(
+            return self.refuse(
                 StatusCode::BAD_REQUEST,
                 "invalid_batch",
                 "`batch` is 1 (the client reads batch frames) or 0",
@@ -317,26 +263,122 @@ impl Relay {
                     }
                     _ => StatusCode::BAD_GATEWAY,
                 };
-                return refuse(status, &f.code, &f.detail);
+                return self.refuse(status, &f.code, &f.detail);
             }
         };
+        let socket = session::Socket {
+            stream,
+            identity,
+            membership,
+            history,
+            slot,
+            batches,
+        };
+        self.switch_protocols(req, &key, socket)
+    }
+
+    /// A refused upgrade, counted.
+    fn refuse(&self, status: StatusCode, code: &str, detail: &str) -> Response<Body> {
+        inc(&self.0.metrics.rejected_upgrades);
+        problem(status, code, detail)
+    }
+
+    /// The handshake's `Sec-WebSocket-Key` and the stream: a WebSocket upgrade, from an
+    /// allowed origin, to a stream named by a UUID.
+    fn check_handshake(
+        &self,
+        req: &Request<Incoming>,
+        stream: &str,
+    ) -> Result<(HeaderValue, Uuid), Box<Response<Body>>> {
+        let is_ws = header_has(req, UPGRADE, "websocket") && header_has(req, CONNECTION, "upgrade");
+        let key = match req.headers().get("sec-websocket-key") {
+            Some(key) if is_ws => key.clone(),
+            _ => {
+                return Err(self
+                    .refuse(
+                        StatusCode::UPGRADE_REQUIRED,
+                        "websocket_required",
+                        "a WebSocket upgrade is required",
+                    )
+                    .into());
+            }
+        };
+        let origin = req.headers().get(ORIGIN).map(|o| o.to_str().unwrap_or(""));
+        if !self.0.config.allowed_origins.allows(origin) {
+            inc(&self.0.metrics.refused_origin);
+            return Err(self
+                .refuse(
+                    StatusCode::FORBIDDEN,
+                    "origin_not_allowed",
+                    "this origin may not open chat sockets",
+                )
+                .into());
+        }
+        let Some(stream) = Uuid::parse(stream) else {
+            return Err(self
+                .refuse(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_stream_id",
+                    "the stream id must be a UUID",
+                )
+                .into());
+        };
+        Ok((key, stream))
+    }
+
+    /// A connection slot for the client, within the process's and the client's caps;
+    /// refused with `Retry-After` when either is full.
+    fn connection_slot(
+        &self,
+        req: &Request<Incoming>,
+    ) -> Result<limits::ConnectionSlot, Box<Response<Body>>> {
+        let peer = req
+            .extensions()
+            .get::<SocketAddr>()
+            .map(SocketAddr::ip)
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        let client = limits::client_ip(req.headers(), peer, self.0.config.trust_forwarded_for);
+        self.0.limits.acquire(client).map_err(|cap| {
+            let (counter, status, code, detail) = match cap {
+                Refusal::Process => (
+                    &self.0.metrics.refused_capacity,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "too_many_connections",
+                    "the relay is full: try again later",
+                ),
+                Refusal::PerClient => (
+                    &self.0.metrics.refused_per_ip,
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too_many_connections_from_client",
+                    "this address holds too many chat sockets",
+                ),
+            };
+            inc(counter);
+            let mut resp = self.refuse(status, code, detail);
+            resp.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("5"));
+            Box::new(resp)
+        })
+    }
+
+    /// Answers 101 and hands the upgraded connection to the socket's session (or, when
+    /// the upgrade fails, leaves the room).
+    fn switch_protocols(
+        &self,
+        mut req: Request<Incoming>,
+        key: &HeaderValue,
+        socket: session::Socket,
+    ) -> Response<Body> {
         let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
         let on_upgrade = hyper::upgrade::on(&mut req);
         let relay = self.clone();
         tokio::spawn(async move {
             match on_upgrade.await {
-                Ok(upgraded) => {
-                    let socket = session::Socket {
-                        stream,
-                        identity,
-                        membership,
-                        history,
-                        slot,
-                        batches,
-                    };
-                    session::run(relay, upgraded, socket).await
-                }
-                Err(_) => relay.0.hub.leave(stream.as_str(), membership.id),
+                Ok(upgraded) => session::run(relay, upgraded, socket).await,
+                Err(_) => relay
+                    .0
+                    .hub
+                    .leave(socket.stream.as_str(), socket.membership.id),
             }
         });
         let mut resp = Response::new(empty());
@@ -432,13 +474,7 @@ impl Relay {
 
     /// `POST /internal/streams/{id}/events`.
     async fn event(&self, req: Request<Incoming>, stream: &str) -> Response<Body> {
-        let given = req
-            .headers()
-            .get("x-relay-secret")
-            .map(|v| v.as_bytes().to_vec())
-            .unwrap_or_default();
-        let expected = self.0.config.relay_secret.as_bytes();
-        if expected.is_empty() || !bool::from(given.as_slice().ct_eq(expected)) {
+        if !self.signed_by_the_api(&req) {
             return problem(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
@@ -452,45 +488,44 @@ impl Relay {
                 "the stream id must be a UUID",
             );
         };
-        let body = match Limited::new(req.into_body(), MAX_EVENT_BYTES)
-            .collect()
-            .await
-        {
-            Ok(b) => b.to_bytes(),
-            Err(_) => {
-                return problem(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    "events are at most 64 KiB",
-                );
-            }
-        };
-        let Ok(event) = serde_json::from_slice::<Value>(&body) else {
-            return problem(
-                StatusCode::BAD_REQUEST,
-                "malformed_json",
-                "the body is not JSON",
-            );
-        };
-        let Some(kind) = event.get("kind").and_then(Value::as_str) else {
-            return problem(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_event",
-                "an event is a JSON object with a string `kind`",
-            );
+        let event = match read_event(req).await {
+            Ok(event) => event,
+            Err(refused) => return *refused,
         };
         inc(&self.0.metrics.events_in);
-        let (key, frame) = match kind {
+        let (key, frame) = match self.event_frame(event) {
+            Ok(keyed) => keyed,
+            Err(refused) => return *refused,
+        };
+        self.dispatch(stream.as_str(), &key, frame.to_string())
+            .await;
+        json_response(StatusCode::ACCEPTED, &json!({"accepted": true}))
+    }
+
+    /// Whether the request carries the relay secret the API signs its events with.
+    fn signed_by_the_api(&self, req: &Request<Incoming>) -> bool {
+        let given = req
+            .headers()
+            .get("x-relay-secret")
+            .map(|v| v.as_bytes().to_vec())
+            .unwrap_or_default();
+        let expected = self.0.config.relay_secret.as_bytes();
+        !expected.is_empty() && bool::from(given.as_slice().ct_eq(expected))
+    }
+
+    /// The frame an event becomes, and its key (which drops duplicates across relays);
+    /// or why the event is refused.
+    fn event_frame(&self, event: Value) -> Result<(String, Value), Box<Response<Body>>> {
+        let invalid = |detail| problem(StatusCode::UNPROCESSABLE_ENTITY, "invalid_event", detail);
+        let kind = event
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        Ok(match kind {
             // A message stored through REST: shown live like one sent over a socket.
             "chat_message" => match event["message"]["id"].as_str() {
                 Some(id) => (id.to_string(), protocol::message(&event["message"])),
-                None => {
-                    return problem(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "invalid_event",
-                        "`message.id` is required",
-                    );
-                }
+                None => return Err(invalid("`message.id` is required").into()),
             },
             // A message deleted through REST.
             "chat_deleted" => match event["id"].as_str() {
@@ -498,50 +533,76 @@ impl Relay {
                     inc(&self.0.metrics.deletions);
                     (format!("deleted:{id}"), protocol::deleted(id))
                 }
-                None => {
-                    return problem(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "invalid_event",
-                        "`id` is required",
-                    );
-                }
+                None => return Err(invalid("`id` is required").into()),
             },
             // A ban closes the banned user's sockets once the event reaches them.
             "moderation"
                 if event["action"] == "user_banned" && event["userId"].as_str().is_some() =>
             {
                 let user = event["userId"].as_str().unwrap_or_default();
-                let unique = format!(
-                    "{}:{}",
-                    self.0.instance,
-                    self.0.events.fetch_add(1, Ordering::Relaxed)
-                );
                 (
-                    protocol::ban_key(user, &unique),
+                    protocol::ban_key(user, &self.unique_key()),
                     json!({"type": "event", "event": event}),
                 )
             }
             _ => {
                 let key = match event.get("id").and_then(Value::as_str) {
                     Some(id) => format!("event:{id}"),
-                    None => format!(
-                        "event:{}:{}",
-                        self.0.instance,
-                        self.0.events.fetch_add(1, Ordering::Relaxed)
-                    ),
+                    None => format!("event:{}", self.unique_key()),
                 };
                 (key, json!({"type": "event", "event": event}))
             }
-        };
-        self.dispatch(stream.as_str(), &key, frame.to_string())
-            .await;
-        json_response(StatusCode::ACCEPTED, &json!({"accepted": true}))
+        })
+    }
+
+    /// A key no other event of any relay has: this instance's id and a sequence number.
+    fn unique_key(&self) -> String {
+        format!(
+            "{}:{}",
+            self.0.instance,
+            self.0.events.fetch_add(1, Ordering::Relaxed)
+        )
     }
 
     /// Sockets held (open, or being upgraded).
     pub fn connections_held(&self) -> usize {
         self.0.limits.total()
     }
+}
+
+/// An event's body: a JSON object with a string `kind`, of at most [`MAX_EVENT_BYTES`].
+async fn read_event(req: Request<Incoming>) -> Result<Value, Box<Response<Body>>> {
+    let body = match Limited::new(req.into_body(), MAX_EVENT_BYTES)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return Err(problem(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                "events are at most 64 KiB",
+            )
+            .into());
+        }
+    };
+    let Ok(event) = serde_json::from_slice::<Value>(&body) else {
+        return Err(problem(
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+            "the body is not JSON",
+        )
+        .into());
+    };
+    if event.get("kind").and_then(Value::as_str).is_none() {
+        return Err(problem(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_event",
+            "an event is a JSON object with a string `kind`",
+        )
+        .into());
+    }
+    Ok(event)
 }
 
 /// Whether the client announced that it reads `batch` frames (`?batch=1`); `None` for a

@@ -31,6 +31,14 @@ pub struct Metrics {
     pub redis_publish_failures: AtomicU64,
 }
 
+/// One metric as exposed: name (after `chat_relay_`), type, help text, value.
+type Sample = (&'static str, &'static str, &'static str, u64);
+
+/// A counter's or gauge's current value.
+fn get(c: &AtomicU64) -> u64 {
+    c.load(Ordering::Relaxed)
+}
+
 /// Adds one to a counter.
 pub fn inc(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
@@ -40,162 +48,184 @@ impl Metrics {
     /// The Prometheus exposition text; `rooms` and `redis` (0 disabled, 1 down, 2 up) are
     /// read by the caller.
     pub fn render(&self, rooms: usize, redis_enabled: bool) -> String {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut out = String::new();
-        let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
+        let samples = self
+            .traffic(rooms)
+            .into_iter()
+            .chain(self.failures_and_refusals())
+            .chain(self.redis(redis_enabled));
+        for (name, kind, help, value) in samples {
             let _ = writeln!(out, "# HELP chat_relay_{name} {help}");
             let _ = writeln!(out, "# TYPE chat_relay_{name} {kind}");
             let _ = writeln!(out, "chat_relay_{name} {value}");
-        };
-        metric(
-            "connections",
-            "gauge",
-            "Open WebSocket connections.",
-            get(&self.connections),
-        );
-        metric(
-            "connections_total",
-            "counter",
-            "WebSocket connections accepted.",
-            get(&self.connections_total),
-        );
-        metric(
-            "rooms",
-            "gauge",
-            "Streams with at least one local socket.",
-            rooms as u64,
-        );
-        metric(
-            "messages_in_total",
-            "counter",
-            "Chat messages received from clients.",
-            get(&self.messages_in),
-        );
-        metric(
-            "messages_stored_total",
-            "counter",
-            "Chat messages persisted through the API by this relay.",
-            get(&self.messages_stored),
-        );
-        metric(
-            "messages_out_total",
-            "counter",
-            "Events queued to sockets by fan-out (one per event per socket).",
-            get(&self.messages_out),
-        );
-        metric(
-            "deliveries_total",
-            "counter",
-            "Deliveries queued to sockets: a room's events of one batch window, to one socket.",
-            get(&self.deliveries),
-        );
-        metric(
-            "frames_out_total",
-            "counter",
-            "WebSocket text frames written to sockets (a batch frame carries several events).",
-            get(&self.frames_out),
-        );
-        metric(
-            "deletions_total",
-            "counter",
-            "Deletions fanned out.",
-            get(&self.deletions),
-        );
-        metric(
-            "events_in_total",
-            "counter",
-            "Events received on the internal endpoint.",
-            get(&self.events_in),
-        );
-        metric(
-            "persistence_failures_total",
-            "counter",
-            "Messages or deletions the API refused or failed to store.",
-            get(&self.persistence_failures),
-        );
-        metric(
-            "dropped_slow_clients_total",
-            "counter",
-            "Sockets disconnected because their outbound queue overflowed.",
-            get(&self.dropped_slow_clients),
-        );
-        metric(
-            "reaped_connections_total",
-            "counter",
-            "Sockets closed because they stopped answering pings.",
-            get(&self.reaped_connections),
-        );
-        metric(
-            "rejected_upgrades_total",
-            "counter",
-            "WebSocket requests refused before the upgrade (any reason).",
-            get(&self.rejected_upgrades),
-        );
-        metric(
-            "refused_origin_total",
-            "counter",
-            "Upgrades refused (403) because their Origin is not allowed.",
-            get(&self.refused_origin),
-        );
-        metric(
-            "refused_capacity_total",
-            "counter",
-            "Upgrades refused (503) because the process holds MAX_CONNECTIONS sockets.",
-            get(&self.refused_capacity),
-        );
-        metric(
-            "refused_per_ip_total",
-            "counter",
-            "Upgrades refused (429) because the client holds MAX_CONNECTIONS_PER_IP sockets.",
-            get(&self.refused_per_ip),
-        );
-        metric(
-            "auth_frames_total",
-            "counter",
-            "Auth frames received (token refreshes and sign-ins).",
-            get(&self.auth_frames),
-        );
-        metric(
-            "auth_refused_total",
-            "counter",
-            "Auth frames refused (the socket kept its credential).",
-            get(&self.auth_refused),
-        );
+        }
+        out
+    }
+
+    /// Sockets, rooms, and the messages and events through them.
+    fn traffic(&self, rooms: usize) -> Vec<Sample> {
+        vec![
+            (
+                "connections",
+                "gauge",
+                "Open WebSocket connections.",
+                get(&self.connections),
+            ),
+            (
+                "connections_total",
+                "counter",
+                "WebSocket connections accepted.",
+                get(&self.connections_total),
+            ),
+            (
+                "rooms",
+                "gauge",
+                "Streams with at least one local socket.",
+                rooms as u64,
+            ),
+            (
+                "messages_in_total",
+                "counter",
+                "Chat messages received from clients.",
+                get(&self.messages_in),
+            ),
+            (
+                "messages_stored_total",
+                "counter",
+                "Chat messages persisted through the API by this relay.",
+                get(&self.messages_stored),
+            ),
+            (
+                "messages_out_total",
+                "counter",
+                "Events queued to sockets by fan-out (one per event per socket).",
+                get(&self.messages_out),
+            ),
+            (
+                "deliveries_total",
+                "counter",
+                "Deliveries queued to sockets: a room's events of one batch window, to one socket.",
+                get(&self.deliveries),
+            ),
+            (
+                "frames_out_total",
+                "counter",
+                "WebSocket text frames written to sockets (a batch frame carries several events).",
+                get(&self.frames_out),
+            ),
+            (
+                "deletions_total",
+                "counter",
+                "Deletions fanned out.",
+                get(&self.deletions),
+            ),
+            (
+                "events_in_total",
+                "counter",
+                "Events received on the internal endpoint.",
+                get(&self.events_in),
+            ),
+        ]
+    }
+
+    /// What failed or was refused: stores, slow or silent sockets, upgrades, auth frames.
+    fn failures_and_refusals(&self) -> Vec<Sample> {
+        vec![
+            (
+                "persistence_failures_total",
+                "counter",
+                "Messages or deletions the API refused or failed to store.",
+                get(&self.persistence_failures),
+            ),
+            (
+                "dropped_slow_clients_total",
+                "counter",
+                "Sockets disconnected because their outbound queue overflowed.",
+                get(&self.dropped_slow_clients),
+            ),
+            (
+                "reaped_connections_total",
+                "counter",
+                "Sockets closed because they stopped answering pings.",
+                get(&self.reaped_connections),
+            ),
+            (
+                "rejected_upgrades_total",
+                "counter",
+                "WebSocket requests refused before the upgrade (any reason).",
+                get(&self.rejected_upgrades),
+            ),
+            (
+                "refused_origin_total",
+                "counter",
+                "Upgrades refused (403) because their Origin is not allowed.",
+                get(&self.refused_origin),
+            ),
+            (
+                "refused_capacity_total",
+                "counter",
+                "Upgrades refused (503) because the process holds MAX_CONNECTIONS sockets.",
+                get(&self.refused_capacity),
+            ),
+            (
+                "refused_per_ip_total",
+                "counter",
+                "Upgrades refused (429) because the client holds MAX_CONNECTIONS_PER_IP sockets.",
+                get(&self.refused_per_ip),
+            ),
+            (
+                "auth_frames_total",
+                "counter",
+                "Auth frames received (token refreshes and sign-ins).",
+                get(&self.auth_frames),
+            ),
+            (
+                "auth_refused_total",
+                "counter",
+                "Auth frames refused (the socket kept its credential).",
+                get(&self.auth_refused),
+            ),
+        ]
+    }
+
+    /// The Redis link (scale-out across relays).
+    fn redis(&self, redis_enabled: bool) -> Vec<Sample> {
         let redis_state = if !redis_enabled {
             0
         } else {
             1 + get(&self.redis_connected).min(1)
         };
-        metric(
-            "redis_state",
-            "gauge",
-            "Redis link: 0 disabled, 1 disconnected, 2 connected.",
-            redis_state,
-        );
-        metric(
-            "redis_reconnects_total",
-            "counter",
-            "Successful Redis (re)connections.",
-            get(&self.redis_reconnects),
-        );
-        metric(
-            "redis_published_total",
-            "counter",
-            "Frames published to Redis.",
-            get(&self.redis_published),
-        );
-        metric(
-            "redis_received_total",
-            "counter",
-            "Frames received from Redis.",
-            get(&self.redis_received),
-        );
-        metric(
-            "redis_publish_failures_total",
-            "counter",
-            "Publishes that failed (delivered locally instead).",
-            get(&self.redis_publish_failures),
-        );
-        out
+        vec![
+            (
+                "redis_state",
+                "gauge",
+                "Redis link: 0 disabled, 1 disconnected, 2 connected.",
+                redis_state,
+            ),
+            (
+                "redis_reconnects_total",
+                "counter",
+                "Successful Redis (re)connections.",
+                get(&self.redis_reconnects),
+            ),
+            (
+                "redis_published_total",
+                "counter",
+                "Frames published to Redis.",
+                get(&self.redis_published),
+            ),
+            (
+                "redis_received_total",
+                "counter",
+                "Frames received from Redis.",
+                get(&self.redis_received),
+            ),
+            (
+                "redis_publish_failures_total",
+                "counter",
+                "Publishes that failed (delivered locally instead).",
+                get(&self.redis_publish_failures),
+            ),
+        ]
     }
 }

@@ -302,61 +302,12 @@ async fn read(
                 continue;
             }
         };
-        match frame {
+        let answer = match frame {
             ClientFrame::Message { message } => {
                 inc(&metrics.messages_in);
-                let caller = match identity.writer(domain::time::now()) {
-                    Ok(caller) => caller,
-                    Err(why) => {
-                        reply(refusal(why));
-                        continue;
-                    }
-                };
-                match relay.0.api.post(&stream, &caller, &message).await {
-                    // Held for review by a blocked word: only the sender hears of it.
-                    Ok(record) if record["held"] == true => reply(protocol::held(&record)),
-                    Ok(record) => {
-                        inc(&metrics.messages_stored);
-                        let id = record["id"].as_str().unwrap_or_default().to_string();
-                        let out = protocol::message(&record).to_string();
-                        relay.dispatch(stream.as_str(), &id, out).await;
-                    }
-                    Err(f) => {
-                        inc(&metrics.persistence_failures);
-                        reply(failure(&f));
-                    }
-                }
+                post(&relay, &stream, &identity, &message).await
             }
-            ClientFrame::Delete { id } => {
-                let Some(id) = Uuid::parse(&id) else {
-                    reply(protocol::error(
-                        "invalid_id",
-                        "`id` must be a message id (a UUID)",
-                        Some(400),
-                    ));
-                    continue;
-                };
-                let caller = match identity.writer(domain::time::now()) {
-                    Ok(caller) => caller,
-                    Err(why) => {
-                        reply(refusal(why));
-                        continue;
-                    }
-                };
-                match relay.0.api.delete(&stream, &caller, &id).await {
-                    Ok(()) => {
-                        inc(&metrics.deletions);
-                        let out = protocol::deleted(id.as_str()).to_string();
-                        relay
-                            .dispatch(stream.as_str(), &format!("deleted:{id}"), out)
-                            .await;
-                    }
-                    Err(f) => {
-                        inc(&metrics.persistence_failures);
-                        reply(failure(&f));
-                    }
-                }
-            }
+            ClientFrame::Delete { id } => delete(&relay, &stream, &identity, &id).await,
             ClientFrame::Auth { token, ticket } => {
                 inc(&metrics.auth_frames);
                 let answer =
@@ -366,9 +317,68 @@ async fn read(
                 } else if let Identity::User(t, _) = &identity {
                     let _ = user.set(t.user_id.clone());
                 }
-                reply(answer);
+                Some(answer)
             }
-            ClientFrame::Ping => reply(protocol::pong()),
+            ClientFrame::Ping => Some(protocol::pong()),
+        };
+        if let Some(answer) = answer {
+            reply(answer);
+        }
+    }
+}
+
+/// Stores a message sent over the socket and fans it out; the answer only the sender gets,
+/// if any (a refusal, a failure, or that the message is held for review).
+async fn post(relay: &Relay, stream: &Uuid, identity: &Identity, message: &str) -> Option<Value> {
+    let caller = match identity.writer(domain::time::now()) {
+        Ok(caller) => caller,
+        Err(why) => return Some(refusal(why)),
+    };
+    let metrics = &relay.0.metrics;
+    match relay.0.api.post(stream, &caller, message).await {
+        // Held for review by a blocked word: only the sender hears of it.
+        Ok(record) if record["held"] == true => Some(protocol::held(&record)),
+        Ok(record) => {
+            inc(&metrics.messages_stored);
+            let id = record["id"].as_str().unwrap_or_default().to_string();
+            let out = protocol::message(&record).to_string();
+            relay.dispatch(stream.as_str(), &id, out).await;
+            None
+        }
+        Err(f) => {
+            inc(&metrics.persistence_failures);
+            Some(failure(&f))
+        }
+    }
+}
+
+/// Deletes a message at the socket's request and fans the deletion out; the answer only
+/// the sender gets, if any (a refusal or a failure).
+async fn delete(relay: &Relay, stream: &Uuid, identity: &Identity, id: &str) -> Option<Value> {
+    let Some(id) = Uuid::parse(id) else {
+        return Some(protocol::error(
+            "invalid_id",
+            "`id` must be a message id (a UUID)",
+            Some(400),
+        ));
+    };
+    let caller = match identity.writer(domain::time::now()) {
+        Ok(caller) => caller,
+        Err(why) => return Some(refusal(why)),
+    };
+    let metrics = &relay.0.metrics;
+    match relay.0.api.delete(stream, &caller, &id).await {
+        Ok(()) => {
+            inc(&metrics.deletions);
+            let out = protocol::deleted(id.as_str()).to_string();
+            relay
+                .dispatch(stream.as_str(), &format!("deleted:{id}"), out)
+                .await;
+            None
+        }
+        Err(f) => {
+            inc(&metrics.persistence_failures);
+            Some(failure(&f))
         }
     }
 }

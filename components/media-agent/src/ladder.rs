@@ -204,7 +204,7 @@ pub struct Job<'a> {
 
 /// The arguments of the ffmpeg that writes every rendition into its working directory.
 pub fn ffmpeg_args(job: &Job) -> Vec<String> {
-    let mut args: Vec<String> = [
+    let mut args = strings(&[
         "-nostdin",
         "-hide_banner",
         "-loglevel",
@@ -222,10 +222,31 @@ pub fn ffmpeg_args(job: &Job) -> Vec<String> {
         "live",
         "-i",
         job.source_url,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    ]);
+    args.extend(scale_graph(job));
+    let (maps, stream_map) = stream_maps(job);
+    args.extend(maps);
+    for (index, r) in job.plan.renditions.iter().enumerate() {
+        args.extend(video_codec(job, index, r));
+    }
+    if job.has_audio {
+        if job.audio_is_aac {
+            args.extend(strings(&["-c:a", "copy"]));
+        } else {
+            args.extend(strings(&["-c:a", "aac", "-b:a", "128k"]));
+        }
+    }
+    args.extend(hls_output(job, &stream_map));
+    args
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// The filter graph of the transcoded renditions (none when all are copies): the source is
+/// decoded once and split to each scaler, whose output `[o<index>]` the maps name.
+fn scale_graph(job: &Job) -> Vec<String> {
     let scaled: Vec<(usize, &Rendition)> = job
         .plan
         .renditions
@@ -233,20 +254,26 @@ pub fn ffmpeg_args(job: &Job) -> Vec<String> {
         .enumerate()
         .filter(|(_, r)| r.transcoded())
         .collect();
-    if !scaled.is_empty() {
-        // The source is decoded once and split to each scaler.
-        let labels: String = (1..=scaled.len()).map(|i| format!("[s{i}]")).collect();
-        let mut graph = format!("[0:v]split={}{labels}", scaled.len());
-        for (n, (index, r)) in scaled.iter().enumerate() {
-            graph.push_str(&format!(
-                ";[s{}]scale={}:{},format=yuv420p[o{index}]",
-                n + 1,
-                r.width,
-                r.height
-            ));
-        }
-        args.extend(["-filter_complex".into(), graph]);
+    if scaled.is_empty() {
+        return Vec::new();
     }
+    let labels: String = (1..=scaled.len()).map(|i| format!("[s{i}]")).collect();
+    let mut graph = format!("[0:v]split={}{labels}", scaled.len());
+    for (n, (index, r)) in scaled.iter().enumerate() {
+        graph.push_str(&format!(
+            ";[s{}]scale={}:{},format=yuv420p[o{index}]",
+            n + 1,
+            r.width,
+            r.height
+        ));
+    }
+    vec!["-filter_complex".into(), graph]
+}
+
+/// Each rendition's `-map`s (its video, scaled or the source's, and the source's audio),
+/// and the HLS muxer's `-var_stream_map` that groups them into one variant each.
+fn stream_maps(job: &Job) -> (Vec<String>, String) {
+    let mut args = Vec::new();
     let mut map = Vec::new();
     for (index, r) in job.plan.renditions.iter().enumerate() {
         if r.transcoded() {
@@ -261,84 +288,80 @@ pub fn ffmpeg_args(job: &Job) -> Vec<String> {
             map.push(format!("v:{index}"));
         }
     }
-    for (index, r) in job.plan.renditions.iter().enumerate() {
-        let v = format!(":v:{index}");
-        let Some(bitrate) = r.video_bitrate else {
-            args.extend([format!("-c{v}"), "copy".into()]);
-            continue;
-        };
-        args.extend([format!("-c{v}"), job.encoder.ffmpeg_name().into()]);
-        match job.encoder {
-            Encoder::X264 => args.extend([
-                format!("-preset{v}"),
-                job.preset.into(),
-                // No lookahead and no B-frames: the encoder holds no frame back.
-                format!("-tune{v}"),
-                "zerolatency".into(),
-                format!("-profile{v}"),
-                "main".into(),
-                // Keyframes where the source has them, and nowhere else.
-                format!("-sc_threshold{v}"),
-                "0".into(),
-            ]),
-            Encoder::Nvenc => args.extend([
-                format!("-preset{v}"),
-                "p4".into(),
-                format!("-tune{v}"),
-                "ll".into(),
-                format!("-profile{v}"),
-                "main".into(),
-                format!("-forced-idr{v}"),
-                "1".into(),
-            ]),
-        }
-        args.extend([
-            format!("-g{v}"),
-            "1000".into(),
-            format!("-force_key_frames{v}"),
-            "source".into(),
-            format!("-b{v}"),
-            bitrate.to_string(),
-            format!("-maxrate{v}"),
-            bitrate.to_string(),
-            format!("-bufsize{v}"),
-            bitrate.to_string(),
-        ]);
+    (args, map.join(" "))
+}
+
+/// Rendition `index`'s video codec: a copy of the source, or the encoder at the
+/// rendition's bitrate with keyframes where the source has them.
+fn video_codec(job: &Job, index: usize, r: &Rendition) -> Vec<String> {
+    let v = format!(":v:{index}");
+    let Some(bitrate) = r.video_bitrate else {
+        return vec![format!("-c{v}"), "copy".into()];
+    };
+    let mut args = vec![format!("-c{v}"), job.encoder.ffmpeg_name().into()];
+    match job.encoder {
+        Encoder::X264 => args.extend([
+            format!("-preset{v}"),
+            job.preset.into(),
+            // No lookahead and no B-frames: the encoder holds no frame back.
+            format!("-tune{v}"),
+            "zerolatency".into(),
+            format!("-profile{v}"),
+            "main".into(),
+            // Keyframes where the source has them, and nowhere else.
+            format!("-sc_threshold{v}"),
+            "0".into(),
+        ]),
+        Encoder::Nvenc => args.extend([
+            format!("-preset{v}"),
+            "p4".into(),
+            format!("-tune{v}"),
+            "ll".into(),
+            format!("-profile{v}"),
+            "main".into(),
+            format!("-forced-idr{v}"),
+            "1".into(),
+        ]),
     }
-    if job.has_audio {
-        if job.audio_is_aac {
-            args.extend(["-c:a".into(), "copy".into()]);
-        } else {
-            args.extend(["-c:a".into(), "aac".into(), "-b:a".into(), "128k".into()]);
-        }
-    }
-    let s = job.segmenting;
-    args.extend(
-        [
-            "-f",
-            "hls",
-            "-hls_time",
-            &s.segment_secs.to_string(),
-            "-hls_list_size",
-            &s.list_segments.to_string(),
-            "-hls_delete_threshold",
-            "3",
-            "-hls_flags",
-            "independent_segments+program_date_time+delete_segments+temp_file",
-            // Numbered from the clock: a restarted ffmpeg continues upwards, never over
-            // the numbers players hold.
-            "-hls_start_number_source",
-            "epoch",
-            "-hls_segment_filename",
-            "v%v_%d.ts",
-            "-var_stream_map",
-            &map.join(" "),
-            "v%v.m3u8",
-        ]
-        .iter()
-        .map(|s| s.to_string()),
-    );
+    args.extend([
+        format!("-g{v}"),
+        "1000".into(),
+        format!("-force_key_frames{v}"),
+        "source".into(),
+        format!("-b{v}"),
+        bitrate.to_string(),
+        format!("-maxrate{v}"),
+        bitrate.to_string(),
+        format!("-bufsize{v}"),
+        bitrate.to_string(),
+    ]);
     args
+}
+
+/// The HLS muxer's settings: one playlist per variant, segments numbered from the clock.
+fn hls_output(job: &Job, stream_map: &str) -> Vec<String> {
+    let s = job.segmenting;
+    strings(&[
+        "-f",
+        "hls",
+        "-hls_time",
+        &s.segment_secs.to_string(),
+        "-hls_list_size",
+        &s.list_segments.to_string(),
+        "-hls_delete_threshold",
+        "3",
+        "-hls_flags",
+        "independent_segments+program_date_time+delete_segments+temp_file",
+        // Numbered from the clock: a restarted ffmpeg continues upwards, never over the
+        // numbers players hold.
+        "-hls_start_number_source",
+        "epoch",
+        "-hls_segment_filename",
+        "v%v_%d.ts",
+        "-var_stream_map",
+        stream_map,
+        "v%v.m3u8",
+    ])
 }
 
 /// The media playlist of rendition `index`.

@@ -80,62 +80,28 @@ impl MediaServer {
         let paths = Paths::new(state_dir, work_dir);
         // Until the agent owns it, the working directory is removed here on failure.
         let cleanup = scopeguard(paths.clone());
-        // Held until nginx is about to bind them: two port-0 picks never collide.
-        let rtmp = supervisor::reserve_or_take(
-            config.rtmp_listen,
-            "RTMP ingest",
-            "rtmp_ingest_base",
-            &mut held,
-        )?;
-        let http = supervisor::reserve_or_take(
-            config.http_listen,
-            "HLS playback",
-            "playback_hls_base",
-            &mut held,
-        )?;
-        let stat = supervisor::reserve_loopback()?;
-        // nginx's RTMP listener, behind the agent's ingress on the public port.
-        let nginx_rtmp = supervisor::reserve_loopback()?;
-        let hook_listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .context("cannot listen on loopback for nginx's notifications")?;
-        let hook_addr = hook_listener.local_addr()?;
-        let hook_token = domain::ids::random_hex(16);
-        let stat_token = domain::ids::random_hex(16);
-        let local_rtmp = nginx_rtmp.addr;
-        let playback_key = domain::media::playback_key(&config.media_secret);
-        let rendered = template::render(&template::Values {
-            rtmp_module: &config.rtmp_module,
-            state_dir: &paths.work,
-            rtmp_listen: local_rtmp,
-            rtmp_app: &config.rtmp_app,
-            hook_addr,
-            hook_token: &hook_token,
-            stat_token: &stat_token,
-            update_secs: config.update_secs,
-            http_listen: http.addr,
-            stat_listen: stat.addr,
-            hls_prefix: &config.hls_prefix,
-            playback_key: &playback_key,
-        })
-        .map_err(anyhow::Error::msg)?;
-        write_private(&paths.conf, &rendered)?;
-        supervisor::test_config(&bins.nginx, &paths.work, &paths.conf).await?;
+        let ports = Ports::reserve(&config, &mut held)?;
+        let (hook_listener, tokens) = configure_nginx(&bins, &config, &paths, &ports).await?;
+        let Tokens {
+            hook: hook_token,
+            stat: stat_token,
+        } = tokens;
 
         let platform = platform::Platform::new(&config.platform_url, &config.media_secret)?;
-        let rtmp_addr = rtmp.addr;
-        let rtmp_listener = rtmp.into_listener();
-        rtmp_listener
-            .set_nonblocking(true)
-            .context("cannot serve the RTMP port")?;
-        let ingress_listener = tokio::net::TcpListener::from_std(rtmp_listener)
-            .context("cannot serve the RTMP port")?;
+        let Ports {
+            rtmp,
+            http,
+            stat,
+            nginx_rtmp,
+        } = ports;
+        let local_rtmp = nginx_rtmp.addr;
         let addresses = Addresses {
-            rtmp: rtmp_addr,
+            rtmp: rtmp.addr,
             local_rtmp,
             http: http.addr,
             stat: stat.addr,
         };
+        let ingress_listener = ingress_listener(rtmp)?;
         let agent = Arc::new(Agent::new(
             config,
             paths,
@@ -147,22 +113,13 @@ impl MediaServer {
         let (stop, stop_rx) = watch::channel(false);
         let hooks = hooks::serve(agent.clone(), hook_listener, hook_token, stop_rx.clone());
         drop((http, stat, nginx_rtmp));
-        let mut nginx = match supervisor::spawn(&bins.nginx, &agent.paths.work, &agent.paths.conf) {
+        let nginx = match start_nginx(&bins, &agent, local_rtmp).await {
             Ok(nginx) => nginx,
             Err(e) => {
                 hooks.abort();
                 return Err(e);
             }
         };
-        agent.nginx_pid.store(nginx.pid(), Ordering::SeqCst);
-        if let Err(e) = nginx
-            .wait_ready(local_rtmp, supervisor::START_TIMEOUT)
-            .await
-        {
-            nginx.stop().await;
-            hooks.abort();
-            return Err(e);
-        }
         let ingress = ingress::serve(
             agent.ingress.clone(),
             ingress_listener,
@@ -263,6 +220,112 @@ impl Drop for MediaServer {
 
 /// Removes a relocated working directory when start-up fails after creating it.
 struct WorkDirGuard(Option<Paths>);
+
+/// The ports the media server takes, held bound until nginx binds them: two port-0 picks
+/// never collide.
+struct Ports {
+    /// The public RTMP port, which the agent's ingress serves.
+    rtmp: supervisor::Reserved,
+    http: supervisor::Reserved,
+    stat: supervisor::Reserved,
+    /// nginx's RTMP listener, behind the agent's ingress on the public port.
+    nginx_rtmp: supervisor::Reserved,
+}
+
+impl Ports {
+    /// The configured ingest and playback addresses (or those of `held`), and two loopback
+    /// ports of nginx's own.
+    fn reserve(config: &Config, held: &mut Vec<std::net::TcpListener>) -> Result<Ports> {
+        let rtmp = supervisor::reserve_or_take(
+            config.rtmp_listen,
+            "RTMP ingest",
+            "rtmp_ingest_base",
+            held,
+        )?;
+        let http = supervisor::reserve_or_take(
+            config.http_listen,
+            "HLS playback",
+            "playback_hls_base",
+            held,
+        )?;
+        Ok(Ports {
+            rtmp,
+            http,
+            stat: supervisor::reserve_loopback()?,
+            nginx_rtmp: supervisor::reserve_loopback()?,
+        })
+    }
+}
+
+/// The secret path segments of nginx's notifications to the agent and of its stats page.
+struct Tokens {
+    hook: String,
+    stat: String,
+}
+
+/// The listener nginx's notifications reach the agent on, and the tokens in their paths;
+/// nginx's configuration for these ports written and checked (`nginx -t`).
+async fn configure_nginx(
+    bins: &supervisor::Binaries,
+    config: &Config,
+    paths: &Paths,
+    ports: &Ports,
+) -> Result<(tokio::net::TcpListener, Tokens)> {
+    let hook_listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .context("cannot listen on loopback for nginx's notifications")?;
+    let tokens = Tokens {
+        hook: domain::ids::random_hex(16),
+        stat: domain::ids::random_hex(16),
+    };
+    let playback_key = domain::media::playback_key(&config.media_secret);
+    let rendered = template::render(&template::Values {
+        rtmp_module: &config.rtmp_module,
+        state_dir: &paths.work,
+        rtmp_listen: ports.nginx_rtmp.addr,
+        rtmp_app: &config.rtmp_app,
+        hook_addr: hook_listener.local_addr()?,
+        hook_token: &tokens.hook,
+        stat_token: &tokens.stat,
+        update_secs: config.update_secs,
+        http_listen: ports.http.addr,
+        stat_listen: ports.stat.addr,
+        hls_prefix: &config.hls_prefix,
+        playback_key: &playback_key,
+    })
+    .map_err(anyhow::Error::msg)?;
+    write_private(&paths.conf, &rendered)?;
+    supervisor::test_config(&bins.nginx, &paths.work, &paths.conf).await?;
+    Ok((hook_listener, tokens))
+}
+
+/// The public RTMP port, for the agent's ingress to serve.
+fn ingress_listener(rtmp: supervisor::Reserved) -> Result<tokio::net::TcpListener> {
+    let rtmp_listener = rtmp.into_listener();
+    rtmp_listener
+        .set_nonblocking(true)
+        .context("cannot serve the RTMP port")?;
+    tokio::net::TcpListener::from_std(rtmp_listener).context("cannot serve the RTMP port")
+}
+
+/// Starts nginx and waits until its RTMP listener (`local_rtmp`) answers; stops it when it
+/// does not.
+async fn start_nginx(
+    bins: &supervisor::Binaries,
+    agent: &Agent,
+    local_rtmp: SocketAddr,
+) -> Result<supervisor::Nginx> {
+    let mut nginx = supervisor::spawn(&bins.nginx, &agent.paths.work, &agent.paths.conf)?;
+    agent.nginx_pid.store(nginx.pid(), Ordering::SeqCst);
+    if let Err(e) = nginx
+        .wait_ready(local_rtmp, supervisor::START_TIMEOUT)
+        .await
+    {
+        nginx.stop().await;
+        return Err(e);
+    }
+    Ok(nginx)
+}
 
 fn scopeguard(paths: Paths) -> WorkDirGuard {
     WorkDirGuard(Some(paths))

@@ -175,91 +175,139 @@ pub(super) async fn run_statement(
         }
     }
     let in_transaction = session.writer.is_some();
-    let (sql, params, batched) = match (in_transaction, route(&sql)) {
-        (true, _) => (sql, params, false),
-        (false, Route::Begin(statement)) if batched_begin(&statement) => {
+    let (sql, params, batched) = match dispatch(&pool, &mut session, sql, params).await {
+        Dispatched::Answered(result) => return (session, result),
+        Dispatched::ToWriter {
+            sql,
+            params,
+            batched,
+        } => (sql, params, batched),
+    };
+    let lease = match writer_lease(&pool, &mut session, batched).await {
+        Ok(lease) => lease,
+        Err(e) => return (session, Err(e)),
+    };
+    let result = finish(&pool, &mut session, lease, &sql, params, in_transaction).await;
+    (session, result)
+}
+
+/// Where a statement went, outside a batched transaction's end.
+enum Dispatched {
+    /// Answered already: by a reader, or a batched `BEGIN` that took the writer.
+    Answered(Result<QueryOutput, String>),
+    /// For the writer; `batched`: a write outside a transaction, which runs as a batched
+    /// transaction of its own.
+    ToWriter {
+        sql: String,
+        params: Vec<SqlValue>,
+        batched: bool,
+    },
+}
+
+/// Routes a statement outside a transaction by its text (inside one, it stays on the
+/// writer): a batched `BEGIN` leases the writer into `session`, a read runs on a reader
+/// (moving to the writer when SQLite says it writes).
+async fn dispatch(
+    pool: &Arc<DbPool>,
+    session: &mut Session,
+    sql: String,
+    params: Vec<SqlValue>,
+) -> Dispatched {
+    if session.writer.is_some() {
+        return Dispatched::ToWriter {
+            sql,
+            params,
+            batched: false,
+        };
+    }
+    match route(&sql) {
+        Route::Begin(statement) if batched_begin(&statement) => {
             let mut lease = match pool.writer().await {
                 Ok(lease) => lease,
-                Err(e) => return (session, Err(e)),
+                Err(e) => return Dispatched::Answered(Err(e)),
             };
-            return match lease.begin_batched() {
+            Dispatched::Answered(match lease.begin_batched() {
                 Ok(()) => {
                     session.writer = Some(lease);
-                    (session, Ok(no_rows()))
+                    Ok(no_rows())
                 }
-                Err(e) => (session, Err(e.to_string())),
-            };
+                Err(e) => Err(e.to_string()),
+            })
         }
-        (false, Route::Begin(statement)) => (statement, params, false),
-        (false, Route::Write) => {
-            let batched = batched_write(&sql);
-            (sql, params, batched)
-        }
-        (false, Route::Read) => {
-            let reader_pool = pool.clone();
-            let read = move || {
-                let conn = match reader_pool.reader() {
-                    Ok(c) => c,
-                    Err(e) => return ReadOutcome::Answered(Err(e.to_string())),
-                };
-                match run_query(&conn, &sql, params, true) {
-                    Ran::Done(result) => ReadOutcome::Answered(result.map(|(out, _)| out)),
-                    Ran::Writes(params) => ReadOutcome::NeedsWriter(sql, params),
-                }
-            };
-            // In place, like the writer's statements: a read of the local file is short,
-            // and a hop to the blocking pool and back cost more than the read itself
-            // (BENCHMARKS.md: token mints, which only read).
-            match read() {
-                ReadOutcome::NeedsWriter(sql, params) => (sql, params, true),
-                ReadOutcome::Answered(result) => return (session, result),
-            }
-        }
-    };
-    let mut lease = match session.writer.take() {
-        Some(lease) => lease,
-        None => match pool.writer().await {
-            Ok(mut lease) => {
-                if batched {
-                    // A write outside a transaction: a batched transaction of its own.
-                    if let Err(e) = lease.begin_batched() {
-                        return (session, Err(e.to_string()));
-                    }
-                } else {
-                    lease.close_batch();
-                }
-                lease
-            }
-            Err(e) => return (session, Err(e)),
+        Route::Begin(statement) => Dispatched::ToWriter {
+            sql: statement,
+            params,
+            batched: false,
         },
-    };
-    // This guest's own last_insert_rowid, as if the connection were its alone.
-    // SAFETY: the handle belongs to the connection we hold exclusively here.
-    unsafe {
-        rusqlite::ffi::sqlite3_set_last_insert_rowid(lease.handle(), session.last_insert_rowid)
-    };
-    // Run in place, not on the blocking pool: the statement is short (no sync waits in it,
-    // see `group_commit.rs`), and a hop to another thread and back would lengthen the
-    // time the writer is held by a scheduling delay on a busy machine.
-    let result = match lease.run(|conn| {
-        let ran = run_query(conn, &sql, params, false);
-        let wrote = matches!(ran, Ran::Done(Ok((_, false))));
-        (ran, wrote)
-    }) {
-        Ran::Done(result) => result,
-        Ran::Writes(_) => Err("internal error: statement refused on the writer".into()),
-    };
-    if let Ok((_, readonly)) = &result {
-        session.last_insert_rowid = lease.last_insert_rowid();
-        if counts_changes(&sql, *readonly) {
-            session.changes = lease.changes();
+        Route::Write => {
+            let batched = batched_write(&sql);
+            Dispatched::ToWriter {
+                sql,
+                params,
+                batched,
+            }
         }
+        // In place, like the writer's statements: a read of the local file is short, and a
+        // hop to the blocking pool and back cost more than the read itself (BENCHMARKS.md:
+        // token mints, which only read).
+        Route::Read => match read(pool, sql, params) {
+            ReadOutcome::NeedsWriter(sql, params) => Dispatched::ToWriter {
+                sql,
+                params,
+                batched: true,
+            },
+            ReadOutcome::Answered(result) => Dispatched::Answered(result),
+        },
     }
-    let result = result.map(|(out, _)| out);
+}
+
+/// Tries a statement on a reader.
+fn read(pool: &Arc<DbPool>, sql: String, params: Vec<SqlValue>) -> ReadOutcome {
+    let conn = match pool.reader() {
+        Ok(c) => c,
+        Err(e) => return ReadOutcome::Answered(Err(e.to_string())),
+    };
+    match run_query(&conn, &sql, params, true) {
+        Ran::Done(result) => ReadOutcome::Answered(result.map(|(out, _)| out)),
+        Ran::Writes(params) => ReadOutcome::NeedsWriter(sql, params),
+    }
+}
+
+/// The writer: the session's own (in a transaction), else leased, a `batched` write
+/// opening a batched transaction of its own.
+async fn writer_lease(
+    pool: &Arc<DbPool>,
+    session: &mut Session,
+    batched: bool,
+) -> Result<WriterLease, String> {
+    if let Some(lease) = session.writer.take() {
+        return Ok(lease);
+    }
+    let mut lease = pool.writer().await?;
+    if batched {
+        // A write outside a transaction: a batched transaction of its own.
+        lease.begin_batched().map_err(|e| e.to_string())?;
+    } else {
+        lease.close_batch();
+    }
+    Ok(lease)
+}
+
+/// Runs the statement on the writer, then either keeps the lease in the session (a
+/// transaction still open) or lets it go once what the statement wrote is on disk.
+async fn finish(
+    pool: &Arc<DbPool>,
+    session: &mut Session,
+    mut lease: WriterLease,
+    sql: &str,
+    params: Vec<SqlValue>,
+    in_transaction: bool,
+) -> Result<QueryOutput, String> {
+    let result = run_on_writer(session, &mut lease, sql, params);
     if lease.transaction == Transaction::Batched {
         if lease.lost_batch() {
             // SQLite rolled the whole transaction back: this guest's is over too.
-            return (session, result);
+            return result;
         }
         if !in_transaction {
             // The write ran as a transaction of its own: it ends here.
@@ -268,11 +316,11 @@ pub(super) async fn run_statement(
             } else {
                 Ending::Rollback
             };
-            let ended = end_batched(&pool, lease, end).await;
-            return (session, ended.and(result));
+            let ended = end_batched(pool, lease, end).await;
+            return ended.and(result);
         }
         session.writer = Some(lease);
-        return (session, result);
+        return result;
     }
     // A finished transaction that wrote takes its place in the commit order before the
     // writer passes on.
@@ -282,9 +330,42 @@ pub(super) async fn run_statement(
         session.writer = Some(lease);
     }
     match (result, commit) {
-        (Ok(out), Some(commit)) => (session, durable(&pool, commit).await.map(|()| out)),
-        (result, _) => (session, result),
+        (Ok(out), Some(commit)) => durable(pool, commit).await.map(|()| out),
+        (result, _) => result,
     }
+}
+
+/// Runs the statement on the leased writer as this session's, with its own
+/// `last_insert_rowid()` and `changes()`.
+fn run_on_writer(
+    session: &mut Session,
+    lease: &mut WriterLease,
+    sql: &str,
+    params: Vec<SqlValue>,
+) -> Result<QueryOutput, String> {
+    // This guest's own last_insert_rowid, as if the connection were its alone.
+    // SAFETY: the handle belongs to the connection we hold exclusively here.
+    unsafe {
+        rusqlite::ffi::sqlite3_set_last_insert_rowid(lease.handle(), session.last_insert_rowid)
+    };
+    // Run in place, not on the blocking pool: the statement is short (no sync waits in it,
+    // see `group_commit.rs`), and a hop to another thread and back would lengthen the
+    // time the writer is held by a scheduling delay on a busy machine.
+    let result = match lease.run(|conn| {
+        let ran = run_query(conn, sql, params, false);
+        let wrote = matches!(ran, Ran::Done(Ok((_, false))));
+        (ran, wrote)
+    }) {
+        Ran::Done(result) => result,
+        Ran::Writes(_) => Err("internal error: statement refused on the writer".into()),
+    };
+    if let Ok((_, readonly)) = &result {
+        session.last_insert_rowid = lease.last_insert_rowid();
+        if counts_changes(sql, *readonly) {
+            session.changes = lease.changes();
+        }
+    }
+    result.map(|(out, _)| out)
 }
 
 /// Ends a batched transaction: a commit is answered once its batch is on disk.
