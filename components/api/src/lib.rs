@@ -36,6 +36,7 @@ mod webhooks;
 use common::routing::{Route, route};
 use common::spin::http::{self, Entry, Handler};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
+use std::sync::LazyLock;
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
 
@@ -63,10 +64,10 @@ pub mod contract {
             crate::contacts::operations(),
             crate::broadcasts::operations(),
             crate::webhooks::operations(),
-            crate::restreams::operations(),
             crate::analytics::operations(),
             crate::recordings::operations(),
             crate::jobs::operations(),
+            super::ROUTES.iter().filter_map(|r| r.operation).map(|op| op()).collect(),
         ]
         .concat()
     }
@@ -90,7 +91,14 @@ use Handler::{
 /// key alone), `User` (plus a user's JWT), `Server` (plus the tenant's HMAC signature),
 /// `UserOrServer`, `Relay*` (the chat relay may call for a user), `Sfu` (LiveKit's signed
 /// webhooks), `Media` (the media server, with `media_secret`).
-pub const ROUTES: &[Route<Handler<Upload>>] = &[
+pub static ROUTES: LazyLock<Vec<ApiRoute>> =
+    LazyLock::new(|| [TABLE, restreams::ROUTES].concat());
+
+/// A route of this component.
+pub type ApiRoute = Route<Handler<Upload>>;
+
+/// The routes not yet declared beside their handlers.
+const TABLE: &[ApiRoute] = &[
     route("POST", "/api/admin/sdk-clients", Admin(clients::register)),
     route(
         "POST",
@@ -448,21 +456,6 @@ pub const ROUTES: &[Route<Handler<Upload>>] = &[
     ),
     route(
         "GET",
-        "/api/broadcasts/{id}/restreams",
-        UserOrServer(restreams::list),
-    ),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/restreams",
-        UserOrServer(restreams::create),
-    ),
-    route(
-        "DELETE",
-        "/api/broadcasts/{id}/restreams/{targetId}",
-        UserOrServer(restreams::delete),
-    ),
-    route(
-        "GET",
         "/api/broadcasts/{id}/analytics",
         UserOrServer(analytics::broadcast),
     ),
@@ -538,7 +531,7 @@ fn max_signed_upload() -> u64 {
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let request_id = common::ids::random_hex(8);
-    let response = match http::prepare_upload(req, ROUTES, max_signed_upload(), &request_id).await {
+    let response = match http::prepare_upload(req, &ROUTES, max_signed_upload(), &request_id).await {
         Entry::Answered(response) => response,
         Entry::Upload(kind, ctx, source) => {
             let answer = match kind {
@@ -557,7 +550,7 @@ mod route_table {
     #[test]
     fn the_readme_lists_every_route_with_its_tier() {
         let readme = include_str!("../../../README.md");
-        let problems = common::routing::undocumented(readme, "api", super::ROUTES);
+        let problems = common::routing::undocumented(readme, "api", &super::ROUTES);
         assert!(
             problems.is_empty(),
             "README, Who may call what: {problems:#?}"

@@ -230,6 +230,11 @@ impl Operation {
         }
     }
 
+    /// The operation with what `refine` adds (errors, examples, links, parameters).
+    pub fn then(self, refine: impl FnOnce(Operation) -> Operation) -> Self {
+        refine(self)
+    }
+
     /// More than the summary says.
     pub fn described(mut self, text: &'static str) -> Self {
         self.description = Some(text);
