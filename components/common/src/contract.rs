@@ -230,6 +230,11 @@ impl Operation {
         }
     }
 
+    /// The line saying what the route does.
+    pub fn summary(&self) -> &'static str {
+        self.summary
+    }
+
     /// The operation with what `refine` adds (errors, examples, links, parameters).
     pub fn then(self, refine: impl FnOnce(Operation) -> Operation) -> Self {
         refine(self)

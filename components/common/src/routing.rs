@@ -277,7 +277,7 @@ fn match_pattern<'s>(
 /// The heading of the README section whose table lists every route with its tier.
 pub const ROUTE_TABLE_HEADING: &str = "## Who may call what";
 
-/// One row of the README's route table: `| component | method | path | tier |`.
+/// One row of the README's route table: `| component | method | path | tier | summary |`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocumentedRoute {
     pub component: String,
@@ -306,7 +306,7 @@ pub fn documented_routes(readme: &str) -> Vec<DocumentedRoute> {
                 .map(|c| c.trim().trim_matches('`').to_string())
                 .collect();
             match cells.as_slice() {
-                [component, method, path, tier] if path.starts_with('/') => Some(DocumentedRoute {
+                [component, method, path, tier, ..] if path.starts_with('/') => Some(DocumentedRoute {
                     component: component.clone(),
                     method: method.clone(),
                     path: path.clone(),
