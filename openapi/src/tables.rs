@@ -31,9 +31,9 @@ fn flatten<E: Endpoint>(component: &'static str, routes: &[Route<E>]) -> Vec<Tab
 pub fn all() -> Vec<TableRoute> {
     let mut routes = flatten("api", &api::ROUTES);
     routes.extend(flatten("sfu-token", sfu_token::ROUTES));
-    routes.extend(flatten("music", music::ROUTES));
+    routes.extend(flatten("music", &music::ROUTES));
     routes.extend(flatten("pages", pages::ROUTES));
-    routes.extend(flatten("money", money::ROUTES));
+    routes.extend(flatten("money", &money::ROUTES));
     routes.extend(flatten("webhooks", webhooks::ROUTES));
     routes
 }
