@@ -36,9 +36,9 @@ mod webhooks;
 use common::routing::{Route, route};
 use common::spin::http::{self, Entry, Handler};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
-use std::sync::LazyLock;
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
+use std::sync::LazyLock;
 
 /// What the routes take and answer: the API document's operations, declared beside their
 /// handlers (`openapi-doc` builds the document from them and the route table).
@@ -62,12 +62,15 @@ pub mod contract {
             crate::playlists::operations(),
             crate::users::operations(),
             crate::contacts::operations(),
-            crate::broadcasts::operations(),
             crate::webhooks::operations(),
             crate::analytics::operations(),
             crate::recordings::operations(),
             crate::jobs::operations(),
-            super::ROUTES.iter().filter_map(|r| r.operation).map(|op| op()).collect(),
+            super::ROUTES
+                .iter()
+                .filter_map(|r| r.operation)
+                .map(|op| op())
+                .collect(),
         ]
         .concat()
     }
@@ -91,8 +94,15 @@ use Handler::{
 /// key alone), `User` (plus a user's JWT), `Server` (plus the tenant's HMAC signature),
 /// `UserOrServer`, `Relay*` (the chat relay may call for a user), `Sfu` (LiveKit's signed
 /// webhooks), `Media` (the media server, with `media_secret`).
-pub static ROUTES: LazyLock<Vec<ApiRoute>> =
-    LazyLock::new(|| [TABLE, restreams::ROUTES].concat());
+pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
+    [
+        TABLE,
+        restreams::ROUTES,
+        broadcasts::ROUTES,
+        broadcasts::TENANT_ROUTES,
+    ]
+    .concat()
+});
 
 /// A route of this component.
 pub type ApiRoute = Route<Handler<Upload>>;
@@ -385,18 +395,6 @@ const TABLE: &[ApiRoute] = &[
     ),
     // The tenant's backend (signed requests)
     route("GET", "/api/v1/users", Server(users::list_for_client)),
-    route("POST", "/api/v1/sessions", Server(broadcasts::v1_create)),
-    route("GET", "/api/v1/sessions", Server(broadcasts::v1_list)),
-    route(
-        "PATCH",
-        "/api/v1/sessions/{id}",
-        Server(broadcasts::v1_patch),
-    ),
-    route(
-        "POST",
-        "/api/v1/sessions/{id}/reactions",
-        UserOrServer(broadcasts::react),
-    ),
     // Outbound webhooks (the tenant's server; delivery is the webhooks component's job)
     route("POST", "/api/v1/webhooks", Server(webhooks::create)),
     route("GET", "/api/v1/webhooks", Server(webhooks::list)),
@@ -428,32 +426,7 @@ const TABLE: &[ApiRoute] = &[
         "/api/v1/webhooks/{id}/recover",
         Server(webhooks::recover),
     ),
-    // Broadcasts
-    route("POST", "/api/broadcasts", User(broadcasts::create)),
-    route("GET", "/api/broadcasts", User(broadcasts::list_own)),
-    route("GET", "/api/broadcasts/live", App(broadcasts::list_live)),
-    route("GET", "/api/broadcasts/{id}", User(broadcasts::get)),
-    route("PATCH", "/api/broadcasts/{id}", User(broadcasts::update)),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/status",
-        User(broadcasts::update_status),
-    ),
-    route(
-        "POST",
-        "/api/sessions/{id}/heartbeat",
-        User(broadcasts::heartbeat),
-    ),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/viewer-count",
-        User(broadcasts::viewer_count),
-    ),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/stream-key/reset",
-        User(broadcasts::reset_stream_key),
-    ),
+    // Broadcasts: broadcasts::ROUTES
     route(
         "GET",
         "/api/broadcasts/{id}/analytics",
@@ -531,7 +504,8 @@ fn max_signed_upload() -> u64 {
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let request_id = common::ids::random_hex(8);
-    let response = match http::prepare_upload(req, &ROUTES, max_signed_upload(), &request_id).await {
+    let response = match http::prepare_upload(req, &ROUTES, max_signed_upload(), &request_id).await
+    {
         Entry::Answered(response) => response,
         Entry::Upload(kind, ctx, source) => {
             let answer = match kind {
