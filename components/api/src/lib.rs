@@ -60,7 +60,6 @@ pub mod contract {
             crate::files::operations(),
             crate::uploads::operations(),
             crate::playlists::operations(),
-            crate::users::operations(),
             crate::contacts::operations(),
             crate::webhooks::operations(),
             crate::analytics::operations(),
@@ -100,6 +99,7 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         restreams::ROUTES,
         broadcasts::ROUTES,
         broadcasts::TENANT_ROUTES,
+        users::ROUTES,
     ]
     .concat()
 });
@@ -369,22 +369,6 @@ const TABLE: &[ApiRoute] = &[
         "/api/playlists/{id}/poster",
         Handler::Upload(Upload::PlaylistPoster),
     ),
-    // Users
-    route("POST", "/api/users/signup", App(users::signup)),
-    route("POST", "/api/users/login", App(users::login)),
-    route("POST", "/api/users/refresh", App(users::refresh)),
-    route("GET", "/api/users/profile/full", User(users::full_profile)),
-    route("PUT", "/api/users/profile", User(users::update_profile)),
-    route("DELETE", "/api/users/profile", User(users::delete_profile)),
-    route(
-        "POST",
-        "/api/users/change-password",
-        User(users::change_password),
-    ),
-    route("POST", "/api/users/follow/{id}", User(users::follow)),
-    route("DELETE", "/api/users/follow/{id}", User(users::unfollow)),
-    route("GET", "/api/users/{id}/followers", User(users::followers)),
-    route("GET", "/api/users/{id}/following", User(users::following)),
     // Contacts
     route("GET", "/api/contacts", User(contacts::list)),
     route("PUT", "/api/contacts/{id}", User(contacts::update)),
@@ -394,7 +378,6 @@ const TABLE: &[ApiRoute] = &[
         User(contacts::unfollow),
     ),
     // The tenant's backend (signed requests)
-    route("GET", "/api/v1/users", Server(users::list_for_client)),
     // Outbound webhooks (the tenant's server; delivery is the webhooks component's job)
     route("POST", "/api/v1/webhooks", Server(webhooks::create)),
     route("GET", "/api/v1/webhooks", Server(webhooks::list)),
@@ -426,7 +409,6 @@ const TABLE: &[ApiRoute] = &[
         "/api/v1/webhooks/{id}/recover",
         Server(webhooks::recover),
     ),
-    // Broadcasts: broadcasts::ROUTES
     route(
         "GET",
         "/api/broadcasts/{id}/analytics",
