@@ -62,7 +62,6 @@ pub mod contract {
             crate::playlists::operations(),
             crate::contacts::operations(),
             crate::webhooks::operations(),
-            crate::analytics::operations(),
             crate::recordings::operations(),
             crate::jobs::operations(),
             super::ROUTES
@@ -100,6 +99,7 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         broadcasts::ROUTES,
         broadcasts::TENANT_ROUTES,
         users::ROUTES,
+        analytics::ROUTES,
     ]
     .concat()
 });
@@ -409,16 +409,6 @@ const TABLE: &[ApiRoute] = &[
         "/api/v1/webhooks/{id}/recover",
         Server(webhooks::recover),
     ),
-    route(
-        "GET",
-        "/api/broadcasts/{id}/analytics",
-        UserOrServer(analytics::broadcast),
-    ),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/analytics/share",
-        User(analytics::share),
-    ),
     // Recordings (LiveKit egress on the record page; the SFU's webhook moves them)
     route(
         "GET",
@@ -458,14 +448,6 @@ const TABLE: &[ApiRoute] = &[
         "/api/jobs/settle-ingests",
         Handler::Jobs(ingest::settle),
     ),
-    route(
-        "POST",
-        "/api/jobs/rollup-analytics",
-        Handler::Jobs(analytics::rollup),
-    ),
-    // Analytics (the broadcast's own is with the broadcasts)
-    route("GET", "/api/users/me/analytics", User(analytics::mine)),
-    route("GET", "/api/v1/analytics", Server(analytics::tenant)),
     // The tenant's media settings (the adaptive ladder of its broadcasts)
     route("GET", "/api/v1/media-settings", Server(ingest::settings)),
     route(
