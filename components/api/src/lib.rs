@@ -63,7 +63,6 @@ pub mod contract {
             crate::contacts::operations(),
             crate::webhooks::operations(),
             crate::recordings::operations(),
-            crate::jobs::operations(),
             super::ROUTES
                 .iter()
                 .filter_map(|r| r.operation)
@@ -100,6 +99,7 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         broadcasts::TENANT_ROUTES,
         users::ROUTES,
         analytics::ROUTES,
+        jobs::ROUTES,
     ]
     .concat()
 });
@@ -441,8 +441,6 @@ const TABLE: &[ApiRoute] = &[
         Server(recordings::put_defaults),
     ),
     // Scheduled jobs
-    route("POST", "/api/jobs/migrate", Handler::Jobs(jobs::migrate)),
-    route("POST", "/api/jobs/prune", Handler::Jobs(jobs::prune)),
     route(
         "POST",
         "/api/jobs/settle-ingests",
