@@ -47,7 +47,6 @@ pub mod contract {
     pub fn operations() -> Vec<common::contract::Operation> {
         [
             crate::clients::operations(),
-            crate::ingest::operations(),
             crate::reference::operations(),
             crate::sfu::operations(),
             crate::sfu_webhook::operations(),
@@ -83,7 +82,7 @@ pub enum Upload {
 }
 
 use Handler::{
-    Admin, App, Caller, Media, Public, RelayCaller, RelayUser, Server, Sfu, User, UserOrServer,
+    Admin, App, Caller, Public, RelayCaller, RelayUser, Server, Sfu, User, UserOrServer,
 };
 
 /// The route table: method, path, and the handler, whose variant is the route's tier (see
@@ -100,6 +99,7 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         users::ROUTES,
         analytics::ROUTES,
         jobs::ROUTES,
+        ingest::ROUTES,
     ]
     .concat()
 });
@@ -120,15 +120,6 @@ const TABLE: &[ApiRoute] = &[
         "/api/admin/sdk-clients/{id}/reinstate",
         Admin(clients::reinstate),
     ),
-    // The media server (RTMP ingest): who may publish, and how a publish goes
-    route("POST", "/api/media/publish", Media(ingest::publish)),
-    route("POST", "/api/media/update", Media(ingest::update)),
-    route(
-        "POST",
-        "/api/media/publish-done",
-        Media(ingest::publish_done),
-    ),
-    route("POST", "/api/media/server", Media(ingest::server)),
     route("GET", "/api/openapi.json", Public(reference::openapi)),
     route("GET", "/api/sfu/health", Public(sfu::health)),
     // Every webhook of the SFU (participants, egress), signed with its API secret
@@ -441,18 +432,6 @@ const TABLE: &[ApiRoute] = &[
         Server(recordings::put_defaults),
     ),
     // Scheduled jobs
-    route(
-        "POST",
-        "/api/jobs/settle-ingests",
-        Handler::Jobs(ingest::settle),
-    ),
-    // The tenant's media settings (the adaptive ladder of its broadcasts)
-    route("GET", "/api/v1/media-settings", Server(ingest::settings)),
-    route(
-        "PATCH",
-        "/api/v1/media-settings",
-        Server(ingest::update_settings),
-    ),
 ];
 
 /// The largest signed upload (read whole, since its signature covers the body).
