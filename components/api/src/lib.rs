@@ -36,9 +36,9 @@ mod webhooks;
 use common::routing::{Route, route};
 use common::spin::http::{self, Entry, Handler};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
-use std::sync::LazyLock;
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
+use std::sync::LazyLock;
 
 /// What the routes take and answer: the API document's operations, declared beside their
 /// handlers (`openapi-doc` builds the document from them and the route table).
@@ -47,7 +47,6 @@ pub mod contract {
     pub fn operations() -> Vec<common::contract::Operation> {
         [
             crate::clients::operations(),
-            crate::ingest::operations(),
             crate::reference::operations(),
             crate::sfu::operations(),
             crate::sfu_webhook::operations(),
@@ -60,14 +59,14 @@ pub mod contract {
             crate::files::operations(),
             crate::uploads::operations(),
             crate::playlists::operations(),
-            crate::users::operations(),
             crate::contacts::operations(),
-            crate::broadcasts::operations(),
             crate::webhooks::operations(),
-            crate::analytics::operations(),
             crate::recordings::operations(),
-            crate::jobs::operations(),
-            super::ROUTES.iter().filter_map(|r| r.operation).map(|op| op()).collect(),
+            super::ROUTES
+                .iter()
+                .filter_map(|r| r.operation)
+                .map(|op| op())
+                .collect(),
         ]
         .concat()
     }
@@ -83,7 +82,7 @@ pub enum Upload {
 }
 
 use Handler::{
-    Admin, App, Caller, Media, Public, RelayCaller, RelayUser, Server, Sfu, User, UserOrServer,
+    Admin, App, Caller, Public, RelayCaller, RelayUser, Server, Sfu, User, UserOrServer,
 };
 
 /// The route table: method, path, and the handler, whose variant is the route's tier (see
@@ -91,8 +90,19 @@ use Handler::{
 /// key alone), `User` (plus a user's JWT), `Server` (plus the tenant's HMAC signature),
 /// `UserOrServer`, `Relay*` (the chat relay may call for a user), `Sfu` (LiveKit's signed
 /// webhooks), `Media` (the media server, with `media_secret`).
-pub static ROUTES: LazyLock<Vec<ApiRoute>> =
-    LazyLock::new(|| [TABLE, restreams::ROUTES].concat());
+pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
+    [
+        TABLE,
+        restreams::ROUTES,
+        broadcasts::ROUTES,
+        broadcasts::TENANT_ROUTES,
+        users::ROUTES,
+        analytics::ROUTES,
+        jobs::ROUTES,
+        ingest::ROUTES,
+    ]
+    .concat()
+});
 
 /// A route of this component.
 pub type ApiRoute = Route<Handler<Upload>>;
@@ -110,15 +120,6 @@ const TABLE: &[ApiRoute] = &[
         "/api/admin/sdk-clients/{id}/reinstate",
         Admin(clients::reinstate),
     ),
-    // The media server (RTMP ingest): who may publish, and how a publish goes
-    route("POST", "/api/media/publish", Media(ingest::publish)),
-    route("POST", "/api/media/update", Media(ingest::update)),
-    route(
-        "POST",
-        "/api/media/publish-done",
-        Media(ingest::publish_done),
-    ),
-    route("POST", "/api/media/server", Media(ingest::server)),
     route("GET", "/api/openapi.json", Public(reference::openapi)),
     route("GET", "/api/sfu/health", Public(sfu::health)),
     // Every webhook of the SFU (participants, egress), signed with its API secret
@@ -359,22 +360,6 @@ const TABLE: &[ApiRoute] = &[
         "/api/playlists/{id}/poster",
         Handler::Upload(Upload::PlaylistPoster),
     ),
-    // Users
-    route("POST", "/api/users/signup", App(users::signup)),
-    route("POST", "/api/users/login", App(users::login)),
-    route("POST", "/api/users/refresh", App(users::refresh)),
-    route("GET", "/api/users/profile/full", User(users::full_profile)),
-    route("PUT", "/api/users/profile", User(users::update_profile)),
-    route("DELETE", "/api/users/profile", User(users::delete_profile)),
-    route(
-        "POST",
-        "/api/users/change-password",
-        User(users::change_password),
-    ),
-    route("POST", "/api/users/follow/{id}", User(users::follow)),
-    route("DELETE", "/api/users/follow/{id}", User(users::unfollow)),
-    route("GET", "/api/users/{id}/followers", User(users::followers)),
-    route("GET", "/api/users/{id}/following", User(users::following)),
     // Contacts
     route("GET", "/api/contacts", User(contacts::list)),
     route("PUT", "/api/contacts/{id}", User(contacts::update)),
@@ -384,19 +369,6 @@ const TABLE: &[ApiRoute] = &[
         User(contacts::unfollow),
     ),
     // The tenant's backend (signed requests)
-    route("GET", "/api/v1/users", Server(users::list_for_client)),
-    route("POST", "/api/v1/sessions", Server(broadcasts::v1_create)),
-    route("GET", "/api/v1/sessions", Server(broadcasts::v1_list)),
-    route(
-        "PATCH",
-        "/api/v1/sessions/{id}",
-        Server(broadcasts::v1_patch),
-    ),
-    route(
-        "POST",
-        "/api/v1/sessions/{id}/reactions",
-        UserOrServer(broadcasts::react),
-    ),
     // Outbound webhooks (the tenant's server; delivery is the webhooks component's job)
     route("POST", "/api/v1/webhooks", Server(webhooks::create)),
     route("GET", "/api/v1/webhooks", Server(webhooks::list)),
@@ -427,42 +399,6 @@ const TABLE: &[ApiRoute] = &[
         "POST",
         "/api/v1/webhooks/{id}/recover",
         Server(webhooks::recover),
-    ),
-    // Broadcasts
-    route("POST", "/api/broadcasts", User(broadcasts::create)),
-    route("GET", "/api/broadcasts", User(broadcasts::list_own)),
-    route("GET", "/api/broadcasts/live", App(broadcasts::list_live)),
-    route("GET", "/api/broadcasts/{id}", User(broadcasts::get)),
-    route("PATCH", "/api/broadcasts/{id}", User(broadcasts::update)),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/status",
-        User(broadcasts::update_status),
-    ),
-    route(
-        "POST",
-        "/api/sessions/{id}/heartbeat",
-        User(broadcasts::heartbeat),
-    ),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/viewer-count",
-        User(broadcasts::viewer_count),
-    ),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/stream-key/reset",
-        User(broadcasts::reset_stream_key),
-    ),
-    route(
-        "GET",
-        "/api/broadcasts/{id}/analytics",
-        UserOrServer(analytics::broadcast),
-    ),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/analytics/share",
-        User(analytics::share),
     ),
     // Recordings (LiveKit egress on the record page; the SFU's webhook moves them)
     route(
@@ -496,28 +432,6 @@ const TABLE: &[ApiRoute] = &[
         Server(recordings::put_defaults),
     ),
     // Scheduled jobs
-    route("POST", "/api/jobs/migrate", Handler::Jobs(jobs::migrate)),
-    route("POST", "/api/jobs/prune", Handler::Jobs(jobs::prune)),
-    route(
-        "POST",
-        "/api/jobs/settle-ingests",
-        Handler::Jobs(ingest::settle),
-    ),
-    route(
-        "POST",
-        "/api/jobs/rollup-analytics",
-        Handler::Jobs(analytics::rollup),
-    ),
-    // Analytics (the broadcast's own is with the broadcasts)
-    route("GET", "/api/users/me/analytics", User(analytics::mine)),
-    route("GET", "/api/v1/analytics", Server(analytics::tenant)),
-    // The tenant's media settings (the adaptive ladder of its broadcasts)
-    route("GET", "/api/v1/media-settings", Server(ingest::settings)),
-    route(
-        "PATCH",
-        "/api/v1/media-settings",
-        Server(ingest::update_settings),
-    ),
 ];
 
 /// The largest signed upload (read whole, since its signature covers the body).
@@ -531,7 +445,8 @@ fn max_signed_upload() -> u64 {
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let request_id = common::ids::random_hex(8);
-    let response = match http::prepare_upload(req, &ROUTES, max_signed_upload(), &request_id).await {
+    let response = match http::prepare_upload(req, &ROUTES, max_signed_upload(), &request_id).await
+    {
         Entry::Answered(response) => response,
         Entry::Upload(kind, ctx, source) => {
             let answer = match kind {
