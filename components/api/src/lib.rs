@@ -36,9 +36,9 @@ mod webhooks;
 use common::routing::{Route, route};
 use common::spin::http::{self, Entry, Handler};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
-use std::sync::LazyLock;
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
+use std::sync::LazyLock;
 
 /// What the routes take and answer: the API document's operations, declared beside their
 /// handlers (`openapi-doc` builds the document from them and the route table).
@@ -63,11 +63,14 @@ pub mod contract {
             crate::users::operations(),
             crate::contacts::operations(),
             crate::broadcasts::operations(),
-            crate::webhooks::operations(),
             crate::analytics::operations(),
             crate::recordings::operations(),
             crate::jobs::operations(),
-            super::ROUTES.iter().filter_map(|r| r.operation).map(|op| op()).collect(),
+            super::ROUTES
+                .iter()
+                .filter_map(|r| r.operation)
+                .map(|op| op())
+                .collect(),
         ]
         .concat()
     }
@@ -92,7 +95,7 @@ use Handler::{
 /// `UserOrServer`, `Relay*` (the chat relay may call for a user), `Sfu` (LiveKit's signed
 /// webhooks), `Media` (the media server, with `media_secret`).
 pub static ROUTES: LazyLock<Vec<ApiRoute>> =
-    LazyLock::new(|| [TABLE, restreams::ROUTES].concat());
+    LazyLock::new(|| [TABLE, restreams::ROUTES, webhooks::ROUTES].concat());
 
 /// A route of this component.
 pub type ApiRoute = Route<Handler<Upload>>;
@@ -397,37 +400,6 @@ const TABLE: &[ApiRoute] = &[
         "/api/v1/sessions/{id}/reactions",
         UserOrServer(broadcasts::react),
     ),
-    // Outbound webhooks (the tenant's server; delivery is the webhooks component's job)
-    route("POST", "/api/v1/webhooks", Server(webhooks::create)),
-    route("GET", "/api/v1/webhooks", Server(webhooks::list)),
-    route("GET", "/api/v1/webhooks/{id}", Server(webhooks::get)),
-    route("PATCH", "/api/v1/webhooks/{id}", Server(webhooks::update)),
-    route("DELETE", "/api/v1/webhooks/{id}", Server(webhooks::delete)),
-    route(
-        "POST",
-        "/api/v1/webhooks/{id}/rotate-secret",
-        Server(webhooks::rotate_secret),
-    ),
-    route(
-        "POST",
-        "/api/v1/webhooks/{id}/test",
-        Server(webhooks::send_test),
-    ),
-    route(
-        "GET",
-        "/api/v1/webhooks/{id}/deliveries",
-        Server(webhooks::deliveries),
-    ),
-    route(
-        "POST",
-        "/api/v1/webhooks/{id}/deliveries/{deliveryId}/retry",
-        Server(webhooks::retry),
-    ),
-    route(
-        "POST",
-        "/api/v1/webhooks/{id}/recover",
-        Server(webhooks::recover),
-    ),
     // Broadcasts
     route("POST", "/api/broadcasts", User(broadcasts::create)),
     route("GET", "/api/broadcasts", User(broadcasts::list_own)),
@@ -531,7 +503,8 @@ fn max_signed_upload() -> u64 {
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let request_id = common::ids::random_hex(8);
-    let response = match http::prepare_upload(req, &ROUTES, max_signed_upload(), &request_id).await {
+    let response = match http::prepare_upload(req, &ROUTES, max_signed_upload(), &request_id).await
+    {
         Entry::Answered(response) => response,
         Entry::Upload(kind, ctx, source) => {
             let answer = match kind {
