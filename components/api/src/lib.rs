@@ -59,7 +59,6 @@ pub mod contract {
             crate::events::operations(),
             crate::files::operations(),
             crate::uploads::operations(),
-            crate::playlists::operations(),
             crate::users::operations(),
             crate::contacts::operations(),
             crate::broadcasts::operations(),
@@ -94,8 +93,15 @@ use Handler::{
 /// key alone), `User` (plus a user's JWT), `Server` (plus the tenant's HMAC signature),
 /// `UserOrServer`, `Relay*` (the chat relay may call for a user), `Sfu` (LiveKit's signed
 /// webhooks), `Media` (the media server, with `media_secret`).
-pub static ROUTES: LazyLock<Vec<ApiRoute>> =
-    LazyLock::new(|| [TABLE, restreams::ROUTES, webhooks::ROUTES].concat());
+pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
+    [
+        TABLE,
+        restreams::ROUTES,
+        webhooks::ROUTES,
+        playlists::ROUTES,
+    ]
+    .concat()
+});
 
 /// A route of this component.
 pub type ApiRoute = Route<Handler<Upload>>;
@@ -336,32 +342,6 @@ const TABLE: &[ApiRoute] = &[
         Public(files::preflight),
     ),
     route("GET", "/api/files/{id}/download", User(files::download)),
-    // Playlists
-    route("GET", "/api/playlists", User(playlists::list)),
-    route("POST", "/api/playlists", User(playlists::create)),
-    route("GET", "/api/playlists/{id}", User(playlists::get)),
-    route("PUT", "/api/playlists/{id}", User(playlists::update)),
-    route("DELETE", "/api/playlists/{id}", User(playlists::delete)),
-    route(
-        "POST",
-        "/api/playlists/{id}/tracks",
-        User(playlists::add_tracks),
-    ),
-    route(
-        "DELETE",
-        "/api/playlists/{id}/tracks/{trackId}",
-        User(playlists::remove_track),
-    ),
-    route(
-        "PUT",
-        "/api/playlists/{id}/tracks/reorder",
-        User(playlists::reorder),
-    ),
-    route(
-        "POST",
-        "/api/playlists/{id}/poster",
-        Handler::Upload(Upload::PlaylistPoster),
-    ),
     // Users
     route("POST", "/api/users/signup", App(users::signup)),
     route("POST", "/api/users/login", App(users::login)),
