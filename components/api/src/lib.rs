@@ -63,7 +63,6 @@ pub mod contract {
             crate::contacts::operations(),
             crate::broadcasts::operations(),
             crate::analytics::operations(),
-            crate::recordings::operations(),
             crate::jobs::operations(),
             super::ROUTES
                 .iter()
@@ -99,6 +98,7 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         restreams::ROUTES,
         webhooks::ROUTES,
         playlists::ROUTES,
+        recordings::ROUTES,
     ]
     .concat()
 });
@@ -415,37 +415,6 @@ const TABLE: &[ApiRoute] = &[
         "POST",
         "/api/broadcasts/{id}/analytics/share",
         User(analytics::share),
-    ),
-    // Recordings (LiveKit egress on the record page; the SFU's webhook moves them)
-    route(
-        "GET",
-        "/api/broadcasts/{id}/recordings",
-        Handler::Caller(recordings::list),
-    ),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/recordings/start",
-        User(recordings::start),
-    ),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/recordings/stop",
-        User(recordings::stop),
-    ),
-    route(
-        "DELETE",
-        "/api/broadcasts/{id}/recordings/{recordingId}",
-        UserOrServer(recordings::delete),
-    ),
-    route(
-        "GET",
-        "/api/v1/recording-defaults",
-        Server(recordings::get_defaults),
-    ),
-    route(
-        "PUT",
-        "/api/v1/recording-defaults",
-        Server(recordings::put_defaults),
     ),
     // Scheduled jobs
     route("POST", "/api/jobs/migrate", Handler::Jobs(jobs::migrate)),
