@@ -57,7 +57,6 @@ pub mod contract {
             crate::chat::operations(),
             crate::moderation::operations(),
             crate::events::operations(),
-            crate::files::operations(),
             crate::uploads::operations(),
             crate::users::operations(),
             crate::contacts::operations(),
@@ -99,6 +98,7 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         webhooks::ROUTES,
         playlists::ROUTES,
         recordings::ROUTES,
+        files::ROUTES,
     ]
     .concat()
 });
@@ -316,8 +316,6 @@ const TABLE: &[ApiRoute] = &[
     route("GET", "/api/events", User(events::list)),
     route("GET", "/api/events/{id}", User(events::get)),
     route("DELETE", "/api/events/{id}", User(events::delete)),
-    // Files (uploads are streamed: see `handle`)
-    route("POST", "/api/files", Handler::Upload(Upload::File)),
     // Resumable uploads (parts of at most 8 MiB; the file is ready once completed)
     route("POST", "/api/files/uploads", User(uploads::create)),
     route("GET", "/api/files/uploads/{id}", User(uploads::get)),
@@ -332,16 +330,6 @@ const TABLE: &[ApiRoute] = &[
         "/api/files/uploads/{id}/complete",
         User(uploads::complete),
     ),
-    route("GET", "/api/files", User(files::list)),
-    route("GET", "/api/files/{id}", User(files::get)),
-    route("DELETE", "/api/files/{id}", User(files::delete)),
-    route("GET", "/api/files/{id}/public", Public(files::public)),
-    route(
-        "OPTIONS",
-        "/api/files/{id}/public",
-        Public(files::preflight),
-    ),
-    route("GET", "/api/files/{id}/download", User(files::download)),
     // Users
     route("POST", "/api/users/signup", App(users::signup)),
     route("POST", "/api/users/login", App(users::login)),
