@@ -57,7 +57,6 @@ pub mod contract {
             crate::chat::operations(),
             crate::moderation::operations(),
             crate::events::operations(),
-            crate::uploads::operations(),
             crate::users::operations(),
             crate::contacts::operations(),
             crate::broadcasts::operations(),
@@ -99,6 +98,7 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         playlists::ROUTES,
         recordings::ROUTES,
         files::ROUTES,
+        uploads::ROUTES,
     ]
     .concat()
 });
@@ -316,20 +316,6 @@ const TABLE: &[ApiRoute] = &[
     route("GET", "/api/events", User(events::list)),
     route("GET", "/api/events/{id}", User(events::get)),
     route("DELETE", "/api/events/{id}", User(events::delete)),
-    // Resumable uploads (parts of at most 8 MiB; the file is ready once completed)
-    route("POST", "/api/files/uploads", User(uploads::create)),
-    route("GET", "/api/files/uploads/{id}", User(uploads::get)),
-    route("DELETE", "/api/files/uploads/{id}", User(uploads::abort)),
-    route(
-        "PUT",
-        "/api/files/uploads/{id}/parts/{n}",
-        Handler::Upload(Upload::Part),
-    ),
-    route(
-        "POST",
-        "/api/files/uploads/{id}/complete",
-        User(uploads::complete),
-    ),
     // Users
     route("POST", "/api/users/signup", App(users::signup)),
     route("POST", "/api/users/login", App(users::login)),
