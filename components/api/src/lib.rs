@@ -53,7 +53,6 @@ pub mod contract {
             crate::sfu_webhook::operations(),
             crate::contact_form::operations(),
             crate::sessions::operations(),
-            crate::cohosts::operations(),
             crate::chat::operations(),
             crate::moderation::operations(),
             crate::events::operations(),
@@ -99,6 +98,7 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         recordings::ROUTES,
         files::ROUTES,
         uploads::ROUTES,
+        cohosts::ROUTES,
     ]
     .concat()
 });
@@ -138,57 +138,6 @@ const TABLE: &[ApiRoute] = &[
     route("GET", "/api/streaming/ice-config", App(sfu::ice_config)),
     route("POST", "/api/streaming/sessions", User(sessions::create)),
     route("GET", "/api/streaming/sessions/{id}", User(sessions::get)),
-    // Co-hosting (the participant events come from the SFU, signed with its API secret)
-    route(
-        "GET",
-        "/api/streaming/sessions/{id}/multihost",
-        User(cohosts::multihost),
-    ),
-    route(
-        "PUT",
-        "/api/streaming/sessions/{id}/layout",
-        User(cohosts::update_layout),
-    ),
-    route(
-        "POST",
-        "/api/streaming/sessions/{id}/join-cohost",
-        User(cohosts::join),
-    ),
-    route(
-        "POST",
-        "/api/streaming/sessions/{id}/invites",
-        User(cohosts::invite),
-    ),
-    route(
-        "PUT",
-        "/api/streaming/sessions/{id}/cohosts/{coHostId}",
-        User(cohosts::update_cohost),
-    ),
-    route(
-        "DELETE",
-        "/api/streaming/sessions/{id}/cohosts/{coHostId}",
-        User(cohosts::remove_cohost),
-    ),
-    route(
-        "POST",
-        "/api/streaming/sessions/{id}/cohosts/{coHostId}/approve",
-        User(cohosts::approve),
-    ),
-    route(
-        "POST",
-        "/api/streaming/sessions/{id}/cohosts/{coHostId}/decline",
-        User(cohosts::decline),
-    ),
-    route(
-        "POST",
-        "/api/streaming/sessions/{id}/participants/events",
-        Sfu(cohosts::participant_event),
-    ),
-    route(
-        "GET",
-        "/api/streaming/sessions/{id}/metrics",
-        UserOrServer(cohosts::metrics),
-    ),
     // Persisted chat (the relay stores WebSocket messages through the stream routes)
     route(
         "GET",
