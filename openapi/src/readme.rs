@@ -15,10 +15,28 @@ pub const COMMITTED_README: &str = include_str!("../../README.md");
 /// The table's header row; the rows follow it, up to the first line that is not a row.
 const HEADER: &str = "| component | method | path | tier | what it does |";
 
-/// The table: a row per route, in table order, with its operation's summary.
+/// The order rows are listed in, per path.
+const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "*"];
+
+/// The table: a row per route with its operation's summary; by component (in manifest
+/// order), then by path, then by method.
 pub fn route_table(routes: &[TableRoute], operations: &[(&'static str, Operation)]) -> String {
-    let mut table = format!("{HEADER}\n|---|---|---|---|---|\n");
+    let mut components: Vec<&str> = Vec::new();
     for route in routes {
+        if !components.contains(&route.component) {
+            components.push(route.component);
+        }
+    }
+    let mut sorted: Vec<&TableRoute> = routes.iter().collect();
+    sorted.sort_by_key(|r| {
+        (
+            components.iter().position(|c| *c == r.component),
+            r.pattern,
+            METHODS.iter().position(|m| *m == r.method),
+        )
+    });
+    let mut table = format!("{HEADER}\n|---|---|---|---|---|\n");
+    for route in sorted {
         let key = format!("{} {}", route.method, route.pattern);
         let summary = operations
             .iter()

@@ -52,16 +52,10 @@ pub mod contract {
             crate::sfu_webhook::operations(),
             crate::contact_form::operations(),
             crate::sessions::operations(),
-            crate::cohosts::operations(),
             crate::chat::operations(),
             crate::moderation::operations(),
             crate::events::operations(),
-            crate::files::operations(),
-            crate::uploads::operations(),
-            crate::playlists::operations(),
             crate::contacts::operations(),
-            crate::webhooks::operations(),
-            crate::recordings::operations(),
             super::ROUTES
                 .iter()
                 .filter_map(|r| r.operation)
@@ -100,6 +94,12 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         analytics::ROUTES,
         jobs::ROUTES,
         ingest::ROUTES,
+        webhooks::ROUTES,
+        playlists::ROUTES,
+        recordings::ROUTES,
+        files::ROUTES,
+        uploads::ROUTES,
+        cohosts::ROUTES,
     ]
     .concat()
 });
@@ -130,57 +130,6 @@ const TABLE: &[ApiRoute] = &[
     route("GET", "/api/streaming/ice-config", App(sfu::ice_config)),
     route("POST", "/api/streaming/sessions", User(sessions::create)),
     route("GET", "/api/streaming/sessions/{id}", User(sessions::get)),
-    // Co-hosting (the participant events come from the SFU, signed with its API secret)
-    route(
-        "GET",
-        "/api/streaming/sessions/{id}/multihost",
-        User(cohosts::multihost),
-    ),
-    route(
-        "PUT",
-        "/api/streaming/sessions/{id}/layout",
-        User(cohosts::update_layout),
-    ),
-    route(
-        "POST",
-        "/api/streaming/sessions/{id}/join-cohost",
-        User(cohosts::join),
-    ),
-    route(
-        "POST",
-        "/api/streaming/sessions/{id}/invites",
-        User(cohosts::invite),
-    ),
-    route(
-        "PUT",
-        "/api/streaming/sessions/{id}/cohosts/{coHostId}",
-        User(cohosts::update_cohost),
-    ),
-    route(
-        "DELETE",
-        "/api/streaming/sessions/{id}/cohosts/{coHostId}",
-        User(cohosts::remove_cohost),
-    ),
-    route(
-        "POST",
-        "/api/streaming/sessions/{id}/cohosts/{coHostId}/approve",
-        User(cohosts::approve),
-    ),
-    route(
-        "POST",
-        "/api/streaming/sessions/{id}/cohosts/{coHostId}/decline",
-        User(cohosts::decline),
-    ),
-    route(
-        "POST",
-        "/api/streaming/sessions/{id}/participants/events",
-        Sfu(cohosts::participant_event),
-    ),
-    route(
-        "GET",
-        "/api/streaming/sessions/{id}/metrics",
-        UserOrServer(cohosts::metrics),
-    ),
     // Persisted chat (the relay stores WebSocket messages through the stream routes)
     route(
         "GET",
@@ -308,58 +257,6 @@ const TABLE: &[ApiRoute] = &[
     route("GET", "/api/events", User(events::list)),
     route("GET", "/api/events/{id}", User(events::get)),
     route("DELETE", "/api/events/{id}", User(events::delete)),
-    // Files (uploads are streamed: see `handle`)
-    route("POST", "/api/files", Handler::Upload(Upload::File)),
-    // Resumable uploads (parts of at most 8 MiB; the file is ready once completed)
-    route("POST", "/api/files/uploads", User(uploads::create)),
-    route("GET", "/api/files/uploads/{id}", User(uploads::get)),
-    route("DELETE", "/api/files/uploads/{id}", User(uploads::abort)),
-    route(
-        "PUT",
-        "/api/files/uploads/{id}/parts/{n}",
-        Handler::Upload(Upload::Part),
-    ),
-    route(
-        "POST",
-        "/api/files/uploads/{id}/complete",
-        User(uploads::complete),
-    ),
-    route("GET", "/api/files", User(files::list)),
-    route("GET", "/api/files/{id}", User(files::get)),
-    route("DELETE", "/api/files/{id}", User(files::delete)),
-    route("GET", "/api/files/{id}/public", Public(files::public)),
-    route(
-        "OPTIONS",
-        "/api/files/{id}/public",
-        Public(files::preflight),
-    ),
-    route("GET", "/api/files/{id}/download", User(files::download)),
-    // Playlists
-    route("GET", "/api/playlists", User(playlists::list)),
-    route("POST", "/api/playlists", User(playlists::create)),
-    route("GET", "/api/playlists/{id}", User(playlists::get)),
-    route("PUT", "/api/playlists/{id}", User(playlists::update)),
-    route("DELETE", "/api/playlists/{id}", User(playlists::delete)),
-    route(
-        "POST",
-        "/api/playlists/{id}/tracks",
-        User(playlists::add_tracks),
-    ),
-    route(
-        "DELETE",
-        "/api/playlists/{id}/tracks/{trackId}",
-        User(playlists::remove_track),
-    ),
-    route(
-        "PUT",
-        "/api/playlists/{id}/tracks/reorder",
-        User(playlists::reorder),
-    ),
-    route(
-        "POST",
-        "/api/playlists/{id}/poster",
-        Handler::Upload(Upload::PlaylistPoster),
-    ),
     // Contacts
     route("GET", "/api/contacts", User(contacts::list)),
     route("PUT", "/api/contacts/{id}", User(contacts::update)),
@@ -368,70 +265,6 @@ const TABLE: &[ApiRoute] = &[
         "/api/contacts/{id}/follow",
         User(contacts::unfollow),
     ),
-    // The tenant's backend (signed requests)
-    // Outbound webhooks (the tenant's server; delivery is the webhooks component's job)
-    route("POST", "/api/v1/webhooks", Server(webhooks::create)),
-    route("GET", "/api/v1/webhooks", Server(webhooks::list)),
-    route("GET", "/api/v1/webhooks/{id}", Server(webhooks::get)),
-    route("PATCH", "/api/v1/webhooks/{id}", Server(webhooks::update)),
-    route("DELETE", "/api/v1/webhooks/{id}", Server(webhooks::delete)),
-    route(
-        "POST",
-        "/api/v1/webhooks/{id}/rotate-secret",
-        Server(webhooks::rotate_secret),
-    ),
-    route(
-        "POST",
-        "/api/v1/webhooks/{id}/test",
-        Server(webhooks::send_test),
-    ),
-    route(
-        "GET",
-        "/api/v1/webhooks/{id}/deliveries",
-        Server(webhooks::deliveries),
-    ),
-    route(
-        "POST",
-        "/api/v1/webhooks/{id}/deliveries/{deliveryId}/retry",
-        Server(webhooks::retry),
-    ),
-    route(
-        "POST",
-        "/api/v1/webhooks/{id}/recover",
-        Server(webhooks::recover),
-    ),
-    // Recordings (LiveKit egress on the record page; the SFU's webhook moves them)
-    route(
-        "GET",
-        "/api/broadcasts/{id}/recordings",
-        Handler::Caller(recordings::list),
-    ),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/recordings/start",
-        User(recordings::start),
-    ),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/recordings/stop",
-        User(recordings::stop),
-    ),
-    route(
-        "DELETE",
-        "/api/broadcasts/{id}/recordings/{recordingId}",
-        UserOrServer(recordings::delete),
-    ),
-    route(
-        "GET",
-        "/api/v1/recording-defaults",
-        Server(recordings::get_defaults),
-    ),
-    route(
-        "PUT",
-        "/api/v1/recording-defaults",
-        Server(recordings::put_defaults),
-    ),
-    // Scheduled jobs
 ];
 
 /// The largest signed upload (read whole, since its signature covers the body).

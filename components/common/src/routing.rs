@@ -306,15 +306,17 @@ pub fn documented_routes(readme: &str) -> Vec<DocumentedRoute> {
                 .map(|c| c.trim().trim_matches('`').to_string())
                 .collect();
             match cells.as_slice() {
-                [component, method, path, tier, ..] if path.starts_with('/') => Some(DocumentedRoute {
-                    component: component.clone(),
-                    method: method.clone(),
-                    path: path.clone(),
-                    tier: tier
-                        .split_once(" (")
-                        .map_or(tier.as_str(), |(tier, _)| tier)
-                        .to_string(),
-                }),
+                [component, method, path, tier, ..] if path.starts_with('/') => {
+                    Some(DocumentedRoute {
+                        component: component.clone(),
+                        method: method.clone(),
+                        path: path.clone(),
+                        tier: tier
+                            .split_once(" (")
+                            .map_or(tier.as_str(), |(tier, _)| tier)
+                            .to_string(),
+                    })
+                }
                 _ => None,
             }
         })
