@@ -435,10 +435,11 @@ pub const ROUTES: &[ApiRoute] = &[
         "Delete (files)",
         |op| op.errors(404, &["not_found"]),
     ),
-    // The public tier's context is the call itself, which the typed dispatcher does not
-    // take: these two answer their own responses and are documented here.
-    route("GET", "/api/files/{id}/public", Handler::Public(public)).documented(|| {
-        Operation::new("GET /api/files/{id}/public", "Public (files)")
+    endpoint!(
+        GET "/api/files/{id}/public",
+        Public(public),
+        "Public (files)",
+        |op| op
             .answers_as(
                 200,
                 "The file's bytes (with its content type)",
@@ -447,15 +448,13 @@ pub const ROUTES: &[ApiRoute] = &[
             )
             .answers_as(206, "The requested byte range", "*/*", Schema::bytes())
             .errors(404, &["file_unavailable", "not_found"])
-            .errors(416, &["range_not_satisfiable"])
-    }),
-    route(
-        "OPTIONS",
-        "/api/files/{id}/public",
-        Handler::Public(preflight),
-    )
-    .documented(|| {
-        Operation::new("OPTIONS /api/files/{id}/public", "Preflight (files)")
+            .errors(416, &["range_not_satisfiable"]),
+    ),
+    endpoint!(
+        OPTIONS "/api/files/{id}/public",
+        Public(preflight),
+        "Preflight (files)",
+        |op| op
             .parameter(json!({
                 "name": "id",
                 "in": "path",
@@ -463,8 +462,8 @@ pub const ROUTES: &[ApiRoute] = &[
                 "description": "Not read: the preflight answers the same for every file",
                 "schema": { "type": "string", "minLength": 1 },
             }))
-            .answers_empty(204, "CORS preflight answer")
-    }),
+            .answers_empty(204, "CORS preflight answer"),
+    ),
     endpoint!(
         GET "/api/files/{id}/download",
         User(download),
@@ -674,7 +673,7 @@ fn cors_headers() -> Vec<(&'static str, String)> {
 
 /// No authentication, public files only, CORS headers on
 /// every answer (errors included).
-fn public(ctx: &PublicCtx) -> Result<Response, ApiError> {
+fn public(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
     let mut headers = cors_headers();
     headers.push(("cache-control", "public, max-age=3600".into()));
     let answer = (|| {
@@ -683,30 +682,30 @@ fn public(ctx: &PublicCtx) -> Result<Response, ApiError> {
         let file = stored::load_public(&db, &id)?.ok_or_else(|| ApiError::not_found("file"))?;
         file_response(ctx, &file, &headers)
     })();
-    Ok(answer.unwrap_or_else(|err| {
+    Ok(Raw(answer.unwrap_or_else(|err| {
         let mut response = problem(&err, ctx.request_id());
         for (name, value) in cors_headers() {
             response.set_header(name, value);
         }
         response
-    }))
+    })))
 }
 
 /// The CORS preflight.
-fn preflight(_ctx: &PublicCtx) -> Result<Response, ApiError> {
+fn preflight(_ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
     let mut builder = Response::builder();
     builder.status(204);
     for (name, value) in CORS {
         builder.header(name, value);
     }
-    Ok(builder
+    Ok(Raw(builder
         .header("access-control-allow-methods", "GET, OPTIONS")
         .header(
             "access-control-allow-headers",
             "Range, If-None-Match, Content-Type",
         )
         .header("access-control-max-age", "86400")
-        .build())
+        .build()))
 }
 
 /// The signed-in user's own file: another user's is as unknown (404) as a missing one,
