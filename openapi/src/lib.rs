@@ -9,6 +9,7 @@
 //! `docs/openapi.json`, which the api component serves at `GET /api/openapi.json`.
 
 pub mod build;
+pub mod readme;
 pub mod realtime;
 pub mod security;
 pub mod tables;

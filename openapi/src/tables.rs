@@ -29,11 +29,11 @@ fn flatten<E: Endpoint>(component: &'static str, routes: &[Route<E>]) -> Vec<Tab
 
 /// The routes of every HTTP component of the application, in manifest order.
 pub fn all() -> Vec<TableRoute> {
-    let mut routes = flatten("api", api::ROUTES);
+    let mut routes = flatten("api", &api::ROUTES);
     routes.extend(flatten("sfu-token", sfu_token::ROUTES));
-    routes.extend(flatten("music", music::ROUTES));
+    routes.extend(flatten("music", &music::ROUTES));
     routes.extend(flatten("pages", pages::ROUTES));
-    routes.extend(flatten("money", money::ROUTES));
+    routes.extend(flatten("money", &money::ROUTES));
     routes.extend(flatten("webhooks", webhooks::ROUTES));
     routes
 }

@@ -252,3 +252,13 @@ fn a_proxy_route_is_documented_with_the_methods_the_proxy_forwards() {
         music::proxy::FORWARDED_METHODS
     );
 }
+
+#[test]
+fn the_readme_route_table_is_the_generated_one() {
+    let generated = openapi_doc::readme::generated(openapi_doc::readme::COMMITTED_README)
+        .expect("the README has a route table");
+    assert!(
+        generated == openapi_doc::readme::COMMITTED_README,
+        "README.md's route table is stale: run `cargo run -p openapi-doc` and commit it"
+    );
+}

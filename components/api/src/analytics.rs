@@ -2,6 +2,7 @@
 //! reports, SFU webhooks, chat, reactions, follows) through `::store::analytics`;
 //! these handlers only read the minute buckets and the daily rows.
 
+use crate::ApiRoute;
 use crate::access::{Viewer, check_can_watch};
 use ::store::analytics::{self as store, DayRow, Report, too_many_points};
 use ::store::app;
@@ -12,8 +13,10 @@ use domain::broadcast::Status;
 use domain::media::{Health, HealthSample};
 use domain::{ApiError, ids, time};
 use edge::answers::Progress;
+use edge::endpoint;
 use edge::spin::config;
-use edge::spin::http::{Actor, ActorCtx, Call, JobsCtx, Reply, ServerCtx, UserCtx, json};
+use edge::spin::endpoint::{Json, NoBody, OneOf, Raw};
+use edge::spin::http::{Actor, ActorCtx, Call, JobsCtx, ServerCtx, UserCtx};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -104,10 +107,51 @@ pub struct IntervalIngest {
 /// The granularities of a broadcast's series.
 const BROADCAST_GRANULARITIES: [&str; 3] = ["minute", "5m", "hour"];
 
-/// `GET /api/broadcasts/{id}/analytics?granularity=minute|5m|hour`: the owner, co-hosts
-/// with canAccessAnalytics, and the tenant's server. A live broadcast answers its numbers
-/// so far.
-pub fn broadcast(ctx: &ActorCtx) -> Reply {
+/// JSON, or CSV with `Accept: text/csv`.
+type JsonOrCsv<T> = OneOf<Json<T>, Raw>;
+
+/// The analytics routes: a broadcast's, the creator's channel, the tenant's, and the
+/// roll-up job.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        GET "/api/broadcasts/{id}/analytics",
+        UserOrServer(broadcast),
+        "Broadcast (analytics)",
+        |op| op
+            .errors(403, &["forbidden"])
+            .errors(422, &["invalid_granularity"]),
+    ),
+    endpoint!(
+        POST "/api/broadcasts/{id}/analytics/share",
+        User(share),
+        "Share (analytics)",
+        |op| op.errors(403, &["forbidden"]),
+    ),
+    endpoint!(
+        POST "/api/jobs/rollup-analytics",
+        Jobs(rollup),
+        "Rollup (analytics)"
+    ),
+    endpoint!(
+        GET "/api/users/me/analytics",
+        User(mine),
+        "Mine (analytics)",
+        |op| op.errors(422, &["invalid_granularity", "invalid_range"]),
+    ),
+    endpoint!(
+        GET "/api/v1/analytics",
+        Server(tenant),
+        "Tenant (analytics)",
+        |op| op.errors(
+            422,
+            &["invalid_granularity", "invalid_metric", "invalid_range"],
+        ),
+    ),
+];
+
+/// `?granularity=minute|5m|hour`: the owner, co-hosts with canAccessAnalytics, and the
+/// tenant's server. A live broadcast answers its numbers so far.
+fn broadcast(ctx: &ActorCtx, _: NoBody) -> Result<JsonOrCsv<BroadcastAnalytics>, ApiError> {
     let granularity = granularity(ctx, Granularity::Minute, &BROADCAST_GRANULARITIES)?;
     let db = ctx.db()?;
     let now = ctx.now();
@@ -125,7 +169,7 @@ pub fn broadcast(ctx: &ActorCtx) -> Reply {
     }
     let report = store::report(&db, &b, granularity, now)?;
     if wants_csv(ctx) {
-        return Ok(csv_response(&report.series, &b.id));
+        return Ok(OneOf::Second(Raw(csv_response(&report.series, &b.id))));
     }
     let ingest = ingest_health(&db, &b, &report)?;
     let analytics = BroadcastAnalytics {
@@ -138,7 +182,7 @@ pub fn broadcast(ctx: &ActorCtx) -> Reply {
             .map(|(p, ingest)| AnalyticsPoint::of(p, ingest))
             .collect(),
     };
-    Ok(json(200, &analytics))
+    Ok(OneOf::First(Json(analytics)))
 }
 
 /// The RTMP ingest's health in each interval of the series (the last sample the media
@@ -215,9 +259,9 @@ pub struct Share {
     expires_at: String,
 }
 
-/// `POST /api/broadcasts/{id}/analytics/share` (owner): a read-only link to the
-/// broadcast's dashboard page, for that broadcast only, valid 15 minutes.
-pub fn share(ctx: &UserCtx) -> Reply {
+/// The owner's read-only link to the broadcast's dashboard page, for that broadcast only,
+/// valid 15 minutes.
+fn share(ctx: &UserCtx, _: NoBody) -> Result<Json<Share>, ApiError> {
     let db = ctx.db()?;
     let b = crate::access::load_owned(ctx, &db)?;
     let token = format!("an_{}", ids::random_base62(40));
@@ -229,14 +273,11 @@ pub fn share(ctx: &UserCtx) -> Reply {
         base.trim_end_matches('/'),
         b.id
     );
-    Ok(json(
-        200,
-        &Share {
-            token,
-            url,
-            expires_at: time::format_rfc3339(expires_at),
-        },
-    ))
+    Ok(Json(Share {
+        token,
+        url,
+        expires_at: time::format_rfc3339(expires_at),
+    }))
 }
 
 /// The columns of a broadcast's time series, in CSV order (JSON uses the same names).
@@ -449,7 +490,7 @@ fn metric(p: &Period, name: &str) -> Value {
 /// A channel's metrics per period, with their totals.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(rename = "ChannelAnalytics")]
-pub struct ChannelAnalytics<'a> {
+pub struct ChannelAnalytics {
     #[schemars(extend("format" = "date-time"))]
     from: String,
     #[schemars(extend("format" = "date-time"))]
@@ -458,7 +499,7 @@ pub struct ChannelAnalytics<'a> {
     granularity: &'static str,
     /// The metrics each period carries, in order.
     #[schemars(schema_with = "metric_names_schema")]
-    metrics: &'a [&'a str],
+    metrics: Vec<&'static str>,
     /// Each metric over the whole range: the highest for peakConcurrentViewers, else the
     /// sum; null where the granularity cannot say (users per hour).
     #[schemars(with = "BTreeMap<String, Option<f64>>")]
@@ -491,14 +532,14 @@ fn metric_names_schema(_: &mut SchemaGenerator) -> Schema {
 fn channel_answer(
     call: &Call,
     periods: &[Period],
-    metrics: &[&str],
+    metrics: Vec<&'static str>,
     granularity: Granularity,
     (from, to): (i64, i64),
     name: &str,
-) -> Reply {
+) -> Result<JsonOrCsv<ChannelAnalytics>, ApiError> {
     if wants_csv(call) {
         let mut header = vec!["time"];
-        header.extend(metrics);
+        header.extend(&metrics);
         let rows: Vec<Vec<String>> = periods
             .iter()
             .map(|p| {
@@ -507,7 +548,10 @@ fn channel_answer(
                 row
             })
             .collect();
-        return Ok(csv_body(&math::csv(&header, &rows), name));
+        return Ok(OneOf::Second(Raw(csv_body(
+            &math::csv(&header, &rows),
+            name,
+        ))));
     }
     let timeseries = periods
         .iter()
@@ -520,7 +564,7 @@ fn channel_answer(
         })
         .collect();
     let mut totals = Map::new();
-    for m in metrics {
+    for m in &metrics {
         let values = periods.iter().map(|p| metric(p, m));
         let total = if *m == "peakConcurrentViewers" {
             values.filter_map(|v| v.as_i64()).max().unwrap_or(0).into()
@@ -534,22 +578,19 @@ fn channel_answer(
         };
         totals.insert((*m).into(), total);
     }
-    Ok(json(
-        200,
-        &ChannelAnalytics {
-            from: time::format_rfc3339(from),
-            to: time::format_rfc3339(to),
-            granularity: granularity.as_str(),
-            metrics,
-            totals,
-            timeseries,
-        },
-    ))
+    Ok(OneOf::First(Json(ChannelAnalytics {
+        from: time::format_rfc3339(from),
+        to: time::format_rfc3339(to),
+        granularity: granularity.as_str(),
+        metrics,
+        totals,
+        timeseries,
+    })))
 }
 
-/// `GET /api/users/me/analytics?from&to&granularity=day|week`: the signed-in creator's
-/// channel from the daily rows (broadcasts count once the roll-up job has folded them).
-pub fn mine(ctx: &UserCtx) -> Reply {
+/// `?from&to&granularity=day|week`: the signed-in creator's channel from the daily rows
+/// (broadcasts count once the roll-up job has folded them).
+fn mine(ctx: &UserCtx, _: NoBody) -> Result<JsonOrCsv<ChannelAnalytics>, ApiError> {
     let granularity = granularity(ctx, Granularity::Day, &["day", "week"])?;
     let (from, to) = range(ctx, 30 * DAY)?;
     if math::points_between(from, to, granularity) > math::MAX_POINTS {
@@ -559,19 +600,19 @@ pub fn mine(ctx: &UserCtx) -> Reply {
     let first = granularity.start_of(from);
     let rows = store::creator_days(&db, &ctx.tenant.client_id, &ctx.user.id, first, to)?;
     let periods = fold_days(&rows, granularity, from, to);
-    let metrics: Vec<&str> = CHANNEL_METRICS
+    let metrics: Vec<&'static str> = CHANNEL_METRICS
         .iter()
         .copied()
         .filter(|m| *m != "newUsers")
         .collect();
-    channel_answer(ctx, &periods, &metrics, granularity, (from, to), "channel")
+    channel_answer(ctx, &periods, metrics, granularity, (from, to), "channel")
 }
 
-/// `GET /api/v1/analytics?from&to&granularity=hour|day&metrics=a,b`: the tenant over
-/// time. Days come from the daily rows (finished broadcasts, once rolled up, and the
-/// users); hours from the minute buckets of every broadcast (live ones included), where
-/// new and active users are not known (null).
-pub fn tenant(ctx: &ServerCtx) -> Reply {
+/// `?from&to&granularity=hour|day&metrics=a,b`: the tenant over time. Days come from the
+/// daily rows (finished broadcasts, once rolled up, and the users); hours from the minute
+/// buckets of every broadcast (live ones included), where new and active users are not
+/// known (null).
+fn tenant(ctx: &ServerCtx, _: NoBody) -> Result<JsonOrCsv<ChannelAnalytics>, ApiError> {
     let granularity = granularity(ctx, Granularity::Day, &["hour", "day"])?;
     let default_span = match granularity {
         Granularity::Hour => DAY,
@@ -594,7 +635,7 @@ pub fn tenant(ctx: &ServerCtx) -> Reply {
             to,
         ),
     };
-    channel_answer(ctx, &periods, &metrics, granularity, (from, to), "tenant")
+    channel_answer(ctx, &periods, metrics, granularity, (from, to), "tenant")
 }
 
 /// The `metrics` query value: a comma-separated subset of the tenant metrics (all when
@@ -686,9 +727,9 @@ pub struct RollupReport {
     progress: Progress,
 }
 
-/// `POST /api/jobs/rollup-analytics`: folds a batch of finished broadcasts into the daily
-/// rows per creator and per tenant. Idempotent: a broadcast is folded once.
-pub fn rollup(ctx: &JobsCtx) -> Reply {
+/// Folds a batch of finished broadcasts into the daily rows per creator and per tenant.
+/// Idempotent: a broadcast is folded once.
+fn rollup(ctx: &JobsCtx, _: NoBody) -> Result<Json<RollupReport>, ApiError> {
     let db = ctx.db()?;
     let now = ctx.now();
     let mut done = 0;
@@ -702,47 +743,10 @@ pub fn rollup(ctx: &JobsCtx) -> Reply {
         done,
         remaining: store::rollups_remaining(&db)?,
     };
-    Ok(json(
-        200,
-        &RollupReport {
-            job: "rollup-analytics",
-            progress,
-        },
-    ))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new(
-            "GET /api/broadcasts/{id}/analytics",
-            "Broadcast (analytics)",
-        )
-        .answers(200, "OK", Schema::view::<BroadcastAnalytics>())
-        .errors(403, &["forbidden"])
-        .errors(422, &["invalid_granularity"]),
-        Operation::new(
-            "POST /api/broadcasts/{id}/analytics/share",
-            "Share (analytics)",
-        )
-        .answers(200, "OK", Schema::view::<Share>())
-        .errors(403, &["forbidden"]),
-        Operation::new("POST /api/jobs/rollup-analytics", "Rollup (analytics)").answers(
-            200,
-            "OK",
-            Schema::view::<RollupReport>(),
-        ),
-        Operation::new("GET /api/users/me/analytics", "Mine (analytics)")
-            .answers(200, "OK", Schema::view::<ChannelAnalytics>())
-            .errors(422, &["invalid_granularity", "invalid_range"]),
-        Operation::new("GET /api/v1/analytics", "Tenant (analytics)")
-            .answers(200, "OK", Schema::view::<ChannelAnalytics>())
-            .errors(
-                422,
-                &["invalid_granularity", "invalid_metric", "invalid_range"],
-            ),
-    ]
+    Ok(Json(RollupReport {
+        job: "rollup-analytics",
+        progress,
+    }))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! host decides, an invite, or an open session), invites, managing co-hosts, SFU presence
 //! from LiveKit webhooks, and metrics.
 
+use crate::ApiRoute;
 use crate::access::{self, Audience, Viewer};
 use crate::broadcasts::{self, BroadcastView};
 use crate::sfu_ack::SfuEventAck;
@@ -16,7 +17,10 @@ use domain::request_body;
 use domain::validate::JsonBody;
 use domain::validate::body::{FieldKind, OptBool, OptInt, OptText, RequestBody, Text};
 use domain::{ApiError, ids, time};
+use edge::contract::{Operation, Schema};
+use edge::endpoint;
 use edge::realtime::{CohostAction, Event};
+use edge::spin::endpoint::{Answer, Json, NoBody, OneOf, Raw};
 use edge::spin::http::{ActorCtx, SfuCtx, UserCtx, json};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -86,14 +90,11 @@ pub struct Changed {
 }
 
 impl Changed {
-    fn answer(co_host: CoHostView) -> Response {
-        json(
-            200,
-            &Changed {
-                success: true,
-                co_host,
-            },
-        )
+    fn answer(co_host: CoHostView) -> Json<Changed> {
+        Json(Changed {
+            success: true,
+            co_host,
+        })
     }
 }
 
@@ -340,18 +341,172 @@ request_body! {
     }
 }
 
-/// A refused join, answered with `status`.
-fn refused(status: u16, code: &'static str, message: &'static str) -> Result<Response, ApiError> {
-    let refusal = JoinRefusal {
-        success: false,
-        message,
-        code,
-    };
-    Ok(json(status, &refusal))
+/// A refused join: the spec's body, answered with its status (403 for the invite or the
+/// policy, 409 for the session's state).
+pub struct Refused(u16, JoinRefusal);
+
+impl Answer for Refused {
+    fn respond(self) -> Response {
+        json(self.0, &self.1)
+    }
+
+    fn document(op: Operation) -> Operation {
+        op.answers(
+            403,
+            "Refused (the spec's body): invalid_invite, invite_required, removed, declined",
+            Schema::view::<JoinRefusal>(),
+        )
+        .answers(
+            409,
+            "Refused (the spec's body): is_owner, not_live, session_ended, already_cohost, \
+             session_full",
+            Schema::view::<JoinRefusal>(),
+        )
+    }
 }
 
-/// `GET /api/streaming/sessions/{id}/multihost`
-pub fn multihost(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// What a join answers: refused, or admitted or waiting.
+type JoinOutcome = OneOf<Refused, Json<JoinAnswer>>;
+
+/// A refused join, answered with `status`.
+fn refused(status: u16, code: &'static str, message: &'static str) -> JoinOutcome {
+    OneOf::First(Refused(
+        status,
+        JoinRefusal {
+            success: false,
+            message,
+            code,
+        },
+    ))
+}
+
+/// The co-host routes: the session's hosts manage the grid and the co-hosts, users ask or
+/// are invited to join, and the SFU reports who is present.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        GET "/api/streaming/sessions/{id}/multihost",
+        User(multihost),
+        "Multihost (cohosts)",
+    ),
+    endpoint!(
+        PUT "/api/streaming/sessions/{id}/layout",
+        User(update_layout),
+        "Update layout (cohosts)",
+        |op| op
+            .takes(Schema::body::<LayoutChangesBody>())
+            .errors(403, &["forbidden"]),
+    ),
+    endpoint!(
+        POST "/api/streaming/sessions/{id}/join-cohost",
+        User(join),
+        "Join (cohosts)",
+        |op| op
+            .link(
+                "PUT /api/streaming/sessions/{id}/cohosts/{coHostId}",
+                &[
+                    ("id", "$request.path.id"),
+                    ("coHostId", "$response.body#/coHost/id"),
+                ],
+            )
+            .link(
+                "DELETE /api/streaming/sessions/{id}/cohosts/{coHostId}",
+                &[
+                    ("id", "$request.path.id"),
+                    ("coHostId", "$response.body#/coHost/id"),
+                ],
+            )
+            .link(
+                "POST /api/streaming/sessions/{id}/cohosts/{coHostId}/approve",
+                &[
+                    ("id", "$request.path.id"),
+                    ("coHostId", "$response.body#/coHost/id"),
+                ],
+            )
+            .link(
+                "POST /api/streaming/sessions/{id}/cohosts/{coHostId}/decline",
+                &[
+                    ("id", "$request.path.id"),
+                    ("coHostId", "$response.body#/coHost/id"),
+                ],
+            )
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended", "is_owner"]),
+    ),
+    endpoint!(
+        POST "/api/streaming/sessions/{id}/invites",
+        User(invite),
+        "Invite (cohosts)",
+        |op| op
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended", "is_owner"]),
+    ),
+    endpoint!(
+        PUT "/api/streaming/sessions/{id}/cohosts/{coHostId}",
+        User(update_cohost),
+        "Update cohost (cohosts)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        DELETE "/api/streaming/sessions/{id}/cohosts/{coHostId}",
+        User(remove_cohost),
+        "Remove cohost (cohosts)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        POST "/api/streaming/sessions/{id}/cohosts/{coHostId}/approve",
+        User(approve),
+        "Approve (cohosts)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["not_live", "not_requested", "session_full"]),
+    ),
+    endpoint!(
+        POST "/api/streaming/sessions/{id}/cohosts/{coHostId}/decline",
+        User(decline),
+        "Decline (cohosts)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["not_requested"]),
+    ),
+    endpoint!(
+        POST "/api/streaming/sessions/{id}/participants/events",
+        Sfu(participant_event),
+        "Participant event (cohosts)",
+        |op| op
+            .takes_as(
+                "application/webhook+json",
+                Schema::written(json!({
+                    "type": "object",
+                    "description": "LiveKit webhook event (participant_joined, participant_left, ...)",
+                })),
+            )
+            .answers(200, "OK", Schema::view::<SfuEventAck>())
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"])
+            .errors(422, &["invalid_webhook"]),
+    ),
+    endpoint!(
+        GET "/api/streaming/sessions/{id}/metrics",
+        UserOrServer(metrics),
+        "Metrics (cohosts)",
+        |op| op.errors(403, &["forbidden"]),
+    ),
+];
+
+/// The session with its grid, its host and co-hosts (who is connected), and its free slots.
+fn multihost(ctx: &UserCtx, _: NoBody) -> Result<Json<MultihostView>, ApiError> {
     let db = ctx.db()?;
     let (b, audience) = load_session(ctx, &db)?;
     let layout = store::layout(&db, &b)?;
@@ -367,17 +522,14 @@ pub fn multihost(ctx: &UserCtx) -> Result<Response, ApiError> {
         role: "host",
         connected: connected.contains(owner),
     });
-    Ok(json(
-        200,
-        &MultihostView {
-            session: broadcasts::view_one(&db, &b, audience, ctx.now())?,
-            free_slots: rules::free_slots(&layout, active),
-            layout,
-            host,
-            co_hosts,
-            active_co_hosts: active,
-        },
-    ))
+    Ok(Json(MultihostView {
+        session: broadcasts::view_one(&db, &b, audience, ctx.now())?,
+        free_slots: rules::free_slots(&layout, active),
+        layout,
+        host,
+        co_hosts,
+        active_co_hosts: active,
+    }))
 }
 
 request_body! {
@@ -392,9 +544,11 @@ request_body! {
     }
 }
 
-/// `PUT /api/streaming/sessions/{id}/layout`: any of the layout's fields; the result must
-/// fit (columns x rows hold maxHosts) and hold the co-hosts already there.
-pub fn update_layout(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Any of the layout's fields; the result must fit (columns x rows hold maxHosts) and hold
+/// the co-hosts already there. The body is read here, not by the dispatcher: whether its
+/// fields fit depends on the stored grid and co-hosts, and is reported with the fields'
+/// own errors, after the caller is known to control the layout.
+fn update_layout(ctx: &UserCtx, _: NoBody) -> Result<Json<LayoutChanged>, ApiError> {
     let mut body = ctx.json()?;
     let db = ctx.db()?;
     let (b, _) = load_session(ctx, &db)?;
@@ -434,24 +588,19 @@ pub fn update_layout(ctx: &UserCtx) -> Result<Response, ApiError> {
             grid: serde_json::to_value(&layout).ok(),
         },
     );
-    Ok(json(
-        200,
-        &LayoutChanged {
-            success: true,
-            layout,
-        },
-    ))
+    Ok(Json(LayoutChanged {
+        success: true,
+        layout,
+    }))
 }
 
-/// `POST /api/streaming/sessions/{id}/invites`: `{userId, permissions?}` → a single-use
-/// invite token for that user, valid for 10 minutes.
-pub fn invite(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
+/// `{userId, permissions?}` → a single-use invite token for that user, valid for 10
+/// minutes.
+fn invite(ctx: &UserCtx, sent: InviteBody) -> Result<Json<InviteView>, ApiError> {
     let InviteBody {
         user_id: invitee,
         permissions,
-    } = InviteBody::read(&mut body);
-    body.finish()?;
+    } = sent;
     let granted = permissions.unwrap_or(Permissions::DEFAULT);
     let db = ctx.db()?;
     let (b, _) = load_session(ctx, &db)?;
@@ -485,16 +634,13 @@ pub fn invite(ctx: &UserCtx) -> Result<Response, ApiError> {
     let expires_at = ctx.now() + INVITE_TTL_SECS;
     let hash = ids::sha256_hex(token.as_bytes());
     store::add_invite(&db, &b, &hash, &invitee, granted, &ctx.user.id, expires_at)?;
-    Ok(json(
-        200,
-        &InviteView {
-            success: true,
-            invite_token: token,
-            user_id: invitee,
-            permissions: granted,
-            expires_at: time::format_rfc3339(expires_at),
-        },
-    ))
+    Ok(Json(InviteView {
+        success: true,
+        invite_token: token,
+        user_id: invitee,
+        permissions: granted,
+        expires_at: time::format_rfc3339(expires_at),
+    }))
 }
 
 /// Takes a valid invite for `user_id` to `b` (single use): its permissions, or why not.
@@ -551,25 +697,21 @@ fn uninvited_refusal(
     ))
 }
 
-/// `POST /api/streaming/sessions/{id}/join-cohost`: `{userName, permissions?, inviteToken?}`.
-/// With a valid invite the user joins at once with the invite's permissions. Without one,
+/// `{userName, permissions?, inviteToken?}`. With a valid invite the user joins at once with the invite's permissions. Without one,
 /// the broadcast's `cohostPolicy` decides: `approval` (the default) stores a request that
 /// the host approves or declines, `open` joins at once with the default preset,
 /// `invite_only` refuses.
-pub fn join(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let ask = JoinBody::read(&mut body);
-    body.finish()?;
+fn join(ctx: &UserCtx, ask: JoinBody) -> Result<JoinOutcome, ApiError> {
     let db = ctx.db()?;
     let (b, _) = load_session(ctx, &db)?;
     if b.is_owned_by(&ctx.user.id) {
-        return refused(409, "is_owner", "you host this session already");
+        return Ok(refused(409, "is_owner", "you host this session already"));
     }
     match b.status {
         Status::Active => {}
-        Status::Pending => return refused(409, "not_live", "the session is not live yet"),
+        Status::Pending => return Ok(refused(409, "not_live", "the session is not live yet")),
         Status::Completed | Status::Error => {
-            return refused(409, "session_ended", "the session has ended");
+            return Ok(refused(409, "session_ended", "the session has ended"));
         }
     }
     // The event goes out after the commit, so no socket hears of a join that was undone.
@@ -577,19 +719,19 @@ pub fn join(ctx: &UserCtx) -> Result<Response, ApiError> {
         broadcast_store::lock(db, &b)?;
         let existing = store::of_user(db, &b, &ctx.user.id)?;
         match admission(db, &b, ctx, &ask, existing.as_ref())? {
-            Admission::Refused(status, code, why) => Ok((refused(status, code, why)?, None)),
+            Admission::Refused(status, code, why) => Ok((refused(status, code, why), None)),
             Admission::Waiting(waiting) => {
                 let answer = JoinAnswer {
                     success: true,
                     message: "your request to co-host is waiting for the host",
                     co_host: view(&waiting, false),
                 };
-                Ok((json(200, &answer), None))
+                Ok((OneOf::Second(Json(answer)), None))
             }
             Admission::Admitted { granted, status } => {
                 let id = existing.map_or_else(ids::uuid, |c| c.id);
                 let (answer, event) = enter(db, &b, ctx, &ask, &id, granted, status)?;
-                Ok((json(200, &answer), Some(event)))
+                Ok((OneOf::Second(Json(answer)), Some(event)))
             }
         }
     })?;
@@ -770,14 +912,10 @@ fn decided_meanwhile() -> ApiError {
     ApiError::conflict("not_requested", "the request was decided meanwhile")
 }
 
-/// `POST /api/streaming/sessions/{id}/cohosts/{coHostId}/approve`: `{permissions?}` (at
-/// most the approver's own; the default preset when omitted). Takes a free slot.
-pub fn approve(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let permissions = ApprovalBody::read(&mut body)
-        .permissions
-        .unwrap_or(Permissions::DEFAULT);
-    body.finish()?;
+/// `{permissions?}` (at most the approver's own; the default preset when omitted). Takes a
+/// free slot.
+fn approve(ctx: &UserCtx, sent: ApprovalBody) -> Result<Json<Changed>, ApiError> {
+    let permissions = sent.permissions.unwrap_or(Permissions::DEFAULT);
     let db = ctx.db()?;
     let (b, actor, target) = pending_request(ctx, &db)?;
     if !permissions.is_within(actor.permissions()) {
@@ -814,9 +952,8 @@ pub fn approve(ctx: &UserCtx) -> Result<Response, ApiError> {
     Ok(Changed::answer(view))
 }
 
-/// `POST /api/streaming/sessions/{id}/cohosts/{coHostId}/decline`: the request is declined;
-/// the user may come back only with an invite.
-pub fn decline(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The request is declined; the user may come back only with an invite.
+fn decline(ctx: &UserCtx, _: NoBody) -> Result<Json<Declined>, ApiError> {
     let db = ctx.db()?;
     let (b, _, target) = pending_request(ctx, &db)?;
     if !store::decline(&db, &b, &target.id, &ctx.user.id, ctx.now())? {
@@ -826,14 +963,11 @@ pub fn decline(ctx: &UserCtx) -> Result<Response, ApiError> {
         &b.identity.stream_id,
         Event::cohost_gone(CohostAction::Declined, &target.id, &target.user_id),
     );
-    Ok(json(
-        200,
-        &Declined {
-            success: true,
-            id: target.id,
-            status: "declined",
-        },
-    ))
+    Ok(Json(Declined {
+        success: true,
+        id: target.id,
+        status: "declined",
+    }))
 }
 
 /// Loads the co-host a management call names, checking the actor may act on them: the
@@ -871,12 +1005,10 @@ fn managed_cohost(
     Ok((b, actor, target))
 }
 
-/// `PUT /api/streaming/sessions/{id}/cohosts/{coHostId}`: `{permissions}`. A co-host with
-/// canInviteOthers may change co-hosts who hold no more than they do, and grant no more.
-pub fn update_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let permissions = PermissionsChangeBody::read(&mut body).permissions;
-    body.finish()?;
+/// `{permissions}`. A co-host with canInviteOthers may change co-hosts who hold no more
+/// than they do, and grant no more.
+fn update_cohost(ctx: &UserCtx, sent: PermissionsChangeBody) -> Result<Json<Changed>, ApiError> {
+    let permissions = sent.permissions;
     let db = ctx.db()?;
     let (b, actor, target) = managed_cohost(
         ctx,
@@ -901,10 +1033,9 @@ pub fn update_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
     Ok(Changed::answer(view))
 }
 
-/// `DELETE /api/streaming/sessions/{id}/cohosts/{coHostId}`: the owner, or a co-host with
-/// canRemoveOthers, removes a co-host; the SFU token endpoint stops giving them publisher
-/// tokens.
-pub fn remove_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The owner, or a co-host with canRemoveOthers, removes a co-host; the SFU token endpoint
+/// stops giving them publisher tokens.
+fn remove_cohost(ctx: &UserCtx, _: NoBody) -> Result<Json<Removed>, ApiError> {
     let db = ctx.db()?;
     let (b, _, target) = managed_cohost(ctx, &db, |p| p.can_remove_others, "remove")?;
     db.transaction(|tx| {
@@ -916,20 +1047,16 @@ pub fn remove_cohost(ctx: &UserCtx) -> Result<Response, ApiError> {
         &b.identity.stream_id,
         Event::cohost_gone(CohostAction::Removed, &target.id, &target.user_id),
     );
-    Ok(json(
-        200,
-        &Removed {
-            success: true,
-            id: target.id,
-            status: "removed",
-            removed_at: time::format_rfc3339(ctx.now()),
-        },
-    ))
+    Ok(Json(Removed {
+        success: true,
+        id: target.id,
+        status: "removed",
+        removed_at: time::format_rfc3339(ctx.now()),
+    }))
 }
 
-/// `GET /api/streaming/sessions/{id}/metrics`: for the owner, co-hosts with
-/// canAccessAnalytics, and the tenant's server.
-pub fn metrics(ctx: &ActorCtx) -> Result<Response, ApiError> {
+/// For the owner, co-hosts with canAccessAnalytics, and the tenant's server.
+fn metrics(ctx: &ActorCtx, _: NoBody) -> Result<Json<Metrics>, ApiError> {
     let db = ctx.db()?;
     let now = ctx.now();
     let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
@@ -950,18 +1077,15 @@ pub fn metrics(ctx: &ActorCtx) -> Result<Response, ApiError> {
         .map(|p| p.since)
         .collect();
     let ongoing: i64 = on_stage.iter().map(|since| (now - since).max(0)).sum();
-    Ok(json(
-        200,
-        &Metrics {
-            session_id: b.id,
-            current_co_hosts: on_stage.len() as i64,
-            peak_co_hosts: counters.peak_cohosts,
-            joins: counters.joins,
-            leaves: counters.leaves,
-            total_co_host_minutes: (counters.cohost_seconds + ongoing) as f64 / 60.0,
-            current_participants: present.len() as i64,
-        },
-    ))
+    Ok(Json(Metrics {
+        session_id: b.id,
+        current_co_hosts: on_stage.len() as i64,
+        peak_co_hosts: counters.peak_cohosts,
+        joins: counters.joins,
+        leaves: counters.leaves,
+        total_co_host_minutes: (counters.cohost_seconds + ongoing) as f64 / 60.0,
+        current_participants: present.len() as i64,
+    }))
 }
 
 /// The parts of an SFU participant event the platform uses.
@@ -1003,14 +1127,14 @@ impl ParticipantEvent {
     }
 }
 
-/// `POST /api/streaming/sessions/{id}/participants/events`: the SFU's webhook (LiveKit's
-/// JSON, signed as LiveKit signs webhooks). Joined and left participants update presence
-/// and the co-host metrics; other events are acknowledged and ignored.
-pub fn participant_event(ctx: &SfuCtx) -> Result<Response, ApiError> {
+/// The SFU's webhook (LiveKit's JSON, signed as LiveKit signs webhooks, read and verified
+/// by the tier). Joined and left participants update presence and the co-host metrics;
+/// other events are acknowledged and ignored.
+fn participant_event(ctx: &SfuCtx, _: NoBody) -> Result<Raw, ApiError> {
     let event = ParticipantEvent::read(&ctx.event)?;
     let id = ids::parse_uuid(ctx.param("id"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the session id must be a UUID"))?;
-    participant_presence(&ctx.db()?, &event, Some(&id), ctx.now())
+    participant_presence(&ctx.db()?, &event, Some(&id), ctx.now()).map(Raw)
 }
 
 /// Presence from a verified participant event, for the per-session route (`session` is
@@ -1066,138 +1190,4 @@ pub fn participant_presence(
         }
         Ok(SfuEventAck::handled(kind).answer())
     })
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new(
-            "GET /api/streaming/sessions/{id}/multihost",
-            "Multihost (cohosts)",
-        )
-        .answers(200, "OK", Schema::view::<MultihostView>()),
-        Operation::new(
-            "PUT /api/streaming/sessions/{id}/layout",
-            "Update layout (cohosts)",
-        )
-        .takes(Schema::body::<LayoutChangesBody>())
-        .answers(200, "OK", Schema::view::<LayoutChanged>())
-        .errors(403, &["forbidden"]),
-        Operation::new(
-            "POST /api/streaming/sessions/{id}/join-cohost",
-            "Join (cohosts)",
-        )
-        .takes(Schema::body::<JoinBody>())
-        .answers(200, "OK", Schema::view::<JoinAnswer>())
-        .link(
-            "PUT /api/streaming/sessions/{id}/cohosts/{coHostId}",
-            &[
-                ("id", "$request.path.id"),
-                ("coHostId", "$response.body#/coHost/id"),
-            ],
-        )
-        .link(
-            "DELETE /api/streaming/sessions/{id}/cohosts/{coHostId}",
-            &[
-                ("id", "$request.path.id"),
-                ("coHostId", "$response.body#/coHost/id"),
-            ],
-        )
-        .link(
-            "POST /api/streaming/sessions/{id}/cohosts/{coHostId}/approve",
-            &[
-                ("id", "$request.path.id"),
-                ("coHostId", "$response.body#/coHost/id"),
-            ],
-        )
-        .link(
-            "POST /api/streaming/sessions/{id}/cohosts/{coHostId}/decline",
-            &[
-                ("id", "$request.path.id"),
-                ("coHostId", "$response.body#/coHost/id"),
-            ],
-        )
-        .answers(
-            403,
-            "Refused (the spec's body): invalid_invite, invite_required, removed, declined",
-            Schema::view::<JoinRefusal>(),
-        )
-        .answers(
-            409,
-            "Refused (the spec's body): is_owner, not_live, session_ended, already_cohost, \
-             session_full",
-            Schema::view::<JoinRefusal>(),
-        )
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"])
-        .errors(409, &["broadcast_ended", "is_owner"]),
-        Operation::new(
-            "POST /api/streaming/sessions/{id}/invites",
-            "Invite (cohosts)",
-        )
-        .takes(Schema::body::<InviteBody>())
-        .answers(200, "OK", Schema::view::<InviteView>())
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"])
-        .errors(409, &["broadcast_ended", "is_owner"]),
-        Operation::new(
-            "PUT /api/streaming/sessions/{id}/cohosts/{coHostId}",
-            "Update cohost (cohosts)",
-        )
-        .takes(Schema::body::<PermissionsChangeBody>())
-        .answers(200, "OK", Schema::view::<Changed>())
-        .errors(400, &["invalid_id"])
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"]),
-        Operation::new(
-            "DELETE /api/streaming/sessions/{id}/cohosts/{coHostId}",
-            "Remove cohost (cohosts)",
-        )
-        .answers(200, "OK", Schema::view::<Removed>())
-        .errors(400, &["invalid_id"])
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"]),
-        Operation::new(
-            "POST /api/streaming/sessions/{id}/cohosts/{coHostId}/approve",
-            "Approve (cohosts)",
-        )
-        .takes(Schema::body::<ApprovalBody>())
-        .answers(200, "OK", Schema::view::<Changed>())
-        .errors(400, &["invalid_id"])
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"])
-        .errors(409, &["not_live", "not_requested", "session_full"]),
-        Operation::new(
-            "POST /api/streaming/sessions/{id}/cohosts/{coHostId}/decline",
-            "Decline (cohosts)",
-        )
-        .answers(200, "OK", Schema::view::<Declined>())
-        .errors(400, &["invalid_id"])
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"])
-        .errors(409, &["not_requested"]),
-        Operation::new(
-            "POST /api/streaming/sessions/{id}/participants/events",
-            "Participant event (cohosts)",
-        )
-        .takes_as(
-            "application/webhook+json",
-            Schema::written(json!({
-                "type": "object",
-                "description": "LiveKit webhook event (participant_joined, participant_left, ...)",
-            })),
-        )
-        .answers(200, "OK", Schema::view::<SfuEventAck>())
-        .errors(400, &["invalid_id"])
-        .errors(404, &["not_found"])
-        .errors(422, &["invalid_webhook"]),
-        Operation::new(
-            "GET /api/streaming/sessions/{id}/metrics",
-            "Metrics (cohosts)",
-        )
-        .answers(200, "OK", Schema::view::<Metrics>())
-        .errors(403, &["forbidden"]),
-    ]
 }

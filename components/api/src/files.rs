@@ -5,15 +5,21 @@
 
 use crate::links::Links;
 use crate::media::{self, Chunker, RangeAsk};
-use domain::pagination::{Page, Paged};
+use crate::{ApiRoute, Upload as Streamed};
+use domain::pagination::{self, Paged};
 use domain::{ApiError, ids};
 use edge::answers::Deleted;
+use edge::contract::{Operation, Schema};
+use edge::endpoint;
+use edge::routing::route;
 use edge::spin::config;
-use edge::spin::http::{Call, PublicCtx, UserCtx, json, problem};
+use edge::spin::endpoint::{Json, NoBody, Page, Raw};
+use edge::spin::http::{Call, Handler, PublicCtx, UserCtx, json, problem};
 use edge::spin::incoming::{self, BodyStream, Source};
 use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Serialize;
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use spin_sdk::http::{Request, Response};
 use spin_sdk::key_value::Store;
@@ -353,6 +359,128 @@ pub fn flag(value: Option<String>) -> Result<bool, ApiError> {
     }
 }
 
+/// The files' routes: the owner's upload, list, metadata, download and delete, and the
+/// public files' media endpoint.
+pub const ROUTES: &[ApiRoute] = &[
+    // The body is streamed into storage after authentication (see [`upload`]).
+    route("POST", "/api/files", Handler::Upload(Streamed::File)).documented(|| {
+        Operation::new("POST /api/files", "Upload (files)")
+            .described(
+                "A multipart form with one `file` part, or the raw bytes with their own \
+                 content type.",
+            )
+            .takes_as(
+                "multipart/form-data",
+                Schema::written(json!({
+                    "type": "object",
+                    "required": ["file"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "file": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "The file part (a part with a filename)",
+                        },
+                        "public": { "type": "string", "enum": ["true", "false", "1", "0"] },
+                    },
+                })),
+            )
+            .query(
+                "filename",
+                json!({
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "At most 255 characters once trimmed",
+                }),
+            )
+            .query(
+                "public",
+                json!({
+                    "type": "string",
+                    "enum": ["true", "false", "1", "0"],
+                }),
+            )
+            .answers(201, "Created", Schema::view::<FileView>())
+            .link("GET /api/files/{id}", &[("id", "$response.body#/id")])
+            .link("DELETE /api/files/{id}", &[("id", "$response.body#/id")])
+            .link(
+                "GET /api/files/{id}/download",
+                &[("id", "$response.body#/id")],
+            )
+            .errors(400, &["malformed_multipart"])
+            .errors(404, &["not_found"])
+            .errors(415, &["unsupported_media_type"])
+            .errors(422, &["validation_failed"])
+    }),
+    endpoint!(
+        GET "/api/files",
+        User(list),
+        "List (files)",
+        |op| op
+            .link(
+                "GET /api/files/{id}",
+                &[("id", "$response.body#/items/0/id")],
+            )
+            .errors(400, &["invalid_query"]),
+    ),
+    endpoint!(
+        GET "/api/files/{id}",
+        User(get),
+        "Get (files)",
+        |op| op.errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        DELETE "/api/files/{id}",
+        User(delete),
+        "Delete (files)",
+        |op| op.errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        GET "/api/files/{id}/public",
+        Public(public),
+        "Public (files)",
+        |op| op
+            .answers_as(
+                200,
+                "The file's bytes (with its content type)",
+                "*/*",
+                Schema::bytes(),
+            )
+            .answers_as(206, "The requested byte range", "*/*", Schema::bytes())
+            .errors(404, &["file_unavailable", "not_found"])
+            .errors(416, &["range_not_satisfiable"]),
+    ),
+    endpoint!(
+        OPTIONS "/api/files/{id}/public",
+        Public(preflight),
+        "Preflight (files)",
+        |op| op
+            .parameter(json!({
+                "name": "id",
+                "in": "path",
+                "required": true,
+                "description": "Not read: the preflight answers the same for every file",
+                "schema": { "type": "string", "minLength": 1 },
+            }))
+            .answers_empty(204, "CORS preflight answer"),
+    ),
+    endpoint!(
+        GET "/api/files/{id}/download",
+        User(download),
+        "Download (files)",
+        |op| op
+            .answers_as(
+                200,
+                "The file's bytes (with its content type)",
+                "*/*",
+                Schema::bytes(),
+            )
+            .answers_as(206, "The requested byte range", "*/*", Schema::bytes())
+            .errors(404, &["file_unavailable", "not_found"])
+            .errors(416, &["range_not_satisfiable"]),
+    ),
+];
+
 /// `POST /api/files`: a raw body (`Content-Type` the file's, `?filename=`) streamed into
 /// chunks, or `multipart/form-data` with one file part; `public=true` in the query or a
 /// form field makes it public.
@@ -543,9 +671,9 @@ fn cors_headers() -> Vec<(&'static str, String)> {
     CORS.iter().map(|(k, v)| (*k, (*v).to_string())).collect()
 }
 
-/// `GET /api/files/{id}/public`: no authentication, public files only, CORS headers on
+/// No authentication, public files only, CORS headers on
 /// every answer (errors included).
-pub fn public(ctx: &PublicCtx) -> Result<Response, ApiError> {
+fn public(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
     let mut headers = cors_headers();
     headers.push(("cache-control", "public, max-age=3600".into()));
     let answer = (|| {
@@ -554,30 +682,30 @@ pub fn public(ctx: &PublicCtx) -> Result<Response, ApiError> {
         let file = stored::load_public(&db, &id)?.ok_or_else(|| ApiError::not_found("file"))?;
         file_response(ctx, &file, &headers)
     })();
-    Ok(answer.unwrap_or_else(|err| {
+    Ok(Raw(answer.unwrap_or_else(|err| {
         let mut response = problem(&err, ctx.request_id());
         for (name, value) in cors_headers() {
             response.set_header(name, value);
         }
         response
-    }))
+    })))
 }
 
-/// `OPTIONS /api/files/{id}/public`: the CORS preflight.
-pub fn preflight(_ctx: &PublicCtx) -> Result<Response, ApiError> {
+/// The CORS preflight.
+fn preflight(_ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
     let mut builder = Response::builder();
     builder.status(204);
     for (name, value) in CORS {
         builder.header(name, value);
     }
-    Ok(builder
+    Ok(Raw(builder
         .header("access-control-allow-methods", "GET, OPTIONS")
         .header(
             "access-control-allow-headers",
             "Range, If-None-Match, Content-Type",
         )
         .header("access-control-max-age", "86400")
-        .build())
+        .build()))
 }
 
 /// The signed-in user's own file: another user's is as unknown (404) as a missing one,
@@ -591,8 +719,8 @@ fn load_own(ctx: &UserCtx, db: &Db) -> Result<FileRow, ApiError> {
     Ok(file)
 }
 
-/// `GET /api/files/{id}/download`: the owner's download, as an attachment.
-pub fn download(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The owner's download, as an attachment.
+fn download(ctx: &UserCtx, _: NoBody) -> Result<Raw, ApiError> {
     let db = ctx.db()?;
     let file = load_own(ctx, &db)?;
     let disposition = format!(
@@ -609,35 +737,36 @@ pub fn download(ctx: &UserCtx) -> Result<Response, ApiError> {
             ("cache-control", "private, no-store".into()),
         ],
     )
+    .map(Raw)
 }
 
-/// `GET /api/files/{id}`: the metadata, for the owner.
-pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The metadata, for the owner.
+fn get(ctx: &UserCtx, _: NoBody) -> Result<Json<FileView>, ApiError> {
     let db = ctx.db()?;
     let file = load_own(ctx, &db)?;
-    Ok(json(200, &view(&file, &Links::load())))
+    Ok(Json(view(&file, &Links::load())))
 }
 
-/// `DELETE /api/files/{id}` (owner only): chunks and row.
-pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Owner only: chunks and row.
+fn delete(ctx: &UserCtx, _: NoBody) -> Result<Json<Deleted>, ApiError> {
     let db = ctx.db()?;
     let file = load_own(ctx, &db)?;
     db.transaction(|tx| {
         record_event(tx, "file.deleted", &file, ctx.now())?;
         remove(tx, &file)
     })?;
-    Ok(json(200, &Deleted::of(file.id)))
+    Ok(Json(Deleted::of(file.id)))
 }
 
-/// `GET /api/files`: the user's files, newest first.
-pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The user's files, newest first.
+fn list(ctx: &UserCtx, _: NoBody) -> Result<Page<FileView>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let page = Page::from_query(ctx.query())?;
+    let page = pagination::Page::from_query(ctx.query())?;
     let db = ctx.db()?;
     let links = Links::load();
     let (files, total) = stored::page_of_owner(&db, &tenant.client_id, &user.id, page)?;
     let items: Vec<FileView> = files.iter().map(|f| view(f, &links)).collect();
-    Ok(json(200, &Paged::new(items, total, page)))
+    Ok(Page(Paged::new(items, total, page)))
 }
 
 /// `file.*` with the file's metadata as `GET /api/files/{id}` answers it (in `db`'s
@@ -645,102 +774,4 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
 fn record_event(db: &Db, event_type: &str, file: &FileRow, now: i64) -> Result<(), ApiError> {
     let data = &view(file, &Links::load());
     crate::webhook_events::record(db, &file.client_id, event_type, "file", &file.id, data, now)
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new("POST /api/files", "Upload (files)")
-            .described(
-                "A multipart form with one `file` part, or the raw bytes with their own \
-                 content type.",
-            )
-            .takes_as(
-                "multipart/form-data",
-                Schema::written(json!({
-                    "type": "object",
-                    "required": ["file"],
-                    "additionalProperties": false,
-                    "properties": {
-                        "file": {
-                            "type": "string",
-                            "format": "binary",
-                            "description": "The file part (a part with a filename)",
-                        },
-                        "public": { "type": "string", "enum": ["true", "false", "1", "0"] },
-                    },
-                })),
-            )
-            .query(
-                "filename",
-                json!({
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "At most 255 characters once trimmed",
-                }),
-            )
-            .query(
-                "public",
-                json!({
-                    "type": "string",
-                    "enum": ["true", "false", "1", "0"],
-                }),
-            )
-            .answers(201, "Created", Schema::view::<FileView>())
-            .link("GET /api/files/{id}", &[("id", "$response.body#/id")])
-            .link("DELETE /api/files/{id}", &[("id", "$response.body#/id")])
-            .link(
-                "GET /api/files/{id}/download",
-                &[("id", "$response.body#/id")],
-            )
-            .errors(400, &["malformed_multipart"])
-            .errors(404, &["not_found"])
-            .errors(415, &["unsupported_media_type"])
-            .errors(422, &["validation_failed"]),
-        Operation::new("GET /api/files", "List (files)")
-            .paged()
-            .answers(200, "OK", Schema::page_of::<FileView>())
-            .link(
-                "GET /api/files/{id}",
-                &[("id", "$response.body#/items/0/id")],
-            )
-            .errors(400, &["invalid_query"]),
-        Operation::new("GET /api/files/{id}", "Get (files)")
-            .answers(200, "OK", Schema::view::<FileView>())
-            .errors(404, &["not_found"]),
-        Operation::new("DELETE /api/files/{id}", "Delete (files)")
-            .answers(200, "OK", Schema::view::<Deleted>())
-            .errors(404, &["not_found"]),
-        Operation::new("GET /api/files/{id}/public", "Public (files)")
-            .answers_as(
-                200,
-                "The file's bytes (with its content type)",
-                "*/*",
-                Schema::bytes(),
-            )
-            .answers_as(206, "The requested byte range", "*/*", Schema::bytes())
-            .errors(404, &["file_unavailable", "not_found"])
-            .errors(416, &["range_not_satisfiable"]),
-        Operation::new("OPTIONS /api/files/{id}/public", "Preflight (files)")
-            .parameter(json!({
-                "name": "id",
-                "in": "path",
-                "required": true,
-                "description": "Not read: the preflight answers the same for every file",
-                "schema": { "type": "string", "minLength": 1 },
-            }))
-            .answers_empty(204, "CORS preflight answer"),
-        Operation::new("GET /api/files/{id}/download", "Download (files)")
-            .answers_as(
-                200,
-                "The file's bytes (with its content type)",
-                "*/*",
-                Schema::bytes(),
-            )
-            .answers_as(206, "The requested byte range", "*/*", Schema::bytes())
-            .errors(404, &["file_unavailable", "not_found"])
-            .errors(416, &["range_not_satisfiable"]),
-    ]
 }

@@ -6,6 +6,7 @@
 //! completes (the `settle-ingests` job completes it). A broadcast published into its SFU
 //! room instead reaches the same ingest through the SFU feed (`sfu_feed`).
 
+use crate::ApiRoute;
 use crate::broadcasts;
 use ::store::app;
 use ::store::broadcasts::{self as broadcast_store, Broadcast};
@@ -14,11 +15,14 @@ use ::store::{Db, restreams, tenants};
 use domain::ApiError;
 use domain::broadcast::Status;
 use domain::media::{self, Health, HealthSample, Playback, protocol};
-use domain::validate::body::RequestBody;
+use edge::contract::Schema;
+use edge::endpoint;
 use edge::spin::config;
-use edge::spin::http::{JobsCtx, MediaCtx, Reply, ServerCtx, json};
+use edge::spin::endpoint::{Json, NoBody, Read};
+use edge::spin::http::{JobsCtx, MediaCtx, ServerCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
+use serde_json::json;
 
 /// A tenant's media settings.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -31,23 +35,144 @@ pub struct MediaSettings {
     ladder: media::Ladder,
 }
 
-/// `GET /api/v1/media-settings`: the tenant's media settings.
-pub fn settings(ctx: &ServerCtx) -> Reply {
+/// The ingest routes: the tenant's media settings, the media server's calls, and the job
+/// that settles the publishes that did not come back.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        POST "/api/media/publish",
+        Media(publish),
+        "Publish (media server)",
+        |op| op
+            .described(
+                "The media server asks whether a publisher with this stream key may publish; \
+                 an accepted publish makes the broadcast active.",
+            )
+            .request_example(json!({
+                "key": "0123456789abcdef0123456789abcdef",
+                "connection": "a1b2c3d4-1",
+            }))
+            // The 200 says what the media server does with it.
+            .answers(
+                200,
+                "OK: publish under streamId",
+                Schema::view::<protocol::Accepted>(),
+            )
+            .errors(400, &["malformed_json", "invalid_connection"])
+            .errors(
+                403,
+                &[
+                    "unknown_stream_key",
+                    "stream_key_reset",
+                    "broadcast_ended",
+                    "client_suspended",
+                ],
+            )
+            .errors(409, &["already_publishing"]),
+    ),
+    endpoint!(
+        POST "/api/media/update",
+        Media(update),
+        "Update (media server)",
+        |op| op
+            .described(
+                "A publisher is still live: its health and restream targets' states. Refused \
+                 when the key was reset, the broadcast ended or its client was suspended (the \
+                 media server drops the publisher).",
+            )
+            .answers(
+                200,
+                "OK: keep publishing",
+                Schema::view::<protocol::Accepted>(),
+            )
+            .errors(400, &["malformed_json", "invalid_connection"])
+            .errors(
+                403,
+                &["stream_key_reset", "broadcast_ended", "client_suspended"],
+            )
+            .errors(404, &["unknown_connection"]),
+    ),
+    endpoint!(
+        POST "/api/media/publish-done",
+        Media(publish_done),
+        "Publish done (media server)",
+        |op| op
+            .described(
+                "A publisher left; the broadcast completes unless it comes back within the \
+                 reconnect window.",
+            )
+            .errors(400, &["malformed_json", "invalid_connection"]),
+    ),
+    endpoint!(
+        POST "/api/media/server",
+        Media(server),
+        "Server report (media server)",
+        |op| op
+            .described(
+                "The media server reports itself up (when it starts, then every minute) or \
+                 down with why (it stopped, or its host could not start it); the owner's view \
+                 of a broadcast shows it as ingest.server.",
+            )
+            .request_example(json!({
+                "state": "down",
+                "reason": "nginx with its RTMP module is not installed",
+            }))
+            .answers(
+                200,
+                "Recorded: the state broadcasts now show",
+                Schema::view::<broadcasts::view::MediaServerView>(),
+            )
+            .errors(400, &["malformed_json", "reason_required"])
+            .errors(422, &["validation_failed"]),
+    ),
+    endpoint!(
+        POST "/api/jobs/settle-ingests",
+        Jobs(settle),
+        "Settle ingests (jobs)",
+        |op| op.described(
+            "Completes the broadcasts whose RTMP publisher did not come back within the \
+             reconnect window.",
+        ),
+    ),
+    endpoint!(
+        GET "/api/v1/media-settings",
+        Server(settings),
+        "Get (media settings)",
+        |op| op.described(
+            "Whether the tenant's broadcasts are transcoded into an adaptive ladder."
+        ),
+    ),
+    endpoint!(
+        PATCH "/api/v1/media-settings",
+        Server(update_settings),
+        "Update (media settings)",
+        |op| op
+            .described(
+                "Sets the ladder of the tenant's broadcasts that do not choose one; it applies \
+                 from each broadcast's next publish.",
+            )
+            .request_example(json!({"ladder": "passthrough"}))
+            .errors(400, &["malformed_json"])
+            .errors(422, &["validation_failed"]),
+    ),
+];
+
+/// The tenant's media settings.
+fn settings(ctx: &ServerCtx, _: NoBody) -> Result<Json<MediaSettings>, ApiError> {
     let db = ctx.db()?;
     let ladder = tenants::media_ladder(&db, &ctx.tenant.client_id)?;
-    Ok(json(200, &MediaSettings { ladder }))
+    Ok(Json(MediaSettings { ladder }))
 }
 
-/// `PATCH /api/v1/media-settings` `{ladder?}`: applies from each broadcast's next publish.
-pub fn update_settings(ctx: &ServerCtx) -> Reply {
-    let mut body = ctx.json()?;
-    let sent = broadcasts::MediaSettingsBody::read(&mut body);
-    body.finish()?;
+/// `{ladder?}`: applies from each broadcast's next publish.
+fn update_settings(
+    ctx: &ServerCtx,
+    sent: broadcasts::MediaSettingsBody,
+) -> Result<Json<MediaSettings>, ApiError> {
     let db = ctx.db()?;
     if let Some(ladder) = sent.ladder {
         tenants::set_media_ladder(&db, &ctx.tenant.client_id, ladder)?;
     }
-    settings(ctx)
+    settings(ctx, NoBody)
 }
 
 /// Broadcasts the `settle-ingests` job completes per call.
@@ -161,14 +286,16 @@ fn refusal(db: &Db, b: &Broadcast, key: &str) -> Result<Option<ApiError>, ApiErr
     Ok(None)
 }
 
-/// `POST /api/media/publish`: a publisher connected with a key. Accepted when the key is a
+/// A publisher connected with a key. Accepted when the key is a
 /// broadcast's current key, the broadcast has not ended, its tenant is not suspended and
 /// no other publisher is live on it; the broadcast then goes `active` (or, back inside its
 /// reconnect window, simply continues). A refusal that names a broadcast (every one but an
 /// unknown key) is recorded on it for its owner's view; a key that was reset names its
 /// broadcast when a publisher had used it.
-pub fn publish(ctx: &MediaCtx) -> Reply {
-    let call: protocol::Publish = ctx.typed_json()?;
+fn publish(
+    ctx: &MediaCtx,
+    Read(call): Read<protocol::Publish>,
+) -> Result<Json<protocol::Accepted>, ApiError> {
     check_connection(&call.connection)?;
     let unknown = || refused("unknown_stream_key", "no broadcast has this stream key");
     if !media::is_stream_key(&call.key) {
@@ -234,7 +361,7 @@ pub fn publish(ctx: &MediaCtx) -> Reply {
     } else {
         b
     };
-    Ok(json(200, &accepted(&db, &b)?))
+    Ok(Json(accepted(&db, &b)?))
 }
 
 /// Records `why` (a publish refused, or a publisher dropped) on `b` for its owner's view,
@@ -261,12 +388,14 @@ fn noted(
     why
 }
 
-/// `POST /api/media/update`: the publisher is still there. Counts as the broadcast's
+/// The publisher is still there. Counts as the broadcast's
 /// heartbeat, records the stream's health (a change is a `broadcast.health` event) and the
 /// restream targets' states. Refused (the media server then drops the publisher) when the
 /// key was reset, the broadcast ended or its tenant was suspended meanwhile.
-pub fn update(ctx: &MediaCtx) -> Reply {
-    let call: protocol::Update = ctx.typed_json()?;
+fn update(
+    ctx: &MediaCtx,
+    Read(call): Read<protocol::Update>,
+) -> Result<Json<protocol::Accepted>, ApiError> {
     check_connection(&call.connection)?;
     let now = ctx.now();
     let db = ctx.db()?;
@@ -298,7 +427,7 @@ pub fn update(ctx: &MediaCtx) -> Reply {
         }
         Ok(())
     })?;
-    Ok(json(200, &accepted(&db, &b)?))
+    Ok(Json(accepted(&db, &b)?))
 }
 
 /// Stores a health sample; answers whether the health changed (a first sample changes it
@@ -339,10 +468,12 @@ fn clip(text: &str, max: usize) -> String {
     text.chars().filter(|c| !c.is_control()).take(max).collect()
 }
 
-/// `POST /api/media/publish-done`: the publisher left. The broadcast stays active for the
+/// The publisher left. The broadcast stays active for the
 /// reconnect window; a publish with its key inside it continues the broadcast.
-pub fn publish_done(ctx: &MediaCtx) -> Reply {
-    let call: protocol::PublishDone = ctx.typed_json()?;
+fn publish_done(
+    ctx: &MediaCtx,
+    Read(call): Read<protocol::PublishDone>,
+) -> Result<Json<Released>, ApiError> {
     check_connection(&call.connection)?;
     let now = ctx.now();
     let db = ctx.db()?;
@@ -351,17 +482,14 @@ pub fn publish_done(ctx: &MediaCtx) -> Reply {
             handled: false,
             reconnect_window: None,
         };
-        return Ok(json(200, &unknown));
+        return Ok(Json(unknown));
     };
     let b = app::broadcasts::load(&db, &ingest.client_id, &ingest.broadcast_id, now)?;
     let handled = release(&db, &b, &call.connection, now)?;
-    Ok(json(
-        200,
-        &Released {
-            handled,
-            reconnect_window: Some(reconnect_window()),
-        },
-    ))
+    Ok(Json(Released {
+        handled,
+        reconnect_window: Some(reconnect_window()),
+    }))
 }
 
 /// Ends `connection`'s publish on `b`: its restream targets go idle and, while the
@@ -383,11 +511,13 @@ fn release(db: &Db, b: &Broadcast, connection: &str, now: i64) -> Result<bool, A
     })
 }
 
-/// `POST /api/media/server`: the media server reports itself up (when it starts, then
+/// The media server reports itself up (when it starts, then
 /// every minute) or down (with why: it stopped, or its host could not start it). The
 /// owner's view of every broadcast shows it beside the ingest (`ingest.server`).
-pub fn server(ctx: &MediaCtx) -> Reply {
-    let call: protocol::ServerReport = ctx.typed_json()?;
+fn server(
+    ctx: &MediaCtx,
+    Read(call): Read<protocol::ServerReport>,
+) -> Result<Json<broadcasts::view::MediaServerView>, ApiError> {
     let reason = match call.state {
         protocol::ServerState::Up => None,
         protocol::ServerState::Down => {
@@ -416,15 +546,15 @@ pub fn server(ctx: &MediaCtx) -> Reply {
         reported_at: ctx.now(),
     };
     store::report_server(&db, &report)?;
-    Ok(json(
-        200,
-        &broadcasts::view::server_view(Some(&report), ctx.now()),
-    ))
+    Ok(Json(broadcasts::view::server_view(
+        Some(&report),
+        ctx.now(),
+    )))
 }
 
-/// `POST /api/jobs/settle-ingests`: completes the broadcasts whose publisher did not come
+/// Completes the broadcasts whose publisher did not come
 /// back within the reconnect window (with their `broadcast.ended` events).
-pub fn settle(ctx: &JobsCtx) -> Reply {
+fn settle(ctx: &JobsCtx, _: NoBody) -> Result<Json<SettleReport>, ApiError> {
     let db = ctx.db()?;
     let now = ctx.now();
     let (due, total) = broadcast_store::past_ingest_deadline(&db, now, SETTLE_BATCH)?;
@@ -441,111 +571,8 @@ pub fn settle(ctx: &JobsCtx) -> Reply {
         done: completed,
         remaining: (total - due.len() as i64).max(0),
     };
-    Ok(json(
-        200,
-        &SettleReport {
-            job: "settle-ingests",
-            progress,
-        },
-    ))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new("GET /api/v1/media-settings", "Get (media settings)")
-            .described("Whether the tenant's broadcasts are transcoded into an adaptive ladder.")
-            .answers(200, "OK", Schema::view::<MediaSettings>()),
-        Operation::new("PATCH /api/v1/media-settings", "Update (media settings)")
-            .described(
-                "Sets the ladder of the tenant's broadcasts that do not choose one; it applies \
-                 from each broadcast's next publish.",
-            )
-            .takes(Schema::body::<broadcasts::MediaSettingsBody>())
-            .request_example(json!({"ladder": "passthrough"}))
-            .answers(200, "OK", Schema::view::<MediaSettings>())
-            .errors(400, &["malformed_json"])
-            .errors(422, &["validation_failed"]),
-        Operation::new("POST /api/media/publish", "Publish (media server)")
-            .described(
-                "The media server asks whether a publisher with this stream key may publish; \
-                 an accepted publish makes the broadcast active.",
-            )
-            .takes(Schema::read::<protocol::Publish>())
-            .request_example(json!({
-                "key": "0123456789abcdef0123456789abcdef",
-                "connection": "a1b2c3d4-1",
-            }))
-            .answers(
-                200,
-                "OK: publish under streamId",
-                Schema::view::<protocol::Accepted>(),
-            )
-            .errors(400, &["malformed_json", "invalid_connection"])
-            .errors(
-                403,
-                &[
-                    "unknown_stream_key",
-                    "stream_key_reset",
-                    "broadcast_ended",
-                    "client_suspended",
-                ],
-            )
-            .errors(409, &["already_publishing"]),
-        Operation::new("POST /api/media/update", "Update (media server)")
-            .described(
-                "A publisher is still live: its health and restream targets' states. Refused \
-                 when the key was reset, the broadcast ended or its client was suspended (the \
-                 media server drops the publisher).",
-            )
-            .takes(Schema::read::<protocol::Update>())
-            .answers(
-                200,
-                "OK: keep publishing",
-                Schema::view::<protocol::Accepted>(),
-            )
-            .errors(400, &["malformed_json", "invalid_connection"])
-            .errors(
-                403,
-                &["stream_key_reset", "broadcast_ended", "client_suspended"],
-            )
-            .errors(404, &["unknown_connection"]),
-        Operation::new(
-            "POST /api/media/publish-done",
-            "Publish done (media server)",
-        )
-        .described(
-            "A publisher left; the broadcast completes unless it comes back within the \
-                 reconnect window.",
-        )
-        .takes(Schema::read::<protocol::PublishDone>())
-        .answers(200, "OK", Schema::view::<Released>())
-        .errors(400, &["malformed_json", "invalid_connection"]),
-        Operation::new("POST /api/media/server", "Server report (media server)")
-            .described(
-                "The media server reports itself up (when it starts, then every minute) or \
-                 down with why (it stopped, or its host could not start it); the owner's view \
-                 of a broadcast shows it as ingest.server.",
-            )
-            .takes(Schema::read::<protocol::ServerReport>())
-            .request_example(json!({
-                "state": "down",
-                "reason": "nginx with its RTMP module is not installed",
-            }))
-            .answers(
-                200,
-                "Recorded: the state broadcasts now show",
-                Schema::view::<crate::broadcasts::view::MediaServerView>(),
-            )
-            .errors(400, &["malformed_json", "reason_required"])
-            .errors(422, &["validation_failed"]),
-        Operation::new("POST /api/jobs/settle-ingests", "Settle ingests (jobs)")
-            .described(
-                "Completes the broadcasts whose RTMP publisher did not come back within the \
-                 reconnect window.",
-            )
-            .answers(200, "OK", Schema::view::<SettleReport>()),
-    ]
+    Ok(Json(SettleReport {
+        job: "settle-ingests",
+        progress,
+    }))
 }

@@ -3,8 +3,12 @@
 //! Kubernetes CronJob). Each call does a bounded batch and says how much is left, so the
 //! scheduler calls again while `remaining` is above zero.
 
+use crate::ApiRoute;
+use domain::ApiError;
 use edge::answers::Progress;
-use edge::spin::http::{JobsCtx, Reply, json};
+use edge::endpoint;
+use edge::spin::endpoint::{Json, NoBody};
+use edge::spin::http::JobsCtx;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -55,33 +59,36 @@ pub struct PruneReport {
     removed: BTreeMap<&'static str, i64>,
 }
 
-/// `POST /api/jobs/migrate`: applies the schema migrations not applied yet, on whichever
-/// back end `database` names. Safe to run twice and concurrently.
-pub fn migrate(ctx: &JobsCtx) -> Reply {
+/// The schema migrations and the pruning of what has outlived its use.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(POST "/api/jobs/migrate", Jobs(migrate), "Migrate (jobs)"),
+    endpoint!(POST "/api/jobs/prune", Jobs(prune), "Prune (jobs)"),
+];
+
+/// Applies the schema migrations not applied yet, on whichever back end `database` names.
+/// Safe to run twice and concurrently.
+fn migrate(ctx: &JobsCtx, _: NoBody) -> Result<Json<MigrateReport>, ApiError> {
     let db = ctx.db()?;
     let report = store::migrate::run(&db, ctx.now())?;
     let progress = Progress {
         done: report.applied.len() as i64,
         remaining: 0,
     };
-    Ok(json(
-        200,
-        &MigrateReport {
-            job: "migrate",
-            progress,
-            applied: report.applied,
-            already_applied: report.already as i64,
-        },
-    ))
+    Ok(Json(MigrateReport {
+        job: "migrate",
+        progress,
+        applied: report.applied,
+        already_applied: report.already as i64,
+    }))
 }
 
-/// `POST /api/jobs/prune`: removes what has outlived its use: seen signatures (replay
+/// Removes what has outlived its use: seen signatures (replay
 /// keys), money requests' idempotency keys (after 24 h), expired refresh tokens, rate-limit
 /// events and slow-mode slots, old SFU webhook ids, expired invites, outbox events and
 /// webhook deliveries older than 30 days (pending ones stay), abandoned uploads (with their
 /// chunks) and expired resumable uploads (with their parts). Each kind loses at most a
 /// batch per call.
-pub fn prune(ctx: &JobsCtx) -> Reply {
+fn prune(ctx: &JobsCtx, _: NoBody) -> Result<Json<PruneReport>, ApiError> {
     let db = ctx.db()?;
     let now = ctx.now();
     // (kind, removed, batch)
@@ -145,29 +152,9 @@ pub fn prune(ctx: &JobsCtx) -> Reply {
         remaining: counts.iter().filter(|(_, n, batch)| n == batch).count() as i64,
     };
     let removed = counts.iter().map(|(kind, n, _)| (*kind, *n)).collect();
-    Ok(json(
-        200,
-        &PruneReport {
-            job: "prune",
-            progress,
-            removed,
-        },
-    ))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("POST /api/jobs/migrate", "Migrate (jobs)").answers(
-            200,
-            "OK",
-            Schema::view::<MigrateReport>(),
-        ),
-        Operation::new("POST /api/jobs/prune", "Prune (jobs)").answers(
-            200,
-            "OK",
-            Schema::view::<PruneReport>(),
-        ),
-    ]
+    Ok(Json(PruneReport {
+        job: "prune",
+        progress,
+        removed,
+    }))
 }

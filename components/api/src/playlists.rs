@@ -4,7 +4,8 @@
 use crate::files::{self, NewFile};
 use crate::links::Links;
 use crate::media;
-use domain::pagination::{Page, Paged};
+use crate::{ApiRoute, Upload};
+use domain::pagination::{self, Paged};
 use domain::problem::FieldError;
 use domain::request_body;
 use domain::validate::body::{
@@ -14,7 +15,11 @@ use domain::validate::body::{
 use domain::validate::{self, JsonBody};
 use domain::{ApiError, ids};
 use edge::answers::Deleted;
-use edge::spin::http::{UserCtx, json};
+use edge::contract::{Operation, Schema};
+use edge::endpoint;
+use edge::routing::route;
+use edge::spin::endpoint::{Created, Json, NoBody, Page};
+use edge::spin::http::{Handler, UserCtx, json};
 use edge::spin::incoming::{self, Source};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -305,12 +310,120 @@ fn fresh_view(db: &Db, playlist: &Playlist) -> Result<FullPlaylist, ApiError> {
     full_view(db, &load(db, &playlist.client_id, &playlist.id)?)
 }
 
-/// `POST /api/playlists`: name, description, visibility (public by default).
-pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The playlist routes: the owner changes a playlist, others see the ones not private.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        GET "/api/playlists",
+        User(list),
+        "List (playlists)",
+        |op| op
+            .link(
+                "GET /api/playlists/{id}",
+                &[("id", "$response.body#/items/0/id")],
+            )
+            .errors(400, &["invalid_id", "invalid_query"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        POST "/api/playlists",
+        User(create),
+        "Create (playlists)",
+        |op| op
+            .request_example(json!({ "name": "Warm-up", "visibility": "public" }))
+            .link("GET /api/playlists/{id}", &[("id", "$response.body#/id")])
+            .link("PUT /api/playlists/{id}", &[("id", "$response.body#/id")])
+            .link(
+                "DELETE /api/playlists/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/playlists/{id}/tracks",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/playlists/{id}/poster",
+                &[("id", "$response.body#/id")],
+            )
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        GET "/api/playlists/{id}",
+        User(get),
+        "Get (playlists)",
+        |op| op.errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        PUT "/api/playlists/{id}",
+        User(update),
+        "Update (playlists)",
+        |op| op.errors(403, &["forbidden"]).errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        DELETE "/api/playlists/{id}",
+        User(delete),
+        "Delete (playlists)",
+        |op| op.errors(403, &["forbidden"]).errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        POST "/api/playlists/{id}/tracks",
+        User(add_tracks),
+        "Add tracks (playlists)",
+        |op| op
+            .link(
+                "DELETE /api/playlists/{id}/tracks/{trackId}",
+                &[
+                    ("id", "$response.body#/id"),
+                    ("trackId", "$response.body#/tracks/0/id"),
+                ],
+            )
+            .link(
+                "PUT /api/playlists/{id}/tracks/reorder",
+                &[("id", "$response.body#/id")],
+            )
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["playlist_full"])
+            .errors(422, &["validation_failed"]),
+    ),
+    endpoint!(
+        DELETE "/api/playlists/{id}/tracks/{trackId}",
+        User(remove_track),
+        "Remove track (playlists)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        PUT "/api/playlists/{id}/tracks/reorder",
+        User(reorder),
+        "Reorder (playlists)",
+        |op| op
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(422, &["validation_failed"]),
+    ),
+    // The image is streamed into storage after authentication (see [`poster`]).
+    route(
+        "POST",
+        "/api/playlists/{id}/poster",
+        Handler::Upload(Upload::PlaylistPoster),
+    )
+    .documented(|| {
+        Operation::new("POST /api/playlists/{id}/poster", "Poster (playlists)")
+            .takes_as(
+                "image/*",
+                Schema::written(json!({ "type": "string", "contentMediaType": "image/*" })),
+            )
+            .answers(200, "OK", Schema::view::<FullPlaylist>())
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+    }),
+];
+
+/// Name, description, visibility (public by default).
+fn create(ctx: &UserCtx, new: NewPlaylistBody) -> Result<Created<FullPlaylist>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let mut body = ctx.json()?;
-    let new = NewPlaylistBody::read(&mut body);
-    body.finish()?;
     let db = ctx.db()?;
     let fields = Fields {
         name: new.name,
@@ -318,21 +431,21 @@ pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
         visibility: new.visibility.unwrap_or_else(|| "public".into()),
     };
     let playlist = stored::insert(&db, &tenant.client_id, &user.id, &fields, ctx.now())?;
-    Ok(json(201, &full_view(&db, &playlist)?))
+    Ok(Created(full_view(&db, &playlist)?))
 }
 
-/// `GET /api/playlists/{id}`: with its tracks in order.
-pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// With its tracks in order.
+fn get(ctx: &UserCtx, _: NoBody) -> Result<Json<FullPlaylist>, ApiError> {
     let db = ctx.db()?;
     let playlist = load_visible(ctx, &db)?;
-    Ok(json(200, &full_view(&db, &playlist)?))
+    Ok(Json(full_view(&db, &playlist)?))
 }
 
-/// `GET /api/playlists?userId=`: a user's playlists (the caller's when no userId); all of
+/// `?userId=`: a user's playlists (the caller's when no userId); all of
 /// them for the owner, the public ones for anyone else. Newest first, paginated.
-pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
+fn list(ctx: &UserCtx, _: NoBody) -> Result<Page<PlaylistView>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let page = Page::from_query(ctx.query())?;
+    let page = pagination::Page::from_query(ctx.query())?;
     let owner = match ctx.query_value("userId") {
         None => user.id.clone(),
         Some(raw) => ids::parse_uuid(&raw).ok_or_else(|| {
@@ -348,16 +461,13 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
         .iter()
         .map(|(p, track_count)| view(p, &links, *track_count))
         .collect();
-    Ok(json(200, &Paged::new(items, total, page)))
+    Ok(Page(Paged::new(items, total, page)))
 }
 
-/// `PUT /api/playlists/{id}`: any of name, description, visibility.
-pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Any of name, description, visibility.
+fn update(ctx: &UserCtx, changes: PlaylistChangesBody) -> Result<Json<FullPlaylist>, ApiError> {
     let db = ctx.db()?;
     let playlist = load_owned(ctx, &db)?;
-    let mut body = ctx.json()?;
-    let changes = PlaylistChangesBody::read(&mut body);
-    body.finish()?;
     let fields = Fields {
         name: changes.name.unwrap_or_else(|| playlist.name.clone()),
         description: changes
@@ -368,16 +478,16 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
             .unwrap_or_else(|| playlist.visibility.clone()),
     };
     stored::update(&db, &playlist, &fields, ctx.now())?;
-    Ok(json(200, &fresh_view(&db, &playlist)?))
+    Ok(Json(fresh_view(&db, &playlist)?))
 }
 
-/// `DELETE /api/playlists/{id}`: the playlist, its tracks and its poster.
-pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The playlist, its tracks and its poster.
+fn delete(ctx: &UserCtx, _: NoBody) -> Result<Json<Deleted>, ApiError> {
     let db = ctx.db()?;
     let playlist = load_owned(ctx, &db)?;
     stored::delete(&db, &playlist)?;
     remove_poster(&db, &playlist)?;
-    Ok(json(200, &Deleted::of(playlist.id)))
+    Ok(Json(Deleted::of(playlist.id)))
 }
 
 fn remove_poster(db: &Db, playlist: &Playlist) -> Result<(), ApiError> {
@@ -449,15 +559,13 @@ fn parse_track(index: usize, value: &Value, errors: &mut Vec<FieldError>) -> Opt
     }
 }
 
-/// `POST /api/playlists/{id}/tracks`: `{"tracks": [...]}` appended in order. A `fileId`
-/// must name a file of the tenant that the user owns or that is public.
-pub fn add_tracks(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// `{"tracks": [...]}` appended in order. A `fileId` must name a file of the tenant that
+/// the user owns or that is public.
+fn add_tracks(ctx: &UserCtx, sent: NewTracksBody) -> Result<Json<FullPlaylist>, ApiError> {
     let db = ctx.db()?;
     let playlist = load_owned(ctx, &db)?;
     let user = &ctx.user;
-    let mut body = ctx.json()?;
-    let NewTracksBody { tracks } = NewTracksBody::read(&mut body);
-    body.finish()?;
+    let NewTracksBody { tracks } = sent;
     let Some(Value::Array(tracks)) = tracks else {
         return Err(invalid("tracks", "must be an array of tracks"));
     };
@@ -491,7 +599,7 @@ pub fn add_tracks(ctx: &UserCtx) -> Result<Response, ApiError> {
     }
     let new: Vec<NewTrack> = parsed.into_iter().flatten().collect();
     match stored::append_tracks(&db, &playlist, &new, MAX_TRACKS, ctx.now())? {
-        Appended::Added => Ok(json(200, &fresh_view(&db, &playlist)?)),
+        Appended::Added => Ok(Json(fresh_view(&db, &playlist)?)),
         Appended::Full => Err(ApiError::conflict(
             "playlist_full",
             format!("a playlist holds at most {MAX_TRACKS} tracks"),
@@ -506,27 +614,25 @@ fn invalid(field: &str, message: &str) -> ApiError {
     }])
 }
 
-/// `DELETE /api/playlists/{id}/tracks/{trackId}`
-pub fn remove_track(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The track leaves the playlist; the others keep their order.
+fn remove_track(ctx: &UserCtx, _: NoBody) -> Result<Json<FullPlaylist>, ApiError> {
     let db = ctx.db()?;
     let playlist = load_owned(ctx, &db)?;
     let track_id = ids::parse_uuid(ctx.param("trackId")).ok_or_else(|| bad_id("track"))?;
     if !stored::remove_track(&db, &playlist, &track_id, ctx.now())? {
         return Err(ApiError::not_found("track"));
     }
-    Ok(json(200, &fresh_view(&db, &playlist)?))
+    Ok(Json(fresh_view(&db, &playlist)?))
 }
 
-/// `PUT /api/playlists/{id}/tracks/reorder`: `{"trackIds": [...]}`, the complete new
-/// order; anything else is a 422 and the order stays as it was.
-pub fn reorder(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// `{"trackIds": [...]}`, the complete new order; anything else is a 422 and the order
+/// stays as it was.
+fn reorder(ctx: &UserCtx, sent: TrackOrderBody) -> Result<Json<FullPlaylist>, ApiError> {
     let db = ctx.db()?;
     let playlist = load_owned(ctx, &db)?;
-    let mut body = ctx.json()?;
     let TrackOrderBody {
         track_ids: requested,
-    } = TrackOrderBody::read(&mut body);
-    body.finish()?;
+    } = sent;
     let Some(Value::Array(requested)) = requested else {
         return Err(invalid("trackIds", "must be an array of track ids"));
     };
@@ -538,10 +644,10 @@ pub fn reorder(ctx: &UserCtx) -> Result<Response, ApiError> {
     let current = stored::track_ids(&db, &playlist)?;
     check_order(&current, &requested).map_err(|m| invalid("trackIds", &m))?;
     stored::reorder(&db, &playlist, &requested, ctx.now())?;
-    Ok(json(200, &fresh_view(&db, &playlist)?))
+    Ok(Json(fresh_view(&db, &playlist)?))
 }
 
-/// `POST /api/playlists/{id}/poster`: a PNG, JPEG or WebP image (raw body or multipart),
+/// A PNG, JPEG or WebP image (raw body or multipart),
 /// at most 5 MiB, recognised by its magic bytes; stored as a public file that replaces
 /// the previous poster.
 pub async fn poster(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
@@ -579,97 +685,6 @@ pub async fn poster(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
     stored::set_poster(&db, &playlist, &file.id, ctx.now())?;
     remove_poster(&db, &playlist)?;
     Ok(json(200, &fresh_view(&db, &playlist)?))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new("GET /api/playlists", "List (playlists)")
-            .paged()
-            .answers(200, "OK", Schema::page_of::<PlaylistView>())
-            .link(
-                "GET /api/playlists/{id}",
-                &[("id", "$response.body#/items/0/id")],
-            )
-            .errors(400, &["invalid_id", "invalid_query"])
-            .errors(404, &["not_found"]),
-        Operation::new("POST /api/playlists", "Create (playlists)")
-            .takes(Schema::body::<NewPlaylistBody>())
-            .request_example(json!({ "name": "Warm-up", "visibility": "public" }))
-            .answers(201, "Created", Schema::view::<FullPlaylist>())
-            .link("GET /api/playlists/{id}", &[("id", "$response.body#/id")])
-            .link("PUT /api/playlists/{id}", &[("id", "$response.body#/id")])
-            .link(
-                "DELETE /api/playlists/{id}",
-                &[("id", "$response.body#/id")],
-            )
-            .link(
-                "POST /api/playlists/{id}/tracks",
-                &[("id", "$response.body#/id")],
-            )
-            .link(
-                "POST /api/playlists/{id}/poster",
-                &[("id", "$response.body#/id")],
-            )
-            .errors(404, &["not_found"]),
-        Operation::new("GET /api/playlists/{id}", "Get (playlists)")
-            .answers(200, "OK", Schema::view::<FullPlaylist>())
-            .errors(404, &["not_found"]),
-        Operation::new("PUT /api/playlists/{id}", "Update (playlists)")
-            .takes(Schema::body::<PlaylistChangesBody>())
-            .answers(200, "OK", Schema::view::<FullPlaylist>())
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"]),
-        Operation::new("DELETE /api/playlists/{id}", "Delete (playlists)")
-            .answers(200, "OK", Schema::view::<Deleted>())
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"]),
-        Operation::new("POST /api/playlists/{id}/tracks", "Add tracks (playlists)")
-            .takes(Schema::body::<NewTracksBody>())
-            .answers(200, "OK", Schema::view::<FullPlaylist>())
-            .link(
-                "DELETE /api/playlists/{id}/tracks/{trackId}",
-                &[
-                    ("id", "$response.body#/id"),
-                    ("trackId", "$response.body#/tracks/0/id"),
-                ],
-            )
-            .link(
-                "PUT /api/playlists/{id}/tracks/reorder",
-                &[("id", "$response.body#/id")],
-            )
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"])
-            .errors(409, &["playlist_full"])
-            .errors(422, &["validation_failed"]),
-        Operation::new(
-            "DELETE /api/playlists/{id}/tracks/{trackId}",
-            "Remove track (playlists)",
-        )
-        .answers(200, "OK", Schema::view::<FullPlaylist>())
-        .errors(400, &["invalid_id"])
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"]),
-        Operation::new(
-            "PUT /api/playlists/{id}/tracks/reorder",
-            "Reorder (playlists)",
-        )
-        .takes(Schema::body::<TrackOrderBody>())
-        .answers(200, "OK", Schema::view::<FullPlaylist>())
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"])
-        .errors(422, &["validation_failed"]),
-        Operation::new("POST /api/playlists/{id}/poster", "Poster (playlists)")
-            .takes_as(
-                "image/*",
-                Schema::written(json!({ "type": "string", "contentMediaType": "image/*" })),
-            )
-            .answers(200, "OK", Schema::view::<FullPlaylist>())
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"]),
-    ]
 }
 
 #[cfg(test)]

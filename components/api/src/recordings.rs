@@ -2,6 +2,7 @@
 //! when a recorded broadcast goes live (or on request), stopping it when the broadcast
 //! ends, following the egress through the SFU's webhooks, and the recordings' routes.
 
+use crate::ApiRoute;
 use crate::access::{self, Viewer};
 use crate::egress::{self, Egress};
 use ::store::app;
@@ -16,11 +17,13 @@ use domain::validate::JsonBody;
 use domain::validate::body::{FieldKind, RequestBody};
 use domain::{ApiError, ids, time};
 use edge::answers::Deleted;
-use edge::spin::http::{ActorCtx, Caller, CallerCtx, ServerCtx, UserCtx, json};
+use edge::contract::Schema;
+use edge::endpoint;
+use edge::spin::endpoint::{Created, Json, NoBody};
+use edge::spin::http::{ActorCtx, Caller, CallerCtx, ServerCtx, UserCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
-use spin_sdk::http::Response;
 
 /// A broadcast's recording settings, or the tenant's default for new broadcasts.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -545,9 +548,77 @@ fn controlled(ctx: &UserCtx, db: &Db) -> Result<Broadcast, ApiError> {
     Ok(b)
 }
 
-/// `POST /api/broadcasts/{id}/recordings/start`: records the live broadcast now, with its
-/// layout and output settings.
-pub fn start(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The recordings' routes: controllers start and stop them, watchers list the ready ones,
+/// the tenant's server sets the default for new broadcasts.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        GET "/api/broadcasts/{id}/recordings",
+        Caller(list),
+        "List (recordings)",
+        |op| op
+            .answers(
+                200,
+                "Every recording for the owner, co-hosts and the tenant's server; the ready ones \
+                 for other viewers",
+                Schema::view::<RecordingList>(),
+            )
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        POST "/api/broadcasts/{id}/recordings/start",
+        User(start),
+        "Start (recordings)",
+        |op| op
+            .link(
+                "DELETE /api/broadcasts/{id}/recordings/{recordingId}",
+                &[
+                    ("id", "$request.path.id"),
+                    ("recordingId", "$response.body#/id"),
+                ],
+            )
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["not_live", "recording_in_progress"])
+            .errors(502, &["egress_failed"])
+            .errors(503, &["sfu_not_configured"]),
+    ),
+    endpoint!(
+        POST "/api/broadcasts/{id}/recordings/stop",
+        User(stop),
+        "Stop (recordings)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["not_recording"]),
+    ),
+    endpoint!(
+        DELETE "/api/broadcasts/{id}/recordings/{recordingId}",
+        UserOrServer(delete),
+        "Delete (recordings)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["recording_in_progress"]),
+    ),
+    endpoint!(
+        GET "/api/v1/recording-defaults",
+        Server(get_defaults),
+        "Get defaults (recordings)",
+    ),
+    endpoint!(
+        PUT "/api/v1/recording-defaults",
+        Server(put_defaults),
+        "Put defaults (recordings)",
+    ),
+];
+
+/// Records the live broadcast now, with its layout and output settings.
+fn start(ctx: &UserCtx, _: NoBody) -> Result<Created<RecordingView>, ApiError> {
     let db = ctx.db()?;
     let b = controlled(ctx, &db)?;
     if b.status != BroadcastStatus::Active {
@@ -566,15 +637,15 @@ pub fn start(ctx: &UserCtx) -> Result<Response, ApiError> {
             r.error.unwrap_or_else(|| "the egress did not start".into()),
         ));
     }
-    Ok(json(201, &view(&r)))
+    Ok(Created(view(&r)))
 }
 
-/// `POST /api/broadcasts/{id}/recordings/stop`: stops the recording in progress.
-pub fn stop(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Stops the recording in progress.
+fn stop(ctx: &UserCtx, _: NoBody) -> Result<Json<RecordingView>, ApiError> {
     let db = ctx.db()?;
     let b = controlled(ctx, &db)?;
     match stop_recording(&db, &b, ctx.now())? {
-        Some(r) => Ok(json(200, &view(&r))),
+        Some(r) => Ok(Json(view(&r))),
         None => Err(ApiError::conflict(
             "not_recording",
             "the broadcast is not being recorded",
@@ -582,9 +653,9 @@ pub fn stop(ctx: &UserCtx) -> Result<Response, ApiError> {
     }
 }
 
-/// `GET /api/broadcasts/{id}/recordings`: every recording for the owner, co-hosts and the
-/// tenant's server; the ready ones for others who may watch the broadcast.
-pub fn list(ctx: &CallerCtx) -> Result<Response, ApiError> {
+/// Every recording for the owner, co-hosts and the tenant's server; the ready ones for
+/// others who may watch the broadcast.
+fn list(ctx: &CallerCtx, _: NoBody) -> Result<Json<RecordingList>, ApiError> {
     let db = ctx.db()?;
     let now = ctx.now();
     let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
@@ -601,12 +672,12 @@ pub fn list(ctx: &CallerCtx) -> Result<Response, ApiError> {
         .map(view)
         .collect();
     let total = items.len() as i64;
-    Ok(json(200, &RecordingList { items, total }))
+    Ok(Json(RecordingList { items, total }))
 }
 
-/// `DELETE /api/broadcasts/{id}/recordings/{recordingId}`: the owner or the tenant's
-/// server removes a finished recording's record (the files stay in the bucket).
-pub fn delete(ctx: &ActorCtx) -> Result<Response, ApiError> {
+/// The owner or the tenant's server removes a finished recording's record (the files stay
+/// in the bucket).
+fn delete(ctx: &ActorCtx, _: NoBody) -> Result<Json<Deleted>, ApiError> {
     let db = ctx.db()?;
     let b = access::load_for_owner_or_server(ctx, &db, "deletes its recordings")?;
     let id = ids::parse_uuid(ctx.param("recordingId"))
@@ -618,90 +689,27 @@ pub fn delete(ctx: &ActorCtx) -> Result<Response, ApiError> {
             "stop the recording before deleting it",
         ));
     }
-    Ok(json(200, &Deleted::of(r.id)))
+    Ok(Json(Deleted::of(r.id)))
 }
 
-/// `GET /api/v1/recording-defaults`: the tenant's default for new broadcasts.
-pub fn get_defaults(ctx: &ServerCtx) -> Result<Response, ApiError> {
+/// The tenant's default for new broadcasts.
+fn get_defaults(ctx: &ServerCtx, _: NoBody) -> Result<Json<SettingsView>, ApiError> {
     let db = ctx.db()?;
     let settings = store::tenant_default(&db, &ctx.tenant.client_id)?;
-    Ok(json(200, &SettingsView::from(&settings)))
+    Ok(Json(SettingsView::from(&settings)))
 }
 
-/// `PUT /api/v1/recording-defaults`: any of `enabled`, `layout`, `output`.
-pub fn put_defaults(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let patch = DefaultsChangesBody::read(&mut body).changes;
-    body.finish()?;
+/// Any of `enabled`, `layout`, `output`.
+fn put_defaults(
+    ctx: &ServerCtx,
+    sent: DefaultsChangesBody,
+) -> Result<Json<SettingsView>, ApiError> {
+    let patch = sent.changes;
     let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     let settings = patch.applied_to(&store::tenant_default(&db, client_id)?);
     store::save_tenant_default(&db, client_id, &settings, ctx.now())?;
-    Ok(json(200, &SettingsView::from(&settings)))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("GET /api/broadcasts/{id}/recordings", "List (recordings)")
-            .answers(
-                200,
-                "Every recording for the owner, co-hosts and the tenant's server; the ready ones \
-                 for other viewers",
-                Schema::view::<RecordingList>(),
-            )
-            .errors(400, &["invalid_id"])
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"]),
-        Operation::new(
-            "POST /api/broadcasts/{id}/recordings/start",
-            "Start (recordings)",
-        )
-        .answers(201, "Created", Schema::view::<RecordingView>())
-        .link(
-            "DELETE /api/broadcasts/{id}/recordings/{recordingId}",
-            &[
-                ("id", "$request.path.id"),
-                ("recordingId", "$response.body#/id"),
-            ],
-        )
-        .errors(400, &["invalid_id"])
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"])
-        .errors(409, &["not_live", "recording_in_progress"])
-        .errors(502, &["egress_failed"])
-        .errors(503, &["sfu_not_configured"]),
-        Operation::new(
-            "POST /api/broadcasts/{id}/recordings/stop",
-            "Stop (recordings)",
-        )
-        .answers(200, "OK", Schema::view::<RecordingView>())
-        .errors(400, &["invalid_id"])
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"])
-        .errors(409, &["not_recording"]),
-        Operation::new(
-            "DELETE /api/broadcasts/{id}/recordings/{recordingId}",
-            "Delete (recordings)",
-        )
-        .answers(200, "OK", Schema::view::<Deleted>())
-        .errors(400, &["invalid_id"])
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"])
-        .errors(409, &["recording_in_progress"]),
-        Operation::new(
-            "GET /api/v1/recording-defaults",
-            "Get defaults (recordings)",
-        )
-        .answers(200, "OK", Schema::view::<SettingsView>()),
-        Operation::new(
-            "PUT /api/v1/recording-defaults",
-            "Put defaults (recordings)",
-        )
-        .takes(Schema::body::<DefaultsChangesBody>())
-        .answers(200, "OK", Schema::view::<SettingsView>()),
-    ]
+    Ok(Json(SettingsView::from(&settings)))
 }
 
 #[cfg(test)]

@@ -3,17 +3,20 @@
 //! the destination is sealed at rest and never answered whole (the server URL, and the
 //! key's last characters). The media server reports each target's state.
 
+use crate::ApiRoute;
 use crate::access;
 use ::store::restreams::{self as store, Target};
 use domain::media::{self, MAX_RESTREAM_TARGETS, RestreamState};
 use domain::request_body;
 use domain::sealed::{Purpose, SealingKey};
 use domain::validate::JsonBody;
-use domain::validate::body::{FieldKind, OptText, RequestBody};
+use domain::validate::body::{FieldKind, OptText};
 use domain::{ApiError, ids, time};
 use edge::answers::Deleted;
+use edge::endpoint;
 use edge::spin::config;
-use edge::spin::http::{ActorCtx, Reply, json};
+use edge::spin::endpoint::{Created, Json, NoBody};
+use edge::spin::http::ActorCtx;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -72,7 +75,7 @@ pub struct TargetList {
 
 request_body! {
     /// A restream target to add.
-    pub struct NewTargetBody as "NewRestreamTarget" {
+    pub struct NewTargetBody as "NewRestreamTarget" checked by NewTargetBody::check {
         "url" url: ServerUrl,
         "streamKey" stream_key: StreamKey,
         "name" name: OptText<100>,
@@ -140,23 +143,63 @@ impl FieldKind for StreamKey {
     }
 }
 
-/// `GET /api/broadcasts/{id}/restreams`
-pub fn list(ctx: &ActorCtx) -> Reply {
+/// The restream routes: the owner or the tenant's server manages a broadcast's targets.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        GET "/api/broadcasts/{id}/restreams",
+        UserOrServer(list),
+        "List (restreams)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        POST "/api/broadcasts/{id}/restreams",
+        UserOrServer(create),
+        "Add (restreams)",
+        |op| op
+            .request_example(json!({
+                "url": "rtmp://a.rtmp.youtube.com/live2",
+                "streamKey": "abcd-efgh-ijkl-mnop",
+                "name": "YouTube",
+            }))
+            .link(
+                "DELETE /api/broadcasts/{id}/restreams/{targetId}",
+                &[
+                    ("id", "$request.path.id"),
+                    ("targetId", "$response.body#/id"),
+                ],
+            )
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended", "too_many_restreams"]),
+    ),
+    endpoint!(
+        DELETE "/api/broadcasts/{id}/restreams/{targetId}",
+        UserOrServer(delete),
+        "Remove (restreams)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+    ),
+];
+
+/// A broadcast's targets, oldest first.
+fn list(ctx: &ActorCtx, _: NoBody) -> Result<Json<TargetList>, ApiError> {
     let db = ctx.db()?;
     let b = access::load_for_owner_or_server(ctx, &db, "sees its restream targets")?;
     let items: Vec<TargetView> = store::of_broadcast(&db, &b)?.iter().map(view).collect();
     let total = items.len() as i64;
-    Ok(json(200, &TargetList { items, total }))
+    Ok(Json(TargetList { items, total }))
 }
 
-/// `POST /api/broadcasts/{id}/restreams`: `url` (rtmp:// or rtmps://), `streamKey`, and an
-/// optional `name`. At most five per broadcast; a target added while the broadcast is live
-/// starts at the media server's next update.
-pub fn create(ctx: &ActorCtx) -> Reply {
-    let mut body = ctx.json()?;
-    let new = NewTargetBody::read(&mut body);
-    new.check(&mut body);
-    body.finish()?;
+/// `url` (rtmp:// or rtmps://), `streamKey`, and an optional `name`. At most five per
+/// broadcast; a target added while the broadcast is live starts at the media server's next
+/// update.
+fn create(ctx: &ActorCtx, new: NewTargetBody) -> Result<Created<TargetView>, ApiError> {
     let sealing = sealing_key()?;
     let db = ctx.db()?;
     let b = access::load_for_owner_or_server(ctx, &db, "adds restream targets")?;
@@ -183,12 +226,11 @@ pub fn create(ctx: &ActorCtx) -> Reply {
             format!("a broadcast may have at most {MAX_RESTREAM_TARGETS} restream targets"),
         ));
     }
-    Ok(json(201, &view(&target)))
+    Ok(Created(view(&target)))
 }
 
-/// `DELETE /api/broadcasts/{id}/restreams/{targetId}`: the media server stops pushing to it
-/// at its next update.
-pub fn delete(ctx: &ActorCtx) -> Reply {
+/// The media server stops pushing to it at its next update.
+fn delete(ctx: &ActorCtx, _: NoBody) -> Result<Json<Deleted>, ApiError> {
     let db = ctx.db()?;
     let b = access::load_for_owner_or_server(ctx, &db, "removes restream targets")?;
     let id = ids::parse_uuid(ctx.param("targetId"))
@@ -196,44 +238,5 @@ pub fn delete(ctx: &ActorCtx) -> Reply {
     if !store::delete(&db, &b, &id)? {
         return Err(ApiError::not_found("restream target"));
     }
-    Ok(json(200, &Deleted::of(id)))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("GET /api/broadcasts/{id}/restreams", "List (restreams)")
-            .answers(200, "OK", Schema::view::<TargetList>())
-            .errors(400, &["invalid_id"])
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"]),
-        Operation::new("POST /api/broadcasts/{id}/restreams", "Add (restreams)")
-            .takes(Schema::body::<NewTargetBody>())
-            .request_example(json!({
-                "url": "rtmp://a.rtmp.youtube.com/live2",
-                "streamKey": "abcd-efgh-ijkl-mnop",
-                "name": "YouTube",
-            }))
-            .answers(201, "Created", Schema::view::<TargetView>())
-            .link(
-                "DELETE /api/broadcasts/{id}/restreams/{targetId}",
-                &[
-                    ("id", "$request.path.id"),
-                    ("targetId", "$response.body#/id"),
-                ],
-            )
-            .errors(400, &["invalid_id"])
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"])
-            .errors(409, &["broadcast_ended", "too_many_restreams"]),
-        Operation::new(
-            "DELETE /api/broadcasts/{id}/restreams/{targetId}",
-            "Remove (restreams)",
-        )
-        .answers(200, "OK", Schema::view::<Deleted>())
-        .errors(400, &["invalid_id"])
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"]),
-    ]
+    Ok(Json(Deleted::of(id)))
 }

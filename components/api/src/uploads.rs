@@ -10,15 +10,20 @@
 use crate::files::{self, ChunkWriter};
 use crate::links::Links;
 use crate::media;
+use crate::{ApiRoute, Upload};
 use domain::uploads::{
     self as rules, CHUNK_SIZE, MAX_OPEN_UPLOADS_PER_USER, MAX_PART_SIZE, PartPlan, PlanError,
     UPLOAD_TTL_SECS,
 };
-use domain::validate::body::{FieldKind, OptBool, OptInt, RequestBody, Text};
+use domain::validate::body::{FieldKind, OptBool, OptInt, Text};
 use domain::validate::{self, JsonBody};
 use domain::{ApiError, ids, request_body};
 use edge::answers::Deleted;
-use edge::spin::http::{Reply, UserCtx, json};
+use edge::contract::{Operation, Schema};
+use edge::endpoint;
+use edge::routing::route;
+use edge::spin::endpoint::{Created, Json, NoBody};
+use edge::spin::http::{Handler, UserCtx, json};
 use edge::spin::incoming::{self, Source};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -189,7 +194,7 @@ impl FieldKind for DeclaredSize {
 
 request_body! {
     /// A file to upload in parts: what it is, and how it is cut.
-    pub struct NewUploadBody as "NewUpload" {
+    pub struct NewUploadBody as "NewUpload" checked by NewUploadBody::check {
         /// Its name, without path separators or `..`.
         "filename" filename: Text<{ validate::MAX_NAME }>,
         /// Its media type, such as `video/mp4`.
@@ -205,77 +210,135 @@ request_body! {
     }
 }
 
-/// `POST /api/files/uploads`: declares the file (`NewUpload`).
-pub fn create(ctx: &UserCtx) -> Reply {
-    let max = files::max_upload();
-    let mut body = ctx.json()?;
-    let NewUploadBody {
-        filename,
-        content_type,
-        sha256,
-        size,
-        part_size,
-        public,
-    } = NewUploadBody::read(&mut body);
-    let sha256 = sha256.to_ascii_lowercase();
-    let is_public = public.unwrap_or(false);
-    if !body.has_errors_for(&["size"]) && size.is_none() {
-        body.error("size", "is required");
-    }
-    if !body.has_errors_for(&["sha256"]) && !rules::is_sha256_hex(&sha256) {
-        body.error("sha256", "must be the file's SHA-256 in hex (64 digits)");
-    }
-    let filename = match media::check_filename(&filename) {
-        Ok(name) => name,
-        Err(message) if !body.has_errors_for(&["filename"]) => {
+impl NewUploadBody {
+    /// The rules over the fields once each is read: the size is required, the digest is
+    /// hex, the name and the type are usable, and the size and part size cut into parts. Too
+    /// large is not a field's error but a 413, answered by [`create`] once the body is
+    /// otherwise well formed.
+    fn check(&self, body: &mut JsonBody) {
+        if !body.has_errors_for(&["size"]) && self.size.is_none() {
+            body.error("size", "is required");
+        }
+        if !body.has_errors_for(&["sha256"])
+            && !rules::is_sha256_hex(&self.sha256.to_ascii_lowercase())
+        {
+            body.error("sha256", "must be the file's SHA-256 in hex (64 digits)");
+        }
+        if let Err(message) = media::check_filename(&self.filename)
+            && !body.has_errors_for(&["filename"])
+        {
             body.error("filename", message);
-            String::new()
         }
-        Err(_) => String::new(),
-    };
-    let content_type = match media::check_content_type(&content_type) {
-        Some(ct) => ct,
-        None => {
-            if !body.has_errors_for(&["contentType"]) {
-                body.error("contentType", "must be a media type such as video/mp4");
-            }
-            String::new()
+        if media::check_content_type(&self.content_type).is_none()
+            && !body.has_errors_for(&["contentType"])
+        {
+            body.error("contentType", "must be a media type such as video/mp4");
         }
-    };
-    // Too large is a 413, once the rest of the body is known to be well formed.
-    let mut too_large = false;
-    let plan = match (size, part_size) {
-        (Some(size), part_size) => {
-            let plan = PartPlan::new(size as u64, part_size.map(|p| p as u64), max);
-            match plan {
-                Err(PlanError::Size) if size as u64 > max => {
-                    too_large = true;
-                    None
-                }
-                Err(PlanError::Size) => {
-                    body.error(
-                        "size",
-                        "must be at least 1 (send empty files with POST /api/files)",
-                    );
-                    None
-                }
-                Err(PlanError::PartSize) => {
-                    body.error(
-                        "partSize",
-                        "must be a whole number of MiB from 1 to 8 (1048576 to 8388608)",
-                    );
-                    None
-                }
-                Ok(plan) => Some(plan),
+        if let Some(size) = self.size {
+            match self.plan(size) {
+                Err(PlanError::Size) if size as u64 > files::max_upload() => {}
+                Err(PlanError::Size) => body.error(
+                    "size",
+                    "must be at least 1 (send empty files with POST /api/files)",
+                ),
+                Err(PlanError::PartSize) => body.error(
+                    "partSize",
+                    "must be a whole number of MiB from 1 to 8 (1048576 to 8388608)",
+                ),
+                Ok(_) => {}
             }
         }
-        (None, _) => None,
-    };
-    body.finish()?;
-    if too_large {
-        return Err(incoming::too_large(max));
     }
-    let plan = plan.ok_or_else(|| ApiError::internal("an upload without a plan"))?;
+
+    /// How a file of `size` bytes is cut into parts.
+    fn plan(&self, size: i64) -> Result<PartPlan, PlanError> {
+        PartPlan::new(
+            size as u64,
+            self.part_size.map(|p| p as u64),
+            files::max_upload(),
+        )
+    }
+}
+
+/// The resumable uploads' routes: the user's own uploads, each part streamed.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        POST "/api/files/uploads",
+        User(create),
+        "Create (uploads)",
+        |op| op
+            .request_example(json!({
+                "filename": "clip.mp4",
+                "contentType": "video/mp4",
+                "size": 11,
+                "sha256": "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9",
+            }))
+            .link(
+                "GET /api/files/uploads/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "DELETE /api/files/uploads/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/files/uploads/{id}/complete",
+                &[("id", "$response.body#/id")],
+            )
+            .errors(409, &["too_many_uploads"]),
+    ),
+    endpoint!(
+        GET "/api/files/uploads/{id}",
+        User(get),
+        "Get (uploads)",
+        |op| op.errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        DELETE "/api/files/uploads/{id}",
+        User(abort),
+        "Abort (uploads)",
+        |op| op.errors(404, &["not_found"]),
+    ),
+    // The part is streamed into storage after authentication (see [`put_part`]).
+    route(
+        "PUT",
+        "/api/files/uploads/{id}/parts/{n}",
+        Handler::Upload(Upload::Part),
+    )
+    .documented(|| {
+        Operation::new(
+            "PUT /api/files/uploads/{id}/parts/{n}",
+            "Put part (uploads)",
+        )
+        .takes_as("application/octet-stream", Schema::bytes())
+        .answers(200, "OK", Schema::view::<ReceivedPart>())
+        .errors(404, &["no_such_part", "not_found"])
+        .errors(409, &["upload_closed"])
+        .errors(422, &["part_size_mismatch"])
+    }),
+    endpoint!(
+        POST "/api/files/uploads/{id}/complete",
+        User(complete),
+        "Complete (uploads)",
+        |op| op
+            .errors(404, &["not_found"])
+            .errors(409, &["upload_incomplete"])
+            .errors(422, &["checksum_mismatch", "size_mismatch"]),
+    ),
+];
+
+/// Declares the file (`NewUpload`).
+fn create(ctx: &UserCtx, new: NewUploadBody) -> Result<Created<UploadView>, ApiError> {
+    let max = files::max_upload();
+    let checked = || ApiError::internal("a checked upload refused");
+    let size = new.size.ok_or_else(checked)?;
+    let plan = match new.plan(size) {
+        Ok(plan) => plan,
+        Err(PlanError::Size) if size as u64 > max => return Err(incoming::too_large(max)),
+        Err(_) => return Err(ApiError::internal("an upload without a plan")),
+    };
+    let filename = media::check_filename(&new.filename).map_err(|_| checked())?;
+    let content_type = media::check_content_type(&new.content_type).ok_or_else(checked)?;
     let (tenant, user, now) = (&ctx.tenant, &ctx.user, ctx.now());
     let db = ctx.db()?;
     let new = NewUpload {
@@ -283,10 +346,10 @@ pub fn create(ctx: &UserCtx) -> Reply {
         filename,
         content_type,
         size: plan.size,
-        sha256,
+        sha256: new.sha256.to_ascii_lowercase(),
         part_size: plan.part_size,
         part_count: plan.part_count,
-        is_public,
+        is_public: new.public.unwrap_or(false),
         expires_at: now + UPLOAD_TTL_SECS,
     };
     let capped = stored::insert_capped(
@@ -305,15 +368,15 @@ pub fn create(ctx: &UserCtx) -> Reply {
             ),
         ));
     };
-    Ok(json(201, &view(&upload, &[], &Links::load())))
+    Ok(Created(view(&upload, &[], &Links::load())))
 }
 
-/// `GET /api/files/uploads/{id}`: the upload and the parts received.
-pub fn get(ctx: &UserCtx) -> Reply {
+/// The upload and the parts received.
+fn get(ctx: &UserCtx, _: NoBody) -> Result<Json<UploadView>, ApiError> {
     let db = ctx.db()?;
     let upload = load_own(ctx, &db)?;
     let parts = stored::stored_parts(&db, &upload.client_id, &upload.id)?;
-    Ok(json(200, &view(&upload, &parts, &Links::load())))
+    Ok(Json(view(&upload, &parts, &Links::load())))
 }
 
 /// A part longer than expected: 413 beyond the largest part, else 422.
@@ -334,7 +397,7 @@ fn part_size_mismatch(expected: u64) -> ApiError {
     .with_extra("expectedSize", expected)
 }
 
-/// `PUT /api/files/uploads/{id}/parts/{n}`: the part's bytes as the body (any
+/// The part's bytes as the body (any
 /// `Content-Type`), read as a stream; exactly the part's length, at most 8 MiB.
 pub async fn put_part(ctx: &UserCtx, body: Source) -> Result<Response, ApiError> {
     if incoming::content_length(&ctx.req).is_some_and(|n| n > MAX_PART_SIZE) {
@@ -453,16 +516,16 @@ fn remove_file_chunks(upload: &UploadRow, count: u64) {
     }
 }
 
-/// `POST /api/files/uploads/{id}/complete`: with every part received, checks the total size
-/// and the SHA-256 and answers the ready file (as `POST /api/files` does). Safe to repeat.
-/// A mismatch is a 422 and the upload stays open for corrected parts.
-pub fn complete(ctx: &UserCtx) -> Reply {
+/// With every part received, checks the total size and the SHA-256 and answers the ready
+/// file (as `POST /api/files` does). Safe to repeat. A mismatch is a 422 and the upload
+/// stays open for corrected parts.
+fn complete(ctx: &UserCtx, _: NoBody) -> Result<Json<files::FileView>, ApiError> {
     let db = ctx.db()?;
     let upload = load_own(ctx, &db)?;
     let client_id = &upload.client_id;
     if upload.status == "complete" {
         let file = files::load_ready(&db, client_id, &upload.id)?;
-        return Ok(json(200, &files::view(&file, &Links::load())));
+        return Ok(Json(files::view(&file, &Links::load())));
     }
     let received = |db: &Db| -> Result<Vec<stored::StoredPart>, ApiError> {
         let parts = stored::stored_parts(db, client_id, &upload.id)?;
@@ -529,7 +592,7 @@ pub fn complete(ctx: &UserCtx) -> Reply {
         let _ = remove_attempt_chunks(client_id, &upload.id, &part.attempt);
     }
     let file = files::load_ready(&db, client_id, &upload.id)?;
-    Ok(json(200, &files::view(&file, &Links::load())))
+    Ok(Json(files::view(&file, &Links::load())))
 }
 
 /// Removes an upload's attempts (their bytes and rows) and its row; a completed upload's
@@ -541,12 +604,12 @@ fn discard(db: &Db, client_id: &str, upload_id: &str) -> Result<(), ApiError> {
     stored::delete(db, client_id, upload_id)
 }
 
-/// `DELETE /api/files/uploads/{id}`: gives up an upload and removes its parts.
-pub fn abort(ctx: &UserCtx) -> Reply {
+/// Gives up an upload and removes its parts.
+fn abort(ctx: &UserCtx, _: NoBody) -> Result<Json<Deleted>, ApiError> {
     let db = ctx.db()?;
     let upload = load_own(ctx, &db)?;
     discard(&db, &upload.client_id, &upload.id)?;
-    Ok(json(200, &Deleted::of(upload.id)))
+    Ok(Json(Deleted::of(upload.id)))
 }
 
 /// Removes up to `batch` expired uploads with every attempt's bytes (the prune job).
@@ -556,57 +619,4 @@ pub fn remove_expired(db: &Db, now: i64, batch: i64) -> Result<i64, ApiError> {
         discard(db, &key.client_id, &key.id)?;
     }
     Ok(expired.len() as i64)
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new("POST /api/files/uploads", "Create (uploads)")
-            .takes(Schema::body::<NewUploadBody>())
-            .request_example(json!({
-                "filename": "clip.mp4",
-                "contentType": "video/mp4",
-                "size": 11,
-                "sha256": "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9",
-            }))
-            .answers(201, "Created", Schema::view::<UploadView>())
-            .link(
-                "GET /api/files/uploads/{id}",
-                &[("id", "$response.body#/id")],
-            )
-            .link(
-                "DELETE /api/files/uploads/{id}",
-                &[("id", "$response.body#/id")],
-            )
-            .link(
-                "POST /api/files/uploads/{id}/complete",
-                &[("id", "$response.body#/id")],
-            )
-            .errors(409, &["too_many_uploads"]),
-        Operation::new("GET /api/files/uploads/{id}", "Get (uploads)")
-            .answers(200, "OK", Schema::view::<UploadView>())
-            .errors(404, &["not_found"]),
-        Operation::new("DELETE /api/files/uploads/{id}", "Abort (uploads)")
-            .answers(200, "OK", Schema::view::<Deleted>())
-            .errors(404, &["not_found"]),
-        Operation::new(
-            "PUT /api/files/uploads/{id}/parts/{n}",
-            "Put part (uploads)",
-        )
-        .takes_as("application/octet-stream", Schema::bytes())
-        .answers(200, "OK", Schema::view::<ReceivedPart>())
-        .errors(404, &["no_such_part", "not_found"])
-        .errors(409, &["upload_closed"])
-        .errors(422, &["part_size_mismatch"]),
-        Operation::new(
-            "POST /api/files/uploads/{id}/complete",
-            "Complete (uploads)",
-        )
-        .answers(200, "OK", Schema::view::<files::FileView>())
-        .errors(404, &["not_found"])
-        .errors(409, &["upload_incomplete"])
-        .errors(422, &["checksum_mismatch", "size_mismatch"]),
-    ]
 }

@@ -1,5 +1,6 @@
 //! Users: sign-up, login, refresh tokens, profile, password change, follows.
 
+use crate::ApiRoute;
 use crate::passwords::{self, NewPassword};
 use ::store::analytics::{self, Gained};
 use ::store::contacts;
@@ -7,18 +8,20 @@ use ::store::users::{self as store, Login, NewUser, ProfileChanges, Side};
 use ::store::{Db, rate_limits};
 use domain::jwt::{self, USER_TOKEN_TTL_SECS};
 use domain::pagination::{Page, Paged};
+use domain::validate::JsonBody;
 use domain::validate::MAX_NAME;
 use domain::validate::body::{
-    Checked, EmailAddress, HttpUrl, OptChecked, OptText, PhoneNumber, RequestBody, Secret, Text,
-    TextRule,
+    Checked, EmailAddress, HttpUrl, OptChecked, OptText, PhoneNumber, Secret, Text, TextRule,
 };
 use domain::{ApiError, ids, request_body};
 use edge::answers::Done;
+use edge::endpoint;
 use edge::spin::config;
-use edge::spin::http::{AppCtx, ServerCtx, UserCtx, json};
+use edge::spin::endpoint::{Json, NoBody, Page as PageOf};
+use edge::spin::http::{AppCtx, ServerCtx, UserCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
-use spin_sdk::http::Response;
+use serde_json::json;
 use std::borrow::Cow;
 
 /// Refresh tokens live 30 days.
@@ -176,7 +179,7 @@ request_body! {
 
 request_body! {
     /// A login: `email` or `username`, with the password.
-    pub struct LoginBody as "Login" {
+    pub struct LoginBody as "Login" checked by LoginBody::check {
         "email" email: OptText<254>,
         "username" username: OptText<254>,
         "password" password: Secret<{ passwords::MAX_LENGTH }>,
@@ -209,6 +212,136 @@ request_body! {
         "newPassword" new_password: NewPassword,
     }
 }
+
+impl LoginBody {
+    /// A login names its account: `email` or `username`.
+    fn check(&self, body: &mut JsonBody) {
+        if self.email.is_none() && self.username.is_none() {
+            body.error("email", "email or username is required");
+        }
+    }
+}
+
+/// The user routes: the app signs users up and in, users manage themselves and follows,
+/// the tenant's server lists them.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        POST "/api/users/signup",
+        App(signup),
+        "Signup (users)",
+        |op| op
+            .request_example(json!({
+                "username": "alice",
+                "email": "alice@example.com",
+                "password": "correct horse battery",
+            }))
+            .errors(404, &["not_found"])
+            .errors(
+                409,
+                &["username_or_email_taken", "username_taken", "email_taken"],
+            ),
+    ),
+    endpoint!(
+        POST "/api/users/login",
+        App(login),
+        "Login (users)",
+        |op| op
+            .request_example(json!({
+                "email": "alice@example.com",
+                "password": "correct horse battery",
+            }))
+            .errors(401, &["invalid_credentials"])
+            .errors(404, &["not_found"])
+            .errors(429, &["rate_limited"]),
+    ),
+    endpoint!(
+        POST "/api/users/refresh",
+        App(refresh),
+        "Refresh (users)",
+        |op| op
+            .request_example(json!({ "refreshToken": "rt_..." }))
+            .errors(401, &["invalid_refresh_token", "refresh_token_reused"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        GET "/api/users/profile/full",
+        User(full_profile),
+        "Full profile (users)",
+        |op| op.errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        PUT "/api/users/profile",
+        User(update_profile),
+        "Update profile (users)",
+        |op| op
+            .errors(404, &["not_found"])
+            .errors(
+                409,
+                &["username_or_email_taken", "username_taken", "email_taken"],
+            ),
+    ),
+    endpoint!(
+        DELETE "/api/users/profile",
+        User(delete_profile),
+        "Delete profile (users)",
+        |op| op.errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        POST "/api/users/change-password",
+        User(change_password),
+        "Change password (users)",
+        |op| op
+            .errors(401, &["invalid_credentials"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        POST "/api/users/follow/{id}",
+        User(follow),
+        "Follow (users)",
+        |op| op
+            .link(
+                "DELETE /api/users/follow/{id}",
+                &[("id", "$response.body#/userId")],
+            )
+            .link(
+                "GET /api/users/{id}/followers",
+                &[("id", "$response.body#/userId")],
+            )
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"])
+            .errors(422, &["cannot_follow_self"]),
+    ),
+    endpoint!(
+        DELETE "/api/users/follow/{id}",
+        User(unfollow),
+        "Unfollow (users)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        GET "/api/users/{id}/followers",
+        User(followers),
+        "Followers (users)",
+        |op| op
+            .errors(400, &["invalid_id", "invalid_query"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        GET "/api/users/{id}/following",
+        User(following),
+        "Following (users)",
+        |op| op
+            .errors(400, &["invalid_id", "invalid_query"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        GET "/api/v1/users",
+        Server(list_for_client),
+        "List for client (users)",
+        |op| op.errors(400, &["invalid_query"]),
+    ),
+];
 
 impl PublicUser {
     pub fn of(u: &store::User) -> Self {
@@ -344,18 +477,16 @@ fn issue_session(
     })
 }
 
-/// `POST /api/users/signup`
-pub fn signup(ctx: &AppCtx) -> Result<Response, ApiError> {
+/// A new user of the app, signed in.
+fn signup(ctx: &AppCtx, body: SignupBody) -> Result<Json<AuthSession>, ApiError> {
     let tenant = &ctx.tenant;
-    let mut body = ctx.json()?;
     let SignupBody {
         username,
         email,
         password,
         first_name,
         last_name,
-    } = SignupBody::read(&mut body);
-    body.finish()?;
+    } = body;
 
     let db = ctx.db()?;
     ensure_unique(&db, &tenant.client_id, Some(&username), Some(&email), "")?;
@@ -385,25 +516,24 @@ pub fn signup(ctx: &AppCtx) -> Result<Response, ApiError> {
             ctx.now(),
         )
     })?;
-    Ok(json(
-        200,
-        &issue_session(&db, &tenant.client_id, &id, 0, None, ctx.now())?,
-    ))
+    Ok(Json(issue_session(
+        &db,
+        &tenant.client_id,
+        &id,
+        0,
+        None,
+        ctx.now(),
+    )?))
 }
 
-/// `POST /api/users/login`: by `email` or `username`, with `password`.
-pub fn login(ctx: &AppCtx) -> Result<Response, ApiError> {
+/// By `email` or `username`, with `password`.
+fn login(ctx: &AppCtx, body: LoginBody) -> Result<Json<AuthSession>, ApiError> {
     let tenant = &ctx.tenant;
-    let mut body = ctx.json()?;
     let LoginBody {
         email,
         username,
         password,
-    } = LoginBody::read(&mut body);
-    if email.is_none() && username.is_none() {
-        body.error("email", "email or username is required");
-    }
-    body.finish()?;
+    } = body;
     let login = match &email {
         Some(e) => Login::Email(e),
         None => Login::Username(username.as_deref().unwrap_or_default()),
@@ -450,17 +580,14 @@ pub fn login(ctx: &AppCtx) -> Result<Response, ApiError> {
     };
     rate_limits::clear(&db, &bucket)?;
     rate_limits::clear(&db, &account_bucket)?;
-    Ok(json(
-        200,
-        &issue_session(
-            &db,
-            &tenant.client_id,
-            &user.id,
-            user.token_version,
-            None,
-            now,
-        )?,
-    ))
+    Ok(Json(issue_session(
+        &db,
+        &tenant.client_id,
+        &user.id,
+        user.token_version,
+        None,
+        now,
+    )?))
 }
 
 /// What a refresh came to.
@@ -469,14 +596,12 @@ enum Refreshed {
     Reused,
 }
 
-/// `POST /api/users/refresh`: trades a refresh token for a new pair. A token used twice is
-/// a sign of theft: its whole family is revoked, the pair the first use got included. Of
-/// concurrent uses exactly one rotates the token; the others count as reuse.
-pub fn refresh(ctx: &AppCtx) -> Result<Response, ApiError> {
+/// Trades a refresh token for a new pair. A token used twice is a sign of theft: its whole
+/// family is revoked, the pair the first use got included. Of concurrent uses exactly one
+/// rotates the token; the others count as reuse.
+fn refresh(ctx: &AppCtx, body: RefreshBody) -> Result<Json<AuthSession>, ApiError> {
     let tenant = &ctx.tenant;
-    let mut body = ctx.json()?;
-    let token = RefreshBody::read(&mut body).refresh_token;
-    body.finish()?;
+    let token = body.refresh_token;
     let invalid =
         || ApiError::unauthorized("invalid_refresh_token", "the refresh token is not valid");
     let reused = || {
@@ -514,32 +639,28 @@ pub fn refresh(ctx: &AppCtx) -> Result<Response, ApiError> {
         Ok(Refreshed::Session(Box::new(session)))
     })?;
     match outcome {
-        Refreshed::Session(session) => Ok(json(200, &session)),
+        Refreshed::Session(session) => Ok(Json(*session)),
         Refreshed::Reused => Err(reused()),
     }
 }
 
-/// `GET /api/users/profile/full`
-pub fn full_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The caller's profile with how many follow them and whom they follow.
+fn full_profile(ctx: &UserCtx, _: NoBody) -> Result<Json<FullProfile>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = ctx.db()?;
     let profile = load_profile(&db, &tenant.client_id, &user.id)?;
     let followers = store::follow_count(&db, &tenant.client_id, &user.id, Side::Followers)?;
     let following = store::follow_count(&db, &tenant.client_id, &user.id, Side::Following)?;
-    Ok(json(
-        200,
-        &FullProfile {
-            profile,
-            follower_count: followers,
-            following_count: following,
-        },
-    ))
+    Ok(Json(FullProfile {
+        profile,
+        follower_count: followers,
+        following_count: following,
+    }))
 }
 
-/// `PUT /api/users/profile`: changes the fields sent; others stay as they are.
-pub fn update_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Changes the fields sent; others stay as they are.
+fn update_profile(ctx: &UserCtx, body: ProfileChangesBody) -> Result<Json<Profile>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let mut body = ctx.json()?;
     let ProfileChangesBody {
         username,
         email,
@@ -547,8 +668,7 @@ pub fn update_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
         last_name,
         avatar_url,
         phone_number: phone,
-    } = ProfileChangesBody::read(&mut body);
-    body.finish()?;
+    } = body;
     let db = ctx.db()?;
     ensure_unique(
         &db,
@@ -570,11 +690,11 @@ pub fn update_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
     if !applied {
         return Err(taken_meanwhile());
     }
-    Ok(json(200, &load_profile(&db, &tenant.client_id, &user.id)?))
+    Ok(Json(load_profile(&db, &tenant.client_id, &user.id)?))
 }
 
-/// `DELETE /api/users/profile`: removes the user and everything that is theirs.
-pub fn delete_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Removes the user and everything that is theirs.
+fn delete_profile(ctx: &UserCtx, _: NoBody) -> Result<Json<Done>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = ctx.db()?;
     db.transaction(|db| {
@@ -589,19 +709,17 @@ pub fn delete_profile(ctx: &UserCtx) -> Result<Response, ApiError> {
             ctx.now(),
         )
     })?;
-    Ok(json(200, &Done::saying("the account has been deleted")))
+    Ok(Json(Done::saying("the account has been deleted")))
 }
 
-/// `POST /api/users/change-password`: checks the current password, revokes every other
-/// session, and answers a fresh token pair.
-pub fn change_password(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Checks the current password, revokes every other session, and answers a fresh token
+/// pair.
+fn change_password(ctx: &UserCtx, body: PasswordChangeBody) -> Result<Json<AuthSession>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let mut body = ctx.json()?;
     let PasswordChangeBody {
         current_password: current,
         new_password: new,
-    } = PasswordChangeBody::read(&mut body);
-    body.finish()?;
+    } = body;
     let db = ctx.db()?;
     let stored = store::by_id(&db, &tenant.client_id, &user.id)?
         .ok_or_else(|| ApiError::not_found("user"))?;
@@ -614,10 +732,14 @@ pub fn change_password(ctx: &UserCtx) -> Result<Response, ApiError> {
     let hash = passwords::hash(&new)?;
     let version = user.token_version + 1;
     store::set_password(&db, &tenant.client_id, &user.id, &hash, version, ctx.now())?;
-    Ok(json(
-        200,
-        &issue_session(&db, &tenant.client_id, &user.id, version, None, ctx.now())?,
-    ))
+    Ok(Json(issue_session(
+        &db,
+        &tenant.client_id,
+        &user.id,
+        version,
+        None,
+        ctx.now(),
+    )?))
 }
 
 /// The id path parameter as a UUID of a user in the caller's tenant (404 otherwise).
@@ -630,8 +752,8 @@ fn other_user(db: &Db, client_id: &str, raw_id: &str) -> Result<String, ApiError
     Ok(id)
 }
 
-/// `POST /api/users/follow/{id}`: idempotent; following makes both users contacts.
-pub fn follow(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Idempotent; following makes both users contacts.
+fn follow(ctx: &UserCtx, _: NoBody) -> Result<Json<Followed>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = ctx.db()?;
     let target = other_user(&db, &tenant.client_id, ctx.param("id"))?;
@@ -648,16 +770,16 @@ pub fn follow(ctx: &UserCtx) -> Result<Response, ApiError> {
         }
         contacts::link(db, &tenant.client_id, &user.id, &target, ctx.now())
     })?;
-    Ok(json(200, &Followed::user(target)))
+    Ok(Json(Followed::user(target)))
 }
 
-/// `DELETE /api/users/follow/{id}`: idempotent.
-pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Idempotent.
+fn unfollow(ctx: &UserCtx, _: NoBody) -> Result<Json<Unfollowed>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = ctx.db()?;
     let target = other_user(&db, &tenant.client_id, ctx.param("id"))?;
     unfollow_user(&db, &tenant.client_id, &user.id, &target)?;
-    Ok(json(200, &Unfollowed::user(target)))
+    Ok(Json(Unfollowed::user(target)))
 }
 
 /// Ends a follow; the two stay contacts while either still follows the other.
@@ -673,18 +795,17 @@ pub fn unfollow_user(
     })
 }
 
-/// `GET /api/users/{id}/followers` and `/following`.
-/// `GET /api/users/{id}/followers`
-pub fn followers(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Who follows the user.
+fn followers(ctx: &UserCtx, _: NoBody) -> Result<PageOf<PublicUser>, ApiError> {
     follow_list(ctx, true)
 }
 
-/// `GET /api/users/{id}/following`
-pub fn following(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Whom the user follows.
+fn following(ctx: &UserCtx, _: NoBody) -> Result<PageOf<PublicUser>, ApiError> {
     follow_list(ctx, false)
 }
 
-fn follow_list(ctx: &UserCtx, followers: bool) -> Result<Response, ApiError> {
+fn follow_list(ctx: &UserCtx, followers: bool) -> Result<PageOf<PublicUser>, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let db = ctx.db()?;
     let id = ids::parse_uuid(ctx.param("id"))
@@ -699,16 +820,16 @@ fn follow_list(ctx: &UserCtx, followers: bool) -> Result<Response, ApiError> {
     };
     let (users, total) = store::follow_page(&db, &ctx.tenant.client_id, &id, side, page)?;
     let items: Vec<PublicUser> = users.iter().map(PublicUser::of).collect();
-    Ok(json(200, &Paged::new(items, total, page)))
+    Ok(PageOf(Paged::new(items, total, page)))
 }
 
-/// `GET /api/v1/users`: the tenant's users, for the tenant's server.
-pub fn list_for_client(ctx: &ServerCtx) -> Result<Response, ApiError> {
+/// The tenant's users, for the tenant's server.
+fn list_for_client(ctx: &ServerCtx, _: NoBody) -> Result<PageOf<PublicUser>, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let db = ctx.db()?;
     let (users, total) = store::page_of_tenant(&db, &ctx.tenant.client_id, page)?;
     let items: Vec<PublicUser> = users.iter().map(PublicUser::of).collect();
-    Ok(json(200, &Paged::new(items, total, page)))
+    Ok(PageOf(Paged::new(items, total, page)))
 }
 
 /// `user.*` with the user as `GET /api/v1/users` lists them (in `db`'s transaction).
@@ -720,91 +841,6 @@ fn record_event(
     now: i64,
 ) -> Result<(), ApiError> {
     crate::webhook_events::record(db, client_id, event_type, "user", &user.id, user, now)
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new("POST /api/users/signup", "Signup (users)")
-            .takes(Schema::body::<SignupBody>())
-            .request_example(json!({
-                "username": "alice",
-                "email": "alice@example.com",
-                "password": "correct horse battery",
-            }))
-            .answers(200, "OK", Schema::view::<AuthSession>())
-            .errors(404, &["not_found"])
-            .errors(
-                409,
-                &["username_or_email_taken", "username_taken", "email_taken"],
-            ),
-        Operation::new("POST /api/users/login", "Login (users)")
-            .takes(Schema::body::<LoginBody>())
-            .request_example(json!({
-                "email": "alice@example.com",
-                "password": "correct horse battery",
-            }))
-            .answers(200, "OK", Schema::view::<AuthSession>())
-            .errors(401, &["invalid_credentials"])
-            .errors(404, &["not_found"])
-            .errors(429, &["rate_limited"]),
-        Operation::new("POST /api/users/refresh", "Refresh (users)")
-            .takes(Schema::body::<RefreshBody>())
-            .request_example(json!({ "refreshToken": "rt_..." }))
-            .answers(200, "OK", Schema::view::<AuthSession>())
-            .errors(401, &["invalid_refresh_token", "refresh_token_reused"])
-            .errors(404, &["not_found"]),
-        Operation::new("GET /api/users/profile/full", "Full profile (users)")
-            .answers(200, "OK", Schema::view::<FullProfile>())
-            .errors(404, &["not_found"]),
-        Operation::new("PUT /api/users/profile", "Update profile (users)")
-            .takes(Schema::body::<ProfileChangesBody>())
-            .answers(200, "OK", Schema::view::<Profile>())
-            .errors(404, &["not_found"])
-            .errors(
-                409,
-                &["username_or_email_taken", "username_taken", "email_taken"],
-            ),
-        Operation::new("DELETE /api/users/profile", "Delete profile (users)")
-            .answers(200, "OK", Schema::view::<Done>())
-            .errors(404, &["not_found"]),
-        Operation::new("POST /api/users/change-password", "Change password (users)")
-            .takes(Schema::body::<PasswordChangeBody>())
-            .answers(200, "OK", Schema::view::<AuthSession>())
-            .errors(401, &["invalid_credentials"])
-            .errors(404, &["not_found"]),
-        Operation::new("POST /api/users/follow/{id}", "Follow (users)")
-            .answers(200, "OK", Schema::view::<Followed>())
-            .link(
-                "DELETE /api/users/follow/{id}",
-                &[("id", "$response.body#/userId")],
-            )
-            .link(
-                "GET /api/users/{id}/followers",
-                &[("id", "$response.body#/userId")],
-            )
-            .errors(400, &["invalid_id"])
-            .errors(404, &["not_found"])
-            .errors(422, &["cannot_follow_self"]),
-        Operation::new("DELETE /api/users/follow/{id}", "Unfollow (users)")
-            .answers(200, "OK", Schema::view::<Unfollowed>())
-            .errors(400, &["invalid_id"])
-            .errors(404, &["not_found"]),
-        Operation::new("GET /api/users/{id}/followers", "Followers (users)")
-            .answers(200, "OK", Schema::page_of::<PublicUser>())
-            .errors(400, &["invalid_id"])
-            .errors(404, &["not_found"]),
-        Operation::new("GET /api/users/{id}/following", "Following (users)")
-            .answers(200, "OK", Schema::page_of::<PublicUser>())
-            .errors(400, &["invalid_id"])
-            .errors(404, &["not_found"]),
-        Operation::new("GET /api/v1/users", "List for client (users)")
-            .paged()
-            .answers(200, "OK", Schema::page_of::<PublicUser>())
-            .errors(400, &["invalid_query"]),
-    ]
 }
 
 #[cfg(test)]

@@ -2,24 +2,27 @@
 //! register, list, change, delete, rotate the secret, send a test event, list deliveries,
 //! retry one, recover a window. Delivery itself is the `webhooks` component's job.
 
+use crate::ApiRoute;
 use ::store::outbox::{self, Subject};
 use ::store::webhooks::{self as store, Changes, Delivery, Endpoint, NewEndpoint};
-use domain::pagination::{Page, Paged};
+use domain::pagination::{self, Paged};
 use domain::request_body;
 use domain::sealed::{Purpose, SealingKey};
 use domain::validate::JsonBody;
 use domain::validate::body::{
-    Checked, ClearableText, FieldKind, OptBool, OptChecked, OptText, OptTimestamp, RequestBody,
-    TextRule, Timestamp,
+    Checked, ClearableText, FieldKind, OptBool, OptChecked, OptText, OptTimestamp, TextRule,
+    Timestamp,
 };
 use domain::webhooks as rules;
 use domain::{ApiError, time};
+use edge::contract::Schema;
+use edge::endpoint;
 use edge::spin::config;
-use edge::spin::http::{ServerCtx, json};
+use edge::spin::endpoint::{Accepted, Created, Json, NoBody, Page};
+use edge::spin::http::ServerCtx;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
-use spin_sdk::http::Response;
 use std::borrow::Cow;
 
 const MAX_DESCRIPTION: usize = 500;
@@ -290,199 +293,34 @@ request_body! {
 
 request_body! {
     /// A window of failed deliveries to send again.
-    pub struct RecoveryBody as "WebhookRecovery" {
+    pub struct RecoveryBody as "WebhookRecovery" checked by RecoveryBody::check {
         "since" since: Timestamp,
         /// Now when absent, null or blank; must be after since.
         "until" until: OptTimestamp,
     }
 }
 
-/// `POST /api/v1/webhooks` `{url, events, description?}`: the endpoint and its signing
-/// secret, shown this once.
-pub fn create(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let NewEndpointBody {
-        url,
-        events,
-        description,
-    } = NewEndpointBody::read(&mut body);
-    body.finish()?;
-    let Some(events) = events else {
-        return Err(ApiError::internal("validated events missing"));
-    };
-    let key = secret_key()?;
-    let db = ctx.db()?;
-    let client_id = &ctx.tenant.client_id;
-    let id = store::new_endpoint_id();
-    let secret = rules::new_secret();
-    let sealed = key.seal(&secret, &store::secret_context(client_id, &id))?;
-    let new = NewEndpoint {
-        id: &id,
-        url: &url,
-        description: description.as_deref().unwrap_or(""),
-        events: &events,
-        secret_sealed: &sealed,
-    };
-    let Some(ep) = store::insert_capped(&db, client_id, &new, MAX_ENDPOINTS, ctx.now())? else {
-        return Err(ApiError::conflict(
-            "too_many_endpoints",
-            format!("a tenant may have at most {MAX_ENDPOINTS} webhook endpoints"),
-        ));
-    };
-    let answer = EndpointWithSecret {
-        endpoint: view(&ep, ctx.now()),
-        secret,
-    };
-    Ok(json(201, &answer))
-}
-
-/// `GET /api/v1/webhooks`: the tenant's endpoints (no secrets).
-pub fn list(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let page = Page::from_query(ctx.query())?;
-    let db = ctx.db()?;
-    let (endpoints, total) = store::list(&db, &ctx.tenant.client_id, page)?;
-    let items: Vec<EndpointView> = endpoints.iter().map(|ep| view(ep, ctx.now())).collect();
-    Ok(json(200, &Paged::new(items, total, page)))
-}
-
-fn load(ctx: &ServerCtx) -> Result<(::store::Db, Endpoint), ApiError> {
-    let db = ctx.db()?;
-    let ep = store::load(&db, &ctx.tenant.client_id, ctx.param("id"))?;
-    Ok((db, ep))
-}
-
-/// `GET /api/v1/webhooks/{id}`: one endpoint, with why the platform disabled it.
-pub fn get(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let (_, ep) = load(ctx)?;
-    Ok(json(200, &view(&ep, ctx.now())))
-}
-
-/// `PATCH /api/v1/webhooks/{id}` `{url?, events?, description?, enabled?}` (an empty
-/// description clears it; enabling clears the reason the platform disabled it).
-pub fn update(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let sent = EndpointChangesBody::read(&mut body);
-    body.finish()?;
-    let changes = Changes {
-        url: sent.url,
-        events: sent.events,
-        description: sent.description.map(Option::unwrap_or_default),
-        enabled: sent.enabled,
-    };
-    let (db, ep) = load(ctx)?;
-    let ep = store::update(&db, &ep, &changes, ctx.now())?;
-    Ok(json(200, &view(&ep, ctx.now())))
-}
-
-/// `DELETE /api/v1/webhooks/{id}`: the endpoint and its delivery log.
-pub fn delete(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let (db, ep) = load(ctx)?;
-    store::delete(&db, &ep)?;
-    Ok(json(
-        200,
-        &EndpointDeleted {
-            deleted: true,
-            id: ep.id,
-        },
-    ))
-}
-
-/// `POST /api/v1/webhooks/{id}/rotate-secret`: a new secret, shown once; the old one
-/// keeps signing (a second signature) for 24 h.
-pub fn rotate_secret(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let key = secret_key()?;
-    let (db, ep) = load(ctx)?;
-    let secret = rules::new_secret();
-    let sealed = key.seal(&secret, &store::secret_context(&ep.client_id, &ep.id))?;
-    let now = ctx.now();
-    let ep = store::rotate_secret(&db, &ep, &sealed, now + rules::PREVIOUS_SECRET_SECS, now)?;
-    let answer = EndpointWithSecret {
-        endpoint: view(&ep, now),
-        secret,
-    };
-    Ok(json(200, &answer))
-}
-
-/// `POST /api/v1/webhooks/{id}/test`: a `webhook.test` event for this endpoint only.
-pub fn send_test(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let (db, ep) = load(ctx)?;
-    let now = ctx.now();
-    let data = TestEvent {
-        endpoint_id: &ep.id,
-        url: &ep.url,
-    };
-    let (event_id, delivery_id) = db.transaction(|tx| {
-        let subject = Subject {
-            object_type: "webhook_endpoint",
-            object_id: &ep.id,
-        };
-        let event_id = outbox::record(tx, &ep.client_id, "webhook.test", subject, &data, now)?;
-        let delivery_id = store::deliver_only_to(tx, &ep, &event_id, "webhook.test", now)?;
-        Ok((event_id, delivery_id))
-    })?;
-    Ok(json(
-        202,
-        &TestQueued {
-            event_id,
-            delivery_id,
-            event_type: "webhook.test",
-        },
-    ))
-}
-
-/// `GET /api/v1/webhooks/{id}/deliveries`: newest first, paginated.
-pub fn deliveries(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let page = Page::from_query(ctx.query())?;
-    let (db, ep) = load(ctx)?;
-    let (items, total) = store::deliveries(&db, &ep, page)?;
-    let items: Vec<DeliveryView> = items.iter().map(delivery_view).collect();
-    Ok(json(200, &Paged::new(items, total, page)))
-}
-
-/// `POST /api/v1/webhooks/{id}/deliveries/{deliveryId}/retry`: due again now, with the
-/// same `webhook-id`.
-pub fn retry(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let (db, ep) = load(ctx)?;
-    let delivery = store::retry(&db, &ep, ctx.param("deliveryId"), ctx.now())?;
-    Ok(json(202, &delivery_view(&delivery)))
-}
-
-/// `POST /api/v1/webhooks/{id}/recover` `{since, until?}` (RFC 3339): every failed delivery
-/// created in the window is sent again, with its original `webhook-id`.
-pub fn recover(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let now = ctx.now();
-    let RecoveryBody { since, until } = RecoveryBody::read(&mut body);
-    let until = until.unwrap_or(now + 1);
-    if since.is_some_and(|s| s >= until) {
-        body.error("until", "must be after since");
+impl RecoveryBody {
+    /// The window must end after it starts (an absent end is now).
+    fn check(&self, body: &mut JsonBody) {
+        let until = self.until.unwrap_or(time::now() + 1);
+        if self.since.is_some_and(|s| s >= until) {
+            body.error("until", "must be after since");
+        }
     }
-    body.finish()?;
-    let since = since.ok_or_else(|| ApiError::internal("validated since missing"))?;
-    let (db, ep) = load(ctx)?;
-    let count = store::recover(&db, &ep, since, until, now)?;
-    Ok(json(
-        202,
-        &Recovered {
-            recovered: count,
-            since: time::format_rfc3339(since),
-            until: time::format_rfc3339(until),
-        },
-    ))
 }
 
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new("POST /api/v1/webhooks", "Create (webhooks)")
-            .takes(Schema::body::<NewEndpointBody>())
+/// The webhook routes: the tenant's server manages its endpoints.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        POST "/api/v1/webhooks",
+        Server(create),
+        "Create (webhooks)",
+        |op| op
             .request_example(json!({
                 "url": "https://backend.example.com/hooks",
                 "events": ["broadcast.started"],
             }))
-            .answers(201, "Created", Schema::view::<EndpointWithSecret>())
             .link("GET /api/v1/webhooks/{id}", &[("id", "$response.body#/id")])
             .link(
                 "PATCH /api/v1/webhooks/{id}",
@@ -509,31 +347,47 @@ pub(crate) fn operations() -> Vec<edge::contract::Operation> {
                 &[("id", "$response.body#/id")],
             )
             .errors(409, &["too_many_endpoints"]),
-        Operation::new("GET /api/v1/webhooks", "List (webhooks)")
-            .paged()
-            .answers(200, "OK", Schema::page_of::<EndpointView>())
+    ),
+    endpoint!(
+        GET "/api/v1/webhooks",
+        Server(list),
+        "List (webhooks)",
+        |op| op
             .link(
                 "GET /api/v1/webhooks/{id}",
                 &[("id", "$response.body#/items/0/id")],
             )
             .errors(400, &["invalid_query"]),
-        Operation::new("GET /api/v1/webhooks/{id}", "Get (webhooks)")
-            .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
-            .answers(200, "OK", Schema::view::<EndpointView>()),
-        Operation::new("PATCH /api/v1/webhooks/{id}", "Update (webhooks)")
-            .takes(Schema::body::<EndpointChangesBody>())
-            .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
-            .answers(200, "OK", Schema::view::<EndpointView>()),
-        Operation::new("DELETE /api/v1/webhooks/{id}", "Delete (webhooks)")
-            .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
-            .answers(200, "OK", Schema::view::<EndpointDeleted>()),
-        Operation::new(
-            "POST /api/v1/webhooks/{id}/rotate-secret",
-            "Rotate secret (webhooks)",
-        )
-        .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
-        .answers(200, "OK", Schema::view::<EndpointWithSecret>()),
-        Operation::new("POST /api/v1/webhooks/{id}/test", "Send test (webhooks)")
+    ),
+    endpoint!(
+        GET "/api/v1/webhooks/{id}",
+        Server(get),
+        "Get (webhooks)",
+        |op| op.path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ"),
+    ),
+    endpoint!(
+        PATCH "/api/v1/webhooks/{id}",
+        Server(update),
+        "Update (webhooks)",
+        |op| op.path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ"),
+    ),
+    endpoint!(
+        DELETE "/api/v1/webhooks/{id}",
+        Server(delete),
+        "Delete (webhooks)",
+        |op| op.path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ"),
+    ),
+    endpoint!(
+        POST "/api/v1/webhooks/{id}/rotate-secret",
+        Server(rotate_secret),
+        "Rotate secret (webhooks)",
+        |op| op.path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ"),
+    ),
+    endpoint!(
+        POST "/api/v1/webhooks/{id}/test",
+        Server(send_test),
+        "Send test (webhooks)",
+        |op| op
             .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
             .answers(
                 202,
@@ -547,28 +401,184 @@ pub(crate) fn operations() -> Vec<edge::contract::Operation> {
                     ("deliveryId", "$response.body#/deliveryId"),
                 ],
             ),
-        Operation::new(
-            "GET /api/v1/webhooks/{id}/deliveries",
-            "Deliveries (webhooks)",
-        )
-        .paged()
-        .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
-        .answers(200, "OK", Schema::page_of::<DeliveryView>())
-        .errors(400, &["invalid_query"]),
-        Operation::new(
-            "POST /api/v1/webhooks/{id}/deliveries/{deliveryId}/retry",
-            "Retry (webhooks)",
-        )
-        .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
-        .path_id("deliveryId", "dlv_mXzfJK1jNinzAUbra0sITaRQ")
-        .answers(202, "Accepted", Schema::view::<DeliveryView>()),
-        Operation::new("POST /api/v1/webhooks/{id}/recover", "Recover (webhooks)")
-            .takes(Schema::body::<RecoveryBody>())
+    ),
+    endpoint!(
+        GET "/api/v1/webhooks/{id}/deliveries",
+        Server(deliveries),
+        "Deliveries (webhooks)",
+        |op| op
+            .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
+            .errors(400, &["invalid_query"]),
+    ),
+    endpoint!(
+        POST "/api/v1/webhooks/{id}/deliveries/{deliveryId}/retry",
+        Server(retry),
+        "Retry (webhooks)",
+        |op| op
+            .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
+            .path_id("deliveryId", "dlv_mXzfJK1jNinzAUbra0sITaRQ"),
+    ),
+    endpoint!(
+        POST "/api/v1/webhooks/{id}/recover",
+        Server(recover),
+        "Recover (webhooks)",
+        |op| op
             .path_id("id", "ep_mXzfJK1jNinzAUbra0sITaRQ")
             .answers(
                 202,
                 "The failed deliveries of the window are due again",
                 Schema::view::<Recovered>(),
             ),
-    ]
+    ),
+];
+
+/// `{url, events, description?}`: the endpoint and its signing secret, shown this once.
+fn create(ctx: &ServerCtx, new: NewEndpointBody) -> Result<Created<EndpointWithSecret>, ApiError> {
+    let NewEndpointBody {
+        url,
+        events,
+        description,
+    } = new;
+    let Some(events) = events else {
+        return Err(ApiError::internal("validated events missing"));
+    };
+    let key = secret_key()?;
+    let db = ctx.db()?;
+    let client_id = &ctx.tenant.client_id;
+    let id = store::new_endpoint_id();
+    let secret = rules::new_secret();
+    let sealed = key.seal(&secret, &store::secret_context(client_id, &id))?;
+    let new = NewEndpoint {
+        id: &id,
+        url: &url,
+        description: description.as_deref().unwrap_or(""),
+        events: &events,
+        secret_sealed: &sealed,
+    };
+    let Some(ep) = store::insert_capped(&db, client_id, &new, MAX_ENDPOINTS, ctx.now())? else {
+        return Err(ApiError::conflict(
+            "too_many_endpoints",
+            format!("a tenant may have at most {MAX_ENDPOINTS} webhook endpoints"),
+        ));
+    };
+    Ok(Created(EndpointWithSecret {
+        endpoint: view(&ep, ctx.now()),
+        secret,
+    }))
+}
+
+/// The tenant's endpoints (no secrets).
+fn list(ctx: &ServerCtx, _: NoBody) -> Result<Page<EndpointView>, ApiError> {
+    let page = pagination::Page::from_query(ctx.query())?;
+    let db = ctx.db()?;
+    let (endpoints, total) = store::list(&db, &ctx.tenant.client_id, page)?;
+    let items: Vec<EndpointView> = endpoints.iter().map(|ep| view(ep, ctx.now())).collect();
+    Ok(Page(Paged::new(items, total, page)))
+}
+
+fn load(ctx: &ServerCtx) -> Result<(::store::Db, Endpoint), ApiError> {
+    let db = ctx.db()?;
+    let ep = store::load(&db, &ctx.tenant.client_id, ctx.param("id"))?;
+    Ok((db, ep))
+}
+
+/// One endpoint, with why the platform disabled it.
+fn get(ctx: &ServerCtx, _: NoBody) -> Result<Json<EndpointView>, ApiError> {
+    let (_, ep) = load(ctx)?;
+    Ok(Json(view(&ep, ctx.now())))
+}
+
+/// `{url?, events?, description?, enabled?}` (an empty description clears it; enabling
+/// clears the reason the platform disabled it).
+fn update(ctx: &ServerCtx, sent: EndpointChangesBody) -> Result<Json<EndpointView>, ApiError> {
+    let changes = Changes {
+        url: sent.url,
+        events: sent.events,
+        description: sent.description.map(Option::unwrap_or_default),
+        enabled: sent.enabled,
+    };
+    let (db, ep) = load(ctx)?;
+    let ep = store::update(&db, &ep, &changes, ctx.now())?;
+    Ok(Json(view(&ep, ctx.now())))
+}
+
+/// The endpoint and its delivery log.
+fn delete(ctx: &ServerCtx, _: NoBody) -> Result<Json<EndpointDeleted>, ApiError> {
+    let (db, ep) = load(ctx)?;
+    store::delete(&db, &ep)?;
+    Ok(Json(EndpointDeleted {
+        deleted: true,
+        id: ep.id,
+    }))
+}
+
+/// A new secret, shown once; the old one keeps signing (a second signature) for 24 h.
+fn rotate_secret(ctx: &ServerCtx, _: NoBody) -> Result<Json<EndpointWithSecret>, ApiError> {
+    let key = secret_key()?;
+    let (db, ep) = load(ctx)?;
+    let secret = rules::new_secret();
+    let sealed = key.seal(&secret, &store::secret_context(&ep.client_id, &ep.id))?;
+    let now = ctx.now();
+    let ep = store::rotate_secret(&db, &ep, &sealed, now + rules::PREVIOUS_SECRET_SECS, now)?;
+    Ok(Json(EndpointWithSecret {
+        endpoint: view(&ep, now),
+        secret,
+    }))
+}
+
+/// A `webhook.test` event for this endpoint only.
+fn send_test(ctx: &ServerCtx, _: NoBody) -> Result<Accepted<TestQueued>, ApiError> {
+    let (db, ep) = load(ctx)?;
+    let now = ctx.now();
+    let data = TestEvent {
+        endpoint_id: &ep.id,
+        url: &ep.url,
+    };
+    let (event_id, delivery_id) = db.transaction(|tx| {
+        let subject = Subject {
+            object_type: "webhook_endpoint",
+            object_id: &ep.id,
+        };
+        let event_id = outbox::record(tx, &ep.client_id, "webhook.test", subject, &data, now)?;
+        let delivery_id = store::deliver_only_to(tx, &ep, &event_id, "webhook.test", now)?;
+        Ok((event_id, delivery_id))
+    })?;
+    Ok(Accepted(TestQueued {
+        event_id,
+        delivery_id,
+        event_type: "webhook.test",
+    }))
+}
+
+/// Newest first, paginated.
+fn deliveries(ctx: &ServerCtx, _: NoBody) -> Result<Page<DeliveryView>, ApiError> {
+    let page = pagination::Page::from_query(ctx.query())?;
+    let (db, ep) = load(ctx)?;
+    let (items, total) = store::deliveries(&db, &ep, page)?;
+    let items: Vec<DeliveryView> = items.iter().map(delivery_view).collect();
+    Ok(Page(Paged::new(items, total, page)))
+}
+
+/// Due again now, with the same `webhook-id`.
+fn retry(ctx: &ServerCtx, _: NoBody) -> Result<Accepted<DeliveryView>, ApiError> {
+    let (db, ep) = load(ctx)?;
+    let delivery = store::retry(&db, &ep, ctx.param("deliveryId"), ctx.now())?;
+    Ok(Accepted(delivery_view(&delivery)))
+}
+
+/// `{since, until?}` (RFC 3339): every failed delivery created in the window is sent again,
+/// with its original `webhook-id`.
+fn recover(ctx: &ServerCtx, window: RecoveryBody) -> Result<Accepted<Recovered>, ApiError> {
+    let now = ctx.now();
+    let until = window.until.unwrap_or(now + 1);
+    let since = window
+        .since
+        .ok_or_else(|| ApiError::internal("validated since missing"))?;
+    let (db, ep) = load(ctx)?;
+    let count = store::recover(&db, &ep, since, until, now)?;
+    Ok(Accepted(Recovered {
+        recovered: count,
+        since: time::format_rfc3339(since),
+        until: time::format_rfc3339(until),
+    }))
 }

@@ -230,6 +230,16 @@ impl Operation {
         }
     }
 
+    /// The line saying what the route does.
+    pub fn summary(&self) -> &'static str {
+        self.summary
+    }
+
+    /// The operation with what `refine` adds (errors, examples, links, parameters).
+    pub fn then(self, refine: impl FnOnce(Operation) -> Operation) -> Self {
+        refine(self)
+    }
+
     /// More than the summary says.
     pub fn described(mut self, text: &'static str) -> Self {
         self.description = Some(text);

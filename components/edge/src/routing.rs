@@ -94,7 +94,7 @@ pub trait Endpoint {
     fn tier(&self) -> Tier;
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Route<E: 'static> {
     pub method: &'static str,
     pub pattern: &'static str,
@@ -103,6 +103,9 @@ pub struct Route<E: 'static> {
     /// before any credential, so that a call refused for want of one spends nothing (a
     /// signed call's signature stays unused, and the same call with the key goes through).
     pub idempotent: bool,
+    /// What the route takes and answers, for the API document: derived from its typed
+    /// handler where the route is declared with `endpoint!` (else its module declares it).
+    pub operation: Option<fn() -> crate::contract::Operation>,
 }
 
 impl<E: Endpoint> Route<E> {
@@ -118,10 +121,18 @@ pub const fn route<E>(method: &'static str, pattern: &'static str, endpoint: E) 
         pattern,
         endpoint,
         idempotent: false,
+        operation: None,
     }
 }
 
 impl<E> Route<E> {
+    /// What the route takes and answers, for a route whose handler is not typed (an
+    /// upload, a proxy): see [`Route::operation`].
+    pub const fn documented(mut self, operation: fn() -> crate::contract::Operation) -> Route<E> {
+        self.operation = Some(operation);
+        self
+    }
+
     /// The route needs an `Idempotency-Key` (see [`Route::idempotent`]).
     pub const fn idempotent(mut self) -> Route<E> {
         self.idempotent = true;
@@ -266,7 +277,7 @@ fn match_pattern<'s>(
 /// The heading of the README section whose table lists every route with its tier.
 pub const ROUTE_TABLE_HEADING: &str = "## Who may call what";
 
-/// One row of the README's route table: `| component | method | path | tier |`.
+/// One row of the README's route table: `| component | method | path | tier | summary |`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocumentedRoute {
     pub component: String,
@@ -295,15 +306,17 @@ pub fn documented_routes(readme: &str) -> Vec<DocumentedRoute> {
                 .map(|c| c.trim().trim_matches('`').to_string())
                 .collect();
             match cells.as_slice() {
-                [component, method, path, tier] if path.starts_with('/') => Some(DocumentedRoute {
-                    component: component.clone(),
-                    method: method.clone(),
-                    path: path.clone(),
-                    tier: tier
-                        .split_once(" (")
-                        .map_or(tier.as_str(), |(tier, _)| tier)
-                        .to_string(),
-                }),
+                [component, method, path, tier, ..] if path.starts_with('/') => {
+                    Some(DocumentedRoute {
+                        component: component.clone(),
+                        method: method.clone(),
+                        path: path.clone(),
+                        tier: tier
+                            .split_once(" (")
+                            .map_or(tier.as_str(), |(tier, _)| tier)
+                            .to_string(),
+                    })
+                }
                 _ => None,
             }
         })

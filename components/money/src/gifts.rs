@@ -16,11 +16,16 @@ use domain::problem::json_value;
 use domain::request_body;
 use domain::validate::MAX_NAME;
 use domain::validate::body::{NameList, OptBool, OptChoice, OptInt, OptText, RequestBody, Text};
+use edge::contract::Schema;
+use edge::endpoint;
 use edge::realtime::Event;
+use edge::routing::Route;
 use edge::spin::auth::CurrentUser;
-use edge::spin::http::{AppCtx, Reply, ServerCtx, UserCtx, json};
+use edge::spin::endpoint::{Json, NoBody, Raw};
+use edge::spin::http::{AppCtx, Handler, ServerCtx, UserCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
+use serde_json::{Value, json};
 use views::{GiftView, SupporterView};
 
 /// Rows a leaderboard or supporters list answers.
@@ -41,16 +46,94 @@ fn catalog_of(db: &Db, client_id: &str, active_only: bool) -> Result<Catalog, Ap
     Ok(Catalog { items })
 }
 
-/// `GET /api/gifts`: the active catalog, in display order.
-pub fn catalog(ctx: &AppCtx) -> Reply {
-    let db = ctx.db()?;
-    Ok(json(200, &catalog_of(&db, &ctx.tenant.client_id, true)?))
+/// The gift routes: the catalog (the app reads it, the tenant's backend edits it), sending
+/// a gift, the leaderboard and a creator's supporters.
+pub const ROUTES: &[Route<Handler>] = &[
+    endpoint!(GET "/api/gifts", App(catalog), "Catalog (gifts)"),
+    endpoint!(
+        POST "/api/broadcasts/{id}/gifts",
+        User(send),
+        "Send (gifts)",
+        |op| op
+            .request_example(json!({ "giftId": "rose", "quantity": 1 }))
+            .answers(201, "Created", Schema::view::<GiftAnswer<'static>>())
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_not_live"])
+            .errors(
+                422,
+                &[
+                    "amount_too_large",
+                    "cannot_gift_yourself",
+                    "invalid_recipient",
+                ],
+            )
+    )
+    .idempotent(),
+    endpoint!(
+        GET "/api/broadcasts/{id}/gifts/leaderboard",
+        User(leaderboard),
+        "Leaderboard (gifts)",
+        |op| op.errors(404, &["not_found"])
+    ),
+    endpoint!(
+        GET "/api/users/{id}/supporters",
+        User(supporters),
+        "Supporters (gifts)",
+        |op| op
+            .errors(400, &["invalid_query"])
+            .errors(404, &["not_found"])
+    ),
+    endpoint!(
+        GET "/api/v1/gifts",
+        Server(catalog_for_server),
+        "Catalog for server (gifts)"
+    ),
+    // It reads its body itself: the id is checked first, and the image against the
+    // tenant's files before the body's errors are answered.
+    endpoint!(
+        PUT "/api/v1/gifts/{giftId}",
+        Server(put),
+        "Put (gifts)",
+        |op| op
+            .takes(Schema::body::<CatalogEntryBody>())
+            .parameter(gift_id())
+            .link(
+                "DELETE /api/v1/gifts/{giftId}",
+                &[("giftId", "$response.body#/id")],
+            )
+            .errors(400, &["invalid_id"])
+    ),
+    endpoint!(
+        DELETE "/api/v1/gifts/{giftId}",
+        Server(delete),
+        "Delete (gifts)",
+        |op| op
+            .parameter(gift_id())
+            .errors(404, &["not_found"])
+            .errors(400, &["invalid_id"])
+    ),
+];
+
+/// The `{giftId}` path parameter.
+fn gift_id() -> Value {
+    json!({
+        "name": "giftId",
+        "in": "path",
+        "required": true,
+        "schema": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$" },
+    })
 }
 
-/// `GET /api/v1/gifts`: the whole catalog, inactive entries too.
-pub fn catalog_for_server(ctx: &ServerCtx) -> Reply {
+/// The active catalog, in display order.
+fn catalog(ctx: &AppCtx, _: NoBody) -> Result<Json<Catalog>, ApiError> {
     let db = ctx.db()?;
-    Ok(json(200, &catalog_of(&db, &ctx.tenant.client_id, false)?))
+    Ok(Json(catalog_of(&db, &ctx.tenant.client_id, true)?))
+}
+
+/// The whole catalog, inactive entries too.
+fn catalog_for_server(ctx: &ServerCtx, _: NoBody) -> Result<Json<Catalog>, ApiError> {
+    let db = ctx.db()?;
+    Ok(Json(catalog_of(&db, &ctx.tenant.client_id, false)?))
 }
 
 /// How a gift shows on screen.
@@ -76,9 +159,9 @@ request_body! {
     }
 }
 
-/// `PUT /api/v1/gifts/{giftId}` `{name, priceTokens, imageFileId?, animation?, active?,
-/// sortOrder?}`: creates or replaces a catalog entry.
-pub fn put(ctx: &ServerCtx) -> Reply {
+/// `{name, priceTokens, imageFileId?, animation?, active?, sortOrder?}`: creates or
+/// replaces a catalog entry.
+fn put(ctx: &ServerCtx, _: NoBody) -> Result<Json<GiftView>, ApiError> {
     let id = ctx.param("giftId").to_string();
     rules::require_slug(&id, "gift")?;
     let mut body = ctx.json()?;
@@ -102,7 +185,7 @@ pub fn put(ctx: &ServerCtx) -> Reply {
         sort_order: entry.sort_order.unwrap_or(0),
     };
     store::put(&db, client_id, &gift, ctx.now())?;
-    Ok(json(200, &views::gift(&gift)))
+    Ok(Json(views::gift(&gift)))
 }
 
 /// What removing a catalog entry answers.
@@ -113,11 +196,11 @@ pub struct Removed {
     deleted: bool,
 }
 
-/// `DELETE /api/v1/gifts/{giftId}`: removes a catalog entry (gifts sent keep their name).
-pub fn delete(ctx: &ServerCtx) -> Reply {
+/// Removes a catalog entry (gifts sent keep their name).
+fn delete(ctx: &ServerCtx, _: NoBody) -> Result<Json<Removed>, ApiError> {
     let db = ctx.db()?;
     if store::delete(&db, &ctx.tenant.client_id, ctx.param("giftId"))? {
-        Ok(json(200, &Removed { deleted: true }))
+        Ok(Json(Removed { deleted: true }))
     } else {
         Err(ApiError::not_found("gift"))
     }
@@ -145,16 +228,15 @@ struct Ask {
     anonymous: bool,
 }
 
-fn read_ask(ctx: &UserCtx) -> Result<Ask, ApiError> {
-    let mut body = ctx.json()?;
-    let asked = GiftToSendBody::read(&mut body);
-    body.finish()?;
-    Ok(Ask {
-        gift_id: asked.gift_id,
-        quantity: asked.quantity.unwrap_or(1),
-        recipient_id: asked.recipient_id,
-        anonymous: asked.anonymous.unwrap_or(false),
-    })
+impl Ask {
+    fn of(asked: GiftToSendBody) -> Ask {
+        Ask {
+            gift_id: asked.gift_id,
+            quantity: asked.quantity.unwrap_or(1),
+            recipient_id: asked.recipient_id,
+            anonymous: asked.anonymous.unwrap_or(false),
+        }
+    }
 }
 
 /// Who receives a gift on `b`: the host unless an active co-host is named; never the
@@ -238,15 +320,14 @@ fn prepare(ctx: &UserCtx, db: &Db, ask: &Ask) -> Result<Prepared, ApiError> {
     })
 }
 
-/// `POST /api/broadcasts/{id}/gifts` `{giftId, quantity?, recipientId?, anonymous?}`
-/// (Idempotency-Key): only while the broadcast is live, only by someone who may watch it.
+/// Only while the broadcast is live, only by someone who may watch it.
 ///
 /// What the gift reads (the broadcast, the catalog entry, the recipient, the tenant's
 /// rates) is read before its transaction, so that the transaction holds the database's
 /// writer (SQLite) only for what it writes; the ledger keeps the money exact however the
 /// reads race with an edit of the catalog.
-pub fn send(ctx: &UserCtx) -> Reply {
-    let ask = read_ask(ctx)?;
+fn send(ctx: &UserCtx, asked: GiftToSendBody) -> Result<Raw, ApiError> {
+    let ask = Ask::of(asked);
     let client_id = &ctx.tenant.client_id;
     let sender = &ctx.user;
     let db = ctx.db()?;
@@ -254,7 +335,7 @@ pub fn send(ctx: &UserCtx) -> Reply {
     // it even after the broadcast ended.
     let prepared = match prepare(ctx, &db, &ask) {
         Ok(prepared) => prepared,
-        Err(err) => return idempotent::refused(ctx, &db, client_id, &sender.id, err),
+        Err(err) => return idempotent::refused(ctx, &db, client_id, &sender.id, err).map(Raw),
     };
     idempotent::run(ctx, &db, client_id, &sender.id, |tx| {
         let (sent, balance) = give(tx, ctx, &ask, &prepared)?;
@@ -281,6 +362,7 @@ pub fn send(ctx: &UserCtx) -> Reply {
             )),
         })
     })
+    .map(Raw)
 }
 
 /// The gift's money and record, in the caller's transaction: the sender's tokens to the
@@ -448,8 +530,8 @@ fn ranked(standings: &[store::Standing]) -> Vec<SupporterView> {
         .collect()
 }
 
-/// `GET /api/broadcasts/{id}/gifts/leaderboard`: the broadcast's top gifters.
-pub fn leaderboard(ctx: &UserCtx) -> Reply {
+/// The broadcast's top gifters.
+fn leaderboard(ctx: &UserCtx, _: NoBody) -> Result<Json<Leaderboard>, ApiError> {
     let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     let b = app::broadcasts::load(&db, client_id, ctx.param("id"), ctx.now())?;
@@ -458,17 +540,14 @@ pub fn leaderboard(ctx: &UserCtx) -> Reply {
         return Err(ApiError::not_found("broadcast"));
     }
     let items = ranked(&store::leaderboard(&db, client_id, &b.id, TOP)?);
-    Ok(json(
-        200,
-        &Leaderboard {
-            broadcast_id: b.id,
-            items,
-        },
-    ))
+    Ok(Json(Leaderboard {
+        broadcast_id: b.id,
+        items,
+    }))
 }
 
-/// `GET /api/users/{id}/supporters?period=week|month|all`: a creator's top gifters.
-pub fn supporters(ctx: &UserCtx) -> Reply {
+/// `?period=week|month|all`: a creator's top gifters.
+fn supporters(ctx: &UserCtx, _: NoBody) -> Result<Json<Supporters>, ApiError> {
     let period = ctx.query_value("period").unwrap_or_else(|| "all".into());
     let since = rules::period_start_ms(&period, ctx.now_millis()).ok_or_else(|| {
         ApiError::bad_request("invalid_query", "period must be week, month or all")
@@ -480,74 +559,9 @@ pub fn supporters(ctx: &UserCtx) -> Reply {
         return Err(ApiError::not_found("user"));
     }
     let items = ranked(&store::supporters(&db, client_id, creator, since, TOP)?);
-    Ok(json(
-        200,
-        &Supporters {
-            user_id: creator.to_string(),
-            period,
-            items,
-        },
-    ))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    let gift_id = json!({
-        "name": "giftId",
-        "in": "path",
-        "required": true,
-        "schema": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$" },
-    });
-    vec![
-        Operation::new("GET /api/gifts", "Catalog (gifts)").answers(
-            200,
-            "OK",
-            Schema::view::<Catalog>(),
-        ),
-        Operation::new("POST /api/broadcasts/{id}/gifts", "Send (gifts)")
-            .takes(Schema::body::<GiftToSendBody>())
-            .request_example(json!({ "giftId": "rose", "quantity": 1 }))
-            .answers(201, "Created", Schema::view::<GiftAnswer<'static>>())
-            .errors(404, &["not_found"])
-            .errors(409, &["broadcast_not_live"])
-            .errors(
-                422,
-                &[
-                    "amount_too_large",
-                    "cannot_gift_yourself",
-                    "invalid_recipient",
-                ],
-            ),
-        Operation::new(
-            "GET /api/broadcasts/{id}/gifts/leaderboard",
-            "Leaderboard (gifts)",
-        )
-        .answers(200, "OK", Schema::view::<Leaderboard>())
-        .errors(404, &["not_found"]),
-        Operation::new("GET /api/users/{id}/supporters", "Supporters (gifts)")
-            .answers(200, "OK", Schema::view::<Supporters>())
-            .errors(400, &["invalid_query"])
-            .errors(404, &["not_found"]),
-        Operation::new("GET /api/v1/gifts", "Catalog for server (gifts)").answers(
-            200,
-            "OK",
-            Schema::view::<Catalog>(),
-        ),
-        Operation::new("PUT /api/v1/gifts/{giftId}", "Put (gifts)")
-            .takes(Schema::body::<CatalogEntryBody>())
-            .parameter(gift_id.clone())
-            .answers(200, "OK", Schema::view::<GiftView>())
-            .link(
-                "DELETE /api/v1/gifts/{giftId}",
-                &[("giftId", "$response.body#/id")],
-            )
-            .errors(400, &["invalid_id"]),
-        Operation::new("DELETE /api/v1/gifts/{giftId}", "Delete (gifts)")
-            .parameter(gift_id)
-            .answers(200, "OK", Schema::view::<Removed>())
-            .errors(404, &["not_found"])
-            .errors(400, &["invalid_id"]),
-    ]
+    Ok(Json(Supporters {
+        user_id: creator.to_string(),
+        period,
+        items,
+    }))
 }

@@ -2,7 +2,10 @@
 
 use crate::subscriptions::{announce, charge};
 use domain::ApiError;
-use edge::spin::http::{JobsCtx, Reply, json};
+use edge::endpoint;
+use edge::routing::Route;
+use edge::spin::endpoint::{Json, NoBody};
+use edge::spin::http::{Handler, JobsCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
 use store::{ledger, subscriptions};
@@ -49,23 +52,36 @@ pub struct Renewed {
     lapsed: i64,
 }
 
-/// `POST /api/jobs/check-ledger`: 200 when every invariant holds, otherwise 500
-/// `ledger_inconsistent` listing what is broken.
-pub fn check_ledger(ctx: &JobsCtx) -> Reply {
+/// The money jobs the scheduler calls.
+pub const ROUTES: &[Route<Handler>] = &[
+    endpoint!(
+        POST "/api/jobs/check-ledger",
+        Jobs(check_ledger),
+        "Check ledger (jobs)",
+        |op| op.errors(500, &["ledger_inconsistent"])
+    ),
+    endpoint!(
+        POST "/api/jobs/renew-subscriptions",
+        Jobs(renew_subscriptions),
+        "Renew subscriptions (jobs)",
+        |op| op.errors(409, &["canceled", "renewed"])
+    ),
+];
+
+/// 200 when every invariant holds, otherwise 500 `ledger_inconsistent` listing what is
+/// broken.
+fn check_ledger(ctx: &JobsCtx, _: NoBody) -> Result<Json<LedgerChecked>, ApiError> {
     let db = ctx.db()?;
     let report = ledger::check(&db)?;
     if report.violations.is_empty() {
-        return Ok(json(
-            200,
-            &LedgerChecked {
-                job: "check-ledger",
-                done: report.accounts,
-                remaining: 0,
-                ok: true,
-                accounts: report.accounts,
-                transfers: report.transfers,
-            },
-        ));
+        return Ok(Json(LedgerChecked {
+            job: "check-ledger",
+            done: report.accounts,
+            remaining: 0,
+            ok: true,
+            accounts: report.accounts,
+            transfers: report.transfers,
+        }));
     }
     let listed: Vec<_> = report.violations.iter().take(MAX_LISTED).cloned().collect();
     Err(ApiError::new(
@@ -76,9 +92,9 @@ pub fn check_ledger(ctx: &JobsCtx) -> Reply {
     .with_extra("violations", listed))
 }
 
-/// `POST /api/jobs/renew-subscriptions`: each active subscription whose period ended is
-/// charged for the next one, or lapses (canceled, or the subscriber cannot pay).
-pub fn renew_subscriptions(ctx: &JobsCtx) -> Reply {
+/// Each active subscription whose period ended is charged for the next one, or lapses
+/// (canceled, or the subscriber cannot pay).
+fn renew_subscriptions(ctx: &JobsCtx, _: NoBody) -> Result<Json<Renewed>, ApiError> {
     let db = ctx.db()?;
     let now = ctx.now();
     let (mut renewed, mut lapsed) = (0, 0);
@@ -128,30 +144,11 @@ pub fn renew_subscriptions(ctx: &JobsCtx) -> Reply {
         }
     }
     let remaining = subscriptions::count_due(&db, now)?;
-    Ok(json(
-        200,
-        &Renewed {
-            job: "renew-subscriptions",
-            done: renewed + lapsed,
-            remaining,
-            renewed,
-            lapsed,
-        },
-    ))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("POST /api/jobs/check-ledger", "Check ledger (jobs)")
-            .answers(200, "OK", Schema::view::<LedgerChecked>())
-            .errors(500, &["ledger_inconsistent"]),
-        Operation::new(
-            "POST /api/jobs/renew-subscriptions",
-            "Renew subscriptions (jobs)",
-        )
-        .answers(200, "OK", Schema::view::<Renewed>())
-        .errors(409, &["canceled", "renewed"]),
-    ]
+    Ok(Json(Renewed {
+        job: "renew-subscriptions",
+        done: renewed + lapsed,
+        remaining,
+        renewed,
+        lapsed,
+    }))
 }

@@ -11,8 +11,14 @@ use domain::ApiError;
 use domain::pagination::{Page, Paged};
 use domain::problem::json_value;
 use domain::request_body;
-use domain::validate::body::{OptText, RequestBody, Text};
-use edge::spin::http::{Reply, ServerCtx, UserCtx, json};
+use domain::validate::body::{OptText, Text};
+use edge::contract::Schema;
+use edge::endpoint;
+use edge::routing::Route;
+use edge::spin::endpoint::{Json, NoBody, Page as PageOf, Raw};
+use edge::spin::http::{Handler, ServerCtx, UserCtx};
+use serde_json::json;
+use views::PayoutView;
 
 fn announce(tx: &Db, client_id: &str, event: &str, p: &Payout, now: i64) -> Result<(), ApiError> {
     outbox::record(
@@ -51,12 +57,81 @@ request_body! {
     }
 }
 
-/// `POST /api/wallet/payouts` `{diamonds}` (Idempotency-Key): at least the tenant's
-/// minimum, at most the wallet's diamonds.
-pub fn request(ctx: &UserCtx) -> Reply {
-    let mut body = ctx.json()?;
-    let PayoutRequestBody { diamonds } = PayoutRequestBody::read(&mut body);
-    body.finish()?;
+/// The payout routes: a creator's requests, the tenant's decisions.
+pub const ROUTES: &[Route<Handler>] = &[
+    endpoint!(
+        POST "/api/wallet/payouts",
+        User(request),
+        "Request (payouts)",
+        |op| op
+            .request_example(json!({ "diamonds": 1000 }))
+            .answers(201, "Created", Schema::view::<PayoutView>())
+            .link(
+                "GET /api/wallet/payouts/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/v1/payouts/{id}/complete",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/v1/payouts/{id}/reject",
+                &[("id", "$response.body#/id")],
+            )
+            .errors(422, &["below_minimum_payout"])
+            .errors(409, &["insufficient_funds"])
+    )
+    .idempotent(),
+    endpoint!(
+        GET "/api/wallet/payouts",
+        User(list_own),
+        "List own (payouts)",
+        |op| op
+            .link(
+                "GET /api/wallet/payouts/{id}",
+                &[("id", "$response.body#/items/0/id")],
+            )
+            .errors(400, &["invalid_query"])
+    ),
+    endpoint!(
+        GET "/api/wallet/payouts/{id}",
+        User(get_own),
+        "Get own (payouts)",
+        |op| op.errors(404, &["not_found"])
+    ),
+    endpoint!(
+        GET "/api/v1/payouts",
+        Server(list),
+        "List (payouts)",
+        |op| op.errors(400, &["invalid_query"])
+    ),
+    endpoint!(
+        POST "/api/v1/payouts/{id}/complete",
+        Server(complete),
+        "Complete (payouts)",
+        |op| op
+            .answers(200, "OK", Schema::view::<PayoutView>())
+            .errors(404, &["not_found"])
+            .errors(409, &["payout_decided"])
+    )
+    .idempotent(),
+    endpoint!(
+        POST "/api/v1/payouts/{id}/reject",
+        Server(reject),
+        "Reject (payouts)",
+        |op| op
+            .answers(200, "OK", Schema::view::<PayoutView>())
+            .errors(404, &["not_found"])
+            .errors(409, &["payout_decided"])
+    )
+    .idempotent(),
+];
+
+/// At least the tenant's minimum, at most the wallet's diamonds.
+fn request(
+    ctx: &UserCtx,
+    PayoutRequestBody { diamonds }: PayoutRequestBody,
+) -> Result<Raw, ApiError> {
     let client_id = &ctx.tenant.client_id;
     let user_id = &ctx.user.id;
     let now = ctx.now();
@@ -102,19 +177,20 @@ pub fn request(ctx: &UserCtx) -> Reply {
         announce(tx, client_id, "payout.requested", &payout, now)?;
         Ok(Outcome::new(201, json_value(&views::payout(&payout))?))
     })
+    .map(Raw)
 }
 
-/// `GET /api/wallet/payouts`: the user's own payout requests.
-pub fn list_own(ctx: &UserCtx) -> Reply {
+/// The user's own payout requests.
+fn list_own(ctx: &UserCtx, _: NoBody) -> Result<PageOf<PayoutView>, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let db = ctx.db()?;
     let (items, total) = store::page(&db, &ctx.tenant.client_id, Some(&ctx.user.id), None, page)?;
     let items = items.iter().map(views::payout).collect();
-    Ok(json(200, &Paged::new(items, total, page)))
+    Ok(PageOf(Paged::new(items, total, page)))
 }
 
-/// `GET /api/v1/payouts?status=pending|completed|rejected`: the tenant's payouts.
-pub fn list(ctx: &ServerCtx) -> Reply {
+/// `?status=pending|completed|rejected`: the tenant's payouts.
+fn list(ctx: &ServerCtx, _: NoBody) -> Result<PageOf<PayoutView>, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let status = ctx.query_value("status");
     if let Some(s) = &status
@@ -128,19 +204,16 @@ pub fn list(ctx: &ServerCtx) -> Reply {
     let db = ctx.db()?;
     let (items, total) = store::page(&db, &ctx.tenant.client_id, None, status.as_deref(), page)?;
     let items = items.iter().map(views::payout).collect();
-    Ok(json(200, &Paged::new(items, total, page)))
+    Ok(PageOf(Paged::new(items, total, page)))
 }
 
 /// Completes or rejects a pending payout: the held diamonds go to paid-out, or back.
-fn decide(ctx: &ServerCtx, completed: bool) -> Reply {
-    let mut body = ctx.json()?;
-    let (external_reference, reason) = if completed {
-        let done = PayoutCompletionBody::read(&mut body);
-        (Some(done.external_reference), None)
-    } else {
-        (None, PayoutRejectionBody::read(&mut body).reason)
-    };
-    body.finish()?;
+fn decide(
+    ctx: &ServerCtx,
+    completed: bool,
+    external_reference: Option<String>,
+    reason: Option<String>,
+) -> Result<Raw, ApiError> {
     let client_id = &ctx.tenant.client_id;
     let id = ctx.param("id").to_string();
     let now = ctx.now();
@@ -199,74 +272,22 @@ fn decide(ctx: &ServerCtx, completed: bool) -> Reply {
         announce(tx, client_id, event, &decided, now)?;
         Ok(Outcome::new(200, json_value(&views::payout(&decided))?))
     })
+    .map(Raw)
 }
 
-/// `POST /api/v1/payouts/{id}/complete` `{externalReference}`.
-pub fn complete(ctx: &ServerCtx) -> Reply {
-    decide(ctx, true)
+fn complete(ctx: &ServerCtx, done: PayoutCompletionBody) -> Result<Raw, ApiError> {
+    decide(ctx, true, Some(done.external_reference), None)
 }
 
-/// `POST /api/v1/payouts/{id}/reject` `{reason?}`.
-pub fn reject(ctx: &ServerCtx) -> Reply {
-    decide(ctx, false)
+fn reject(ctx: &ServerCtx, refused: PayoutRejectionBody) -> Result<Raw, ApiError> {
+    decide(ctx, false, None, refused.reason)
 }
 
-/// `GET /api/wallet/payouts/{id}`: one of the user's own payouts (any other is 404).
-pub fn get_own(ctx: &UserCtx) -> Reply {
+/// One of the user's own payouts (any other is 404).
+fn get_own(ctx: &UserCtx, _: NoBody) -> Result<Json<PayoutView>, ApiError> {
     let db = ctx.db()?;
     match store::get(&db, &ctx.tenant.client_id, ctx.param("id"))? {
-        Some(p) if p.user_id == ctx.user.id => Ok(json(200, &views::payout(&p))),
+        Some(p) if p.user_id == ctx.user.id => Ok(Json(views::payout(&p))),
         _ => Err(ApiError::not_found("payout")),
     }
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new("POST /api/wallet/payouts", "Request (payouts)")
-            .takes(Schema::body::<PayoutRequestBody>())
-            .request_example(json!({ "diamonds": 1000 }))
-            .answers(201, "Created", Schema::view::<crate::views::PayoutView>())
-            .link(
-                "GET /api/wallet/payouts/{id}",
-                &[("id", "$response.body#/id")],
-            )
-            .link(
-                "POST /api/v1/payouts/{id}/complete",
-                &[("id", "$response.body#/id")],
-            )
-            .link(
-                "POST /api/v1/payouts/{id}/reject",
-                &[("id", "$response.body#/id")],
-            )
-            .errors(422, &["below_minimum_payout"])
-            .errors(409, &["insufficient_funds"]),
-        Operation::new("GET /api/wallet/payouts", "List own (payouts)")
-            .paged()
-            .answers(200, "OK", Schema::page_of::<crate::views::PayoutView>())
-            .link(
-                "GET /api/wallet/payouts/{id}",
-                &[("id", "$response.body#/items/0/id")],
-            )
-            .errors(400, &["invalid_query"]),
-        Operation::new("GET /api/wallet/payouts/{id}", "Get own (payouts)")
-            .answers(200, "OK", Schema::view::<crate::views::PayoutView>())
-            .errors(404, &["not_found"]),
-        Operation::new("GET /api/v1/payouts", "List (payouts)")
-            .paged()
-            .answers(200, "OK", Schema::page_of::<crate::views::PayoutView>())
-            .errors(400, &["invalid_query"]),
-        Operation::new("POST /api/v1/payouts/{id}/complete", "Complete (payouts)")
-            .takes(Schema::body::<PayoutCompletionBody>())
-            .answers(200, "OK", Schema::view::<crate::views::PayoutView>())
-            .errors(404, &["not_found"])
-            .errors(409, &["payout_decided"]),
-        Operation::new("POST /api/v1/payouts/{id}/reject", "Reject (payouts)")
-            .takes(Schema::body::<PayoutRejectionBody>())
-            .answers(200, "OK", Schema::view::<crate::views::PayoutView>())
-            .errors(404, &["not_found"])
-            .errors(409, &["payout_decided"]),
-    ]
 }

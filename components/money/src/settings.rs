@@ -2,10 +2,14 @@
 
 use crate::rules;
 use ::store::monetization::{self as store, Settings};
+use domain::ApiError;
 use domain::request_body;
 use domain::validate::JsonBody;
-use domain::validate::body::{FieldKind, OptInt, RequestBody};
-use edge::spin::http::{Reply, ServerCtx, json};
+use domain::validate::body::{FieldKind, OptInt};
+use edge::endpoint;
+use edge::routing::Route;
+use edge::spin::endpoint::{Json, NoBody};
+use edge::spin::http::{Handler, ServerCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
@@ -130,20 +134,23 @@ request_body! {
     }
 }
 
-pub fn get(ctx: &ServerCtx) -> Reply {
+/// The tenant's monetization settings, read and changed by its backend.
+pub const ROUTES: &[Route<Handler>] = &[
+    endpoint!(GET "/api/v1/monetization", Server(get), "Get (settings)"),
+    endpoint!(PUT "/api/v1/monetization", Server(put), "Put (settings)"),
+];
+
+fn get(ctx: &ServerCtx, _: NoBody) -> Result<Json<SettingsView>, ApiError> {
     let db = ctx.db()?;
-    Ok(json(200, &view(&store::get(&db, &ctx.tenant.client_id)?)))
+    Ok(Json(view(&store::get(&db, &ctx.tenant.client_id)?)))
 }
 
 /// Replaces the fields sent; the others keep their values. `spendingCaps` members set to
 /// null remove that cap.
-pub fn put(ctx: &ServerCtx) -> Reply {
+fn put(ctx: &ServerCtx, changes: SettingsChangesBody) -> Result<Json<SettingsView>, ApiError> {
     let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     let mut s = store::get(&db, client_id)?;
-    let mut body = ctx.json()?;
-    let changes = SettingsChangesBody::read(&mut body);
-    body.finish()?;
     if let Some(rate) = changes.diamonds_per_100_tokens {
         s.diamonds_per_100_tokens = rate;
     }
@@ -152,22 +159,7 @@ pub fn put(ctx: &ServerCtx) -> Reply {
     }
     changes.spending_caps.apply(&mut s);
     store::put(&db, client_id, &s, ctx.now())?;
-    Ok(json(200, &view(&s)))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("GET /api/v1/monetization", "Get (settings)").answers(
-            200,
-            "OK",
-            Schema::view::<SettingsView>(),
-        ),
-        Operation::new("PUT /api/v1/monetization", "Put (settings)")
-            .takes(Schema::body::<SettingsChangesBody>())
-            .answers(200, "OK", Schema::view::<SettingsView>()),
-    ]
+    Ok(Json(view(&s)))
 }
 
 #[cfg(test)]

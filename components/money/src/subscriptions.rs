@@ -15,9 +15,14 @@ use domain::problem::json_value;
 use domain::request_body;
 use domain::validate::MAX_NAME;
 use domain::validate::body::{OptBool, OptTextList, RequestBody, Text};
-use edge::spin::http::{Reply, UserCtx, json};
+use edge::contract::Schema;
+use edge::endpoint;
+use edge::routing::Route;
+use edge::spin::endpoint::{Json, NoBody, Raw};
+use edge::spin::http::{Handler, UserCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
+use serde_json::json;
 use views::{PlanView, SubscriptionView};
 
 /// The most perks a plan lists, and the longest perk.
@@ -98,8 +103,68 @@ request_body! {
     }
 }
 
-/// `PUT /api/users/me/subscription-plans/{planId}` `{name, priceTokens, perks?, active?}`.
-pub fn put_plan(ctx: &UserCtx) -> Reply {
+/// The subscription routes: a creator's plans, subscribing, one's own subscriptions and
+/// cancelling.
+pub const ROUTES: &[Route<Handler>] = &[
+    // It reads its body itself: the plan's id is checked first.
+    endpoint!(
+        PUT "/api/users/me/subscription-plans/{planId}",
+        User(put_plan),
+        "Put plan (subscriptions)",
+        |op| op
+            .takes(Schema::body::<SubscriptionPlanBody>())
+            .parameter(json!({
+                "name": "planId",
+                "in": "path",
+                "required": true,
+                "schema": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$" },
+            }))
+            .link(
+                "GET /api/users/{id}/subscription-plans",
+                &[("id", "$response.body#/creatorId")],
+            )
+            .link(
+                "POST /api/users/{id}/subscriptions",
+                &[("id", "$response.body#/creatorId")],
+            )
+            .errors(400, &["invalid_id"])
+    ),
+    endpoint!(
+        GET "/api/users/{id}/subscription-plans",
+        User(plans),
+        "Plans (subscriptions)",
+        |op| op.errors(404, &["not_found"])
+    ),
+    endpoint!(
+        GET "/api/users/me/subscriptions",
+        User(list_own),
+        "List own (subscriptions)"
+    ),
+    endpoint!(
+        POST "/api/users/{id}/subscriptions",
+        User(subscribe),
+        "Subscribe (subscriptions)",
+        |op| op
+            .answers(201, "Created", Schema::view::<SubscriptionView>())
+            .link(
+                "DELETE /api/users/{id}/subscriptions",
+                &[("id", "$response.body#/creatorId")],
+            )
+            .errors(404, &["not_found"])
+            .errors(409, &["already_subscribed"])
+            .errors(422, &["cannot_subscribe_to_yourself"])
+    )
+    .idempotent(),
+    endpoint!(
+        DELETE "/api/users/{id}/subscriptions",
+        User(cancel),
+        "Cancel (subscriptions)",
+        |op| op.errors(404, &["not_found"])
+    ),
+];
+
+/// `{name, priceTokens, perks?, active?}`.
+fn put_plan(ctx: &UserCtx, _: NoBody) -> Result<Json<PlanView>, ApiError> {
     let id = ctx.param("planId").to_string();
     rules::require_slug(&id, "plan")?;
     let mut body = ctx.json()?;
@@ -115,7 +180,7 @@ pub fn put_plan(ctx: &UserCtx) -> Reply {
     };
     let db = ctx.db()?;
     store::put_plan(&db, &ctx.tenant.client_id, &plan, ctx.now())?;
-    Ok(json(200, &views::plan(&plan)))
+    Ok(Json(views::plan(&plan)))
 }
 
 /// A creator's subscription plans.
@@ -127,9 +192,8 @@ pub struct Plans {
     items: Vec<PlanView>,
 }
 
-/// `GET /api/users/{id}/subscription-plans`: a creator's active plans (`me`: all of one's
-/// own).
-pub fn plans(ctx: &UserCtx) -> Reply {
+/// A creator's active plans (`me`: all of one's own).
+fn plans(ctx: &UserCtx, _: NoBody) -> Result<Json<Plans>, ApiError> {
     let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     let (creator, own) = match ctx.param("id") {
@@ -143,13 +207,10 @@ pub fn plans(ctx: &UserCtx) -> Reply {
         .iter()
         .map(views::plan)
         .collect();
-    Ok(json(
-        200,
-        &Plans {
-            creator_id: creator.to_string(),
-            items,
-        },
-    ))
+    Ok(Json(Plans {
+        creator_id: creator.to_string(),
+        items,
+    }))
 }
 
 request_body! {
@@ -159,12 +220,8 @@ request_body! {
     }
 }
 
-/// `POST /api/users/{id}/subscriptions` `{planId}` (Idempotency-Key): subscribes to a
-/// creator, paying the first period now.
-pub fn subscribe(ctx: &UserCtx) -> Reply {
-    let mut body = ctx.json()?;
-    let SubscribeBody { plan_id } = SubscribeBody::read(&mut body);
-    body.finish()?;
+/// Subscribes to a creator, paying the first period now.
+fn subscribe(ctx: &UserCtx, SubscribeBody { plan_id }: SubscribeBody) -> Result<Raw, ApiError> {
     let client_id = &ctx.tenant.client_id;
     let subscriber = &ctx.user.id;
     let creator = ctx.param("id").to_string();
@@ -216,6 +273,7 @@ pub fn subscribe(ctx: &UserCtx) -> Reply {
             json_value(&views::subscription(&started))?,
         ))
     })
+    .map(Raw)
 }
 
 /// A user's own subscriptions.
@@ -225,19 +283,19 @@ pub struct OwnSubscriptions {
     items: Vec<SubscriptionView>,
 }
 
-/// `GET /api/users/me/subscriptions`: the user's own subscriptions.
-pub fn list_own(ctx: &UserCtx) -> Reply {
+/// The user's own subscriptions.
+fn list_own(ctx: &UserCtx, _: NoBody) -> Result<Json<OwnSubscriptions>, ApiError> {
     let db = ctx.db()?;
     let items = store::of_subscriber(&db, &ctx.tenant.client_id, &ctx.user.id)?
         .iter()
         .map(views::subscription)
         .collect();
-    Ok(json(200, &OwnSubscriptions { items }))
+    Ok(Json(OwnSubscriptions { items }))
 }
 
-/// `DELETE /api/users/{id}/subscriptions`: cancels the user's subscription to creator
-/// `{id}` at the end of the period already paid.
-pub fn cancel(ctx: &UserCtx) -> Reply {
+/// Cancels the user's subscription to creator `{id}` at the end of the period already
+/// paid.
+fn cancel(ctx: &UserCtx, _: NoBody) -> Result<Json<SubscriptionView>, ApiError> {
     let db = ctx.db()?;
     let client_id = &ctx.tenant.client_id;
     let now = ctx.now();
@@ -247,64 +305,5 @@ pub fn cancel(ctx: &UserCtx) -> Reply {
         announce(tx, client_id, "subscription.canceled", &s, now)?;
         Ok(s)
     })?;
-    Ok(json(200, &views::subscription(&canceled)))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new(
-            "PUT /api/users/me/subscription-plans/{planId}",
-            "Put plan (subscriptions)",
-        )
-        .takes(Schema::body::<SubscriptionPlanBody>())
-        .parameter(json!({
-            "name": "planId",
-            "in": "path",
-            "required": true,
-            "schema": { "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}$" },
-        }))
-        .answers(200, "OK", Schema::view::<PlanView>())
-        .link(
-            "GET /api/users/{id}/subscription-plans",
-            &[("id", "$response.body#/creatorId")],
-        )
-        .link(
-            "POST /api/users/{id}/subscriptions",
-            &[("id", "$response.body#/creatorId")],
-        )
-        .errors(400, &["invalid_id"]),
-        Operation::new(
-            "GET /api/users/{id}/subscription-plans",
-            "Plans (subscriptions)",
-        )
-        .answers(200, "OK", Schema::view::<Plans>())
-        .errors(404, &["not_found"]),
-        Operation::new(
-            "GET /api/users/me/subscriptions",
-            "List own (subscriptions)",
-        )
-        .answers(200, "OK", Schema::view::<OwnSubscriptions>()),
-        Operation::new(
-            "POST /api/users/{id}/subscriptions",
-            "Subscribe (subscriptions)",
-        )
-        .takes(Schema::body::<SubscribeBody>())
-        .answers(201, "Created", Schema::view::<SubscriptionView>())
-        .link(
-            "DELETE /api/users/{id}/subscriptions",
-            &[("id", "$response.body#/creatorId")],
-        )
-        .errors(404, &["not_found"])
-        .errors(409, &["already_subscribed"])
-        .errors(422, &["cannot_subscribe_to_yourself"]),
-        Operation::new(
-            "DELETE /api/users/{id}/subscriptions",
-            "Cancel (subscriptions)",
-        )
-        .answers(200, "OK", Schema::view::<SubscriptionView>())
-        .errors(404, &["not_found"]),
-    ]
+    Ok(Json(views::subscription(&canceled)))
 }

@@ -7,8 +7,12 @@ use domain::ApiError;
 use domain::pagination::{Page, Paged};
 use domain::problem::json_value;
 use domain::request_body;
-use domain::validate::body::{OptText, RequestBody, Text};
-use edge::spin::http::{Reply, ServerCtx, UserCtx, json};
+use domain::validate::body::{OptText, Text};
+use edge::contract::Schema;
+use edge::endpoint;
+use edge::routing::Route;
+use edge::spin::endpoint::{Json, NoBody, Page as PageOf, Raw};
+use edge::spin::http::{Handler, ServerCtx, UserCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
 use store::ledger::{self, Currency, Leg, Overdraft, system};
@@ -57,17 +61,13 @@ pub fn wallet_of(db: &Db, client_id: &str, user_id: &str) -> Result<WalletView, 
     })
 }
 
-/// `GET /api/wallet`.
-pub fn get(ctx: &UserCtx) -> Reply {
+fn get(ctx: &UserCtx, _: NoBody) -> Result<Json<WalletView>, ApiError> {
     let db = ctx.db()?;
-    Ok(json(
-        200,
-        &wallet_of(&db, &ctx.tenant.client_id, &ctx.user.id)?,
-    ))
+    Ok(Json(wallet_of(&db, &ctx.tenant.client_id, &ctx.user.id)?))
 }
 
-/// `GET /api/wallet/transactions?currency=tokens|diamonds&limit&offset`: newest first.
-pub fn transactions(ctx: &UserCtx) -> Reply {
+/// `?currency=tokens|diamonds&limit&offset`: newest first.
+fn transactions(ctx: &UserCtx, _: NoBody) -> Result<PageOf<views::TransactionView>, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let currency = match ctx.query_value("currency") {
         None => None,
@@ -79,7 +79,7 @@ pub fn transactions(ctx: &UserCtx) -> Reply {
     let owner = &ctx.user.id;
     let (items, total) = ledger::page_of_owner(&db, &ctx.tenant.client_id, owner, currency, page)?;
     let items = items.iter().map(|t| views::transaction(t, owner)).collect();
-    Ok(json(200, &Paged::new(items, total, page)))
+    Ok(PageOf(Paged::new(items, total, page)))
 }
 
 request_body! {
@@ -99,17 +99,62 @@ request_body! {
     }
 }
 
-/// `POST /api/v1/wallets/{userId}/credits` `{tokens, reference, reason?}`: the tenant's
-/// backend credits tokens it was paid for. A reference credits once per tenant; a second
-/// credit with it is 409 naming the first.
-pub fn credit(ctx: &ServerCtx) -> Reply {
-    let mut body = ctx.json()?;
+/// The wallet routes: the user's balances and transactions, the tenant's credits and
+/// reversals.
+pub const ROUTES: &[Route<Handler>] = &[
+    endpoint!(GET "/api/wallet", User(get), "Get (wallet)"),
+    endpoint!(
+        GET "/api/wallet/transactions",
+        User(transactions),
+        "Transactions (wallet)",
+        |op| op
+            .link(
+                "GET /api/wallet/transactions/{id}",
+                &[("id", "$response.body#/items/0/id")],
+            )
+            .errors(400, &["invalid_query"])
+            .errors(404, &["not_found"])
+    ),
+    endpoint!(
+        GET "/api/wallet/transactions/{id}",
+        User(transaction),
+        "Transaction (wallet)",
+        |op| op.errors(404, &["not_found"])
+    ),
+    endpoint!(
+        POST "/api/v1/wallets/{userId}/credits",
+        Server(credit),
+        "Credit (wallet)",
+        |op| op
+            .answers(201, "Created", Schema::view::<TransferWithWallet>())
+            .link(
+                "POST /api/v1/transfers/{id}/reverse",
+                &[("id", "$response.body#/id")],
+            )
+            .errors(404, &["not_found"])
+            .errors(409, &["duplicate_reference"])
+    )
+    .idempotent(),
+    endpoint!(
+        POST "/api/v1/transfers/{id}/reverse",
+        Server(reverse),
+        "Reverse (wallet)",
+        |op| op
+            .answers(201, "Created", Schema::view::<TransferWithWallet>())
+            .errors(404, &["not_found"])
+            .errors(409, &["already_reversed", "not_reversible"])
+    )
+    .idempotent(),
+];
+
+/// The tenant's backend credits tokens it was paid for. A reference credits once per
+/// tenant; a second credit with it is 409 naming the first.
+fn credit(ctx: &ServerCtx, body: CreditBody) -> Result<Raw, ApiError> {
     let CreditBody {
         tokens,
         reference,
         reason,
-    } = CreditBody::read(&mut body);
-    body.finish()?;
+    } = body;
     let client_id = &ctx.tenant.client_id;
     let user_id = ctx.param("userId").to_string();
     let now = ctx.now();
@@ -165,15 +210,13 @@ pub fn credit(ctx: &ServerCtx) -> Reply {
         )?;
         Ok(Outcome::new(201, json_value(&data)?))
     })
+    .map(Raw)
 }
 
-/// `POST /api/v1/transfers/{id}/reverse` `{reason?}`: a refund or chargeback of a credit,
-/// written as the reversing transfer. It may leave the wallet in debt (the tokens were
-/// spent), which then blocks spending until later credits settle it.
-pub fn reverse(ctx: &ServerCtx) -> Reply {
-    let mut body = ctx.json()?;
-    let ReversalBody { reason } = ReversalBody::read(&mut body);
-    body.finish()?;
+/// A refund or chargeback of a credit, written as the reversing transfer. It may leave
+/// the wallet in debt (the tokens were spent), which then blocks spending until later
+/// credits settle it.
+fn reverse(ctx: &ServerCtx, ReversalBody { reason }: ReversalBody) -> Result<Raw, ApiError> {
     let client_id = &ctx.tenant.client_id;
     let transfer_id = ctx.param("id").to_string();
     let now = ctx.now();
@@ -233,58 +276,15 @@ pub fn reverse(ctx: &ServerCtx) -> Reply {
         )?;
         Ok(Outcome::new(201, json_value(&data)?))
     })
+    .map(Raw)
 }
 
-/// `GET /api/wallet/transactions/{id}`: one of the user's own transfers (any other is 404).
-pub fn transaction(ctx: &UserCtx) -> Reply {
+/// One of the user's own transfers (any other is 404).
+fn transaction(ctx: &UserCtx, _: NoBody) -> Result<Json<views::TransactionView>, ApiError> {
     let db = ctx.db()?;
     let owner = &ctx.user.id;
     match ledger::transfer(&db, &ctx.tenant.client_id, ctx.param("id"))? {
-        Some(t) if t.from == *owner || t.to == *owner => {
-            Ok(json(200, &views::transaction(&t, owner)))
-        }
+        Some(t) if t.from == *owner || t.to == *owner => Ok(Json(views::transaction(&t, owner))),
         _ => Err(ApiError::not_found("transaction")),
     }
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("GET /api/wallet", "Get (wallet)").answers(
-            200,
-            "OK",
-            Schema::view::<WalletView>(),
-        ),
-        Operation::new("GET /api/wallet/transactions", "Transactions (wallet)")
-            .paged()
-            .answers(
-                200,
-                "OK",
-                Schema::page_of::<crate::views::TransactionView>(),
-            )
-            .link(
-                "GET /api/wallet/transactions/{id}",
-                &[("id", "$response.body#/items/0/id")],
-            )
-            .errors(400, &["invalid_query"])
-            .errors(404, &["not_found"]),
-        Operation::new("GET /api/wallet/transactions/{id}", "Transaction (wallet)")
-            .answers(200, "OK", Schema::view::<crate::views::TransactionView>())
-            .errors(404, &["not_found"]),
-        Operation::new("POST /api/v1/wallets/{userId}/credits", "Credit (wallet)")
-            .takes(Schema::body::<CreditBody>())
-            .answers(201, "Created", Schema::view::<TransferWithWallet>())
-            .link(
-                "POST /api/v1/transfers/{id}/reverse",
-                &[("id", "$response.body#/id")],
-            )
-            .errors(404, &["not_found"])
-            .errors(409, &["duplicate_reference"]),
-        Operation::new("POST /api/v1/transfers/{id}/reverse", "Reverse (wallet)")
-            .takes(Schema::body::<ReversalBody>())
-            .answers(201, "Created", Schema::view::<TransferWithWallet>())
-            .errors(404, &["not_found"])
-            .errors(409, &["already_reversed", "not_reversible"]),
-    ]
 }

@@ -13,11 +13,13 @@ use crate::platform::{self, MusicPlatform};
 use crate::sealed;
 use domain::problem::FieldError;
 use domain::validate::JsonBody;
-use domain::validate::body::{EmailAddress, FieldKind, OptChecked, RequestBody, Text};
+use domain::validate::body::{EmailAddress, FieldKind, OptChecked, Text};
 use domain::{ApiError, request_body};
-use edge::spin::http::{UserCtx, json};
+use edge::endpoint;
+use edge::routing::Route;
+use edge::spin::endpoint::Json;
+use edge::spin::http::{Handler, UserCtx};
 use serde_json::{Value, json};
-use spin_sdk::http::Response;
 use store::rate_limits;
 
 /// Failed password checks allowed per user in [`FAILURE_WINDOW_SECS`].
@@ -58,12 +60,19 @@ request_body! {
     }
 }
 
-/// Reads and validates the request body (422 naming every bad field).
-pub fn read(mut body: JsonBody) -> Result<LinkExisting, ApiError> {
-    let req = LinkExisting::read(&mut body);
-    body.finish()?;
-    Ok(req)
-}
+/// The route that links the caller to an existing account of the music platform.
+pub const ROUTES: &[Route<Handler>] = &[endpoint!(
+    POST "/api/users/music/link-existing",
+    User(link_existing),
+    "Link existing (link existing)",
+    |op| op
+        .errors(401, &["music_password_invalid"])
+        .errors(404, &["not_found"])
+        .errors(422, &["validation_failed"])
+        .errors(429, &["rate_limited"])
+        .errors(502, platform::FAILURES)
+        .errors(504, &["music_platform_timeout"])
+)];
 
 /// Whether two e-mail addresses are the same, ignoring case and surrounding spaces.
 pub fn emails_match(a: &str, b: &str) -> bool {
@@ -94,10 +103,9 @@ fn password_rejected() -> ApiError {
     )
 }
 
-/// `POST /api/users/music/link-existing`: 200 with the link record.
-pub fn link_existing(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// 200 with the link record.
+fn link_existing(ctx: &UserCtx, req: LinkExisting) -> Result<Json<LinkRecord>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let req = read(ctx.json()?)?;
     if hint_requires_password(&req, &user.email) {
         return Err(password_required());
     }
@@ -128,7 +136,7 @@ pub fn link_existing(ctx: &UserCtx) -> Result<Response, ApiError> {
 
     if emails_match(&account.email, &user.email) {
         let link = links::attach(&ctx.db()?, ctx, &account.id, None)?;
-        return Ok(json(200, &LinkRecord::new(link, user)));
+        return Ok(Json(LinkRecord::new(link, user)));
     }
     let password = req.password.as_deref().ok_or_else(password_required)?;
     // Every password tried counts before it is checked, so concurrent guesses cannot all
@@ -153,34 +161,20 @@ pub fn link_existing(ctx: &UserCtx) -> Result<Response, ApiError> {
     rate_limits::clear(&limits, &bucket)?;
     let sealed = key.seal(&token, &sealed::row_context(&tenant.client_id, &user.id))?;
     let link = links::attach(&ctx.db()?, ctx, &account.id, Some(&sealed))?;
-    Ok(json(200, &LinkRecord::new(link, user)))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new(
-            "POST /api/users/music/link-existing",
-            "Link existing (link existing)",
-        )
-        .takes(Schema::body::<LinkExisting>())
-        .answers(200, "OK", Schema::view::<LinkRecord>())
-        .errors(401, &["music_password_invalid"])
-        .errors(404, &["not_found"])
-        .errors(422, &["validation_failed"])
-        .errors(429, &["rate_limited"])
-        .errors(502, platform::FAILURES)
-        .errors(504, &["music_platform_timeout"]),
-    ]
+    Ok(Json(LinkRecord::new(link, user)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::validate::body::RequestBody;
 
+    /// Reads and validates a request body as the route does (422 naming every bad field).
     fn parse(body: &str) -> Result<LinkExisting, ApiError> {
-        read(JsonBody::parse(body.as_bytes()).unwrap())
+        let mut body = JsonBody::parse(body.as_bytes()).unwrap();
+        let req = LinkExisting::read(&mut body);
+        body.finish()?;
+        Ok(req)
     }
 
     #[test]

@@ -9,16 +9,19 @@
 use crate::platform::{self, MusicPlatform};
 use crate::sealed::{self, TokenKey};
 use domain::jwt;
-use domain::validate::body::{OptBool, RequestBody};
+use domain::validate::JsonBody;
+use domain::validate::body::OptBool;
 use domain::{ApiError, request_body};
 use edge::answers::Done;
+use edge::endpoint;
+use edge::routing::Route;
 use edge::spin::auth::{CurrentUser, Tenant};
 use edge::spin::config;
-use edge::spin::http::{UserCtx, json};
+use edge::spin::endpoint::{Json, NoBody};
+use edge::spin::http::{Handler, UserCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
-use spin_sdk::http::Response;
 use store::Db;
 use store::music_links as stored;
 
@@ -137,36 +140,83 @@ pub fn credential(ctx: &UserCtx) -> Result<String, ApiError> {
     }
 }
 
-/// `GET /api/users/music/link`: the link, or 404.
-pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The link routes: the caller's link, its verified creation by the platform and its
+/// token's refresh.
+pub const ROUTES: &[Route<Handler>] = &[
+    endpoint!(
+        POST "/api/users/music/authenticate",
+        User(authenticate),
+        "Authenticate (links)",
+        |op| op
+            .errors(401, &["missing_token"])
+            .errors(502, platform::FAILURES)
+            .errors(504, &["music_platform_timeout"])
+    ),
+    endpoint!(
+        GET "/api/users/music/link",
+        User(get),
+        "Get (links)",
+        |op| op.errors(404, &["not_found"])
+    ),
+    endpoint!(
+        POST "/api/users/music/link",
+        User(create_or_update),
+        "Create or update (links)",
+        |op| op.errors(404, &["not_found"])
+    ),
+    endpoint!(
+        PUT "/api/users/music/link",
+        User(update),
+        "Update (links)",
+        |op| op.errors(404, &["not_found"])
+    ),
+    endpoint!(
+        DELETE "/api/users/music/link",
+        User(delete),
+        "Delete (links)",
+        |op| op.errors(404, &["not_found"])
+    ),
+    endpoint!(
+        POST "/api/users/music/refresh-token",
+        User(refresh),
+        "Refresh (links)",
+        |op| op
+            .errors(401, &["music_token_rejected"])
+            .errors(404, &["not_found"])
+            .errors(409, &["music_link_inactive", "music_token_missing"])
+            .errors(502, platform::FAILURES)
+            .errors(504, &["music_platform_timeout"])
+    ),
+];
+
+/// The link, or 404.
+fn get(ctx: &UserCtx, _: NoBody) -> Result<Json<LinkRecord>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let link = load_existing(&ctx.db()?, tenant, user)?;
-    Ok(json(200, &LinkRecord::new(link, user)))
+    Ok(Json(LinkRecord::new(link, user)))
 }
 
 request_body! {
     /// What a client may change of its music link.
-    pub struct LinkChangesBody as "MusicLinkChanges" {
+    pub struct LinkChangesBody as "MusicLinkChanges" checked by LinkChangesBody::check {
         /// Whether the link's music token is used.
         "isActive" is_active: OptBool,
     }
 }
 
-/// Reads the body of `POST`/`PUT /link`: only `isActive` may be set by the client; the
-/// music account only by a verified flow.
-fn is_active_of(ctx: &UserCtx) -> Result<Option<bool>, ApiError> {
-    let mut body = ctx.json()?;
-    let LinkChangesBody { is_active } = LinkChangesBody::read(&mut body);
-    for field in ["platformMusicUserId", "platformUserId", "platformUserEmail"] {
-        if body.has(field) {
-            body.error(
-                field,
-                "cannot be set here: use POST /api/users/music/authenticate or /link-existing",
-            );
+impl LinkChangesBody {
+    /// Only `isActive` may be set by the client; the music account only by a verified
+    /// flow.
+    fn check(&self, body: &mut JsonBody) {
+        for field in ["platformMusicUserId", "platformUserId", "platformUserEmail"] {
+            if body.has(field) {
+                body.error(
+                    field,
+                    "cannot be set here: use POST /api/users/music/authenticate or /link-existing",
+                );
+            }
         }
     }
-    body.finish()?;
-    Ok(is_active)
 }
 
 /// Applies an `isActive` change (if any) and answers the link record.
@@ -174,20 +224,22 @@ fn answer_with_active(
     db: &Db,
     ctx: &UserCtx,
     is_active: Option<bool>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<LinkRecord>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     if let Some(active) = is_active {
         stored::set_active(db, &tenant.client_id, &user.id, active, ctx.now())?;
     }
     let link = load_existing(db, tenant, user)?;
-    Ok(json(200, &LinkRecord::new(link, user)))
+    Ok(Json(LinkRecord::new(link, user)))
 }
 
-/// `POST /api/users/music/link`: creates the caller's link (with no music account yet)
-/// or updates it; body `{"isActive"?: bool}`.
-pub fn create_or_update(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Creates the caller's link (with no music account yet) or updates it; body
+/// `{"isActive"?: bool}`.
+fn create_or_update(
+    ctx: &UserCtx,
+    LinkChangesBody { is_active }: LinkChangesBody,
+) -> Result<Json<LinkRecord>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let is_active = is_active_of(ctx)?;
     let db = ctx.db()?;
     stored::create(
         &db,
@@ -199,31 +251,29 @@ pub fn create_or_update(ctx: &UserCtx) -> Result<Response, ApiError> {
     answer_with_active(&db, ctx, is_active)
 }
 
-/// `PUT /api/users/music/link`: updates an existing link's metadata (`isActive`).
-pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Updates an existing link's metadata (`isActive`).
+fn update(
+    ctx: &UserCtx,
+    LinkChangesBody { is_active }: LinkChangesBody,
+) -> Result<Json<LinkRecord>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let is_active = is_active_of(ctx)?;
     let db = ctx.db()?;
     load_existing(&db, tenant, user)?;
     answer_with_active(&db, ctx, is_active)
 }
 
-/// `DELETE /api/users/music/link`: unlinks; the row and its sealed token are deleted.
-pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Unlinks; the row and its sealed token are deleted.
+fn delete(ctx: &UserCtx, _: NoBody) -> Result<Json<Done>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = ctx.db()?;
     load_existing(&db, tenant, user)?;
     stored::delete(&db, &tenant.client_id, &user.id)?;
-    Ok(json(
-        200,
-        &Done::saying("the music account has been unlinked"),
-    ))
+    Ok(Json(Done::saying("the music account has been unlinked")))
 }
 
-/// `POST /api/users/music/authenticate`: the platform takes the user's service token and
-/// answers its music account (creating one when there is none) and a music token; the
-/// link is created or updated with them.
-pub fn authenticate(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The platform takes the user's service token and answers its music account (creating
+/// one when there is none) and a music token; the link is created or updated with them.
+fn authenticate(ctx: &UserCtx, _: NoBody) -> Result<Json<LinkRecord>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let key = token_key()?;
     let token = service_token(ctx)?;
@@ -242,11 +292,11 @@ pub fn authenticate(ctx: &UserCtx) -> Result<Response, ApiError> {
         .ok_or_else(|| platform::unreadable("authenticate"))?;
     let sealed = key.seal(&token, &sealed::row_context(&tenant.client_id, &user.id))?;
     let link = attach(&ctx.db()?, ctx, &account.id, Some(&sealed))?;
-    Ok(json(200, &LinkRecord::new(link, user)))
+    Ok(Json(LinkRecord::new(link, user)))
 }
 
-/// `POST /api/users/music/refresh-token`: trades the stored music token for a new one.
-pub fn refresh(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Trades the stored music token for a new one.
+fn refresh(ctx: &UserCtx, _: NoBody) -> Result<Json<LinkRecord>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = ctx.db()?;
     let link = load_existing(&db, tenant, user)?;
@@ -277,41 +327,8 @@ pub fn refresh(ctx: &UserCtx) -> Result<Response, ApiError> {
         platform::parse_token(&answer.body).ok_or_else(|| platform::unreadable("refresh-token"))?;
     let sealed = token_key()?.seal(&token, &sealed::row_context(&tenant.client_id, &user.id))?;
     stored::set_token(&db, &tenant.client_id, &user.id, &sealed, ctx.now())?;
-    Ok(json(
-        200,
-        &LinkRecord::new(load_existing(&db, tenant, user)?, user),
-    ))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("POST /api/users/music/authenticate", "Authenticate (links)")
-            .answers(200, "OK", Schema::view::<LinkRecord>())
-            .errors(401, &["missing_token"])
-            .errors(502, platform::FAILURES)
-            .errors(504, &["music_platform_timeout"]),
-        Operation::new("GET /api/users/music/link", "Get (links)")
-            .answers(200, "OK", Schema::view::<LinkRecord>())
-            .errors(404, &["not_found"]),
-        Operation::new("POST /api/users/music/link", "Create or update (links)")
-            .takes(Schema::body::<LinkChangesBody>())
-            .answers(200, "OK", Schema::view::<LinkRecord>())
-            .errors(404, &["not_found"]),
-        Operation::new("PUT /api/users/music/link", "Update (links)")
-            .takes(Schema::body::<LinkChangesBody>())
-            .answers(200, "OK", Schema::view::<LinkRecord>())
-            .errors(404, &["not_found"]),
-        Operation::new("DELETE /api/users/music/link", "Delete (links)")
-            .answers(200, "OK", Schema::view::<Done>())
-            .errors(404, &["not_found"]),
-        Operation::new("POST /api/users/music/refresh-token", "Refresh (links)")
-            .answers(200, "OK", Schema::view::<LinkRecord>())
-            .errors(401, &["music_token_rejected"])
-            .errors(404, &["not_found"])
-            .errors(409, &["music_link_inactive", "music_token_missing"])
-            .errors(502, platform::FAILURES)
-            .errors(504, &["music_platform_timeout"]),
-    ]
+    Ok(Json(LinkRecord::new(
+        load_existing(&db, tenant, user)?,
+        user,
+    )))
 }

@@ -15,7 +15,9 @@
 use crate::links;
 use crate::platform::MusicPlatform;
 use domain::ApiError;
-use edge::spin::http::UserCtx;
+use edge::contract::{Operation, Schema};
+use edge::routing::{ANY_METHOD, Route, route};
+use edge::spin::http::{Handler, UserCtx};
 use percent_encoding::percent_decode_str;
 use spin_sdk::http::Response;
 
@@ -192,7 +194,35 @@ pub fn response_headers(headers: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)>
 /// The methods the proxy forwards (as the API reference lists them); others are a 405.
 pub const FORWARDED_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
-/// `* /api/users/music/proxy/{path}`
+/// The proxy's route: any method; it forwards the body as it came, so it reads it itself.
+pub const ROUTES: &[Route<Handler>] = &[route(
+    ANY_METHOD,
+    "/api/users/music/proxy/{*path}",
+    Handler::User(proxy),
+)
+.documented(|| {
+    Operation::new("* /api/users/music/proxy/{*path}", "Proxy (proxy)")
+        .answers(
+            200,
+            "OK",
+            Schema::written(serde_json::json!({
+                "description": "The music platform's answer, passed through as it is",
+            })),
+        )
+        .errors(400, &["invalid_music_path", "invalid_query"])
+        .errors(405, &["method_not_allowed"])
+        .errors(
+            502,
+            &[
+                "music_platform_unreachable",
+                "music_platform_answer_too_large",
+                "music_platform_denied",
+            ],
+        )
+        .errors(504, &["music_platform_timeout"])
+})];
+
+/// Forwards the request to the music platform and answers its answer.
 pub fn proxy(ctx: &UserCtx) -> Result<Response, ApiError> {
     let method = ctx.req.method().to_string();
     if !FORWARDED_METHODS.contains(&method.as_str()) {
@@ -219,33 +249,6 @@ pub fn proxy(ctx: &UserCtx) -> Result<Response, ApiError> {
         .headers(response_headers(&answer.headers))
         .body(answer.body)
         .build())
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new("* /api/users/music/proxy/{*path}", "Proxy (proxy)")
-            .answers(
-                200,
-                "OK",
-                Schema::written(json!({
-                    "description": "The music platform's answer, passed through as it is",
-                })),
-            )
-            .errors(400, &["invalid_music_path", "invalid_query"])
-            .errors(405, &["method_not_allowed"])
-            .errors(
-                502,
-                &[
-                    "music_platform_unreachable",
-                    "music_platform_answer_too_large",
-                    "music_platform_denied",
-                ],
-            )
-            .errors(504, &["music_platform_timeout"]),
-    ]
 }
 
 #[cfg(test)]

@@ -5,8 +5,22 @@ use crate::links;
 use crate::platform::{self, MusicAccount, MusicPlatform};
 use domain::ApiError;
 use domain::problem::FieldError;
-use edge::spin::http::{UserCtx, json};
-use spin_sdk::http::Response;
+use edge::endpoint;
+use edge::routing::Route;
+use edge::spin::endpoint::{Json, NoBody};
+use edge::spin::http::{Handler, UserCtx};
+
+/// The search route.
+pub const ROUTES: &[Route<Handler>] = &[endpoint!(
+    GET "/api/users/music/search",
+    User(search),
+    "Search (search)",
+    |op| op
+        .errors(400, &["invalid_query"])
+        .errors(422, &["validation_failed"])
+        .errors(502, platform::FAILURES)
+        .errors(504, &["music_platform_timeout"])
+)];
 
 pub const MIN_QUERY_CHARS: usize = 2;
 pub const MAX_QUERY_CHARS: usize = 100;
@@ -33,8 +47,8 @@ pub fn search_text(q: Option<&str>) -> Result<String, ApiError> {
     })
 }
 
-/// `GET /api/users/music/search?q=`: 200 with an array of search results.
-pub fn search(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// `?q=`: 200 with an array of search results.
+fn search(ctx: &UserCtx, _: NoBody) -> Result<Json<Vec<MusicAccount>>, ApiError> {
     let q = search_text(ctx.query_value("q").as_deref())?;
     let music = MusicPlatform::from_config()?;
     let bearer = links::credential(ctx)?;
@@ -44,20 +58,7 @@ pub fn search(ctx: &UserCtx) -> Result<Response, ApiError> {
     }
     let results =
         platform::parse_search(&answer.body).ok_or_else(|| platform::unreadable("search"))?;
-    Ok(json(200, &results))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("GET /api/users/music/search", "Search (search)")
-            .answers(200, "OK", Schema::view::<Vec<MusicAccount>>())
-            .errors(400, &["invalid_query"])
-            .errors(422, &["validation_failed"])
-            .errors(502, platform::FAILURES)
-            .errors(504, &["music_platform_timeout"]),
-    ]
+    Ok(Json(results))
 }
 
 #[cfg(test)]

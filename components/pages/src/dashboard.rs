@@ -223,15 +223,6 @@ fn tiles(t: &Totals, duration: Option<i64>) -> Vec<minijinja::Value> {
         .collect()
 }
 
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use crate::contract::page_with_parameters;
-    vec![page_with_parameters(
-        "GET /analytics/broadcasts/{id}",
-        "Analytics dashboard of a broadcast",
-    )]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,39 +13,32 @@ mod params;
 mod render;
 mod web;
 
-use edge::routing::{Route, route};
-use edge::spin::http::{Handler, PublicCtx, Reply, handle_incoming};
+use domain::ApiError;
+use edge::endpoint;
+use edge::routing::Route;
+use edge::spin::endpoint::{NoBody, Raw};
+use edge::spin::http::{Handler, PublicCtx, handle_incoming};
 use spin_sdk::http::{IncomingRequest, Response, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
 
-use Handler::Public;
-
-/// What the routes take and answer: the API document's operations, declared beside their
-/// handlers (`openapi-doc` builds the document from them and the route table).
+/// What the routes take and answer: the API document's operations, declared with each
+/// route (`openapi-doc` builds the document from them and the route table).
 pub mod contract {
     use edge::contract::{Operation, Schema};
 
     /// What every route takes and answers.
     pub fn operations() -> Vec<Operation> {
-        [
-            vec![
-                page_with_parameters("GET /egress-player", "Egress player (a file in a loop)"),
-                page_with_parameters("GET /sfu-test", "SFU test page (development only)"),
-                page("GET /docs", "API reference (this page)"),
-                asset("GET /static/{file}", "Page script or style"),
-                asset("GET /static/vendor/{file}", "Vendored page library"),
-            ],
-            crate::pages::operations(),
-            crate::dashboard::operations(),
-        ]
-        .concat()
+        super::ROUTES
+            .iter()
+            .filter_map(|r| r.operation)
+            .map(|op| op())
+            .collect()
     }
 
     /// A page: it answers the page (HTML), or a short plain-text 404.
-    pub(crate) fn page(route: &'static str, summary: &'static str) -> Operation {
-        Operation::new(route, summary)
-            .answers_as(200, "The page", "text/html", Schema::text())
+    pub(crate) fn page(op: Operation) -> Operation {
+        op.answers_as(200, "The page", "text/html", Schema::text())
             .answers_as(
                 404,
                 "No such page or broadcast",
@@ -55,64 +48,108 @@ pub mod contract {
     }
 
     /// A page that reads parameters: a bad one is a short plain-text 400.
-    pub(crate) fn page_with_parameters(route: &'static str, summary: &'static str) -> Operation {
-        page(route, summary).answers_as(
-            400,
-            "Invalid page parameters",
-            "text/plain",
-            Schema::text(),
-        )
+    pub(crate) fn page_with_parameters(op: Operation) -> Operation {
+        page(op).answers_as(400, "Invalid page parameters", "text/plain", Schema::text())
     }
 
     /// An embedded static file, under its content-hashed name.
-    fn asset(route: &'static str, summary: &'static str) -> Operation {
-        Operation::new(route, summary)
-            .answers_as(
-                200,
-                "The content-hashed asset (immutable)",
-                "*/*",
-                Schema::text(),
-            )
-            .answers_empty(304, "Not modified (If-None-Match)")
-            .answers_as(404, "No such asset", "text/plain", Schema::text())
+    pub(crate) fn asset(op: Operation) -> Operation {
+        op.answers_as(
+            200,
+            "The content-hashed asset (immutable)",
+            "*/*",
+            Schema::text(),
+        )
+        .answers_empty(304, "Not modified (If-None-Match)")
+        .answers_as(404, "No such asset", "text/plain", Schema::text())
     }
 }
 
+use contract::{asset as asset_answers, page, page_with_parameters};
+
 /// The route table: every page is public (a private broadcast's recording page checks the
 /// SFU token egress sends). `/static/...` holds content-hashed names only (see `assets`).
+/// Each answers its page as it built it (HTML, or a short plain-text error): the
+/// declaration documents those answers.
 pub const ROUTES: &[Route<Handler>] = &[
-    route("GET", "/streams/{id}/record", Public(pages::record)),
-    route("GET", "/egress-player", Public(egress_player)),
-    route("GET", "/watch/{id}", Public(pages::watch)),
-    route(
-        "GET",
-        "/analytics/broadcasts/{id}",
-        Public(dashboard::dashboard),
+    endpoint!(
+        GET "/streams/{id}/record",
+        Public(record),
+        "Recording page for the SFU's egress",
+        page_with_parameters
     ),
-    route("GET", "/sfu-test", Public(sfu_test)),
-    route("GET", "/docs", Public(api_docs)),
-    route("GET", "/static/{file}", Public(asset)),
-    route("GET", "/static/vendor/{file}", Public(vendor_asset)),
+    endpoint!(
+        GET "/egress-player",
+        Public(egress_player),
+        "Egress player (a file in a loop)",
+        page_with_parameters
+    ),
+    endpoint!(
+        GET "/watch/{id}",
+        Public(watch),
+        "Watch page of a broadcast or event",
+        page_with_parameters
+    ),
+    endpoint!(
+        GET "/analytics/broadcasts/{id}",
+        Public(dashboard),
+        "Analytics dashboard of a broadcast",
+        page_with_parameters
+    ),
+    endpoint!(
+        GET "/sfu-test",
+        Public(sfu_test),
+        "SFU test page (development only)",
+        page_with_parameters
+    ),
+    endpoint!(GET "/docs", Public(api_docs), "API reference (this page)", page),
+    endpoint!(
+        GET "/static/{file}",
+        Public(asset),
+        "Page script or style",
+        asset_answers
+    ),
+    endpoint!(
+        GET "/static/vendor/{file}",
+        Public(vendor_asset),
+        "Vendored page library",
+        asset_answers
+    ),
 ];
 
-fn egress_player(ctx: &PublicCtx) -> Reply {
-    Ok(pages::egress_player(ctx))
+fn dashboard(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
+    dashboard::dashboard(ctx).map(Raw)
 }
 
-fn api_docs(ctx: &PublicCtx) -> Reply {
-    Ok(api_docs::page(ctx))
+fn record(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
+    pages::record(ctx).map(Raw)
 }
 
-fn sfu_test(ctx: &PublicCtx) -> Reply {
-    Ok(pages::sfu_test(ctx))
+fn watch(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
+    pages::watch(ctx).map(Raw)
 }
 
-fn asset(ctx: &PublicCtx) -> Reply {
-    Ok(static_file(ctx, ctx.param("file").to_string()))
+fn egress_player(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
+    Ok(Raw(pages::egress_player(ctx)))
 }
 
-fn vendor_asset(ctx: &PublicCtx) -> Reply {
-    Ok(static_file(ctx, format!("vendor/{}", ctx.param("file"))))
+fn api_docs(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
+    Ok(Raw(api_docs::page(ctx)))
+}
+
+fn sfu_test(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
+    Ok(Raw(pages::sfu_test(ctx)))
+}
+
+fn asset(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
+    Ok(Raw(static_file(ctx, ctx.param("file").to_string())))
+}
+
+fn vendor_asset(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
+    Ok(Raw(static_file(
+        ctx,
+        format!("vendor/{}", ctx.param("file")),
+    )))
 }
 
 fn static_file(ctx: &PublicCtx, hashed: String) -> Response {

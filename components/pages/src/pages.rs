@@ -406,18 +406,6 @@ pub fn sfu_test(_ctx: &PublicCtx) -> Response {
     }
 }
 
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use crate::contract::page_with_parameters;
-    vec![
-        page_with_parameters(
-            "GET /streams/{id}/record",
-            "Recording page for the SFU's egress",
-        ),
-        page_with_parameters("GET /watch/{id}", "Watch page of a broadcast or event"),
-    ]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

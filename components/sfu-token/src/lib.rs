@@ -8,10 +8,12 @@ mod rooms;
 
 use domain::ApiError;
 use domain::sfu::{self, Role, TokenRequest};
-use domain::validate::body::{Choice, Choices, OptText, RequestBody};
+use domain::validate::body::{Choice, Choices, OptText};
 use domain::{ids, request_body, time};
-use edge::routing::{Route, route};
-use edge::spin::http::{Caller, CallerCtx, Handler, Reply, handle_incoming, json};
+use edge::endpoint;
+use edge::routing::Route;
+use edge::spin::endpoint::Json;
+use edge::spin::http::{Caller, CallerCtx, Handler, handle_incoming};
 use edge::spin::sfu::SfuConfig;
 use rooms::{CoHostStanding, Room};
 use schemars::JsonSchema;
@@ -26,44 +28,42 @@ use store::app::access::{Viewer, may_watch};
 const MAX_IDENTITY: usize = 128;
 const MAX_DISPLAY_NAME: usize = 100;
 
-/// What the routes take and answer: the API document's operations, declared beside their
-/// handlers (`openapi-doc` builds the document from them and the route table).
+/// What the routes take and answer: the API document's operations, declared with the
+/// route (`openapi-doc` builds the document from them and the route table).
 pub mod contract {
-    use crate::{SfuToken, TokenAsk};
-
     /// What every route takes and answers.
     pub fn operations() -> Vec<edge::contract::Operation> {
-        use edge::contract::{Operation, Schema};
-        vec![
-            Operation::new("POST /api/streaming/sessions/{id}/token", "Mint")
-                .takes(Schema::body::<TokenAsk>())
-                .request_example(serde_json::json!({ "role": "subscriber" }))
-                .answers(200, "OK", Schema::view::<SfuToken>())
-                .errors(401, &["publisher_requires_user"])
-                .errors(
-                    403,
-                    &[
-                        "identity_mismatch",
-                        "not_a_host",
-                        "cohost_not_approved",
-                        "cohost_removed",
-                    ],
-                )
-                .errors(404, &["not_found"])
-                .errors(422, &["validation_failed"])
-                .errors(409, &["broadcast_ended"])
-                .errors(400, &["invalid_id"])
-                .errors(503, &["sfu_not_configured"]),
-        ]
+        super::ROUTES
+            .iter()
+            .filter_map(|r| r.operation)
+            .map(|op| op())
+            .collect()
     }
 }
 
 /// The route table: one route, for any caller of the tenant (the token it gets depends on
 /// what it proved; see [`mint`]).
-pub const ROUTES: &[Route<Handler>] = &[route(
-    "POST",
-    "/api/streaming/sessions/{id}/token",
-    Handler::Caller(mint),
+pub const ROUTES: &[Route<Handler>] = &[endpoint!(
+    POST "/api/streaming/sessions/{id}/token",
+    Caller(mint),
+    "Mint",
+    |op| op
+        .request_example(serde_json::json!({ "role": "subscriber" }))
+        .errors(401, &["publisher_requires_user"])
+        .errors(
+            403,
+            &[
+                "identity_mismatch",
+                "not_a_host",
+                "cohost_not_approved",
+                "cohost_removed",
+            ],
+        )
+        .errors(404, &["not_found"])
+        .errors(422, &["validation_failed"])
+        .errors(409, &["broadcast_ended"])
+        .errors(400, &["invalid_id"])
+        .errors(503, &["sfu_not_configured"])
 )];
 
 /// The roles a token request may ask for.
@@ -100,15 +100,14 @@ struct Ask {
     display_name: String,
 }
 
-fn read_ask(ctx: &CallerCtx) -> Result<Ask, ApiError> {
-    let mut body = ctx.json()?;
-    let asked = TokenAsk::read(&mut body);
-    body.finish()?;
-    Ok(Ask {
-        user_id: asked.user_id,
-        role: asked.role.unwrap_or(Role::Subscriber),
-        display_name: asked.name.unwrap_or_default(),
-    })
+impl Ask {
+    fn of(asked: TokenAsk) -> Ask {
+        Ask {
+            user_id: asked.user_id,
+            role: asked.role.unwrap_or(Role::Subscriber),
+            display_name: asked.name.unwrap_or_default(),
+        }
+    }
 }
 
 /// An SFU access token and where to use it.
@@ -188,8 +187,8 @@ fn grant(
 }
 
 /// `{userId?, role, name?}` → `{token, serverUrl, room, sessionId, role, identity, expiresAt}`.
-fn mint(ctx: &CallerCtx) -> Reply {
-    let ask = read_ask(ctx)?;
+fn mint(ctx: &CallerCtx, asked: TokenAsk) -> Result<Json<SfuToken>, ApiError> {
+    let ask = Ask::of(asked);
     let identity = identity_of(ctx, &ask)?;
     let db = ctx.db()?;
     let room = rooms::resolve(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
@@ -209,18 +208,15 @@ fn mint(ctx: &CallerCtx) -> Reply {
         },
         now,
     );
-    Ok(json(
-        200,
-        &SfuToken {
-            token,
-            server_url: sfu::client_url(&sfu.server_url),
-            room: room.name,
-            session_id: room.session_id,
-            role: role.as_str(),
-            identity,
-            expires_at: time::format_rfc3339(now + sfu::TOKEN_TTL_SECS),
-        },
-    ))
+    Ok(Json(SfuToken {
+        token,
+        server_url: sfu::client_url(&sfu.server_url),
+        room: room.name,
+        session_id: room.session_id,
+        role: role.as_str(),
+        identity,
+        expires_at: time::format_rfc3339(now + sfu::TOKEN_TTL_SECS),
+    }))
 }
 
 /// The component's entry point. Natively the crate is also a library of its route table

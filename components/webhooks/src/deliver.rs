@@ -9,8 +9,11 @@ use ::store::webhooks::{self as store, Attempt, DueDelivery};
 use domain::sealed::{Purpose, SealingKey};
 use domain::webhooks::{self as rules, Verdict};
 use domain::{ApiError, time};
+use edge::endpoint;
+use edge::routing::Route;
 use edge::spin::config;
-use edge::spin::http::{JobsCtx, Reply, json};
+use edge::spin::endpoint::{Json, NoBody};
+use edge::spin::http::{Handler, JobsCtx};
 use edge::spin::outbound::{self, OutboundError, OutboundRequest, Sent};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -53,7 +56,14 @@ pub struct Round {
     delivered: i64,
 }
 
-pub fn run(ctx: &JobsCtx) -> Reply {
+/// The delivery job (jobs tier: the scheduler's `jobs_token`).
+pub const ROUTES: &[Route<Handler>] = &[endpoint!(
+    POST "/api/jobs/deliver-webhooks",
+    Jobs(run),
+    "Run (deliver)"
+)];
+
+fn run(ctx: &JobsCtx, _: NoBody) -> Result<Json<Round>, ApiError> {
     let db = ctx.db()?;
     let now = ctx.now();
     let dispatched = store::dispatch(&db, DISPATCH_BATCH, now)?;
@@ -93,17 +103,14 @@ pub fn run(ctx: &JobsCtx) -> Reply {
     }
     let remaining = i64::from(dispatched == DISPATCH_BATCH) + store::due_count(&db, now)?;
     let attempted = claimed.len() as i64;
-    Ok(json(
-        200,
-        &Round {
-            job: "deliver-webhooks",
-            done: dispatched + attempted,
-            remaining,
-            dispatched,
-            attempted,
-            delivered,
-        },
-    ))
+    Ok(Json(Round {
+        job: "deliver-webhooks",
+        done: dispatched + attempted,
+        remaining,
+        dispatched,
+        attempted,
+        delivered,
+    }))
 }
 
 /// The headers of one attempt, or why it cannot be made.
@@ -277,18 +284,6 @@ fn record(db: &Db, d: &DueDelivery, outcome: &Outcome, now: i64) -> Result<(), A
 fn jitter() -> f64 {
     let bytes = domain::ids::random_bytes(2);
     f64::from(u16::from_le_bytes([bytes[0], bytes[1]])) / 65_536.0
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("POST /api/jobs/deliver-webhooks", "Run (deliver)").answers(
-            200,
-            "OK",
-            Schema::view::<Round>(),
-        ),
-    ]
 }
 
 #[cfg(test)]

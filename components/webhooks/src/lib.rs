@@ -5,27 +5,27 @@
 
 mod deliver;
 
-use edge::routing::{Route, route};
+use edge::routing::Route;
 use edge::spin::http::{Handler, handle_incoming};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
 
-/// What the routes take and answer: the API document's operations, declared beside their
-/// handlers (`openapi-doc` builds the document from them and the route table).
+/// What the routes take and answer: the API document's operations, declared with each
+/// route beside its handler (`openapi-doc` builds the document from them and the route table).
 pub mod contract {
     /// What every route takes and answers.
     pub fn operations() -> Vec<edge::contract::Operation> {
-        crate::deliver::operations()
+        super::ROUTES
+            .iter()
+            .filter_map(|r| r.operation)
+            .map(|op| op())
+            .collect()
     }
 }
 
-/// The route table: the delivery job (jobs tier: the scheduler's `jobs_token`).
-pub const ROUTES: &[Route<Handler>] = &[route(
-    "POST",
-    "/api/jobs/deliver-webhooks",
-    Handler::Jobs(deliver::run),
-)];
+/// The route table: the delivery job, declared beside its handler.
+pub const ROUTES: &[Route<Handler>] = deliver::ROUTES;
 
 /// The component's entry point. Natively the crate is also a library of its route table
 /// (the OpenAPI generator links every component into one binary), so the export is wasm's.

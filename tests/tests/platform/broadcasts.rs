@@ -290,6 +290,8 @@ async fn bad_input_is_refused_and_nothing_is_stored() {
             json!({"title": "x", "deviceWidth": -1, "deviceHeight": 10}),
             "deviceWidth",
         ),
+        // The two dimensions go together.
+        (json!({"title": "x", "deviceHeight": 844}), "deviceWidth"),
         (json!({"title": "x", "colour": "red"}), "colour"),
         (json!({}), "title"),
     ] {

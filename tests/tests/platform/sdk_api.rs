@@ -66,6 +66,12 @@ async fn sessions_through_the_tenants_server() {
         .answer()
         .await;
     assert_eq!(status, 422, "pending cannot be requested: {refused}");
+    let (status, refused) = p
+        .as_server(&t, Method::PATCH, &path, Some(&json!({})))
+        .answer()
+        .await;
+    assert_eq!(status, 422, "a patch changes something: {refused}");
+    assert_eq!(refused["errors"][0]["field"], "status", "{refused}");
     let (status, _) = p
         .as_server(
             &t,

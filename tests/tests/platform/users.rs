@@ -514,6 +514,14 @@ async fn bad_bodies_are_rejected_and_nothing_is_stored() {
     assert_eq!(status, 415);
     let status = p.as_client(&t, Method::POST, "/api/users/signup").json(&json!({"username": "x".repeat(300), "email": "a@example.com", "password": "long enough"})).status().await;
     assert_eq!(status, 422);
+    // A login names its account.
+    let (status, refused) = p
+        .as_client(&t, Method::POST, "/api/users/login")
+        .json(&json!({"password": "long enough"}))
+        .answer()
+        .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["errors"][0]["field"], "email", "{refused}");
     let (_, body) = p
         .as_server(&t, Method::GET, "/api/v1/users", None)
         .answer()

@@ -609,6 +609,23 @@ async fn exhausted_deliveries_fail_and_are_recovered_with_their_ids() {
     )
     .await;
     assert_eq!(status, 422, "{bad}");
+    // A window must end after it starts; an absent end is now, so a start to come is refused.
+    for window in [
+        json!({"since": "2001-01-01T00:00:00Z", "until": "2000-01-01T00:00:00Z"}),
+        json!({"since": "2001-01-01T00:00:00Z", "until": "2001-01-01T00:00:00Z"}),
+        json!({"since": "2999-01-01T00:00:00Z"}),
+    ] {
+        let (status, bad) = server(
+            &p,
+            &t,
+            Method::POST,
+            &format!("/api/v1/webhooks/{ep}/recover"),
+            Some(window.clone()),
+        )
+        .await;
+        assert_eq!(status, 422, "{window}: {bad}");
+        assert_eq!(bad["errors"][0]["field"], "until", "{window}: {bad}");
+    }
     let (status, recovered) = server(
         &p,
         &t,

@@ -27,7 +27,7 @@ pub const MAX_VIEWERS: i64 = 100_000_000;
 request_body! {
     /// What creates a broadcast: `POST /api/broadcasts`, `POST /api/v1/sessions`, and with
     /// `maxParticipants` a streaming session.
-    pub struct NewBroadcastBody as "NewBroadcast" {
+    pub struct NewBroadcastBody as "NewBroadcast" checked by NewBroadcastBody::check {
         "title" title: Text<200>,
         "visibility" visibility: OptChoice<Visibility>,
         "tags" tags: Tags,
@@ -81,7 +81,7 @@ request_body! {
 
 request_body! {
     /// What the tenant's server changes on a session: `PATCH /api/v1/sessions/{id}`.
-    pub struct SessionPatchBody as "SessionPatch" {
+    pub struct SessionPatchBody as "SessionPatch" checked by SessionPatchBody::check {
         "status" status: OptChoice<RequestedStatuses>,
         "metadata" metadata: MetadataPatch,
     }
@@ -296,18 +296,27 @@ pub fn tags(body: &mut JsonBody, value: Value) -> Vec<String> {
 }
 
 impl NewBroadcastBody {
+    /// The rules between fields: `deviceWidth` and `deviceHeight` go together.
+    pub fn check(&self, body: &mut JsonBody) {
+        if self.device_width.is_some() != self.device_height.is_some()
+            && !body.has_errors_for(&["deviceWidth", "deviceHeight"])
+        {
+            body.error("deviceWidth", "deviceWidth and deviceHeight go together");
+        }
+    }
+
     /// The broadcast these fields create, and its recording settings, once the rules
     /// between fields hold (a broken one is recorded in `body`).
     pub fn into_new(self, body: &mut JsonBody) -> (NewBroadcast, Option<SettingsPatch>) {
+        self.check(body);
+        self.into_parts()
+    }
+
+    /// The broadcast these checked fields create, and its recording settings.
+    pub fn into_parts(self) -> (NewBroadcast, Option<SettingsPatch>) {
         let device = match (self.device_width, self.device_height) {
             (Some(w), Some(h)) => Some((w, h)),
-            (None, None) => None,
-            _ => {
-                if !body.has_errors_for(&["deviceWidth", "deviceHeight"]) {
-                    body.error("deviceWidth", "deviceWidth and deviceHeight go together");
-                }
-                None
-            }
+            _ => None,
         };
         let orientation = self.orientation.unwrap_or_else(|| match device {
             Some((w, h)) if w > h => "landscape".to_string(),
@@ -328,6 +337,16 @@ impl NewBroadcastBody {
             latency_mode: self.latency_mode.unwrap_or_default(),
         };
         (new, self.recording)
+    }
+}
+
+impl SessionPatchBody {
+    /// Something to change: `status`, `metadata` or both.
+    fn check(&self, body: &mut JsonBody) {
+        let status_sent = self.status.is_some() || body.has_errors_for(&["status"]);
+        if !status_sent && self.metadata.is_none() {
+            body.error("status", "send status, metadata or both");
+        }
     }
 }
 

@@ -7,12 +7,12 @@ mod tenant_api;
 pub(crate) mod view;
 
 pub use input::{
-    BroadcastChangesBody, MediaSettingsBody, NewBroadcastBody, ReactionBody, SessionPatchBody,
-    StatusChangeBody, ViewerCountBody,
+    BroadcastChangesBody, MediaSettingsBody, NewBroadcastBody, StatusChangeBody, ViewerCountBody,
 };
-pub use tenant_api::{react, v1_create, v1_list, v1_patch};
+pub use tenant_api::ROUTES as TENANT_ROUTES;
 pub use view::{BroadcastView, one as view_one};
 
+use crate::ApiRoute;
 use crate::access::{Audience, Viewer, audience, ensure_not_final, load_owned};
 use ::store::app;
 use ::store::broadcasts::{self as store, Broadcast, Changes};
@@ -20,13 +20,14 @@ use ::store::{Db, outbox};
 use domain::broadcast::{self as rules, Status, Transition};
 use domain::pagination::{Page, Paged};
 use domain::recording::SettingsPatch;
-use domain::validate::body::RequestBody;
 use domain::{ApiError, time};
+use edge::endpoint;
 use edge::realtime::Event;
-use edge::spin::http::{AppCtx, Call, UserCtx, json};
+use edge::spin::endpoint::{Json, NoBody, Page as PageOf};
+use edge::spin::http::{AppCtx, Call, UserCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
-use spin_sdk::http::Response;
+use serde_json::json;
 
 /// A heartbeat taken: the broadcast stays alive.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -55,233 +56,13 @@ pub struct ViewerCountReported {
     viewer_count: i64,
 }
 
-/// `POST /api/broadcasts`
-pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let (new, recording) = NewBroadcastBody::read(&mut body).into_new(&mut body);
-    body.finish()?;
-    let db = ctx.db()?;
-    let (_, view) = insert(
-        &db,
-        &ctx.tenant.client_id,
-        Some(&ctx.user.id),
-        &new,
-        recording.as_ref(),
-        ctx.now(),
-    )?;
-    Ok(json(200, &view))
-}
-
-/// Stores a new broadcast, its recording settings (the tenant's default with `recording`'s
-/// changes) and its `broadcast.created` event; answers it with its owner's view. On
-/// SQLite the transaction holds the database's writer, so everything is read and built
-/// before it (the tenant's default; the record, its view and its event: a new broadcast
-/// has no reactions to count) and the transaction only stores.
-pub fn insert(
-    db: &Db,
-    client_id: &str,
-    owner_id: Option<&str>,
-    new: &store::NewBroadcast,
-    recording: Option<&SettingsPatch>,
-    now: i64,
-) -> Result<(Broadcast, BroadcastView), ApiError> {
-    let recording = crate::recordings::initial_settings(db, client_id, recording)?;
-    let links = crate::links::Links::load();
-    let b = store::new_record(client_id, owner_id, new, now);
-    let owner = view::OwnerExtras {
-        recording: Some(crate::recordings::SettingsView::from(&recording)),
-        ingest: view::ingest_view(
-            None,
-            Vec::new(),
-            ::store::ingests::server_report(db)?.as_ref(),
-            &b,
-            now,
-        ),
-    };
-    let owner_view = view::of(&b, &links, None, Some(owner), now);
-    let created = events::broadcast_created(&b, &owner_view, now);
-    db.transaction(|tx| {
-        store::insert_record(tx, &b)?;
-        ::store::recordings::save_settings(tx, &b, &recording, now)?;
-        outbox::record_first(tx, &created)
-    })?;
-    Ok((b, owner_view))
-}
-
-/// `GET /api/broadcasts/{id}`
-pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = ctx.db()?;
-    let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
-    let audience = audience(&db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
-    Ok(json(200, &view::one(&db, &b, audience, ctx.now())?))
-}
-
-/// `PATCH /api/broadcasts/{id}` (owner): any of `title`, `visibility`, `tags`,
-/// `cohostPolicy`, until the broadcast has ended; `recording` until it goes live.
-pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let fields = BroadcastChangesBody::read(&mut body);
-    body.finish()?;
-    let db = ctx.db()?;
-    let b = load_owned(ctx, &db)?;
-    ensure_not_final(&b)?;
-    if let Some(patch) = &fields.recording {
-        crate::recordings::update_settings(&db, &b, patch, ctx.now())?;
-    }
-    let changes = Changes {
-        title: fields.title,
-        visibility: fields.visibility,
-        tags: fields.tags,
-        cohost_policy: fields.cohost_policy,
-        metadata: None,
-        ladder: fields.ladder,
-        latency_mode: fields.latency_mode,
-    };
-    store::update(&db, &b, &changes, ctx.now())?;
-    let b = app::broadcasts::load(&db, &b.client_id, &b.id, ctx.now())?;
-    Ok(json(200, &view::one(&db, &b, Audience::Owner, ctx.now())?))
-}
-
-/// `GET /api/broadcasts`: the user's own, newest first.
-pub fn list_own(ctx: &UserCtx) -> Result<Response, ApiError> {
-    owner_page(ctx, &ctx.tenant.client_id, Some(&ctx.user.id))
-}
-
-/// One page (from the query string) of the tenant's broadcasts (or one owner's), newest
-/// first, in the owner's view.
-pub fn owner_page(ctx: &Call, client_id: &str, owner: Option<&str>) -> Result<Response, ApiError> {
-    let page = Page::from_query(ctx.query())?;
-    let db = ctx.db()?;
-    let (items, total) = app::broadcasts::page_of_tenant(&db, client_id, owner, page, ctx.now())?;
-    let items = view::many(&db, &items, |_| Audience::Owner, ctx.now())?;
-    Ok(json(200, &Paged::new(items, total, page)))
-}
-
-/// `GET /api/broadcasts/live`: public, active, not stale, newest first.
-pub fn list_live(ctx: &AppCtx) -> Result<Response, ApiError> {
-    let page = Page::from_query(ctx.query())?;
-    let db = ctx.db()?;
-    let (items, total) = store::page_of_live(&db, &ctx.tenant.client_id, page, ctx.now())?;
-    let items = view::many(&db, &items, |_| Audience::Viewer, ctx.now())?;
-    Ok(json(200, &Paged::new(items, total, page)))
-}
-
-/// Applies a status change (the state machine decides), tells the stream's sockets, and
-/// answers the stored broadcast.
-pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Broadcast, ApiError> {
-    match rules::transition(b.status, to)? {
-        Transition::Unchanged => Ok(b.clone()),
-        Transition::Moved { to, .. } => {
-            let moved = db.transaction(|tx| {
-                if !store::move_status(tx, b, to, now)? {
-                    return Err(ApiError::conflict(
-                        "concurrent_update",
-                        "the broadcast changed meanwhile; read it and retry",
-                    ));
-                }
-                let moved = app::broadcasts::load(tx, &b.client_id, &b.id, now)?;
-                events::status_reached(tx, &moved, now)?;
-                Ok(moved)
-            })?;
-            crate::realtime::publish(
-                &b.identity.stream_id,
-                Event::Status {
-                    status: to.as_str().into(),
-                    broadcast_id: b.id.clone(),
-                },
-            );
-            // The second's start in milliseconds: any later manual recording sorts after.
-            crate::recordings::on_status_change(db, &moved, now.saturating_mul(1000));
-            crate::sfu_feed::on_status_change(db, &moved, now);
-            Ok(moved)
-        }
-    }
-}
-
-/// `POST /api/broadcasts/{id}/status`
-pub fn update_status(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let fields = input::StatusChangeBody::read(&mut body);
-    body.finish()?;
-    let requested = fields.status.ok_or_else(read_without_error)?;
-    let db = ctx.db()?;
-    let b = load_owned(ctx, &db)?;
-    let b = change_status(&db, &b, requested, ctx.now())?;
-    Ok(json(200, &view::one(&db, &b, Audience::Owner, ctx.now())?))
-}
-
-/// A required field that came back empty from a body that reported no error.
-pub(crate) fn read_without_error() -> ApiError {
-    ApiError::internal("a required body field was read without an error")
-}
-
-/// `POST /api/sessions/{id}/heartbeat`: keeps a pending or active broadcast alive.
-pub fn heartbeat(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = ctx.db()?;
-    let b = load_owned(ctx, &db)?;
-    ensure_not_final(&b)?;
-    store::heartbeat(&db, &b, ctx.now())?;
-    Ok(json(
-        200,
-        &Heartbeat {
-            success: true,
-            id: b.id,
-            status: b.status,
-            last_heartbeat: time::format_rfc3339(ctx.now()),
-        },
-    ))
-}
-
-/// `POST /api/broadcasts/{id}/viewer-count`
-pub fn viewer_count(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let count = input::ViewerCountBody::read(&mut body).viewer_count;
-    body.finish()?;
-    let db = ctx.db()?;
-    let b = load_owned(ctx, &db)?;
-    ensure_not_final(&b)?;
-    // One commit for the broadcast's count and the minute's analytics.
-    db.transaction(|tx| {
-        store::report_viewers(tx, &b, count)?;
-        ::store::analytics::record_viewers(tx, &b, count, ctx.now())
-    })?;
-    crate::realtime::publish(
-        &b.identity.stream_id,
-        Event::Viewers {
-            viewer_count: count,
-        },
-    );
-    Ok(json(
-        200,
-        &ViewerCountReported {
-            success: true,
-            id: b.id,
-            viewer_count: count,
-        },
-    ))
-}
-
-/// `POST /api/broadcasts/{id}/stream-key/reset`: a new ingest key; the old one stops working.
-pub fn reset_stream_key(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = ctx.db()?;
-    let b = load_owned(ctx, &db)?;
-    ensure_not_final(&b)?;
-    let b = db.transaction(|tx| {
-        store::reset_stream_key(tx, &b, &domain::media::new_stream_key(), ctx.now())?;
-        let b = app::broadcasts::load(tx, &b.client_id, &b.id, ctx.now())?;
-        events::broadcast(tx, "broadcast.stream_key_reset", &b, ctx.now())?;
-        Ok(b)
-    })?;
-    Ok(json(200, &view::one(&db, &b, Audience::Owner, ctx.now())?))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    let mut operations = vec![
-        Operation::new("POST /api/broadcasts", "Create (broadcasts)")
-            .takes(Schema::body::<NewBroadcastBody>())
+/// The broadcast routes of its owner (and the live list, for the app).
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        POST "/api/broadcasts",
+        User(create),
+        "Create (broadcasts)",
+        |op| op
             .request_example(json!({
                 "title": "Launch stream",
                 "visibility": "public",
@@ -291,7 +72,6 @@ pub(crate) fn operations() -> Vec<edge::contract::Operation> {
                 "deviceType": "mobile",
                 "operatingSystem": "iOS",
             }))
-            .answers(200, "OK", Schema::view::<BroadcastView>())
             .link("GET /api/broadcasts/{id}", &[("id", "$response.body#/id")])
             .link(
                 "PATCH /api/broadcasts/{id}",
@@ -365,61 +145,281 @@ pub(crate) fn operations() -> Vec<edge::contract::Operation> {
                 "GET /api/broadcasts/{id}/gifts/leaderboard",
                 &[("id", "$response.body#/id")],
             ),
-        Operation::new("GET /api/broadcasts", "List own (broadcasts)").answers(
-            200,
-            "OK",
-            Schema::page_of::<BroadcastView>(),
-        ),
-        Operation::new("GET /api/broadcasts/live", "List live (broadcasts)")
-            .paged()
-            .answers(200, "OK", Schema::page_of::<BroadcastView>())
-            .errors(400, &["invalid_query"]),
-        Operation::new("GET /api/broadcasts/{id}", "Get (broadcasts)")
-            .answers(200, "OK", Schema::view::<BroadcastView>())
-            .errors(404, &["not_found"]),
-        Operation::new("PATCH /api/broadcasts/{id}", "Update (broadcasts)")
-            .takes(Schema::body::<BroadcastChangesBody>())
-            .answers(200, "OK", Schema::view::<BroadcastView>())
+    ),
+    endpoint!(
+        GET "/api/broadcasts",
+        User(list_own),
+        "List own (broadcasts)",
+        |op| op.errors(400, &["invalid_query"]),
+    ),
+    endpoint!(
+        GET "/api/broadcasts/live",
+        App(list_live),
+        "List live (broadcasts)",
+        |op| op.errors(400, &["invalid_query"]),
+    ),
+    endpoint!(
+        GET "/api/broadcasts/{id}",
+        User(get),
+        "Get (broadcasts)",
+        |op| op.errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        PATCH "/api/broadcasts/{id}",
+        User(update),
+        "Update (broadcasts)",
+        |op| op
             .errors(403, &["forbidden"])
             .errors(404, &["not_found"])
             .errors(409, &["broadcast_ended", "already_live"]),
-        Operation::new(
-            "POST /api/broadcasts/{id}/status",
-            "Update status (broadcasts)",
-        )
-        .takes(Schema::body::<StatusChangeBody>())
-        .request_example(json!({ "status": "active" }))
-        .answers(200, "OK", Schema::view::<BroadcastView>())
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"])
-        .errors(409, &["invalid_transition", "concurrent_update"])
-        .errors(422, &["validation_failed"]),
-        Operation::new(
-            "POST /api/sessions/{id}/heartbeat",
-            "Heartbeat (broadcasts)",
-        )
-        .answers(200, "OK", Schema::view::<Heartbeat>())
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"])
-        .errors(409, &["broadcast_ended"]),
-        Operation::new(
-            "POST /api/broadcasts/{id}/viewer-count",
-            "Viewer count (broadcasts)",
-        )
-        .takes(Schema::body::<ViewerCountBody>())
-        .answers(200, "OK", Schema::view::<ViewerCountReported>())
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"])
-        .errors(409, &["broadcast_ended"]),
-        Operation::new(
-            "POST /api/broadcasts/{id}/stream-key/reset",
-            "Reset stream key (broadcasts)",
-        )
-        .answers(200, "OK", Schema::view::<BroadcastView>())
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"])
-        .errors(409, &["broadcast_ended"]),
-    ];
-    operations.extend(tenant_api::operations());
-    operations
+    ),
+    endpoint!(
+        POST "/api/broadcasts/{id}/status",
+        User(update_status),
+        "Update status (broadcasts)",
+        |op| op
+            .request_example(json!({ "status": "active" }))
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["invalid_transition", "concurrent_update"])
+            .errors(422, &["validation_failed"]),
+    ),
+    endpoint!(
+        POST "/api/sessions/{id}/heartbeat",
+        User(heartbeat),
+        "Heartbeat (broadcasts)",
+        |op| op
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended"]),
+    ),
+    endpoint!(
+        POST "/api/broadcasts/{id}/viewer-count",
+        User(viewer_count),
+        "Viewer count (broadcasts)",
+        |op| op
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended"]),
+    ),
+    endpoint!(
+        POST "/api/broadcasts/{id}/stream-key/reset",
+        User(reset_stream_key),
+        "Reset stream key (broadcasts)",
+        |op| op
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended"]),
+    ),
+];
+
+/// A broadcast owned by the caller.
+fn create(ctx: &UserCtx, body: NewBroadcastBody) -> Result<Json<BroadcastView>, ApiError> {
+    let (new, recording) = body.into_parts();
+    let db = ctx.db()?;
+    let (_, view) = insert(
+        &db,
+        &ctx.tenant.client_id,
+        Some(&ctx.user.id),
+        &new,
+        recording.as_ref(),
+        ctx.now(),
+    )?;
+    Ok(Json(view))
+}
+
+/// Stores a new broadcast, its recording settings (the tenant's default with `recording`'s
+/// changes) and its `broadcast.created` event; answers it with its owner's view. On
+/// SQLite the transaction holds the database's writer, so everything is read and built
+/// before it (the tenant's default; the record, its view and its event: a new broadcast
+/// has no reactions to count) and the transaction only stores.
+pub fn insert(
+    db: &Db,
+    client_id: &str,
+    owner_id: Option<&str>,
+    new: &store::NewBroadcast,
+    recording: Option<&SettingsPatch>,
+    now: i64,
+) -> Result<(Broadcast, BroadcastView), ApiError> {
+    let recording = crate::recordings::initial_settings(db, client_id, recording)?;
+    let links = crate::links::Links::load();
+    let b = store::new_record(client_id, owner_id, new, now);
+    let owner = view::OwnerExtras {
+        recording: Some(crate::recordings::SettingsView::from(&recording)),
+        ingest: view::ingest_view(
+            None,
+            Vec::new(),
+            ::store::ingests::server_report(db)?.as_ref(),
+            &b,
+            now,
+        ),
+    };
+    let owner_view = view::of(&b, &links, None, Some(owner), now);
+    let created = events::broadcast_created(&b, &owner_view, now);
+    db.transaction(|tx| {
+        store::insert_record(tx, &b)?;
+        ::store::recordings::save_settings(tx, &b, &recording, now)?;
+        outbox::record_first(tx, &created)
+    })?;
+    Ok((b, owner_view))
+}
+
+/// One broadcast as the caller may see it.
+fn get(ctx: &UserCtx, _: NoBody) -> Result<Json<BroadcastView>, ApiError> {
+    let db = ctx.db()?;
+    let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
+    let audience = audience(&db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
+    Ok(Json(view::one(&db, &b, audience, ctx.now())?))
+}
+
+/// The owner changes any of `title`, `visibility`, `tags`, `cohostPolicy`, until the
+/// broadcast has ended; `recording` until it goes live.
+fn update(ctx: &UserCtx, fields: BroadcastChangesBody) -> Result<Json<BroadcastView>, ApiError> {
+    let db = ctx.db()?;
+    let b = load_owned(ctx, &db)?;
+    ensure_not_final(&b)?;
+    if let Some(patch) = &fields.recording {
+        crate::recordings::update_settings(&db, &b, patch, ctx.now())?;
+    }
+    let changes = Changes {
+        title: fields.title,
+        visibility: fields.visibility,
+        tags: fields.tags,
+        cohost_policy: fields.cohost_policy,
+        metadata: None,
+        ladder: fields.ladder,
+        latency_mode: fields.latency_mode,
+    };
+    store::update(&db, &b, &changes, ctx.now())?;
+    let b = app::broadcasts::load(&db, &b.client_id, &b.id, ctx.now())?;
+    Ok(Json(view::one(&db, &b, Audience::Owner, ctx.now())?))
+}
+
+/// The user's own, newest first.
+fn list_own(ctx: &UserCtx, _: NoBody) -> Result<PageOf<BroadcastView>, ApiError> {
+    owner_page(ctx, &ctx.tenant.client_id, Some(&ctx.user.id))
+}
+
+/// One page (from the query string) of the tenant's broadcasts (or one owner's), newest
+/// first, in the owner's view.
+fn owner_page(
+    ctx: &Call,
+    client_id: &str,
+    owner: Option<&str>,
+) -> Result<PageOf<BroadcastView>, ApiError> {
+    let page = Page::from_query(ctx.query())?;
+    let db = ctx.db()?;
+    let (items, total) = app::broadcasts::page_of_tenant(&db, client_id, owner, page, ctx.now())?;
+    let items = view::many(&db, &items, |_| Audience::Owner, ctx.now())?;
+    Ok(PageOf(Paged::new(items, total, page)))
+}
+
+/// Public, active, not stale, newest first.
+fn list_live(ctx: &AppCtx, _: NoBody) -> Result<PageOf<BroadcastView>, ApiError> {
+    let page = Page::from_query(ctx.query())?;
+    let db = ctx.db()?;
+    let (items, total) = store::page_of_live(&db, &ctx.tenant.client_id, page, ctx.now())?;
+    let items = view::many(&db, &items, |_| Audience::Viewer, ctx.now())?;
+    Ok(PageOf(Paged::new(items, total, page)))
+}
+
+/// Applies a status change (the state machine decides), tells the stream's sockets, and
+/// answers the stored broadcast.
+pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Broadcast, ApiError> {
+    match rules::transition(b.status, to)? {
+        Transition::Unchanged => Ok(b.clone()),
+        Transition::Moved { to, .. } => {
+            let moved = db.transaction(|tx| {
+                if !store::move_status(tx, b, to, now)? {
+                    return Err(ApiError::conflict(
+                        "concurrent_update",
+                        "the broadcast changed meanwhile; read it and retry",
+                    ));
+                }
+                let moved = app::broadcasts::load(tx, &b.client_id, &b.id, now)?;
+                events::status_reached(tx, &moved, now)?;
+                Ok(moved)
+            })?;
+            crate::realtime::publish(
+                &b.identity.stream_id,
+                Event::Status {
+                    status: to.as_str().into(),
+                    broadcast_id: b.id.clone(),
+                },
+            );
+            // The second's start in milliseconds: any later manual recording sorts after.
+            crate::recordings::on_status_change(db, &moved, now.saturating_mul(1000));
+            crate::sfu_feed::on_status_change(db, &moved, now);
+            Ok(moved)
+        }
+    }
+}
+
+/// Moves the broadcast along its states (the state machine decides).
+fn update_status(ctx: &UserCtx, fields: StatusChangeBody) -> Result<Json<BroadcastView>, ApiError> {
+    let requested = fields.status.ok_or_else(read_without_error)?;
+    let db = ctx.db()?;
+    let b = load_owned(ctx, &db)?;
+    let b = change_status(&db, &b, requested, ctx.now())?;
+    Ok(Json(view::one(&db, &b, Audience::Owner, ctx.now())?))
+}
+
+/// A required field that came back empty from a body that reported no error.
+pub(crate) fn read_without_error() -> ApiError {
+    ApiError::internal("a required body field was read without an error")
+}
+
+/// Keeps a pending or active broadcast alive.
+fn heartbeat(ctx: &UserCtx, _: NoBody) -> Result<Json<Heartbeat>, ApiError> {
+    let db = ctx.db()?;
+    let b = load_owned(ctx, &db)?;
+    ensure_not_final(&b)?;
+    store::heartbeat(&db, &b, ctx.now())?;
+    Ok(Json(Heartbeat {
+        success: true,
+        id: b.id,
+        status: b.status,
+        last_heartbeat: time::format_rfc3339(ctx.now()),
+    }))
+}
+
+/// The owner reports how many watch; the minute's analytics count it.
+fn viewer_count(
+    ctx: &UserCtx,
+    body: ViewerCountBody,
+) -> Result<Json<ViewerCountReported>, ApiError> {
+    let count = body.viewer_count;
+    let db = ctx.db()?;
+    let b = load_owned(ctx, &db)?;
+    ensure_not_final(&b)?;
+    // One commit for the broadcast's count and the minute's analytics.
+    db.transaction(|tx| {
+        store::report_viewers(tx, &b, count)?;
+        ::store::analytics::record_viewers(tx, &b, count, ctx.now())
+    })?;
+    crate::realtime::publish(
+        &b.identity.stream_id,
+        Event::Viewers {
+            viewer_count: count,
+        },
+    );
+    Ok(Json(ViewerCountReported {
+        success: true,
+        id: b.id,
+        viewer_count: count,
+    }))
+}
+
+/// A new ingest key; the old one stops working.
+fn reset_stream_key(ctx: &UserCtx, _: NoBody) -> Result<Json<BroadcastView>, ApiError> {
+    let db = ctx.db()?;
+    let b = load_owned(ctx, &db)?;
+    ensure_not_final(&b)?;
+    let b = db.transaction(|tx| {
+        store::reset_stream_key(tx, &b, &domain::media::new_stream_key(), ctx.now())?;
+        let b = app::broadcasts::load(tx, &b.client_id, &b.id, ctx.now())?;
+        events::broadcast(tx, "broadcast.stream_key_reset", &b, ctx.now())?;
+        Ok(b)
+    })?;
+    Ok(Json(view::one(&db, &b, Audience::Owner, ctx.now())?))
 }

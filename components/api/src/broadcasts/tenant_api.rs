@@ -1,19 +1,20 @@
 //! The tenant's server's view of broadcasts (`/api/v1/sessions`, signed requests), and
 //! reactions, which viewers send too.
 
-use super::{change_status, input, owner_page, view};
+use super::{BroadcastView, change_status, input, owner_page, view};
+use crate::ApiRoute;
 use crate::access::{Audience, Viewer, check_can_watch, ensure_not_final};
 use ::store::app;
 use ::store::broadcasts::{self as store, Changes};
 use ::store::rate_limits;
 use domain::ApiError;
 use domain::broadcast::{self as rules};
-use domain::validate::body::RequestBody;
+use edge::endpoint;
 use edge::realtime::Event;
-use edge::spin::http::{Actor, ActorCtx, ServerCtx, json};
+use edge::spin::endpoint::{Json, NoBody, Page};
+use edge::spin::http::{Actor, ActorCtx, ServerCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
-use spin_sdk::http::Response;
 
 /// Reactions one user may send per window to one broadcast.
 const REACTIONS_PER_WINDOW: i64 = 20;
@@ -34,11 +35,61 @@ pub struct ReactionCounted {
     count: i64,
 }
 
-/// `POST /api/v1/sessions`: a broadcast session owned by the tenant itself.
-pub fn v1_create(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let (new, recording) = input::NewBroadcastBody::read(&mut body).into_new(&mut body);
-    body.finish()?;
+/// The tenant's server's session routes, and reactions.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        POST "/api/v1/sessions",
+        Server(v1_create),
+        "V1 create (broadcasts)",
+        |op| op
+            .link(
+                "PATCH /api/v1/sessions/{id}",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "POST /api/v1/sessions/{id}/reactions",
+                &[("id", "$response.body#/id")],
+            )
+            .link(
+                "GET /api/broadcasts/{id}/analytics",
+                &[("id", "$response.body#/id")],
+            ),
+    ),
+    endpoint!(
+        GET "/api/v1/sessions",
+        Server(v1_list),
+        "V1 list (broadcasts)",
+        |op| op.errors(400, &["invalid_query"]),
+    ),
+    endpoint!(
+        PATCH "/api/v1/sessions/{id}",
+        Server(v1_patch),
+        "V1 patch (broadcasts)",
+        |op| op
+            .errors(403, &["forbidden"])
+            .errors(
+                409,
+                &["invalid_transition", "broadcast_ended", "concurrent_update"],
+            )
+            .errors(422, &["validation_failed"]),
+    ),
+    endpoint!(
+        POST "/api/v1/sessions/{id}/reactions",
+        UserOrServer(react),
+        "React (broadcasts)",
+        |op| op
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended"])
+            .errors(429, &["rate_limited"]),
+    ),
+];
+
+/// A broadcast session owned by the tenant itself.
+fn v1_create(
+    ctx: &ServerCtx,
+    body: input::NewBroadcastBody,
+) -> Result<Json<BroadcastView>, ApiError> {
+    let (new, recording) = body.into_parts();
     let db = ctx.db()?;
     let (_, view) = super::insert(
         &db,
@@ -48,24 +99,20 @@ pub fn v1_create(ctx: &ServerCtx) -> Result<Response, ApiError> {
         recording.as_ref(),
         ctx.now(),
     )?;
-    Ok(json(200, &view))
+    Ok(Json(view))
 }
 
-/// `GET /api/v1/sessions`: every session of the tenant, newest first.
-pub fn v1_list(ctx: &ServerCtx) -> Result<Response, ApiError> {
+/// Every session of the tenant, newest first.
+fn v1_list(ctx: &ServerCtx, _: NoBody) -> Result<Page<BroadcastView>, ApiError> {
     owner_page(ctx, &ctx.tenant.client_id, None)
 }
 
-/// `PATCH /api/v1/sessions/{id}`: `status` through the state machine, `metadata` as a JSON
-/// merge patch (a null value removes a key).
-pub fn v1_patch(ctx: &ServerCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let fields = input::SessionPatchBody::read(&mut body);
-    let status_sent = fields.status.is_some() || body.has_errors_for(&["status"]);
-    if !status_sent && fields.metadata.is_none() {
-        body.error("status", "send status, metadata or both");
-    }
-    body.finish()?;
+/// `status` through the state machine, `metadata` as a JSON merge patch (a null value
+/// removes a key).
+fn v1_patch(
+    ctx: &ServerCtx,
+    fields: input::SessionPatchBody,
+) -> Result<Json<BroadcastView>, ApiError> {
     let to = fields.status;
     let db = ctx.db()?;
     let now = ctx.now();
@@ -86,16 +133,13 @@ pub fn v1_patch(ctx: &ServerCtx) -> Result<Response, ApiError> {
     if let Some(to) = to {
         b = change_status(&db, &b, to, now)?;
     }
-    Ok(json(200, &view::one(&db, &b, Audience::Owner, ctx.now())?))
+    Ok(Json(view::one(&db, &b, Audience::Owner, ctx.now())?))
 }
 
-/// `POST /api/v1/sessions/{id}/reactions`: `{"reaction": "heart"}`; counted per session.
-/// The tenant's server, or a user who may watch the broadcast (rate limited per user).
-pub fn react(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let reaction = input::ReactionBody::read(&mut body).reaction;
-    body.finish()?;
-    let reaction = reaction.ok_or_else(super::read_without_error)?;
+/// `{"reaction": "heart"}`; counted per session. The tenant's server, or a user who may
+/// watch the broadcast (rate limited per user).
+fn react(ctx: &ActorCtx, body: input::ReactionBody) -> Result<Json<ReactionCounted>, ApiError> {
+    let reaction = body.reaction.ok_or_else(super::read_without_error)?;
     let db = ctx.db()?;
     let now = ctx.now();
     let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
@@ -121,63 +165,10 @@ pub fn react(ctx: &ActorCtx) -> Result<Response, ApiError> {
             count,
         },
     );
-    Ok(json(
-        200,
-        &ReactionCounted {
-            success: true,
-            session_id: b.id,
-            reaction,
-            count,
-        },
-    ))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("POST /api/v1/sessions", "V1 create (broadcasts)")
-            .takes(Schema::body::<crate::broadcasts::NewBroadcastBody>())
-            .answers(
-                200,
-                "OK",
-                Schema::view::<crate::broadcasts::BroadcastView>(),
-            )
-            .link(
-                "PATCH /api/v1/sessions/{id}",
-                &[("id", "$response.body#/id")],
-            )
-            .link(
-                "POST /api/v1/sessions/{id}/reactions",
-                &[("id", "$response.body#/id")],
-            )
-            .link(
-                "GET /api/broadcasts/{id}/analytics",
-                &[("id", "$response.body#/id")],
-            ),
-        Operation::new("GET /api/v1/sessions", "V1 list (broadcasts)").answers(
-            200,
-            "OK",
-            Schema::page_of::<crate::broadcasts::BroadcastView>(),
-        ),
-        Operation::new("PATCH /api/v1/sessions/{id}", "V1 patch (broadcasts)")
-            .takes(Schema::body::<crate::broadcasts::SessionPatchBody>())
-            .answers(
-                200,
-                "OK",
-                Schema::view::<crate::broadcasts::BroadcastView>(),
-            )
-            .errors(403, &["forbidden"])
-            .errors(
-                409,
-                &["invalid_transition", "broadcast_ended", "concurrent_update"],
-            )
-            .errors(422, &["validation_failed"]),
-        Operation::new("POST /api/v1/sessions/{id}/reactions", "React (broadcasts)")
-            .takes(Schema::body::<crate::broadcasts::ReactionBody>())
-            .answers(200, "OK", Schema::view::<ReactionCounted>())
-            .errors(404, &["not_found"])
-            .errors(409, &["broadcast_ended"])
-            .errors(429, &["rate_limited"]),
-    ]
+    Ok(Json(ReactionCounted {
+        success: true,
+        session_id: b.id,
+        reaction,
+        count,
+    }))
 }

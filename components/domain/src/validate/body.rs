@@ -27,6 +27,9 @@ pub trait RequestBody: Sized {
     /// Reads every field (errors are recorded in `body`; `body.finish()` reports them and
     /// any field the body does not know).
     fn read(body: &mut JsonBody) -> Self;
+    /// The rules over several fields, checked once every field is read (errors are recorded
+    /// in `body`, as the fields' own are).
+    fn check(&self, _body: &mut JsonBody) {}
     /// Adds its fields to an object schema's `properties` and `required`.
     fn describe(properties: &mut Map<String, Value>, required: &mut Vec<Value>);
     /// Its JSON schema: an object of its fields and no others.
@@ -62,7 +65,7 @@ pub trait RequestBody: Sized {
 macro_rules! request_body {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident as $schema_name:literal {
+        pub struct $name:ident as $schema_name:literal $(checked by $check:path)? {
             $( .. $inner:ident : $inner_ty:ty, )*
             $( $(#[doc = $doc:literal])* $json:literal $field:ident : $kind:ty ),* $(,)?
         }
@@ -83,6 +86,12 @@ macro_rules! request_body {
                     $( $field: <$kind as $crate::validate::body::FieldKind>::read(body, $json), )*
                 }
             }
+
+            $(
+                fn check(&self, body: &mut $crate::validate::JsonBody) {
+                    $check(self, body)
+                }
+            )?
 
             fn describe(
                 properties: &mut ::serde_json::Map<String, ::serde_json::Value>,

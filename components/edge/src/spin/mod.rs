@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod endpoint;
 pub mod http;
 pub mod incoming;
 pub mod outbound;
