@@ -36,9 +36,9 @@ mod webhooks;
 use common::routing::{Route, route};
 use common::spin::http::{self, Entry, Handler};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
-use std::sync::LazyLock;
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
+use std::sync::LazyLock;
 
 /// What the routes take and answer: the API document's operations, declared beside their
 /// handlers (`openapi-doc` builds the document from them and the route table).
@@ -55,7 +55,6 @@ pub mod contract {
             crate::sessions::operations(),
             crate::cohosts::operations(),
             crate::chat::operations(),
-            crate::moderation::operations(),
             crate::events::operations(),
             crate::files::operations(),
             crate::uploads::operations(),
@@ -67,7 +66,11 @@ pub mod contract {
             crate::analytics::operations(),
             crate::recordings::operations(),
             crate::jobs::operations(),
-            super::ROUTES.iter().filter_map(|r| r.operation).map(|op| op()).collect(),
+            super::ROUTES
+                .iter()
+                .filter_map(|r| r.operation)
+                .map(|op| op())
+                .collect(),
         ]
         .concat()
     }
@@ -92,7 +95,7 @@ use Handler::{
 /// `UserOrServer`, `Relay*` (the chat relay may call for a user), `Sfu` (LiveKit's signed
 /// webhooks), `Media` (the media server, with `media_secret`).
 pub static ROUTES: LazyLock<Vec<ApiRoute>> =
-    LazyLock::new(|| [TABLE, restreams::ROUTES].concat());
+    LazyLock::new(|| [TABLE, restreams::ROUTES, moderation::ROUTES.as_slice()].concat());
 
 /// A route of this component.
 pub type ApiRoute = Route<Handler<Upload>>;
@@ -200,97 +203,6 @@ const TABLE: &[ApiRoute] = &[
         "POST",
         "/api/streams/{id}/chat/ticket",
         Caller(chat::socket_ticket),
-    ),
-    // Chat moderation (creator, co-hosts with canModerateChat, the tenant's server)
-    route(
-        "POST",
-        "/api/streams/{id}/chat/timeouts",
-        UserOrServer(moderation::timeout),
-    ),
-    route(
-        "POST",
-        "/api/streams/{id}/chat/bans",
-        UserOrServer(moderation::ban),
-    ),
-    route(
-        "DELETE",
-        "/api/streams/{id}/chat/bans/{userId}",
-        UserOrServer(moderation::unban),
-    ),
-    route(
-        "GET",
-        "/api/streams/{id}/chat/settings",
-        UserOrServer(moderation::get_settings),
-    ),
-    route(
-        "PUT",
-        "/api/streams/{id}/chat/settings",
-        UserOrServer(moderation::put_settings),
-    ),
-    route(
-        "POST",
-        "/api/streams/{id}/chat/clear",
-        UserOrServer(moderation::clear),
-    ),
-    route(
-        "PUT",
-        "/api/streams/{id}/chat/pin",
-        UserOrServer(moderation::pin),
-    ),
-    route(
-        "DELETE",
-        "/api/streams/{id}/chat/pin",
-        UserOrServer(moderation::unpin),
-    ),
-    route(
-        "POST",
-        "/api/streams/{id}/chat/{messageId}/report",
-        User(moderation::report),
-    ),
-    route(
-        "GET",
-        "/api/streams/{id}/chat/reports",
-        UserOrServer(moderation::reports),
-    ),
-    route(
-        "POST",
-        "/api/streams/{id}/chat/reports/{reportId}/resolve",
-        UserOrServer(moderation::resolve),
-    ),
-    route(
-        "GET",
-        "/api/streams/{id}/chat/moderation-log",
-        UserOrServer(moderation::moderation_log),
-    ),
-    route(
-        "POST",
-        "/api/users/me/chat/bans",
-        User(moderation::channel_ban),
-    ),
-    route(
-        "DELETE",
-        "/api/users/me/chat/bans/{userId}",
-        User(moderation::channel_unban),
-    ),
-    route(
-        "GET",
-        "/api/users/me/chat/blocked-words",
-        User(moderation::get_blocked_words),
-    ),
-    route(
-        "PUT",
-        "/api/users/me/chat/blocked-words",
-        User(moderation::put_blocked_words),
-    ),
-    route(
-        "GET",
-        "/api/v1/chat/blocked-words",
-        Server(moderation::get_tenant_blocked_words),
-    ),
-    route(
-        "PUT",
-        "/api/v1/chat/blocked-words",
-        Server(moderation::put_tenant_blocked_words),
     ),
     route(
         "GET",
@@ -531,7 +443,8 @@ fn max_signed_upload() -> u64 {
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let request_id = common::ids::random_hex(8);
-    let response = match http::prepare_upload(req, &ROUTES, max_signed_upload(), &request_id).await {
+    let response = match http::prepare_upload(req, &ROUTES, max_signed_upload(), &request_id).await
+    {
         Entry::Answered(response) => response,
         Entry::Upload(kind, ctx, source) => {
             let answer = match kind {
