@@ -36,9 +36,9 @@ mod webhooks;
 use common::routing::{Route, route};
 use common::spin::http::{self, Entry, Handler};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};
+use std::sync::LazyLock;
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
-use std::sync::LazyLock;
 
 /// What the routes take and answer: the API document's operations, declared beside their
 /// handlers (`openapi-doc` builds the document from them and the route table).
@@ -66,11 +66,7 @@ pub mod contract {
             crate::analytics::operations(),
             crate::recordings::operations(),
             crate::jobs::operations(),
-            super::ROUTES
-                .iter()
-                .filter_map(|r| r.operation)
-                .map(|op| op())
-                .collect(),
+            super::ROUTES.iter().filter_map(|r| r.operation).map(|op| op()).collect(),
         ]
         .concat()
     }
