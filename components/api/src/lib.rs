@@ -54,7 +54,6 @@ pub mod contract {
             crate::contact_form::operations(),
             crate::sessions::operations(),
             crate::cohosts::operations(),
-            crate::chat::operations(),
             crate::events::operations(),
             crate::files::operations(),
             crate::uploads::operations(),
@@ -81,17 +80,22 @@ pub enum Upload {
     PlaylistPoster,
 }
 
-use Handler::{
-    Admin, App, Caller, Media, Public, RelayCaller, RelayUser, Server, Sfu, User, UserOrServer,
-};
+use Handler::{Admin, App, Media, Public, Server, Sfu, User, UserOrServer};
 
 /// The route table: method, path, and the handler, whose variant is the route's tier (see
 /// the trust model in the README): `Public`, `Admin` (the operator), `App` (the public API
 /// key alone), `User` (plus a user's JWT), `Server` (plus the tenant's HMAC signature),
 /// `UserOrServer`, `Relay*` (the chat relay may call for a user), `Sfu` (LiveKit's signed
 /// webhooks), `Media` (the media server, with `media_secret`).
-pub static ROUTES: LazyLock<Vec<ApiRoute>> =
-    LazyLock::new(|| [TABLE, restreams::ROUTES, moderation::ROUTES.as_slice()].concat());
+pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
+    [
+        TABLE,
+        restreams::ROUTES,
+        chat::ROUTES,
+        moderation::ROUTES.as_slice(),
+    ]
+    .concat()
+});
 
 /// A route of this component.
 pub type ApiRoute = Route<Handler<Upload>>;
@@ -178,37 +182,6 @@ const TABLE: &[ApiRoute] = &[
         "GET",
         "/api/streaming/sessions/{id}/metrics",
         UserOrServer(cohosts::metrics),
-    ),
-    // Persisted chat (the relay stores WebSocket messages through the stream routes)
-    route(
-        "GET",
-        "/api/streams/{id}/chat",
-        RelayCaller(chat::stream_history),
-    ),
-    route(
-        "POST",
-        "/api/streams/{id}/chat",
-        RelayUser(chat::stream_post),
-    ),
-    route(
-        "DELETE",
-        "/api/streams/{id}/chat/{messageId}",
-        RelayUser(chat::stream_delete),
-    ),
-    route(
-        "POST",
-        "/api/streams/{id}/chat/ticket",
-        Caller(chat::socket_ticket),
-    ),
-    route(
-        "GET",
-        "/api/broadcasts/{id}/chat",
-        User(chat::broadcast_history),
-    ),
-    route(
-        "POST",
-        "/api/broadcasts/{id}/chat",
-        User(chat::broadcast_post),
     ),
     // Scheduled events
     route("POST", "/api/events", User(events::create)),
