@@ -167,14 +167,32 @@ impl<A: Answer, B: Answer> Answer for OneOf<A, B> {
     }
 }
 
+/// What a typed handler takes as its context: a tier's context, or the bare call of a
+/// public route (`PublicCtx` is the call itself).
+pub trait Context {
+    fn as_call(&self) -> &Call;
+}
+
+impl Context for Call {
+    fn as_call(&self) -> &Call {
+        self
+    }
+}
+
+impl<C: Deref<Target = Call>> Context for C {
+    fn as_call(&self) -> &Call {
+        self
+    }
+}
+
 /// Runs a typed handler: reads its body, calls it, and writes its answer.
 pub fn run<C, B, A>(ctx: &C, handler: fn(&C, B) -> Result<A, ApiError>) -> Reply
 where
-    C: Deref<Target = Call>,
+    C: Context,
     B: Body,
     A: Answer,
 {
-    let body = B::read(ctx)?;
+    let body = B::read(ctx.as_call())?;
     handler(ctx, body).map(A::respond)
 }
 
