@@ -46,20 +46,12 @@ pub mod contract {
     /// What every route takes and answers.
     pub fn operations() -> Vec<common::contract::Operation> {
         [
-            crate::clients::operations(),
             crate::ingest::operations(),
-            crate::reference::operations(),
-            crate::sfu::operations(),
-            crate::sfu_webhook::operations(),
-            crate::contact_form::operations(),
-            crate::sessions::operations(),
             crate::cohosts::operations(),
-            crate::events::operations(),
             crate::files::operations(),
             crate::uploads::operations(),
             crate::playlists::operations(),
             crate::users::operations(),
-            crate::contacts::operations(),
             crate::broadcasts::operations(),
             crate::webhooks::operations(),
             crate::analytics::operations(),
@@ -80,7 +72,7 @@ pub enum Upload {
     PlaylistPoster,
 }
 
-use Handler::{Admin, App, Media, Public, Server, Sfu, User, UserOrServer};
+use Handler::{App, Media, Public, Server, Sfu, User, UserOrServer};
 
 /// The route table: method, path, and the handler, whose variant is the route's tier (see
 /// the trust model in the README): `Public`, `Admin` (the operator), `App` (the public API
@@ -92,6 +84,14 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         TABLE,
         restreams::ROUTES,
         chat::ROUTES,
+        events::ROUTES,
+        clients::ROUTES,
+        reference::ROUTES,
+        sfu::ROUTES,
+        sfu_webhook::ROUTES,
+        contact_form::ROUTES,
+        sessions::ROUTES,
+        contacts::ROUTES,
         moderation::ROUTES.as_slice(),
     ]
     .concat()
@@ -102,17 +102,6 @@ pub type ApiRoute = Route<Handler<Upload>>;
 
 /// The routes not yet declared beside their handlers.
 const TABLE: &[ApiRoute] = &[
-    route("POST", "/api/admin/sdk-clients", Admin(clients::register)),
-    route(
-        "POST",
-        "/api/admin/sdk-clients/{id}/suspend",
-        Admin(clients::suspend),
-    ),
-    route(
-        "POST",
-        "/api/admin/sdk-clients/{id}/reinstate",
-        Admin(clients::reinstate),
-    ),
     // The media server (RTMP ingest): who may publish, and how a publish goes
     route("POST", "/api/media/publish", Media(ingest::publish)),
     route("POST", "/api/media/update", Media(ingest::update)),
@@ -122,16 +111,6 @@ const TABLE: &[ApiRoute] = &[
         Media(ingest::publish_done),
     ),
     route("POST", "/api/media/server", Media(ingest::server)),
-    route("GET", "/api/openapi.json", Public(reference::openapi)),
-    route("GET", "/api/sfu/health", Public(sfu::health)),
-    // Every webhook of the SFU (participants, egress), signed with its API secret
-    route("POST", "/api/sfu/webhook", Sfu(sfu_webhook::receive)),
-    route("POST", "/api/contact", Public(contact_form::submit)),
-    // SFU provider and streaming sessions (the token is minted by the sfu-token component)
-    route("GET", "/api/streaming/providers", App(sfu::providers)),
-    route("GET", "/api/streaming/ice-config", App(sfu::ice_config)),
-    route("POST", "/api/streaming/sessions", User(sessions::create)),
-    route("GET", "/api/streaming/sessions/{id}", User(sessions::get)),
     // Co-hosting (the participant events come from the SFU, signed with its API secret)
     route(
         "GET",
@@ -183,11 +162,6 @@ const TABLE: &[ApiRoute] = &[
         "/api/streaming/sessions/{id}/metrics",
         UserOrServer(cohosts::metrics),
     ),
-    // Scheduled events
-    route("POST", "/api/events", User(events::create)),
-    route("GET", "/api/events", User(events::list)),
-    route("GET", "/api/events/{id}", User(events::get)),
-    route("DELETE", "/api/events/{id}", User(events::delete)),
     // Files (uploads are streamed: see `handle`)
     route("POST", "/api/files", Handler::Upload(Upload::File)),
     // Resumable uploads (parts of at most 8 MiB; the file is ready once completed)
@@ -256,14 +230,6 @@ const TABLE: &[ApiRoute] = &[
     route("DELETE", "/api/users/follow/{id}", User(users::unfollow)),
     route("GET", "/api/users/{id}/followers", User(users::followers)),
     route("GET", "/api/users/{id}/following", User(users::following)),
-    // Contacts
-    route("GET", "/api/contacts", User(contacts::list)),
-    route("PUT", "/api/contacts/{id}", User(contacts::update)),
-    route(
-        "DELETE",
-        "/api/contacts/{id}/follow",
-        User(contacts::unfollow),
-    ),
     // The tenant's backend (signed requests)
     route("GET", "/api/v1/users", Server(users::list_for_client)),
     route("POST", "/api/v1/sessions", Server(broadcasts::v1_create)),
