@@ -127,7 +127,7 @@ pub const ROUTES: &[ApiRoute] = &[
         RelayCaller(stream_history),
         "Stream history (chat)",
         |op| op
-            .errors(400, &["invalid_id"])
+            .errors(400, &["invalid_id", "invalid_query"])
             .errors(404, &["not_found"]),
     ),
     endpoint!(
@@ -185,6 +185,7 @@ pub const ROUTES: &[ApiRoute] = &[
         GET "/api/broadcasts/{id}/chat",
         User(broadcast_history),
         "Broadcast history (chat)",
+        |op| op.errors(400, &["invalid_query"]),
     ),
     endpoint!(
         POST "/api/broadcasts/{id}/chat",
