@@ -2,6 +2,7 @@
 //! through `POST /api/streams/{id}/chat`, so these rules (and the moderation checks they
 //! run, `crate::moderation::screen`) are the only ones.
 
+use crate::ApiRoute;
 use crate::access::Viewer;
 use crate::chat_target::{ChatTarget, broadcast_target, is_moderator, stream_target};
 use crate::moderation::{self, Screened};
@@ -11,16 +12,18 @@ use ::store::chat::{self as store, Message, NewMessage};
 use ::store::{Db, analytics, rate_limits, subscriptions, users};
 use domain::pagination::{Page, Paged};
 use domain::validate::JsonBody;
-use domain::validate::body::{FieldKind, OptText, RequestBody};
+use domain::validate::body::{FieldKind, OptText};
 use domain::{ApiError, ids, jwt, request_body, time};
 use edge::answers::Deleted;
+use edge::contract::Schema;
+use edge::endpoint;
 use edge::realtime::Event;
 use edge::spin::config;
-use edge::spin::http::{Call, Caller, CallerCtx, UserCtx, json};
+use edge::spin::endpoint::{self, Accepted, Json, NoBody, OneOf};
+use edge::spin::http::{Call, Caller, CallerCtx, UserCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
-use spin_sdk::http::Response;
 
 /// Longest message, in characters after trimming.
 pub const MAX_MESSAGE_CHARS: usize = 2000;
@@ -110,11 +113,96 @@ pub struct TicketView {
     pub expires_at: String,
 }
 
+/// A message stored and shown (200), or held for a moderator's review (202).
+type Posted = OneOf<Accepted<Message>, Json<Message>>;
+
+/// What a held message's 202 says.
+const HELD: &str = "Held for a moderator's review (a blocked word with the hold action): \
+                    stored, not shown until approved";
+
+/// The persisted chat routes of streams and broadcasts.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        GET "/api/streams/{id}/chat",
+        RelayCaller(stream_history),
+        "Stream history (chat)",
+        |op| op
+            .errors(400, &["invalid_id", "invalid_query"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        POST "/api/streams/{id}/chat",
+        RelayUser(stream_post),
+        "Stream post (chat)",
+        |op| op
+            .link(
+                "DELETE /api/streams/{id}/chat/{messageId}",
+                &[
+                    ("id", "$request.path.id"),
+                    ("messageId", "$response.body#/id"),
+                ],
+            )
+            .link(
+                "POST /api/streams/{id}/chat/{messageId}/report",
+                &[
+                    ("id", "$request.path.id"),
+                    ("messageId", "$response.body#/id"),
+                ],
+            )
+            // The 202's own description (the type says only "Accepted").
+            .answers(202, HELD, Schema::view::<Message>())
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"])
+            .errors(409, &["broadcast_ended"])
+            .errors(429, &["rate_limited"]),
+    ),
+    endpoint!(
+        DELETE "/api/streams/{id}/chat/{messageId}",
+        RelayUser(stream_delete),
+        "Stream delete (chat)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        POST "/api/streams/{id}/chat/ticket",
+        Caller(socket_ticket),
+        "Chat socket ticket",
+        |op| op
+            .described(
+                "A ticket that opens this stream's chat socket (`/ws/streams/{id}/chat?ticket=`) \
+                 within a minute: for the user the tenant's server names in `userId` (a signed \
+                 call), for the calling user, or read-only. A client registered with \
+                 `requireSignature` needs one for every socket: the relay's calls for a socket \
+                 opened without it are refused.",
+            )
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden", "banned"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        GET "/api/broadcasts/{id}/chat",
+        User(broadcast_history),
+        "Broadcast history (chat)",
+        |op| op.errors(400, &["invalid_query"]),
+    ),
+    endpoint!(
+        POST "/api/broadcasts/{id}/chat",
+        User(broadcast_post),
+        "Broadcast post (chat)",
+        |op| op
+            .answers(202, HELD, Schema::view::<Message>())
+            .errors(409, &["broadcast_ended"])
+            .errors(429, &["rate_limited"]),
+    ),
+];
+
 /// Messages of a target, newest `limit` after skipping `offset` newest, oldest first.
-fn history(ctx: &Call, db: &Db, target: &ChatTarget) -> Result<Response, ApiError> {
+fn history(ctx: &Call, db: &Db, target: &ChatTarget) -> Result<endpoint::Page<Message>, ApiError> {
     let page = Page::from_query(ctx.query())?;
     let (items, total) = store::history(db, &target.store(), page)?;
-    Ok(json(200, &Paged::new(items, total, page)))
+    Ok(endpoint::Page(Paged::new(items, total, page)))
 }
 
 /// Stores a message from the signed-in user once the moderation checks let it through;
@@ -123,12 +211,10 @@ fn post(
     ctx: &UserCtx,
     db: &Db,
     target: &ChatTarget,
+    message: String,
     via_broadcast: bool,
-) -> Result<Response, ApiError> {
+) -> Result<Posted, ApiError> {
     let user = &ctx.user;
-    let mut body = ctx.json()?;
-    let PostBody { message } = PostBody::read(&mut body);
-    body.finish()?;
     if let Some(b) = &target.broadcast
         && b.status.is_final()
     {
@@ -168,7 +254,7 @@ fn post(
             moderation::hold(tx, target, &stored, ctx.now_millis())?;
             Ok(stored)
         })?;
-        return Ok(json(202, &stored));
+        return Ok(OneOf::First(Accepted(stored)));
     }
     let stored = db.transaction(|db| {
         moderation::claim_slow_mode_slot(db, target, &user.id, screening, ctx.now_millis())?;
@@ -186,7 +272,7 @@ fn post(
             message: serde_json::to_value(&stored).unwrap_or_default(),
         },
     );
-    Ok(json(200, &stored))
+    Ok(OneOf::Second(Json(stored)))
 }
 
 /// `subscriber` when the sender actively subscribes to the broadcast's host.
@@ -208,9 +294,8 @@ fn subscriber_badge(
     })
 }
 
-/// `GET /api/streams/{id}/chat`: anyone who may watch the stream (the relay reads for its
-/// sockets).
-pub fn stream_history(ctx: &CallerCtx) -> Result<Response, ApiError> {
+/// Anyone who may watch the stream (the relay reads for its sockets).
+fn stream_history(ctx: &CallerCtx, _: NoBody) -> Result<endpoint::Page<Message>, ApiError> {
     let db = ctx.db()?;
     let target = stream_target(ctx, &ctx.tenant, Viewer::of(&ctx.caller), &db)?;
     if let Some(user) = ctx.user() {
@@ -219,15 +304,15 @@ pub fn stream_history(ctx: &CallerCtx) -> Result<Response, ApiError> {
     history(ctx, &db, &target)
 }
 
-/// `POST /api/streams/{id}/chat/ticket`: a ticket that opens this stream's chat socket
-/// within a minute. The tenant's server (a signed call) mints one for the user its body's
-/// `userId` names, or read-only without one; a user mints their own; a guest a read-only
-/// one. A client that requires signed calls needs a ticket for its sockets: the relay's
-/// calls for a socket opened without one are refused.
-pub fn socket_ticket(ctx: &CallerCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let TicketBody { user_id: named } = TicketBody::read(&mut body);
-    body.finish()?;
+/// A ticket that opens this stream's chat socket within a minute. The tenant's server (a
+/// signed call) mints one for the user its body's `userId` names, or read-only without one;
+/// a user mints their own; a guest a read-only one. A client that requires signed calls
+/// needs a ticket for its sockets: the relay's calls for a socket opened without one are
+/// refused.
+fn socket_ticket(
+    ctx: &CallerCtx,
+    TicketBody { user_id: named }: TicketBody,
+) -> Result<Json<TicketView>, ApiError> {
     let db = ctx.db()?;
     let user_id = match (&ctx.caller, named) {
         (Caller::Server, Some(named)) => Some(
@@ -264,48 +349,43 @@ pub fn socket_ticket(ctx: &CallerCtx) -> Result<Response, ApiError> {
         user_id.as_deref(),
         ctx.now(),
     );
-    Ok(json(
-        200,
-        &TicketView {
-            ticket,
-            stream_id: stream,
-            user_id,
-            expires_at: time::format_rfc3339(ctx.now() + jwt::SOCKET_TICKET_TTL_SECS),
-        },
-    ))
+    Ok(Json(TicketView {
+        ticket,
+        stream_id: stream,
+        user_id,
+        expires_at: time::format_rfc3339(ctx.now() + jwt::SOCKET_TICKET_TTL_SECS),
+    }))
 }
 
-/// `POST /api/streams/{id}/chat`: as the signed-in user (the relay posts for its sockets).
-/// Addressed by the broadcast's own id rather than its streamId, it is a post to the
-/// broadcast's chat, and stored as one.
-pub fn stream_post(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// As the signed-in user (the relay posts for its sockets). Addressed by the broadcast's
+/// own id rather than its streamId, it is a post to the broadcast's chat, and stored as one.
+fn stream_post(ctx: &UserCtx, PostBody { message }: PostBody) -> Result<Posted, ApiError> {
     let db = ctx.db()?;
     let target = stream_target(ctx, &ctx.tenant, Viewer::User(&ctx.user.id), &db)?;
     let by_broadcast_id = target
         .broadcast
         .as_ref()
         .is_some_and(|b| ids::parse_uuid(ctx.param("id")).as_deref() == Some(b.id.as_str()));
-    post(ctx, &db, &target, by_broadcast_id)
+    post(ctx, &db, &target, message, by_broadcast_id)
 }
 
-/// `GET /api/broadcasts/{id}/chat`: includes messages stored under its streamId.
-pub fn broadcast_history(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Includes messages stored under its streamId.
+fn broadcast_history(ctx: &UserCtx, _: NoBody) -> Result<endpoint::Page<Message>, ApiError> {
     let db = ctx.db()?;
     let target = broadcast_target(ctx, &db)?;
     moderation::check_not_banned(&db, &target, &ctx.user.id, ctx.now_millis())?;
     history(ctx, &db, &target)
 }
 
-/// `POST /api/broadcasts/{id}/chat`
-pub fn broadcast_post(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// A post to the broadcast's chat.
+fn broadcast_post(ctx: &UserCtx, PostBody { message }: PostBody) -> Result<Posted, ApiError> {
     let db = ctx.db()?;
     let target = broadcast_target(ctx, &db)?;
-    post(ctx, &db, &target, true)
+    post(ctx, &db, &target, message, true)
 }
 
-/// `DELETE /api/streams/{id}/chat/{messageId}`: marks the message deleted (its record
-/// stays, with `deleted: true` and no text).
-pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Marks the message deleted (its record stays, with `deleted: true` and no text).
+fn stream_delete(ctx: &UserCtx, _: NoBody) -> Result<Json<Deleted>, ApiError> {
     let user = &ctx.user;
     let db = ctx.db()?;
     let target = stream_target(ctx, &ctx.tenant, Viewer::User(&user.id), &db)?;
@@ -355,74 +435,7 @@ pub fn stream_delete(ctx: &UserCtx) -> Result<Response, ApiError> {
             id: message_id.clone(),
         },
     );
-    Ok(json(200, &Deleted::of(message_id)))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    const HELD: &str = "Held for a moderator's review (a blocked word with the hold action): \
-                        stored, not shown until approved";
-    vec![
-        Operation::new("GET /api/streams/{id}/chat", "Stream history (chat)")
-            .answers(200, "OK", Schema::page_of::<Message>())
-            .errors(400, &["invalid_id"])
-            .errors(404, &["not_found"]),
-        Operation::new("POST /api/streams/{id}/chat", "Stream post (chat)")
-            .takes(Schema::body::<PostBody>())
-            .answers(200, "OK", Schema::view::<Message>())
-            .link(
-                "DELETE /api/streams/{id}/chat/{messageId}",
-                &[
-                    ("id", "$request.path.id"),
-                    ("messageId", "$response.body#/id"),
-                ],
-            )
-            .link(
-                "POST /api/streams/{id}/chat/{messageId}/report",
-                &[
-                    ("id", "$request.path.id"),
-                    ("messageId", "$response.body#/id"),
-                ],
-            )
-            .answers(202, HELD, Schema::view::<Message>())
-            .errors(400, &["invalid_id"])
-            .errors(404, &["not_found"])
-            .errors(409, &["broadcast_ended"])
-            .errors(429, &["rate_limited"]),
-        Operation::new(
-            "DELETE /api/streams/{id}/chat/{messageId}",
-            "Stream delete (chat)",
-        )
-        .answers(200, "OK", Schema::view::<Deleted>())
-        .errors(400, &["invalid_id"])
-        .errors(403, &["forbidden"])
-        .errors(404, &["not_found"]),
-        Operation::new("POST /api/streams/{id}/chat/ticket", "Chat socket ticket")
-            .described(
-                "A ticket that opens this stream's chat socket (`/ws/streams/{id}/chat?ticket=`) \
-                 within a minute: for the user the tenant's server names in `userId` (a signed \
-                 call), for the calling user, or read-only. A client registered with \
-                 `requireSignature` needs one for every socket: the relay's calls for a socket \
-                 opened without it are refused.",
-            )
-            .takes(Schema::body::<TicketBody>())
-            .answers(200, "OK", Schema::view::<TicketView>())
-            .errors(400, &["invalid_id"])
-            .errors(403, &["forbidden", "banned"])
-            .errors(404, &["not_found"]),
-        Operation::new("GET /api/broadcasts/{id}/chat", "Broadcast history (chat)").answers(
-            200,
-            "OK",
-            Schema::page_of::<Message>(),
-        ),
-        Operation::new("POST /api/broadcasts/{id}/chat", "Broadcast post (chat)")
-            .takes(Schema::body::<PostBody>())
-            .answers(200, "OK", Schema::view::<Message>())
-            .answers(202, HELD, Schema::view::<Message>())
-            .errors(409, &["broadcast_ended"])
-            .errors(429, &["rate_limited"]),
-    ]
+    Ok(Json(Deleted::of(message_id)))
 }
 
 #[cfg(test)]

@@ -1,17 +1,19 @@
 //! SDK clients (tenants): registration.
 
+use crate::ApiRoute;
 use domain::ApiError;
 use domain::ids;
 use domain::request_body;
+use domain::validate;
 use domain::validate::body::{
-    Accepted, Checked, EmailAddress, HttpUrl, OptBool, OptChecked, OptText, PhoneNumber,
-    RequestBody, Text,
+    Accepted, Checked, EmailAddress, HttpUrl, OptBool, OptChecked, OptText, PhoneNumber, Text,
 };
-use domain::validate::{self, JsonBody};
-use edge::spin::http::{AdminCtx, json};
+use edge::endpoint;
+use edge::spin::endpoint::{Json, NoBody};
+use edge::spin::http::AdminCtx;
 use schemars::JsonSchema;
 use serde::Serialize;
-use spin_sdk::http::Response;
+use serde_json::json;
 use store::tenants::{self, Registration, StoredCredentials};
 
 request_body! {
@@ -38,11 +40,9 @@ request_body! {
     }
 }
 
-/// Reads and checks the registration fields, reporting every bad one.
-pub fn parse_registration(mut body: JsonBody) -> Result<Registration, ApiError> {
-    let fields = RegistrationBody::read(&mut body);
-    body.finish()?;
-    Ok(Registration {
+/// The registration the (checked) fields make.
+fn registration(fields: RegistrationBody) -> Registration {
+    Registration {
         name: fields.name,
         website: fields.website,
         description: fields.description,
@@ -57,7 +57,7 @@ pub fn parse_registration(mut body: JsonBody) -> Result<Registration, ApiError> 
         agree_marketing: fields.agree_marketing.unwrap_or(false),
         agree_data_processing: fields.agree_data_processing,
         require_signature: fields.require_signature.unwrap_or(false),
-    })
+    }
 }
 
 /// A registered client's credentials, shown this once.
@@ -86,9 +86,45 @@ pub struct Suspension {
     suspended: bool,
 }
 
-/// `POST /api/admin/sdk-clients`
-pub fn register(ctx: &AdminCtx) -> Result<Response, ApiError> {
-    let reg = parse_registration(ctx.json()?)?;
+/// The operator's routes: registering a client, suspending and reinstating it.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        POST "/api/admin/sdk-clients",
+        Admin(register),
+        "Register (clients)",
+        |op| op.request_example(json!({
+            "name": "Acme Live",
+            "contactEmail": "dev@acme.example",
+            "agreeTerms": true,
+            "agreeDataProcessing": true,
+        })),
+    ),
+    endpoint!(
+        POST "/api/admin/sdk-clients/{id}/suspend",
+        Admin(suspend),
+        "Suspend (clients)",
+        |op| op
+            .described(
+                "The client's credentials stop working on every route (403 client_suspended) \
+                 and its streams may not publish. Needs the admin token even while \
+                 registration is open.",
+            )
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        POST "/api/admin/sdk-clients/{id}/reinstate",
+        Admin(reinstate),
+        "Reinstate (clients)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+    ),
+];
+
+/// A new client and its credentials, shown this once.
+fn register(ctx: &AdminCtx, fields: RegistrationBody) -> Result<Json<Registered>, ApiError> {
+    let reg = registration(fields);
     let api_key = format!("pk_{}", ids::random_base62(32));
     let secret_key = format!("sk_{}", ids::random_base62(48));
     let credentials = StoredCredentials {
@@ -98,32 +134,28 @@ pub fn register(ctx: &AdminCtx) -> Result<Response, ApiError> {
     };
     let db = ctx.db()?;
     let client_id = tenants::insert(&db, &reg, &credentials, ctx.now())?;
-    Ok(json(
-        200,
-        &Registered {
-            success: true,
-            api_key,
-            secret_key,
-            client_id,
-            message: "SDK client registered. Keep the secret key safe: it is shown only once."
-                .into(),
-        },
-    ))
+    Ok(Json(Registered {
+        success: true,
+        api_key,
+        secret_key,
+        client_id,
+        message: "SDK client registered. Keep the secret key safe: it is shown only once.".into(),
+    }))
 }
 
-/// `POST /api/admin/sdk-clients/{id}/suspend`: the client's credentials stop working on
-/// every route, and its streams may not publish (a live one is dropped at the media
-/// server's next update). The admin token is needed even while registration is open.
-pub fn suspend(ctx: &AdminCtx) -> Result<Response, ApiError> {
+/// The client's credentials stop working on every route, and its streams may not publish
+/// (a live one is dropped at the media server's next update). The admin token is needed
+/// even while registration is open.
+fn suspend(ctx: &AdminCtx, _: NoBody) -> Result<Json<Suspension>, ApiError> {
     set_suspended(ctx, Some(ctx.now()))
 }
 
-/// `POST /api/admin/sdk-clients/{id}/reinstate`: undoes a suspension.
-pub fn reinstate(ctx: &AdminCtx) -> Result<Response, ApiError> {
+/// Undoes a suspension.
+fn reinstate(ctx: &AdminCtx, _: NoBody) -> Result<Json<Suspension>, ApiError> {
     set_suspended(ctx, None)
 }
 
-fn set_suspended(ctx: &AdminCtx, at: Option<i64>) -> Result<Response, ApiError> {
+fn set_suspended(ctx: &AdminCtx, at: Option<i64>) -> Result<Json<Suspension>, ApiError> {
     edge::spin::auth::require_admin_token(&ctx.req)?;
     let id = ids::parse_uuid(ctx.param("id"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the client id must be a UUID"))?;
@@ -131,57 +163,23 @@ fn set_suspended(ctx: &AdminCtx, at: Option<i64>) -> Result<Response, ApiError> 
     if !tenants::set_suspended(&db, &id, at)? {
         return Err(ApiError::not_found("client"));
     }
-    Ok(json(
-        200,
-        &Suspension {
-            client_id: id,
-            suspended: at.is_some(),
-        },
-    ))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new("POST /api/admin/sdk-clients", "Register (clients)")
-            .takes(Schema::body::<RegistrationBody>())
-            .request_example(json!({
-                "name": "Acme Live",
-                "contactEmail": "dev@acme.example",
-                "agreeTerms": true,
-                "agreeDataProcessing": true,
-            }))
-            .answers(200, "OK", Schema::view::<Registered>()),
-        Operation::new(
-            "POST /api/admin/sdk-clients/{id}/suspend",
-            "Suspend (clients)",
-        )
-        .described(
-            "The client's credentials stop working on every route (403 client_suspended) \
-                 and its streams may not publish. Needs the admin token even while \
-                 registration is open.",
-        )
-        .answers(200, "OK", Schema::view::<Suspension>())
-        .errors(400, &["invalid_id"])
-        .errors(404, &["not_found"]),
-        Operation::new(
-            "POST /api/admin/sdk-clients/{id}/reinstate",
-            "Reinstate (clients)",
-        )
-        .answers(200, "OK", Schema::view::<Suspension>())
-        .errors(400, &["invalid_id"])
-        .errors(404, &["not_found"]),
-    ]
+    Ok(Json(Suspension {
+        client_id: id,
+        suspended: at.is_some(),
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::validate::JsonBody;
+    use domain::validate::body::RequestBody;
 
+    /// The registration as the dispatcher reads it: every field, then `finish`.
     fn parse(body: &str) -> Result<Registration, ApiError> {
-        parse_registration(JsonBody::parse(body.as_bytes())?)
+        let mut body = JsonBody::parse(body.as_bytes())?;
+        let fields = RegistrationBody::read(&mut body);
+        body.finish().map(|()| registration(fields))
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! The public contact form: no authentication, so it is validated strictly and rate
 //! limited per client address.
 
+use crate::ApiRoute;
 use domain::request_body;
-use domain::validate::body::{Checked, EmailAddress, RequestBody, Text};
+use domain::validate::body::{Checked, EmailAddress, Text};
 use domain::{ApiError, validate};
-use edge::spin::http::{PublicCtx, json};
+use edge::endpoint;
+use edge::spin::endpoint::Json;
+use edge::spin::http::PublicCtx;
 use schemars::JsonSchema;
 use serde::Serialize;
-use spin_sdk::http::Response;
 use store::rate_limits;
 use store::tenants::{self, ContactMessage};
 
@@ -45,15 +47,23 @@ pub fn client_ip(addr: &str) -> &str {
     }
 }
 
-/// `POST /api/contact`
-pub fn submit(ctx: &PublicCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let ContactFormBody {
+/// The public contact form.
+pub const ROUTES: &[ApiRoute] = &[endpoint!(
+    POST "/api/contact",
+    Public(submit),
+    "Submit (contact form)",
+    |op| op.errors(429, &["rate_limited"]),
+)];
+
+/// A message to the operator, rate limited per client address.
+fn submit(
+    ctx: &PublicCtx,
+    ContactFormBody {
         name,
         email,
         message,
-    } = ContactFormBody::read(&mut body);
-    body.finish()?;
+    }: ContactFormBody,
+) -> Result<Json<Received>, ApiError> {
     let ip = client_ip(ctx.client_addr());
     let db = ctx.db()?;
     rate_limits::hit(
@@ -70,25 +80,11 @@ pub fn submit(ctx: &PublicCtx) -> Result<Response, ApiError> {
         client_addr: ip.to_string(),
     };
     let id = tenants::insert_contact_message(&db, &message, ctx.now())?;
-    Ok(json(
-        200,
-        &Received {
-            success: true,
-            id,
-            message: "Thank you, your message has been received.",
-        },
-    ))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("POST /api/contact", "Submit (contact form)")
-            .takes(Schema::body::<ContactFormBody>())
-            .answers(200, "OK", Schema::view::<Received>())
-            .errors(429, &["rate_limited"]),
-    ]
+    Ok(Json(Received {
+        success: true,
+        id,
+        message: "Thank you, your message has been received.",
+    }))
 }
 
 #[cfg(test)]

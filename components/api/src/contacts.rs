@@ -1,14 +1,16 @@
 //! Contacts: the users someone follows or is followed by, each with a contact id of its
 //! own and display fields the owner may edit.
 
+use crate::ApiRoute;
 use crate::users;
 use domain::pagination::{Page, Paged};
 use domain::request_body;
 use domain::validate;
-use domain::validate::body::{EmailAddress, OptChecked, OptText, PhoneNumber, RequestBody};
+use domain::validate::body::{EmailAddress, OptChecked, OptText, PhoneNumber};
 use domain::{ApiError, ids};
-use edge::spin::http::{UserCtx, json};
-use spin_sdk::http::Response;
+use edge::endpoint;
+use edge::spin::endpoint::{self, Json, NoBody};
+use edge::spin::http::UserCtx;
 use store::Db;
 use store::contacts::{self as stored, Contact, Notes};
 
@@ -18,13 +20,44 @@ fn load(db: &Db, client_id: &str, owner: &str, contact_id: &str) -> Result<Conta
     stored::load(db, client_id, owner, &id)?.ok_or_else(|| ApiError::not_found("contact"))
 }
 
-/// `GET /api/contacts`
-pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The contact routes: the user's own contacts.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        GET "/api/contacts",
+        User(list),
+        "List (contacts)",
+        |op| op
+            .link(
+                "PUT /api/contacts/{id}",
+                &[("id", "$response.body#/items/0/id")],
+            )
+            .errors(400, &["invalid_query"]),
+    ),
+    endpoint!(
+        PUT "/api/contacts/{id}",
+        User(update),
+        "Update (contacts)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        DELETE "/api/contacts/{id}/follow",
+        User(unfollow),
+        "Unfollow (contacts)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+    ),
+];
+
+/// The user's contacts.
+fn list(ctx: &UserCtx, _: NoBody) -> Result<endpoint::Page<Contact>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let page = Page::from_query(ctx.query())?;
     let db = ctx.db()?;
     let (contacts, total) = stored::page_of_owner(&db, &tenant.client_id, &user.id, page)?;
-    Ok(json(200, &Paged::new(contacts, total, page)))
+    Ok(endpoint::Page(Paged::new(contacts, total, page)))
 }
 
 request_body! {
@@ -39,18 +72,18 @@ request_body! {
     }
 }
 
-/// `PUT /api/contacts/{id}`: the owner's display fields for this contact.
-pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let mut body = ctx.json()?;
-    let ContactNotesBody {
+/// The owner's display fields for this contact.
+fn update(
+    ctx: &UserCtx,
+    ContactNotesBody {
         phone_number: phone,
         display_name,
         first_name,
         last_name,
         email,
-    } = ContactNotesBody::read(&mut body);
-    body.finish()?;
+    }: ContactNotesBody,
+) -> Result<Json<Contact>, ApiError> {
+    let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = ctx.db()?;
     let existing = load(&db, &tenant.client_id, &user.id, ctx.param("id"))?;
     let notes = Notes {
@@ -69,38 +102,14 @@ pub fn update(ctx: &UserCtx) -> Result<Response, ApiError> {
         ctx.now(),
     )?;
     let updated = load(&db, &tenant.client_id, &user.id, &existing.id)?;
-    Ok(json(200, &updated))
+    Ok(Json(updated))
 }
 
-/// `DELETE /api/contacts/{id}/follow`: unfollows the contact's user.
-pub fn unfollow(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Unfollows the contact's user.
+fn unfollow(ctx: &UserCtx, _: NoBody) -> Result<Json<users::Unfollowed>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = ctx.db()?;
     let existing = load(&db, &tenant.client_id, &user.id, ctx.param("id"))?;
     users::unfollow_user(&db, &tenant.client_id, &user.id, &existing.user_id)?;
-    Ok(json(200, &users::Unfollowed::user(existing.user_id)))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("GET /api/contacts", "List (contacts)")
-            .paged()
-            .answers(200, "OK", Schema::page_of::<Contact>())
-            .link(
-                "PUT /api/contacts/{id}",
-                &[("id", "$response.body#/items/0/id")],
-            )
-            .errors(400, &["invalid_query"]),
-        Operation::new("PUT /api/contacts/{id}", "Update (contacts)")
-            .takes(Schema::body::<ContactNotesBody>())
-            .answers(200, "OK", Schema::view::<Contact>())
-            .errors(400, &["invalid_id"])
-            .errors(404, &["not_found"]),
-        Operation::new("DELETE /api/contacts/{id}/follow", "Unfollow (contacts)")
-            .answers(200, "OK", Schema::view::<users::Unfollowed>())
-            .errors(400, &["invalid_id"])
-            .errors(404, &["not_found"]),
-    ]
+    Ok(Json(users::Unfollowed::user(existing.user_id)))
 }

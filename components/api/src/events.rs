@@ -2,18 +2,21 @@
 //! shortId) generated as a broadcast's is, an SFU room name, and optionally a media file
 //! the egress player plays into the room.
 
+use crate::ApiRoute;
 use crate::links::{IngestCredentials, Links, StreamAddresses};
 use domain::broadcast::Visibility;
 use domain::pagination::{Page, Paged};
 use domain::request_body;
-use domain::validate::body::{NameList, OptChoice, OptText, RequestBody, Text};
+use domain::validate::body::{NameList, OptChoice, OptText, Text};
 use domain::validate::{self, JsonBody};
 use domain::{ApiError, ids, time};
 use edge::answers::Deleted;
-use edge::spin::http::{UserCtx, json};
+use edge::endpoint;
+use edge::spin::endpoint::{self, Json, NoBody};
+use edge::spin::http::UserCtx;
 use schemars::JsonSchema;
 use serde::Serialize;
-use spin_sdk::http::Response;
+use serde_json::json;
 use store::Db;
 use store::app::access::{Viewer, Watched, may_watch};
 use store::events::{self as stored, Event, NewEvent, Playback};
@@ -94,7 +97,7 @@ fn view(event: &Event, links: &Links, owner: bool, now: i64) -> EventView {
 
 request_body! {
     /// What schedules an event: `POST /api/events`.
-    pub struct NewEventBody as "NewEvent" {
+    pub struct NewEventBody as "NewEvent" checked by NewEventBody::check {
         "title" title: Text<MAX_TITLE>,
         "description" description: OptText<MAX_DESCRIPTION>,
         "visibility" visibility: OptChoice<Visibility>,
@@ -112,37 +115,41 @@ impl NameList for PlaybackTypes {
     const MAX_LEN: usize = 10;
 }
 
-/// Reads and checks a creation request; `now` decides what counts as the past.
-pub fn parse_new(body: &mut JsonBody, now: i64) -> NewEvent {
-    let fields = NewEventBody::read(body);
-    let when = &fields.scheduled_for;
-    let scheduled_for = match time::parse_rfc3339(when) {
-        Some(t) if t > now => t,
-        Some(_) => {
-            body.error("scheduledFor", "must be in the future");
-            0
-        }
-        None if when.is_empty() => 0, // already reported as missing
-        None => {
-            body.error("scheduledFor", "must be an RFC 3339 timestamp");
-            0
-        }
-    };
-    if let Some(u) = &fields.playback_url
-        && !validate::is_http_url(u)
-    {
-        body.error("playbackUrl", "must be an absolute http(s) URL");
+impl NewEventBody {
+    /// The rules between fields, once every field is read; now is the past's end.
+    fn check(&self, body: &mut JsonBody) {
+        self.check_at(body, time::now());
     }
-    if fields.playback_url.is_none() && body.has("playbackType") {
-        body.error("playbackType", "needs a playbackUrl");
+
+    /// The rules between fields; `now` decides what counts as the past.
+    fn check_at(&self, body: &mut JsonBody, now: i64) {
+        let when = &self.scheduled_for;
+        match time::parse_rfc3339(when) {
+            Some(t) if t > now => {}
+            Some(_) => body.error("scheduledFor", "must be in the future"),
+            None if when.is_empty() => {} // already reported as missing
+            None => body.error("scheduledFor", "must be an RFC 3339 timestamp"),
+        }
+        if let Some(u) = &self.playback_url
+            && !validate::is_http_url(u)
+        {
+            body.error("playbackUrl", "must be an absolute http(s) URL");
+        }
+        if self.playback_url.is_none() && body.has("playbackType") {
+            body.error("playbackType", "needs a playbackUrl");
+        }
     }
-    let kind = fields.playback_type.unwrap_or_else(|| "video".to_string());
-    NewEvent {
-        title: fields.title,
-        description: fields.description,
-        visibility: fields.visibility.unwrap_or_default(),
-        scheduled_for,
-        playback: fields.playback_url.map(|url| Playback { url, kind }),
+
+    /// The event the (checked) fields schedule.
+    fn into_new(self) -> NewEvent {
+        let kind = self.playback_type.unwrap_or_else(|| "video".to_string());
+        NewEvent {
+            title: self.title,
+            description: self.description,
+            visibility: self.visibility.unwrap_or_default(),
+            scheduled_for: time::parse_rfc3339(&self.scheduled_for).unwrap_or(0),
+            playback: self.playback_url.map(|url| Playback { url, kind }),
+        }
     }
 }
 
@@ -162,28 +169,73 @@ fn load_visible(ctx: &UserCtx, db: &Db) -> Result<Event, ApiError> {
     Ok(event)
 }
 
-/// `POST /api/events`
-pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The scheduled event routes.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        POST "/api/events",
+        User(create),
+        "Create (events)",
+        |op| op
+            .request_example(json!({
+                "title": "Launch",
+                "scheduledFor": "2030-01-01T18:00:00Z",
+            }))
+            .link("GET /api/events/{id}", &[("id", "$response.body#/id")])
+            .link("DELETE /api/events/{id}", &[("id", "$response.body#/id")])
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        GET "/api/events",
+        User(list),
+        "List (events)",
+        |op| op
+            .link(
+                "GET /api/events/{id}",
+                &[("id", "$response.body#/items/0/id")],
+            )
+            .errors(400, &["invalid_id", "invalid_query"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        GET "/api/events/{id}",
+        User(get),
+        "Get (events)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        DELETE "/api/events/{id}",
+        User(delete),
+        "Delete (events)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(403, &["forbidden"])
+            .errors(404, &["not_found"]),
+    ),
+];
+
+/// Schedules an event of the user's.
+fn create(ctx: &UserCtx, new: NewEventBody) -> Result<Json<EventView>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
-    let mut body = ctx.json()?;
-    let new = parse_new(&mut body, ctx.now());
-    body.finish()?;
+    let new = new.into_new();
     let db = ctx.db()?;
     let event = stored::insert(&db, &tenant.client_id, &user.id, &new, ctx.now())?;
-    Ok(json(200, &view(&event, &Links::load(), true, ctx.now())))
+    Ok(Json(view(&event, &Links::load(), true, ctx.now())))
 }
 
-/// `GET /api/events/{id}`
-pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// One the user may see.
+fn get(ctx: &UserCtx, _: NoBody) -> Result<Json<EventView>, ApiError> {
     let db = ctx.db()?;
     let event = load_visible(ctx, &db)?;
     let owner = event.is_owned_by(&ctx.user.id);
-    Ok(json(200, &view(&event, &Links::load(), owner, ctx.now())))
+    Ok(Json(view(&event, &Links::load(), owner, ctx.now())))
 }
 
-/// `GET /api/events`: the tenant's events the user may see (their own and public ones),
-/// soonest first; `?upcoming=true` leaves out those whose time has passed.
-pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The tenant's events the user may see (their own and public ones), soonest first;
+/// `?upcoming=true` leaves out those whose time has passed.
+fn list(ctx: &UserCtx, _: NoBody) -> Result<endpoint::Page<EventView>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let page = Page::from_query(ctx.query())?;
     let since = match ctx.query_value("upcoming").as_deref() {
@@ -203,65 +255,32 @@ pub fn list(ctx: &UserCtx) -> Result<Response, ApiError> {
         .iter()
         .map(|e| view(e, &links, e.is_owned_by(&user.id), ctx.now()))
         .collect();
-    Ok(json(200, &Paged::new(items, total, page)))
+    Ok(endpoint::Page(Paged::new(items, total, page)))
 }
 
-/// `DELETE /api/events/{id}` (owner only).
-pub fn delete(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The owner's only.
+fn delete(ctx: &UserCtx, _: NoBody) -> Result<Json<Deleted>, ApiError> {
     let db = ctx.db()?;
     let event = load_visible(ctx, &db)?;
     if !event.is_owned_by(&ctx.user.id) {
         return Err(ApiError::forbidden("only the event's owner may delete it"));
     }
     stored::delete(&db, &event)?;
-    Ok(json(200, &Deleted::of(event.id)))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new("POST /api/events", "Create (events)")
-            .takes(Schema::body::<NewEventBody>())
-            .request_example(json!({
-                "title": "Launch",
-                "scheduledFor": "2030-01-01T18:00:00Z",
-            }))
-            .answers(200, "OK", Schema::view::<EventView>())
-            .link("GET /api/events/{id}", &[("id", "$response.body#/id")])
-            .link("DELETE /api/events/{id}", &[("id", "$response.body#/id")])
-            .errors(400, &["invalid_id"])
-            .errors(404, &["not_found"]),
-        Operation::new("GET /api/events", "List (events)")
-            .paged()
-            .answers(200, "OK", Schema::page_of::<EventView>())
-            .link(
-                "GET /api/events/{id}",
-                &[("id", "$response.body#/items/0/id")],
-            )
-            .errors(400, &["invalid_id", "invalid_query"])
-            .errors(404, &["not_found"]),
-        Operation::new("GET /api/events/{id}", "Get (events)")
-            .answers(200, "OK", Schema::view::<EventView>())
-            .errors(400, &["invalid_id"])
-            .errors(404, &["not_found"]),
-        Operation::new("DELETE /api/events/{id}", "Delete (events)")
-            .answers(200, "OK", Schema::view::<Deleted>())
-            .errors(400, &["invalid_id"])
-            .errors(403, &["forbidden"])
-            .errors(404, &["not_found"]),
-    ]
+    Ok(Json(Deleted::of(event.id)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::validate::body::RequestBody;
 
+    /// The event as the dispatcher reads it (the fields, their rules, `finish`), at a fixed
+    /// now.
     fn parse(body: &str) -> Result<NewEvent, ApiError> {
         let mut body = JsonBody::parse(body.as_bytes())?;
-        let new = parse_new(&mut body, 1_800_000_000);
-        body.finish().map(|()| new)
+        let new = NewEventBody::read(&mut body);
+        new.check_at(&mut body, 1_800_000_000);
+        body.finish().map(|()| new.into_new())
     }
 
     #[test]

@@ -1,41 +1,45 @@
 //! The API's OpenAPI document, generated from every component's route table by
 //! `cargo run -p openapi-doc` and committed; a test there keeps it current.
 
-use edge::spin::http::{PublicCtx, Reply};
+use crate::ApiRoute;
+use edge::contract::Schema;
+use edge::endpoint;
+use edge::spin::endpoint::{NoBody, Raw};
+use edge::spin::http::PublicCtx;
+use serde_json::json;
 use spin_sdk::http::Response;
 
 const DOCUMENT: &str = include_str!("../../../docs/openapi.json");
 
-/// `GET /api/openapi.json`
-pub fn openapi(_ctx: &PublicCtx) -> Reply {
-    Ok(Response::builder()
+/// The API document's route; the document is answered as committed.
+pub const ROUTES: &[ApiRoute] = &[endpoint!(
+    GET "/api/openapi.json",
+    Public(openapi),
+    "Openapi (reference)",
+    |op| op.answers(
+        200,
+        "OK",
+        Schema::written(json!({
+            "type": "object",
+            "required": ["openapi", "info", "paths"],
+            "properties": {
+                "openapi": { "type": "string", "pattern": "^3\\.1\\." },
+                "info": { "type": "object", "required": ["title", "version"] },
+                "paths": { "type": "object" },
+            },
+        })),
+    ),
+)];
+
+/// The document with its cache and CORS headers.
+fn openapi(_ctx: &PublicCtx, _: NoBody) -> Result<Raw, domain::ApiError> {
+    Ok(Raw(Response::builder()
         .status(200)
         .header("content-type", "application/json")
         .header("cache-control", "public, max-age=300")
         .header("access-control-allow-origin", "*")
         .body(DOCUMENT)
-        .build())
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new("GET /api/openapi.json", "Openapi (reference)").answers(
-            200,
-            "OK",
-            Schema::written(json!({
-                "type": "object",
-                "required": ["openapi", "info", "paths"],
-                "properties": {
-                    "openapi": { "type": "string", "pattern": "^3\\.1\\." },
-                    "info": { "type": "object", "required": ["title", "version"] },
-                    "paths": { "type": "object" },
-                },
-            })),
-        ),
-    ]
+        .build()))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Streaming sessions (the SFU provider API). A streaming session is a broadcast: one
 //! record and one id, whichever endpoint created it; this module adds the SFU view.
 
+use crate::ApiRoute;
 use crate::access::{self, Audience, Viewer};
 use crate::broadcasts;
 use crate::broadcasts::{BroadcastView, NewBroadcastBody};
@@ -8,11 +9,13 @@ use domain::ApiError;
 use domain::request_body;
 use domain::sfu::client_url;
 use domain::validate::body::{OptInt, RequestBody};
-use edge::spin::http::{UserCtx, json};
+use edge::contract::Schema;
+use edge::endpoint;
+use edge::spin::endpoint::{Json, NoBody};
+use edge::spin::http::UserCtx;
 use edge::spin::sfu::SfuConfig;
 use schemars::JsonSchema;
 use serde::Serialize;
-use spin_sdk::http::Response;
 use store::Db;
 use store::app;
 use store::broadcasts::Broadcast;
@@ -92,41 +95,16 @@ fn with_session_fields(broadcast: BroadcastView, b: &Broadcast) -> SessionView {
     }
 }
 
-/// `POST /api/streaming/sessions`: `title`, `visibility`, `maxParticipants` (1..1000,
-/// default 100), and any other broadcast creation field.
-pub fn create(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let mut body = ctx.json()?;
-    let fields = NewSessionBody::read(&mut body);
-    let (mut new, recording) = fields.broadcast.into_new(&mut body);
-    new.max_participants = fields.max_participants.unwrap_or(DEFAULT_MAX_PARTICIPANTS);
-    body.finish()?;
-    let db = ctx.db()?;
-    let (b, view) = broadcasts::insert(
-        &db,
-        &ctx.tenant.client_id,
-        Some(&ctx.user.id),
-        &new,
-        recording.as_ref(),
-        ctx.now(),
-    )?;
-    Ok(json(200, &with_session_fields(view, &b)))
-}
-
-/// `GET /api/streaming/sessions/{id}`
-pub fn get(ctx: &UserCtx) -> Result<Response, ApiError> {
-    let db = ctx.db()?;
-    let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
-    let audience = access::audience(&db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
-    Ok(json(200, &session_view(&db, &b, audience, ctx.now())?))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("POST /api/streaming/sessions", "Create (sessions)")
+/// The streaming session routes (its token is the sfu-token component's).
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        POST "/api/streaming/sessions",
+        User(create),
+        "Create (sessions)",
+        // The handler reads its body: the broadcast's rules between fields need the body
+        // to record their errors in (`NewBroadcastBody::into_new`).
+        |op| op
             .takes(Schema::body::<NewSessionBody>())
-            .answers(200, "OK", Schema::view::<SessionView>())
             .link(
                 "GET /api/streaming/sessions/{id}",
                 &[("id", "$response.body#/id")],
@@ -159,10 +137,38 @@ pub(crate) fn operations() -> Vec<edge::contract::Operation> {
                 "POST /api/streaming/sessions/{id}/join-cohost",
                 &[("id", "$response.body#/id")],
             ),
-        Operation::new("GET /api/streaming/sessions/{id}", "Get (sessions)").answers(
-            200,
-            "OK",
-            Schema::view::<SessionView>(),
-        ),
-    ]
+    ),
+    endpoint!(
+        GET "/api/streaming/sessions/{id}",
+        User(get),
+        "Get (sessions)",
+    ),
+];
+
+/// `title`, `visibility`, `maxParticipants` (1..1000, default 100), and any other broadcast
+/// creation field.
+fn create(ctx: &UserCtx, _: NoBody) -> Result<Json<SessionView>, ApiError> {
+    let mut body = ctx.json()?;
+    let fields = NewSessionBody::read(&mut body);
+    let (mut new, recording) = fields.broadcast.into_new(&mut body);
+    new.max_participants = fields.max_participants.unwrap_or(DEFAULT_MAX_PARTICIPANTS);
+    body.finish()?;
+    let db = ctx.db()?;
+    let (b, view) = broadcasts::insert(
+        &db,
+        &ctx.tenant.client_id,
+        Some(&ctx.user.id),
+        &new,
+        recording.as_ref(),
+        ctx.now(),
+    )?;
+    Ok(Json(with_session_fields(view, &b)))
+}
+
+/// A session the user may see.
+fn get(ctx: &UserCtx, _: NoBody) -> Result<Json<SessionView>, ApiError> {
+    let db = ctx.db()?;
+    let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), ctx.now())?;
+    let audience = access::audience(&db, &b, Viewer::User(&ctx.user.id), ctx.now())?;
+    Ok(Json(session_view(&db, &b, audience, ctx.now())?))
 }

@@ -1,15 +1,18 @@
 //! The SFU media provider: provider list, health, and the ICE servers for WebRTC clients.
 
+use crate::ApiRoute;
 use domain::ApiError;
 use domain::sfu::{client_url, ice_urls, turn_credential};
 use domain::time;
+use edge::contract::Schema;
+use edge::endpoint;
 use edge::spin::config;
+use edge::spin::endpoint::{Json, NoBody, Raw};
 use edge::spin::http::{AppCtx, PublicCtx, json};
 use edge::spin::outbound::{self, OutboundRequest};
 use edge::spin::sfu::SfuConfig;
 use schemars::JsonSchema;
 use serde::Serialize;
-use spin_sdk::http::Response;
 use std::time::Duration;
 
 /// The SFU media providers a client may stream through.
@@ -33,8 +36,35 @@ pub struct Provider {
     server_url: Option<String>,
 }
 
-/// `GET /api/streaming/providers`
-pub fn providers(_ctx: &AppCtx) -> Result<Response, ApiError> {
+/// The SFU's health (public) and what its clients need (the app's).
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        GET "/api/sfu/health",
+        Public(health),
+        "Health (sfu)",
+        |op| op
+            .answers(200, "OK", Schema::view::<Health>())
+            .answers(
+                503,
+                "The SFU answers 5xx or not at all",
+                Schema::view::<Health>(),
+            ),
+    ),
+    endpoint!(
+        GET "/api/streaming/providers",
+        App(providers),
+        "Providers (sfu)",
+    ),
+    endpoint!(
+        GET "/api/streaming/ice-config",
+        App(ice_config),
+        "Ice config (sfu)",
+        |op| op.errors(503, &["ice_misconfigured"]),
+    ),
+];
+
+/// The providers, LiveKit alone.
+fn providers(_ctx: &AppCtx, _: NoBody) -> Result<Json<Providers>, ApiError> {
     let sfu = SfuConfig::load();
     let livekit = Provider {
         provider: "livekit",
@@ -43,12 +73,9 @@ pub fn providers(_ctx: &AppCtx) -> Result<Response, ApiError> {
         is_default: true,
         server_url: sfu.server_url.as_deref().map(client_url),
     };
-    Ok(json(
-        200,
-        &Providers {
-            providers: vec![livekit],
-        },
-    ))
+    Ok(Json(Providers {
+        providers: vec![livekit],
+    }))
 }
 
 /// Whether the SFU answers: `ok`, or `unconfigured` when there is none to ask (200);
@@ -96,13 +123,13 @@ pub struct IceServer {
     credential_type: Option<&'static str>,
 }
 
-/// `GET /api/sfu/health`: 200 when the SFU answers (or none is configured), else 503.
-/// Without an API key and secret the SFU cannot be used, so it is not probed; the probe
-/// goes to `sfu_api_url` (http/https).
-pub fn health(_ctx: &PublicCtx) -> Result<Response, ApiError> {
+/// 200 when the SFU answers (or none is configured), else 503 (both documented by the
+/// route). Without an API key and secret the SFU cannot be used, so it is not probed; the
+/// probe goes to `sfu_api_url` (http/https).
+fn health(_ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
     let sfu = SfuConfig::load();
     if !sfu.is_configured() {
-        return Ok(json(
+        return Ok(Raw(json(
             200,
             &Health {
                 status: "unconfigured",
@@ -110,7 +137,7 @@ pub fn health(_ctx: &PublicCtx) -> Result<Response, ApiError> {
                 reachable: None,
                 error: None,
             },
-        ));
+        )));
     }
     // The server calls the SFU's HTTP address (`sfu_api_url`), never the ws/wss one.
     let url = sfu.api_url()?;
@@ -129,7 +156,7 @@ pub fn health(_ctx: &PublicCtx) -> Result<Response, ApiError> {
         Err(e) => ("unreachable", false, Some(e.to_string())),
     };
     let code = if reachable { 200 } else { 503 };
-    Ok(json(
+    Ok(Raw(json(
         code,
         &Health {
             status,
@@ -137,7 +164,7 @@ pub fn health(_ctx: &PublicCtx) -> Result<Response, ApiError> {
             reachable: Some(reachable),
             error,
         },
-    ))
+    )))
 }
 
 /// Reads a list-of-URLs variable; a malformed entry is a configuration error (503), never
@@ -151,9 +178,9 @@ fn ice_variable(name: &str, schemes: &[&str]) -> Result<Vec<String>, ApiError> {
     })
 }
 
-/// `GET /api/streaming/ice-config`: STUN servers, and TURN servers with credentials that
-/// expire after `turn_credential_ttl` seconds (when `turn_urls` and `turn_secret` are set).
-pub fn ice_config(ctx: &AppCtx) -> Result<Response, ApiError> {
+/// STUN servers, and TURN servers with credentials that expire after
+/// `turn_credential_ttl` seconds (when `turn_urls` and `turn_secret` are set).
+fn ice_config(ctx: &AppCtx, _: NoBody) -> Result<Json<IceConfig>, ApiError> {
     let tenant = &ctx.tenant;
     let stun = ice_variable("stun_urls", &["stun", "stuns"])?;
     let turn = ice_variable("turn_urls", &["turn", "turns"])?;
@@ -193,33 +220,8 @@ pub fn ice_config(ctx: &AppCtx) -> Result<Response, ApiError> {
             credential_type: Some("password"),
         });
     }
-    Ok(json(
-        200,
-        &IceConfig {
-            ice_servers: servers,
-            expires_at,
-        },
-    ))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new("GET /api/sfu/health", "Health (sfu)")
-            .answers(200, "OK", Schema::view::<Health>())
-            .answers(
-                503,
-                "The SFU answers 5xx or not at all",
-                Schema::view::<Health>(),
-            ),
-        Operation::new("GET /api/streaming/providers", "Providers (sfu)").answers(
-            200,
-            "OK",
-            Schema::view::<Providers>(),
-        ),
-        Operation::new("GET /api/streaming/ice-config", "Ice config (sfu)")
-            .answers(200, "OK", Schema::view::<IceConfig>())
-            .errors(503, &["ice_misconfigured"]),
-    ]
+    Ok(Json(IceConfig {
+        ice_servers: servers,
+        expires_at,
+    }))
 }

@@ -3,14 +3,45 @@
 //! on `/api/streaming/sessions/{id}/participants/events`; egress events move recordings;
 //! the rest are acknowledged.
 
+use crate::ApiRoute;
 use crate::cohosts::{self, ParticipantEvent};
 use crate::recordings::{self, EgressOutcome};
 use crate::sfu_ack::SfuEventAck;
 use domain::ApiError;
+use edge::contract::Schema;
+use edge::endpoint;
+use edge::spin::endpoint::{NoBody, Raw};
 use edge::spin::http::SfuCtx;
-use spin_sdk::http::Response;
+use serde_json::json;
 
-pub fn receive(ctx: &SfuCtx) -> Result<Response, ApiError> {
+/// The SFU's one webhook address. Its tier reads and verifies the body (the event), so the
+/// handler takes none; its acknowledgement comes from the module that handled the event.
+pub const ROUTES: &[ApiRoute] = &[endpoint!(
+    POST "/api/sfu/webhook",
+    Sfu(receive),
+    "Receive (SFU webhook)",
+    |op| op
+        .takes_as(
+            "application/webhook+json",
+            Schema::written(json!({
+                "type": "object",
+                "description": "LiveKit webhook event: participant_joined, participant_left, \
+                    egress_started, egress_updated, egress_ended; others are acknowledged and \
+                    ignored",
+            })),
+        )
+        .answers(200, "OK", Schema::view::<SfuEventAck>())
+        .errors(404, &["not_found"])
+        .errors(422, &["invalid_webhook"]),
+)];
+
+/// Participant events update presence, egress events move recordings, the rest are
+/// acknowledged.
+fn receive(ctx: &SfuCtx, _: NoBody) -> Result<Raw, ApiError> {
+    receive_event(ctx).map(Raw)
+}
+
+fn receive_event(ctx: &SfuCtx) -> edge::spin::http::Reply {
     let kind = ctx.event["event"].as_str().unwrap_or_default();
     match kind {
         "participant_joined" | "participant_left" => {
@@ -36,25 +67,4 @@ pub fn receive(ctx: &SfuCtx) -> Result<Response, ApiError> {
         )),
         other => Ok(SfuEventAck::ignored(other).answer()),
     }
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    use serde_json::json;
-    vec![
-        Operation::new("POST /api/sfu/webhook", "Receive (SFU webhook)")
-            .takes_as(
-                "application/webhook+json",
-                Schema::written(json!({
-                    "type": "object",
-                    "description": "LiveKit webhook event: participant_joined, participant_left, \
-                        egress_started, egress_updated, egress_ended; others are acknowledged and \
-                        ignored",
-                })),
-            )
-            .answers(200, "OK", Schema::view::<SfuEventAck>())
-            .errors(404, &["not_found"])
-            .errors(422, &["invalid_webhook"]),
-    ]
 }

@@ -328,50 +328,6 @@ pub fn documented_method(method: &str) -> &str {
     if method == ANY_METHOD { "ANY" } else { method }
 }
 
-/// The differences between `component`'s route table and the README's rows for it: each
-/// route must appear once with its tier, and no row may name a route the table lacks.
-pub fn undocumented<E: Endpoint>(
-    readme: &str,
-    component: &str,
-    routes: &[Route<E>],
-) -> Vec<String> {
-    let documented: Vec<DocumentedRoute> = documented_routes(readme)
-        .into_iter()
-        .filter(|r| r.component == component)
-        .collect();
-    let mut problems = Vec::new();
-    for route in routes {
-        let expected = DocumentedRoute {
-            component: component.to_string(),
-            method: documented_method(route.method).to_string(),
-            path: route.pattern.to_string(),
-            tier: route.tier().name().to_string(),
-        };
-        let rows = documented
-            .iter()
-            .filter(|r| r.method == expected.method && r.path == expected.path)
-            .count();
-        if rows != 1 || !documented.contains(&expected) {
-            problems.push(format!(
-                "expected exactly one row: | {} | {} | `{}` | {} |",
-                expected.component, expected.method, expected.path, expected.tier
-            ));
-        }
-    }
-    for row in &documented {
-        let known = routes
-            .iter()
-            .any(|r| documented_method(r.method) == row.method && r.pattern == row.path);
-        if !known {
-            problems.push(format!(
-                "the README names {} {} of {}, which its route table lacks",
-                row.method, row.path, row.component
-            ));
-        }
-    }
-    problems
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,20 +500,5 @@ mod tests {
                 _ => Tier::User,
             }
         }
-    }
-
-    #[test]
-    fn the_readme_table_is_checked_both_ways() {
-        let readme = "# X\n\n## Who may call what\n\n| component | method | path | tier |\n|---|---|---|---|\n\
-            | api | GET | `/api/broadcasts/{id}` | user |\n\
-            | api | GET | `/api/broadcasts/live` | app |\n\
-            | api | POST | `/api/broadcasts/{id}/status` | server |\n\
-            | api | GET | `/api/gone` | user |\n\
-            | music | GET | `/api/broadcasts` | user |\n\n## Next\n| api | GET | `/api/broadcasts` | user |\n";
-        let problems = undocumented(readme, "api", ROUTES);
-        assert_eq!(problems.len(), 3, "{problems:#?}");
-        assert!(problems[0].contains("/api/broadcasts/{id}/status` | user"));
-        assert!(problems[1].contains("`/api/broadcasts` | user"));
-        assert!(problems[2].contains("GET /api/gone"));
     }
 }

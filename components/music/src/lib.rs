@@ -49,16 +49,3 @@ pub static ROUTES: LazyLock<Vec<Route<Handler>>> = LazyLock::new(|| {
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     handle_incoming(req, out, &ROUTES).await
 }
-
-#[cfg(test)]
-mod route_table {
-    #[test]
-    fn the_readme_lists_every_route_with_its_tier() {
-        let readme = include_str!("../../../README.md");
-        let problems = edge::routing::undocumented(readme, "music", &super::ROUTES);
-        assert!(
-            problems.is_empty(),
-            "README, Who may call what: {problems:#?}"
-        );
-    }
-}

@@ -34,16 +34,3 @@ pub const ROUTES: &[Route<Handler>] = deliver::ROUTES;
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     handle_incoming(req, out, ROUTES).await
 }
-
-#[cfg(test)]
-mod route_table {
-    #[test]
-    fn the_readme_lists_every_route_with_its_tier() {
-        let readme = include_str!("../../../README.md");
-        let problems = edge::routing::undocumented(readme, "webhooks", super::ROUTES);
-        assert!(
-            problems.is_empty(),
-            "README, Who may call what: {problems:#?}"
-        );
-    }
-}

@@ -852,7 +852,7 @@ async fn the_route_table_says_what_each_route_answers_without_credentials() {
     let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
     let rows = edge::routing::documented_routes(&readme);
     assert!(rows.len() > 100, "the route table is read");
-    // The notes the tier cells carry: `public (only with `SPIN_VARIABLE_X=true`, ...)`.
+    // The notes a row carries in its summary: `... (only with `SPIN_VARIABLE_X=true`, ...)`.
     let note_of = |path: &str| -> Option<String> {
         let line = readme
             .lines()

@@ -19,16 +19,11 @@ mod restrictions;
 mod screening;
 mod word_lists;
 
-pub use modes::{clear, get_settings, pin, put_settings, unpin};
-pub use reports::{moderation_log, report, reports, resolve};
-pub use restrictions::{ban, channel_ban, channel_unban, timeout, unban};
 pub use screening::{
     Screened, check_not_banned, claim_slow_mode_slot, delete_as_moderator, hold, screen,
 };
-pub use word_lists::{
-    get_blocked_words, get_tenant_blocked_words, put_blocked_words, put_tenant_blocked_words,
-};
 
+use crate::ApiRoute;
 use crate::access::Viewer;
 use crate::chat_target::{self, ChatTarget};
 use crate::realtime;
@@ -41,6 +36,18 @@ use domain::{ApiError, ids};
 use edge::realtime::Event;
 use edge::spin::http::ActorCtx;
 use serde_json::{Value, json};
+use std::sync::LazyLock;
+
+/// The moderation routes, each declared beside its handler in its module.
+pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
+    [
+        restrictions::ROUTES,
+        modes::ROUTES,
+        reports::ROUTES,
+        word_lists::ROUTES,
+    ]
+    .concat()
+});
 
 /// How many open streams of a creator a channel-wide action is pushed to.
 const CHANNEL_PUSH_LIMIT: i64 = 20;
@@ -172,15 +179,4 @@ fn publish_channel(db: &Db, client_id: &str, owner: &str, event: Event) -> Resul
         realtime::publish(&stream, event.clone());
     }
     Ok(())
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    [
-        restrictions::operations(),
-        modes::operations(),
-        reports::operations(),
-        word_lists::operations(),
-    ]
-    .concat()
 }

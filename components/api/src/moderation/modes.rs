@@ -2,6 +2,7 @@
 //! it, and its pinned message.
 
 use super::{Moderator, UserId, log_action, moderated};
+use crate::ApiRoute;
 use crate::access::Viewer;
 use crate::chat_target::{self, ChatTarget};
 use crate::realtime;
@@ -11,14 +12,15 @@ use ::store::moderation as store;
 use domain::moderation::{MAX_FOLLOW_MINUTES, MAX_SLOW_MODE_SECS, Modes};
 use domain::problem::FieldError;
 use domain::validate::JsonBody;
-use domain::validate::body::{FieldKind, OptBool, OptInt, RequestBody, Text};
+use domain::validate::body::{FieldKind, OptBool, OptInt, Text};
 use domain::{ApiError, ids, request_body};
+use edge::endpoint;
 use edge::realtime::{Event, ModerationAction};
-use edge::spin::http::{ActorCtx, Call, json};
+use edge::spin::endpoint::{Json, NoBody};
+use edge::spin::http::{ActorCtx, Call};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
-use spin_sdk::http::Response;
 
 /// A stream's chat modes and its pinned message.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -58,12 +60,49 @@ fn settings_view(db: &Db, target: &ChatTarget) -> Result<SettingsView, ApiError>
     })
 }
 
-/// `GET /api/streams/{id}/chat/settings`: anyone who may read the chat (clients show the
-/// modes).
-pub fn get_settings(ctx: &ActorCtx) -> Result<Response, ApiError> {
+/// The modes, clearing and pin routes of a stream's chat.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        GET "/api/streams/{id}/chat/settings",
+        UserOrServer(get_settings),
+        "Get settings (moderation)",
+    ),
+    endpoint!(
+        PUT "/api/streams/{id}/chat/settings",
+        UserOrServer(put_settings),
+        "Put settings (moderation)",
+        |op| op
+            .errors(403, &["not_a_moderator"])
+            .errors(422, &["validation_failed"]),
+    ),
+    endpoint!(
+        POST "/api/streams/{id}/chat/clear",
+        UserOrServer(clear),
+        "Clear (moderation)",
+        |op| op.errors(403, &["not_a_moderator"]),
+    ),
+    endpoint!(
+        PUT "/api/streams/{id}/chat/pin",
+        UserOrServer(pin),
+        "Pin (moderation)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(403, &["not_a_moderator"])
+            .errors(404, &["not_found"]),
+    ),
+    endpoint!(
+        DELETE "/api/streams/{id}/chat/pin",
+        UserOrServer(unpin),
+        "Unpin (moderation)",
+        |op| op.errors(403, &["not_a_moderator"]),
+    ),
+];
+
+/// Anyone who may read the chat (clients show the modes).
+fn get_settings(ctx: &ActorCtx, _: NoBody) -> Result<Json<SettingsView>, ApiError> {
     let db = ctx.db()?;
     let target = chat_target::stream_target(ctx, &ctx.tenant, Viewer::of_actor(&ctx.actor), &db)?;
-    Ok(json(200, &settings_view(&db, &target)?))
+    Ok(Json(settings_view(&db, &target)?))
 }
 
 request_body! {
@@ -79,13 +118,10 @@ request_body! {
     }
 }
 
-/// `PUT /api/streams/{id}/chat/settings`: the modes as a whole; a field left out is off.
-pub fn put_settings(ctx: &ActorCtx) -> Result<Response, ApiError> {
+/// The modes as a whole; a field left out is off.
+fn put_settings(ctx: &ActorCtx, sent: ModesBody) -> Result<Json<SettingsView>, ApiError> {
     let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
-    let mut body = ctx.json()?;
-    let sent = ModesBody::read(&mut body);
-    body.finish()?;
     let modes = Modes {
         slow_mode_seconds: sent.slow_mode_seconds.unwrap_or(0),
         followers_only_minutes: sent.followers_only_minutes,
@@ -99,7 +135,7 @@ pub fn put_settings(ctx: &ActorCtx) -> Result<Response, ApiError> {
         }]));
     }
     save_modes(ctx, &db, &target, &moderator, &modes)?;
-    Ok(json(200, &settings_view(&db, &target)?))
+    Ok(Json(settings_view(&db, &target)?))
 }
 
 fn save_modes(
@@ -174,19 +210,11 @@ pub struct Cleared {
     ids: Vec<String>,
 }
 
-/// `POST /api/streams/{id}/chat/clear` `{userId?}`: deletes every message of the chat, or
-/// only that user's.
-pub fn clear(ctx: &ActorCtx) -> Result<Response, ApiError> {
+/// `{userId?}` (the body may be left out): deletes every message of the chat, or only that
+/// user's.
+fn clear(ctx: &ActorCtx, ClearBody { user_id }: ClearBody) -> Result<Json<Cleared>, ApiError> {
     let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
-    let user_id = if ctx.req.body().is_empty() {
-        None
-    } else {
-        let mut body = ctx.json()?;
-        let ClearBody { user_id } = ClearBody::read(&mut body);
-        body.finish()?;
-        user_id
-    };
     let (action, deleted) = db.transaction(|tx| {
         let deleted = chat_store::delete_many(
             tx,
@@ -225,13 +253,10 @@ pub fn clear(ctx: &ActorCtx) -> Result<Response, ApiError> {
         *message_ids = Some(deleted.clone());
     }
     realtime::publish(&target.stream_id, event);
-    Ok(json(
-        200,
-        &Cleared {
-            deleted: deleted.len() as i64,
-            ids: deleted,
-        },
-    ))
+    Ok(Json(Cleared {
+        deleted: deleted.len() as i64,
+        ids: deleted,
+    }))
 }
 
 request_body! {
@@ -241,28 +266,28 @@ request_body! {
     }
 }
 
-/// `PUT /api/streams/{id}/chat/pin` `{messageId}`
-pub fn pin(ctx: &ActorCtx) -> Result<Response, ApiError> {
+/// `{messageId}`: a message shown in the chat.
+fn pin(
+    ctx: &ActorCtx,
+    PinBody { message_id: raw }: PinBody,
+) -> Result<Json<SettingsView>, ApiError> {
     let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
-    let mut body = ctx.json()?;
-    let PinBody { message_id: raw } = PinBody::read(&mut body);
-    body.finish()?;
     let message_id = ids::parse_uuid(&raw)
         .ok_or_else(|| ApiError::bad_request("invalid_id", "messageId must be a UUID"))?;
     let message = chat_store::message(&db, &target.store(), &message_id)?
         .filter(|m| !m.deleted && !m.held)
         .ok_or_else(|| ApiError::not_found("message"))?;
     set_pin(ctx, &db, &target, &moderator, Some(&message))?;
-    Ok(json(200, &settings_view(&db, &target)?))
+    Ok(Json(settings_view(&db, &target)?))
 }
 
-/// `DELETE /api/streams/{id}/chat/pin`
-pub fn unpin(ctx: &ActorCtx) -> Result<Response, ApiError> {
+/// No message is pinned any more.
+fn unpin(ctx: &ActorCtx, _: NoBody) -> Result<Json<SettingsView>, ApiError> {
     let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
     set_pin(ctx, &db, &target, &moderator, None)?;
-    Ok(json(200, &settings_view(&db, &target)?))
+    Ok(Json(settings_view(&db, &target)?))
 }
 
 fn set_pin(
@@ -310,37 +335,4 @@ fn set_pin(
     }
     realtime::publish(&target.stream_id, event);
     Ok(())
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new(
-            "GET /api/streams/{id}/chat/settings",
-            "Get settings (moderation)",
-        )
-        .answers(200, "OK", Schema::view::<SettingsView>()),
-        Operation::new(
-            "PUT /api/streams/{id}/chat/settings",
-            "Put settings (moderation)",
-        )
-        .takes(Schema::body::<ModesBody>())
-        .answers(200, "OK", Schema::view::<SettingsView>())
-        .errors(403, &["not_a_moderator"])
-        .errors(422, &["validation_failed"]),
-        Operation::new("POST /api/streams/{id}/chat/clear", "Clear (moderation)")
-            .takes(Schema::body::<ClearBody>())
-            .answers(200, "OK", Schema::view::<Cleared>())
-            .errors(403, &["not_a_moderator"]),
-        Operation::new("PUT /api/streams/{id}/chat/pin", "Pin (moderation)")
-            .takes(Schema::body::<PinBody>())
-            .answers(200, "OK", Schema::view::<SettingsView>())
-            .errors(400, &["invalid_id"])
-            .errors(403, &["not_a_moderator"])
-            .errors(404, &["not_found"]),
-        Operation::new("DELETE /api/streams/{id}/chat/pin", "Unpin (moderation)")
-            .answers(200, "OK", Schema::view::<SettingsView>())
-            .errors(403, &["not_a_moderator"]),
-    ]
 }

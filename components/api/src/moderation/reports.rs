@@ -1,6 +1,7 @@
 //! Viewers' reports of messages, their resolution by moderators, and the moderation log.
 
 use super::{log_action, moderated};
+use crate::ApiRoute;
 use crate::access::Viewer;
 use crate::chat_target::{self};
 use crate::realtime;
@@ -10,13 +11,14 @@ use ::store::outbox::{self, Subject};
 use ::store::rate_limits;
 use domain::moderation::MAX_REASON_CHARS;
 use domain::pagination::{Page, Paged};
-use domain::validate::body::{Choice, Choices, OptText, RequestBody, Text};
+use domain::validate::body::{Choice, Choices, OptText, Text};
 use domain::{ApiError, ids, request_body};
+use edge::endpoint;
 use edge::realtime::Event;
-use edge::spin::http::{ActorCtx, UserCtx, json};
+use edge::spin::endpoint::{self, Created, Json, NoBody};
+use edge::spin::http::{ActorCtx, UserCtx};
 use serde::Serialize;
 use serde_json::json;
-use spin_sdk::http::Response;
 
 /// Reports one user may file per window.
 const REPORT_MAX: i64 = 5;
@@ -86,16 +88,60 @@ struct ReportedEvent<'a> {
     message: &'a Message,
 }
 
-/// `POST /api/streams/{id}/chat/{messageId}/report` `{reason}`: any signed-in viewer who
-/// may read the chat; rate limited; once per message and reporter.
-pub fn report(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The report, resolution and log routes of a stream's chat.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        POST "/api/streams/{id}/chat/{messageId}/report",
+        User(report),
+        "Report (moderation)",
+        |op| op
+            .link(
+                "POST /api/streams/{id}/chat/reports/{reportId}/resolve",
+                &[
+                    ("id", "$request.path.id"),
+                    ("reportId", "$response.body#/id"),
+                ],
+            )
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"])
+            .errors(409, &["already_reported"])
+            .errors(429, &["rate_limited"]),
+    ),
+    endpoint!(
+        GET "/api/streams/{id}/chat/reports",
+        UserOrServer(reports),
+        "Reports (moderation)",
+        |op| op
+            .errors(400, &["invalid_query", "invalid_status"])
+            .errors(403, &["not_a_moderator"]),
+    ),
+    endpoint!(
+        POST "/api/streams/{id}/chat/reports/{reportId}/resolve",
+        UserOrServer(resolve),
+        "Resolve (moderation)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(403, &["not_a_moderator"])
+            .errors(404, &["not_found"])
+            .errors(409, &["already_reported", "already_resolved", "not_held"]),
+    ),
+    endpoint!(
+        GET "/api/streams/{id}/chat/moderation-log",
+        UserOrServer(moderation_log),
+        "Moderation log (moderation)",
+        |op| op
+            .errors(400, &["invalid_query"])
+            .errors(403, &["not_a_moderator"]),
+    ),
+];
+
+/// `{reason}`: any signed-in viewer who may read the chat; rate limited; once per message
+/// and reporter.
+fn report(ctx: &UserCtx, ReportBody { reason }: ReportBody) -> Result<Created<Report>, ApiError> {
     let db = ctx.db()?;
     let target = chat_target::stream_target(ctx, &ctx.tenant, Viewer::User(&ctx.user.id), &db)?;
     let message_id = ids::parse_uuid(ctx.param("messageId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the message id must be a UUID"))?;
-    let mut body = ctx.json()?;
-    let ReportBody { reason } = ReportBody::read(&mut body);
-    body.finish()?;
     let message = chat_store::message(&db, &target.store(), &message_id)?
         .filter(|m| !m.deleted && !m.held)
         .ok_or_else(|| ApiError::not_found("message"))?;
@@ -141,11 +187,11 @@ pub fn report(ctx: &UserCtx) -> Result<Response, ApiError> {
         )?;
         Ok(filed)
     })?;
-    Ok(json(201, &filed))
+    Ok(Created(filed))
 }
 
-/// `GET /api/streams/{id}/chat/reports?status=open|resolved|all`: the queue, oldest first.
-pub fn reports(ctx: &ActorCtx) -> Result<Response, ApiError> {
+/// `?status=open|resolved|all`: the queue, oldest first.
+fn reports(ctx: &ActorCtx, _: NoBody) -> Result<endpoint::Page<Report>, ApiError> {
     let db = ctx.db()?;
     let (target, _) = moderated(ctx, &db)?;
     let filter = match ctx.query_value("status").as_deref() {
@@ -161,20 +207,19 @@ pub fn reports(ctx: &ActorCtx) -> Result<Response, ApiError> {
     };
     let page = Page::from_query(ctx.query())?;
     let (items, total) = store::reports(&db, &target.client_id, &target.stream_id, filter, page)?;
-    Ok(json(200, &Paged::new(items, total, page)))
+    Ok(endpoint::Page(Paged::new(items, total, page)))
 }
 
-/// `POST /api/streams/{id}/chat/reports/{reportId}/resolve`
 /// `{action: "dismiss" | "delete" | "approve", note?}`: `delete` deletes the message,
 /// `approve` shows a held one. Every open report of that message is settled with it.
-pub fn resolve(ctx: &ActorCtx) -> Result<Response, ApiError> {
+fn resolve(
+    ctx: &ActorCtx,
+    ResolutionBody { action, note }: ResolutionBody,
+) -> Result<Json<Report>, ApiError> {
     let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
     let report_id = ids::parse_uuid(ctx.param("reportId"))
         .ok_or_else(|| ApiError::bad_request("invalid_id", "the report id must be a UUID"))?;
-    let mut body = ctx.json()?;
-    let ResolutionBody { action, note } = ResolutionBody::read(&mut body);
-    body.finish()?;
     let action = action.unwrap_or(Decision::Dismiss);
     let note = note.unwrap_or_default();
     let report = store::report(&db, &target.client_id, &target.stream_id, &report_id)?
@@ -252,12 +297,11 @@ pub fn resolve(ctx: &ActorCtx) -> Result<Response, ApiError> {
         ),
         _ => {}
     }
-    Ok(json(200, &resolved))
+    Ok(Json(resolved))
 }
 
-/// `GET /api/streams/{id}/chat/moderation-log`: newest first, with the creator's
-/// channel-wide actions.
-pub fn moderation_log(ctx: &ActorCtx) -> Result<Response, ApiError> {
+/// Newest first, with the creator's channel-wide actions.
+fn moderation_log(ctx: &ActorCtx, _: NoBody) -> Result<endpoint::Page<LogEntry>, ApiError> {
     let db = ctx.db()?;
     let (target, _) = moderated(ctx, &db)?;
     let page = Page::from_query(ctx.query())?;
@@ -268,52 +312,5 @@ pub fn moderation_log(ctx: &ActorCtx) -> Result<Response, ApiError> {
         target.owner_id.as_deref(),
         page,
     )?;
-    Ok(json(200, &Paged::new(items, total, page)))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new(
-            "POST /api/streams/{id}/chat/{messageId}/report",
-            "Report (moderation)",
-        )
-        .takes(Schema::body::<ReportBody>())
-        .answers(201, "Created", Schema::view::<Report>())
-        .link(
-            "POST /api/streams/{id}/chat/reports/{reportId}/resolve",
-            &[
-                ("id", "$request.path.id"),
-                ("reportId", "$response.body#/id"),
-            ],
-        )
-        .errors(400, &["invalid_id"])
-        .errors(404, &["not_found"])
-        .errors(409, &["already_reported"])
-        .errors(429, &["rate_limited"]),
-        Operation::new("GET /api/streams/{id}/chat/reports", "Reports (moderation)")
-            .paged()
-            .answers(200, "OK", Schema::page_of::<Report>())
-            .errors(400, &["invalid_query", "invalid_status"])
-            .errors(403, &["not_a_moderator"]),
-        Operation::new(
-            "POST /api/streams/{id}/chat/reports/{reportId}/resolve",
-            "Resolve (moderation)",
-        )
-        .takes(Schema::body::<ResolutionBody>())
-        .answers(200, "OK", Schema::view::<Report>())
-        .errors(400, &["invalid_id"])
-        .errors(403, &["not_a_moderator"])
-        .errors(404, &["not_found"])
-        .errors(409, &["already_reported", "already_resolved", "not_held"]),
-        Operation::new(
-            "GET /api/streams/{id}/chat/moderation-log",
-            "Moderation log (moderation)",
-        )
-        .paged()
-        .answers(200, "OK", Schema::page_of::<LogEntry>())
-        .errors(400, &["invalid_query"])
-        .errors(403, &["not_a_moderator"]),
-    ]
+    Ok(endpoint::Page(Paged::new(items, total, page)))
 }

@@ -2,20 +2,22 @@
 //! creator's own, on every stream of theirs).
 
 use super::{Moderator, OptScope, UserId, moderated, publish_channel};
+use crate::ApiRoute;
 use crate::chat_target::{self, ChatTarget};
 use crate::realtime;
 use ::store::moderation::{self as store, NewLogEntry, NewRestriction};
 use ::store::outbox::{self, Subject};
 use ::store::{Db, users};
 use domain::moderation::{MAX_REASON_CHARS, MAX_TIMEOUT_SECS, Scope};
-use domain::validate::body::{Int, OptText, RequestBody};
+use domain::validate::body::{Int, OptText};
 use domain::{ApiError, ids, request_body, time};
+use edge::endpoint;
 use edge::realtime::{Event, ModerationAction};
-use edge::spin::http::{ActorCtx, Call, UserCtx, json};
+use edge::spin::endpoint::{Json, NoBody};
+use edge::spin::http::{ActorCtx, Call, UserCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
-use spin_sdk::http::Response;
 
 request_body! {
     /// A timeout of a user in a stream's chat (or, with `scope: channel`, in every chat of
@@ -101,15 +103,12 @@ pub struct Lifted {
 }
 
 impl Lifted {
-    fn answer(user_id: String, scope: Scope) -> Response {
-        json(
-            200,
-            &Lifted {
-                success: true,
-                user_id,
-                scope: scope.as_str(),
-            },
-        )
+    fn answer(user_id: String, scope: Scope) -> Json<Lifted> {
+        Json(Lifted {
+            success: true,
+            user_id,
+            scope: scope.as_str(),
+        })
     }
 }
 
@@ -262,35 +261,94 @@ fn apply_restriction(call: &Call, db: &Db, r: &Restrict<'_>) -> Result<Restricti
     Ok(view)
 }
 
+/// The timeout and ban routes: a stream's moderators on its chat, the creator on every
+/// chat of theirs.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        POST "/api/streams/{id}/chat/timeouts",
+        UserOrServer(timeout),
+        "Timeout (moderation)",
+        |op| op
+            .errors(403, &["not_a_moderator", "not_the_creator"])
+            .errors(404, &["not_found"])
+            .errors(409, &["cannot_restrict_moderator", "no_channel"]),
+    ),
+    endpoint!(
+        POST "/api/streams/{id}/chat/bans",
+        UserOrServer(ban),
+        "Ban (moderation)",
+        |op| op
+            .link(
+                "DELETE /api/streams/{id}/chat/bans/{userId}",
+                &[
+                    ("id", "$request.path.id"),
+                    ("userId", "$response.body#/userId"),
+                ],
+            )
+            .errors(403, &["not_a_moderator", "not_the_creator"])
+            .errors(404, &["not_found"])
+            .errors(409, &["cannot_restrict_moderator", "no_channel"]),
+    ),
+    endpoint!(
+        DELETE "/api/streams/{id}/chat/bans/{userId}",
+        UserOrServer(unban),
+        "Unban (moderation)",
+        |op| op
+            .errors(400, &["invalid_id", "invalid_scope"])
+            .errors(403, &["not_a_moderator", "not_the_creator"])
+            .errors(404, &["not_found"])
+            .errors(409, &["no_channel"]),
+    ),
+    endpoint!(
+        POST "/api/users/me/chat/bans",
+        User(channel_ban),
+        "Channel ban (moderation)",
+        |op| op
+            .link(
+                "DELETE /api/users/me/chat/bans/{userId}",
+                &[("userId", "$response.body#/userId")],
+            )
+            .errors(409, &["cannot_restrict_moderator"]),
+    ),
+    endpoint!(
+        DELETE "/api/users/me/chat/bans/{userId}",
+        User(channel_unban),
+        "Channel unban (moderation)",
+        |op| op
+            .errors(400, &["invalid_id"])
+            .errors(404, &["not_found"]),
+    ),
+];
+
 // ---- Stream routes ----
 
-/// `POST /api/streams/{id}/chat/timeouts` `{userId, seconds, reason?, scope?}`
-pub fn timeout(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = ctx.db()?;
-    let chat = moderated(ctx, &db)?;
-    let mut body = ctx.json()?;
-    let TimeoutBody {
+/// `{userId, seconds, reason?, scope?}`
+fn timeout(
+    ctx: &ActorCtx,
+    TimeoutBody {
         user_id,
         seconds,
         reason,
         scope,
-    } = TimeoutBody::read(&mut body);
-    body.finish()?;
+    }: TimeoutBody,
+) -> Result<Json<RestrictionView>, ApiError> {
+    let db = ctx.db()?;
+    let chat = moderated(ctx, &db)?;
     let until_ms = ctx.now_millis() + seconds * 1000;
     let reason = reason.unwrap_or_default();
     restrict_in_chat(ctx, &db, &chat, &user_id, &reason, scope, Some(until_ms))
 }
 
-/// `POST /api/streams/{id}/chat/bans` `{userId, reason?, scope?}`
-pub fn ban(ctx: &ActorCtx) -> Result<Response, ApiError> {
-    let db = ctx.db()?;
-    let chat = moderated(ctx, &db)?;
-    let mut body = ctx.json()?;
-    let BanBody {
+/// `{userId, reason?, scope?}`
+fn ban(
+    ctx: &ActorCtx,
+    BanBody {
         ban: ChannelBanBody { user_id, reason },
         scope,
-    } = BanBody::read(&mut body);
-    body.finish()?;
+    }: BanBody,
+) -> Result<Json<RestrictionView>, ApiError> {
+    let db = ctx.db()?;
+    let chat = moderated(ctx, &db)?;
     let reason = reason.unwrap_or_default();
     restrict_in_chat(ctx, &db, &chat, &user_id, &reason, scope, None)
 }
@@ -305,7 +363,7 @@ fn restrict_in_chat(
     reason: &str,
     scope: Scope,
     until_ms: Option<i64>,
-) -> Result<Response, ApiError> {
+) -> Result<Json<RestrictionView>, ApiError> {
     let scope_id = scope_id(target, scope, moderator)?;
     check_restrictable(db, target, user_id)?;
     let view = apply_restriction(
@@ -323,7 +381,7 @@ fn restrict_in_chat(
             owner: target.owner_id.as_deref(),
         },
     )?;
-    Ok(json(200, &view))
+    Ok(Json(view))
 }
 
 /// Lifts a restriction with its log entry, then pushes `user_unbanned`.
@@ -360,8 +418,8 @@ fn lift(
     Ok(user_id)
 }
 
-/// `DELETE /api/streams/{id}/chat/bans/{userId}` (`?scope=channel` for a channel-wide one)
-pub fn unban(ctx: &ActorCtx) -> Result<Response, ApiError> {
+/// `?scope=channel` for a channel-wide one.
+fn unban(ctx: &ActorCtx, _: NoBody) -> Result<Json<Lifted>, ApiError> {
     let db = ctx.db()?;
     let (target, moderator) = moderated(ctx, &db)?;
     let scope = match ctx.query_value("scope").as_deref() {
@@ -393,13 +451,12 @@ pub fn unban(ctx: &ActorCtx) -> Result<Response, ApiError> {
 
 // ---- The creator's channel-wide routes ----
 
-/// `POST /api/users/me/chat/bans` `{userId, reason?}`: banned from all the creator's
-/// streams.
-pub fn channel_ban(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// `{userId, reason?}`: banned from all the creator's streams.
+fn channel_ban(
+    ctx: &UserCtx,
+    ChannelBanBody { user_id, reason }: ChannelBanBody,
+) -> Result<Json<RestrictionView>, ApiError> {
     let db = ctx.db()?;
-    let mut body = ctx.json()?;
-    let ChannelBanBody { user_id, reason } = ChannelBanBody::read(&mut body);
-    body.finish()?;
     let reason = reason.unwrap_or_default();
     let me = &ctx.user.id;
     if user_id == *me {
@@ -426,11 +483,11 @@ pub fn channel_ban(ctx: &UserCtx) -> Result<Response, ApiError> {
             owner: Some(me),
         },
     )?;
-    Ok(json(200, &view))
+    Ok(Json(view))
 }
 
-/// `DELETE /api/users/me/chat/bans/{userId}`
-pub fn channel_unban(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// Lifts the creator's channel-wide ban.
+fn channel_unban(ctx: &UserCtx, _: NoBody) -> Result<Json<Lifted>, ApiError> {
     let db = ctx.db()?;
     let me = &ctx.user.id;
     let user_id = lift(ctx, &db, &ctx.tenant.client_id, Scope::Channel, me, me)?;
@@ -444,63 +501,11 @@ pub fn channel_unban(ctx: &UserCtx) -> Result<Response, ApiError> {
     Ok(Lifted::answer(user_id, Scope::Channel))
 }
 
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new(
-            "POST /api/streams/{id}/chat/timeouts",
-            "Timeout (moderation)",
-        )
-        .takes(Schema::body::<TimeoutBody>())
-        .answers(200, "OK", Schema::view::<RestrictionView>())
-        .errors(403, &["not_a_moderator", "not_the_creator"])
-        .errors(404, &["not_found"])
-        .errors(409, &["cannot_restrict_moderator", "no_channel"]),
-        Operation::new("POST /api/streams/{id}/chat/bans", "Ban (moderation)")
-            .takes(Schema::body::<BanBody>())
-            .answers(200, "OK", Schema::view::<RestrictionView>())
-            .link(
-                "DELETE /api/streams/{id}/chat/bans/{userId}",
-                &[
-                    ("id", "$request.path.id"),
-                    ("userId", "$response.body#/userId"),
-                ],
-            )
-            .errors(403, &["not_a_moderator", "not_the_creator"])
-            .errors(404, &["not_found"])
-            .errors(409, &["cannot_restrict_moderator", "no_channel"]),
-        Operation::new(
-            "DELETE /api/streams/{id}/chat/bans/{userId}",
-            "Unban (moderation)",
-        )
-        .answers(200, "OK", Schema::view::<Lifted>())
-        .errors(400, &["invalid_id", "invalid_scope"])
-        .errors(403, &["not_a_moderator", "not_the_creator"])
-        .errors(404, &["not_found"])
-        .errors(409, &["no_channel"]),
-        Operation::new("POST /api/users/me/chat/bans", "Channel ban (moderation)")
-            .takes(Schema::body::<ChannelBanBody>())
-            .answers(200, "OK", Schema::view::<RestrictionView>())
-            .link(
-                "DELETE /api/users/me/chat/bans/{userId}",
-                &[("userId", "$response.body#/userId")],
-            )
-            .errors(409, &["cannot_restrict_moderator"]),
-        Operation::new(
-            "DELETE /api/users/me/chat/bans/{userId}",
-            "Channel unban (moderation)",
-        )
-        .answers(200, "OK", Schema::view::<Lifted>())
-        .errors(400, &["invalid_id"])
-        .errors(404, &["not_found"]),
-    ]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use domain::validate::JsonBody;
+    use domain::validate::body::RequestBody;
 
     fn errors(json: &str) -> Vec<String> {
         let mut body = JsonBody::parse(json.as_bytes()).unwrap();

@@ -1,17 +1,19 @@
 //! Blocked words: the creator's list for their chats and the tenant's for every chat.
 
+use crate::ApiRoute;
 use ::store::moderation::{self as store, NewLogEntry, WordList};
 use domain::ApiError;
 use domain::moderation::{BlockedAction, Scope};
 use domain::request_body;
 use domain::validate::JsonBody;
-use domain::validate::body::{Choices, FieldKind, OptChoice, RequestBody};
+use domain::validate::body::{Choices, FieldKind, OptChoice};
 use domain::word_filter::{self};
-use edge::spin::http::{ServerCtx, UserCtx, json};
+use edge::endpoint;
+use edge::spin::endpoint::{Json, NoBody};
+use edge::spin::http::{ServerCtx, UserCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
-use spin_sdk::http::Response;
 
 /// A blocked-word list and what is done with a message that matches it.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -109,38 +111,73 @@ impl FieldKind for OptAction {
 
 request_body! {
     /// A blocked-word list, as a whole.
-    pub struct WordListBody as "BlockedWordsChange" {
+    pub struct WordListBody as "BlockedWordsChange" checked by WordListBody::check {
         "words" words: Patterns,
         "action" action: OptAction,
     }
 }
 
-/// The list a body sends, its words cleaned.
-fn read_word_list(mut body: JsonBody) -> Result<WordList, ApiError> {
-    let WordListBody { words, action } = WordListBody::read(&mut body);
-    let words = match words.map(|w| word_filter::clean_patterns(&w)) {
-        Some(Ok(w)) => w,
-        Some(Err(why)) => {
+impl WordListBody {
+    /// The words must clean ([`word_filter::clean_patterns`]) once every field is read.
+    fn check(&self, body: &mut JsonBody) {
+        if let Some(Err(why)) = self.words.as_deref().map(word_filter::clean_patterns) {
             body.error("words", why);
-            Vec::new()
         }
-        None => Vec::new(),
-    };
-    body.finish()?;
-    Ok(WordList { words, action })
+    }
+
+    /// The list the body sends, its words cleaned (they were checked).
+    fn into_list(self) -> WordList {
+        let words = self
+            .words
+            .and_then(|w| word_filter::clean_patterns(&w).ok())
+            .unwrap_or_default();
+        WordList {
+            words,
+            action: self.action,
+        }
+    }
 }
 
-/// `GET /api/users/me/chat/blocked-words`
-pub fn get_blocked_words(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// The blocked-word routes: the creator's list and the tenant's.
+pub const ROUTES: &[ApiRoute] = &[
+    endpoint!(
+        GET "/api/users/me/chat/blocked-words",
+        User(get_blocked_words),
+        "Get blocked words (moderation)",
+    ),
+    endpoint!(
+        PUT "/api/users/me/chat/blocked-words",
+        User(put_blocked_words),
+        "Put blocked words (moderation)",
+        |op| op.request_example(json!({ "words": ["spoiler", "sp*m"], "action": "hold" })),
+    ),
+    endpoint!(
+        GET "/api/v1/chat/blocked-words",
+        Server(get_tenant_blocked_words),
+        "Get tenant blocked words (moderation)",
+    ),
+    endpoint!(
+        PUT "/api/v1/chat/blocked-words",
+        Server(put_tenant_blocked_words),
+        "Put tenant blocked words (moderation)",
+        |op| op.request_example(json!({ "words": ["spoiler"], "action": "reject" })),
+    ),
+];
+
+/// The creator's list for their chats.
+fn get_blocked_words(ctx: &UserCtx, _: NoBody) -> Result<Json<BlockedWordsView>, ApiError> {
     let db = ctx.db()?;
     let list = store::word_list(&db, &ctx.tenant.client_id, &ctx.user.id)?;
-    Ok(json(200, &BlockedWordsView::of(list)))
+    Ok(Json(BlockedWordsView::of(list)))
 }
 
-/// `PUT /api/users/me/chat/blocked-words` `{words, action}`
-pub fn put_blocked_words(ctx: &UserCtx) -> Result<Response, ApiError> {
+/// `{words, action}`: the creator's list, as a whole.
+fn put_blocked_words(
+    ctx: &UserCtx,
+    sent: WordListBody,
+) -> Result<Json<BlockedWordsView>, ApiError> {
     let db = ctx.db()?;
-    let list = read_word_list(ctx.json()?)?;
+    let list = sent.into_list();
     let me = &ctx.user.id;
     db.transaction(|tx| {
         store::save_word_list(tx, &ctx.tenant.client_id, me, &list, ctx.now_millis())?;
@@ -160,20 +197,26 @@ pub fn put_blocked_words(ctx: &UserCtx) -> Result<Response, ApiError> {
             ctx.now_millis(),
         )
     })?;
-    Ok(json(200, &BlockedWordsView::of(Some(list))))
+    Ok(Json(BlockedWordsView::of(Some(list))))
 }
 
-/// `GET /api/v1/chat/blocked-words`: the tenant's default list (every creator's chat).
-pub fn get_tenant_blocked_words(ctx: &ServerCtx) -> Result<Response, ApiError> {
+/// The tenant's default list (every creator's chat).
+fn get_tenant_blocked_words(
+    ctx: &ServerCtx,
+    _: NoBody,
+) -> Result<Json<BlockedWordsView>, ApiError> {
     let db = ctx.db()?;
     let list = store::word_list(&db, &ctx.tenant.client_id, store::TENANT_LIST)?;
-    Ok(json(200, &BlockedWordsView::of(list)))
+    Ok(Json(BlockedWordsView::of(list)))
 }
 
-/// `PUT /api/v1/chat/blocked-words` `{words, action}`
-pub fn put_tenant_blocked_words(ctx: &ServerCtx) -> Result<Response, ApiError> {
+/// `{words, action}`: the tenant's list, as a whole.
+fn put_tenant_blocked_words(
+    ctx: &ServerCtx,
+    sent: WordListBody,
+) -> Result<Json<BlockedWordsView>, ApiError> {
     let db = ctx.db()?;
-    let list = read_word_list(ctx.json()?)?;
+    let list = sent.into_list();
     store::save_word_list(
         &db,
         &ctx.tenant.client_id,
@@ -181,47 +224,21 @@ pub fn put_tenant_blocked_words(ctx: &ServerCtx) -> Result<Response, ApiError> {
         &list,
         ctx.now_millis(),
     )?;
-    Ok(json(200, &BlockedWordsView::of(Some(list))))
-}
-
-/// What these routes take and answer, for the API document.
-pub(crate) fn operations() -> Vec<edge::contract::Operation> {
-    use edge::contract::{Operation, Schema};
-    vec![
-        Operation::new(
-            "GET /api/users/me/chat/blocked-words",
-            "Get blocked words (moderation)",
-        )
-        .answers(200, "OK", Schema::view::<BlockedWordsView>()),
-        Operation::new(
-            "PUT /api/users/me/chat/blocked-words",
-            "Put blocked words (moderation)",
-        )
-        .takes(Schema::body::<WordListBody>())
-        .request_example(json!({ "words": ["spoiler", "sp*m"], "action": "hold" }))
-        .answers(200, "OK", Schema::view::<BlockedWordsView>()),
-        Operation::new(
-            "GET /api/v1/chat/blocked-words",
-            "Get tenant blocked words (moderation)",
-        )
-        .answers(200, "OK", Schema::view::<BlockedWordsView>()),
-        Operation::new(
-            "PUT /api/v1/chat/blocked-words",
-            "Put tenant blocked words (moderation)",
-        )
-        .takes(Schema::body::<WordListBody>())
-        .request_example(json!({ "words": ["spoiler"], "action": "reject" }))
-        .answers(200, "OK", Schema::view::<BlockedWordsView>()),
-    ]
+    Ok(Json(BlockedWordsView::of(Some(list))))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use domain::validate::body::RequestBody;
 
+    /// The list as the dispatcher reads it: the fields, the check, then `finish`.
     fn read(json: &str) -> Result<WordList, Vec<(String, String)>> {
-        let body = JsonBody::parse(json.as_bytes()).unwrap();
-        read_word_list(body)
+        let mut body = JsonBody::parse(json.as_bytes()).unwrap();
+        let sent = WordListBody::read(&mut body);
+        sent.check(&mut body);
+        body.finish()
+            .map(|()| sent.into_list())
             .map_err(|e| e.fields.into_iter().map(|f| (f.field, f.message)).collect())
     }
 

@@ -2423,7 +2423,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** SFU test page (development only) */
+        /** SFU test page (only with `SPIN_VARIABLE_ENABLE_DEV_PAGES=true`, else 404) */
         get: operations["get-sfu-test"];
         put?: never;
         post?: never;
@@ -5090,7 +5090,10 @@ export interface operations {
     };
     "get-broadcasts": {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -5106,6 +5109,20 @@ export interface operations {
                     "application/json": components["schemas"]["Page"] & {
                         items?: components["schemas"]["Broadcast"][];
                     };
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "invalid_query";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
                 };
             };
             /** @description The credentials are missing or invalid */
@@ -5714,7 +5731,10 @@ export interface operations {
     };
     "get-broadcasts_by-id-chat": {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
             header?: never;
             path: {
                 id: string;
@@ -5742,7 +5762,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "invalid_id";
+                        code?: "invalid_id" | "invalid_query";
                         /** @constant */
                         status?: 400;
                     } & components["schemas"]["Problem"];
@@ -12572,7 +12592,10 @@ export interface operations {
     };
     "get-streams_by-id-chat": {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
             header?: never;
             path: {
                 id: string;
@@ -12600,7 +12623,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "invalid_id";
+                        code?: "invalid_id" | "invalid_query";
                         /** @constant */
                         status?: 400;
                     } & components["schemas"]["Problem"];
@@ -17350,7 +17373,10 @@ export interface operations {
     };
     "get-users_by-id-followers": {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
             header?: never;
             path: {
                 id: string;
@@ -17378,7 +17404,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "invalid_id";
+                        code?: "invalid_id" | "invalid_query";
                         /** @constant */
                         status?: 400;
                     } & components["schemas"]["Problem"];
@@ -17430,7 +17456,10 @@ export interface operations {
     };
     "get-users_by-id-following": {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
             header?: never;
             path: {
                 id: string;
@@ -17458,7 +17487,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "invalid_id";
+                        code?: "invalid_id" | "invalid_query";
                         /** @constant */
                         status?: 400;
                     } & components["schemas"]["Problem"];
@@ -19183,7 +19212,10 @@ export interface operations {
     };
     "get-v1-sessions": {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -19199,6 +19231,20 @@ export interface operations {
                     "application/json": components["schemas"]["Page"] & {
                         items?: components["schemas"]["Broadcast"][];
                     };
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "invalid_query";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
                 };
             };
             /** @description The credentials are missing or invalid */
