@@ -102,6 +102,8 @@ pub struct Route<E: 'static> {
     /// The request must carry a valid `Idempotency-Key` (money-moving calls): checked
     /// before any credential, so that a call refused for want of one spends nothing (a
     /// signed call's signature stays unused, and the same call with the key goes through).
+    /// Set by `idempotent_endpoint!`, whose handler runs once per key
+    /// (`spin::idempotent`).
     pub idempotent: bool,
     /// What the route takes and answers, for the API document: derived from its typed
     /// handler where the route is declared with `endpoint!` (else its module declares it).
@@ -130,12 +132,6 @@ impl<E> Route<E> {
     /// upload, a proxy): see [`Route::operation`].
     pub const fn documented(mut self, operation: fn() -> crate::contract::Operation) -> Route<E> {
         self.operation = Some(operation);
-        self
-    }
-
-    /// The route needs an `Idempotency-Key` (see [`Route::idempotent`]).
-    pub const fn idempotent(mut self) -> Route<E> {
-        self.idempotent = true;
         self
     }
 }

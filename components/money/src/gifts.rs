@@ -2,7 +2,6 @@
 //! the platform and new diamonds to the recipient, two transfers in one transaction), the
 //! broadcast's leaderboard and a creator's top supporters.
 
-use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
 use ::store::app;
 use ::store::app::access::{Viewer, Watched, may_watch};
@@ -12,17 +11,17 @@ use ::store::outbox::{self, Subject};
 use ::store::{Db, broadcasts, cohosts, files, monetization, users};
 use domain::ApiError;
 use domain::broadcast::Status;
-use domain::problem::json_value;
 use domain::request_body;
 use domain::validate::MAX_NAME;
 use domain::validate::body::{NameList, OptBool, OptChoice, OptInt, OptText, RequestBody, Text};
 use edge::contract::Schema;
-use edge::endpoint;
 use edge::realtime::Event;
 use edge::routing::Route;
 use edge::spin::auth::CurrentUser;
-use edge::spin::endpoint::{Json, NoBody, Raw};
+use edge::spin::endpoint::{Created, Json, NoBody};
 use edge::spin::http::{AppCtx, Handler, ServerCtx, UserCtx};
+use edge::spin::idempotent::Committed;
+use edge::{endpoint, idempotent_endpoint};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -50,13 +49,12 @@ fn catalog_of(db: &Db, client_id: &str, active_only: bool) -> Result<Catalog, Ap
 /// a gift, the leaderboard and a creator's supporters.
 pub const ROUTES: &[Route<Handler>] = &[
     endpoint!(GET "/api/gifts", App(catalog), "Catalog (gifts)"),
-    endpoint!(
+    idempotent_endpoint!(
         POST "/api/broadcasts/{id}/gifts",
-        User(send),
+        User(prepare => send),
         "Send (gifts)",
         |op| op
             .request_example(json!({ "giftId": "rose", "quantity": 1 }))
-            .answers(201, "Created", Schema::view::<GiftAnswer<'static>>())
             .errors(404, &["not_found"])
             .errors(409, &["broadcast_not_live"])
             .errors(
@@ -67,8 +65,7 @@ pub const ROUTES: &[Route<Handler>] = &[
                     "invalid_recipient",
                 ],
             )
-    )
-    .idempotent(),
+    ),
     endpoint!(
         GET "/api/broadcasts/{id}/gifts/leaderboard",
         User(leaderboard),
@@ -280,6 +277,7 @@ fn recipient_of(
 
 /// What a gift reads before its transaction.
 struct Prepared {
+    ask: Ask,
     /// The live broadcast, which the sender may watch.
     broadcast: broadcasts::Broadcast,
     /// The active catalog entry.
@@ -290,7 +288,10 @@ struct Prepared {
     settings: monetization::Settings,
 }
 
-fn prepare(ctx: &UserCtx, db: &Db, ask: &Ask) -> Result<Prepared, ApiError> {
+/// Reads what the gift needs, before its transaction: a refusal here is the key's answer
+/// too, and a retry of a gift that was sent replays it even after the broadcast ended.
+fn prepare(ctx: &UserCtx, asked: GiftToSendBody, db: &Db) -> Result<Prepared, ApiError> {
+    let ask = Ask::of(asked);
     let client_id = &ctx.tenant.client_id;
     let sender = &ctx.user;
     let now = ctx.now();
@@ -307,11 +308,12 @@ fn prepare(ctx: &UserCtx, db: &Db, ask: &Ask) -> Result<Prepared, ApiError> {
     let gift = store::get(db, client_id, &ask.gift_id)?
         .filter(|g| g.active)
         .ok_or_else(|| ApiError::not_found("gift"))?;
-    let recipient = recipient_of(db, &b, ask, &sender.id)?;
+    let recipient = recipient_of(db, &b, &ask, &sender.id)?;
     let tokens = rules::gift_cost(gift.price_tokens, ask.quantity)
         .ok_or_else(|| ApiError::new(422, "amount_too_large", "that many gifts cost too much"))?;
     let settings = monetization::get(db, client_id)?;
     Ok(Prepared {
+        ask,
         broadcast: b,
         gift,
         recipient,
@@ -323,56 +325,45 @@ fn prepare(ctx: &UserCtx, db: &Db, ask: &Ask) -> Result<Prepared, ApiError> {
 /// Only while the broadcast is live, only by someone who may watch it.
 ///
 /// What the gift reads (the broadcast, the catalog entry, the recipient, the tenant's
-/// rates) is read before its transaction, so that the transaction holds the database's
+/// rates) is read before its transaction, by `prepare`, so that the transaction holds the database's
 /// writer (SQLite) only for what it writes; the ledger keeps the money exact however the
 /// reads race with an edit of the catalog.
-fn send(ctx: &UserCtx, asked: GiftToSendBody) -> Result<Raw, ApiError> {
-    let ask = Ask::of(asked);
+fn send(
+    ctx: &UserCtx,
+    prepared: Prepared,
+    tx: &Db,
+) -> Result<Committed<Created<GiftAnswer>>, ApiError> {
     let client_id = &ctx.tenant.client_id;
-    let sender = &ctx.user;
-    let db = ctx.db()?;
-    // A refusal here is the key's answer too, and a retry of a gift that was sent replays
-    // it even after the broadcast ended.
-    let prepared = match prepare(ctx, &db, &ask) {
-        Ok(prepared) => prepared,
-        Err(err) => return idempotent::refused(ctx, &db, client_id, &sender.id, err).map(Raw),
+    let (sent, balance) = give(tx, ctx, &prepared)?;
+    let view = GiftSent::of(&sent);
+    let subject = Subject {
+        object_type: "gift",
+        object_id: &sent.id,
     };
-    idempotent::run(ctx, &db, client_id, &sender.id, |tx| {
-        let (sent, balance) = give(tx, ctx, &ask, &prepared)?;
-        let view = GiftSent::of(&sent);
-        let subject = Subject {
-            object_type: "gift",
-            object_id: &sent.id,
-        };
-        outbox::record_first(
-            tx,
-            &outbox::Event::first(client_id, "gift.sent", subject, &view, ctx.now()),
-        )?;
-        ::store::analytics::gift(tx, &prepared.broadcast, sent.tokens, ctx.now())?;
-        let answer = GiftAnswer {
-            sent: view,
-            balance,
-        };
-        Ok(Outcome {
-            status: 201,
-            body: json_value(&answer)?,
-            event: Some((
-                prepared.broadcast.identity.stream_id.clone(),
-                on_screen(&sent, &ctx.user),
-            )),
-        })
-    })
-    .map(Raw)
+    outbox::record_first(
+        tx,
+        &outbox::Event::first(client_id, "gift.sent", subject, &view, ctx.now()),
+    )?;
+    ::store::analytics::gift(tx, &prepared.broadcast, sent.tokens, ctx.now())?;
+    let answer = GiftAnswer {
+        sent: view,
+        balance,
+    };
+    Ok(Committed::new(Created(answer)).publishing(
+        prepared.broadcast.identity.stream_id.clone(),
+        on_screen(&sent, &ctx.user),
+    ))
 }
 
 /// The gift's money and record, in the caller's transaction: the sender's tokens to the
 /// platform and new diamonds to the recipient, under the sender's spending caps, and the
 /// gift with its place in a combo. Answers the gift and the sender's balance after it.
-fn give(tx: &Db, ctx: &UserCtx, ask: &Ask, prepared: &Prepared) -> Result<(Sent, i64), ApiError> {
+fn give(tx: &Db, ctx: &UserCtx, prepared: &Prepared) -> Result<(Sent, i64), ApiError> {
     let client_id = &ctx.tenant.client_id;
     let sender = &ctx.user.id;
     let (now, now_ms) = (ctx.now(), ctx.now_millis());
     let Prepared {
+        ask,
         broadcast: b,
         gift,
         recipient,
@@ -439,37 +430,37 @@ fn give(tx: &Db, ctx: &UserCtx, ask: &Ask, prepared: &Prepared) -> Result<(Sent,
 #[derive(Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "SentGift")]
-struct GiftSent<'a> {
+struct GiftSent {
     #[schemars(extend("format" = "uuid"))]
-    id: &'a str,
+    id: String,
     #[schemars(extend("format" = "uuid"))]
-    broadcast_id: &'a str,
-    gift_id: &'a str,
-    gift_name: &'a str,
+    broadcast_id: String,
+    gift_id: String,
+    gift_name: String,
     #[schemars(range(min = 1))]
     quantity: i64,
     tokens: i64,
     diamonds: i64,
-    recipient_id: &'a str,
-    sender_id: Option<&'a str>,
+    recipient_id: String,
+    sender_id: Option<String>,
     anonymous: bool,
     combo: i64,
     #[schemars(extend("format" = "date-time"))]
     created_at: String,
 }
 
-impl<'a> GiftSent<'a> {
-    fn of(sent: &'a Sent) -> GiftSent<'a> {
+impl GiftSent {
+    fn of(sent: &Sent) -> GiftSent {
         GiftSent {
-            id: &sent.id,
-            broadcast_id: &sent.broadcast_id,
-            gift_id: &sent.gift_id,
-            gift_name: &sent.gift_name,
+            id: sent.id.clone(),
+            broadcast_id: sent.broadcast_id.clone(),
+            gift_id: sent.gift_id.clone(),
+            gift_name: sent.gift_name.clone(),
             quantity: sent.quantity,
             tokens: sent.tokens,
             diamonds: sent.diamonds,
-            recipient_id: &sent.recipient_id,
-            sender_id: (!sent.anonymous).then_some(sent.sender_id.as_str()),
+            recipient_id: sent.recipient_id.clone(),
+            sender_id: (!sent.anonymous).then(|| sent.sender_id.clone()),
             anonymous: sent.anonymous,
             combo: sent.combo,
             created_at: views::millis(sent.created_at_ms),
@@ -480,9 +471,9 @@ impl<'a> GiftSent<'a> {
 /// The sender's answer: the gift and their token balance after it.
 #[derive(Serialize, JsonSchema)]
 #[schemars(rename = "GiftReceipt")]
-struct GiftAnswer<'a> {
+struct GiftAnswer {
     #[serde(flatten)]
-    sent: GiftSent<'a>,
+    sent: GiftSent,
     balance: i64,
 }
 

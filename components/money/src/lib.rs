@@ -5,7 +5,6 @@
 //! `idempotency`).
 
 mod gifts;
-mod idempotent;
 mod jobs;
 mod payouts;
 mod rules;

@@ -1,7 +1,6 @@
 //! Payouts: a creator asks for diamonds to be paid out (they are held at once); the
 //! tenant's backend completes (paid) or rejects (returned) the request.
 
-use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
 use ::store::ledger::{self, Currency, Leg, Overdraft, system};
 use ::store::outbox::{self, Subject};
@@ -9,14 +8,13 @@ use ::store::payouts::{self as store, Payout};
 use ::store::{Db, monetization};
 use domain::ApiError;
 use domain::pagination::{Page, Paged};
-use domain::problem::json_value;
 use domain::request_body;
 use domain::validate::body::{OptText, Text};
-use edge::contract::Schema;
-use edge::endpoint;
 use edge::routing::Route;
-use edge::spin::endpoint::{Json, NoBody, Page as PageOf, Raw};
+use edge::spin::endpoint::{Created, Json, NoBody, Page as PageOf};
 use edge::spin::http::{Handler, ServerCtx, UserCtx};
+use edge::spin::idempotent::Committed;
+use edge::{endpoint, idempotent_endpoint};
 use serde_json::json;
 use views::PayoutView;
 
@@ -59,13 +57,12 @@ request_body! {
 
 /// The payout routes: a creator's requests, the tenant's decisions.
 pub const ROUTES: &[Route<Handler>] = &[
-    endpoint!(
+    idempotent_endpoint!(
         POST "/api/wallet/payouts",
         User(request),
         "Request (payouts)",
         |op| op
             .request_example(json!({ "diamonds": 1000 }))
-            .answers(201, "Created", Schema::view::<PayoutView>())
             .link(
                 "GET /api/wallet/payouts/{id}",
                 &[("id", "$response.body#/id")],
@@ -80,8 +77,7 @@ pub const ROUTES: &[Route<Handler>] = &[
             )
             .errors(422, &["below_minimum_payout"])
             .errors(409, &["insufficient_funds"])
-    )
-    .idempotent(),
+    ),
     endpoint!(
         GET "/api/wallet/payouts",
         User(list_own),
@@ -105,79 +101,72 @@ pub const ROUTES: &[Route<Handler>] = &[
         "List (payouts)",
         |op| op.errors(400, &["invalid_query"])
     ),
-    endpoint!(
+    idempotent_endpoint!(
         POST "/api/v1/payouts/{id}/complete",
         Server(complete),
         "Complete (payouts)",
         |op| op
-            .answers(200, "OK", Schema::view::<PayoutView>())
             .errors(404, &["not_found"])
             .errors(409, &["payout_decided"])
-    )
-    .idempotent(),
-    endpoint!(
+    ),
+    idempotent_endpoint!(
         POST "/api/v1/payouts/{id}/reject",
         Server(reject),
         "Reject (payouts)",
         |op| op
-            .answers(200, "OK", Schema::view::<PayoutView>())
             .errors(404, &["not_found"])
             .errors(409, &["payout_decided"])
-    )
-    .idempotent(),
+    ),
 ];
 
 /// At least the tenant's minimum, at most the wallet's diamonds.
 fn request(
     ctx: &UserCtx,
     PayoutRequestBody { diamonds }: PayoutRequestBody,
-) -> Result<Raw, ApiError> {
+    tx: &Db,
+) -> Result<Committed<Created<PayoutView>>, ApiError> {
     let client_id = &ctx.tenant.client_id;
     let user_id = &ctx.user.id;
     let now = ctx.now();
-    let db = ctx.db()?;
-    idempotent::run(ctx, &db, client_id, user_id, |tx| {
-        let min = monetization::get(tx, client_id)?.min_payout_diamonds;
-        if diamonds < min {
-            return Err(ApiError::new(
-                422,
-                "below_minimum_payout",
-                format!("a payout is at least {min} diamonds"),
-            )
-            .with_extra("minPayoutDiamonds", min));
-        }
-        let payout = Payout {
-            id: domain::ids::uuid(),
-            user_id: user_id.clone(),
-            diamonds,
-            status: "pending".into(),
-            external_reference: None,
-            reason: None,
-            requested_at: now,
-            decided_at: None,
-        };
-        let hold = Leg::new(
-            Currency::Diamonds,
-            user_id,
-            system::DIAMONDS_HELD,
-            diamonds,
-            "payout_hold",
-        );
-        let key = ctx.header("idempotency-key");
-        ledger::post(
-            tx,
-            client_id,
-            &payout.id,
-            &[hold],
-            Overdraft::Refused,
-            key,
-            now,
-        )?;
-        store::insert(tx, client_id, &payout)?;
-        announce(tx, client_id, "payout.requested", &payout, now)?;
-        Ok(Outcome::new(201, json_value(&views::payout(&payout))?))
-    })
-    .map(Raw)
+    let min = monetization::get(tx, client_id)?.min_payout_diamonds;
+    if diamonds < min {
+        return Err(ApiError::new(
+            422,
+            "below_minimum_payout",
+            format!("a payout is at least {min} diamonds"),
+        )
+        .with_extra("minPayoutDiamonds", min));
+    }
+    let payout = Payout {
+        id: domain::ids::uuid(),
+        user_id: user_id.clone(),
+        diamonds,
+        status: "pending".into(),
+        external_reference: None,
+        reason: None,
+        requested_at: now,
+        decided_at: None,
+    };
+    let hold = Leg::new(
+        Currency::Diamonds,
+        user_id,
+        system::DIAMONDS_HELD,
+        diamonds,
+        "payout_hold",
+    );
+    let key = ctx.header("idempotency-key");
+    ledger::post(
+        tx,
+        client_id,
+        &payout.id,
+        &[hold],
+        Overdraft::Refused,
+        key,
+        now,
+    )?;
+    store::insert(tx, client_id, &payout)?;
+    announce(tx, client_id, "payout.requested", &payout, now)?;
+    Ok(Committed::new(Created(views::payout(&payout))))
 }
 
 /// The user's own payout requests.
@@ -213,74 +202,78 @@ fn decide(
     completed: bool,
     external_reference: Option<String>,
     reason: Option<String>,
-) -> Result<Raw, ApiError> {
+    tx: &Db,
+) -> Result<Committed<Json<PayoutView>>, ApiError> {
     let client_id = &ctx.tenant.client_id;
     let id = ctx.param("id").to_string();
     let now = ctx.now();
-    let db = ctx.db()?;
-    idempotent::run(ctx, &db, client_id, "server", |tx| {
-        let current =
-            store::get(tx, client_id, &id)?.ok_or_else(|| ApiError::not_found("payout"))?;
-        let status = if completed { "completed" } else { "rejected" };
-        let decided = store::decide(
-            tx,
-            client_id,
-            &id,
-            status,
-            external_reference.as_deref(),
-            reason.as_deref(),
-            now,
-        )?
-        .ok_or_else(|| {
-            ApiError::conflict(
-                "payout_decided",
-                format!("this payout is {} already", current.status),
-            )
-        })?;
-        let leg = if completed {
-            Leg::new(
-                Currency::Diamonds,
-                system::DIAMONDS_HELD,
-                system::DIAMONDS_PAID_OUT,
-                decided.diamonds,
-                "payout",
-            )
-        } else {
-            Leg::new(
-                Currency::Diamonds,
-                system::DIAMONDS_HELD,
-                &decided.user_id,
-                decided.diamonds,
-                "payout_return",
-            )
-        };
-        let key = ctx.header("idempotency-key");
-        ledger::post(
-            tx,
-            client_id,
-            &decided.id,
-            &[leg],
-            Overdraft::Refused,
-            key,
-            now,
-        )?;
-        let event = if completed {
-            "payout.completed"
-        } else {
-            "payout.rejected"
-        };
-        announce(tx, client_id, event, &decided, now)?;
-        Ok(Outcome::new(200, json_value(&views::payout(&decided))?))
-    })
-    .map(Raw)
+    let current = store::get(tx, client_id, &id)?.ok_or_else(|| ApiError::not_found("payout"))?;
+    let status = if completed { "completed" } else { "rejected" };
+    let decided = store::decide(
+        tx,
+        client_id,
+        &id,
+        status,
+        external_reference.as_deref(),
+        reason.as_deref(),
+        now,
+    )?
+    .ok_or_else(|| {
+        ApiError::conflict(
+            "payout_decided",
+            format!("this payout is {} already", current.status),
+        )
+    })?;
+    let leg = if completed {
+        Leg::new(
+            Currency::Diamonds,
+            system::DIAMONDS_HELD,
+            system::DIAMONDS_PAID_OUT,
+            decided.diamonds,
+            "payout",
+        )
+    } else {
+        Leg::new(
+            Currency::Diamonds,
+            system::DIAMONDS_HELD,
+            &decided.user_id,
+            decided.diamonds,
+            "payout_return",
+        )
+    };
+    let key = ctx.header("idempotency-key");
+    ledger::post(
+        tx,
+        client_id,
+        &decided.id,
+        &[leg],
+        Overdraft::Refused,
+        key,
+        now,
+    )?;
+    let event = if completed {
+        "payout.completed"
+    } else {
+        "payout.rejected"
+    };
+    announce(tx, client_id, event, &decided, now)?;
+    Ok(Committed::new(Json(views::payout(&decided))))
 }
 
-fn complete(ctx: &ServerCtx, done: PayoutCompletionBody) -> Result<Raw, ApiError> {
-    decide(ctx, true, Some(done.external_reference), None)
+fn complete(
+    ctx: &ServerCtx,
+    done: PayoutCompletionBody,
+    tx: &Db,
+) -> Result<Committed<Json<PayoutView>>, ApiError> {
+    decide(ctx, true, Some(done.external_reference), None, tx)
 }
 
-fn reject(ctx: &ServerCtx, refused: PayoutRejectionBody) -> Result<Raw, ApiError> {
-    decide(ctx, false, None, refused.reason)
+fn reject(
+    ctx: &ServerCtx,
+    refused: PayoutRejectionBody,
+    tx: &Db,
+) -> Result<Committed<Json<PayoutView>>, ApiError> {
+    decide(ctx, false, None, refused.reason, tx)
 }
 
 /// One of the user's own payouts (any other is 404).

@@ -3,7 +3,6 @@
 //! cancel theirs (at the period's end); the `renew-subscriptions` job charges the next
 //! period or lets the subscription lapse.
 
-use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
 use ::store::ledger::{self, Currency, Leg, Overdraft, system};
 use ::store::monetization;
@@ -11,15 +10,15 @@ use ::store::outbox::{self, Subject};
 use ::store::subscriptions::{self as store, Plan, Subscription};
 use ::store::{Db, users};
 use domain::ApiError;
-use domain::problem::json_value;
 use domain::request_body;
 use domain::validate::MAX_NAME;
 use domain::validate::body::{OptBool, OptTextList, RequestBody, Text};
 use edge::contract::Schema;
-use edge::endpoint;
 use edge::routing::Route;
-use edge::spin::endpoint::{Json, NoBody, Raw};
+use edge::spin::endpoint::{Created, Json, NoBody};
 use edge::spin::http::{Handler, UserCtx};
+use edge::spin::idempotent::Committed;
+use edge::{endpoint, idempotent_endpoint};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::json;
@@ -140,12 +139,11 @@ pub const ROUTES: &[Route<Handler>] = &[
         User(list_own),
         "List own (subscriptions)"
     ),
-    endpoint!(
+    idempotent_endpoint!(
         POST "/api/users/{id}/subscriptions",
         User(subscribe),
         "Subscribe (subscriptions)",
         |op| op
-            .answers(201, "Created", Schema::view::<SubscriptionView>())
             .link(
                 "DELETE /api/users/{id}/subscriptions",
                 &[("id", "$response.body#/creatorId")],
@@ -153,8 +151,7 @@ pub const ROUTES: &[Route<Handler>] = &[
             .errors(404, &["not_found"])
             .errors(409, &["already_subscribed"])
             .errors(422, &["cannot_subscribe_to_yourself"])
-    )
-    .idempotent(),
+    ),
     endpoint!(
         DELETE "/api/users/{id}/subscriptions",
         User(cancel),
@@ -221,59 +218,56 @@ request_body! {
 }
 
 /// Subscribes to a creator, paying the first period now.
-fn subscribe(ctx: &UserCtx, SubscribeBody { plan_id }: SubscribeBody) -> Result<Raw, ApiError> {
+fn subscribe(
+    ctx: &UserCtx,
+    SubscribeBody { plan_id }: SubscribeBody,
+    tx: &Db,
+) -> Result<Committed<Created<SubscriptionView>>, ApiError> {
     let client_id = &ctx.tenant.client_id;
     let subscriber = &ctx.user.id;
     let creator = ctx.param("id").to_string();
     let now = ctx.now();
-    let db = ctx.db()?;
-    idempotent::run(ctx, &db, client_id, subscriber, |tx| {
-        if creator == *subscriber {
-            return Err(ApiError::new(
-                422,
-                "cannot_subscribe_to_yourself",
-                "subscribe to someone else",
-            ));
-        }
-        let plan = store::plan(tx, client_id, &creator, &plan_id)?
-            .filter(|p| p.active)
-            .ok_or_else(|| ApiError::not_found("plan"))?;
-        let id = domain::ids::uuid();
-        charge(
-            tx,
-            client_id,
-            subscriber,
-            &creator,
-            plan.price_tokens,
-            &id,
-            now,
-        )?;
-        let settings = monetization::get(tx, client_id)?;
-        for (window, secs, cap) in rules::cap_windows(&settings) {
-            let spent = ledger::spent_since(tx, client_id, subscriber, now - secs + 1)?;
-            rules::check_cap(window, cap, spent)?;
-        }
-        let started = store::start(tx, client_id, &id, &creator, subscriber, &plan, now)?
-            .ok_or_else(|| {
-                ApiError::conflict(
-                    "already_subscribed",
-                    "you already subscribe to this creator",
-                )
-            })?;
-        ::store::analytics::creator_gained(
-            tx,
-            client_id,
-            &creator,
-            ::store::analytics::Gained::Subscriber,
-            now,
-        )?;
-        announce(tx, client_id, "subscription.started", &started, now)?;
-        Ok(Outcome::new(
-            201,
-            json_value(&views::subscription(&started))?,
-        ))
-    })
-    .map(Raw)
+    if creator == *subscriber {
+        return Err(ApiError::new(
+            422,
+            "cannot_subscribe_to_yourself",
+            "subscribe to someone else",
+        ));
+    }
+    let plan = store::plan(tx, client_id, &creator, &plan_id)?
+        .filter(|p| p.active)
+        .ok_or_else(|| ApiError::not_found("plan"))?;
+    let id = domain::ids::uuid();
+    charge(
+        tx,
+        client_id,
+        subscriber,
+        &creator,
+        plan.price_tokens,
+        &id,
+        now,
+    )?;
+    let settings = monetization::get(tx, client_id)?;
+    for (window, secs, cap) in rules::cap_windows(&settings) {
+        let spent = ledger::spent_since(tx, client_id, subscriber, now - secs + 1)?;
+        rules::check_cap(window, cap, spent)?;
+    }
+    let started =
+        store::start(tx, client_id, &id, &creator, subscriber, &plan, now)?.ok_or_else(|| {
+            ApiError::conflict(
+                "already_subscribed",
+                "you already subscribe to this creator",
+            )
+        })?;
+    ::store::analytics::creator_gained(
+        tx,
+        client_id,
+        &creator,
+        ::store::analytics::Gained::Subscriber,
+        now,
+    )?;
+    announce(tx, client_id, "subscription.started", &started, now)?;
+    Ok(Committed::new(Created(views::subscription(&started))))
 }
 
 /// A user's own subscriptions.

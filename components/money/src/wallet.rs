@@ -1,18 +1,16 @@
 //! Wallets: a user's balances and transactions, the tenant's credits (purchases its
 //! backend verified) and reversals (refunds, chargebacks).
 
-use crate::idempotent::{self, Outcome};
 use crate::{rules, views};
 use domain::ApiError;
 use domain::pagination::{Page, Paged};
-use domain::problem::json_value;
 use domain::request_body;
 use domain::validate::body::{OptText, Text};
-use edge::contract::Schema;
-use edge::endpoint;
 use edge::routing::Route;
-use edge::spin::endpoint::{Json, NoBody, Page as PageOf, Raw};
+use edge::spin::endpoint::{Created, Json, NoBody, Page as PageOf};
 use edge::spin::http::{Handler, ServerCtx, UserCtx};
+use edge::spin::idempotent::Committed;
+use edge::{endpoint, idempotent_endpoint};
 use schemars::JsonSchema;
 use serde::Serialize;
 use store::ledger::{self, Currency, Leg, Overdraft, system};
@@ -121,35 +119,35 @@ pub const ROUTES: &[Route<Handler>] = &[
         "Transaction (wallet)",
         |op| op.errors(404, &["not_found"])
     ),
-    endpoint!(
+    idempotent_endpoint!(
         POST "/api/v1/wallets/{userId}/credits",
         Server(credit),
         "Credit (wallet)",
         |op| op
-            .answers(201, "Created", Schema::view::<TransferWithWallet>())
             .link(
                 "POST /api/v1/transfers/{id}/reverse",
                 &[("id", "$response.body#/id")],
             )
             .errors(404, &["not_found"])
             .errors(409, &["duplicate_reference"])
-    )
-    .idempotent(),
-    endpoint!(
+    ),
+    idempotent_endpoint!(
         POST "/api/v1/transfers/{id}/reverse",
         Server(reverse),
         "Reverse (wallet)",
         |op| op
-            .answers(201, "Created", Schema::view::<TransferWithWallet>())
             .errors(404, &["not_found"])
             .errors(409, &["already_reversed", "not_reversible"])
-    )
-    .idempotent(),
+    ),
 ];
 
 /// The tenant's backend credits tokens it was paid for. A reference credits once per
 /// tenant; a second credit with it is 409 naming the first.
-fn credit(ctx: &ServerCtx, body: CreditBody) -> Result<Raw, ApiError> {
+fn credit(
+    ctx: &ServerCtx,
+    body: CreditBody,
+    tx: &Db,
+) -> Result<Committed<Created<TransferWithWallet>>, ApiError> {
     let CreditBody {
         tokens,
         reference,
@@ -158,125 +156,120 @@ fn credit(ctx: &ServerCtx, body: CreditBody) -> Result<Raw, ApiError> {
     let client_id = &ctx.tenant.client_id;
     let user_id = ctx.param("userId").to_string();
     let now = ctx.now();
-    let db = ctx.db()?;
-    idempotent::run(ctx, &db, client_id, "server", |tx| {
-        if !users::exists(tx, client_id, &user_id)? {
-            return Err(ApiError::not_found("user"));
-        }
-        let operation = domain::ids::uuid();
-        let mut leg = Leg::new(
-            Currency::Tokens,
-            system::TOKENS_ISSUED,
-            &user_id,
-            tokens,
-            "credit",
-        );
-        leg.reference = Some(&reference);
-        leg.reason = reason.as_deref();
-        if let Some(first) = ledger::claim_reference(tx, client_id, &reference, &operation)? {
-            return Err(ApiError::conflict(
-                "duplicate_reference",
-                format!("reference {reference} was credited already"),
-            )
-            .with_extra("transferId", first));
-        }
-        let key = ctx.header("idempotency-key");
-        let transfer = ledger::post(
-            tx,
-            client_id,
-            &operation,
-            &[leg],
-            Overdraft::Refused,
-            key,
-            now,
-        )?
-        .transfers
-        .remove(0);
-        ledger::name_reference(tx, client_id, &reference, &transfer.id)?;
-        let data = TransferWithWallet {
-            transfer: views::transfer(&transfer),
-            wallet: wallet_of(tx, client_id, &user_id)?,
-        };
-        outbox::record(
-            tx,
-            client_id,
-            "wallet.credited",
-            Subject {
-                object_type: "transfer",
-                object_id: &transfer.id,
-            },
-            &data,
-            now,
-        )?;
-        Ok(Outcome::new(201, json_value(&data)?))
-    })
-    .map(Raw)
+    if !users::exists(tx, client_id, &user_id)? {
+        return Err(ApiError::not_found("user"));
+    }
+    let operation = domain::ids::uuid();
+    let mut leg = Leg::new(
+        Currency::Tokens,
+        system::TOKENS_ISSUED,
+        &user_id,
+        tokens,
+        "credit",
+    );
+    leg.reference = Some(&reference);
+    leg.reason = reason.as_deref();
+    if let Some(first) = ledger::claim_reference(tx, client_id, &reference, &operation)? {
+        return Err(ApiError::conflict(
+            "duplicate_reference",
+            format!("reference {reference} was credited already"),
+        )
+        .with_extra("transferId", first));
+    }
+    let key = ctx.header("idempotency-key");
+    let transfer = ledger::post(
+        tx,
+        client_id,
+        &operation,
+        &[leg],
+        Overdraft::Refused,
+        key,
+        now,
+    )?
+    .transfers
+    .remove(0);
+    ledger::name_reference(tx, client_id, &reference, &transfer.id)?;
+    let data = TransferWithWallet {
+        transfer: views::transfer(&transfer),
+        wallet: wallet_of(tx, client_id, &user_id)?,
+    };
+    outbox::record(
+        tx,
+        client_id,
+        "wallet.credited",
+        Subject {
+            object_type: "transfer",
+            object_id: &transfer.id,
+        },
+        &data,
+        now,
+    )?;
+    Ok(Committed::new(Created(data)))
 }
 
 /// A refund or chargeback of a credit, written as the reversing transfer. It may leave
 /// the wallet in debt (the tokens were spent), which then blocks spending until later
 /// credits settle it.
-fn reverse(ctx: &ServerCtx, ReversalBody { reason }: ReversalBody) -> Result<Raw, ApiError> {
+fn reverse(
+    ctx: &ServerCtx,
+    ReversalBody { reason }: ReversalBody,
+    tx: &Db,
+) -> Result<Committed<Created<TransferWithWallet>>, ApiError> {
     let client_id = &ctx.tenant.client_id;
     let transfer_id = ctx.param("id").to_string();
     let now = ctx.now();
-    let db = ctx.db()?;
-    idempotent::run(ctx, &db, client_id, "server", |tx| {
-        let original = ledger::transfer(tx, client_id, &transfer_id)?
-            .ok_or_else(|| ApiError::not_found("transfer"))?;
-        if original.kind != "credit" {
-            return Err(ApiError::conflict(
-                "not_reversible",
-                "only credits are reversed (gifts and payouts have their own flows)",
-            ));
-        }
-        if let Some(reversal) = ledger::reversal_of(tx, client_id, &original.id)? {
-            return Err(ApiError::conflict(
-                "already_reversed",
-                "this transfer was reversed already",
-            )
-            .with_extra("reversalId", reversal.id));
-        }
-        let mut leg = Leg::new(
-            Currency::Tokens,
-            &original.to,
-            system::TOKENS_ISSUED,
-            original.amount,
-            "chargeback",
+    let original = ledger::transfer(tx, client_id, &transfer_id)?
+        .ok_or_else(|| ApiError::not_found("transfer"))?;
+    if original.kind != "credit" {
+        return Err(ApiError::conflict(
+            "not_reversible",
+            "only credits are reversed (gifts and payouts have their own flows)",
+        ));
+    }
+    if let Some(reversal) = ledger::reversal_of(tx, client_id, &original.id)? {
+        return Err(
+            ApiError::conflict("already_reversed", "this transfer was reversed already")
+                .with_extra("reversalId", reversal.id),
         );
-        leg.reverses = Some(&original.id);
-        leg.reason = reason.as_deref();
-        let key = ctx.header("idempotency-key");
-        let operation = domain::ids::uuid();
-        let reversal = ledger::post(
-            tx,
-            client_id,
-            &operation,
-            &[leg],
-            Overdraft::Chargeback,
-            key,
-            now,
-        )?
-        .transfers
-        .remove(0);
-        let data = TransferWithWallet {
-            transfer: views::transfer(&reversal),
-            wallet: wallet_of(tx, client_id, &original.to)?,
-        };
-        outbox::record(
-            tx,
-            client_id,
-            "transfer.reversed",
-            Subject {
-                object_type: "transfer",
-                object_id: &original.id,
-            },
-            &data,
-            now,
-        )?;
-        Ok(Outcome::new(201, json_value(&data)?))
-    })
-    .map(Raw)
+    }
+    let mut leg = Leg::new(
+        Currency::Tokens,
+        &original.to,
+        system::TOKENS_ISSUED,
+        original.amount,
+        "chargeback",
+    );
+    leg.reverses = Some(&original.id);
+    leg.reason = reason.as_deref();
+    let key = ctx.header("idempotency-key");
+    let operation = domain::ids::uuid();
+    let reversal = ledger::post(
+        tx,
+        client_id,
+        &operation,
+        &[leg],
+        Overdraft::Chargeback,
+        key,
+        now,
+    )?
+    .transfers
+    .remove(0);
+    let data = TransferWithWallet {
+        transfer: views::transfer(&reversal),
+        wallet: wallet_of(tx, client_id, &original.to)?,
+    };
+    outbox::record(
+        tx,
+        client_id,
+        "transfer.reversed",
+        Subject {
+            object_type: "transfer",
+            object_id: &original.id,
+        },
+        &data,
+        now,
+    )?;
+    Ok(Committed::new(Created(data)))
 }
 
 /// One of the user's own transfers (any other is 404).

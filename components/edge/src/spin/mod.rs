@@ -4,6 +4,7 @@ pub mod auth;
 pub mod config;
 pub mod endpoint;
 pub mod http;
+pub mod idempotent;
 pub mod incoming;
 pub mod outbound;
 pub mod realtime;
