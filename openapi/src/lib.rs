@@ -1,11 +1,9 @@
-//! The platform's OpenAPI 3.1 document, built from every component's route table.
+//! The platform's OpenAPI 3.1 document, built from every component's routes.
 //!
-//! Paths, methods and tiers come from the tables themselves (`pub const ROUTES` in each
-//! component); what each route takes and answers from the operations its module declares
-//! beside the handler (`edge::contract`, gathered by each component's
-//! `contract::operations()`), whose schemas are derived from the views' and bodies' types.
-//! Building fails when a route has no operation or an operation names no route, so the
-//! document cannot drift from the code. `cargo run -p openapi-doc` writes
+//! Each route is declared once beside its handler (`endpoint!` and its kin in `edge`):
+//! method, path and tier, and the operation (what it takes and answers), whose schemas are
+//! derived from the handler's body and answer types. Building fails when a route has no
+//! operation, so the document cannot drift from the code. `cargo run -p openapi-doc` writes
 //! `docs/openapi.json`, which the api component serves at `GET /api/openapi.json`.
 
 pub mod build;

@@ -38,17 +38,24 @@ pub fn all() -> Vec<TableRoute> {
     routes
 }
 
+/// What each route of `routes` takes and answers, from its declaration.
+fn declared<E>(component: &'static str, routes: &[Route<E>]) -> Vec<(&'static str, Operation)> {
+    routes
+        .iter()
+        .filter_map(|r| r.operation)
+        .map(|op| (component, op()))
+        .collect()
+}
+
 /// What every component declares of its routes, by component.
 pub fn operations() -> Vec<(&'static str, Operation)> {
-    let mut operations = Vec::new();
-    let mut add = |component: &'static str, declared: Vec<Operation>| {
-        operations.extend(declared.into_iter().map(|op| (component, op)));
-    };
-    add("api", api::contract::operations());
-    add("sfu-token", sfu_token::contract::operations());
-    add("music", music::contract::operations());
-    add("pages", pages::contract::operations());
-    add("money", money::contract::operations());
-    add("webhooks", webhooks::contract::operations());
-    operations
+    [
+        declared("api", &api::ROUTES),
+        declared("sfu-token", sfu_token::ROUTES),
+        declared("music", &music::ROUTES),
+        declared("pages", pages::ROUTES),
+        declared("money", &money::ROUTES),
+        declared("webhooks", webhooks::ROUTES),
+    ]
+    .concat()
 }

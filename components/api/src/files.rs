@@ -9,9 +9,9 @@ use crate::{ApiRoute, Upload as Streamed};
 use domain::pagination::{self, Paged};
 use domain::{ApiError, ids};
 use edge::answers::Deleted;
-use edge::contract::{Operation, Schema};
+use edge::contract::Schema;
+use edge::documented_route;
 use edge::endpoint;
-use edge::routing::route;
 use edge::spin::config;
 use edge::spin::endpoint::{Json, NoBody, Page, Raw};
 use edge::spin::http::{Call, Handler, PublicCtx, UserCtx, json, problem};
@@ -363,8 +363,12 @@ pub fn flag(value: Option<String>) -> Result<bool, ApiError> {
 /// public files' media endpoint.
 pub const ROUTES: &[ApiRoute] = &[
     // The body is streamed into storage after authentication (see [`upload`]).
-    route("POST", "/api/files", Handler::Upload(Streamed::File)).documented(|| {
-        Operation::new("POST /api/files", "Upload (files)")
+    documented_route!(
+        "POST",
+        "/api/files",
+        Handler::Upload(Streamed::File),
+        "Upload (files)",
+        |op| op
             .described(
                 "A multipart form with one `file` part, or the raw bytes with their own \
                  content type.",
@@ -410,8 +414,8 @@ pub const ROUTES: &[ApiRoute] = &[
             .errors(400, &["malformed_multipart"])
             .errors(404, &["not_found"])
             .errors(415, &["unsupported_media_type"])
-            .errors(422, &["validation_failed"])
-    }),
+            .errors(422, &["validation_failed"]),
+    ),
     endpoint!(
         GET "/api/files",
         User(list),

@@ -40,20 +40,6 @@ use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
 use std::sync::LazyLock;
 
-/// What the routes take and answer, for the API document: each route's operation, derived
-/// from its declaration (`openapi-doc` builds the document and the README's route table
-/// from them).
-pub mod contract {
-    /// What every route takes and answers.
-    pub fn operations() -> Vec<edge::contract::Operation> {
-        super::ROUTES
-            .iter()
-            .filter_map(|r| r.operation)
-            .map(|op| op())
-            .collect()
-    }
-}
-
 /// The routes whose body is streamed into storage after authentication.
 #[derive(Debug, Clone, Copy)]
 pub enum Upload {

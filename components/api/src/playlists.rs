@@ -15,9 +15,9 @@ use domain::validate::body::{
 use domain::validate::{self, JsonBody};
 use domain::{ApiError, ids};
 use edge::answers::Deleted;
-use edge::contract::{Operation, Schema};
+use edge::contract::Schema;
+use edge::documented_route;
 use edge::endpoint;
-use edge::routing::route;
 use edge::spin::endpoint::{Created, Json, NoBody, Page};
 use edge::spin::http::{Handler, UserCtx, json};
 use edge::spin::incoming::{self, Source};
@@ -404,21 +404,20 @@ pub const ROUTES: &[ApiRoute] = &[
             .errors(422, &["validation_failed"]),
     ),
     // The image is streamed into storage after authentication (see [`poster`]).
-    route(
+    documented_route!(
         "POST",
         "/api/playlists/{id}/poster",
         Handler::Upload(Upload::PlaylistPoster),
-    )
-    .documented(|| {
-        Operation::new("POST /api/playlists/{id}/poster", "Poster (playlists)")
+        "Poster (playlists)",
+        |op| op
             .takes_as(
                 "image/*",
                 Schema::written(json!({ "type": "string", "contentMediaType": "image/*" })),
             )
             .answers(200, "OK", Schema::view::<FullPlaylist>())
             .errors(403, &["forbidden"])
-            .errors(404, &["not_found"])
-    }),
+            .errors(404, &["not_found"]),
+    ),
 ];
 
 /// Name, description, visibility (public by default).

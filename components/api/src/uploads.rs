@@ -19,9 +19,9 @@ use domain::validate::body::{FieldKind, OptBool, OptInt, Text};
 use domain::validate::{self, JsonBody};
 use domain::{ApiError, ids, request_body};
 use edge::answers::Deleted;
-use edge::contract::{Operation, Schema};
+use edge::contract::Schema;
+use edge::documented_route;
 use edge::endpoint;
-use edge::routing::route;
 use edge::spin::endpoint::{Created, Json, NoBody};
 use edge::spin::http::{Handler, UserCtx, json};
 use edge::spin::incoming::{self, Source};
@@ -300,22 +300,18 @@ pub const ROUTES: &[ApiRoute] = &[
         |op| op.errors(404, &["not_found"]),
     ),
     // The part is streamed into storage after authentication (see [`put_part`]).
-    route(
+    documented_route!(
         "PUT",
         "/api/files/uploads/{id}/parts/{n}",
         Handler::Upload(Upload::Part),
-    )
-    .documented(|| {
-        Operation::new(
-            "PUT /api/files/uploads/{id}/parts/{n}",
-            "Put part (uploads)",
-        )
-        .takes_as("application/octet-stream", Schema::bytes())
-        .answers(200, "OK", Schema::view::<ReceivedPart>())
-        .errors(404, &["no_such_part", "not_found"])
-        .errors(409, &["upload_closed"])
-        .errors(422, &["part_size_mismatch"])
-    }),
+        "Put part (uploads)",
+        |op| op
+            .takes_as("application/octet-stream", Schema::bytes())
+            .answers(200, "OK", Schema::view::<ReceivedPart>())
+            .errors(404, &["no_such_part", "not_found"])
+            .errors(409, &["upload_closed"])
+            .errors(422, &["part_size_mismatch"]),
+    ),
     endpoint!(
         POST "/api/files/uploads/{id}/complete",
         User(complete),

@@ -106,7 +106,7 @@ pub struct Route<E: 'static> {
     /// (`spin::idempotent`).
     pub idempotent: bool,
     /// What the route takes and answers, for the API document: derived from its typed
-    /// handler where the route is declared with `endpoint!` (else its module declares it).
+    /// handler (`endpoint!`), or written out (`documented_route!`).
     pub operation: Option<fn() -> crate::contract::Operation>,
 }
 
@@ -127,13 +127,23 @@ pub const fn route<E>(method: &'static str, pattern: &'static str, endpoint: E) 
     }
 }
 
-impl<E> Route<E> {
-    /// What the route takes and answers, for a route whose handler is not typed (an
-    /// upload, a proxy): see [`Route::operation`].
-    pub const fn documented(mut self, operation: fn() -> crate::contract::Operation) -> Route<E> {
-        self.operation = Some(operation);
-        self
-    }
+/// Declares a route whose handler is not typed (an upload, whose body is streamed; a proxy,
+/// which passes its body through): `"METHOD", "/path", handler, "Summary", |op| ...`, the
+/// refinement saying what it takes and answers (see `endpoint!` for typed handlers).
+#[macro_export]
+macro_rules! documented_route {
+    ($method:literal, $path:literal, $endpoint:expr, $summary:literal, $refine:expr $(,)?) => {
+        $crate::routing::Route {
+            method: $method,
+            pattern: $path,
+            endpoint: $endpoint,
+            idempotent: false,
+            operation: Some(|| {
+                $crate::contract::Operation::new(concat!($method, " ", $path), $summary)
+                    .then($refine)
+            }),
+        }
+    };
 }
 
 /// The method of a route that accepts every method.

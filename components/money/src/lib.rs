@@ -13,20 +13,6 @@ mod subscriptions;
 mod views;
 mod wallet;
 
-/// What the routes take and answer: the API document's operations, declared with each
-/// route beside its handler (`openapi-doc` builds the document from them and the route
-/// table).
-pub mod contract {
-    /// What every route takes and answers.
-    pub fn operations() -> Vec<edge::contract::Operation> {
-        super::ROUTES
-            .iter()
-            .filter_map(|r| r.operation)
-            .map(|op| op())
-            .collect()
-    }
-}
-
 use edge::routing::Route;
 use edge::spin::http::{Handler, handle_incoming};
 use spin_sdk::http::{IncomingRequest, ResponseOutparam};

@@ -16,20 +16,6 @@ use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 use spin_sdk::http_component;
 use std::sync::LazyLock;
 
-/// What the routes take and answer: the API document's operations, declared with each
-/// route beside its handler (`openapi-doc` builds the document from them and the route
-/// table).
-pub mod contract {
-    /// What every route takes and answers.
-    pub fn operations() -> Vec<edge::contract::Operation> {
-        super::ROUTES
-            .iter()
-            .filter_map(|r| r.operation)
-            .map(|op| op())
-            .collect()
-    }
-}
-
 /// The route table: each module's routes, declared beside their handlers (the handler's
 /// variant is the route's tier): every music route acts for one signed-in user.
 pub static ROUTES: LazyLock<Vec<Route<Handler>>> = LazyLock::new(|| {

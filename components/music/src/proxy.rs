@@ -15,8 +15,9 @@
 use crate::links;
 use crate::platform::MusicPlatform;
 use domain::ApiError;
-use edge::contract::{Operation, Schema};
-use edge::routing::{ANY_METHOD, Route, route};
+use edge::contract::Schema;
+use edge::documented_route;
+use edge::routing::Route;
 use edge::spin::http::{Handler, UserCtx};
 use percent_encoding::percent_decode_str;
 use spin_sdk::http::Response;
@@ -195,13 +196,12 @@ pub fn response_headers(headers: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)>
 pub const FORWARDED_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
 /// The proxy's route: any method; it forwards the body as it came, so it reads it itself.
-pub const ROUTES: &[Route<Handler>] = &[route(
-    ANY_METHOD,
+pub const ROUTES: &[Route<Handler>] = &[documented_route!(
+    "*",
     "/api/users/music/proxy/{*path}",
     Handler::User(proxy),
-)
-.documented(|| {
-    Operation::new("* /api/users/music/proxy/{*path}", "Proxy (proxy)")
+    "Proxy (proxy)",
+    |op| op
         .answers(
             200,
             "OK",
@@ -219,8 +219,8 @@ pub const ROUTES: &[Route<Handler>] = &[route(
                 "music_platform_denied",
             ],
         )
-        .errors(504, &["music_platform_timeout"])
-})];
+        .errors(504, &["music_platform_timeout"]),
+)];
 
 /// Forwards the request to the music platform and answers its answer.
 pub fn proxy(ctx: &UserCtx) -> Result<Response, ApiError> {

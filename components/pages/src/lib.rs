@@ -22,19 +22,9 @@ use spin_sdk::http::{IncomingRequest, Response, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
 
-/// What the routes take and answer: the API document's operations, declared with each
-/// route (`openapi-doc` builds the document from them and the route table).
+/// What the pages answer, for their routes' declarations.
 pub mod contract {
     use edge::contract::{Operation, Schema};
-
-    /// What every route takes and answers.
-    pub fn operations() -> Vec<Operation> {
-        super::ROUTES
-            .iter()
-            .filter_map(|r| r.operation)
-            .map(|op| op())
-            .collect()
-    }
 
     /// A page: it answers the page (HTML), or a short plain-text 404.
     pub(crate) fn page(op: Operation) -> Operation {

@@ -28,19 +28,6 @@ use store::app::access::{Viewer, may_watch};
 const MAX_IDENTITY: usize = 128;
 const MAX_DISPLAY_NAME: usize = 100;
 
-/// What the routes take and answer: the API document's operations, declared with the
-/// route (`openapi-doc` builds the document from them and the route table).
-pub mod contract {
-    /// What every route takes and answers.
-    pub fn operations() -> Vec<edge::contract::Operation> {
-        super::ROUTES
-            .iter()
-            .filter_map(|r| r.operation)
-            .map(|op| op())
-            .collect()
-    }
-}
-
 /// The route table: one route, for any caller of the tenant (the token it gets depends on
 /// what it proved; see [`mint`]).
 pub const ROUTES: &[Route<Handler>] = &[endpoint!(

@@ -11,19 +11,6 @@ use spin_sdk::http::{IncomingRequest, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
 
-/// What the routes take and answer: the API document's operations, declared with each
-/// route beside its handler (`openapi-doc` builds the document from them and the route table).
-pub mod contract {
-    /// What every route takes and answers.
-    pub fn operations() -> Vec<edge::contract::Operation> {
-        super::ROUTES
-            .iter()
-            .filter_map(|r| r.operation)
-            .map(|op| op())
-            .collect()
-    }
-}
-
 /// The route table: the delivery job, declared beside its handler.
 pub const ROUTES: &[Route<Handler>] = deliver::ROUTES;
 

@@ -439,7 +439,7 @@ async fn the_api_reference_shows_whole_methods_and_declared_summaries() {
     // The pages are named for what they are, not after their routes.
     for page in [
         "GET API reference (this page)",
-        "GET SFU test page (development only)",
+        "GET SFU test page (only with `SPIN_VARIABLE_ENABLE_DEV_PAGES=true`, else 404)",
     ] {
         assert!(shown.iter().any(|s| s == page), "{page} in {shown:?}");
     }
