@@ -356,6 +356,10 @@ async fn main() {
         last_at.saturating_sub(now_micros() - send_start.elapsed().as_micros() as u64) as f64 / 1e6,
     );
     println!(
+        "  inspected frames whose counted events differ from the parsed ones: {}",
+        counters.miscounted.load(Ordering::Relaxed)
+    );
+    println!(
         "  POST to gift event on the socket (every {sample}th socket): {}",
         latency.summary()
     );

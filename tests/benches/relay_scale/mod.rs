@@ -294,6 +294,9 @@ pub struct Counters {
     pub closed: AtomicU64,
     /// When the latest text frame arrived, µs since the epoch.
     pub last_frame_at: AtomicU64,
+    /// Inspected frames whose events [`event_count`] counted otherwise than [`events_of`]
+    /// found them (must stay 0 for the other sockets' counts to hold).
+    pub miscounted: AtomicU64,
 }
 
 /// Looks at the payload of one text frame and the time it arrived (µs since the epoch).
@@ -404,11 +407,19 @@ pub async fn read_frames(
             match opcode {
                 1 => {
                     frames += 1;
-                    for event in events_of(&buf[at + start..at + end]) {
-                        texts += 1;
-                        if let Some(f) = inspect.as_mut() {
-                            f(event, now);
+                    let payload = &buf[at + start..at + end];
+                    match inspect.as_mut() {
+                        Some(f) => {
+                            let events = events_of(payload);
+                            if events.len() as u64 != event_count(payload) {
+                                counters.miscounted.fetch_add(1, Ordering::Relaxed);
+                            }
+                            for event in events {
+                                texts += 1;
+                                f(event, now);
+                            }
                         }
+                        None => texts += event_count(payload),
                     }
                 }
                 8 => {
@@ -450,6 +461,20 @@ pub async fn read_frames(
     }
     if got < expected {
         counters.closed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// How many events one text frame's payload carries, without taking them apart: every
+/// server frame is an object that begins `{"type":"`, and those bytes occur nowhere else in
+/// one (a string escapes its quotes; no frame nests an object whose first key is `type`),
+/// so a batch holds one fewer than it has. The sockets whose events are inspected take
+/// them apart with [`events_of`], and the two must agree ([`Counters::miscounted`]).
+pub fn event_count(payload: &[u8]) -> u64 {
+    let starts = memchr::memmem::find_iter(payload, br#"{"type":""#).count() as u64;
+    if payload.starts_with(br#"{"type":"batch","#) {
+        starts.saturating_sub(1)
+    } else {
+        1
     }
 }
 
