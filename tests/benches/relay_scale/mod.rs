@@ -464,18 +464,25 @@ pub async fn read_frames(
     }
 }
 
-/// How many events one text frame's payload carries, without taking them apart: every
-/// server frame is an object that begins `{"type":"`, and those bytes occur nowhere else in
-/// one (a string escapes its quotes; no frame nests an object whose first key is `type`),
-/// so a batch holds one fewer than it has. The sockets whose events are inspected take
-/// them apart with [`events_of`], and the two must agree ([`Counters::miscounted`]).
+/// How many events one text frame's payload carries, without taking them apart: in a
+/// batch, each frame ends with its `"type":"..."}` (the relay writes keys in order, and
+/// `type` is the last key of every frame a batch holds), then `,` or `]`. The sockets whose
+/// events are inspected take them apart with [`events_of`], and the two must agree
+/// ([`Counters::miscounted`]).
 pub fn event_count(payload: &[u8]) -> u64 {
-    let starts = memchr::memmem::find_iter(payload, br#"{"type":""#).count() as u64;
-    if payload.starts_with(br#"{"type":"batch","#) {
-        starts.saturating_sub(1)
-    } else {
-        1
-    }
+    const BATCH: &[u8] = br#"{"type":"batch","#;
+    const TYPES: [&[u8]; 4] = [b"event\"}", b"message\"}", b"deleted\"}", b"held\"}"];
+    let Some(list) = payload.strip_prefix(BATCH) else {
+        return 1;
+    };
+    memchr::memmem::find_iter(list, br#""type":""#)
+        .filter(|&at| {
+            let rest = &list[at + 8..];
+            TYPES.iter().any(|t| {
+                rest.starts_with(t) && matches!(rest.get(t.len()), Some(b',') | Some(b']'))
+            })
+        })
+        .count() as u64
 }
 
 /// The events of one text frame's payload: the frame itself, or each frame of a
