@@ -149,13 +149,16 @@ async fn main() {
     let counters = Arc::new(Counters::default());
     let latency = Arc::new(Histogram::default());
     let combos = Arc::new(ComboCheck::default());
+    // The bytes of the gift events the timed sockets got (a frame's share of a batch).
+    let gift_bytes = Arc::new(AtomicU64::new(0));
     for (i, socket) in opened {
         let inspect = (i % sample == 0).then(|| {
-            let (latency, combos, starts, index) = (
+            let (latency, combos, starts, index, gift_bytes) = (
                 latency.clone(),
                 combos.clone(),
                 starts.clone(),
                 index.clone(),
+                gift_bytes.clone(),
             );
             let (chat_latency, chat_starts) = (chat_latency.clone(), chat_starts.clone());
             let mut last = vec![0u64; senders];
@@ -176,6 +179,7 @@ async fn main() {
                 if json_str(payload, b"kind") != Some(b"gift".as_slice()) {
                     return;
                 }
+                gift_bytes.fetch_add(payload.len() as u64, Ordering::Relaxed);
                 let sender = json_str(payload, b"senderId").and_then(|s| index.get(s));
                 let (Some(&s), Some(combo)) = (sender, json_number(payload, b"combo")) else {
                     combos.unknown.fetch_add(1, Ordering::Relaxed);
@@ -354,6 +358,11 @@ async fn main() {
         counters.closed.load(Ordering::Relaxed),
         delivered as f64 / texts.max(1) as f64,
         last_at.saturating_sub(now_micros() - send_start.elapsed().as_micros() as u64) as f64 / 1e6,
+    );
+    println!(
+        "  inspected frames whose counted events differ from the parsed ones: {}; a gift event is {} bytes (mean)",
+        counters.miscounted.load(Ordering::Relaxed),
+        gift_bytes.load(Ordering::Relaxed) / latency.count().max(1)
     );
     println!(
         "  POST to gift event on the socket (every {sample}th socket): {}",

@@ -294,6 +294,9 @@ pub struct Counters {
     pub closed: AtomicU64,
     /// When the latest text frame arrived, µs since the epoch.
     pub last_frame_at: AtomicU64,
+    /// Inspected frames whose events [`event_count`] counted otherwise than [`events_of`]
+    /// found them (must stay 0 for the other sockets' counts to hold).
+    pub miscounted: AtomicU64,
 }
 
 /// Looks at the payload of one text frame and the time it arrived (µs since the epoch).
@@ -404,11 +407,19 @@ pub async fn read_frames(
             match opcode {
                 1 => {
                     frames += 1;
-                    for event in events_of(&buf[at + start..at + end]) {
-                        texts += 1;
-                        if let Some(f) = inspect.as_mut() {
-                            f(event, now);
+                    let payload = &buf[at + start..at + end];
+                    match inspect.as_mut() {
+                        Some(f) => {
+                            let events = events_of(payload);
+                            if events.len() as u64 != event_count(payload) {
+                                counters.miscounted.fetch_add(1, Ordering::Relaxed);
+                            }
+                            for event in events {
+                                texts += 1;
+                                f(event, now);
+                            }
                         }
+                        None => texts += event_count(payload),
                     }
                 }
                 8 => {
@@ -451,6 +462,27 @@ pub async fn read_frames(
     if got < expected {
         counters.closed.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// How many events one text frame's payload carries, without taking them apart: in a
+/// batch, each frame ends with its `"type":"..."}` (the relay writes keys in order, and
+/// `type` is the last key of every frame a batch holds), then `,` or `]`. The sockets whose
+/// events are inspected take them apart with [`events_of`], and the two must agree
+/// ([`Counters::miscounted`]).
+pub fn event_count(payload: &[u8]) -> u64 {
+    const BATCH: &[u8] = br#"{"type":"batch","#;
+    const TYPES: [&[u8]; 4] = [b"event\"}", b"message\"}", b"deleted\"}", b"held\"}"];
+    let Some(list) = payload.strip_prefix(BATCH) else {
+        return 1;
+    };
+    memchr::memmem::find_iter(list, br#""type":""#)
+        .filter(|&at| {
+            let rest = &list[at + 8..];
+            TYPES.iter().any(|t| {
+                rest.starts_with(t) && matches!(rest.get(t.len()), Some(b',') | Some(b']'))
+            })
+        })
+        .count() as u64
 }
 
 /// The events of one text frame's payload: the frame itself, or each frame of a
