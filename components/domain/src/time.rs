@@ -16,11 +16,6 @@ pub fn now_millis() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// The current time as RFC 3339 UTC with milliseconds, e.g. `2026-11-21T08:30:00.123Z`.
-pub fn now_rfc3339() -> String {
-    format_rfc3339_millis(now_millis())
-}
-
 /// Epoch seconds as RFC 3339 UTC, e.g. `2026-11-21T08:30:00Z`.
 pub fn format_rfc3339(secs: i64) -> String {
     let (date, time) = split(secs);

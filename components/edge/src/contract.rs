@@ -208,7 +208,6 @@ pub struct Operation {
     summary: &'static str,
     description: Option<&'static str>,
     request: Option<(Schema, Option<&'static str>)>,
-    request_optional: bool,
     request_example: Option<Value>,
     parameters: Vec<Value>,
     answers: Vec<Answer>,
@@ -222,7 +221,6 @@ impl Operation {
             summary,
             description: None,
             request: None,
-            request_optional: false,
             request_example: None,
             parameters: Vec::new(),
             answers: Vec::new(),
@@ -255,12 +253,6 @@ impl Operation {
     /// Takes a body of another media type.
     pub fn takes_as(mut self, content_type: &'static str, schema: Schema) -> Self {
         self.request = Some((schema, Some(content_type)));
-        self
-    }
-
-    /// The body may be left out (a JSON body without required fields may always be).
-    pub fn body_optional(mut self) -> Self {
-        self.request_optional = true;
         self
     }
 
@@ -380,10 +372,10 @@ impl Operation {
         if let Some(text) = self.description {
             op.insert("description".into(), text.into());
         }
-        let mut optional = self.request_optional;
+        let mut optional = false;
         if let Some((schema, content_type)) = &self.request {
             let resolved = schema.resolve(schemas);
-            optional |= content_type.is_none() && schemas.is_optional_body(&resolved);
+            optional = content_type.is_none() && schemas.is_optional_body(&resolved);
             op.insert("request".into(), resolved);
             if let Some(content_type) = content_type {
                 op.insert("requestType".into(), (*content_type).into());

@@ -82,11 +82,6 @@ impl Tier {
             Tier::Public | Tier::Admin | Tier::Sfu | Tier::Jobs | Tier::Media
         )
     }
-
-    /// Whether the chat relay's `X-Relay-Secret` counts on this tier (nowhere else).
-    pub fn accepts_relay(self) -> bool {
-        matches!(self, Tier::RelayUser | Tier::RelayCaller)
-    }
 }
 
 /// What a route table entry runs; it knows the tier its handler was written for.

@@ -1,6 +1,5 @@
 //! Persisted chat messages of streams (a broadcast's or a scheduled event's streamId).
 
-use super::broadcasts::Broadcast;
 use super::{Db, Row, Value};
 use domain::ApiError;
 use domain::pagination::Page;
@@ -203,18 +202,6 @@ pub fn delete(
         ],
     )?;
     Ok(deleted.first().map(|row| row.int("created_ms")))
-}
-
-/// The number of messages of a broadcast (its stream's and its own) that are not deleted.
-pub fn count_for_broadcast(db: &Db, b: &Broadcast) -> Result<i64, ApiError> {
-    db.count(
-        "SELECT COUNT(*) FROM chat_messages WHERE client_id = ? AND (stream_id = ? OR broadcast_id = ?) AND deleted = 0 AND held = 0",
-        &[
-            b.client_id.clone().into(),
-            b.identity.stream_id.clone().into(),
-            b.id.clone().into(),
-        ],
-    )
 }
 
 #[cfg(test)]
