@@ -196,6 +196,9 @@ fn operation(
     if route.method == ANY_METHOD {
         out.insert("x-any-method".into(), json!(true));
     }
+    if let Some(limit) = op.get("rateLimit") {
+        out.insert("x-rate-limit".into(), limit.clone());
+    }
     let security = security::requirements(route.tier);
     out.insert("security".into(), security);
     let params = parameters(route, op)?;

@@ -9,7 +9,7 @@ use crate::moderation::{self, Screened};
 use crate::realtime;
 use crate::webhook_events::DeletedMessage;
 use ::store::chat::{self as store, Message, NewMessage};
-use ::store::{Db, analytics, rate_limits, subscriptions, users};
+use ::store::{Db, analytics, subscriptions, users};
 use domain::pagination::{Page, Paged};
 use domain::validate::JsonBody;
 use domain::validate::body::{FieldKind, OptText};
@@ -17,6 +17,7 @@ use domain::{ApiError, ids, jwt, request_body, time};
 use edge::answers::Deleted;
 use edge::contract::Schema;
 use edge::endpoint;
+use edge::rate::{Counts, RateLimit};
 use edge::realtime::Event;
 use edge::spin::config;
 use edge::spin::endpoint::{self, Accepted, Json, NoBody, OneOf};
@@ -28,8 +29,13 @@ use serde_json::{Value, json};
 /// Longest message, in characters after trimming.
 pub const MAX_MESSAGE_CHARS: usize = 2000;
 /// Messages one user may send per window, across every stream.
-const RATE_MAX: i64 = 10;
-const RATE_WINDOW_SECS: i64 = 10;
+const MESSAGES: RateLimit = RateLimit {
+    bucket: "chat",
+    max: 10,
+    window_secs: 10,
+    per: "user",
+    counts: Counts::Requests,
+};
 
 /// Trims a message and checks its length (1..2000 characters).
 pub fn clean_message(raw: &str) -> Result<String, String> {
@@ -154,7 +160,7 @@ pub const ROUTES: &[ApiRoute] = &[
             .errors(400, &["invalid_id"])
             .errors(404, &["not_found"])
             .errors(409, &["broadcast_ended"])
-            .errors(429, &["rate_limited"]),
+            .rate_limited(&MESSAGES),
     ),
     endpoint!(
         DELETE "/api/streams/{id}/chat/{messageId}",
@@ -194,7 +200,7 @@ pub const ROUTES: &[ApiRoute] = &[
         |op| op
             .answers(202, HELD, Schema::view::<Message>())
             .errors(409, &["broadcast_ended"])
-            .errors(429, &["rate_limited"]),
+            .rate_limited(&MESSAGES),
     ),
 ];
 
@@ -224,13 +230,7 @@ fn post(
         ));
     }
     let screening = moderation::screen(db, target, &user.id, &message, ctx.now_millis())?;
-    rate_limits::hit(
-        db,
-        &format!("chat:{}:{}", target.client_id, user.id),
-        RATE_MAX,
-        RATE_WINDOW_SECS,
-        ctx.now(),
-    )?;
+    MESSAGES.hit(db, &format!("{}:{}", target.client_id, user.id), ctx.now())?;
     let id = ids::uuid();
     let broadcast_id = target
         .broadcast

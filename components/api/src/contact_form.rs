@@ -6,14 +6,21 @@ use domain::request_body;
 use domain::validate::body::{Checked, EmailAddress, Text};
 use domain::{ApiError, validate};
 use edge::endpoint;
+use edge::rate::{Counts, RateLimit};
 use edge::spin::endpoint::Json;
 use edge::spin::http::PublicCtx;
 use schemars::JsonSchema;
 use serde::Serialize;
-use store::rate_limits;
 use store::tenants::{self, ContactMessage};
 
-const POSTS_PER_MINUTE: i64 = 5;
+/// Messages one client address may send per minute.
+const POSTS: RateLimit = RateLimit {
+    bucket: "contact",
+    max: 5,
+    window_secs: 60,
+    per: "client address",
+    counts: Counts::Requests,
+};
 
 request_body! {
     /// A message through the public contact form.
@@ -52,7 +59,7 @@ pub const ROUTES: &[ApiRoute] = &[endpoint!(
     POST "/api/contact",
     Public(submit),
     "Submit (contact form)",
-    |op| op.errors(429, &["rate_limited"]),
+    |op| op.rate_limited(&POSTS),
 )];
 
 /// A message to the operator, rate limited per client address.
@@ -66,13 +73,7 @@ fn submit(
 ) -> Result<Json<Received>, ApiError> {
     let ip = client_ip(ctx.client_addr());
     let db = ctx.db()?;
-    rate_limits::hit(
-        &db,
-        &format!("contact:{ip}"),
-        POSTS_PER_MINUTE,
-        60,
-        ctx.now(),
-    )?;
+    POSTS.hit(&db, ip, ctx.now())?;
     let message = ContactMessage {
         name,
         email,

@@ -16,6 +16,7 @@ use domain::validate::body::{
 use domain::{ApiError, ids, request_body};
 use edge::answers::Done;
 use edge::endpoint;
+use edge::rate::{Counts, RateLimit};
 use edge::spin::config;
 use edge::spin::endpoint::{Json, NoBody, Page as PageOf};
 use edge::spin::http::{AppCtx, ServerCtx, UserCtx};
@@ -26,9 +27,15 @@ use std::borrow::Cow;
 
 /// Refresh tokens live 30 days.
 const REFRESH_TTL_SECS: i64 = 30 * 86_400;
-/// Failed logins allowed per account per window before 429.
-const LOGIN_FAILURES_ALLOWED: i64 = 5;
-const LOGIN_WINDOW_SECS: i64 = 15 * 60;
+/// Failed logins allowed per window before 429, counted per login name and per account
+/// (the e-mail and the username of one account share its budget); a success forgets them.
+const LOGIN_FAILURES: RateLimit = RateLimit {
+    bucket: "login",
+    max: 5,
+    window_secs: 15 * 60,
+    per: "login name, and account",
+    counts: Counts::Failures,
+};
 
 /// A user as others see them.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -252,7 +259,7 @@ pub const ROUTES: &[ApiRoute] = &[
             }))
             .errors(401, &["invalid_credentials"])
             .errors(404, &["not_found"])
-            .errors(429, &["rate_limited"]),
+            .rate_limited(&LOGIN_FAILURES),
     ),
     endpoint!(
         POST "/api/users/refresh",
@@ -547,7 +554,13 @@ fn login(ctx: &AppCtx, body: LoginBody) -> Result<Json<AuthSession>, ApiError> {
         Login::Email(e) | Login::Username(e) => e.to_lowercase(),
     };
     let bucket = format!("login:{}:{key}", tenant.client_id);
-    rate_limits::attempt(&db, &bucket, LOGIN_FAILURES_ALLOWED, LOGIN_WINDOW_SECS, now)?;
+    rate_limits::attempt(
+        &db,
+        &bucket,
+        LOGIN_FAILURES.max,
+        LOGIN_FAILURES.window_secs,
+        now,
+    )?;
     let found = store::by_login(&db, &tenant.client_id, login)?;
     // An unknown login does the same work as a known one (an account budget of its own, a
     // password check against a decoy hash), so the answer's timing tells them apart no
@@ -563,8 +576,8 @@ fn login(ctx: &AppCtx, body: LoginBody) -> Result<Json<AuthSession>, ApiError> {
     rate_limits::attempt(
         &db,
         &account_bucket,
-        LOGIN_FAILURES_ALLOWED,
-        LOGIN_WINDOW_SECS,
+        LOGIN_FAILURES.max,
+        LOGIN_FAILURES.window_secs,
         now,
     )?;
     let hash = found

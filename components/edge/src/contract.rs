@@ -212,6 +212,7 @@ pub struct Operation {
     parameters: Vec<Value>,
     answers: Vec<Answer>,
     errors: Vec<(u16, &'static [&'static str])>,
+    rate_limit: Option<Value>,
 }
 
 impl Operation {
@@ -225,7 +226,16 @@ impl Operation {
             parameters: Vec::new(),
             answers: Vec::new(),
             errors: Vec::new(),
+            rate_limit: None,
         }
+    }
+
+    /// The route is rate limited by `limit` (its handler applies it): a 429 `rate_limited`
+    /// answer, and the limit itself as `x-rate-limit`.
+    pub fn rate_limited(self, limit: &crate::rate::RateLimit) -> Self {
+        let mut op = self.errors(429, &["rate_limited"]);
+        op.rate_limit = Some(limit.describe());
+        op
     }
 
     /// The line saying what the route does.
@@ -434,6 +444,9 @@ impl Operation {
                 }
             }
             op.insert("errors".into(), Value::Object(errors));
+        }
+        if let Some(limit) = &self.rate_limit {
+            op.insert("rateLimit".into(), limit.clone());
         }
         Value::Object(op)
     }

@@ -1,5 +1,6 @@
 //! The components' Spin-facing edge: routing and tiers, what each route takes and answers
-//! for the API document (`contract`), answers several resources share, realtime events,
+//! for the API document (`contract`), rate limits declared with their routes (`rate`),
+//! answers several resources share, realtime events,
 //! and [`spin`], the pieces that talk to the Spin host (configuration, authentication,
 //! HTTP, outbound calls, the store's back ends).
 //!
@@ -8,6 +9,7 @@
 
 pub mod answers;
 pub mod contract;
+pub mod rate;
 pub mod realtime;
 pub mod routing;
 

@@ -16,15 +16,21 @@ use domain::validate::JsonBody;
 use domain::validate::body::{EmailAddress, FieldKind, OptChecked, Text};
 use domain::{ApiError, request_body};
 use edge::endpoint;
+use edge::rate::{Counts, RateLimit};
 use edge::routing::Route;
 use edge::spin::endpoint::Json;
 use edge::spin::http::{Handler, UserCtx};
 use serde_json::{Value, json};
 use store::rate_limits;
 
-/// Failed password checks allowed per user in [`FAILURE_WINDOW_SECS`].
-pub const FAILURES_ALLOWED: i64 = 10;
-pub const FAILURE_WINDOW_SECS: i64 = 15 * 60;
+/// Failed password checks allowed per user per window; a success forgets them.
+pub const PASSWORD_FAILURES: RateLimit = RateLimit {
+    bucket: "music-link",
+    max: 10,
+    window_secs: 15 * 60,
+    per: "user",
+    counts: Counts::Failures,
+};
 
 const MAX_ID: usize = 200;
 const MAX_EMAIL: usize = 254;
@@ -69,7 +75,7 @@ pub const ROUTES: &[Route<Handler>] = &[endpoint!(
         .errors(401, &["music_password_invalid"])
         .errors(404, &["not_found"])
         .errors(422, &["validation_failed"])
-        .errors(429, &["rate_limited"])
+        .rate_limited(&PASSWORD_FAILURES)
         .errors(502, platform::FAILURES)
         .errors(504, &["music_platform_timeout"])
 )];
@@ -110,9 +116,15 @@ fn link_existing(ctx: &UserCtx, req: LinkExisting) -> Result<Json<LinkRecord>, A
         return Err(password_required());
     }
     let limits = ctx.db()?;
-    let bucket = format!("music-link:{}:{}", tenant.client_id, user.id);
+    let bucket = PASSWORD_FAILURES.bucket_of(&format!("{}:{}", tenant.client_id, user.id));
     let now = ctx.now();
-    rate_limits::check(&limits, &bucket, FAILURES_ALLOWED, FAILURE_WINDOW_SECS, now)?;
+    rate_limits::check(
+        &limits,
+        &bucket,
+        PASSWORD_FAILURES.max,
+        PASSWORD_FAILURES.window_secs,
+        now,
+    )?;
 
     let music = MusicPlatform::from_config()?;
     let bearer = links::credential(ctx)?;
@@ -141,7 +153,13 @@ fn link_existing(ctx: &UserCtx, req: LinkExisting) -> Result<Json<LinkRecord>, A
     let password = req.password.as_deref().ok_or_else(password_required)?;
     // Every password tried counts before it is checked, so concurrent guesses cannot all
     // slip under the limit; a success forgets them.
-    rate_limits::attempt(&limits, &bucket, FAILURES_ALLOWED, FAILURE_WINDOW_SECS, now)?;
+    rate_limits::attempt(
+        &limits,
+        &bucket,
+        PASSWORD_FAILURES.max,
+        PASSWORD_FAILURES.window_secs,
+        now,
+    )?;
     let key = links::token_key()?;
     let answer = music.send(
         "POST",

@@ -6,19 +6,25 @@ use crate::ApiRoute;
 use crate::access::{Audience, Viewer, check_can_watch, ensure_not_final};
 use ::store::app;
 use ::store::broadcasts::{self as store, Changes};
-use ::store::rate_limits;
 use domain::ApiError;
 use domain::broadcast::{self as rules};
 use edge::endpoint;
+use edge::rate::{Counts, RateLimit};
 use edge::realtime::Event;
 use edge::spin::endpoint::{Json, NoBody, Page};
 use edge::spin::http::{Actor, ActorCtx, ServerCtx};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-/// Reactions one user may send per window to one broadcast.
-const REACTIONS_PER_WINDOW: i64 = 20;
-const REACTION_WINDOW_SECS: i64 = 10;
+/// Reactions one user may send per window to one broadcast (the tenant's server is not
+/// limited).
+const REACTIONS: RateLimit = RateLimit {
+    bucket: "react",
+    max: 20,
+    window_secs: 10,
+    per: "user and broadcast",
+    counts: Counts::Requests,
+};
 
 /// A reaction counted: the session's count of that reaction now.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -80,7 +86,7 @@ pub const ROUTES: &[ApiRoute] = &[
         |op| op
             .errors(404, &["not_found"])
             .errors(409, &["broadcast_ended"])
-            .errors(429, &["rate_limited"]),
+            .rate_limited(&REACTIONS),
     ),
 ];
 
@@ -146,13 +152,7 @@ fn react(ctx: &ActorCtx, body: input::ReactionBody) -> Result<Json<ReactionCount
     check_can_watch(&db, &b, Viewer::of_actor(&ctx.actor), now)?;
     ensure_not_final(&b)?;
     if let Actor::User(user) = &ctx.actor {
-        rate_limits::hit(
-            &db,
-            &format!("react:{}:{}:{}", b.client_id, b.id, user.id),
-            REACTIONS_PER_WINDOW,
-            REACTION_WINDOW_SECS,
-            now,
-        )?;
+        REACTIONS.hit(&db, &format!("{}:{}:{}", b.client_id, b.id, user.id), now)?;
     }
     let count = db.transaction(|db| {
         ::store::analytics::reaction(db, &b, now)?;

@@ -8,21 +8,26 @@ use crate::realtime;
 use ::store::chat::{self as chat_store, Message};
 use ::store::moderation::{self as store, LogEntry, NewReport, Report, ReportFilter};
 use ::store::outbox::{self, Subject};
-use ::store::rate_limits;
 use domain::moderation::MAX_REASON_CHARS;
 use domain::pagination::{Page, Paged};
 use domain::validate::body::{Choice, Choices, OptText, Text};
 use domain::{ApiError, ids, request_body};
 use edge::endpoint;
+use edge::rate::{Counts, RateLimit};
 use edge::realtime::Event;
 use edge::spin::endpoint::{self, Created, Json, NoBody};
 use edge::spin::http::{ActorCtx, UserCtx};
 use serde::Serialize;
 use serde_json::json;
 
-/// Reports one user may file per window.
-const REPORT_MAX: i64 = 5;
-const REPORT_WINDOW_SECS: i64 = 60;
+/// Reports one user may file per window (a refused or repeated report is not counted).
+const REPORTS: RateLimit = RateLimit {
+    bucket: "chat-report",
+    max: 5,
+    window_secs: 60,
+    per: "user",
+    counts: Counts::Requests,
+};
 
 request_body! {
     /// A viewer's report of a message.
@@ -105,7 +110,7 @@ pub const ROUTES: &[ApiRoute] = &[
             .errors(400, &["invalid_id"])
             .errors(404, &["not_found"])
             .errors(409, &["already_reported"])
-            .errors(429, &["rate_limited"]),
+            .rate_limited(&REPORTS),
     ),
     endpoint!(
         GET "/api/streams/{id}/chat/reports",
@@ -164,11 +169,9 @@ fn report(ctx: &UserCtx, ReportBody { reason }: ReportBody) -> Result<Created<Re
             ));
         };
         // Counted with the report itself: a duplicate or refused report is not counted.
-        rate_limits::hit(
+        REPORTS.hit(
             tx,
-            &format!("chat-report:{}:{}", target.client_id, ctx.user.id),
-            REPORT_MAX,
-            REPORT_WINDOW_SECS,
+            &format!("{}:{}", target.client_id, ctx.user.id),
             ctx.now(),
         )?;
         outbox::record(
