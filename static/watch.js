@@ -6,6 +6,9 @@
  * program date-time: the wall time the media server received them).
  * Once the broadcast has ended the chat is closed: the page shows its last messages (the
  * relay's history) and lets the socket go.
+ * The embed page (data-embed) runs the same player without the page around it (no title,
+ * badge, chat or gifts): the relay only moves its state; it starts playing only with
+ * autoplay=1 (data-autoplay) and shows the quality menu only with controls (data-controls).
  */
 (function () {
   'use strict';
@@ -27,6 +30,9 @@
   var hlsUrl = root.dataset.hlsUrl;
   var lowLatency = root.dataset.latencyMode === 'low';
   var latencyTimer = null;
+  var embedded = root.dataset.embed === 'true';
+  var autoplay = !embedded || root.dataset.autoplay === 'true';
+  var controls = !embedded || root.dataset.controls === 'true';
   var replayUrl = root.dataset.replayUrl;
   var replayType = root.dataset.replayType;
   var hls = null;
@@ -40,16 +46,19 @@
   /* The broadcast has ended: no more live chat. */
   function closeChat() {
     chatClosed = true;
+    if (relay) relay.close();
+    if (!chat) return;
     chatHeading.textContent = 'Chat';
     chatState.textContent = CHAT_CLOSED;
-    if (relay) relay.close();
   }
 
   function setStatus(status) {
     if (!LABELS[status]) return;
     root.dataset.status = status;
-    badge.className = 'badge badge-' + status;
-    badge.textContent = LABELS[status];
+    if (badge) {
+      badge.className = 'badge badge-' + status;
+      badge.textContent = LABELS[status];
+    }
     if (status === 'live') {
       message.hidden = true;
       play();
@@ -83,15 +92,20 @@
   /* The broadcast has ended and a recording is ready: play it from the start. */
   function replay() {
     root.dataset.replay = 'true';
-    badge.textContent = REPLAY_LABEL;
+    if (badge) badge.textContent = REPLAY_LABEL;
     message.hidden = true;
     if (replayType === 'mp4') {
       stop();
       video.src = replayUrl;
-      video.play().catch(function () {});
+      start();
     } else {
       load(replayUrl, false);
     }
+  }
+
+  /* Plays once the media is there, unless an embed without autoplay waits for its viewer. */
+  function start() {
+    if (autoplay) video.play().catch(function () {});
   }
 
   function load(url, live) {
@@ -117,8 +131,8 @@
       });
       hls.on(window.Hls.Events.MANIFEST_PARSED, function () {
         message.hidden = true;
-        if (live) showQualities();
-        video.play().catch(function () {});
+        if (live && controls) showQualities();
+        start();
       });
       hls.on(window.Hls.Events.LEVEL_SWITCHED, function () {
         if (live) labelAuto();
@@ -127,7 +141,7 @@
       hls.attachMedia(video);
     } else if (video.canPlayType('application/vnd.apple.mpegurl')) {
       video.src = url;
-      video.play().catch(function () {});
+      start();
     } else {
       showProblem('This browser cannot play HLS.');
     }
@@ -208,7 +222,7 @@
   }
 
   function addMessage(m) {
-    if (!m || typeof m !== 'object') return;
+    if (!chat || !m || typeof m !== 'object') return;
     var item = document.createElement('li');
     var who = document.createElement('span');
     who.className = 'author';
@@ -224,7 +238,7 @@
 
   function onFrame(frame) {
     if (frame.type === 'history' && Array.isArray(frame.messages)) {
-      chat.textContent = '';
+      if (chat) chat.textContent = '';
       frame.messages.forEach(addMessage);
       // An ended broadcast's page came for these last messages only.
       if (root.dataset.status === 'ended') closeChat();
@@ -235,10 +249,10 @@
       if (e.kind === 'status') {
         var s = e.status === 'active' ? 'live' : e.status === 'pending' ? 'upcoming' : 'ended';
         setStatus(s);
-      } else if (e.kind === 'viewers' && typeof e.viewerCount === 'number') {
+      } else if (e.kind === 'viewers' && viewers && typeof e.viewerCount === 'number') {
         viewers.textContent = e.viewerCount + ' watching';
         viewers.hidden = false;
-      } else if (e.kind === 'gift') {
+      } else if (e.kind === 'gift' && giftsEl) {
         window.GiftOverlay.show(giftsEl, e);
       }
     }
@@ -264,11 +278,11 @@
       };
     },
     gifts: function () {
-      return window.GiftOverlay.report(giftsEl);
+      return giftsEl ? window.GiftOverlay.report(giftsEl) : null;
     }
   };
   relay = window.StreamRelay.connect(root.dataset.streamId, onFrame, function (s) {
-    if (chatClosed) return;
+    if (chatClosed || !chat) return;
     if (root.dataset.status === 'ended') chatState.textContent = CHAT_CLOSED;
     else chatState.textContent = s === 'open' ? 'Chat connected' : 'Chat unavailable, retrying';
   }, root.dataset.clientId);

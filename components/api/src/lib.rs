@@ -18,6 +18,7 @@ mod links;
 mod media;
 mod moderation;
 mod passwords;
+mod player;
 mod playlists;
 mod realtime;
 mod recordings;
@@ -61,6 +62,7 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         reference::ROUTES,
         contact_form::ROUTES,
         ingest::ROUTES,
+        player::ROUTES,
         jobs::ROUTES,
         sfu::ROUTES,
         sfu_webhook::ROUTES,

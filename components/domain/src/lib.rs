@@ -13,6 +13,7 @@ pub mod media;
 pub mod moderation;
 pub mod network;
 pub mod pagination;
+pub mod player;
 pub mod problem;
 pub mod recording;
 pub mod sealed;

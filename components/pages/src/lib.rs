@@ -1,5 +1,5 @@
 //! The server-rendered pages: the recording page for the SFU's web egress, the egress
-//! player, the watch page and the SFU test page, plus their embedded static assets.
+//! player, the watch page, the embed player and the SFU test page, plus their embedded static assets.
 //!
 //! Pages are public (no API key). Bad parameters are a short plain-text 400, never a
 //! broken page. Every page sets a Content-Security-Policy without inline scripts; page
@@ -18,6 +18,7 @@ use edge::endpoint;
 use edge::routing::Route;
 use edge::spin::endpoint::{NoBody, Raw};
 use edge::spin::http::{Handler, PublicCtx, handle_incoming};
+use serde_json::json;
 use spin_sdk::http::{IncomingRequest, Response, ResponseOutparam};
 #[cfg(target_arch = "wasm32")]
 use spin_sdk::http_component;
@@ -81,6 +82,15 @@ pub const ROUTES: &[Route<Handler>] = &[
         page_with_parameters
     ),
     endpoint!(
+        GET "/embed/{id}",
+        Public(embed),
+        "Embed player of a broadcast or event (framed by the tenant's embed origins)",
+        |op| page_with_parameters(op)
+            .query("autoplay", json!({"enum": ["0", "1"], "default": "0"}))
+            .query("muted", json!({"enum": ["0", "1"], "default": "0"}))
+            .query("controls", json!({"enum": ["0", "1"], "default": "1"}))
+    ),
+    endpoint!(
         GET "/analytics/broadcasts/{id}",
         Public(dashboard),
         "Analytics dashboard of a broadcast",
@@ -117,6 +127,10 @@ fn record(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
 
 fn watch(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
     pages::watch(ctx).map(Raw)
+}
+
+fn embed(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
+    pages::embed(ctx).map(Raw)
 }
 
 fn egress_player(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {

@@ -266,6 +266,84 @@ fn watched(db: &store::Db, short_id: &str, now: i64) -> Result<Option<Watched>, 
     }))
 }
 
+/// What the player of a watched broadcast or event plays, and the policy that lets it.
+struct PlayerSource {
+    hls_url: String,
+    latency_mode: &'static str,
+    poster: String,
+    replay_url: String,
+    replay_type: &'static str,
+    /// The page's `connect-src`, `media-src` and `img-src`.
+    directives: [String; 3],
+}
+
+impl PlayerSource {
+    /// The player of `watched`: its live stream (hls.js holds nearer the live edge for a
+    /// low-latency broadcast), its poster while live, and after the show its latest ready
+    /// recording (the page is only for broadcasts anyone may watch, so the recording's URL
+    /// is no secret to this audience).
+    fn of(db: &Db, watched: &Watched) -> Result<PlayerSource, ApiError> {
+        let latency_mode = watched
+            .broadcast
+            .as_ref()
+            .map_or("standard", |b| b.latency_mode.as_str());
+        let hls_base = config::var_or("playback_hls_base", "http://127.0.0.1:8080/hls");
+        let hls_origin = params::http_origin(&hls_base);
+        let bases = StreamBases {
+            base_url: "",
+            rtmp_ingest_base: "",
+            playback_hls_base: &hls_base,
+        };
+        let hls_url = match &hls_origin {
+            Some(_) => rules::hls_url(&bases, &watched.stream_id),
+            None => String::new(),
+        };
+        let replay = match (watched.state, &watched.broadcast) {
+            (WatchState::Ended, Some(b)) => store::recordings::latest_ready(db, b)?
+                .and_then(|r| Some((params::http_origin(r.url.as_deref()?)?, r))),
+            _ => None,
+        };
+        let (replay_origin, replay_url, replay_type) = match &replay {
+            Some((origin, r)) => (
+                origin.as_str(),
+                r.url.clone().unwrap_or_default(),
+                r.output.as_str(),
+            ),
+            None => ("", String::new(), ""),
+        };
+        // The media server refreshes a live stream's thumbnail: the player's poster.
+        let poster = match (hls_origin.is_some(), watched.state) {
+            (true, WatchState::Live) => rules::thumbnail_url(&bases, &watched.stream_id),
+            _ => String::new(),
+        };
+        let origin = hls_origin.unwrap_or_default();
+        let directives = [
+            format!("connect-src 'self' {origin} {replay_origin}"),
+            format!("media-src 'self' blob: {origin} {replay_origin}"),
+            format!("img-src 'self' data: {origin}"),
+        ]
+        .map(|d| d.trim_end().to_string());
+        Ok(PlayerSource {
+            hls_url,
+            latency_mode,
+            poster,
+            replay_url,
+            replay_type,
+            directives,
+        })
+    }
+
+    /// What the page's ETag depends on of the player.
+    fn cache_parts(&self) -> [&str; 4] {
+        [
+            &self.hls_url,
+            &self.replay_url,
+            &self.poster,
+            self.latency_mode,
+        ]
+    }
+}
+
 /// `GET /watch/{shortId}`: a public or unlisted broadcast or scheduled event; private,
 /// subscribers-only and unknown ones are 404.
 pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
@@ -277,73 +355,33 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let Some(watched) = watched(&db, short_id, ctx.now())? else {
         return Ok(web::text(404, "no such broadcast"));
     };
+    let player = PlayerSource::of(&db, &watched)?;
+    let [connect, media, images] = &player.directives;
+    let csp = web::csp(&[connect, media, images]);
+    let mut parts = vec![
+        assets::BUILD_ID,
+        "watch",
+        short_id,
+        &watched.stream_id,
+        &watched.title,
+        watched.state.key(),
+        &watched.message,
+    ];
+    parts.extend(player.cache_parts());
+    let tag = web::etag(&parts);
+    let headers = PageHeaders {
+        etag: &tag,
+        cache_control: web::CACHE_REVALIDATE,
+        csp: &csp,
+    };
     let Watched {
         client_id,
         stream_id,
         title,
         state,
         message,
-        broadcast,
+        ..
     } = watched;
-    // The player holds nearer the live edge for a low-latency broadcast.
-    let latency_mode = broadcast
-        .as_ref()
-        .map_or("standard", |b| b.latency_mode.as_str());
-    let hls_base = config::var_or("playback_hls_base", "http://127.0.0.1:8080/hls");
-    let hls_origin = params::http_origin(&hls_base);
-    let bases = StreamBases {
-        base_url: "",
-        rtmp_ingest_base: "",
-        playback_hls_base: &hls_base,
-    };
-    let hls_origin_set = hls_origin.is_some();
-    let hls_url = match &hls_origin {
-        Some(_) => rules::hls_url(&bases, &stream_id),
-        None => String::new(),
-    };
-    let origin = hls_origin.unwrap_or_default();
-    // After the show, the latest ready recording replays (the watch page is only for
-    // broadcasts anyone may watch, so its URL is no secret to this audience).
-    let replay = match (state, &broadcast) {
-        (WatchState::Ended, Some(b)) => store::recordings::latest_ready(&db, b)?
-            .and_then(|r| Some((params::http_origin(r.url.as_deref()?)?, r))),
-        _ => None,
-    };
-    let (replay_origin, replay_url, replay_type) = match &replay {
-        Some((origin, r)) => (
-            origin.as_str(),
-            r.url.clone().unwrap_or_default(),
-            r.output.as_str(),
-        ),
-        None => ("", String::new(), ""),
-    };
-    let connect = format!("connect-src 'self' {origin} {replay_origin}");
-    let media = format!("media-src 'self' blob: {origin} {replay_origin}");
-    let images = format!("img-src 'self' data: {origin}");
-    let csp = web::csp(&[connect.trim_end(), media.trim_end(), images.trim_end()]);
-    // The media server refreshes a live stream's thumbnail: the player's poster.
-    let poster = match (&hls_origin_set, state) {
-        (true, WatchState::Live) => rules::thumbnail_url(&bases, &stream_id),
-        _ => String::new(),
-    };
-    let tag = web::etag(&[
-        assets::BUILD_ID,
-        "watch",
-        short_id,
-        &stream_id,
-        &title,
-        state.key(),
-        &message,
-        &hls_url,
-        &replay_url,
-        &poster,
-        latency_mode,
-    ]);
-    let headers = PageHeaders {
-        etag: &tag,
-        cache_control: web::CACHE_REVALIDATE,
-        csp: &csp,
-    };
     Ok(web::conditional_html(
         ctx.header("if-none-match"),
         &headers,
@@ -357,16 +395,99 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
                     status => state.key(),
                     status_label => state.label(),
                     message,
-                    hls_url,
-                    latency_mode,
-                    poster,
-                    replay_url,
-                    replay_type,
+                    hls_url => player.hls_url,
+                    latency_mode => player.latency_mode,
+                    poster => player.poster,
+                    replay_url => player.replay_url,
+                    replay_type => player.replay_type,
                     asset => context! {
                         css => assets::url_value("pages.css"),
                         hls => assets::url_value("vendor/hls.light.min.js"),
                         relay => assets::url_value("relay.js"),
                         gifts => assets::url_value("gifts.js"),
+                        watch => assets::url_value("watch.js"),
+                    },
+                },
+            )
+        },
+    ))
+}
+
+/// `GET /embed/{shortId}?autoplay&muted&controls`: the watch page's player alone, sized
+/// to its frame, for a tenant's site. It is served for exactly the broadcasts and events
+/// the watch page serves (private, subscribers-only and unknown ones are 404), and only
+/// the tenant's embed origins may frame it: its `frame-ancestors` lists them, or is
+/// `'none'` when the tenant has none.
+pub fn embed(ctx: &PublicCtx) -> Result<Response, ApiError> {
+    let short_id = ctx.param("id");
+    if !params::valid_stream_id(short_id) {
+        return Ok(web::text(404, "no such broadcast"));
+    }
+    let db = ctx.db()?;
+    let Some(watched) = watched(&db, short_id, ctx.now())? else {
+        return Ok(web::text(404, "no such broadcast"));
+    };
+    let options = match params::embed_params(ctx.query()) {
+        Ok(options) => options,
+        Err(message) => return Ok(web::text(400, &message)),
+    };
+    let origins = store::player::embed_origins(&db, &watched.client_id)?;
+    let ancestors = domain::player::frame_ancestors(&origins);
+    let player = PlayerSource::of(&db, &watched)?;
+    let [connect, media, images] = &player.directives;
+    let csp = web::csp(&[connect, media, images, &ancestors]);
+    let options_key = options.cache_key();
+    // The policy is part of the answer: a change of origins is a new page.
+    let mut parts = vec![
+        assets::BUILD_ID,
+        "embed",
+        short_id,
+        &watched.stream_id,
+        &watched.title,
+        watched.state.key(),
+        &watched.message,
+        &options_key,
+        &ancestors,
+    ];
+    parts.extend(player.cache_parts());
+    let tag = web::etag(&parts);
+    let headers = PageHeaders {
+        etag: &tag,
+        cache_control: web::CACHE_REVALIDATE,
+        csp: &csp,
+    };
+    let Watched {
+        client_id,
+        stream_id,
+        title,
+        state,
+        message,
+        ..
+    } = watched;
+    Ok(web::conditional_html(
+        ctx.header("if-none-match"),
+        &headers,
+        || {
+            render::render(
+                "embed.html",
+                context! {
+                    client_id,
+                    stream_id,
+                    title,
+                    status => state.key(),
+                    message,
+                    hls_url => player.hls_url,
+                    latency_mode => player.latency_mode,
+                    poster => player.poster,
+                    replay_url => player.replay_url,
+                    replay_type => player.replay_type,
+                    autoplay => options.autoplay,
+                    muted => options.muted,
+                    controls => options.controls,
+                    asset => context! {
+                        css => assets::url_value("pages.css"),
+                        hls => assets::url_value("vendor/hls.light.min.js"),
+                        relay => assets::url_value("relay.js"),
                         watch => assets::url_value("watch.js"),
                     },
                 },

@@ -177,6 +177,53 @@ pub fn record_params(query: &str, system_resolution: Option<&str>) -> Result<Rec
     })
 }
 
+/// The embed page's options, as players take them: `autoplay`, `muted` and `controls`,
+/// each `1` or `0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmbedParams {
+    /// Starts playing by itself (default no; browsers allow it muted only).
+    pub autoplay: bool,
+    /// Starts muted (default no).
+    pub muted: bool,
+    /// Shows the video's controls and the quality menu (default yes).
+    pub controls: bool,
+}
+
+impl EmbedParams {
+    /// What the page depends on, for its ETag.
+    pub fn cache_key(&self) -> String {
+        format!(
+            "a{}m{}c{}",
+            u8::from(self.autoplay),
+            u8::from(self.muted),
+            u8::from(self.controls)
+        )
+    }
+}
+
+/// Parses the embed page's query; any other parameter, or another value, is refused.
+pub fn embed_params(query: &str) -> Result<EmbedParams, String> {
+    let mut p = EmbedParams {
+        autoplay: false,
+        muted: false,
+        controls: true,
+    };
+    for (key, value) in query_pairs(query) {
+        let slot = match key.as_str() {
+            "autoplay" => &mut p.autoplay,
+            "muted" => &mut p.muted,
+            "controls" => &mut p.controls,
+            _ => return Err("the embed page takes only autoplay, muted and controls".into()),
+        };
+        *slot = match value.as_str() {
+            "1" => true,
+            "0" => false,
+            _ => return Err(format!("{key} must be 1 or 0")),
+        };
+    }
+    Ok(p)
+}
+
 /// Whether an egress-player file is played as audio or video.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MediaType {
@@ -309,6 +356,17 @@ pub fn valid_stream_id(id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn embed_options() {
+        let p = embed_params("").unwrap();
+        assert_eq!((p.autoplay, p.muted, p.controls), (false, false, true));
+        let p = embed_params("autoplay=1&muted=1&controls=0").unwrap();
+        assert_eq!((p.autoplay, p.muted, p.controls), (true, true, false));
+        assert!(embed_params("autoplay=yes").is_err());
+        assert!(embed_params("controls=").is_err());
+        assert!(embed_params("poster=https%3A%2F%2Fx").is_err());
+    }
 
     fn record(q: &str) -> Result<RecordParams, String> {
         record_params(q, None)

@@ -12,6 +12,7 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/egress_player.html"),
     ),
     ("watch.html", include_str!("../templates/watch.html")),
+    ("embed.html", include_str!("../templates/embed.html")),
     ("sfu_test.html", include_str!("../templates/sfu_test.html")),
     (
         "analytics.html",

@@ -30,6 +30,7 @@ pub mod monetization;
 pub mod music_links;
 pub mod outbox;
 pub mod payouts;
+pub mod player;
 pub mod playlists;
 pub mod rate_limits;
 pub mod recordings;

@@ -134,6 +134,10 @@ pub const MIGRATIONS: &[Migration] = &[
         "0140_media_ladder",
         include_str!("../migrations/0140_media_ladder.sql"),
     ),
+    Migration::sql(
+        "0150_player_embed_origins",
+        include_str!("../migrations/0150_player_embed_origins.sql"),
+    ),
 ];
 
 /// Broadcasts and scheduled events made before ingest keys were random had the streamId

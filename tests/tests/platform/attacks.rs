@@ -1584,6 +1584,159 @@ async fn a_tenants_media_settings_are_its_servers_alone() {
     );
 }
 
+/// The short id in a broadcast's `watchUrl`, which its embed page takes too.
+fn short_id(b: &Value) -> String {
+    let url = b["watchUrl"].as_str().expect("watchUrl");
+    url.rsplit('/').next().expect("short id").to_string()
+}
+
+/// The player setting is the tenant's server's alone: another tenant's server reads and
+/// changes its own, the API key alone or a user's token nothing; an entry that is not an
+/// origin exactly (a wildcard, a scheme other than https, a path, a policy break-out) or
+/// a list too long is refused by its index and nothing is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenants_embed_origins_are_its_servers_alone_and_only_origins() {
+    let p = platform().await;
+    let (t, ada, eve) = cast(&p).await;
+    let other = p.register_client("Other").await;
+    let path = "/api/v1/player";
+    let mine = json!({"embedOrigins": ["https://shop.example"]});
+    let (status, answer) = p
+        .as_server(&t, Method::PUT, path, Some(&mine))
+        .answer()
+        .await;
+    assert_eq!((status.as_u16(), &answer), (200, &mine));
+    for method in [Method::GET, Method::PUT] {
+        let (status, answer) = p
+            .request(method.clone(), path)
+            .header("x-api-key", &t.api_key)
+            .send_json(&json!({"embedOrigins": ["https://evil.example"]}))
+            .await;
+        assert_eq!(status, 401, "{method} with the API key alone: {answer}");
+        let (status, answer) = p
+            .as_user(&eve, method.clone(), path)
+            .send_json(&json!({"embedOrigins": ["https://evil.example"]}))
+            .await;
+        assert_eq!(status, 401, "{method} as a user: {answer}");
+    }
+    // Another tenant's server sees and sets its own setting only.
+    let (_, theirs) = p.as_server(&other, Method::GET, path, None).answer().await;
+    assert_eq!(theirs, json!({"embedOrigins": []}));
+    let evil = json!({"embedOrigins": ["https://evil.example"]});
+    let (status, _) = p
+        .as_server(&other, Method::PUT, path, Some(&evil))
+        .answer()
+        .await;
+    assert_eq!(status, 200);
+    let (_, still) = p.as_server(&t, Method::GET, path, None).answer().await;
+    assert_eq!(still, mine, "the other tenant's change is its own");
+
+    let many: Vec<String> = (0..10_000)
+        .map(|i| format!("https://s{i}.example"))
+        .collect();
+    let hostile: Vec<(Value, &str)> = vec![
+        (json!(["*"]), "embedOrigins[0]"),
+        (
+            json!(["https://ok.example", "https://*.x"]),
+            "embedOrigins[1]",
+        ),
+        (json!(["javascript:alert(1)"]), "embedOrigins[0]"),
+        (json!(["https://a.example/path"]), "embedOrigins[0]"),
+        (
+            json!(["https://a.example'; script-src *"]),
+            "embedOrigins[0]",
+        ),
+        (
+            json!(["https://a.example; script-src *"]),
+            "embedOrigins[0]",
+        ),
+        (json!(["http://a.example"]), "embedOrigins[0]"),
+        (json!(["'self'"]), "embedOrigins[0]"),
+        (json!("https://a.example"), "embedOrigins"),
+        (json!(many), "embedOrigins"),
+    ];
+    for (origins, field) in hostile {
+        let sent = json!({"embedOrigins": origins});
+        let (status, answer) = p
+            .as_server(&t, Method::PUT, path, Some(&sent))
+            .answer()
+            .await;
+        assert_eq!(status, 422, "{answer}");
+        assert_eq!(code(&answer), "validation_failed", "{answer}");
+        let fields: Vec<&str> = answer["errors"]
+            .as_array()
+            .map(|f| f.iter().filter_map(|e| e["field"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(fields, [field], "{answer}");
+        let (_, stored) = p.as_server(&t, Method::GET, path, None).answer().await;
+        assert_eq!(stored, mine, "nothing is stored after {origins:.80}");
+    }
+    // The page's policy lists the stored origins alone.
+    let b = live_broadcast(&p, &ada, "public").await;
+    let page = p
+        .request(Method::GET, &format!("/embed/{}", short_id(&b)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("frame-ancestors https://shop.example;")
+            || csp.ends_with("frame-ancestors https://shop.example"),
+        "{csp}"
+    );
+    assert!(!csp.contains("evil"), "{csp}");
+}
+
+/// A private or subscribers-only broadcast's embed page is as closed as its watch page:
+/// no page, with or without a token for its room, and nothing of the stream shown.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_private_broadcasts_embed_page_does_not_play() {
+    let p = platform().await;
+    let (t, ada, _eve) = cast(&p).await;
+    let everyone = json!({"embedOrigins": ["http://127.0.0.1:9"]});
+    let (status, _) = p
+        .as_server(&t, Method::PUT, "/api/v1/player", Some(&everyone))
+        .answer()
+        .await;
+    assert_eq!(status, 200);
+    for visibility in ["private", "subscribers"] {
+        let b = live_broadcast(&p, &ada, visibility).await;
+        let room = b["streamId"].as_str().unwrap();
+        let viewer = AccessToken::with_api_key(SFU_KEY, SFU_SECRET)
+            .with_identity("viewer")
+            .with_grants(VideoGrants {
+                room_join: true,
+                room: room.to_string(),
+                can_subscribe: Some(true),
+                ..Default::default()
+            })
+            .to_jwt()
+            .unwrap();
+        let short = short_id(&b);
+        for query in [
+            String::new(),
+            "?autoplay=1&muted=1".to_string(),
+            format!("?token={viewer}"),
+        ] {
+            for page in ["embed", "watch"] {
+                let r = p
+                    .request(Method::GET, &format!("/{page}/{short}{query}"))
+                    .send()
+                    .await
+                    .unwrap();
+                let status = r.status();
+                let body = r.text().await.unwrap();
+                assert!(
+                    status == 404 || (page == "embed" && status == 400),
+                    "{visibility} {page}{query}: {status}"
+                );
+                assert!(!body.contains(room), "{visibility} {page}{query}: {body}");
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn only_the_media_server_says_whether_it_runs() {
     let p = platform().await;

@@ -1384,3 +1384,291 @@ async fn gifts_animate_live_on_the_watch_and_recording_pages() {
     browser.assert_clean(&watch).await;
     browser.close().await;
 }
+
+/// Sets the tenant's embed origins through its server's API; answers the stored setting.
+async fn set_embed_origins(
+    p: &Platform,
+    tenant: &platform_tests::Tenant,
+    origins: &[&str],
+) -> Value {
+    let body = json!({ "embedOrigins": origins });
+    let (status, answer) = p
+        .as_server(tenant, Method::PUT, "/api/v1/player", Some(&body))
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
+/// The sources of the policy's `frame-ancestors` directive.
+fn frame_ancestors(csp: &str) -> Vec<String> {
+    let directives: Vec<&str> = csp
+        .split(';')
+        .map(str::trim)
+        .filter(|d| d.starts_with("frame-ancestors "))
+        .collect();
+    assert_eq!(directives.len(), 1, "{csp}");
+    directives[0]
+        .split_whitespace()
+        .skip(1)
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_embed_page_is_framed_by_the_tenants_origins_alone() {
+    let p = Platform::start_with(&[("playback_hls_base", "https://cdn.example/hls")]).await;
+    let tenant = p.register_client("Embedder").await;
+    let ada = p.signup(&tenant, "ada").await;
+    let (b, short) = create_broadcast(&p, &ada, json!({"title": "Shop <live> & \"sale\""})).await;
+    let stream_id = b["streamId"].as_str().unwrap();
+    let embed = format!("/embed/{short}");
+
+    // No origins yet: no site may frame it.
+    let (status, setting) = p
+        .as_server(&tenant, Method::GET, "/api/v1/player", None)
+        .answer()
+        .await;
+    assert_eq!(
+        (status.as_u16(), &setting),
+        (200, &json!({"embedOrigins": []}))
+    );
+    let r = get(&p, &embed).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        frame_ancestors(header(&r, "content-security-policy")),
+        ["'none'"]
+    );
+    let before = header(&r, "etag").to_string();
+
+    // The origins, normalised, are exactly the page's frame-ancestors; the ETag follows
+    // them (a cached page would otherwise keep the old policy).
+    let stored = set_embed_origins(
+        &p,
+        &tenant,
+        &[
+            "HTTPS://Shop.Example:443",
+            "https://shop.example",
+            "http://127.0.0.1:5173",
+        ],
+    )
+    .await;
+    assert_eq!(
+        stored,
+        json!({"embedOrigins": ["https://shop.example", "http://127.0.0.1:5173"]})
+    );
+    let r = get_if_none_match(&p, &embed, &before).await;
+    assert_eq!(r.status(), 200, "a new policy is a new page");
+    let csp = header(&r, "content-security-policy").to_string();
+    assert_eq!(
+        frame_ancestors(&csp),
+        ["https://shop.example", "http://127.0.0.1:5173"]
+    );
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    assert!(
+        csp.contains("connect-src 'self' https://cdn.example"),
+        "{csp}"
+    );
+    assert_eq!(header(&r, "cache-control"), "no-cache");
+    let html = r.text().await.unwrap();
+    assert!(
+        html.contains("Shop &lt;live&gt; &amp; &quot;sale&quot;"),
+        "{html}"
+    );
+    assert!(!html.contains("<live>"));
+    assert_eq!(data_attr(&html, "stream-id"), stream_id);
+    assert_eq!(data_attr(&html, "embed"), "true");
+    // The player alone: no title heading, no chat.
+    assert!(
+        !html.contains("<h1") && !html.contains("id=\"chat\""),
+        "{html}"
+    );
+    // Defaults: controls, no autoplay, not muted.
+    let video = html[html.find("<video").unwrap()..]
+        .split('>')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(
+        video.contains(" controls") && !video.contains(" autoplay") && !video.contains(" muted"),
+        "{video}"
+    );
+    let r = get(&p, &format!("{embed}?autoplay=1&muted=1&controls=0")).await;
+    let html = r.text().await.unwrap();
+    let video = html[html.find("<video").unwrap()..]
+        .split('>')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(
+        !video.contains(" controls") && video.contains(" autoplay") && video.contains(" muted"),
+        "{video}"
+    );
+    assert_eq!(data_attr(&html, "controls"), "false");
+    assert_eq!(data_attr(&html, "autoplay"), "true");
+    for bad in [
+        "?autoplay=yes",
+        "?controls=2",
+        "?poster=https%3A%2F%2Fx.example%2Fa.png",
+        "?next=https%3A%2F%2Fevil.example",
+    ] {
+        let r = get(&p, &format!("{embed}{bad}")).await;
+        assert_eq!(r.status(), 400, "{bad}");
+        assert_eq!(header(&r, "location"), "", "{bad}");
+    }
+    assert_eq!(get(&p, "/embed/nothere1").await.status(), 404);
+    assert_eq!(get(&p, "/embed/%3Cx%3E").await.status(), 404);
+    // Every other page still refuses every frame.
+    let watch = get(&p, &format!("/watch/{short}")).await;
+    assert_eq!(
+        frame_ancestors(header(&watch, "content-security-policy")),
+        ["'none'"]
+    );
+    let docs = get(&p, "/docs").await;
+    assert_eq!(
+        frame_ancestors(header(&docs, "content-security-policy")),
+        ["'none'"]
+    );
+    // Another tenant's origins are not this page's.
+    let other = p.register_client("Other").await;
+    set_embed_origins(&p, &other, &["https://other.example"]).await;
+    let r = get(&p, &embed).await;
+    assert_eq!(
+        frame_ancestors(header(&r, "content-security-policy")),
+        ["https://shop.example", "http://127.0.0.1:5173"]
+    );
+    // Cleared: none again.
+    set_embed_origins(&p, &tenant, &[]).await;
+    let r = get(&p, &embed).await;
+    assert_eq!(
+        frame_ancestors(header(&r, "content-security-policy")),
+        ["'none'"]
+    );
+}
+
+/// A loopback HTTP server answering `html` to every request: a tenant's site.
+async fn site_server(html: String) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let html = html.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 2048];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{html}",
+                    html.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+/// What the page's one iframe holds, read inside the frame (an isolated world of its
+/// document): whether it is the embed page with its player, and the player's size.
+async fn framed(browser: &mut Browser, tab: &browser::Tab) -> Value {
+    let tree = browser
+        .call(Some(&tab.session), "Page.getFrameTree", json!({}))
+        .await;
+    let children = tree["frameTree"]["childFrames"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(children.len(), 1, "{tree}");
+    let frame = &children[0]["frame"];
+    let world = browser
+        .call(
+            Some(&tab.session),
+            "Page.createIsolatedWorld",
+            json!({"frameId": frame["id"], "worldName": "probe"}),
+        )
+        .await;
+    let answer = browser
+        .call(
+            Some(&tab.session),
+            "Runtime.evaluate",
+            json!({
+                "contextId": world["executionContextId"],
+                "returnByValue": true,
+                "expression": "(function(){var v = document.getElementById('video');\
+                    return {url: location.href, ready: document.readyState,\
+                      video: !!v, width: v ? v.clientWidth : 0, height: v ? v.clientHeight : 0,\
+                      embed: !!document.querySelector('main[data-embed=\"true\"]')};})()",
+            }),
+        )
+        .await;
+    let mut value = answer["result"]["value"].clone();
+    value["frameUrl"] = frame["url"].clone();
+    value
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allowed_site_frames_the_player_and_another_is_refused() {
+    let p = Platform::start().await;
+    let tenant = p.register_client("Embedder").await;
+    let ada = p.signup(&tenant, "ada").await;
+    let (_, short) = create_broadcast(&p, &ada, json!({"title": "Framed"})).await;
+    let page = |src: String| {
+        format!(
+            "<!doctype html><html><body style=\"margin:0\">\
+             <iframe id=\"player\" src=\"{src}\" width=\"640\" height=\"360\" style=\"border:0\" \
+             onload=\"window.frameLoaded = true\"></iframe></body></html>"
+        )
+    };
+    let src = p.url(&format!("/embed/{short}?muted=1"));
+    let allowed = site_server(page(src.clone())).await;
+    let refused = site_server(page(src.clone())).await;
+    set_embed_origins(&p, &tenant, &[&format!("http://{allowed}")]).await;
+
+    let mut browser = Browser::launch(&[]).await;
+    let tab = browser
+        .open(&format!("http://{allowed}/shop"), 800, 500)
+        .await;
+    browser
+        .wait_for(&tab, "window.frameLoaded === true", Duration::from_secs(20))
+        .await;
+    let shown = framed(&mut browser, &tab).await;
+    assert_eq!(shown["frameUrl"], src, "{shown}");
+    assert_eq!(shown["embed"], true, "{shown}");
+    assert_eq!(shown["video"], true, "{shown}");
+    assert_eq!(shown["ready"], "complete", "{shown}");
+    // Sized to its frame.
+    assert_eq!(
+        (&shown["width"], &shown["height"]),
+        (&json!(640), &json!(360)),
+        "{shown}"
+    );
+    browser
+        .screenshot(&tab, &screenshot_dir().join("embed-allowed.png"))
+        .await;
+
+    let tab = browser
+        .open(&format!("http://{refused}/shop"), 800, 500)
+        .await;
+    browser
+        .wait_for(&tab, "window.frameLoaded === true", Duration::from_secs(20))
+        .await;
+    let shown = framed(&mut browser, &tab).await;
+    assert_eq!(
+        shown["video"], false,
+        "the refused frame has no player: {shown}"
+    );
+    assert_eq!(shown["embed"], false, "{shown}");
+    assert_ne!(shown["url"], json!(src), "{shown}");
+    browser.close().await;
+}

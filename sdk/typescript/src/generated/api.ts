@@ -2053,6 +2053,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/player": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get (player settings)
+         * @description The origins whose pages may frame the tenant's embed player.
+         */
+        get: operations["get-v1-player"];
+        /**
+         * Replace (player settings)
+         * @description Sets the origins whose pages may frame the tenant's embed player (`/embed/{id}`): its Content-Security-Policy's frame-ancestors lists exactly them. A bad entry is refused by its index and nothing is stored.
+         */
+        put: operations["put-v1-player"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/recording-defaults": {
         parameters: {
             query?: never;
@@ -2408,6 +2432,23 @@ export interface paths {
         };
         /** Egress player (a file in a loop) */
         get: operations["get-egress-player"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/embed/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Embed player of a broadcast or event (framed by the tenant's embed origins) */
+        get: operations["get-embed_by-id"];
         put?: never;
         post?: never;
         delete?: never;
@@ -4025,6 +4066,15 @@ export interface components {
         };
         PayoutRequest: {
             diamonds: number;
+        };
+        /** @description A tenant's player settings. */
+        PlayerSettings: {
+            /** @description The origins whose pages may frame the embed page (`/embed/{id}`), normalised (lowercase, no default port), in the order given; none: no site may. */
+            embedOrigins: string[];
+        };
+        PlayerSettingsChanges: {
+            /** @description At most 20 origins (`https://host[:port]`; `http://` only for localhost and 127.0.0.1) whose pages may frame the embed page; `[]`: none may. */
+            embedOrigins: string[];
         };
         /** @description A playlist (in lists, without its tracks). */
         Playlist: {
@@ -19054,6 +19104,169 @@ export interface operations {
             };
         };
     };
+    "get-v1-player": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlayerSettings"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_api_key" | "invalid_api_key" | "signature_required" | "incomplete_signature" | "invalid_timestamp" | "timestamp_out_of_window" | "signature_mismatch" | "invalid_signature_format" | "signature_replayed";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "client_suspended";
+                        /** @constant */
+                        status?: 403;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "put-v1-player": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "embedOrigins": [
+                 *         "https://shop.example"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["PlayerSettingsChanges"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlayerSettings"];
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "malformed_json";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_api_key" | "invalid_api_key" | "signature_required" | "incomplete_signature" | "invalid_timestamp" | "timestamp_out_of_window" | "signature_mismatch" | "invalid_signature_format" | "signature_replayed";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "client_suspended";
+                        /** @constant */
+                        status?: 403;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "payload_too_large";
+                        /** @constant */
+                        status?: 413;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "unsupported_media_type";
+                        /** @constant */
+                        status?: 415;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field is invalid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "validation_failed";
+                        /** @constant */
+                        status?: 422;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     "get-v1-recording-defaults": {
         parameters: {
             query?: never;
@@ -21389,6 +21602,50 @@ export interface operations {
             query?: never;
             header?: never;
             path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The page */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Invalid page parameters */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description No such page or broadcast */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+        };
+    };
+    "get-embed_by-id": {
+        parameters: {
+            query?: {
+                autoplay?: "0" | "1";
+                muted?: "0" | "1";
+                controls?: "0" | "1";
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
             cookie?: never;
         };
         requestBody?: never;
