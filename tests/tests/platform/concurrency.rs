@@ -323,3 +323,56 @@ async fn caps_hold_when_64_requests_race_for_them() {
         "{multihost}"
     );
 }
+
+/// What a create answered is there for the next request: 64 creators at once, each reading
+/// its broadcast (and acting on it) the moment its create is answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broadcast_is_there_as_soon_as_its_create_is_answered() {
+    let p = Platform::start().await;
+    let t = p.register_client("Read your writes").await;
+    let mut users = Vec::new();
+    for i in 0..8 {
+        users.push(p.signup(&t, &format!("writer{i}")).await);
+    }
+    let rounds = (0..64).map(|i| {
+        let (p, user) = (&p, &users[i % users.len()]);
+        async move {
+            let mut missing = Vec::new();
+            for round in 0..4 {
+                let (status, b) = p
+                    .as_user(user, Method::POST, "/api/broadcasts")
+                    .send_json(
+                        &json!({"title": format!("T{i}-{round}"), "visibility": "subscribers"}),
+                    )
+                    .await;
+                assert_eq!(status, 200, "{b}");
+                let id = b["id"].as_str().unwrap().to_string();
+                let (status, body) = p
+                    .as_user(user, Method::GET, &format!("/api/broadcasts/{id}"))
+                    .answer()
+                    .await;
+                if status != 200 {
+                    missing.push(format!("GET {id}: {status} {body}"));
+                }
+                let (status, body) = p
+                    .as_user(
+                        user,
+                        Method::POST,
+                        &format!("/api/broadcasts/{id}/analytics/share"),
+                    )
+                    .answer()
+                    .await;
+                if status == 404 {
+                    missing.push(format!("share {id}: {status} {body}"));
+                }
+            }
+            missing
+        }
+    });
+    let missing: Vec<String> = join_all(rounds).await.into_iter().flatten().collect();
+    assert!(
+        missing.is_empty(),
+        "{} reads missed a created broadcast: {missing:#?}",
+        missing.len()
+    );
+}
