@@ -101,7 +101,10 @@ pub struct Route<E: 'static> {
     /// (`spin::idempotent`).
     pub idempotent: bool,
     /// What the route takes and answers, for the API document: derived from its typed
-    /// handler (`endpoint!`), or written out (`documented_route!`).
+    /// handler (`endpoint!`), or written out (`documented_route!`). Only the native build
+    /// (the document's generator) has it: a component never serves its own description,
+    /// and the schema code it would keep alive would grow every wasm component by a third.
+    #[cfg(not(target_arch = "wasm32"))]
     pub operation: Option<fn() -> crate::contract::Operation>,
 }
 
@@ -118,6 +121,7 @@ pub const fn route<E>(method: &'static str, pattern: &'static str, endpoint: E) 
         pattern,
         endpoint,
         idempotent: false,
+        #[cfg(not(target_arch = "wasm32"))]
         operation: None,
     }
 }
@@ -127,18 +131,21 @@ pub const fn route<E>(method: &'static str, pattern: &'static str, endpoint: E) 
 /// refinement saying what it takes and answers (see `endpoint!` for typed handlers).
 #[macro_export]
 macro_rules! documented_route {
-    ($method:literal, $path:literal, $endpoint:expr, $summary:literal, $refine:expr $(,)?) => {
+    ($method:literal, $path:literal, $endpoint:expr, $summary:literal, $refine:expr $(,)?) => {{
+        #[cfg(target_arch = "wasm32")]
+        $crate::contract::unused_refinement($refine);
         $crate::routing::Route {
             method: $method,
             pattern: $path,
             endpoint: $endpoint,
             idempotent: false,
+            #[cfg(not(target_arch = "wasm32"))]
             operation: Some(|| {
                 $crate::contract::Operation::new(concat!($method, " ", $path), $summary)
                     .then($refine)
             }),
         }
-    };
+    }};
 }
 
 /// The method of a route that accepts every method.

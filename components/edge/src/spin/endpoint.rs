@@ -214,7 +214,11 @@ where
 /// module's documentation); the tier names the [`Handler`](super::http::Handler) variant.
 #[macro_export]
 macro_rules! endpoint {
-    ($method:ident $path:literal, $tier:ident($handler:path), $summary:literal $(, $refine:expr)? $(,)?) => {
+    ($method:ident $path:literal, $tier:ident($handler:path), $summary:literal $(, $refine:expr)? $(,)?) => {{
+        $(
+            #[cfg(target_arch = "wasm32")]
+            $crate::contract::unused_refinement($refine);
+        )?
         $crate::routing::Route {
             method: stringify!($method),
             pattern: $path,
@@ -222,6 +226,7 @@ macro_rules! endpoint {
                 $crate::spin::endpoint::run(ctx, $handler)
             }),
             idempotent: false,
+            #[cfg(not(target_arch = "wasm32"))]
             operation: Some(|| {
                 $crate::spin::endpoint::describe(
                     concat!(stringify!($method), " ", $path),
@@ -231,5 +236,5 @@ macro_rules! endpoint {
                 $( .then($refine) )?
             }),
         }
-    };
+    }};
 }

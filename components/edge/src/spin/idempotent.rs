@@ -280,7 +280,11 @@ fn replay(db: &Db, client_id: &str, caller: &str, key: &str, hash: &str, now: i6
 /// in the transaction; `Tier(prepare => handler)` reads before it.
 #[macro_export]
 macro_rules! idempotent_endpoint {
-    ($method:ident $path:literal, $tier:ident($prepare:path => $handler:path), $summary:literal $(, $refine:expr)? $(,)?) => {
+    ($method:ident $path:literal, $tier:ident($prepare:path => $handler:path), $summary:literal $(, $refine:expr)? $(,)?) => {{
+        $(
+            #[cfg(target_arch = "wasm32")]
+            $crate::contract::unused_refinement($refine);
+        )?
         $crate::routing::Route {
             method: stringify!($method),
             pattern: $path,
@@ -288,6 +292,7 @@ macro_rules! idempotent_endpoint {
                 $crate::spin::idempotent::run_prepared(ctx, $prepare, $handler)
             }),
             idempotent: true,
+            #[cfg(not(target_arch = "wasm32"))]
             operation: Some(|| {
                 $crate::spin::idempotent::describe_prepared(
                     concat!(stringify!($method), " ", $path),
@@ -298,8 +303,12 @@ macro_rules! idempotent_endpoint {
                 $( .then($refine) )?
             }),
         }
-    };
-    ($method:ident $path:literal, $tier:ident($handler:path), $summary:literal $(, $refine:expr)? $(,)?) => {
+    }};
+    ($method:ident $path:literal, $tier:ident($handler:path), $summary:literal $(, $refine:expr)? $(,)?) => {{
+        $(
+            #[cfg(target_arch = "wasm32")]
+            $crate::contract::unused_refinement($refine);
+        )?
         $crate::routing::Route {
             method: stringify!($method),
             pattern: $path,
@@ -307,6 +316,7 @@ macro_rules! idempotent_endpoint {
                 $crate::spin::idempotent::run(ctx, $handler)
             }),
             idempotent: true,
+            #[cfg(not(target_arch = "wasm32"))]
             operation: Some(|| {
                 $crate::spin::idempotent::describe(
                     concat!(stringify!($method), " ", $path),
@@ -316,5 +326,5 @@ macro_rules! idempotent_endpoint {
                 $( .then($refine) )?
             }),
         }
-    };
+    }};
 }
