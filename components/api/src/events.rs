@@ -118,7 +118,8 @@ impl NameList for PlaybackTypes {
 impl NewEventBody {
     /// The rules between fields, once every field is read; now is the past's end.
     fn check(&self, body: &mut JsonBody) {
-        self.check_at(body, time::now());
+        let now = body.now();
+        self.check_at(body, now);
     }
 
     /// The rules between fields; `now` decides what counts as the past.

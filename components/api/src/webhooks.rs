@@ -303,7 +303,7 @@ request_body! {
 impl RecoveryBody {
     /// The window must end after it starts (an absent end is now).
     fn check(&self, body: &mut JsonBody) {
-        let until = self.until.unwrap_or(time::now() + 1);
+        let until = self.until.unwrap_or(body.now() + 1);
         if self.since.is_some_and(|s| s >= until) {
             body.error("until", "must be after since");
         }

@@ -21,9 +21,22 @@ pub struct JsonBody {
     object: Map<String, Value>,
     known: Vec<&'static str>,
     errors: Vec<FieldError>,
+    /// The request's time (epoch seconds), for rules about the past and the future.
+    now: Option<i64>,
 }
 
 impl JsonBody {
+    /// The body of a request that arrived at `now` (epoch seconds).
+    pub fn at(mut self, now: i64) -> Self {
+        self.now = Some(now);
+        self
+    }
+
+    /// The request's time (epoch seconds): the one it was read at, else the clock.
+    pub fn now(&self) -> i64 {
+        self.now.unwrap_or_else(crate::time::now)
+    }
+
     /// Parses a JSON object. Malformed JSON or a non-object is a 400; an empty body is `{}`.
     pub fn parse(body: &[u8]) -> Result<Self, ApiError> {
         if body.len() > MAX_JSON_BODY {
@@ -65,6 +78,7 @@ impl JsonBody {
             object,
             known: Vec::new(),
             errors: Vec::new(),
+            now: None,
         })
     }
 

@@ -90,7 +90,7 @@ impl Call {
     /// The body as a JSON object; a declared non-JSON content type is a 415.
     pub fn json(&self) -> Result<JsonBody, ApiError> {
         self.check_json_content_type()?;
-        JsonBody::parse(self.req.body())
+        JsonBody::parse(self.req.body()).map(|body| body.at(self.now()))
     }
 
     /// The body as a `T` (unknown fields refused where `T` says so); JSON that is not a
