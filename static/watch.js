@@ -9,6 +9,13 @@
  * The embed page (data-embed) runs the same player without the page around it (no title,
  * badge, chat or gifts): the relay only moves its state; it starts playing only with
  * autoplay=1 (data-autoplay) and shows the quality menu only with controls (data-controls).
+ *
+ * The live state is honest (data-live on #watch): "live" while the playlist advances;
+ * "reconnecting" once it has not for two and a half target durations, or on a fatal
+ * network error (the picture on screen is no longer live: the player lets it go); "ended"
+ * when the relay says the broadcast ended. While reconnecting the page reads the playlist
+ * every 2 s and loads the stream afresh, at its live edge, once it has a segment newer
+ * than the last one it saw.
  */
 (function () {
   'use strict';
@@ -37,6 +44,15 @@
   var replayType = root.dataset.replayType;
   var hls = null;
   var retryTimer = null;
+  /* The live state: what the player knows of the source. */
+  var liveState = null;
+  var edgeSN = null; // the newest segment's number the playlist listed
+  var edgeChangedAt = 0; // when (this clock) that number last moved
+  var targetDuration = 2;
+  var staleSN = null; // the newest segment when the source stopped
+  var watchdog = null;
+  var PROBE_MS = 2000;
+  var RECONNECTING = 'Reconnecting…';
   var LABELS = { live: 'Live', upcoming: 'Starting soon', ended: 'Ended' };
   var MESSAGES = { upcoming: 'The broadcast has not started yet.', ended: 'This broadcast has ended.' };
   var REPLAY_LABEL = 'Replay';
@@ -67,7 +83,97 @@
       message.textContent = MESSAGES[status];
       message.hidden = false;
     }
-    if (status === 'ended') closeChat();
+    if (status === 'ended') {
+      setLive('ended');
+      closeChat();
+    }
+  }
+
+  /* The player's live state: live, reconnecting or ended (data-live on #watch). */
+  function setLive(state) {
+    if (liveState === state) return;
+    liveState = state;
+    root.dataset.live = state;
+    if (state === 'reconnecting') {
+      if (badge) {
+        badge.className = 'badge badge-reconnecting';
+        badge.textContent = RECONNECTING;
+      }
+      showProblem(RECONNECTING);
+    } else if (state === 'live') {
+      if (badge) {
+        badge.className = 'badge badge-live';
+        badge.textContent = LABELS.live;
+      }
+      message.hidden = true;
+    }
+  }
+
+  /* The source stopped (the playlist no longer advances, or a fatal network error): the
+   * frame on screen is let go, and the playlist is read until it moves on. */
+  function reconnect() {
+    if (root.dataset.status !== 'live' || liveState === 'ended') return;
+    staleSN = edgeSN;
+    stop();
+    setLive('reconnecting');
+    retryTimer = setTimeout(probe, PROBE_MS);
+  }
+
+  function probe() {
+    if (root.dataset.status !== 'live' || liveState !== 'reconnecting') return;
+    newestSegment(hlsUrl).then(function (sn) {
+      if (liveState !== 'reconnecting') return;
+      if (sn !== null && (staleSN === null || sn > staleSN)) play();
+      else retryTimer = setTimeout(probe, PROBE_MS);
+    }, function () {
+      if (liveState === 'reconnecting') retryTimer = setTimeout(probe, PROBE_MS);
+    });
+  }
+
+  /* The newest segment's number in the stream's first media playlist (null if none). */
+  function newestSegment(url) {
+    function text(u) {
+      return fetch(u, { cache: 'no-store' }).then(function (r) {
+        if (!r.ok) throw new Error('HTTP ' + r.status);
+        return r.text();
+      });
+    }
+    return text(url).then(function (master) {
+      if (master.indexOf('#EXT-X-STREAM-INF') < 0) return master;
+      var lines = master.split(/\r?\n/);
+      for (var i = 0; i < lines.length; i++) {
+        if (lines[i].indexOf('#EXT-X-STREAM-INF') === 0) {
+          for (var j = i + 1; j < lines.length; j++) {
+            var uri = lines[j].trim();
+            if (uri && uri.charAt(0) !== '#') return text(new URL(uri, url).href);
+          }
+        }
+      }
+      return '';
+    }).then(function (media) {
+      var seq = /#EXT-X-MEDIA-SEQUENCE:(\d+)/.exec(media);
+      var count = media.split(/\r?\n/).filter(function (l) {
+        l = l.trim();
+        return l && l.charAt(0) !== '#';
+      }).length;
+      return seq && count ? parseInt(seq[1], 10) + count - 1 : null;
+    });
+  }
+
+  /* Called every second while live: a playlist that stopped advancing is a stopped source. */
+  function checkEdge() {
+    if (liveState !== 'live' || !edgeChangedAt) return;
+    var limit = Math.max(2.5 * targetDuration, 4) * 1000;
+    if (Date.now() - edgeChangedAt > limit) reconnect();
+  }
+
+  function onPlaylist(details) {
+    if (!details || !details.live) return;
+    if (details.targetduration) targetDuration = details.targetduration;
+    if (details.endSN !== edgeSN) {
+      edgeSN = details.endSN;
+      edgeChangedAt = Date.now();
+    }
   }
 
   function showProblem(text) {
@@ -78,6 +184,8 @@
   function stop() {
     clearTimeout(retryTimer);
     clearInterval(latencyTimer);
+    clearInterval(watchdog);
+    edgeChangedAt = 0;
     bar.hidden = true;
     if (hls) {
       hls.destroy();
@@ -123,17 +231,23 @@
           stop();
           return;
         }
-        showProblem('The stream is not available right now. Retrying…');
-        stop();
-        retryTimer = setTimeout(function () {
-          if (root.dataset.status === 'live') play();
-        }, 5000);
+        reconnect();
       });
       hls.on(window.Hls.Events.MANIFEST_PARSED, function () {
-        message.hidden = true;
+        if (live && liveState !== 'reconnecting') message.hidden = true;
         if (live && controls) showQualities();
         start();
       });
+      if (live) {
+        hls.on(window.Hls.Events.LEVEL_LOADED, function (_, data) {
+          onPlaylist(data.details);
+        });
+        // Live again once a fragment of the fresh load is in: the live edge, not a stale frame.
+        hls.on(window.Hls.Events.FRAG_BUFFERED, function () {
+          if (liveState !== 'ended') setLive('live');
+        });
+        watchdog = setInterval(checkEdge, 1000);
+      }
       hls.on(window.Hls.Events.LEVEL_SWITCHED, function () {
         if (live) labelAuto();
       });

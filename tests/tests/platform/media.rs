@@ -1366,3 +1366,105 @@ async fn a_broadcast_published_in_the_sfu_room_is_fed_into_the_ingest() {
     assert_eq!(calls.last().unwrap().method, "StopEgress", "{calls:?}");
     feed.stop().await;
 }
+
+/// The watch page's live state (`data-live` on `#watch`).
+const LIVE_STATE: &str = "document.getElementById('watch').dataset.live || ''";
+
+/// The encoder drops: within a few seconds the page says "Reconnecting…" instead of
+/// showing the last frame as live; the encoder comes back inside the window and the page
+/// plays again at the live edge by itself; the broadcast is ended and the page says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_watch_page_says_reconnecting_when_the_encoder_drops_and_comes_back_live() {
+    let p = platform(60).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let id = text(&b, "id");
+    let publisher = Publisher::start(&text(&b, "rtmpUrl"));
+    let live = until_ingest(&p, &user, &id, "live").await;
+    until_playlist(&text(&b, "hlsUrl")).await;
+    let mut browser = Browser::launch(&["--autoplay-policy=no-user-gesture-required"]).await;
+    let tab = browser
+        .open(
+            &p.url(&format!("/watch/{}", text(&b, "shortId"))),
+            1280,
+            800,
+        )
+        .await;
+    let playing = "(function(){var v=document.getElementById('video');return v && v.currentTime > 1 && document.getElementById('watch').dataset.live === 'live' ? v.currentTime : null;})()";
+    browser
+        .wait_for(&tab, playing, Duration::from_secs(30))
+        .await;
+
+    publisher.stop().await;
+    let stopped = Instant::now();
+    browser
+        .wait_for(
+            &tab,
+            &format!("({LIVE_STATE}) === 'reconnecting'"),
+            Duration::from_secs(12),
+        )
+        .await;
+    let noticed = stopped.elapsed();
+    println!("reconnecting shown {noticed:?} after the encoder stopped");
+    assert!(noticed < Duration::from_secs(10), "{noticed:?}");
+    let shown = browser
+        .eval(
+            &tab,
+            "[document.getElementById('status').textContent, document.getElementById('player-message').hidden, document.getElementById('player-message').textContent]",
+        )
+        .await;
+    assert_eq!(shown, json!(["Reconnecting…", false, "Reconnecting…"]));
+    // It stays so while the source is away: no stale frame is called live again.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(browser.eval(&tab, LIVE_STATE).await, "reconnecting");
+
+    let (again, _) = publish_again(&p, &user, &b, &live).await;
+    let back = Instant::now();
+    browser
+        .wait_for(
+            &tab,
+            &format!("({LIVE_STATE}) === 'live'"),
+            Duration::from_secs(30),
+        )
+        .await;
+    let first = browser
+        .wait_for(&tab, "(function(){var p=window.watchPage.player();return p && p.currentTime > 0 ? p : null;})()", Duration::from_secs(15))
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let later = browser.eval(&tab, "window.watchPage.player()").await;
+    println!(
+        "live again {:?} after the encoder came back: {later}",
+        back.elapsed()
+    );
+    let (t0, t1) = (
+        first["currentTime"].as_f64().unwrap(),
+        later["currentTime"].as_f64().unwrap(),
+    );
+    assert!(t1 > t0 + 1.5, "playback advances: {t0} then {t1}");
+    let behind = later["latency"].as_f64().expect("the latency is known");
+    assert!(behind < 12.0, "at the live edge: {behind} s behind");
+    let shown = browser
+        .eval(
+            &tab,
+            "[document.getElementById('status').textContent, document.getElementById('player-message').hidden]",
+        )
+        .await;
+    assert_eq!(shown, json!(["Live", true]));
+
+    // Ended by the API: the relay's status frame reaches the page.
+    let (status, ended) = p
+        .as_user(&user, Method::POST, &format!("/api/broadcasts/{id}/status"))
+        .send_json(&json!({"status": "completed"}))
+        .await;
+    assert_eq!(status, 200, "{ended}");
+    browser
+        .wait_for(
+            &tab,
+            &format!("({LIVE_STATE}) === 'ended' && document.getElementById('status').textContent === 'Ended'"),
+            Duration::from_secs(10),
+        )
+        .await;
+    browser.assert_clean(&tab).await;
+    browser.close().await;
+    again.stop().await;
+}
