@@ -16,6 +16,11 @@
  * when the relay says the broadcast ended. While reconnecting the page reads the playlist
  * every 2 s and loads the stream afresh, at its live edge, once it has a segment newer
  * than the last one it saw.
+ *
+ * Views are reported to the platform (POST /api/views, data-broadcast names the broadcast):
+ * "start" when the page begins loading the stream, "heartbeat" every 10 s, "end" on
+ * pagehide (navigator.sendBeacon), with the startup time, the seconds played, the stalls
+ * after the first frame, the rendition on screen and the last fatal error.
  */
 (function () {
   'use strict';
@@ -53,6 +58,7 @@
   var watchdog = null;
   var PROBE_MS = 2000;
   var RECONNECTING = 'Reconnecting…';
+  var beacon = null;
   var LABELS = { live: 'Live', upcoming: 'Starting soon', ended: 'Ended' };
   var MESSAGES = { upcoming: 'The broadcast has not started yet.', ended: 'This broadcast has ended.' };
   var REPLAY_LABEL = 'Replay';
@@ -222,10 +228,12 @@
       showProblem('Playback is not configured.');
       return;
     }
+    if (beacon) beacon.loading();
     if (window.Hls && window.Hls.isSupported()) {
       hls = new window.Hls(playerConfig(live));
       hls.on(window.Hls.Events.ERROR, function (_, data) {
         if (!data.fatal) return;
+        if (beacon) beacon.failed(errorReason(data));
         if (!live) {
           showProblem('The recording cannot be played.');
           stop();
@@ -372,6 +380,151 @@
     }
   }
 
+  /* The contract's reason for a fatal hls.js error. */
+  function errorReason(data) {
+    var code = data.response && data.response.code;
+    if (code === 401 || code === 403) return 'not_allowed';
+    if (/^manifest/i.test(data.details || '')) return 'manifest';
+    if (data.type === 'networkError') return 'network';
+    if (data.type === 'mediaError' || data.type === 'muxError') return 'media';
+    return 'other';
+  }
+
+  /* The rendition on screen by its ladder name: v0 is the source, the others by height. */
+  function rendition() {
+    var level = hls && hls.levels[hls.currentLevel];
+    if (!level) return null;
+    var url = String(level.url || level.uri || '');
+    if (/(^|\/)v0\.m3u8(\?|$)/.test(url)) return 'source';
+    return level.height ? level.height + 'p' : null;
+  }
+
+  /* A random id of `bytes` bytes, base64url. */
+  function randomId(bytes) {
+    var b = new Uint8Array(bytes);
+    window.crypto.getRandomValues(b);
+    return btoa(String.fromCharCode.apply(null, b)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  }
+
+  /* An id kept in `storage` under `key` (a fresh one when storage is unavailable). */
+  function keptId(storage, key) {
+    try {
+      var id = storage.getItem(key);
+      if (!id || !/^[A-Za-z0-9_-]{16,64}$/.test(id)) {
+        id = randomId(16);
+        storage.setItem(key, id);
+      }
+      return id;
+    } catch (e) {
+      return randomId(16);
+    }
+  }
+
+  /* The view of one broadcast by this tab, reported to `endpoint` (the view beacon). */
+  function ViewBeacon(endpoint, broadcast, playUrl) {
+    var self = this;
+    var state = {
+      viewId: keptId(window.sessionStorage, 'livePlatform.view.' + broadcast),
+      viewerId: keptId(window.localStorage, 'livePlatform.viewer'),
+      broadcast: broadcast
+    };
+    try {
+      var query = new URL(playUrl, window.location.href).searchParams;
+      if (query.get('exp') && query.get('sig')) {
+        state.exp = query.get('exp');
+        state.sig = query.get('sig');
+      }
+    } catch (e) {}
+    var askedAt = null;
+    var startupMs = null;
+    var played = 0;
+    var lastTime = null;
+    var stalls = 0;
+    var stalled = 0;
+    var stallStart = null;
+    var error = null;
+    var started = false;
+    var timer = null;
+
+    function now() {
+      return window.performance ? window.performance.now() : Date.now();
+    }
+    function send(event) {
+      var body = {
+        event: event,
+        startupMs: startupMs,
+        playedSeconds: Math.round(played * 1000) / 1000,
+        rebufferCount: stalls,
+        rebufferSeconds: Math.round((stalled + (stallStart === null ? 0 : (now() - stallStart) / 1000)) * 1000) / 1000,
+        rendition: rendition(),
+        error: error
+      };
+      for (var k in state) body[k] = state[k];
+      var text = JSON.stringify(body);
+      if (navigator.sendBeacon && navigator.sendBeacon(endpoint, text)) return;
+      try {
+        fetch(endpoint, { method: 'POST', body: text, keepalive: true, mode: 'no-cors' }).catch(function () {});
+      } catch (e) {}
+    }
+    function begin() {
+      if (started) return;
+      started = true;
+      send('start');
+      timer = setInterval(function () { send('heartbeat'); }, 10000);
+    }
+    /* The player asks for the stream. */
+    self.loading = function () {
+      if (askedAt === null) askedAt = now();
+      begin();
+    };
+    self.failed = function (reason) {
+      error = reason;
+    };
+    video.addEventListener('loadeddata', function () {
+      if (startupMs === null && askedAt !== null) startupMs = Math.round(now() - askedAt);
+    });
+    video.addEventListener('timeupdate', function () {
+      var t = video.currentTime;
+      if (lastTime !== null && !video.seeking) {
+        var delta = t - lastTime;
+        if (delta > 0 && delta < 2) played += delta;
+      }
+      lastTime = t;
+    });
+    video.addEventListener('seeking', function () {
+      lastTime = null;
+    });
+    video.addEventListener('emptied', function () {
+      lastTime = null;
+      if (stallStart !== null) stalled += (now() - stallStart) / 1000;
+      stallStart = null;
+    });
+    video.addEventListener('waiting', function () {
+      if (startupMs === null || video.seeking || stallStart !== null) return;
+      stalls += 1;
+      stallStart = now();
+    });
+    video.addEventListener('playing', function () {
+      if (stallStart !== null) stalled += (now() - stallStart) / 1000;
+      stallStart = null;
+    });
+    window.addEventListener('pagehide', function () {
+      if (!started) return;
+      send('end');
+      clearInterval(timer);
+      started = false;
+    });
+    window.addEventListener('pageshow', function (e) {
+      if (e.persisted && askedAt !== null) begin();
+    });
+    /* What the next beacon says (for tests and the page's own use). */
+    self.report = function () {
+      return { startupMs: startupMs, playedSeconds: played, rebufferCount: stalls, rebufferSeconds: stalled, rendition: rendition(), error: error };
+    };
+  }
+
+  if (root.dataset.broadcast) beacon = new ViewBeacon('/api/views', root.dataset.broadcast, hlsUrl);
+
   window.watchPage = {
     relayFrame: onFrame,
     /* What plays: the renditions, the one on screen, whether hls.js chooses, latency. */
@@ -390,6 +543,9 @@
         latency: latency(),
         currentTime: video.currentTime
       };
+    },
+    views: function () {
+      return beacon ? beacon.report() : null;
     },
     gifts: function () {
       return giftsEl ? window.GiftOverlay.report(giftsEl) : null;

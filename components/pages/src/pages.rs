@@ -374,6 +374,12 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
         cache_control: web::CACHE_REVALIDATE,
         csp: &csp,
     };
+    // The view beacon names a broadcast by its short id (a scheduled event has no views).
+    let beacon = if watched.broadcast.is_some() {
+        short_id
+    } else {
+        ""
+    };
     let Watched {
         client_id,
         stream_id,
@@ -391,6 +397,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
                 context! {
                     client_id,
                     stream_id,
+                    beacon,
                     title,
                     status => state.key(),
                     status_label => state.label(),
@@ -456,6 +463,12 @@ pub fn embed(ctx: &PublicCtx) -> Result<Response, ApiError> {
         cache_control: web::CACHE_REVALIDATE,
         csp: &csp,
     };
+    // The view beacon names a broadcast by its short id (a scheduled event has no views).
+    let beacon = if watched.broadcast.is_some() {
+        short_id
+    } else {
+        ""
+    };
     let Watched {
         client_id,
         stream_id,
@@ -473,6 +486,7 @@ pub fn embed(ctx: &PublicCtx) -> Result<Response, ApiError> {
                 context! {
                     client_id,
                     stream_id,
+                    beacon,
                     title,
                     status => state.key(),
                     message,
