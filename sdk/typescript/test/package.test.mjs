@@ -71,3 +71,21 @@ test("the folder as checked out installs into a project with npm install, offlin
     rmSync(work, { recursive: true, force: true });
   }
 });
+
+test("the player is its own entry point, loads outside a browser and names renditions and errors as the beacon does", async () => {
+  const require = createRequire(import.meta.url);
+  const player = await import("@live-platform/sdk/player");
+  const cjs = require("@live-platform/sdk/player");
+  assert.deepEqual(Object.keys(cjs).sort(), Object.keys(player).sort());
+  assert.equal(typeof player.LivePlayer, "function");
+  assert.equal(typeof player.defineLivePlayer, "function");
+  assert.ok(!("LivePlayer" in esm), "the API client does not pull the player in");
+  assert.equal(player.renditionName({ height: 720, bitrate: 1, url: "https://m.example/hls/s/v0.m3u8?exp=1&sig=a" }), "source");
+  assert.equal(player.renditionName({ height: 480, bitrate: 1, url: "https://m.example/hls/s/v1.m3u8" }), "480p");
+  assert.equal(player.renditionName(undefined), null);
+  assert.equal(player.errorReason({ type: "networkError", details: "manifestLoadError", response: { code: 403 } }), "not_allowed");
+  assert.equal(player.errorReason({ type: "networkError", details: "manifestLoadError", response: { code: 404 } }), "manifest");
+  assert.equal(player.errorReason({ type: "networkError", details: "fragLoadError" }), "network");
+  assert.equal(player.errorReason({ type: "mediaError", details: "bufferStalledError" }), "media");
+  assert.equal(player.errorReason({ type: "keySystemError", details: "keySystemNoKeys" }), "other");
+});

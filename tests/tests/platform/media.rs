@@ -1468,3 +1468,270 @@ async fn the_watch_page_says_reconnecting_when_the_encoder_drops_and_comes_back_
     browser.close().await;
     again.stop().await;
 }
+
+/// A loopback HTTP server answering each path of `files` (path, content type, body), 404
+/// otherwise: a tenant's own site.
+async fn site(files: Vec<(&'static str, &'static str, Vec<u8>)>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let files = std::sync::Arc::new(files);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let files = files.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 2048];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&request).to_string();
+                let path = text.split_whitespace().nth(1).unwrap_or("").to_string();
+                let response = match files.iter().find(|(p, _, _)| *p == path) {
+                    Some((_, kind, body)) => {
+                        let mut out = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\
+                             connection: close\r\n\r\n",
+                            body.len()
+                        )
+                        .into_bytes();
+                        out.extend_from_slice(body);
+                        out
+                    }
+                    None => {
+                        b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                            .to_vec()
+                    }
+                };
+                let _ = stream.write_all(&response).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// The SDK's built `<live-player>` (`npm ci` in sdk/typescript builds it, as `scripts/test` does).
+fn built_player() -> Vec<u8> {
+    let path = platform_tests::workspace_root().join("sdk/typescript/dist/esm/player/index.js");
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the SDK first (cd sdk/typescript && npm ci)",
+            path.display()
+        )
+    })
+}
+
+/// The events the page's `<live-player id=...>` elements dispatched, in order.
+const PLAYER_EVENTS: &str = "JSON.stringify(window.events)";
+
+/// The page's events of `id` named `kind`.
+async fn player_events(
+    browser: &mut Browser,
+    tab: &browser::Tab,
+    id: &str,
+    kind: &str,
+) -> Vec<Value> {
+    let all: Vec<Value> =
+        serde_json::from_str(browser.eval(tab, PLAYER_EVENTS).await.as_str().unwrap()).unwrap();
+    all.into_iter()
+        .filter(|e| e["id"] == id && e["type"] == kind)
+        .collect()
+}
+
+/// `<live-player>` on a tenant's own page (another origin than the platform's): it plays the
+/// live ladder, its quality menu pins a rendition, it says reconnecting and live again as
+/// the encoder drops and returns, and ended once the source stays away past its window;
+/// the page hears each step as DOM events. A stream that does not exist is an `error`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_live_player_component_plays_on_a_tenants_page_and_tells_it_what_happens() {
+    let p = platform(60).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let id = text(&b, "id");
+    let hls_url = text(&b, "hlsUrl");
+    let publisher = Publisher::start_clip(&test_clip_720p(), &text(&b, "rtmpUrl"), 1.0);
+    let live = until_ingest(&p, &user, &id, "live").await;
+    wait_for("the ladder", Duration::from_secs(30), || async {
+        let (_, body, _) = fetch(&hls_url).await;
+        (variants(&String::from_utf8_lossy(&body)).len() >= 3).then_some(())
+    })
+    .await;
+    let missing = hls_url.replace(
+        &text(&b, "streamId"),
+        "00000000-0000-4000-8000-000000000000",
+    );
+    let html = format!(
+        r#"<!doctype html><html><head><title>Shop</title>
+<script src="/hls.js"></script><script type="module" src="/player.js"></script></head><body>
+<script>window.events = [];
+document.addEventListener('DOMContentLoaded', function () {{
+  document.querySelectorAll('live-player').forEach(function (el) {{
+    ['playing', 'waiting', 'qualitychange', 'statechange', 'ended', 'error'].forEach(function (t) {{
+      el.addEventListener(t, function (e) {{ window.events.push({{ id: el.id, type: t, detail: e.detail, at: Date.now() }}); }});
+    }});
+  }});
+}});</script>
+<live-player id="show" src="{hls_url}" broadcast="{short}" base-url="{base}" autoplay muted controls
+  style="width:640px"></live-player>
+<live-player id="gone" src="{missing}" muted style="width:320px"></live-player>
+</body></html>"#,
+        short = text(&b, "shortId"),
+        base = p.url(""),
+    );
+    let hls_js =
+        std::fs::read(platform_tests::workspace_root().join("static/vendor/hls.light.min.js"))
+            .unwrap();
+    let origin = site(vec![
+        ("/", "text/html; charset=utf-8", html.into_bytes()),
+        ("/player.js", "text/javascript", built_player()),
+        ("/hls.js", "text/javascript", hls_js),
+    ])
+    .await;
+    let mut browser = Browser::launch(&["--autoplay-policy=no-user-gesture-required"]).await;
+    let tab = browser.open(&format!("{origin}/"), 1280, 800).await;
+    let show = "document.getElementById('show')";
+    browser
+        .wait_for(
+            &tab,
+            &format!("{show}.state === 'live' && {show}.video.currentTime > 1"),
+            Duration::from_secs(30),
+        )
+        .await;
+    assert_eq!(
+        player_events(&mut browser, &tab, "show", "statechange").await[0]["detail"],
+        json!({"state": "live"})
+    );
+    assert!(
+        !player_events(&mut browser, &tab, "show", "playing")
+            .await
+            .is_empty()
+    );
+    let first = player_events(&mut browser, &tab, "show", "qualitychange").await;
+    assert!(first[0]["detail"]["rendition"].is_string(), "{first:?}");
+    // The quality menu in the element: Auto, then the ladder, highest first.
+    let menu = browser
+        .eval(
+            &tab,
+            &format!("Array.from({show}.shadowRoot.querySelectorAll('select option')).map(function(o){{return o.textContent;}})"),
+        )
+        .await;
+    let menu: Vec<String> = serde_json::from_value(menu).unwrap();
+    assert_eq!(menu.len(), 4, "{menu:?}");
+    assert!(
+        menu[0] == "Auto" && menu[1].starts_with("Source") && menu[3].starts_with("360p"),
+        "{menu:?}"
+    );
+    browser
+        .eval(
+            &tab,
+            &format!("(function(){{var q={show}.shadowRoot.querySelector('select');q.value=q.options[q.options.length-1].value;q.dispatchEvent(new Event('change'));}})()"),
+        )
+        .await;
+    browser
+        .wait_for(
+            &tab,
+            &format!("{show}.rendition === '360p' && JSON.parse({PLAYER_EVENTS}).some(function(e){{return e.id==='show' && e.type==='qualitychange' && e.detail.rendition==='360p';}})"),
+            Duration::from_secs(15),
+        )
+        .await;
+    // A stream that is not there: the page hears why.
+    let gone = browser
+        .wait_for(
+            &tab,
+            &format!("(function(){{var e=JSON.parse({PLAYER_EVENTS}).filter(function(e){{return e.id==='gone' && e.type==='error';}});return e.length ? e[0].detail : null;}})()"),
+            Duration::from_secs(20),
+        )
+        .await;
+    // The media server refuses a stream it does not serve (403).
+    assert_eq!(gone, json!({"reason": "not_allowed"}));
+
+    // The encoder drops: reconnecting within a few seconds, live again once it is back.
+    publisher.stop().await;
+    let stopped = Instant::now();
+    browser
+        .wait_for(
+            &tab,
+            &format!("{show}.state === 'reconnecting'"),
+            Duration::from_secs(12),
+        )
+        .await;
+    println!(
+        "the component says reconnecting {:?} after the stop",
+        stopped.elapsed()
+    );
+    assert!(stopped.elapsed() < Duration::from_secs(10));
+    let again = Publisher::start_clip(&test_clip_720p(), &text(&b, "rtmpUrl"), 1.0);
+    publish_again_ingest(&p, &user, &id, &live).await;
+    browser
+        .wait_for(
+            &tab,
+            &format!("{show}.state === 'live'"),
+            Duration::from_secs(30),
+        )
+        .await;
+    let t0 = browser
+        .wait_for(
+            &tab,
+            &format!("{show}.video.currentTime || null"),
+            Duration::from_secs(15),
+        )
+        .await
+        .as_f64()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let t1 = browser
+        .eval(&tab, &format!("{show}.video.currentTime"))
+        .await
+        .as_f64()
+        .unwrap();
+    assert!(t1 > t0 + 1.5, "playing again: {t0} then {t1}");
+
+    // Away past the window: ended.
+    browser
+        .eval(
+            &tab,
+            &format!("{show}.setAttribute('reconnect-window', '3')"),
+        )
+        .await;
+    again.stop().await;
+    browser
+        .wait_for(
+            &tab,
+            &format!("{show}.state === 'ended'"),
+            Duration::from_secs(25),
+        )
+        .await;
+    let states: Vec<Value> = player_events(&mut browser, &tab, "show", "statechange")
+        .await
+        .into_iter()
+        .map(|e| e["detail"]["state"].clone())
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            json!("live"),
+            json!("reconnecting"),
+            json!("live"),
+            json!("reconnecting"),
+            json!("ended")
+        ]
+    );
+    assert_eq!(
+        player_events(&mut browser, &tab, "show", "ended")
+            .await
+            .len(),
+        1
+    );
+    browser.assert_clean(&tab).await;
+    browser.close().await;
+}
+
+/// Waits for the broadcast's second publish to be live (the same broadcast going on).
+async fn publish_again_ingest(p: &Platform, user: &User, id: &str, live: &Value) {
+    let back = until_ingest(p, user, id, "live").await;
+    assert_eq!(back["startedAt"], live["startedAt"]);
+}
