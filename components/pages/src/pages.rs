@@ -273,6 +273,9 @@ struct PlayerSource {
     poster: String,
     replay_url: String,
     replay_type: &'static str,
+    /// Seconds the player says reconnecting before it says ended, as the ingest waits
+    /// (the relay's status frame usually says so first).
+    reconnect_window: String,
     /// The page's `connect-src`, `media-src` and `img-src`.
     directives: [String; 3],
 }
@@ -323,23 +326,30 @@ impl PlayerSource {
             format!("img-src 'self' data: {origin}"),
         ]
         .map(|d| d.trim_end().to_string());
+        let reconnect_window = config::var("ingest_reconnect_window")
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .filter(|secs| *secs >= 0)
+            .unwrap_or(domain::media::DEFAULT_RECONNECT_WINDOW_SECS)
+            .to_string();
         Ok(PlayerSource {
             hls_url,
             latency_mode,
             poster,
             replay_url,
             replay_type,
+            reconnect_window,
             directives,
         })
     }
 
     /// What the page's ETag depends on of the player.
-    fn cache_parts(&self) -> [&str; 4] {
+    fn cache_parts(&self) -> [&str; 5] {
         [
             &self.hls_url,
             &self.replay_url,
             &self.poster,
             self.latency_mode,
+            &self.reconnect_window,
         ]
     }
 }
@@ -407,12 +417,14 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
                     poster => player.poster,
                     replay_url => player.replay_url,
                     replay_type => player.replay_type,
+                    reconnect_window => player.reconnect_window,
                     asset => context! {
                         css => assets::url_value("pages.css"),
                         hls => assets::url_value("vendor/hls.light.min.js"),
                         relay => assets::url_value("relay.js"),
                         gifts => assets::url_value("gifts.js"),
                         watch => assets::url_value("watch.js"),
+                        player => assets::url_value("live-player.js"),
                     },
                 },
             )
@@ -495,6 +507,7 @@ pub fn embed(ctx: &PublicCtx) -> Result<Response, ApiError> {
                     poster => player.poster,
                     replay_url => player.replay_url,
                     replay_type => player.replay_type,
+                    reconnect_window => player.reconnect_window,
                     autoplay => options.autoplay,
                     muted => options.muted,
                     controls => options.controls,
@@ -503,6 +516,7 @@ pub fn embed(ctx: &PublicCtx) -> Result<Response, ApiError> {
                         hls => assets::url_value("vendor/hls.light.min.js"),
                         relay => assets::url_value("relay.js"),
                         watch => assets::url_value("watch.js"),
+                        player => assets::url_value("live-player.js"),
                     },
                 },
             )

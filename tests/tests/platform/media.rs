@@ -1010,7 +1010,7 @@ async fn the_watch_page_plays_the_live_test_pattern() {
     let first = browser
         .wait_for(
             &tab,
-            "(function(){var v=document.getElementById('video');return v && v.currentTime > 1 ? v.currentTime : null;})()",
+            "(function(){var v=document.getElementById('player').video;return v && v.currentTime > 1 ? v.currentTime : null;})()",
             Duration::from_secs(30),
         )
         .await
@@ -1018,7 +1018,7 @@ async fn the_watch_page_plays_the_live_test_pattern() {
         .unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let later = browser
-        .eval(&tab, "document.getElementById('video').currentTime")
+        .eval(&tab, "document.getElementById('player').video.currentTime")
         .await
         .as_f64()
         .unwrap();
@@ -1029,7 +1029,7 @@ async fn the_watch_page_plays_the_live_test_pattern() {
     let poster = browser
         .eval(
             &tab,
-            "document.getElementById('video').getAttribute('poster')",
+            "document.getElementById('player').video.getAttribute('poster')",
         )
         .await;
     assert_eq!(
@@ -1062,7 +1062,7 @@ async fn the_watch_page_steps_down_the_ladder_when_the_link_narrows_and_keeps_pl
             800,
         )
         .await;
-    let playing = "(function(){var v=document.getElementById('video');return v && v.currentTime > 1 ? v.currentTime : null;})()";
+    let playing = "(function(){var v=document.getElementById('player').video;return v && v.currentTime > 1 ? v.currentTime : null;})()";
     browser
         .wait_for(&tab, playing, Duration::from_secs(30))
         .await;
@@ -1070,7 +1070,7 @@ async fn the_watch_page_steps_down_the_ladder_when_the_link_narrows_and_keeps_pl
     let menu = browser
         .eval(
             &tab,
-            "Array.from(document.querySelectorAll('#quality option')).map(function(o){return o.textContent;})",
+            "Array.from(document.getElementById('player').shadowRoot.querySelectorAll('select option')).map(function(o){return o.textContent;})",
         )
         .await;
     let menu: Vec<String> = serde_json::from_value(menu).unwrap();
@@ -1083,7 +1083,7 @@ async fn the_watch_page_steps_down_the_ladder_when_the_link_narrows_and_keeps_pl
     let behind = browser
         .wait_for(
             &tab,
-            "(function(){var t=document.getElementById('latency').textContent;return /behind live/.test(t)?t:null;})()",
+            "(function(){var t=document.getElementById('player').shadowRoot.querySelector('[part=latency]').textContent;return /behind live/.test(t)?t:null;})()",
             Duration::from_secs(10),
         )
         .await;
@@ -1121,7 +1121,7 @@ async fn the_watch_page_steps_down_the_ladder_when_the_link_narrows_and_keeps_pl
     println!("on {stepped} after {:?}", narrowed.elapsed());
     assert_eq!(stepped["auto"], true);
     let before = browser
-        .eval(&tab, "document.getElementById('video').currentTime")
+        .eval(&tab, "document.getElementById('player').video.currentTime")
         .await
         .as_f64()
         .unwrap();
@@ -1134,7 +1134,7 @@ async fn the_watch_page_steps_down_the_ladder_when_the_link_narrows_and_keeps_pl
     browser
         .eval(
             &tab,
-            "(function(){var q=document.getElementById('quality');q.value=q.options[q.options.length-1].value;q.dispatchEvent(new Event('change'));return q.value;})()",
+            "(function(){var q=document.getElementById('player').shadowRoot.querySelector('select');q.value=q.options[q.options.length-1].value;q.dispatchEvent(new Event('change'));return q.value;})()",
         )
         .await;
     let pinned = browser
@@ -1208,7 +1208,7 @@ fn clock_publisher(rtmp_url: &str) -> tokio::process::Child {
 /// glass to glass.
 const READ_CLOCK: &str = r#"(function(){
   if (window.__clock) return true;
-  var v = document.getElementById('video'), c = document.createElement('canvas');
+  var v = document.getElementById('player').video, c = document.createElement('canvas');
   c.width = 640; c.height = 360;
   var g = c.getContext('2d', {willReadFrequently: true});
   window.__clock = {samples: [], last: null};
@@ -1268,7 +1268,7 @@ async fn glass_to_glass(
     browser
         .wait_for(
             &tab,
-            "(function(){var v=document.getElementById('video');return v && v.currentTime > 1;})()",
+            "(function(){var v=document.getElementById('player').video;return v && v.currentTime > 1;})()",
             Duration::from_secs(30),
         )
         .await;
@@ -1390,7 +1390,7 @@ async fn the_watch_page_says_reconnecting_when_the_encoder_drops_and_comes_back_
             800,
         )
         .await;
-    let playing = "(function(){var v=document.getElementById('video');return v && v.currentTime > 1 && document.getElementById('watch').dataset.live === 'live' ? v.currentTime : null;})()";
+    let playing = "(function(){var v=document.getElementById('player').video;return v && v.currentTime > 1 && document.getElementById('watch').dataset.live === 'live' ? v.currentTime : null;})()";
     browser
         .wait_for(&tab, playing, Duration::from_secs(30))
         .await;
@@ -1410,7 +1410,7 @@ async fn the_watch_page_says_reconnecting_when_the_encoder_drops_and_comes_back_
     let shown = browser
         .eval(
             &tab,
-            "[document.getElementById('status').textContent, document.getElementById('player-message').hidden, document.getElementById('player-message').textContent]",
+            "(function(){var m=document.getElementById('player').shadowRoot.querySelector('[part=message]');return [document.getElementById('status').textContent, m.hidden, m.textContent];})()",
         )
         .await;
     assert_eq!(shown, json!(["Reconnecting…", false, "Reconnecting…"]));
@@ -1446,10 +1446,10 @@ async fn the_watch_page_says_reconnecting_when_the_encoder_drops_and_comes_back_
     let shown = browser
         .eval(
             &tab,
-            "[document.getElementById('status').textContent, document.getElementById('player-message').hidden]",
+            "[document.getElementById('status').textContent, document.getElementById('player').shadowRoot.querySelector('[part=message]').hidden, document.getElementById('player-message').hidden]",
         )
         .await;
-    assert_eq!(shown, json!(["Live", true]));
+    assert_eq!(shown, json!(["Live", true, true]));
 
     // Ended by the API: the relay's status frame reaches the page.
     let (status, ended) = p
@@ -1515,14 +1515,22 @@ async fn site(files: Vec<(&'static str, &'static str, Vec<u8>)>) -> String {
 }
 
 /// The SDK's built `<live-player>` (`npm ci` in sdk/typescript builds it, as `scripts/test` does).
+/// The platform's pages serve that same file (`static/live-player.js`, which the build copies).
 fn built_player() -> Vec<u8> {
-    let path = platform_tests::workspace_root().join("sdk/typescript/dist/esm/player/index.js");
-    std::fs::read(&path).unwrap_or_else(|e| {
+    let root = platform_tests::workspace_root();
+    let path = root.join("sdk/typescript/dist/esm/player/index.js");
+    let built = std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "{}: {e}; build the SDK first (cd sdk/typescript && npm ci)",
             path.display()
         )
-    })
+    });
+    let served = std::fs::read(root.join("static/live-player.js")).unwrap();
+    assert!(
+        built == served,
+        "static/live-player.js is not the SDK's build of the player"
+    );
+    built
 }
 
 /// The events the page's `<live-player id=...>` elements dispatched, in order.
@@ -1622,7 +1630,7 @@ document.addEventListener('DOMContentLoaded', function () {{
     let menu: Vec<String> = serde_json::from_value(menu).unwrap();
     assert_eq!(menu.len(), 4, "{menu:?}");
     assert!(
-        menu[0] == "Auto" && menu[1].starts_with("Source") && menu[3].starts_with("360p"),
+        menu[0].starts_with("Auto") && menu[1].starts_with("720p") && menu[3].starts_with("360p"),
         "{menu:?}"
     );
     browser

@@ -391,7 +391,7 @@ async fn a_recorded_broadcast_is_recorded_and_replayed() {
     let played = browser
         .wait_for(
             &tab,
-            "(function(){var v = document.getElementById('video'); var r = document.getElementById('watch').dataset;\
+            "(function(){var v = document.getElementById('player').video; var r = document.getElementById('watch').dataset;\
               return r.replay === 'true' && v.currentTime > 0.5 && !v.paused ? {t: v.currentTime, badge: document.getElementById('status').textContent} : null;})()",
             Duration::from_secs(30),
         )

@@ -1,7 +1,7 @@
 /**
- * `<live-player>`: a broadcast's live player for a tenant's own page. The platform's watch
- * and embed pages play the same way (static/watch.js): hls.js, the quality menu from the
- * adaptive ladder, the honest live state and the view beacon.
+ * `<live-player>`: a broadcast's player for a tenant's own page. The platform's watch and
+ * embed pages run this same file (served as `static/live-player.js`): hls.js playback, the
+ * quality menu from the adaptive ladder, the honest live state and the view beacon.
  *
  * ```html
  * <script src="hls.light.min.js"></script>  <!-- or set LivePlayer.Hls -->
@@ -10,12 +10,13 @@
  *              base-url="https://live.example.com" autoplay muted controls></live-player>
  * ```
  *
- * The live state (`state`, the `statechange` event): `live` while the playlist advances;
- * `reconnecting` once it has not for two and a half target durations, or after a fatal
- * network error (the frame on screen is let go rather than shown as live); back to `live`
- * by itself, at the live edge, once the playlist lists a segment newer than the last one
- * seen; `ended` when the playlist ends, when the source stays away longer than the
- * reconnect window (`reconnect-window`, 60 s as the platform's default), or on `end()`.
+ * The live state (`state`, the `statechange` event): `live` once a fragment loaded at the
+ * live edge is in; `reconnecting` once the playlist has not advanced for two and a half
+ * target durations, or after a fatal error (the frame on screen is let go rather than
+ * shown as live); back to `live` by itself, at the live edge, once the playlist lists a
+ * segment newer than the last one seen; `ended` when the playlist ends, when the source
+ * stays away longer than the reconnect window (`reconnect-window`, 60 s as the platform's
+ * default), or on `end()`. A `recording` plays from its start, without a live state.
  */
 
 /** What the element needs of hls.js (`window.Hls`, or `LivePlayer.Hls`). */
@@ -30,6 +31,9 @@ export interface HlsInstance {
   levels: HlsLevel[];
   currentLevel: number;
   autoLevelEnabled: boolean;
+  bandwidthEstimate?: number;
+  playingDate?: Date | null;
+  latency?: number;
   loadSource(url: string): void;
   attachMedia(media: HTMLMediaElement): void;
   destroy(): void;
@@ -64,6 +68,18 @@ export interface ViewReport {
   rebufferSeconds: number;
   rendition: string | null;
   error: PlaybackError | null;
+}
+
+/** What plays: the renditions, the one on screen, whether hls.js chooses, the latency. */
+export interface PlayerStats {
+  levels: { width?: number; height?: number; bitrate: number }[];
+  currentLevel: number;
+  bitrate: number | null;
+  height: number | null;
+  auto: boolean;
+  bandwidthEstimate: number | undefined;
+  latency: number | null;
+  currentTime: number;
 }
 
 const PROBE_MS = 2000;
@@ -111,6 +127,12 @@ export function renditionName(level: HlsLevel | undefined): string | null {
   return level.height ? `${level.height}p` : null;
 }
 
+/** A level as the quality menu shows it: `720p (2.7 Mbit/s)`. */
+function levelLabel(level: HlsLevel): string {
+  const name = level.height ? `${level.height}p` : "Source";
+  return level.bitrate ? `${name} (${(level.bitrate / 1e6).toFixed(1)} Mbit/s)` : name;
+}
+
 /** The newest segment's number in the stream's first media playlist (null if none). */
 async function newestSegment(url: string): Promise<number | null> {
   const text = async (u: string) => {
@@ -132,10 +154,11 @@ async function newestSegment(url: string): Promise<number | null> {
 }
 
 const STYLE = `
-:host { display: block; position: relative; background: #000; color: #fff; aspect-ratio: 16 / 9; font: 14px system-ui, sans-serif; }
+:host { display: block; position: relative; background: #000; color: #c8c8d0; aspect-ratio: 16 / 9; font: 13px system-ui, sans-serif; }
 video { width: 100%; height: 100%; display: block; object-fit: contain; background: #000; }
-.message { position: absolute; inset: 0; margin: 0; display: flex; align-items: center; justify-content: center; background: rgba(0,0,0,.6); text-align: center; padding: 1em; }
-.bar { position: absolute; top: 8px; right: 8px; display: flex; gap: 8px; align-items: center; background: rgba(0,0,0,.55); padding: 4px 8px; border-radius: 6px; }
+.message { position: absolute; inset: 0; margin: 0; display: flex; align-items: center; justify-content: center; padding: 1em; text-align: center; font-size: 20px; background: rgba(0,0,0,.7); }
+.bar { position: absolute; top: 8px; right: 8px; z-index: 12; display: flex; gap: 8px; align-items: center; padding: 4px 8px; border-radius: 6px; background: rgba(0,0,0,.6); }
+select { font: inherit; background: #17171e; color: #fff; border: 1px solid #4b4b55; border-radius: 4px; }
 [hidden] { display: none !important; }
 `;
 
@@ -154,13 +177,14 @@ export class LivePlayer extends Element {
   /** hls.js, when the page does not provide `window.Hls`. */
   static Hls: HlsConstructor | undefined;
   static get observedAttributes(): string[] {
-    return ["src", "autoplay", "muted", "controls", "poster"];
+    return ["src", "recording", "autoplay", "muted", "controls", "poster"];
   }
 
   readonly video: HTMLVideoElement;
   private readonly message: HTMLParagraphElement;
   private readonly bar: HTMLDivElement;
   private readonly quality: HTMLSelectElement;
+  private readonly latencyText: HTMLSpanElement;
   private hls: HlsInstance | null = null;
   private liveState: LiveState = "connecting";
   private edgeSN: number | null = null;
@@ -169,7 +193,7 @@ export class LivePlayer extends Element {
   private staleSN: number | null = null;
   private reconnectingSince = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
-  private watchdog: ReturnType<typeof setInterval> | undefined;
+  private ticker: ReturnType<typeof setInterval> | undefined;
   private connected = false;
   private lastRendition: string | null | undefined = undefined;
   // The view beacon.
@@ -187,14 +211,27 @@ export class LivePlayer extends Element {
   private lastTime: number | null = null;
   private stallStart: number | null = null;
   private readonly onPageHide = () => this.endView();
+  private readonly onPageShow = (e: PageTransitionEvent) => {
+    if (e.persisted && this.askedAt !== null) this.startView();
+  };
 
   constructor() {
     super();
     const shadow = this.attachShadow({ mode: "open" });
-    const style = document.createElement("style");
-    style.textContent = STYLE;
+    // A constructed style sheet: a page whose policy refuses inline styles (the platform's
+    // pages) takes it too.
+    let style: HTMLStyleElement | null = null;
+    if ("adoptedStyleSheets" in shadow && typeof CSSStyleSheet.prototype.replaceSync === "function") {
+      const sheet = new CSSStyleSheet();
+      sheet.replaceSync(STYLE);
+      shadow.adoptedStyleSheets = [sheet];
+    } else {
+      style = document.createElement("style");
+      style.textContent = STYLE;
+    }
     this.video = document.createElement("video");
     this.video.playsInline = true;
+    this.video.setAttribute("part", "video");
     this.message = document.createElement("p");
     this.message.className = "message";
     this.message.setAttribute("part", "message");
@@ -204,16 +241,21 @@ export class LivePlayer extends Element {
     this.bar.setAttribute("part", "bar");
     this.bar.hidden = true;
     const label = document.createElement("label");
-    label.textContent = "Quality ";
+    label.textContent = "Quality";
     this.quality = document.createElement("select");
     this.quality.setAttribute("part", "quality");
-    label.appendChild(this.quality);
-    this.bar.appendChild(label);
-    shadow.append(style, this.video, this.message, this.bar);
+    this.quality.setAttribute("aria-label", "Quality");
+    this.latencyText = document.createElement("span");
+    this.latencyText.setAttribute("part", "latency");
+    this.bar.append(label, this.quality, this.latencyText);
+    if (style) shadow.append(style);
+    shadow.append(this.video, this.message, this.bar);
     this.quality.addEventListener("change", () => {
       if (!this.hls) return;
       const level = parseInt(this.quality.value, 10);
+      // Auto hands the choice back to hls.js; a rendition is switched to at once.
       this.hls.currentLevel = isNaN(level) ? -1 : level;
+      this.labelAuto();
     });
     this.listenToVideo();
   }
@@ -236,10 +278,37 @@ export class LivePlayer extends Element {
     return renditionName(this.hls?.levels[this.hls.currentLevel]);
   }
 
-  /** Pins a rendition by its index in hls.js's levels, or -1 for Auto. */
+  /** Pins a rendition by its index in `renditions`, or -1 for Auto. */
   set level(index: number) {
     if (this.hls) this.hls.currentLevel = index;
     this.quality.value = String(index);
+    this.labelAuto();
+  }
+
+  /** Seconds between the wall time of the frame on screen and now (null if unknown). */
+  get latency(): number | null {
+    const hls = this.hls;
+    if (!hls) return null;
+    const date = hls.playingDate;
+    if (date && !isNaN(date.getTime())) return Math.max(0, (Date.now() - date.getTime()) / 1000);
+    return typeof hls.latency === "number" && isFinite(hls.latency) ? hls.latency : null;
+  }
+
+  /** What plays (null before hls.js has the stream). */
+  get stats(): PlayerStats | null {
+    const hls = this.hls;
+    if (!hls) return null;
+    const level = hls.levels[hls.currentLevel];
+    return {
+      levels: hls.levels.map((l) => ({ width: l.width, height: l.height, bitrate: l.bitrate })),
+      currentLevel: hls.currentLevel,
+      bitrate: level ? level.bitrate : null,
+      height: level?.height ?? null,
+      auto: hls.autoLevelEnabled,
+      bandwidthEstimate: hls.bandwidthEstimate,
+      latency: this.latency,
+      currentTime: this.video.currentTime,
+    };
   }
 
   /** What the view beacon reports next. */
@@ -250,6 +319,7 @@ export class LivePlayer extends Element {
   connectedCallback(): void {
     this.connected = true;
     window.addEventListener("pagehide", this.onPageHide);
+    window.addEventListener("pageshow", this.onPageShow);
     this.applyMediaAttributes();
     this.load();
   }
@@ -257,14 +327,15 @@ export class LivePlayer extends Element {
   disconnectedCallback(): void {
     this.connected = false;
     window.removeEventListener("pagehide", this.onPageHide);
+    window.removeEventListener("pageshow", this.onPageShow);
     this.endView();
     this.stop();
   }
 
   attributeChangedCallback(name: string, old: string | null, value: string | null): void {
     if (!this.connected || old === value) return;
-    if (name === "src") {
-      this.setState("connecting");
+    if (name === "src" || name === "recording") {
+      this.liveState = "connecting";
       this.load();
     } else {
       this.applyMediaAttributes();
@@ -295,12 +366,16 @@ export class LivePlayer extends Element {
     this.dispatchEvent(new CustomEvent(type, { detail }));
   }
 
+  private say(text: string): void {
+    this.message.textContent = text;
+    this.message.hidden = !text;
+  }
+
   private setState(state: LiveState): void {
     if (this.liveState === state) return;
     this.liveState = state;
     this.dataset.state = state;
-    this.message.textContent = MESSAGES[state];
-    this.message.hidden = !MESSAGES[state];
+    this.say(MESSAGES[state]);
     if (state === "reconnecting") this.reconnectingSince = Date.now();
     this.emit("statechange", { state });
     if (state === "ended") this.emit("ended", null);
@@ -313,7 +388,7 @@ export class LivePlayer extends Element {
 
   private stop(): void {
     clearTimeout(this.timer);
-    clearInterval(this.watchdog);
+    clearInterval(this.ticker);
     this.edgeChangedAt = 0;
     this.bar.hidden = true;
     if (this.hls) {
@@ -322,40 +397,73 @@ export class LivePlayer extends Element {
     }
   }
 
+  private start(): void {
+    if (this.hasAttribute("autoplay")) this.video.play().catch(() => {});
+  }
+
   private load(): void {
     this.stop();
     const src = this.getAttribute("src");
     if (!src || this.liveState === "ended") return;
+    const recording = this.hasAttribute("recording");
     if (this.askedAt === null) this.askedAt = performance.now();
     this.startView();
     const Hls = this.Hls;
-    if (Hls && Hls.isSupported()) {
-      const hls = new Hls({ enableWorker: false, lowLatencyMode: true, liveSyncDurationCount: 2.5 });
+    if (recording && !/\.m3u8$/.test(new URL(src, location.href).pathname)) {
+      this.video.src = src; // an MP4 recording plays in the video element itself
+      this.start();
+    } else if (Hls && Hls.isSupported()) {
+      const hls = new Hls(this.config(!recording));
       this.hls = hls;
       hls.on(Hls.Events.ERROR, (_, data) => {
         if (!data.fatal) return;
         this.fail(errorReason(data));
-        this.reconnect();
+        if (recording) {
+          this.stop();
+          this.say("The recording cannot be played.");
+        } else {
+          this.reconnect();
+        }
       });
       hls.on(Hls.Events.MANIFEST_PARSED, () => {
-        if (this.hasAttribute("controls")) this.showQualities();
-        if (this.hasAttribute("autoplay")) this.video.play().catch(() => {});
+        if (this.hasAttribute("controls") && !recording) this.showQualities();
+        this.start();
       });
-      hls.on(Hls.Events.LEVEL_LOADED, (_, data) => this.onPlaylist(data.details));
-      // Live once a fragment of this load is in: the live edge, not a stale frame.
-      hls.on(Hls.Events.FRAG_BUFFERED, () => {
-        if (this.liveState !== "ended") this.setState("live");
+      hls.on(Hls.Events.LEVEL_SWITCHED, () => {
+        this.labelAuto();
+        this.renditionChanged();
       });
-      hls.on(Hls.Events.LEVEL_SWITCHED, () => this.renditionChanged());
+      if (!recording) {
+        hls.on(Hls.Events.LEVEL_LOADED, (_, data) => this.onPlaylist(data.details));
+        // Live once a fragment of this load is in: the live edge, not a stale frame.
+        hls.on(Hls.Events.FRAG_BUFFERED, () => {
+          if (this.liveState !== "ended") this.setState("live");
+        });
+        this.ticker = setInterval(() => this.tick(), 1000);
+      }
       hls.loadSource(src);
       hls.attachMedia(this.video);
-      this.watchdog = setInterval(() => this.checkEdge(), 1000);
     } else if (this.video.canPlayType("application/vnd.apple.mpegurl")) {
       this.video.src = src;
-      this.setState("live");
+      this.start();
+      if (!recording) this.setState("live");
     } else {
+      this.say("This browser cannot play HLS.");
       this.fail("other");
     }
+  }
+
+  /** Standard: two and a half segments (5 s) behind the edge. Low (`latency-mode="low"`):
+   * a second and a half behind, caught up by playing slightly faster when behind. */
+  private config(live: boolean): Record<string, unknown> {
+    const config: Record<string, unknown> = { enableWorker: false, lowLatencyMode: live, capLevelToPlayerSize: false };
+    const low = this.getAttribute("latency-mode") === "low";
+    // hls.js refuses a segment count mixed with durations: one or the other.
+    if (live && !low) config.liveSyncDurationCount = 2.5;
+    if (live && low) {
+      Object.assign(config, { liveSyncDuration: 1.5, liveMaxLatencyDuration: 5, maxLiveSyncPlaybackRate: 1.2, backBufferLength: 10 });
+    }
+    return config;
   }
 
   private onPlaylist(details: { live?: boolean; endSN?: number; targetduration?: number } | undefined): void {
@@ -372,8 +480,10 @@ export class LivePlayer extends Element {
     }
   }
 
-  /** Every second: a playlist that stopped advancing is a stopped source. */
-  private checkEdge(): void {
+  /** Every second: the latency shown, and a playlist that stopped advancing is a stopped source. */
+  private tick(): void {
+    const latency = this.latency;
+    this.latencyText.textContent = latency === null ? "" : `${latency.toFixed(1)} s behind live`;
     if (this.liveState !== "live" || !this.edgeChangedAt) return;
     const limit = Math.max(2.5 * this.targetDuration, 4) * 1000;
     if (Date.now() - this.edgeChangedAt > limit) this.reconnect();
@@ -421,12 +531,18 @@ export class LivePlayer extends Element {
     for (const r of this.renditions) {
       const option = document.createElement("option");
       option.value = String(r.index);
-      const rate = r.bitrate ? ` (${(r.bitrate / 1e6).toFixed(1)} Mbit/s)` : "";
-      option.textContent = (r.name === "source" ? "Source" : r.name ?? "Source") + rate;
+      option.textContent = levelLabel(hls.levels[r.index]);
       this.quality.appendChild(option);
     }
     this.quality.value = hls.autoLevelEnabled ? "-1" : String(hls.currentLevel);
     this.bar.hidden = false;
+  }
+
+  /** Auto says which rendition it chose. */
+  private labelAuto(): void {
+    const auto = this.quality.querySelector('option[value="-1"]');
+    const level = this.hls?.levels[this.hls.currentLevel];
+    if (auto) auto.textContent = this.hls?.autoLevelEnabled && level ? `Auto (${levelLabel(level)})` : "Auto";
   }
 
   private renditionChanged(): void {
@@ -465,6 +581,7 @@ export class LivePlayer extends Element {
     });
     v.addEventListener("waiting", () => {
       this.emit("waiting", null);
+      // A stall after the first frame is a rebuffer.
       if (this.view.startupMs === null || v.seeking || this.stallStart !== null) return;
       this.view.rebufferCount += 1;
       this.stallStart = performance.now();
@@ -480,11 +597,11 @@ export class LivePlayer extends Element {
     this.stallStart = null;
   }
 
-  /** The view beacon: only with `broadcast` and `base-url`. */
+  /** The view beacon's address: only with `broadcast` and `base-url` (`/` for the page's own origin). */
   private beaconUrl(): string | null {
     const base = this.getAttribute("base-url");
-    if (!base || !this.getAttribute("broadcast")) return null;
-    return new URL("/api/views", base).href;
+    if (base === null || !this.getAttribute("broadcast")) return null;
+    return new URL("/api/views", new URL(base, location.href)).href;
   }
 
   private sendView(event: "start" | "heartbeat" | "end"): void {
