@@ -1,13 +1,17 @@
 //! The player's tenant settings: which sites may frame the tenant's embed page
-//! (`GET /embed/{id}`, served by the pages component, whose `frame-ancestors` lists them).
+//! (`GET /embed/{id}`, served by the pages component, whose `frame-ancestors` lists them),
+//! and the embed tokens that let the embed page play a private broadcast.
 
 use crate::ApiRoute;
+use crate::links::Links;
+use ::store::app;
 use ::store::player as store;
-use domain::ApiError;
-use domain::player::EmbedOrigins;
-use domain::request_body;
+use domain::player::{self as rules, EmbedOrigins};
+use domain::validate::body::OptInt;
+use domain::{ApiError, request_body, time};
 use edge::endpoint;
-use edge::spin::endpoint::{Json, NoBody};
+use edge::spin::config;
+use edge::spin::endpoint::{Created, Json, NoBody};
 use edge::spin::http::ServerCtx;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -32,6 +36,28 @@ request_body! {
     }
 }
 
+request_body! {
+    /// An embed token to mint: `POST /api/v1/sessions/{id}/embed-tokens`.
+    pub struct EmbedTokenBody as "EmbedTokenRequest" {
+        /// How long the token plays, in seconds (60 to 86400; default 3600).
+        "ttlSeconds" ttl_seconds: OptInt<{ rules::EMBED_TOKEN_MIN_TTL_SECS }, { rules::EMBED_TOKEN_MAX_TTL_SECS }>,
+    }
+}
+
+/// An embed token and the embed page's address that carries it.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "EmbedToken")]
+pub struct EmbedTokenView {
+    /// Opens the embed page of this one broadcast until `expiresAt`.
+    token: String,
+    /// `{base_url}/embed/{shortId}?token=...`: the address to frame.
+    #[schemars(extend("format" = "uri"))]
+    embed_url: String,
+    #[schemars(extend("format" = "date-time"))]
+    expires_at: String,
+}
+
 /// The player's settings routes.
 pub const ROUTES: &[ApiRoute] = &[
     endpoint!(
@@ -54,6 +80,22 @@ pub const ROUTES: &[ApiRoute] = &[
             .errors(400, &["malformed_json"])
             .errors(422, &["validation_failed"]),
     ),
+    endpoint!(
+        POST "/api/v1/sessions/{id}/embed-tokens",
+        Server(mint_embed_token),
+        "Embed token (player)",
+        |op| op
+            .described(
+                "A token that lets the embed page (`/embed/{shortId}?token=`) play this one \
+                 broadcast, whatever its visibility, until it expires: the tenant's server \
+                 mints it for a viewer it has let in. The page's playback addresses are \
+                 signed until the token's expiry.",
+            )
+            .request_example(json!({"ttlSeconds": 3600}))
+            .errors(404, &["not_found"])
+            .errors(422, &["validation_failed"])
+            .errors(503, &["not_configured"]),
+    ),
 ];
 
 /// The tenant's player settings.
@@ -71,4 +113,30 @@ fn replace_settings(
     let db = ctx.db()?;
     store::set_embed_origins(&db, &ctx.tenant.client_id, &sent.embed_origins)?;
     settings(ctx, NoBody)
+}
+
+/// An embed token for one of the tenant's broadcasts (any visibility, any state: the
+/// page shows what the broadcast is at the time it is opened).
+fn mint_embed_token(
+    ctx: &ServerCtx,
+    sent: EmbedTokenBody,
+) -> Result<Created<EmbedTokenView>, ApiError> {
+    let key = rules::embed_token_key(&config::required("media_secret")?);
+    let db = ctx.db()?;
+    let now = ctx.now();
+    let b = app::broadcasts::load(&db, &ctx.tenant.client_id, ctx.param("id"), now)?;
+    let ttl = sent
+        .ttl_seconds
+        .unwrap_or(rules::EMBED_TOKEN_DEFAULT_TTL_SECS);
+    let token = rules::issue_embed_token(&key, &b.client_id, &b.id, now, ttl);
+    let embed_url = format!(
+        "{}/embed/{}?token={token}",
+        Links::load().base_url(),
+        b.identity.short_id
+    );
+    Ok(Created(EmbedTokenView {
+        token,
+        embed_url,
+        expires_at: time::format_rfc3339(now + ttl),
+    }))
 }

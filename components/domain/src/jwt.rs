@@ -76,7 +76,17 @@ pub fn verify<T: DeserializeOwned + Clone>(
     token: &str,
     now: i64,
 ) -> Result<T, ApiError> {
+    verify_until(secret, token, now).map(|(custom, _)| custom)
+}
+
+/// [`verify`], answering also when the token expires (epoch seconds).
+pub fn verify_until<T: DeserializeOwned + Clone>(
+    secret: &[u8],
+    token: &str,
+    now: i64,
+) -> Result<(T, i64), ApiError> {
     let claims = signed_claims::<T>(secret, token)?;
+    let expires = claims.expiration.map_or(0, |e| e.timestamp());
     let options = TimeOptions::new(Duration::zero(), move || at(now));
     claims
         .validate_expiration(&options)
@@ -86,7 +96,7 @@ pub fn verify<T: DeserializeOwned + Clone>(
             .validate_maturity(&options)
             .map_err(|_| invalid("not valid yet"))?;
     }
-    Ok(claims.custom)
+    Ok((claims.custom, expires))
 }
 
 fn invalid(why: &str) -> ApiError {

@@ -5,10 +5,18 @@
 //! embed page's `frame-ancestors` directive, so nothing that could widen or break the
 //! policy passes: no wildcard, path, query, fragment, credentials, quote, semicolon or
 //! whitespace.
+//!
+//! An embed token lets the embed page play one private or subscribers-only broadcast: the
+//! tenant's server mints it for a viewer it has let in, and the page checks it.
 
+use crate::ApiError;
+use crate::jwt;
 use crate::validate::JsonBody;
 use crate::validate::body::FieldKind;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use sha2::Sha256;
 
 /// At most this many origins per tenant.
 pub const MAX_EMBED_ORIGINS: usize = 20;
@@ -171,9 +179,92 @@ impl FieldKind for EmbedOrigins {
     }
 }
 
+/// The audience of embed tokens: no other verifier accepts one.
+pub const EMBED_TOKEN_AUDIENCE: &str = "embed-player";
+/// How long an embed token plays unless the tenant's server asks otherwise.
+pub const EMBED_TOKEN_DEFAULT_TTL_SECS: i64 = 3600;
+/// The shortest and longest lifetimes the tenant's server may ask for.
+pub const EMBED_TOKEN_MIN_TTL_SECS: i64 = 60;
+pub const EMBED_TOKEN_MAX_TTL_SECS: i64 = 86_400;
+/// The longest token the embed page reads (a minted one is about 250 characters).
+pub const MAX_EMBED_TOKEN_LENGTH: usize = 1024;
+
+/// What an embed token names: one broadcast of one tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmbedTokenClaims {
+    pub aud: String,
+    /// The tenant (SDK client) id.
+    pub tid: String,
+    /// The broadcast's id.
+    pub bid: String,
+}
+
+/// The key embed tokens are signed with: derived from `media_secret` for this purpose
+/// only (HMAC-SHA256), so the pages component, which checks the tokens, holds no key
+/// that signs user tokens.
+pub fn embed_token_key(media_secret: &str) -> Vec<u8> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(media_secret.as_bytes())
+        .expect("HMAC takes a key of any length");
+    mac.update(b"embed-token/v1");
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// An embed token for broadcast `broadcast_id` of tenant `tenant_id`, valid `ttl_secs`.
+pub fn issue_embed_token(
+    key: &[u8],
+    tenant_id: &str,
+    broadcast_id: &str,
+    now: i64,
+    ttl_secs: i64,
+) -> String {
+    let claims = EmbedTokenClaims {
+        aud: EMBED_TOKEN_AUDIENCE.to_string(),
+        tid: tenant_id.to_string(),
+        bid: broadcast_id.to_string(),
+    };
+    jwt::sign(key, claims, now, ttl_secs)
+}
+
+/// The broadcast an embed token names and when it expires, if it is genuine, unexpired
+/// at `now` and an embed token.
+pub fn verify_embed_token(
+    key: &[u8],
+    token: &str,
+    now: i64,
+) -> Result<(EmbedTokenClaims, i64), ApiError> {
+    let (claims, expires): (EmbedTokenClaims, i64) = jwt::verify_until(key, token, now)?;
+    if claims.aud != EMBED_TOKEN_AUDIENCE {
+        return Err(ApiError::unauthorized(
+            "invalid_token",
+            "the token is not valid: not an embed token",
+        ));
+    }
+    Ok((claims, expires))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn embed_tokens_name_one_broadcast_until_they_expire() {
+        let key = embed_token_key("media-secret");
+        let token = issue_embed_token(&key, "tenant", "b1", 1_000, 600);
+        let (claims, expires) = verify_embed_token(&key, &token, 1_599).unwrap();
+        assert_eq!((claims.tid.as_str(), claims.bid.as_str()), ("tenant", "b1"));
+        assert_eq!(expires, 1_600);
+        assert!(verify_embed_token(&key, &token, 1_601).is_err(), "expired");
+        let other = embed_token_key("another-secret");
+        assert!(
+            verify_embed_token(&other, &token, 1_100).is_err(),
+            "wrong key"
+        );
+        // A token of the same key for another audience is not an embed token.
+        let ticket = jwt::issue_socket_ticket(&key, "tenant", "b1", None, 1_000);
+        assert!(verify_embed_token(&key, &ticket, 1_010).is_err());
+        // An embed token is not a user token, whatever key signed it.
+        assert!(jwt::verify_user(&key, &token, 1_100).is_err());
+    }
 
     #[test]
     fn origins_are_normalised() {

@@ -5,6 +5,7 @@ use crate::web::{self, PageHeaders};
 use crate::{assets, render};
 use domain::ApiError;
 use domain::broadcast::{self as rules, REACTIONS, Status, StreamBases};
+use domain::player::{self as player_rules, EmbedTokenClaims};
 use domain::sfu as sfu_rules;
 use edge::spin::config;
 use edge::spin::http::PublicCtx;
@@ -225,8 +226,23 @@ struct Watched {
 /// (broadcasts first); private, subscribers-only and unknown ones are none. An event is
 /// upcoming until its time, then live (its stream plays when it is published).
 fn watched(db: &store::Db, short_id: &str, now: i64) -> Result<Option<Watched>, ApiError> {
+    watched_with(db, short_id, now, None)
+}
+
+/// [`watched`], or with an embed token's `pass`: exactly the broadcast it names, whatever
+/// its visibility (an event, or any other broadcast, is none).
+fn watched_with(
+    db: &store::Db,
+    short_id: &str,
+    now: i64,
+    pass: Option<&EmbedTokenClaims>,
+) -> Result<Option<Watched>, ApiError> {
     if let Some(b) = app::broadcasts::load_by_short_id(db, short_id, now)? {
-        if b.visibility.is_gated() {
+        let admitted = match pass {
+            Some(pass) => pass.tid == b.client_id && pass.bid == b.id,
+            None => !b.visibility.is_gated(),
+        };
+        if !admitted {
             return Ok(None);
         }
         let state = WatchState::of(b.status, b.last_heartbeat, b.ingest_deadline, now);
@@ -238,6 +254,9 @@ fn watched(db: &store::Db, short_id: &str, now: i64) -> Result<Option<Watched>, 
             message: state.message().to_string(),
             broadcast: Some(b),
         }));
+    }
+    if pass.is_some() {
+        return Ok(None);
     }
     let Some(event) = events::load_by_any_short_id(db, short_id)? else {
         return Ok(None);
@@ -285,7 +304,14 @@ impl PlayerSource {
     /// low-latency broadcast), its poster while live, and after the show its latest ready
     /// recording (the page is only for broadcasts anyone may watch, so the recording's URL
     /// is no secret to this audience).
-    fn of(db: &Db, watched: &Watched) -> Result<PlayerSource, ApiError> {
+    ///
+    /// A gated broadcast opened by an embed token plays with addresses signed with
+    /// `signing` (the playback key, and the token's expiry).
+    fn of(
+        db: &Db,
+        watched: &Watched,
+        signing: Option<(&str, i64)>,
+    ) -> Result<PlayerSource, ApiError> {
         let latency_mode = watched
             .broadcast
             .as_ref()
@@ -318,6 +344,21 @@ impl PlayerSource {
         let poster = match (hls_origin.is_some(), watched.state) {
             (true, WatchState::Live) => rules::thumbnail_url(&bases, &watched.stream_id),
             _ => String::new(),
+        };
+        let gated = watched
+            .broadcast
+            .as_ref()
+            .is_some_and(|b| b.visibility.is_gated());
+        let (hls_url, poster) = match signing {
+            Some((key, expires)) if gated => {
+                let query = domain::media::signed_query(key, &watched.stream_id, expires);
+                let sign = |url: String| match url.is_empty() {
+                    true => url,
+                    false => format!("{url}?{query}"),
+                };
+                (sign(hls_url), sign(poster))
+            }
+            _ => (hls_url, poster),
         };
         let origin = hls_origin.unwrap_or_default();
         let directives = [
@@ -365,7 +406,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let Some(watched) = watched(&db, short_id, ctx.now())? else {
         return Ok(web::text(404, "no such broadcast"));
     };
-    let player = PlayerSource::of(&db, &watched)?;
+    let player = PlayerSource::of(&db, &watched, None)?;
     let [connect, media, images] = &player.directives;
     let csp = web::csp(&[connect, media, images]);
     let mut parts = vec![
@@ -442,17 +483,37 @@ pub fn embed(ctx: &PublicCtx) -> Result<Response, ApiError> {
     if !params::valid_stream_id(short_id) {
         return Ok(web::text(404, "no such broadcast"));
     }
-    let db = ctx.db()?;
-    let Some(watched) = watched(&db, short_id, ctx.now())? else {
-        return Ok(web::text(404, "no such broadcast"));
-    };
     let options = match params::embed_params(ctx.query()) {
         Ok(options) => options,
         Err(message) => return Ok(web::text(400, &message)),
     };
+    let now = ctx.now();
+    // A token that is not genuine, has expired or names another broadcast opens nothing:
+    // 404, as for an unknown broadcast, so a page tells nothing of what it guards.
+    let media_secret = config::var("media_secret");
+    let pass = match (&options.token, &media_secret) {
+        (None, _) => None,
+        (Some(token), Some(secret)) => {
+            let key = player_rules::embed_token_key(secret);
+            match player_rules::verify_embed_token(&key, token, now) {
+                Ok(pass) => Some(pass),
+                Err(_) => return Ok(web::text(404, "no such broadcast")),
+            }
+        }
+        (Some(_), None) => return Ok(web::text(404, "no such broadcast")),
+    };
+    let db = ctx.db()?;
+    let Some(watched) = watched_with(&db, short_id, now, pass.as_ref().map(|(p, _)| p))? else {
+        return Ok(web::text(404, "no such broadcast"));
+    };
     let origins = store::player::embed_origins(&db, &watched.client_id)?;
     let ancestors = domain::player::frame_ancestors(&origins);
-    let player = PlayerSource::of(&db, &watched)?;
+    let playback_key = media_secret.as_deref().map(domain::media::playback_key);
+    let signing = match (&playback_key, &pass) {
+        (Some(key), Some((_, expires))) => Some((key.as_str(), *expires)),
+        _ => None,
+    };
+    let player = PlayerSource::of(&db, &watched, signing)?;
     let [connect, media, images] = &player.directives;
     let csp = web::csp(&[connect, media, images, &ancestors]);
     let options_key = options.cache_key();
@@ -469,10 +530,14 @@ pub fn embed(ctx: &PublicCtx) -> Result<Response, ApiError> {
         &ancestors,
     ];
     parts.extend(player.cache_parts());
-    let tag = web::etag(&parts);
+    // A page a token opened carries signed addresses for its holder alone: never stored.
+    let (tag, cache_control) = match pass {
+        Some(_) => (String::new(), web::CACHE_NONE),
+        None => (web::etag(&parts), web::CACHE_REVALIDATE),
+    };
     let headers = PageHeaders {
         etag: &tag,
-        cache_control: web::CACHE_REVALIDATE,
+        cache_control,
         csp: &csp,
     };
     // The view beacon names a broadcast by its short id (a scheduled event has no views).

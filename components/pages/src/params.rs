@@ -178,8 +178,8 @@ pub fn record_params(query: &str, system_resolution: Option<&str>) -> Result<Rec
 }
 
 /// The embed page's options, as players take them: `autoplay`, `muted` and `controls`,
-/// each `1` or `0`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// each `1` or `0`, and `token`, an embed token the tenant's server minted.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmbedParams {
     /// Starts playing by itself (default no; browsers allow it muted only).
     pub autoplay: bool,
@@ -187,10 +187,12 @@ pub struct EmbedParams {
     pub muted: bool,
     /// Shows the video's controls and the quality menu (default yes).
     pub controls: bool,
+    /// An embed token (its form only checked here; the page verifies it).
+    pub token: Option<String>,
 }
 
 impl EmbedParams {
-    /// What the page depends on, for its ETag.
+    /// What the page depends on, for its ETag (a page opened by a token is never cached).
     pub fn cache_key(&self) -> String {
         format!(
             "a{}m{}c{}",
@@ -207,13 +209,20 @@ pub fn embed_params(query: &str) -> Result<EmbedParams, String> {
         autoplay: false,
         muted: false,
         controls: true,
+        token: None,
     };
     for (key, value) in query_pairs(query) {
         let slot = match key.as_str() {
             "autoplay" => &mut p.autoplay,
             "muted" => &mut p.muted,
             "controls" => &mut p.controls,
-            _ => return Err("the embed page takes only autoplay, muted and controls".into()),
+            "token" => {
+                p.token = Some(embed_token(&value)?);
+                continue;
+            }
+            _ => {
+                return Err("the embed page takes only autoplay, muted, controls and token".into());
+            }
         };
         *slot = match value.as_str() {
             "1" => true,
@@ -222,6 +231,20 @@ pub fn embed_params(query: &str) -> Result<EmbedParams, String> {
         };
     }
     Ok(p)
+}
+
+/// A token as the embed page reads it: a JWT's characters, bounded.
+fn embed_token(value: &str) -> Result<String, String> {
+    let well_formed = !value.is_empty()
+        && value.len() <= domain::player::MAX_EMBED_TOKEN_LENGTH
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if well_formed {
+        Ok(value.to_string())
+    } else {
+        Err("token must be an embed token".into())
+    }
 }
 
 /// Whether an egress-player file is played as audio or video.
@@ -366,6 +389,13 @@ mod tests {
         assert!(embed_params("autoplay=yes").is_err());
         assert!(embed_params("controls=").is_err());
         assert!(embed_params("poster=https%3A%2F%2Fx").is_err());
+        assert_eq!(
+            embed_params("token=a.b-c_d").unwrap().token.as_deref(),
+            Some("a.b-c_d")
+        );
+        assert!(embed_params("token=").is_err());
+        assert!(embed_params("token=a%20b").is_err());
+        assert!(embed_params(&format!("token={}", "a".repeat(1025))).is_err());
     }
 
     fn record(q: &str) -> Result<RecordParams, String> {

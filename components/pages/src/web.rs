@@ -94,7 +94,8 @@ pub fn conditional_html(
     headers: &PageHeaders<'_>,
     render: impl FnOnce() -> Result<String, String>,
 ) -> Response {
-    if if_none_match.is_some_and(|h| none_match(h, headers.etag)) {
+    let validated = !headers.etag.is_empty();
+    if validated && if_none_match.is_some_and(|h| none_match(h, headers.etag)) {
         return Response::builder()
             .status(304)
             .header("etag", headers.etag)

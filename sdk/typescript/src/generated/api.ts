@@ -2130,6 +2130,26 @@ export interface paths {
         patch: operations["patch-v1-sessions_by-id"];
         trace?: never;
     };
+    "/api/v1/sessions/{id}/embed-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Embed token (player)
+         * @description A token that lets the embed page (`/embed/{shortId}?token=`) play this one broadcast, whatever its visibility, until it expires: the tenant's server mints it for a viewer it has let in. The page's playback addresses are signed until the token's expiry.
+         */
+        post: operations["post-v1-sessions_by-id-embed-tokens"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sessions/{id}/reactions": {
         parameters: {
             query?: never;
@@ -3308,6 +3328,22 @@ export interface components {
             message: string;
             /** @constant */
             success: true;
+        };
+        /** @description An embed token and the embed page's address that carries it. */
+        EmbedToken: {
+            /**
+             * Format: uri
+             * @description `{base_url}/embed/{shortId}?token=...`: the address to frame.
+             */
+            embedUrl: string;
+            /** Format: date-time */
+            expiresAt: string;
+            /** @description Opens the embed page of this one broadcast until `expiresAt`. */
+            token: string;
+        };
+        EmbedTokenRequest: {
+            /** @description How long the token plays, in seconds (60 to 86400; default 3600). */
+            ttlSeconds?: number | null;
         };
         /** @description A stored file's metadata. */
         File: {
@@ -19731,6 +19767,149 @@ export interface operations {
                         code?: "validation_failed";
                         /** @constant */
                         status?: 422;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "post-v1-sessions_by-id-embed-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "ttlSeconds": 3600
+                 *     }
+                 */
+                "application/json": components["schemas"]["EmbedTokenRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EmbedToken"];
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "malformed_json" | "invalid_id";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_api_key" | "invalid_api_key" | "signature_required" | "incomplete_signature" | "invalid_timestamp" | "timestamp_out_of_window" | "signature_mismatch" | "invalid_signature_format" | "signature_replayed";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "client_suspended";
+                        /** @constant */
+                        status?: 403;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found (or not visible to this caller) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "not_found";
+                        /** @constant */
+                        status?: 404;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "payload_too_large";
+                        /** @constant */
+                        status?: 413;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "unsupported_media_type";
+                        /** @constant */
+                        status?: 415;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field is invalid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "validation_failed";
+                        /** @constant */
+                        status?: 422;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency is not available */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "not_configured";
+                        /** @constant */
+                        status?: 503;
                     } & components["schemas"]["Problem"];
                 };
             };
