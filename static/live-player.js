@@ -1,26 +1,5 @@
-/**
- * `<live-player>`: a broadcast's player for a tenant's own page. The platform's watch and
- * embed pages run this same file (served as `static/live-player.js`): hls.js playback, the
- * quality menu from the adaptive ladder, the honest live state and the view beacon.
- *
- * ```html
- * <script src="hls.light.min.js"></script>  <!-- or set LivePlayer.Hls -->
- * <script type="module" src="node_modules/@live-platform/sdk/dist/esm/player/index.js"></script>
- * <live-player src="https://media.example.com/hls/<streamId>/index.m3u8" broadcast="<shortId>"
- *              base-url="https://live.example.com" autoplay muted controls></live-player>
- * ```
- *
- * The live state (`state`, the `statechange` event): `live` once a fragment loaded at the
- * live edge is in; `reconnecting` once the playlist has not advanced for two and a half
- * target durations, or after a fatal error (the frame on screen is let go rather than
- * shown as live); back to `live` by itself, at the live edge, once the playlist lists a
- * segment newer than the last one seen; `ended` when the playlist ends, when the source
- * stays away longer than the reconnect window (`reconnect-window`, 60 s as the platform's
- * default), or on `end()`. A `recording` plays from its start, without a live state.
- */
 const PROBE_MS = 2000;
 const HEARTBEAT_MS = 10000;
-/** A random id of `bytes` bytes, base64url. */
 function randomId(bytes) {
     const b = new Uint8Array(bytes);
     crypto.getRandomValues(b);
@@ -29,7 +8,6 @@ function randomId(bytes) {
         .replace(/\//g, "_")
         .replace(/=+$/, "");
 }
-/** An id kept in `storage` under `key` (a fresh one when storage is unavailable). */
 function keptId(storage, key) {
     try {
         let id = storage().getItem(key);
@@ -43,7 +21,6 @@ function keptId(storage, key) {
         return randomId(16);
     }
 }
-/** The contract's reason for a fatal hls.js error. */
 export function errorReason(data) {
     const code = data.response?.code;
     if (code === 401 || code === 403)
@@ -56,7 +33,6 @@ export function errorReason(data) {
         return "media";
     return "other";
 }
-/** A level's ladder name: the first media playlist (`v0`) is the source, the others by height. */
 export function renditionName(level) {
     if (!level)
         return null;
@@ -65,12 +41,10 @@ export function renditionName(level) {
         return "source";
     return level.height ? `${level.height}p` : null;
 }
-/** A level as the quality menu shows it: `720p (2.7 Mbit/s)`. */
 function levelLabel(level) {
     const name = level.height ? `${level.height}p` : "Source";
     return level.bitrate ? `${name} (${(level.bitrate / 1e6).toFixed(1)} Mbit/s)` : name;
 }
-/** The newest segment's number in the stream's first media playlist (null if none). */
 async function newestSegment(url) {
     const text = async (u) => {
         const r = await fetch(u, { cache: "no-store" });
@@ -105,12 +79,9 @@ const MESSAGES = {
     reconnecting: "Reconnecting…",
     ended: "This broadcast has ended.",
 };
-// Outside a browser (Node, server rendering) the module loads and defines nothing.
 const Element = (typeof HTMLElement === "undefined" ? class {
 } : HTMLElement);
-/** The `<live-player>` element. */
 export class LivePlayer extends Element {
-    /** hls.js, when the page does not provide `window.Hls`. */
     static Hls;
     static get observedAttributes() {
         return ["src", "recording", "autoplay", "muted", "controls", "poster"];
@@ -131,7 +102,6 @@ export class LivePlayer extends Element {
     ticker;
     connected = false;
     lastRendition = undefined;
-    // The view beacon.
     viewStarted = false;
     heartbeat;
     askedAt = null;
@@ -153,8 +123,6 @@ export class LivePlayer extends Element {
     constructor() {
         super();
         const shadow = this.attachShadow({ mode: "open" });
-        // A constructed style sheet: a page whose policy refuses inline styles (the platform's
-        // pages) takes it too.
         let style = null;
         if ("adoptedStyleSheets" in shadow && typeof CSSStyleSheet.prototype.replaceSync === "function") {
             const sheet = new CSSStyleSheet();
@@ -191,35 +159,29 @@ export class LivePlayer extends Element {
             if (!this.hls)
                 return;
             const level = parseInt(this.quality.value, 10);
-            // Auto hands the choice back to hls.js; a rendition is switched to at once.
             this.hls.currentLevel = isNaN(level) ? -1 : level;
             this.labelAuto();
         });
         this.listenToVideo();
     }
-    /** The live state now. */
     get state() {
         return this.liveState;
     }
-    /** The renditions, highest first, and the one playing. */
     get renditions() {
         const levels = this.hls?.levels ?? [];
         return levels
             .map((l, index) => ({ index, name: renditionName(l), height: l.height, bitrate: l.bitrate }))
             .sort((a, b) => b.bitrate - a.bitrate);
     }
-    /** The rendition on screen, by its ladder name (`720p`, `source`). */
     get rendition() {
         return renditionName(this.hls?.levels[this.hls.currentLevel]);
     }
-    /** Pins a rendition by its index in `renditions`, or -1 for Auto. */
     set level(index) {
         if (this.hls)
             this.hls.currentLevel = index;
         this.quality.value = String(index);
         this.labelAuto();
     }
-    /** Seconds between the wall time of the frame on screen and now (null if unknown). */
     get latency() {
         const hls = this.hls;
         if (!hls)
@@ -229,7 +191,6 @@ export class LivePlayer extends Element {
             return Math.max(0, (Date.now() - date.getTime()) / 1000);
         return typeof hls.latency === "number" && isFinite(hls.latency) ? hls.latency : null;
     }
-    /** What plays (null before hls.js has the stream). */
     get stats() {
         const hls = this.hls;
         if (!hls)
@@ -246,7 +207,6 @@ export class LivePlayer extends Element {
             currentTime: this.video.currentTime,
         };
     }
-    /** What the view beacon reports next. */
     get report() {
         return { ...this.view, rebufferSeconds: this.stalledSeconds(), rendition: this.rendition };
     }
@@ -275,7 +235,6 @@ export class LivePlayer extends Element {
             this.applyMediaAttributes();
         }
     }
-    /** The broadcast has ended (e.g. the app heard so from the platform). */
     end() {
         this.stop();
         this.setState("ended");
@@ -342,7 +301,7 @@ export class LivePlayer extends Element {
         this.startView();
         const Hls = this.Hls;
         if (recording && !/\.m3u8$/.test(new URL(src, location.href).pathname)) {
-            this.video.src = src; // an MP4 recording plays in the video element itself
+            this.video.src = src;
             this.start();
         }
         else if (Hls && Hls.isSupported()) {
@@ -371,7 +330,6 @@ export class LivePlayer extends Element {
             });
             if (!recording) {
                 hls.on(Hls.Events.LEVEL_LOADED, (_, data) => this.onPlaylist(data.details));
-                // Live once a fragment of this load is in: the live edge, not a stale frame.
                 hls.on(Hls.Events.FRAG_BUFFERED, () => {
                     if (this.liveState !== "ended")
                         this.setState("live");
@@ -392,12 +350,9 @@ export class LivePlayer extends Element {
             this.fail("other");
         }
     }
-    /** Standard: two and a half segments (5 s) behind the edge. Low (`latency-mode="low"`):
-     * a second and a half behind, caught up by playing slightly faster when behind. */
     config(live) {
         const config = { enableWorker: false, lowLatencyMode: live, capLevelToPlayerSize: false };
         const low = this.getAttribute("latency-mode") === "low";
-        // hls.js refuses a segment count mixed with durations: one or the other.
         if (live && !low)
             config.liveSyncDurationCount = 2.5;
         if (live && low) {
@@ -409,7 +364,6 @@ export class LivePlayer extends Element {
         if (!details)
             return;
         if (!details.live) {
-            // The playlist ended (#EXT-X-ENDLIST): so did the broadcast.
             if (this.liveState === "live")
                 this.end();
             return;
@@ -421,7 +375,6 @@ export class LivePlayer extends Element {
             this.edgeChangedAt = Date.now();
         }
     }
-    /** Every second: the latency shown, and a playlist that stopped advancing is a stopped source. */
     tick() {
         const latency = this.latency;
         this.latencyText.textContent = latency === null ? "" : `${latency.toFixed(1)} s behind live`;
@@ -439,7 +392,6 @@ export class LivePlayer extends Element {
         this.setState("reconnecting");
         this.timer = setTimeout(() => this.probe(), PROBE_MS);
     }
-    /** Reads the playlist until it moves past the stale edge; then loads it afresh. */
     probe() {
         if (this.liveState !== "reconnecting")
             return;
@@ -463,7 +415,6 @@ export class LivePlayer extends Element {
                 this.timer = setTimeout(() => this.probe(), PROBE_MS);
         });
     }
-    /** The quality menu: Auto, then each rendition, highest first. */
     showQualities() {
         const hls = this.hls;
         if (!hls)
@@ -482,7 +433,6 @@ export class LivePlayer extends Element {
         this.quality.value = hls.autoLevelEnabled ? "-1" : String(hls.currentLevel);
         this.bar.hidden = false;
     }
-    /** Auto says which rendition it chose. */
     labelAuto() {
         const auto = this.quality.querySelector('option[value="-1"]');
         const level = this.hls?.levels[this.hls.currentLevel];
@@ -525,7 +475,6 @@ export class LivePlayer extends Element {
         });
         v.addEventListener("waiting", () => {
             this.emit("waiting", null);
-            // A stall after the first frame is a rebuffer.
             if (this.view.startupMs === null || v.seeking || this.stallStart !== null)
                 return;
             this.view.rebufferCount += 1;
@@ -541,7 +490,6 @@ export class LivePlayer extends Element {
             this.view.rebufferSeconds += (performance.now() - this.stallStart) / 1000;
         this.stallStart = null;
     }
-    /** The view beacon's address: only with `broadcast` and `base-url` (`/` for the page's own origin). */
     beaconUrl() {
         const base = this.getAttribute("base-url");
         if (base === null || !this.getAttribute("broadcast"))
@@ -569,7 +517,6 @@ export class LivePlayer extends Element {
                 Object.assign(body, { exp, sig });
         }
         catch {
-            // No signature to pass on.
         }
         const text = JSON.stringify(body);
         if (navigator.sendBeacon?.(url, text))
@@ -591,7 +538,6 @@ export class LivePlayer extends Element {
         this.sendView("end");
     }
 }
-/** Defines `<live-player>` (once; importing this module does it in a browser). */
 export function defineLivePlayer(name = "live-player") {
     if (typeof customElements !== "undefined" && !customElements.get(name)) {
         customElements.define(name, LivePlayer);

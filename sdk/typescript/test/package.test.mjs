@@ -90,9 +90,10 @@ test("the player is its own entry point, loads outside a browser and names rendi
   assert.equal(player.errorReason({ type: "keySystemError", details: "keySystemNoKeys" }), "other");
 });
 
+// The build compiles src/player once more without comments (tsconfig.asset.json) for the pages.
 test("the platform's pages serve this build of the player (static/live-player.js)", async () => {
   const { readFileSync } = await import("node:fs");
-  const built = readFileSync(new URL("../dist/esm/player/index.js", import.meta.url), "utf8");
+  const built = readFileSync(new URL("../dist/asset/player/index.js", import.meta.url), "utf8");
   const served = readFileSync(new URL("../../../static/live-player.js", import.meta.url), "utf8");
   assert.ok(built === served, "static/live-player.js is not the player's build: run npm run build in sdk/typescript");
 });

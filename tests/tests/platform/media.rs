@@ -1515,22 +1515,19 @@ async fn site(files: Vec<(&'static str, &'static str, Vec<u8>)>) -> String {
 }
 
 /// The SDK's built `<live-player>` (`npm ci` in sdk/typescript builds it, as `scripts/test` does).
-/// The platform's pages serve that same file (`static/live-player.js`, which the build copies).
+/// The platform's pages serve the same build without its comments (`static/live-player.js`).
 fn built_player() -> Vec<u8> {
     let root = platform_tests::workspace_root();
-    let path = root.join("sdk/typescript/dist/esm/player/index.js");
-    let built = std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; build the SDK first (cd sdk/typescript && npm ci)",
-            path.display()
-        )
-    });
-    let served = std::fs::read(root.join("static/live-player.js")).unwrap();
+    let read = |path: &str| {
+        std::fs::read(root.join(path)).unwrap_or_else(|e| {
+            panic!("{path}: {e}; build the SDK first (cd sdk/typescript && npm ci)")
+        })
+    };
     assert!(
-        built == served,
+        read("sdk/typescript/dist/asset/player/index.js") == read("static/live-player.js"),
         "static/live-player.js is not the SDK's build of the player"
     );
-    built
+    read("sdk/typescript/dist/esm/player/index.js")
 }
 
 /// The events the page's `<live-player id=...>` elements dispatched, in order.
