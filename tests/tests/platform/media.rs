@@ -1740,3 +1740,150 @@ async fn publish_again_ingest(p: &Platform, user: &User, id: &str, live: &Value)
     let back = until_ingest(p, user, id, "live").await;
     assert_eq!(back["startedAt"], live["startedAt"]);
 }
+
+/// The owner's `viewerCount` of broadcast `id`.
+async fn viewer_count(p: &Platform, user: &User, id: &str) -> i64 {
+    get(p, user, id).await["viewerCount"].as_i64().unwrap_or(-1)
+}
+
+/// Waits until the broadcast's `viewerCount` is `n`; answers how long it took.
+async fn until_viewers(p: &Platform, user: &User, id: &str, n: i64, limit: Duration) -> Duration {
+    let from = Instant::now();
+    wait_for(&format!("{n} viewers"), limit, || async {
+        (viewer_count(p, user, id).await == n).then_some(())
+    })
+    .await;
+    from.elapsed()
+}
+
+/// Two watch pages playing are two concurrent viewers (their view beacons); they leave
+/// the count as soon as they go away (their `end` beacons), well before the 30 s a silent
+/// view stays counted.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_watch_pages_are_two_viewers_until_they_leave() {
+    let p = platform(60).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let id = text(&b, "id");
+    let publisher = Publisher::start(&text(&b, "rtmpUrl"));
+    until_ingest(&p, &user, &id, "live").await;
+    until_playlist(&text(&b, "hlsUrl")).await;
+    assert_eq!(viewer_count(&p, &user, &id).await, 0);
+    // Two viewers, each in a browser of its own (a background tab's video is suspended).
+    let watch = p.url(&format!("/watch/{}", text(&b, "shortId")));
+    let playing = "(function(){var p=window.watchPage && window.watchPage.player();return p && p.currentTime > 1;})()";
+    let mut viewers = Vec::new();
+    for _ in 0..2 {
+        let mut browser = Browser::launch(&["--autoplay-policy=no-user-gesture-required"]).await;
+        let tab = browser.open(&watch, 960, 600).await;
+        browser
+            .wait_for(&tab, playing, Duration::from_secs(30))
+            .await;
+        viewers.push((browser, tab));
+    }
+    until_viewers(&p, &user, &id, 2, Duration::from_secs(15)).await;
+    // The views report what played: a startup time, seconds played, the rendition; the
+    // heartbeats carry it to the analytics.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    for (browser, tab) in &mut viewers {
+        let report = browser.eval(tab, "window.watchPage.views()").await;
+        assert!(report["startupMs"].as_i64().unwrap() > 0, "{report}");
+        assert!(report["playedSeconds"].as_f64().unwrap() > 5.0, "{report}");
+        assert_eq!(report["rendition"], "source", "{report}");
+    }
+    let (status, analytics) = p
+        .as_user(
+            &user,
+            Method::GET,
+            &format!("/api/broadcasts/{id}/analytics"),
+        )
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{analytics}");
+    let playback = &analytics["playback"];
+    assert_eq!(playback["views"], 2, "{analytics}");
+    assert!(
+        playback["playedSeconds"].as_f64().unwrap() > 10.0,
+        "{playback}"
+    );
+    assert!(
+        playback["startupTimeP50Ms"].as_f64().unwrap() > 0.0,
+        "{playback}"
+    );
+    assert_eq!(playback["viewsByRendition"]["source"], 2, "{playback}");
+    // Both pages go away: their `end` beacons take them off the count at once.
+    for (browser, tab) in &mut viewers {
+        browser.assert_clean(tab).await;
+        browser.navigate(tab, "about:blank").await;
+    }
+    let left = until_viewers(&p, &user, &id, 0, Duration::from_secs(12)).await;
+    println!("no viewers {left:?} after the pages left");
+    for (browser, _) in viewers {
+        browser.close().await;
+    }
+    publisher.stop().await;
+}
+
+/// A viewer on a narrow link stalls; the stalls after the first frame reach the
+/// broadcast's analytics through the page's heartbeats.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_throttled_viewers_rebuffering_reaches_the_analytics() {
+    let p = platform(60).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let id = text(&b, "id");
+    let publisher = Publisher::start(&text(&b, "rtmpUrl"));
+    until_ingest(&p, &user, &id, "live").await;
+    until_playlist(&text(&b, "hlsUrl")).await;
+    let mut browser = Browser::launch(&["--autoplay-policy=no-user-gesture-required"]).await;
+    let tab = browser
+        .open(&p.url(&format!("/watch/{}", text(&b, "shortId"))), 960, 600)
+        .await;
+    let playing = "(function(){var p=window.watchPage && window.watchPage.player();return p && p.currentTime > 1;})()";
+    browser
+        .wait_for(&tab, playing, Duration::from_secs(30))
+        .await;
+    // The link narrows below the stream's bitrate (about 1 Mbit/s, the source alone).
+    let s = Some(tab.session.as_str());
+    browser.call(s, "Network.enable", json!({})).await;
+    browser
+        .call(
+            s,
+            "Network.emulateNetworkConditions",
+            json!({"offline": false, "latency": 100, "downloadThroughput": 250_000 / 8,
+                   "uploadThroughput": 250_000 / 8}),
+        )
+        .await;
+    let stalled = browser
+        .wait_for(
+            &tab,
+            "(function(){var r=window.watchPage.views();return r && r.rebufferCount > 0 && r.rebufferSeconds > 1 ? r : null;})()",
+            Duration::from_secs(40),
+        )
+        .await;
+    println!("the page stalled: {stalled}");
+    let playback = wait_for(
+        "the stalls in the analytics",
+        Duration::from_secs(30),
+        || async {
+            let (status, analytics) = p
+                .as_user(
+                    &user,
+                    Method::GET,
+                    &format!("/api/broadcasts/{id}/analytics"),
+                )
+                .answer()
+                .await;
+            assert_eq!(status, 200, "{analytics}");
+            let playback = analytics["playback"].clone();
+            (playback["rebufferCount"].as_i64().unwrap_or(0) >= 1
+                && playback["rebufferSeconds"].as_f64().unwrap_or(0.0) > 0.0)
+                .then_some(playback)
+        },
+    )
+    .await;
+    println!("the analytics say {playback}");
+    assert!(playback["rebufferPercentage"].as_f64().unwrap() > 0.0);
+    browser.close().await;
+    publisher.stop().await;
+}
