@@ -298,7 +298,8 @@ export class LivePlayer extends Element {
         const recording = this.hasAttribute("recording");
         if (this.askedAt === null)
             this.askedAt = performance.now();
-        this.startView();
+        if (!recording)
+            this.startView();
         const Hls = this.Hls;
         if (recording && !/\.m3u8$/.test(new URL(src, location.href).pathname)) {
             this.video.src = src;

@@ -1615,6 +1615,8 @@ document.addEventListener('DOMContentLoaded', function () {{
             .await
             .is_empty()
     );
+    // Its view beacon, sent from the tenant's origin, counts it.
+    until_viewers(&p, &user, &id, 1, Duration::from_secs(15)).await;
     let first = player_events(&mut browser, &tab, "show", "qualitychange").await;
     assert!(first[0]["detail"]["rendition"].is_string(), "{first:?}");
     // The quality menu in the element: Auto, then the ladder, highest first.

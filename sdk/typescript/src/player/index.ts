@@ -407,7 +407,8 @@ export class LivePlayer extends Element {
     if (!src || this.liveState === "ended") return;
     const recording = this.hasAttribute("recording");
     if (this.askedAt === null) this.askedAt = performance.now();
-    this.startView();
+    // Views are of the live broadcast: a recording is not counted.
+    if (!recording) this.startView();
     const Hls = this.Hls;
     if (recording && !/\.m3u8$/.test(new URL(src, location.href).pathname)) {
       this.video.src = src; // an MP4 recording plays in the video element itself
