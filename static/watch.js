@@ -96,7 +96,7 @@
   player.addEventListener('statechange', function (e) {
     var state = e.detail.state;
     root.dataset.live = state;
-    if (root.dataset.replay !== 'true' && (state === 'live' || state === 'reconnecting')) showBadge(state);
+    if (root.dataset.replay !== 'true' && state !== 'connecting') showBadge(state);
   });
 
   function author(m) {
