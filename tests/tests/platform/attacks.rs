@@ -2973,3 +2973,7 @@ async fn a_signature_sent_to_a_public_route_must_verify() {
 /// The media plane's attacks (RTMP ingest, HLS playback, restreams, the media server's
 /// files), against the real nginx and ffmpeg the media server runs.
 mod media_plane;
+
+/// The view beacon's attacks: inflating viewers, watch time and quality figures with a
+/// public route that takes no credentials.
+mod views;
