@@ -100,7 +100,6 @@ pub const ROUTES: &[ApiRoute] = &[endpoint!(
             "rebufferCount": 1,
             "rebufferSeconds": 0.8,
             "rendition": "720p",
-            "error": null,
         }))
         .errors(400, &["malformed_json"])
         .errors(404, &["not_found"])

@@ -21234,7 +21234,6 @@ export interface operations {
                 /**
                  * @example {
                  *       "broadcast": "Ab3dE5gH",
-                 *       "error": null,
                  *       "event": "heartbeat",
                  *       "playedSeconds": 42.5,
                  *       "rebufferCount": 1,
