@@ -296,3 +296,80 @@ fn renditions(db: &Db, filter: &str, params: &[Value]) -> Result<BTreeMap<String
         .map(|row| (row.text("rendition"), row.int("n")))
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analytics::{self, ViewCounts};
+    use crate::broadcasts;
+    use crate::{app, testing};
+    use domain::analytics as math;
+    use domain::broadcast::Status;
+    use domain::views::{Event, Sent, accept};
+
+    const T0: i64 = 1_800_000_000 - 1_800_000_000 % 86_400;
+
+    /// One beacon as the route applies it: the rules, the row, the counts.
+    fn beacon(db: &Db, b: &Broadcast, view: &str, viewer: &str, event: Event, at_ms: i64) {
+        let found = load(db, view).unwrap();
+        let stored = found.as_ref().map(|v| &v.stored);
+        let sent = Sent {
+            event: Some(event),
+            ..Sent::default()
+        };
+        let a = accept(stored, &sent, at_ms).unwrap();
+        let latest = Latest::default();
+        let saved = match stored {
+            None => insert(db, b, view, viewer, "10.0.0.1", &a, &latest, at_ms).unwrap(),
+            Some(seen) => update(db, view, seen, &a, &latest, at_ms).unwrap(),
+        };
+        assert!(saved);
+        let now = at_ms / 1000;
+        let change = ViewCounts {
+            new_view: stored.is_none().then_some(viewer),
+            opens: a.opens,
+            closes: a.closes.then_some(now),
+            ..ViewCounts::default()
+        };
+        analytics::view_beacon(db, b, &change, now).unwrap();
+    }
+
+    #[test]
+    fn live_views_are_read_at_read_time_and_silent_ones_close_at_their_last_beacon() {
+        let db = testing::db();
+        let b = broadcasts::insert(&db, "c1", Some("ada"), &testing::new_broadcast(), T0).unwrap();
+        assert!(broadcasts::move_status(&db, &b, Status::Active, T0).unwrap());
+        let b = app::broadcasts::load(&db, "c1", &b.id, T0).unwrap();
+        let ms = T0 * 1000;
+        beacon(&db, &b, "view-a", "browser-1", Event::Start, ms);
+        beacon(&db, &b, "view-b", "browser-1", Event::Start, ms);
+        beacon(&db, &b, "view-c", "browser-2", Event::Start, ms + 1000);
+        let live = |at: i64| live_counts(&db, &[&b.id], at).unwrap().get(&b.id).copied();
+        assert_eq!(live(ms + 2000), Some((3, 0)));
+        assert_eq!(live_on_address(&db, &b.id, "10.0.0.1", ms + 2000).unwrap(), 3);
+        beacon(&db, &b, "view-a", "browser-1", Event::End, ms + 20_000);
+        beacon(&db, &b, "view-b", "browser-1", Event::Heartbeat, ms + 10_000);
+        assert_eq!(live(ms + 30_000), Some((2, 0)), "a ended");
+        assert_eq!(live(ms + 31_000), Some((1, 0)), "c silent since +1 s");
+        assert_eq!(live(ms + 40_000), None, "b silent since +10 s");
+        // Nothing is silent before 30 s; then each closes at its last beacon, once.
+        assert_eq!(close_silent(&db, ms + 30_000, 10).unwrap(), (0, false));
+        assert_eq!(close_silent(&db, ms + 31_000, 10).unwrap(), (1, false));
+        assert_eq!(close_silent(&db, ms + 60_000, 10).unwrap(), (1, false));
+        assert_eq!(close_silent(&db, ms + 90_000, 10).unwrap(), (0, false));
+        let t = math::totals(&analytics::buckets(&db, &b).unwrap(), T0 + 600);
+        assert_eq!((t.viewer_sessions, t.unique_viewers), (3, 2));
+        assert_eq!(t.total_watch_seconds, 20 + 10 + 0, "each to its last beacon");
+        assert_eq!(t.qoe.views, 3);
+        // The broadcast's end closes nothing twice, and no view of it reopens.
+        beacon(&db, &b, "view-a", "browser-1", Event::Start, ms + 100_000);
+        assert!(broadcasts::move_status(&db, &b, Status::Completed, T0 + 200).unwrap());
+        let done = app::broadcasts::load(&db, "c1", &b.id, T0 + 200).unwrap();
+        assert!(analytics::roll_up(&db, &done, T0 + 300).unwrap());
+        let t = math::totals(&analytics::buckets(&db, &b).unwrap(), T0 + 200);
+        assert_eq!(t.total_watch_seconds, 30, "the reopened view closed at its last beacon");
+        let v = load(&db, "view-b").unwrap().unwrap();
+        assert_eq!(v.stored.closed, Some(Closed::Broadcast));
+        assert_eq!(close_silent(&db, ms + 900_000, 10).unwrap(), (0, false));
+    }
+}
