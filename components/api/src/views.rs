@@ -9,10 +9,10 @@ use crate::ApiRoute;
 use crate::contact_form::client_ip;
 use ::store::analytics::{self as counts, ViewCounts};
 use ::store::app;
-use ::store::views::{self as store, Latest};
+use ::store::views::{self as store, Latest, NewView};
 use domain::media::{self, Playback};
 use domain::request_body;
-use domain::validate::body::{Choice, Checked, OptChecked, OptChoice, OptInt, OptText, Text};
+use domain::validate::body::{Checked, Choice, OptChecked, OptChoice, OptInt, OptText, Text};
 use domain::views::{
     self as rules, Event, FailureReason, MAX_LIVE_PER_ADDRESS, MAX_REBUFFERS, MAX_STARTUP_MS,
     NEW_VIEWS_PER_MINUTE, OptExpiry, OptSeconds, Refused, Sent, ViewId,
@@ -171,7 +171,18 @@ fn beacon(
     };
     db.transaction(|tx| {
         let saved = match stored {
-            None => store::insert(tx, &b, &sent.view_id, viewer, ip, &accepted, &latest, now_ms)?,
+            None => store::insert(
+                tx,
+                &b,
+                NewView {
+                    view_id: &sent.view_id,
+                    viewer,
+                    client_addr: ip,
+                },
+                &accepted,
+                &latest,
+                now_ms,
+            )?,
             Some(seen) => store::update(tx, &sent.view_id, seen, &accepted, &latest, now_ms)?,
         };
         if !saved {
@@ -229,8 +240,9 @@ fn refused(r: Refused) -> ApiError {
         ),
         Refused::NotMonotone(field) => ApiError::invalid_fields(vec![FieldError {
             field: field.into(),
-            message: "is cumulative: it must not be lower than in the last beacon of this page load"
-                .into(),
+            message:
+                "is cumulative: it must not be lower than in the last beacon of this page load"
+                    .into(),
         }]),
     }
 }

@@ -591,8 +591,14 @@ mod tests {
         let sig = playback_signature(&key, "s1", 1000);
         assert!(playback_signed(&key, "s1", 1000, &sig, 999));
         assert!(!playback_signed(&key, "s1", 1000, &sig, 1000), "expired");
-        assert!(!playback_signed(&key, "s2", 1000, &sig, 999), "another stream");
-        assert!(!playback_signed(&key, "s1", 1001, &sig, 999), "another expiry");
+        assert!(
+            !playback_signed(&key, "s2", 1000, &sig, 999),
+            "another stream"
+        );
+        assert!(
+            !playback_signed(&key, "s1", 1001, &sig, 999),
+            "another expiry"
+        );
         let other = playback_key("other");
         assert!(!playback_signed(&other, "s1", 1000, &sig, 999));
     }

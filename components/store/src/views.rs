@@ -27,7 +27,10 @@ fn figures(row: &Row, prefix: &str) -> Figures {
 /// The view `view_id`, if any.
 pub fn load(db: &Db, view_id: &str) -> Result<Option<View>, ApiError> {
     Ok(db
-        .query_one("SELECT * FROM hls_views WHERE view_id = ?", &[view_id.into()])?
+        .query_one(
+            "SELECT * FROM hls_views WHERE view_id = ?",
+            &[view_id.into()],
+        )?
         .map(|row| View {
             broadcast_id: row.text("broadcast_id"),
             stored: Stored {
@@ -49,18 +52,30 @@ pub struct Latest<'a> {
     pub error: Option<&'a str>,
 }
 
+/// Who a new view is: its id, its viewer (the viewerId, else the viewId), and the client
+/// address it came from.
+#[derive(Debug, Clone, Copy)]
+pub struct NewView<'a> {
+    pub view_id: &'a str,
+    pub viewer: &'a str,
+    pub client_addr: &'a str,
+}
+
 /// Stores a view's first beacon, at `now_ms`; false when another request stored it first
 /// (the beacon is then refused as too soon).
 pub fn insert(
     db: &Db,
     b: &Broadcast,
-    view_id: &str,
-    viewer: &str,
-    client_addr: &str,
+    new: NewView<'_>,
     a: &Accepted,
     latest: &Latest<'_>,
     now_ms: i64,
 ) -> Result<bool, ApiError> {
+    let NewView {
+        view_id,
+        viewer,
+        client_addr,
+    } = new;
     let closed = a.closes.then_some(now_ms.div_euclid(1000));
     Ok(!db
         .query(
@@ -147,7 +162,9 @@ pub fn live_on_address(
     now_ms: i64,
 ) -> Result<i64, ApiError> {
     db.count(
-        &format!("SELECT COUNT(*) FROM hls_views WHERE broadcast_id = ? AND client_addr = ? AND {LIVE}"),
+        &format!(
+            "SELECT COUNT(*) FROM hls_views WHERE broadcast_id = ? AND client_addr = ? AND {LIVE}"
+        ),
         &[
             broadcast_id.into(),
             client_addr.into(),
@@ -320,7 +337,19 @@ mod tests {
         let a = accept(stored, &sent, at_ms).unwrap();
         let latest = Latest::default();
         let saved = match stored {
-            None => insert(db, b, view, viewer, "10.0.0.1", &a, &latest, at_ms).unwrap(),
+            None => insert(
+                db,
+                b,
+                NewView {
+                    view_id: view,
+                    viewer,
+                    client_addr: "10.0.0.1",
+                },
+                &a,
+                &latest,
+                at_ms,
+            )
+            .unwrap(),
             Some(seen) => update(db, view, seen, &a, &latest, at_ms).unwrap(),
         };
         assert!(saved);
@@ -346,9 +375,19 @@ mod tests {
         beacon(&db, &b, "view-c", "browser-2", Event::Start, ms + 1000);
         let live = |at: i64| live_counts(&db, &[&b.id], at).unwrap().get(&b.id).copied();
         assert_eq!(live(ms + 2000), Some((3, 0)));
-        assert_eq!(live_on_address(&db, &b.id, "10.0.0.1", ms + 2000).unwrap(), 3);
+        assert_eq!(
+            live_on_address(&db, &b.id, "10.0.0.1", ms + 2000).unwrap(),
+            3
+        );
         beacon(&db, &b, "view-a", "browser-1", Event::End, ms + 20_000);
-        beacon(&db, &b, "view-b", "browser-1", Event::Heartbeat, ms + 10_000);
+        beacon(
+            &db,
+            &b,
+            "view-b",
+            "browser-1",
+            Event::Heartbeat,
+            ms + 10_000,
+        );
         assert_eq!(live(ms + 30_000), Some((2, 0)), "a ended");
         assert_eq!(live(ms + 31_000), Some((1, 0)), "c silent since +1 s");
         assert_eq!(live(ms + 40_000), None, "b silent since +10 s");
@@ -359,7 +398,7 @@ mod tests {
         assert_eq!(close_silent(&db, ms + 90_000, 10).unwrap(), (0, false));
         let t = math::totals(&analytics::buckets(&db, &b).unwrap(), T0 + 600);
         assert_eq!((t.viewer_sessions, t.unique_viewers), (3, 2));
-        assert_eq!(t.total_watch_seconds, 20 + 10 + 0, "each to its last beacon");
+        assert_eq!(t.total_watch_seconds, 20 + 10, "each to its last beacon");
         assert_eq!(t.qoe.views, 3);
         // The broadcast's end closes nothing twice, and no view of it reopens.
         beacon(&db, &b, "view-a", "browser-1", Event::Start, ms + 100_000);
@@ -367,7 +406,10 @@ mod tests {
         let done = app::broadcasts::load(&db, "c1", &b.id, T0 + 200).unwrap();
         assert!(analytics::roll_up(&db, &done, T0 + 300).unwrap());
         let t = math::totals(&analytics::buckets(&db, &b).unwrap(), T0 + 200);
-        assert_eq!(t.total_watch_seconds, 30, "the reopened view closed at its last beacon");
+        assert_eq!(
+            t.total_watch_seconds, 30,
+            "the reopened view closed at its last beacon"
+        );
         let v = load(&db, "view-b").unwrap().unwrap();
         assert_eq!(v.stored.closed, Some(Closed::Broadcast));
         assert_eq!(close_silent(&db, ms + 900_000, 10).unwrap(), (0, false));

@@ -85,7 +85,13 @@ async fn every_hls_view_is_counted_and_reaches_analytics() {
     assert_eq!(status, 204, "{body}");
     assert_eq!(body, json!(""), "no body");
     let (status, body) = p
-        .beacon(&beacon(two, "viewer-bbbbbbbbbbbb", &short, "start", json!({})))
+        .beacon(&beacon(
+            two,
+            "viewer-bbbbbbbbbbbb",
+            &short,
+            "start",
+            json!({}),
+        ))
         .await;
     assert_eq!(status, 204, "{body}");
     assert_eq!(viewer_count(&p, &ada, &id).await, 2);
@@ -97,15 +103,27 @@ async fn every_hls_view_is_counted_and_reaches_analytics() {
     let qoe_two = json!({"startupMs": 2600, "playedSeconds": 10.0, "rebufferCount": 0,
                          "rebufferSeconds": 0, "rendition": "480p"});
     assert_eq!(
-        p.beacon(&beacon(one, "viewer-aaaaaaaaaaaa", &id, "heartbeat", qoe_one.clone()))
-            .await
-            .0,
+        p.beacon(&beacon(
+            one,
+            "viewer-aaaaaaaaaaaa",
+            &id,
+            "heartbeat",
+            qoe_one.clone()
+        ))
+        .await
+        .0,
         204
     );
     assert_eq!(
-        p.beacon(&beacon(two, "viewer-bbbbbbbbbbbb", &id, "heartbeat", qoe_two))
-            .await
-            .0,
+        p.beacon(&beacon(
+            two,
+            "viewer-bbbbbbbbbbbb",
+            &id,
+            "heartbeat",
+            qoe_two
+        ))
+        .await
+        .0,
         204
     );
     // The first page closes 10 s later: 1 viewer.
@@ -121,15 +139,27 @@ async fn every_hls_view_is_counted_and_reaches_analytics() {
     assert_eq!(viewer_count(&p, &ada, &id).await, 1);
     // The second goes silent after its beacon at +10 s: counted until +40 s, not after.
     p.advance_clock(Duration::from_secs(19));
-    assert_eq!(viewer_count(&p, &ada, &id).await, 1, "29 s after its beacon");
+    assert_eq!(
+        viewer_count(&p, &ada, &id).await,
+        1,
+        "29 s after its beacon"
+    );
     p.advance_clock(Duration::from_secs(2));
-    assert_eq!(viewer_count(&p, &ada, &id).await, 0, "31 s after its beacon");
+    assert_eq!(
+        viewer_count(&p, &ada, &id).await,
+        0,
+        "31 s after its beacon"
+    );
 
     // The analytics job closes it at its last beacon: watch time is exact.
     let job = p.run_job("rollup-analytics").await;
     assert_eq!(job["silentViewsClosed"], 1, "{job}");
     let (status, a) = p
-        .as_user(&ada, Method::GET, &format!("/api/broadcasts/{id}/analytics"))
+        .as_user(
+            &ada,
+            Method::GET,
+            &format!("/api/broadcasts/{id}/analytics"),
+        )
         .answer()
         .await;
     assert_eq!(status, 200, "{a}");
@@ -170,7 +200,11 @@ async fn every_hls_view_is_counted_and_reaches_analytics() {
     assert_eq!((views, played), (2, 28.0), "{series:?}");
 
     let csv = p
-        .as_user(&ada, Method::GET, &format!("/api/broadcasts/{id}/analytics"))
+        .as_user(
+            &ada,
+            Method::GET,
+            &format!("/api/broadcasts/{id}/analytics"),
+        )
         .header("accept", "text/csv")
         .send()
         .await
@@ -218,7 +252,9 @@ async fn every_hls_view_is_counted_and_reaches_analytics() {
     assert_eq!(status, 200);
     p.run_job("rollup-analytics").await;
     let day = domain::time::format_rfc3339(start - start % 86_400);
-    let path = format!("/api/v1/analytics?from={day}&granularity=day&metrics=views,watchMinutes,startupTimeP95Ms");
+    let path = format!(
+        "/api/v1/analytics?from={day}&granularity=day&metrics=views,watchMinutes,startupTimeP95Ms"
+    );
     let (status, days) = p.as_server(&t, Method::GET, &path, None).answer().await;
     assert_eq!(status, 200, "{days}");
     assert_eq!(days["totals"]["views"], 2, "{days}");
@@ -231,9 +267,18 @@ async fn every_hls_view_is_counted_and_reaches_analytics() {
     );
     // A finished broadcast takes no new view.
     let (status, body) = p
-        .beacon(&beacon("view-late-0123456789", "viewer-cccccccccccc", &id, "start", json!({})))
+        .beacon(&beacon(
+            "view-late-0123456789",
+            "viewer-cccccccccccc",
+            &id,
+            "start",
+            json!({}),
+        ))
         .await;
-    assert_eq!((status.as_u16(), body["code"].as_str()), (409, Some("broadcast_ended")));
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (409, Some("broadcast_ended"))
+    );
 }
 
 /// viewerCount is the app's report or the views the platform sees, whichever is more; a
@@ -246,14 +291,24 @@ async fn the_count_takes_the_larger_of_the_report_and_the_views() {
     let b = p.live_broadcast(&ada, "unlisted").await;
     let id = b["id"].as_str().unwrap().to_string();
     let report = |n: i64| {
-        let request = p.as_user(&ada, Method::POST, &format!("/api/broadcasts/{id}/viewer-count"));
+        let request = p.as_user(
+            &ada,
+            Method::POST,
+            &format!("/api/broadcasts/{id}/viewer-count"),
+        );
         async move { request.send_json(&json!({ "viewerCount": n })).await.0 }
     };
     assert_eq!(report(5).await, 200);
     for n in 0..3 {
         let view = format!("view-{n}-0123456789abcdef");
         let (status, body) = p
-            .beacon(&beacon(&view, &format!("viewer-{n}-0123456789"), &id, "start", json!({})))
+            .beacon(&beacon(
+                &view,
+                &format!("viewer-{n}-0123456789"),
+                &id,
+                "start",
+                json!({}),
+            ))
             .await;
         assert_eq!(status, 204, "{body}");
     }
@@ -263,15 +318,29 @@ async fn the_count_takes_the_larger_of_the_report_and_the_views() {
     // A reload: same view, start again.
     p.advance_clock(Duration::from_secs(6));
     let (status, _) = p
-        .beacon(&beacon("view-0-0123456789abcdef", "viewer-0-0123456789", &id, "start", json!({})))
+        .beacon(&beacon(
+            "view-0-0123456789abcdef",
+            "viewer-0-0123456789",
+            &id,
+            "start",
+            json!({}),
+        ))
         .await;
     assert_eq!(status, 204);
     assert_eq!(viewer_count(&p, &ada, &id).await, 3);
     let (_, a) = p
-        .as_user(&ada, Method::GET, &format!("/api/broadcasts/{id}/analytics"))
+        .as_user(
+            &ada,
+            Method::GET,
+            &format!("/api/broadcasts/{id}/analytics"),
+        )
         .answer()
         .await;
-    assert_eq!((&a["playback"]["views"], &a["uniqueViewers"]), (&json!(3), &json!(3)), "{a}");
+    assert_eq!(
+        (&a["playback"]["views"], &a["uniqueViewers"]),
+        (&json!(3), &json!(3)),
+        "{a}"
+    );
 }
 
 /// A private broadcast's views need its signed hlsUrl's exp and sig: without them (or
@@ -297,7 +366,10 @@ async fn a_private_broadcast_counts_only_views_that_may_play_it() {
     let viewer = "viewer-private-0123";
     for (what, extra) in [
         ("no signature", json!({})),
-        ("a wrong signature", json!({"exp": exp, "sig": "AAAAAAAAAAAAAAAAAAAAAA"})),
+        (
+            "a wrong signature",
+            json!({"exp": exp, "sig": "AAAAAAAAAAAAAAAAAAAAAA"}),
+        ),
         ("another expiry", json!({"exp": "9999999999", "sig": sig})),
     ] {
         let (status, body) = p.beacon(&beacon(view, viewer, &id, "start", extra)).await;
@@ -315,7 +387,13 @@ async fn a_private_broadcast_counts_only_views_that_may_play_it() {
     assert_eq!(status, 404, "unknown: {body}");
     assert_eq!(viewer_count(&p, &ada, &id).await, 0);
     let (status, body) = p
-        .beacon(&beacon(view, viewer, &id, "start", json!({"exp": exp, "sig": sig})))
+        .beacon(&beacon(
+            view,
+            viewer,
+            &id,
+            "start",
+            json!({"exp": exp, "sig": sig}),
+        ))
         .await;
     assert_eq!(status, 204, "{body}");
     assert_eq!(viewer_count(&p, &ada, &id).await, 1);
@@ -323,7 +401,13 @@ async fn a_private_broadcast_counts_only_views_that_may_play_it() {
     let ttl = param("exp").parse::<i64>().unwrap() - p.now();
     p.advance_clock(Duration::from_secs((ttl + 1) as u64));
     let (status, _) = p
-        .beacon(&beacon(view, viewer, &id, "heartbeat", json!({"exp": exp, "sig": sig})))
+        .beacon(&beacon(
+            view,
+            viewer,
+            &id,
+            "heartbeat",
+            json!({"exp": exp, "sig": sig}),
+        ))
         .await;
     assert_eq!(status, 404, "expired");
 }

@@ -40,7 +40,11 @@ async fn viewer_count(p: &Platform, owner: &User, id: &str) -> i64 {
 
 async fn playback(p: &Platform, owner: &User, id: &str) -> Value {
     let (status, a) = p
-        .as_user(owner, Method::GET, &format!("/api/broadcasts/{id}/analytics"))
+        .as_user(
+            owner,
+            Method::GET,
+            &format!("/api/broadcasts/{id}/analytics"),
+        )
         .answer()
         .await;
     assert_eq!(status, 200, "{a}");
@@ -62,7 +66,10 @@ async fn a_view_cannot_claim_more_time_than_has_passed() {
     let ada = host(&p).await;
     let id = live(&p, &ada).await;
     let view = "inflated-view-0123456789";
-    assert_eq!(p.beacon(&beacon(view, &id, "start", json!({}))).await.0, 204);
+    assert_eq!(
+        p.beacon(&beacon(view, &id, "start", json!({}))).await.0,
+        204
+    );
     p.advance_clock(Duration::from_secs(10));
     let huge = json!({"playedSeconds": 86_400, "rebufferCount": 99_999, "startupMs": 600_000});
     let (status, body) = p.beacon(&beacon(view, &id, "heartbeat", huge)).await;
@@ -74,7 +81,10 @@ async fn a_view_cannot_claim_more_time_than_has_passed() {
         "played is at most the 10 s (and a second of real time) plus the 15 s slack: {got}"
     );
     assert!(got["rebufferCount"].as_i64().unwrap() <= 27, "{got}");
-    assert!(got["startupTimeMeanMs"].as_i64().unwrap() <= 27_000, "{got}");
+    assert!(
+        got["startupTimeMeanMs"].as_i64().unwrap() <= 27_000,
+        "{got}"
+    );
 
     // Going back is refused and changes nothing.
     p.advance_clock(Duration::from_secs(10));
@@ -98,11 +108,17 @@ async fn a_view_beacons_at_most_once_every_five_seconds() {
     let ada = host(&p).await;
     let id = live(&p, &ada).await;
     let view = "flooding-view-0123456789";
-    assert_eq!(p.beacon(&beacon(view, &id, "start", json!({}))).await.0, 204);
+    assert_eq!(
+        p.beacon(&beacon(view, &id, "start", json!({}))).await.0,
+        204
+    );
     let before = playback(&p, &ada, &id).await;
-    let flood = json!({"playedSeconds": 4, "error": "media", "rendition": "1080p", "startupMs": 100});
+    let flood =
+        json!({"playedSeconds": 4, "error": "media", "rendition": "1080p", "startupMs": 100});
     for _ in 0..5 {
-        let (status, body) = p.beacon(&beacon(view, &id, "heartbeat", flood.clone())).await;
+        let (status, body) = p
+            .beacon(&beacon(view, &id, "heartbeat", flood.clone()))
+            .await;
         assert_eq!((status.as_u16(), code(&body)), (429, "too_soon"), "{body}");
     }
     let (status, body) = p.beacon(&beacon(view, &id, "start", flood.clone())).await;
@@ -117,7 +133,11 @@ async fn a_view_beacons_at_most_once_every_five_seconds() {
     // An ended view takes only a new start.
     p.advance_clock(Duration::from_secs(6));
     let (status, body) = p.beacon(&beacon(view, &id, "heartbeat", json!({}))).await;
-    assert_eq!((status.as_u16(), code(&body)), (409, "view_ended"), "{body}");
+    assert_eq!(
+        (status.as_u16(), code(&body)),
+        (409, "view_ended"),
+        "{body}"
+    );
     assert_eq!(viewer_count(&p, &ada, &id).await, 0);
 }
 
@@ -132,7 +152,12 @@ async fn one_address_cannot_invent_an_audience() {
     let third = live(&p, &ada).await;
     for n in 0..20 {
         let (status, body) = p
-            .beacon(&beacon(&format!("sybil-{n:02}-0123456789"), &first, "start", json!({})))
+            .beacon(&beacon(
+                &format!("sybil-{n:02}-0123456789"),
+                &first,
+                "start",
+                json!({}),
+            ))
             .await;
         assert_eq!(status, 204, "view {n}: {body}");
     }
@@ -148,14 +173,23 @@ async fn one_address_cannot_invent_an_audience() {
     // Another broadcast takes the address's views up to 30 new ones in the minute.
     for n in 0..10 {
         let (status, body) = p
-            .beacon(&beacon(&format!("sybil-b{n:02}-0123456789"), &second, "start", json!({})))
+            .beacon(&beacon(
+                &format!("sybil-b{n:02}-0123456789"),
+                &second,
+                "start",
+                json!({}),
+            ))
             .await;
         assert_eq!(status, 204, "view {n}: {body}");
     }
     let (status, body) = p
         .beacon(&beacon("sybil-c00-0123456789", &third, "start", json!({})))
         .await;
-    assert_eq!((status.as_u16(), code(&body)), (429, "rate_limited"), "{body}");
+    assert_eq!(
+        (status.as_u16(), code(&body)),
+        (429, "rate_limited"),
+        "{body}"
+    );
     assert_eq!(viewer_count(&p, &ada, &third).await, 0);
     assert_eq!(playback(&p, &ada, &third).await["views"], 0);
 }
@@ -168,27 +202,87 @@ async fn absurd_beacons_are_refused_and_change_nothing() {
     let id = live(&p, &ada).await;
     let view = "absurd-view-0123456789";
     let cases: Vec<(&str, String, u16)> = vec![
-        ("negative", beacon(view, &id, "start", json!({"playedSeconds": -1})).to_string(), 422),
-        ("huge", beacon(view, &id, "start", json!({"playedSeconds": 1e308})).to_string(), 422),
-        ("huge count", beacon(view, &id, "start", json!({"rebufferCount": 1_000_000_000})).to_string(), 422),
-        ("negative startup", beacon(view, &id, "start", json!({"startupMs": -5})).to_string(), 422),
-        ("startup of hours", beacon(view, &id, "start", json!({"startupMs": 36_000_000})).to_string(), 422),
-        ("text seconds", beacon(view, &id, "start", json!({"playedSeconds": "10"})).to_string(), 422),
+        (
+            "negative",
+            beacon(view, &id, "start", json!({"playedSeconds": -1})).to_string(),
+            422,
+        ),
+        (
+            "huge",
+            beacon(view, &id, "start", json!({"playedSeconds": 1e308})).to_string(),
+            422,
+        ),
+        (
+            "huge count",
+            beacon(view, &id, "start", json!({"rebufferCount": 1_000_000_000})).to_string(),
+            422,
+        ),
+        (
+            "negative startup",
+            beacon(view, &id, "start", json!({"startupMs": -5})).to_string(),
+            422,
+        ),
+        (
+            "startup of hours",
+            beacon(view, &id, "start", json!({"startupMs": 36_000_000})).to_string(),
+            422,
+        ),
+        (
+            "text seconds",
+            beacon(view, &id, "start", json!({"playedSeconds": "10"})).to_string(),
+            422,
+        ),
         (
             "NaN",
-            format!(r#"{{"viewId":"{view}","broadcast":"{id}","event":"start","playedSeconds":NaN}}"#),
+            format!(
+                r#"{{"viewId":"{view}","broadcast":"{id}","event":"start","playedSeconds":NaN}}"#
+            ),
             400,
         ),
-        ("unknown event", beacon(view, &id, "pause", json!({})).to_string(), 422),
-        ("unknown error", beacon(view, &id, "start", json!({"error": "cosmic_ray"})).to_string(), 422),
-        ("unknown field", beacon(view, &id, "start", json!({"viewers": 1000})).to_string(), 422),
-        ("short viewId", beacon("short", &id, "start", json!({})).to_string(), 422),
-        ("viewId with a slash", beacon("a/b/c/d/e/f/g/h/i/j", &id, "start", json!({})).to_string(), 422),
-        ("long rendition", beacon(view, &id, "start", json!({"rendition": "x".repeat(33)})).to_string(), 422),
-        ("no broadcast", json!({"viewId": view, "event": "start"}).to_string(), 422),
+        (
+            "unknown event",
+            beacon(view, &id, "pause", json!({})).to_string(),
+            422,
+        ),
+        (
+            "unknown error",
+            beacon(view, &id, "start", json!({"error": "cosmic_ray"})).to_string(),
+            422,
+        ),
+        (
+            "unknown field",
+            beacon(view, &id, "start", json!({"viewers": 1000})).to_string(),
+            422,
+        ),
+        (
+            "short viewId",
+            beacon("short", &id, "start", json!({})).to_string(),
+            422,
+        ),
+        (
+            "viewId with a slash",
+            beacon("a/b/c/d/e/f/g/h/i/j", &id, "start", json!({})).to_string(),
+            422,
+        ),
+        (
+            "long rendition",
+            beacon(view, &id, "start", json!({"rendition": "x".repeat(33)})).to_string(),
+            422,
+        ),
+        (
+            "no broadcast",
+            json!({"viewId": view, "event": "start"}).to_string(),
+            422,
+        ),
         (
             "oversized",
-            beacon(view, &id, "start", json!({"rendition": "720p", "sig": "s".repeat(3000)})).to_string(),
+            beacon(
+                view,
+                &id,
+                "start",
+                json!({"rendition": "720p", "sig": "s".repeat(3000)}),
+            )
+            .to_string(),
             413,
         ),
         ("not an object", "[1,2,3]".to_string(), 400),
@@ -207,9 +301,16 @@ async fn absurd_beacons_are_refused_and_change_nothing() {
     assert_eq!(status, 415);
     assert_eq!(viewer_count(&p, &ada, &id).await, 0);
     let got = playback(&p, &ada, &id).await;
-    assert_eq!((&got["views"], &got["uniqueViewers"]), (&json!(0), &json!(0)), "{got}");
+    assert_eq!(
+        (&got["views"], &got["uniqueViewers"]),
+        (&json!(0), &json!(0)),
+        "{got}"
+    );
     // The same view, well formed, is then a first beacon like any other.
-    assert_eq!(p.beacon(&beacon(view, &id, "start", json!({}))).await.0, 204);
+    assert_eq!(
+        p.beacon(&beacon(view, &id, "start", json!({}))).await.0,
+        204
+    );
     assert_eq!(viewer_count(&p, &ada, &id).await, 1);
 }
 
@@ -222,7 +323,10 @@ async fn a_view_cannot_move_to_another_broadcast() {
     let mine = live(&p, &ada).await;
     let theirs = live(&p, &ada).await;
     let view = "bound-view-0123456789";
-    assert_eq!(p.beacon(&beacon(view, &mine, "start", json!({}))).await.0, 204);
+    assert_eq!(
+        p.beacon(&beacon(view, &mine, "start", json!({}))).await.0,
+        204
+    );
     p.advance_clock(Duration::from_secs(6));
     let (status, body) = p
         .beacon(&beacon(view, &theirs, "start", json!({"playedSeconds": 5})))
