@@ -91,7 +91,7 @@ impl AnalyticsPoint {
         AnalyticsPoint {
             time: time::format_rfc3339(p.start),
             time_epoch: p.start,
-            counts: p.clone(),
+            counts: p.clone().with_qoe(),
             ingest,
         }
     }

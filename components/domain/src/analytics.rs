@@ -198,13 +198,18 @@ impl Qoe {
     }
 
     pub fn add(&mut self, o: &Qoe) {
-        let sum: Vec<i64> = self
-            .values()
-            .iter()
-            .zip(o.values())
-            .map(|(a, b)| a + b)
-            .collect();
-        *self = Qoe::from_values(&sum);
+        self.views += o.views;
+        self.played_ms += o.played_ms;
+        self.rebuffer_ms += o.rebuffer_ms;
+        self.rebuffers += o.rebuffers;
+        self.startups += o.startups;
+        self.startup_ms_sum += o.startup_ms_sum;
+        for (a, b) in self.startup.iter_mut().zip(o.startup) {
+            *a += b;
+        }
+        for (a, b) in self.failures.iter_mut().zip(o.failures) {
+            *a += b;
+        }
     }
 
     pub fn playback_failures(&self) -> i64 {
@@ -356,8 +361,9 @@ impl Point {
         self.qoe.add(&b.qoe);
     }
 
-    /// Sets the figures read from [`Point::qoe`].
-    fn finish_qoe(&mut self) {
+    /// Sets the figures read from [`Point::qoe`] (what the API answers; the pages'
+    /// dashboard does not show them, so [`fold`] leaves them to the caller).
+    pub fn with_qoe(mut self) -> Point {
         let q = self.qoe;
         self.views = q.views;
         self.played_seconds = seconds(q.played_ms);
@@ -365,6 +371,7 @@ impl Point {
         self.rebuffer_percentage = qoe_rules::rebuffer_percentage(q.played_ms, q.rebuffer_ms);
         self.startup_time_p50_ms = qoe_rules::percentile(&q.startup, 0.5);
         self.playback_failures = q.playback_failures();
+        self
     }
 }
 
@@ -405,7 +412,6 @@ pub fn fold(buckets: &[Bucket], granularity: Granularity, from: i64, until: i64)
             open += b.joins - b.leaves;
         }
         point.viewers_mean = mean(viewer_sum, point.viewer_reports);
-        point.finish_qoe();
         point.watch_seconds = (open_at_start * (end - start) + starts_left - ends_left).max(0);
         points.push(point);
         start += granularity.seconds();

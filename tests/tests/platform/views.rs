@@ -244,6 +244,36 @@ async fn every_hls_view_is_counted_and_reaches_analytics() {
         "{tenant}"
     );
 
+    // The dashboard page shows the main ones.
+    let (status, link) = p
+        .as_user(
+            &ada,
+            Method::POST,
+            &format!("/api/broadcasts/{id}/analytics/share"),
+        )
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{link}");
+    let path = format!(
+        "/analytics/broadcasts/{id}?token={}",
+        link["token"].as_str().unwrap()
+    );
+    let page = p.request(Method::GET, &path).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    for (tile, value) in [
+        ("views", "2"),
+        ("startup", "1000 ms"),
+        ("rebuffering", "3.45 %"),
+        ("failures", "1"),
+        ("unique", "2"),
+    ] {
+        assert!(
+            html.contains(&format!(r#"data-tile="{tile}">{value}</span>"#)),
+            "tile {tile} shows {value}: {html}"
+        );
+    }
+
     // Once the broadcast ends and is rolled up, its days carry them too.
     let (status, _) = p
         .as_user(&ada, Method::POST, &format!("/api/broadcasts/{id}/status"))
