@@ -690,6 +690,57 @@ mod tests {
     }
 
     #[test]
+    fn quality_counts_fold_and_their_percentiles_come_from_the_summed_histogram() {
+        // Minute 0: two views starting in 400 and 900 ms; minute 1: one in 5000 ms, with
+        // 30 s played and 10 s stalled, and a network failure.
+        let mut m0 = bucket(T0);
+        m0.qoe.views = 2;
+        m0.qoe.startups = 2;
+        m0.qoe.startup_ms_sum = 1300;
+        m0.qoe.startup[qoe_rules::startup_bucket(400)] += 1;
+        m0.qoe.startup[qoe_rules::startup_bucket(900)] += 1;
+        let mut m1 = bucket(T0 + 60);
+        m1.qoe.views = 1;
+        m1.qoe.startups = 1;
+        m1.qoe.startup_ms_sum = 5000;
+        m1.qoe.startup[qoe_rules::startup_bucket(5000)] += 1;
+        m1.qoe.played_ms = 30_000;
+        m1.qoe.rebuffer_ms = 10_000;
+        m1.qoe.failures[0] = 1;
+        let five = fold(
+            &[m0.clone(), m1.clone()],
+            Granularity::FiveMinutes,
+            T0,
+            T0 + 300,
+        );
+        let p = five[0].clone().with_qoe();
+        assert_eq!((p.views, p.playback_failures), (3, 1));
+        assert_eq!(p.rebuffer_percentage, Some(25.0));
+        assert_eq!(
+            p.startup_time_p50_ms,
+            Some(1000),
+            "the 2nd of 3 is in (750, 1000]"
+        );
+        let minutes: Vec<Point> =
+            fold(&[m0.clone(), m1.clone()], Granularity::Minute, T0, T0 + 120)
+                .into_iter()
+                .map(Point::with_qoe)
+                .collect();
+        assert_eq!(minutes[0].rebuffer_percentage, None);
+        assert_eq!(minutes[1].startup_time_p50_ms, Some(6000));
+        let s = totals(&[m0, m1], T0 + 120).qoe.summary(BTreeMap::new());
+        assert_eq!(
+            (s.startup_time_mean_ms, s.startup_time_p95_ms),
+            (Some(2100), Some(6000))
+        );
+        assert_eq!(s.failures_by_reason["network"], 1);
+        assert_eq!(s.failures_by_reason.len(), FAILURE_REASONS.len());
+        // The stored columns round-trip, each to its own field.
+        let values: Vec<i64> = (1..=QOE_COLUMNS.len() as i64).collect();
+        assert_eq!(Qoe::from_values(&values).values(), values);
+    }
+
+    #[test]
     fn query_instants_and_csv() {
         assert_eq!(
             parse_instant("2027-01-15"),
