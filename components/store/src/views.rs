@@ -272,6 +272,22 @@ pub fn close_for_broadcast(db: &Db, b: &Broadcast, ended: i64) -> Result<(), Api
     )
 }
 
+/// Removes up to `batch` views of rolled-up broadcasts whose last beacon was before
+/// `before_ms`; answers how many.
+pub fn prune(db: &Db, before_ms: i64, batch: i64) -> Result<i64, ApiError> {
+    Ok(db
+        .query(
+            "DELETE FROM hls_views WHERE view_id IN (SELECT view_id FROM hls_views \
+               WHERE closed_by = ? AND last_beacon_ms < ? LIMIT ?) RETURNING view_id",
+            &[
+                Closed::Broadcast.as_str().into(),
+                Value::Int(before_ms),
+                Value::Int(batch),
+            ],
+        )?
+        .len() as i64)
+}
+
 /// Views per the rendition they play (last reported; `unknown` before any), of one
 /// broadcast.
 pub fn renditions_of(db: &Db, b: &Broadcast) -> Result<BTreeMap<String, i64>, ApiError> {
@@ -413,5 +429,9 @@ mod tests {
         let v = load(&db, "view-b").unwrap().unwrap();
         assert_eq!(v.stored.closed, Some(Closed::Broadcast));
         assert_eq!(close_silent(&db, ms + 900_000, 10).unwrap(), (0, false));
+        // Pruned once rolled up and old enough.
+        assert_eq!(prune(&db, ms + 1_000, 10).unwrap(), 0);
+        assert_eq!(prune(&db, ms + 200_000, 10).unwrap(), 3);
+        assert!(load(&db, "view-b").unwrap().is_none());
     }
 }
