@@ -143,14 +143,21 @@ fn beacon(
     )
     .map_err(refused)?;
     let ip = client_ip(ctx.client_addr());
-    if accepted.opens {
-        if b.status.is_final() {
-            return Err(ApiError::conflict(
-                "broadcast_ended",
-                "the broadcast has ended: it takes no new views",
-            ));
-        }
-        if store::live_on_address(&db, &b.id, ip, now_ms)? >= MAX_LIVE_PER_ADDRESS {
+    if accepted.opens && b.status.is_final() {
+        return Err(ApiError::conflict(
+            "broadcast_ended",
+            "the broadcast has ended: it takes no new views",
+        ));
+    }
+    let viewer = sent.viewer_id.as_deref().unwrap_or(&sent.view_id);
+    let latest = Latest {
+        rendition: sent.rendition.as_deref(),
+        error: sent.error.as_deref(),
+    };
+    db.transaction(|tx| {
+        // The address's bounds are checked in the transaction that stores the view.
+        if accepted.opens && store::live_on_address(tx, &b.id, ip, now_ms)? >= MAX_LIVE_PER_ADDRESS
+        {
             return Err(ApiError::new(
                 429,
                 "too_many_views",
@@ -160,16 +167,9 @@ fn beacon(
             )
             .with_header("retry-after", "30"));
         }
-    }
-    if existing.is_none() {
-        NEW_VIEWS.hit(&db, ip, now)?;
-    }
-    let viewer = sent.viewer_id.as_deref().unwrap_or(&sent.view_id);
-    let latest = Latest {
-        rendition: sent.rendition.as_deref(),
-        error: sent.error.as_deref(),
-    };
-    db.transaction(|tx| {
+        if stored.is_none() {
+            NEW_VIEWS.hit(tx, ip, now)?;
+        }
         let saved = match stored {
             None => store::insert(
                 tx,
