@@ -609,6 +609,21 @@ impl Platform {
         live
     }
 
+    /// A view beacon (`POST /api/views`) as a browser's `navigator.sendBeacon` sends it: the
+    /// JSON text as `text/plain;charset=UTF-8`, no credentials. Answers `(status, body)`.
+    pub async fn beacon(&self, body: &Value) -> (StatusCode, Value) {
+        self.beacon_raw(body.to_string()).await
+    }
+
+    /// [`Platform::beacon`] with a body of any text.
+    pub async fn beacon_raw(&self, body: String) -> (StatusCode, Value) {
+        self.request(Method::POST, "/api/views")
+            .header("content-type", "text/plain;charset=UTF-8")
+            .body(body)
+            .answer()
+            .await
+    }
+
     /// A request as `user`: API key and Bearer token set.
     pub fn as_user(&self, user: &User, method: Method, path: &str) -> reqwest::RequestBuilder {
         self.request(method, path)

@@ -8,7 +8,7 @@ use ::store::analytics::{self as store, DayRow, Report, too_many_points};
 use ::store::app;
 use ::store::broadcasts::{self as broadcast_store, Broadcast};
 use ::store::{Db, cohosts, ingests};
-use domain::analytics::{self as math, DAY, Granularity, Point, Totals};
+use domain::analytics::{self as math, DAY, Granularity, PlaybackSummary, Point, Qoe, Totals};
 use domain::broadcast::Status;
 use domain::media::{Health, HealthSample};
 use domain::{ApiError, ids, time};
@@ -53,6 +53,8 @@ pub struct Summary {
     reactions: Map<String, Value>,
     #[serde(flatten)]
     totals: Totals,
+    /// The quality of experience of its HLS views.
+    playback: PlaybackSummary,
 }
 
 /// A broadcast's analytics: summary, totals and its time series (JSON; CSV with
@@ -89,7 +91,7 @@ impl AnalyticsPoint {
         AnalyticsPoint {
             time: time::format_rfc3339(p.start),
             time_epoch: p.start,
-            counts: p.clone(),
+            counts: p.clone().with_qoe(),
             ingest,
         }
     }
@@ -239,6 +241,10 @@ fn summary_of(db: &Db, b: &Broadcast, report: &Report) -> Result<Summary, ApiErr
         chat_messages: report.totals.messages,
         reactions,
         totals: report.totals.clone(),
+        playback: report
+            .totals
+            .qoe
+            .summary(::store::views::renditions_of(db, b)?),
     })
 }
 
@@ -281,7 +287,7 @@ fn share(ctx: &UserCtx, _: NoBody) -> Result<Json<Share>, ApiError> {
 }
 
 /// The columns of a broadcast's time series, in CSV order (JSON uses the same names).
-const SERIES_COLUMNS: [&str; 17] = [
+const SERIES_COLUMNS: [&str; 23] = [
     "time",
     "viewersMin",
     "viewersMax",
@@ -298,6 +304,12 @@ const SERIES_COLUMNS: [&str; 17] = [
     "giftTokens",
     "follows",
     "subscriptions",
+    "views",
+    "playedSeconds",
+    "rebufferSeconds",
+    "rebufferPercentage",
+    "startupTimeP50Ms",
+    "playbackFailures",
     "timeEpoch",
 ];
 
@@ -431,6 +443,7 @@ fn fold_days(rows: &[DayRow], granularity: Granularity, from: i64, to: i64) -> V
             sum.subscriptions += d.subscriptions;
             sum.new_users += d.new_users;
             sum.active_users += d.active_users;
+            sum.qoe.add(&d.qoe);
         }
         let users = Some((sum.new_users, sum.active_users));
         periods.push(Period {
@@ -448,7 +461,7 @@ fn minutes(seconds: i64) -> f64 {
 }
 
 /// Every metric a channel series can carry, and how to read it from a period.
-const CHANNEL_METRICS: [&str; 13] = [
+const CHANNEL_METRICS: [&str; 18] = [
     "broadcasts",
     "liveMinutes",
     "watchMinutes",
@@ -461,8 +474,15 @@ const CHANNEL_METRICS: [&str; 13] = [
     "giftTokens",
     "followsGained",
     "subscriptionsGained",
+    "views",
+    "startupTimeP50Ms",
+    "startupTimeP95Ms",
+    "rebufferPercentage",
+    "playbackFailures",
     "newUsers",
 ];
+/// Metrics that are not sums: their total is computed from the whole range's counts.
+const QOE_RATIOS: [&str; 3] = ["startupTimeP50Ms", "startupTimeP95Ms", "rebufferPercentage"];
 /// Only for the tenant.
 const ACTIVE_USERS: &str = "activeUsers";
 
@@ -481,8 +501,23 @@ fn metric(p: &Period, name: &str) -> Value {
         "giftTokens" => d.gift_tokens.into(),
         "followsGained" => d.follows.into(),
         "subscriptionsGained" => d.subscriptions.into(),
+        "views" | "playbackFailures" | "startupTimeP50Ms" | "startupTimeP95Ms"
+        | "rebufferPercentage" => qoe_metric(&d.qoe, name),
         "newUsers" => p.users.map_or(Value::Null, |u| u.0.into()),
         "activeUsers" => p.users.map_or(Value::Null, |u| u.1.into()),
+        _ => Value::Null,
+    }
+}
+
+/// A quality-of-experience metric of `q`.
+fn qoe_metric(q: &Qoe, name: &str) -> Value {
+    let s = q.summary(BTreeMap::new());
+    match name {
+        "views" => s.views.into(),
+        "playbackFailures" => s.playback_failures.into(),
+        "startupTimeP50Ms" => s.startup_time_p50_ms.into(),
+        "startupTimeP95Ms" => s.startup_time_p95_ms.into(),
+        "rebufferPercentage" => s.rebuffer_percentage.into(),
         _ => Value::Null,
     }
 }
@@ -500,11 +535,16 @@ pub struct ChannelAnalytics {
     /// The metrics each period carries, in order.
     #[schemars(schema_with = "metric_names_schema")]
     metrics: Vec<&'static str>,
-    /// Each metric over the whole range: the highest for peakConcurrentViewers, else the
-    /// sum; null where the granularity cannot say (users per hour).
+    /// Each metric over the whole range: the highest for peakConcurrentViewers, the
+    /// percentiles and the rebuffer percentage of the whole range, else the sum; null where
+    /// the granularity cannot say (users per hour).
     #[schemars(with = "BTreeMap<String, Option<f64>>")]
     totals: Map<String, Value>,
     timeseries: Vec<ChannelPoint>,
+    /// The tenant's HLS quality of experience over the whole range, with failures by
+    /// reason and views by rendition (the tenant's route only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    playback: Option<PlaybackSummary>,
 }
 
 /// One period of a channel's series: where it starts, and each metric asked for (null
@@ -529,6 +569,8 @@ fn metric_names_schema(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// Answers a channel series as JSON ([`ChannelAnalytics`]) or CSV.
+/// `renditions`: the views per rendition of the range, when the answer carries its
+/// `playback` summary.
 fn channel_answer(
     call: &Call,
     periods: &[Period],
@@ -536,6 +578,7 @@ fn channel_answer(
     granularity: Granularity,
     (from, to): (i64, i64),
     name: &str,
+    renditions: Option<BTreeMap<String, i64>>,
 ) -> Result<JsonOrCsv<ChannelAnalytics>, ApiError> {
     if wants_csv(call) {
         let mut header = vec!["time"];
@@ -564,9 +607,15 @@ fn channel_answer(
         })
         .collect();
     let mut totals = Map::new();
+    let mut all = Qoe::default();
+    for p in periods {
+        all.add(&p.day.qoe);
+    }
     for m in &metrics {
         let values = periods.iter().map(|p| metric(p, m));
-        let total = if *m == "peakConcurrentViewers" {
+        let total = if QOE_RATIOS.contains(m) {
+            qoe_metric(&all, m)
+        } else if *m == "peakConcurrentViewers" {
             values.filter_map(|v| v.as_i64()).max().unwrap_or(0).into()
         } else if m.ends_with("Minutes") {
             let sum: f64 = values.filter_map(|v| v.as_f64()).sum();
@@ -585,6 +634,7 @@ fn channel_answer(
         metrics,
         totals,
         timeseries,
+        playback: renditions.map(|r| all.summary(r)),
     })))
 }
 
@@ -605,7 +655,15 @@ fn mine(ctx: &UserCtx, _: NoBody) -> Result<JsonOrCsv<ChannelAnalytics>, ApiErro
         .copied()
         .filter(|m| *m != "newUsers")
         .collect();
-    channel_answer(ctx, &periods, metrics, granularity, (from, to), "channel")
+    channel_answer(
+        ctx,
+        &periods,
+        metrics,
+        granularity,
+        (from, to),
+        "channel",
+        None,
+    )
 }
 
 /// `?from&to&granularity=hour|day&metrics=a,b`: the tenant over time. Days come from the
@@ -635,7 +693,16 @@ fn tenant(ctx: &ServerCtx, _: NoBody) -> Result<JsonOrCsv<ChannelAnalytics>, Api
             to,
         ),
     };
-    channel_answer(ctx, &periods, metrics, granularity, (from, to), "tenant")
+    let renditions = ::store::views::renditions_of_tenant(&db, client, from, to)?;
+    channel_answer(
+        ctx,
+        &periods,
+        metrics,
+        granularity,
+        (from, to),
+        "tenant",
+        Some(renditions),
+    )
 }
 
 /// The `metrics` query value: a comma-separated subset of the tenant metrics (all when
@@ -725,13 +792,23 @@ pub struct RollupReport {
     job: &'static str,
     #[serde(flatten)]
     progress: Progress,
+    /// HLS views silent for 30 s that this call closed (at their last beacon).
+    #[serde(rename = "silentViewsClosed")]
+    silent_views_closed: i64,
 }
+
+/// HLS views closed per roll-up call (more wait for the next call).
+const SILENT_VIEWS_BATCH: i64 = 500;
 
 /// Folds a batch of finished broadcasts into the daily rows per creator and per tenant.
 /// Idempotent: a broadcast is folded once.
 fn rollup(ctx: &JobsCtx, _: NoBody) -> Result<Json<RollupReport>, ApiError> {
     let db = ctx.db()?;
     let now = ctx.now();
+    // Views that stopped beaconing end at their last beacon, before their broadcast is
+    // folded.
+    let (silent_views_closed, more_views) =
+        ::store::views::close_silent(&db, ctx.now_millis(), SILENT_VIEWS_BATCH)?;
     let mut done = 0;
     for (client, id) in store::rollups_due(&db, ROLLUP_BATCH)? {
         let b = app::broadcasts::load(&db, &client, &id, now)?;
@@ -741,11 +818,12 @@ fn rollup(ctx: &JobsCtx, _: NoBody) -> Result<Json<RollupReport>, ApiError> {
     }
     let progress = Progress {
         done,
-        remaining: store::rollups_remaining(&db)?,
+        remaining: store::rollups_remaining(&db)? + i64::from(more_views),
     };
     Ok(Json(RollupReport {
         job: "rollup-analytics",
         progress,
+        silent_views_closed,
     }))
 }
 

@@ -27,6 +27,9 @@ const ACTIVE_USER_MARK_KEEP_SECS: i64 = 2 * 86_400;
 /// Outbox events and finished webhook deliveries are kept this long (a tenant may recover
 /// failed deliveries of this window).
 const WEBHOOK_KEEP_SECS: i64 = 30 * 86_400;
+/// HLS views are kept this long after their last beacon once their broadcast is rolled up
+/// (its figures are in the day rows; views by rendition cover this window).
+const VIEW_KEEP_SECS: i64 = 90 * 86_400;
 /// An upload still `uploading` after this long was abandoned.
 const ABANDONED_UPLOAD_SECS: i64 = 86_400;
 
@@ -86,8 +89,8 @@ fn migrate(ctx: &JobsCtx, _: NoBody) -> Result<Json<MigrateReport>, ApiError> {
 /// keys), money requests' idempotency keys (after 24 h), expired refresh tokens, rate-limit
 /// events and slow-mode slots, old SFU webhook ids, expired invites, outbox events and
 /// webhook deliveries older than 30 days (pending ones stay), abandoned uploads (with their
-/// chunks) and expired resumable uploads (with their parts). Each kind loses at most a
-/// batch per call.
+/// chunks), expired resumable uploads (with their parts), and HLS views of rolled-up
+/// broadcasts 90 days after their last beacon. Each kind loses at most a batch per call.
 fn prune(ctx: &JobsCtx, _: NoBody) -> Result<Json<PruneReport>, ApiError> {
     let db = ctx.db()?;
     let now = ctx.now();
@@ -143,6 +146,11 @@ fn prune(ctx: &JobsCtx, _: NoBody) -> Result<Json<PruneReport>, ApiError> {
         (
             "analytics_active_users",
             analytics::prune_active_users(&db, now - ACTIVE_USER_MARK_KEEP_SECS, BATCH)?,
+            BATCH,
+        ),
+        (
+            "hls_views",
+            store::views::prune(&db, (now - VIEW_KEEP_SECS) * 1000, BATCH)?,
             BATCH,
         ),
     ];

@@ -31,6 +31,7 @@ mod sfu_feed;
 mod sfu_webhook;
 mod uploads;
 mod users;
+mod views;
 mod webhook_events;
 mod webhooks;
 
@@ -63,6 +64,7 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         contact_form::ROUTES,
         ingest::ROUTES,
         player::ROUTES,
+        views::ROUTES,
         jobs::ROUTES,
         sfu::ROUTES,
         sfu_webhook::ROUTES,

@@ -6,8 +6,10 @@
 //! interval `[a, b)` are `open(a) * (b - a) + Σ starts in [a,b) (b - t) - Σ ends in [a,b) (b - t)`,
 //! where `open(a)` is the number of sessions open at `a` (starts minus ends before it).
 
+use crate::views::{self as qoe_rules, FAILURE_REASONS, STARTUP_BUCKETS};
 use schemars::JsonSchema;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 pub const MINUTE: i64 = 60;
 pub const HOUR: i64 = 3600;
@@ -109,6 +111,171 @@ pub struct Bucket {
     pub gift_tokens: i64,
     pub follows: i64,
     pub subscriptions: i64,
+    pub qoe: Qoe,
+}
+
+/// The quality-of-experience counts of HLS views (`POST /api/views`) in a bucket, a day
+/// row or any sum of them: each adds up, the startup times as a fixed histogram.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Qoe {
+    /// Views seen for the first time.
+    pub views: i64,
+    pub played_ms: i64,
+    pub rebuffer_ms: i64,
+    pub rebuffers: i64,
+    /// Views whose startup time was reported, and the sum of those times.
+    pub startups: i64,
+    pub startup_ms_sum: i64,
+    /// Startup times per bucket of [`qoe_rules::STARTUP_EDGES_MS`].
+    pub startup: [i64; STARTUP_BUCKETS],
+    /// Fatal failures per reason of [`FAILURE_REASONS`].
+    pub failures: [i64; FAILURE_REASONS.len()],
+}
+
+/// The stored columns of [`Qoe`], in the order of [`Qoe::values`].
+pub const QOE_COLUMNS: [&str; 24] = [
+    "views",
+    "played_ms",
+    "rebuffer_ms",
+    "rebuffers",
+    "startups",
+    "startup_ms_sum",
+    "startup_h0",
+    "startup_h1",
+    "startup_h2",
+    "startup_h3",
+    "startup_h4",
+    "startup_h5",
+    "startup_h6",
+    "startup_h7",
+    "startup_h8",
+    "startup_h9",
+    "startup_h10",
+    "startup_h11",
+    "startup_h12",
+    "failures_network",
+    "failures_media",
+    "failures_manifest",
+    "failures_not_allowed",
+    "failures_other",
+];
+
+impl Qoe {
+    /// Its counts in the order of [`QOE_COLUMNS`].
+    pub fn values(&self) -> Vec<i64> {
+        let mut v = vec![
+            self.views,
+            self.played_ms,
+            self.rebuffer_ms,
+            self.rebuffers,
+            self.startups,
+            self.startup_ms_sum,
+        ];
+        v.extend(self.startup);
+        v.extend(self.failures);
+        v
+    }
+
+    /// The counts read in the order of [`QOE_COLUMNS`] (missing ones are zero).
+    pub fn from_values(v: &[i64]) -> Qoe {
+        let at = |i: usize| v.get(i).copied().unwrap_or(0);
+        let mut q = Qoe {
+            views: at(0),
+            played_ms: at(1),
+            rebuffer_ms: at(2),
+            rebuffers: at(3),
+            startups: at(4),
+            startup_ms_sum: at(5),
+            ..Qoe::default()
+        };
+        for (i, n) in q.startup.iter_mut().enumerate() {
+            *n = at(6 + i);
+        }
+        for (i, n) in q.failures.iter_mut().enumerate() {
+            *n = at(6 + STARTUP_BUCKETS + i);
+        }
+        q
+    }
+
+    pub fn add(&mut self, o: &Qoe) {
+        self.views += o.views;
+        self.played_ms += o.played_ms;
+        self.rebuffer_ms += o.rebuffer_ms;
+        self.rebuffers += o.rebuffers;
+        self.startups += o.startups;
+        self.startup_ms_sum += o.startup_ms_sum;
+        for (a, b) in self.startup.iter_mut().zip(o.startup) {
+            *a += b;
+        }
+        for (a, b) in self.failures.iter_mut().zip(o.failures) {
+            *a += b;
+        }
+    }
+
+    pub fn playback_failures(&self) -> i64 {
+        self.failures.iter().sum()
+    }
+
+    /// Its figures as the API answers them; `views_by_rendition` is the caller's (it is
+    /// read from the views, not from buckets).
+    pub fn summary(&self, views_by_rendition: BTreeMap<String, i64>) -> PlaybackSummary {
+        PlaybackSummary {
+            views: self.views,
+            played_seconds: seconds(self.played_ms),
+            rebuffer_seconds: seconds(self.rebuffer_ms),
+            rebuffer_count: self.rebuffers,
+            rebuffer_percentage: qoe_rules::rebuffer_percentage(self.played_ms, self.rebuffer_ms),
+            startup_time_p50_ms: qoe_rules::percentile(&self.startup, 0.5),
+            startup_time_p95_ms: qoe_rules::percentile(&self.startup, 0.95),
+            startup_time_mean_ms: mean(self.startup_ms_sum, self.startups)
+                .map(|m| m.round() as i64),
+            playback_failures: self.playback_failures(),
+            failures_by_reason: FAILURE_REASONS
+                .iter()
+                .zip(self.failures)
+                .map(|(r, n)| (r.to_string(), n))
+                .collect(),
+            views_by_rendition,
+        }
+    }
+}
+
+/// Milliseconds as seconds, to the millisecond.
+fn seconds(ms: i64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+/// Quality of experience of HLS playback, as the player's view beacons report it (see the
+/// player guide, "Counting viewers").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "PlaybackQuality")]
+pub struct PlaybackSummary {
+    /// Views (a tab's playback; a reload is the same view).
+    #[schemars(range(min = 0))]
+    pub views: i64,
+    /// Seconds of video played, over every view.
+    #[schemars(range(min = 0))]
+    pub played_seconds: f64,
+    /// Seconds stalled after the first frame, over every view.
+    #[schemars(range(min = 0))]
+    pub rebuffer_seconds: f64,
+    /// Stalls after the first frame.
+    #[schemars(range(min = 0))]
+    pub rebuffer_count: i64,
+    /// rebufferSeconds / (playedSeconds + rebufferSeconds), in percent; null with neither.
+    pub rebuffer_percentage: Option<f64>,
+    /// Time from asking for the stream to the first frame: median and 95th percentile (ms,
+    /// from a fixed histogram: exact to within its bucket), and mean; null without any.
+    pub startup_time_p50_ms: Option<i64>,
+    pub startup_time_p95_ms: Option<i64>,
+    pub startup_time_mean_ms: Option<i64>,
+    /// Fatal playback failures, and per reason (every reason, zero included).
+    #[schemars(range(min = 0))]
+    pub playback_failures: i64,
+    pub failures_by_reason: BTreeMap<String, i64>,
+    /// Views per the rendition they play (last reported; `unknown` before any).
+    pub views_by_rendition: BTreeMap<String, i64>,
 }
 
 /// The counts of one interval of a time series.
@@ -150,6 +317,25 @@ pub struct Point {
     pub follows: i64,
     #[schemars(range(min = 0))]
     pub subscriptions: i64,
+    /// HLS views seen for the first time in the interval.
+    #[schemars(range(min = 0))]
+    pub views: i64,
+    /// Seconds of HLS video played and stalled in the interval, and the stalled share in
+    /// percent (null with neither).
+    #[schemars(range(min = 0))]
+    pub played_seconds: f64,
+    #[schemars(range(min = 0))]
+    pub rebuffer_seconds: f64,
+    pub rebuffer_percentage: Option<f64>,
+    /// Median startup time of the views that started playing in the interval (ms).
+    pub startup_time_p50_ms: Option<i64>,
+    /// Fatal playback failures in the interval.
+    #[schemars(range(min = 0))]
+    pub playback_failures: i64,
+    /// The interval's quality-of-experience counts, which the figures above come from.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub qoe: Qoe,
 }
 
 impl Point {
@@ -172,6 +358,20 @@ impl Point {
         self.gift_tokens += b.gift_tokens;
         self.follows += b.follows;
         self.subscriptions += b.subscriptions;
+        self.qoe.add(&b.qoe);
+    }
+
+    /// Sets the figures read from [`Point::qoe`] (what the API answers; the pages'
+    /// dashboard does not show them, so [`fold`] leaves them to the caller).
+    pub fn with_qoe(mut self) -> Point {
+        let q = self.qoe;
+        self.views = q.views;
+        self.played_seconds = seconds(q.played_ms);
+        self.rebuffer_seconds = seconds(q.rebuffer_ms);
+        self.rebuffer_percentage = qoe_rules::rebuffer_percentage(q.played_ms, q.rebuffer_ms);
+        self.startup_time_p50_ms = qoe_rules::percentile(&q.startup, 0.5);
+        self.playback_failures = q.playback_failures();
+        self
     }
 }
 
@@ -248,6 +448,10 @@ pub struct Totals {
     pub follows_gained: i64,
     #[schemars(range(min = 0))]
     pub subscriptions_gained: i64,
+    /// The quality-of-experience counts over the whole life (answered as `playback`).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub qoe: Qoe,
 }
 
 /// Sums one broadcast's buckets into its totals, sessions still open counted to `until`.
@@ -272,6 +476,7 @@ pub fn totals(buckets: &[Bucket], until: i64) -> Totals {
         t.gift_tokens += b.gift_tokens;
         t.follows_gained += b.follows;
         t.subscriptions_gained += b.subscriptions;
+        t.qoe.add(&b.qoe);
     }
     t.mean_concurrent_viewers = mean(viewer_sum, reports);
     t.total_watch_seconds = (watch + open * until).max(0);
@@ -482,6 +687,57 @@ mod tests {
         assert_eq!(t.unique_viewers, 1);
         assert_eq!(t.mean_watch_seconds, Some(30.0));
         assert_eq!(mean(0, 0), None);
+    }
+
+    #[test]
+    fn quality_counts_fold_and_their_percentiles_come_from_the_summed_histogram() {
+        // Minute 0: two views starting in 400 and 900 ms; minute 1: one in 5000 ms, with
+        // 30 s played and 10 s stalled, and a network failure.
+        let mut m0 = bucket(T0);
+        m0.qoe.views = 2;
+        m0.qoe.startups = 2;
+        m0.qoe.startup_ms_sum = 1300;
+        m0.qoe.startup[qoe_rules::startup_bucket(400)] += 1;
+        m0.qoe.startup[qoe_rules::startup_bucket(900)] += 1;
+        let mut m1 = bucket(T0 + 60);
+        m1.qoe.views = 1;
+        m1.qoe.startups = 1;
+        m1.qoe.startup_ms_sum = 5000;
+        m1.qoe.startup[qoe_rules::startup_bucket(5000)] += 1;
+        m1.qoe.played_ms = 30_000;
+        m1.qoe.rebuffer_ms = 10_000;
+        m1.qoe.failures[0] = 1;
+        let five = fold(
+            &[m0.clone(), m1.clone()],
+            Granularity::FiveMinutes,
+            T0,
+            T0 + 300,
+        );
+        let p = five[0].clone().with_qoe();
+        assert_eq!((p.views, p.playback_failures), (3, 1));
+        assert_eq!(p.rebuffer_percentage, Some(25.0));
+        assert_eq!(
+            p.startup_time_p50_ms,
+            Some(1000),
+            "the 2nd of 3 is in (750, 1000]"
+        );
+        let minutes: Vec<Point> =
+            fold(&[m0.clone(), m1.clone()], Granularity::Minute, T0, T0 + 120)
+                .into_iter()
+                .map(Point::with_qoe)
+                .collect();
+        assert_eq!(minutes[0].rebuffer_percentage, None);
+        assert_eq!(minutes[1].startup_time_p50_ms, Some(6000));
+        let s = totals(&[m0, m1], T0 + 120).qoe.summary(BTreeMap::new());
+        assert_eq!(
+            (s.startup_time_mean_ms, s.startup_time_p95_ms),
+            (Some(2100), Some(6000))
+        );
+        assert_eq!(s.failures_by_reason["network"], 1);
+        assert_eq!(s.failures_by_reason.len(), FAILURE_REASONS.len());
+        // The stored columns round-trip, each to its own field.
+        let values: Vec<i64> = (1..=QOE_COLUMNS.len() as i64).collect();
+        assert_eq!(Qoe::from_values(&values).values(), values);
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod signing;
 pub mod time;
 pub mod uploads;
 pub mod validate;
+pub mod views;
 pub mod webhooks;
 pub mod word_filter;
 

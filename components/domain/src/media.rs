@@ -75,6 +75,18 @@ pub fn signed_query(key: &str, stream_id: &str, expires: i64) -> String {
     )
 }
 
+/// Whether `exp` and `sig` (the query of a signed playback address) sign stream
+/// `stream_id` with `key` and have not expired at `now`; compared in constant time.
+pub fn playback_signed(key: &str, stream_id: &str, exp: i64, sig: &str, now: i64) -> bool {
+    use subtle::ConstantTimeEq;
+    exp > now
+        && bool::from(
+            playback_signature(key, stream_id, exp)
+                .as_bytes()
+                .ct_eq(sig.as_bytes()),
+        )
+}
+
 /// How long a signed playback address is valid unless `hls_url_ttl` says otherwise.
 pub const DEFAULT_SIGNED_TTL_SECS: i64 = 3600;
 
@@ -572,6 +584,24 @@ pub mod protocol {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signed_playback_query_proves_the_stream_until_it_expires() {
+        let key = playback_key("secret");
+        let sig = playback_signature(&key, "s1", 1000);
+        assert!(playback_signed(&key, "s1", 1000, &sig, 999));
+        assert!(!playback_signed(&key, "s1", 1000, &sig, 1000), "expired");
+        assert!(
+            !playback_signed(&key, "s2", 1000, &sig, 999),
+            "another stream"
+        );
+        assert!(
+            !playback_signed(&key, "s1", 1001, &sig, 999),
+            "another expiry"
+        );
+        let other = playback_key("other");
+        assert!(!playback_signed(&other, "s1", 1000, &sig, 999));
+    }
 
     #[test]
     fn a_down_report_keeps_its_reason_within_the_bound() {

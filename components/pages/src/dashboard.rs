@@ -6,6 +6,7 @@
 use crate::web::{self, PageHeaders};
 use crate::{assets, render};
 use domain::analytics::{self as math, Granularity, Point, Totals};
+use domain::views::{percentile, rebuffer_percentage};
 use domain::{ApiError, ids, time};
 use edge::spin::http::PublicCtx;
 use minijinja::context;
@@ -217,6 +218,24 @@ fn tiles(t: &Totals, duration: Option<i64>) -> Vec<minijinja::Value> {
             format!("{} ({} tokens)", t.gifts, t.gift_tokens),
         ),
         ("follows", "Follows gained", t.follows_gained.to_string()),
+        // The HLS quality of experience the players report.
+        ("views", "Views", t.qoe.views.to_string()),
+        (
+            "startup",
+            "Startup time (median)",
+            percentile(&t.qoe.startup, 0.5).map_or("-".into(), |ms| format!("{ms} ms")),
+        ),
+        (
+            "rebuffering",
+            "Rebuffering",
+            rebuffer_percentage(t.qoe.played_ms, t.qoe.rebuffer_ms)
+                .map_or("-".into(), |p| format!("{p:.2} %")),
+        ),
+        (
+            "failures",
+            "Playback failures",
+            t.qoe.playback_failures().to_string(),
+        ),
     ];
     rows.into_iter()
         .map(|(key, label, value)| context! { key, label, value })

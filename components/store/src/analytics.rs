@@ -7,7 +7,7 @@
 use super::broadcasts::Broadcast;
 use super::{Db, Dialect, Row, Value};
 use domain::ApiError;
-use domain::analytics::{self as math, Bucket, Granularity};
+use domain::analytics::{self as math, Bucket, Granularity, QOE_COLUMNS, Qoe};
 
 /// A counter column of `analytics_minutes` that events add to.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +31,11 @@ impl Counter {
     fn column(self) -> &'static str {
         COUNTERS[self as usize]
     }
+}
+
+/// Every column events add to: the counters, then the quality-of-experience counts.
+fn all_counters() -> Vec<&'static str> {
+    COUNTERS.iter().chain(QOE_COLUMNS.iter()).copied().collect()
 }
 
 /// Every counter column, in the order of [`Counter`]'s variants.
@@ -65,7 +70,23 @@ fn add(
     now: i64,
     amounts: &[(Counter, i64)],
 ) -> Result<(), ApiError> {
-    let columns: Vec<&str> = amounts.iter().map(|(c, _)| c.column()).collect();
+    let named: Vec<(&str, i64)> = amounts.iter().map(|(c, n)| (c.column(), *n)).collect();
+    add_named(db, client_id, broadcast_id, now, &named)
+}
+
+/// [`add`] by column names: those of [`COUNTERS`] and [`QOE_COLUMNS`].
+fn add_named(
+    db: &Db,
+    client_id: &str,
+    broadcast_id: &str,
+    now: i64,
+    amounts: &[(&str, i64)],
+) -> Result<(), ApiError> {
+    let amounts: Vec<(&str, i64)> = amounts.iter().copied().filter(|(_, n)| *n != 0).collect();
+    if amounts.is_empty() {
+        return Ok(());
+    }
+    let columns: Vec<&str> = amounts.iter().map(|(c, _)| *c).collect();
     let sql = format!(
         "INSERT INTO analytics_pending (broadcast_id, minute, client_id, {}) VALUES (?, ?, ?{})",
         columns.join(", "),
@@ -119,24 +140,27 @@ fn fold_in(db: &Db, broadcast_id: &str, folding: Folding) -> Result<(), ApiError
             return Ok(());
         }
     }
-    let counters = COUNTERS.join(", ");
+    let all = all_counters();
+    let counters = all.join(", ");
     let taken = db.query(
         &format!(
             "DELETE FROM analytics_pending WHERE broadcast_id = ? RETURNING minute, client_id, {counters}"
         ),
         &[broadcast_id.into()],
     )?;
-    let mut minutes: std::collections::BTreeMap<(i64, String), [i64; 12]> = Default::default();
+    let mut minutes: std::collections::BTreeMap<(i64, String), Vec<i64>> = Default::default();
     for row in &taken {
         let sums = minutes
             .entry((row.int("minute"), row.text("client_id")))
-            .or_insert([0; 12]);
-        for (sum, column) in sums.iter_mut().zip(COUNTERS) {
+            .or_insert_with(|| vec![0; all.len()]);
+        for (sum, column) in sums.iter_mut().zip(&all) {
             *sum += row.int(column);
         }
     }
-    let updates = COUNTERS
+    let updates = all
+        .iter()
         .map(|c| format!("{c} = analytics_minutes.{c} + excluded.{c}"))
+        .collect::<Vec<_>>()
         .join(", ");
     for ((minute, client_id), sums) in minutes {
         let mut params: Vec<Value> =
@@ -146,7 +170,7 @@ fn fold_in(db: &Db, broadcast_id: &str, folding: Folding) -> Result<(), ApiError
             &format!(
                 "INSERT INTO analytics_minutes (broadcast_id, minute, client_id, {counters}) VALUES (?, ?, ?{}) \
                  ON CONFLICT (broadcast_id, minute) DO UPDATE SET {updates}",
-                ", ?".repeat(COUNTERS.len()),
+                ", ?".repeat(all.len()),
             ),
             &params,
         )?;
@@ -157,9 +181,10 @@ fn fold_in(db: &Db, broadcast_id: &str, folding: Folding) -> Result<(), ApiError
 /// The minute rows matching `filter` together with the pending counts matching it, as one
 /// relation of [`BUCKET_COLUMNS`] (and `client_id`) to sum per minute.
 fn minutes_with_pending(filter: &str) -> String {
-    let counters = COUNTERS.join(", ");
+    let counters = all_counters().join(", ");
+    let qoe = QOE_COLUMNS.join(", ");
     format!(
-        "(SELECT client_id, {BUCKET_COLUMNS} FROM analytics_minutes WHERE {filter} \
+        "(SELECT client_id, {BUCKET_COLUMNS}, {qoe} FROM analytics_minutes WHERE {filter} \
           UNION ALL SELECT client_id, minute, 0 AS viewer_reports, 0 AS viewer_sum, NULL AS viewer_min, \
             0 AS viewer_max, {counters} FROM analytics_pending WHERE {filter})"
     )
@@ -169,7 +194,7 @@ fn minutes_with_pending(filter: &str) -> String {
 fn summed_columns() -> String {
     let sums = ["viewer_reports", "viewer_sum"]
         .into_iter()
-        .chain(COUNTERS)
+        .chain(all_counters())
         .map(|c| format!("CAST(SUM({c}) AS BIGINT) AS {c}"))
         .collect::<Vec<_>>()
         .join(", ");
@@ -256,6 +281,75 @@ pub fn viewer_left(db: &Db, b: &Broadcast, identity: &str, now: i64) -> Result<b
         )?;
     }
     Ok(closed)
+}
+
+/// What one accepted view beacon (`POST /api/views`) counts in the broadcast's buckets.
+#[derive(Debug, Clone, Default)]
+pub struct ViewCounts<'a> {
+    /// The view's first beacon: a view, and a unique viewer the first time `viewer` (the
+    /// player's viewerId, else the viewId) is seen in the broadcast.
+    pub new_view: Option<&'a str>,
+    /// A session (a concurrent viewer) opens now.
+    pub opens: bool,
+    /// The view's session closed at this instant (epoch seconds).
+    pub closes: Option<i64>,
+    pub delta: domain::views::Figures,
+    pub startup_ms: Option<i64>,
+    pub failure: Option<&'a str>,
+}
+
+/// Counts an HLS view's beacon at `now`: its session's start and end (watch time and
+/// sessions, beside the SFU's), a unique viewer, and its quality of experience. Called in
+/// the transaction that stores the view.
+pub fn view_beacon(db: &Db, b: &Broadcast, c: &ViewCounts<'_>, now: i64) -> Result<(), ApiError> {
+    let mut counts: Vec<(&str, i64)> = Vec::new();
+    if let Some(viewer) = c.new_view {
+        let first = db.query(
+            "INSERT INTO analytics_viewers (broadcast_id, identity, watching) VALUES (?, ?, 0) \
+             ON CONFLICT (broadcast_id, identity) DO NOTHING RETURNING identity",
+            &[b.id.clone().into(), format!("view:{viewer}").into()],
+        )?;
+        counts.push(("views", 1));
+        counts.push((Counter::NewViewers.column(), i64::from(!first.is_empty())));
+    }
+    if c.opens {
+        counts.push((Counter::Joins.column(), 1));
+        counts.push((Counter::JoinTimeSum.column(), now));
+    }
+    counts.push(("played_ms", c.delta.played_ms));
+    counts.push(("rebuffer_ms", c.delta.rebuffer_ms));
+    counts.push(("rebuffers", c.delta.rebuffers));
+    let bucket;
+    if let Some(ms) = c.startup_ms {
+        bucket = format!("startup_h{}", domain::views::startup_bucket(ms));
+        counts.push(("startups", 1));
+        counts.push(("startup_ms_sum", ms));
+        counts.push((bucket.as_str(), 1));
+    }
+    let failure;
+    if let Some(reason) = c.failure {
+        failure = format!("failures_{reason}");
+        if QOE_COLUMNS.contains(&failure.as_str()) {
+            counts.push((failure.as_str(), 1));
+        }
+    }
+    add_named(db, &b.client_id, &b.id, now, &counts)?;
+    if let Some(at) = c.closes {
+        view_closed(db, &b.client_id, &b.id, at)?;
+    }
+    Ok(())
+}
+
+/// An HLS view's session closed at `at` (its `end`, its last beacon when it went silent,
+/// or its broadcast's end).
+pub fn view_closed(db: &Db, client_id: &str, broadcast_id: &str, at: i64) -> Result<(), ApiError> {
+    add(
+        db,
+        client_id,
+        broadcast_id,
+        at,
+        &[(Counter::Leaves, 1), (Counter::LeaveTimeSum, at)],
+    )
 }
 
 /// A chat message in the broadcast, by `sender_id`: counted, and the sender counted once
@@ -353,7 +447,13 @@ fn bucket_of(row: &Row) -> Bucket {
         gift_tokens: row.int("gift_tokens"),
         follows: row.int("follows"),
         subscriptions: row.int("subscriptions"),
+        qoe: qoe_of(row),
     }
+}
+
+fn qoe_of(row: &Row) -> Qoe {
+    let values: Vec<i64> = QOE_COLUMNS.iter().map(|c| row.int(c)).collect();
+    Qoe::from_values(&values)
 }
 
 /// Every minute bucket of a broadcast, in time order.
@@ -495,6 +595,7 @@ pub struct DayRow {
     /// Tenant rows only.
     pub new_users: i64,
     pub active_users: i64,
+    pub qoe: Qoe,
 }
 
 const DAY_SUMS: [&str; 11] = [
@@ -528,6 +629,7 @@ fn day_of_row(row: &Row) -> DayRow {
         subscriptions: row.int("subscriptions"),
         new_users: row.int("new_users"),
         active_users: row.int("active_users"),
+        qoe: qoe_of(row),
     }
 }
 
@@ -555,8 +657,10 @@ fn add_day(db: &Db, table: &str, key: &[(&str, Value)], d: &DayRow) -> Result<()
     columns.push("day");
     columns.push("peak_viewers");
     columns.extend(DAY_SUMS);
+    columns.extend(QOE_COLUMNS);
     let mut updates: Vec<String> = DAY_SUMS
         .iter()
+        .chain(QOE_COLUMNS.iter())
         .map(|c| format!("{c} = {table}.{c} + excluded.{c}"))
         .collect();
     updates.push(format!(
@@ -573,6 +677,7 @@ fn add_day(db: &Db, table: &str, key: &[(&str, Value)], d: &DayRow) -> Result<()
     params.push(Value::Int(d.day));
     params.push(Value::Int(d.peak_viewers));
     params.extend(day_values(d).into_iter().map(Value::Int));
+    params.extend(d.qoe.values().into_iter().map(Value::Int));
     db.execute(&sql, &params)
 }
 
@@ -618,6 +723,7 @@ pub fn roll_up(db: &Db, b: &Broadcast, now: i64) -> Result<bool, ApiError> {
             return Ok(true);
         };
         close_open_sessions(tx, b, ended)?;
+        crate::views::close_for_broadcast(tx, b, ended)?;
         // A finished broadcast gets no more counts: none stays pending.
         fold(tx, &b.id, Folding::Wait)?;
         let days = days_of_broadcast(&buckets(tx, b)?, started, ended);
@@ -713,6 +819,7 @@ pub fn counts_of(p: &math::Point) -> DayRow {
         subscriptions: p.subscriptions,
         new_users: 0,
         active_users: 0,
+        qoe: p.qoe,
     }
 }
 

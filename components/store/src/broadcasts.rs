@@ -263,6 +263,11 @@ pub(crate) fn load_by_any_id(
     )
 }
 
+/// The broadcast (of any tenant) whose id or short id is `id`.
+pub(crate) fn load_by_id_or_short(db: &Db, id: &str) -> Result<Option<Broadcast>, ApiError> {
+    find(db, "id = ?1 OR short_id = ?1", &[id.into()])
+}
+
 /// The broadcast (of any tenant) whose SFU room is `stream_id`.
 pub(crate) fn load_by_room(db: &Db, stream_id: &str) -> Result<Option<Broadcast>, ApiError> {
     find(db, "stream_id = ?", &[stream_id.into()])

@@ -42,6 +42,7 @@ pub mod subscriptions;
 pub mod tenants;
 pub mod uploads;
 pub mod users;
+pub mod views;
 pub mod webhooks;
 
 use domain::ApiError;

@@ -138,6 +138,7 @@ pub const MIGRATIONS: &[Migration] = &[
         "0150_player_embed_origins",
         include_str!("../migrations/0150_player_embed_origins.sql"),
     ),
+    Migration::sql("0160_views", include_str!("../migrations/0160_views.sql")),
 ];
 
 /// Broadcasts and scheduled events made before ingest keys were random had the streamId

@@ -445,6 +445,7 @@ async fn a_scripted_hour_across_midnight_adds_up() {
         lines[0],
         "time,viewersMin,viewersMax,viewersMean,viewerReports,watchSeconds,joins,leaves,\
          newViewers,messages,newChatters,reactions,gifts,giftTokens,follows,subscriptions,\
+         views,playedSeconds,rebufferSeconds,rebufferPercentage,startupTimeP50Ms,playbackFailures,\
          timeEpoch",
         "{csv}"
     );

@@ -2976,3 +2976,7 @@ mod media_plane;
 
 /// Embed tokens: the one way a private broadcast's embed page plays.
 mod embed_tokens;
+
+/// The view beacon's attacks: inflating viewers, watch time and quality figures with a
+/// public route that takes no credentials.
+mod views;

@@ -34,4 +34,5 @@ mod sdk_typescript;
 mod signing;
 mod tenancy;
 mod users;
+mod views;
 mod webhooks;

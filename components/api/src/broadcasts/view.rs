@@ -33,6 +33,8 @@ pub struct BroadcastView {
     pub tags: Value,
     /// Null for a session the tenant's server created.
     pub owner_id: Option<String>,
+    /// Concurrent viewers: the app's latest report (`viewer-count`), or the live HLS
+    /// views (`POST /api/views`) plus the viewers in its SFU room, whichever is more.
     pub viewer_count: i64,
     pub max_participants: i64,
     /// `portrait` or `landscape`.
@@ -271,6 +273,7 @@ pub fn many(
     };
     let mut ingests = ingests::of_many(db, &ids)?;
     let mut refusals = ingests::refusals_of_many(db, &ids)?;
+    let live = ::store::views::live_counts(db, &ids, now.saturating_mul(1000))?;
     let server = ingests::server_report(db)?;
     Ok(items
         .iter()
@@ -286,7 +289,10 @@ pub fn many(
                     now,
                 ),
             });
-            of(b, &links, counts.remove(&b.id), owner, now)
+            let mut view = of(b, &links, counts.remove(&b.id), owner, now);
+            let (views, room) = live.get(&b.id).copied().unwrap_or_default();
+            view.viewer_count = domain::views::viewer_count(b.viewer_count, views, room);
+            view
         })
         .collect())
 }

@@ -61,6 +61,42 @@ impl<T: RequestBody> Body for T {
     }
 }
 
+/// A small JSON object sent by a browser's `navigator.sendBeacon` (or `fetch` with
+/// `keepalive`): as `text/plain` (what sendBeacon sends for a string, which needs no CORS
+/// preflight) or as JSON, at most `MAX` bytes (413 beyond); read and checked like any
+/// declared body. Another content type is a 415.
+pub struct BeaconJson<T, const MAX: usize>(pub T);
+
+impl<T: RequestBody, const MAX: usize> Body for BeaconJson<T, MAX> {
+    fn read(call: &Call) -> Result<Self, ApiError> {
+        if call.req.body().len() > MAX {
+            return Err(ApiError::payload_too_large(MAX));
+        }
+        if let Some(ct) = call.header("content-type") {
+            let ct = ct.to_ascii_lowercase();
+            if !ct.starts_with("application/json")
+                && !ct.contains("+json")
+                && !ct.starts_with("text/plain")
+            {
+                return Err(ApiError::new(
+                    415,
+                    "unsupported_media_type",
+                    "the request body must be JSON, sent as text/plain or application/json",
+                ));
+            }
+        }
+        let mut body = domain::validate::JsonBody::parse(call.req.body())?.at(call.now());
+        let value = T::read(&mut body);
+        value.check(&mut body);
+        body.finish()?;
+        Ok(BeaconJson(value))
+    }
+
+    fn document(op: Operation) -> Operation {
+        op.takes(Schema::body::<T>())
+    }
+}
+
 /// A body of another service's protocol, read whole by serde (`T` says which fields may be
 /// left out or are refused).
 pub struct Read<T>(pub T);
@@ -92,6 +128,9 @@ pub struct Accepted<T>(pub T);
 
 /// 200 with a page of views (`limit` and `offset` are the route's query parameters).
 pub struct Page<T>(pub domain::pagination::Paged<T>);
+
+/// 204 without a body.
+pub struct NoContent;
 
 /// A response the handler builds itself (a file, a page, a redirect): the declaration
 /// documents its answers.
@@ -134,6 +173,16 @@ impl<T: Serialize + JsonSchema> Answer for Page<T> {
 
     fn document(op: Operation) -> Operation {
         op.paged().answers(200, "OK", Schema::page_of::<T>())
+    }
+}
+
+impl Answer for NoContent {
+    fn respond(self) -> Response {
+        Response::builder().status(204).build()
+    }
+
+    fn document(op: Operation) -> Operation {
+        op.answers_empty(204, "No Content")
     }
 }
 

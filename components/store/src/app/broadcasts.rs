@@ -51,6 +51,12 @@ pub fn load_by_stream_key(db: &Db, key: &str, now: i64) -> Result<Option<Broadca
     expire_found(db, store::load_by_stream_key(db, key)?, now)
 }
 
+/// The broadcast (of any tenant) whose id or short id is `id`: the view beacon, which
+/// names no tenant.
+pub fn load_by_id_or_short(db: &Db, id: &str, now: i64) -> Result<Option<Broadcast>, ApiError> {
+    expire_found(db, store::load_by_id_or_short(db, id)?, now)
+}
+
 /// The broadcast (of any tenant) whose short id is `short_id`: the watch page.
 pub fn load_by_short_id(db: &Db, short_id: &str, now: i64) -> Result<Option<Broadcast>, ApiError> {
     expire_found(db, store::load_by_short_id(db, short_id)?, now)

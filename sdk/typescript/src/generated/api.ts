@@ -2340,6 +2340,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/views": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Beacon (views)
+         * @description The player's report of one HLS view: `start`, a `heartbeat` every 10 s, `end` on pagehide. Counted in the broadcast's viewerCount while live (until its end or 30 s after its last beacon), in its analytics' sessions, watch time and unique viewers, and in its quality of experience (startup time, rebuffering, failures, renditions). No credentials: send it with navigator.sendBeacon as text/plain (no CORS preflight). An unknown broadcast, or a private or subscribers-only one without a valid exp/sig of its signed hlsUrl, is 404. Figures are cumulative per page load and clamped to the wall time since the view's first beacon (plus 15 s); a lower figure than the last is 422; more than one beacon per view in 5 s is 429 (an end excepted, once); an address opens at most 30 new views a minute and holds at most 20 live views of one broadcast (429 too_many_views).
+         */
+        post: operations["post-views"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/wallet": {
         parameters: {
             query?: never;
@@ -2592,8 +2612,27 @@ export interface components {
              * @description Viewers seen for the first time in the broadcast.
              */
             newViewers: number;
+            /**
+             * Format: int64
+             * @description Fatal playback failures in the interval.
+             */
+            playbackFailures: number;
+            /**
+             * Format: double
+             * @description Seconds of HLS video played and stalled in the interval, and the stalled share in percent (null with neither).
+             */
+            playedSeconds: number;
             /** Format: int64 */
             reactions: number;
+            /** Format: double */
+            rebufferPercentage: number | null;
+            /** Format: double */
+            rebufferSeconds: number;
+            /**
+             * Format: int64
+             * @description Median startup time of the views that started playing in the interval (ms).
+             */
+            startupTimeP50Ms: number | null;
             /** Format: int64 */
             subscriptions: number;
             /**
@@ -2617,6 +2656,11 @@ export interface components {
              * @description Concurrent viewers reported in the interval: lowest, highest, mean; none without reports.
              */
             viewersMin: number | null;
+            /**
+             * Format: int64
+             * @description HLS views seen for the first time in the interval.
+             */
+            views: number;
             /**
              * Format: int64
              * @description Seconds watched in the interval, over all viewer sessions.
@@ -2746,7 +2790,10 @@ export interface components {
             title: string;
             /** Format: date-time */
             updatedAt?: string;
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Concurrent viewers: the app's latest report (`viewer-count`), or the live HLS views (`POST /api/views`) plus the viewers in its SFU room, whichever is more.
+             */
             viewerCount: number;
             /** @enum {string} */
             visibility: "public" | "unlisted" | "private" | "subscribers";
@@ -2797,6 +2844,8 @@ export interface components {
              * @description The highest viewer count reported.
              */
             peakViewers: number;
+            /** @description The quality of experience of its HLS views. */
+            playback: components["schemas"]["PlaybackQuality"];
             /** @description How many of each reaction it received. */
             reactions: {
                 [key: string]: number;
@@ -2866,11 +2915,13 @@ export interface components {
             /** @enum {string} */
             granularity: "hour" | "day" | "week";
             /** @description The metrics each period carries, in order. */
-            metrics: ("broadcasts" | "liveMinutes" | "watchMinutes" | "peakConcurrentViewers" | "uniqueViewers" | "messages" | "chatters" | "reactions" | "gifts" | "giftTokens" | "followsGained" | "subscriptionsGained" | "newUsers" | "activeUsers")[];
+            metrics: ("broadcasts" | "liveMinutes" | "watchMinutes" | "peakConcurrentViewers" | "uniqueViewers" | "messages" | "chatters" | "reactions" | "gifts" | "giftTokens" | "followsGained" | "subscriptionsGained" | "views" | "startupTimeP50Ms" | "startupTimeP95Ms" | "rebufferPercentage" | "playbackFailures" | "newUsers" | "activeUsers")[];
+            /** @description The tenant's HLS quality of experience over the whole range, with failures by reason and views by rendition (the tenant's route only). */
+            playback?: components["schemas"]["PlaybackQuality"] | null;
             timeseries: components["schemas"]["ChannelAnalyticsPoint"][];
             /** Format: date-time */
             to: string;
-            /** @description Each metric over the whole range: the highest for peakConcurrentViewers, else the sum; null where the granularity cannot say (users per hour). */
+            /** @description Each metric over the whole range: the highest for peakConcurrentViewers, the percentiles and the rebuffer percentage of the whole range, else the sum; null where the granularity cannot say (users per hour). */
             totals: {
                 [key: string]: number | null;
             };
@@ -4103,6 +4154,55 @@ export interface components {
         PayoutRequest: {
             diamonds: number;
         };
+        /** @description Quality of experience of HLS playback, as the player's view beacons report it (see the player guide, "Counting viewers"). */
+        PlaybackQuality: {
+            failuresByReason: {
+                [key: string]: number;
+            };
+            /**
+             * Format: int64
+             * @description Fatal playback failures, and per reason (every reason, zero included).
+             */
+            playbackFailures: number;
+            /**
+             * Format: double
+             * @description Seconds of video played, over every view.
+             */
+            playedSeconds: number;
+            /**
+             * Format: int64
+             * @description Stalls after the first frame.
+             */
+            rebufferCount: number;
+            /**
+             * Format: double
+             * @description rebufferSeconds / (playedSeconds + rebufferSeconds), in percent; null with neither.
+             */
+            rebufferPercentage: number | null;
+            /**
+             * Format: double
+             * @description Seconds stalled after the first frame, over every view.
+             */
+            rebufferSeconds: number;
+            /** Format: int64 */
+            startupTimeMeanMs: number | null;
+            /**
+             * Format: int64
+             * @description Time from asking for the stream to the first frame: median and 95th percentile (ms, from a fixed histogram: exact to within its bucket), and mean; null without any.
+             */
+            startupTimeP50Ms: number | null;
+            /** Format: int64 */
+            startupTimeP95Ms: number | null;
+            /**
+             * Format: int64
+             * @description Views (a tab's playback; a reload is the same view).
+             */
+            views: number;
+            /** @description Views per the rendition they play (last reported; `unknown` before any). */
+            viewsByRendition: {
+                [key: string]: number;
+            };
+        };
         /** @description A tenant's player settings. */
         PlayerSettings: {
             /** @description The origins whose pages may frame the embed page (`/embed/{id}`), normalised (lowercase, no default port), in the order given; none: no site may. */
@@ -4372,6 +4472,11 @@ export interface components {
             job: "rollup-analytics";
             /** Format: int64 */
             remaining: number;
+            /**
+             * Format: int64
+             * @description HLS views silent for 30 s that this call closed (at their last beacon).
+             */
+            silentViewsClosed: number;
         };
         /** @description A scheduled event as the API answers it; the owner also gets its ingest credentials. */
         ScheduledEvent: {
@@ -4727,6 +4832,37 @@ export interface components {
             /** Format: date-time */
             updatedAt: string;
             username: string;
+        };
+        ViewBeacon: {
+            /** @description The broadcast's id or its short id (the last part of its watchUrl). */
+            broadcast: string;
+            /**
+             * @description The view's latest fatal playback failure, if any.
+             * @enum {unknown}
+             */
+            error?: "network" | "media" | "manifest" | "not_allowed" | "other" | null;
+            /**
+             * @description `start` when the page begins loading the stream (a reload too: its figures count from zero again), `heartbeat` every 10 s, `end` on pagehide.
+             * @enum {unknown}
+             */
+            event: "start" | "heartbeat" | "end";
+            /** @description For a private or subscribers-only broadcast: the `exp` and `sig` query parameters of the signed hlsUrl being played. */
+            exp?: string | number | null;
+            /** @description Cumulative seconds of video played in this page load. */
+            playedSeconds?: number | null;
+            /** @description Cumulative stalls after the first frame in this page load. */
+            rebufferCount?: number | null;
+            /** @description Cumulative seconds stalled after the first frame in this page load. */
+            rebufferSeconds?: number | null;
+            /** @description The rendition playing now (its ladder name, e.g. `720p`, or `source`). */
+            rendition?: string | null;
+            sig?: string | null;
+            /** @description From asking for the stream to its first frame (ms); null until then. A view's first is the one counted. */
+            startupMs?: number | null;
+            /** @description Random per tab session (kept in sessionStorage: a reload is the same view). */
+            viewId: string;
+            /** @description Random per browser (kept in localStorage): a viewer is unique once per broadcast. */
+            viewerId?: string | null;
         };
         ViewerCountReport: {
             viewerCount: number;
@@ -21260,6 +21396,139 @@ export interface operations {
                         code?: "not_found";
                         /** @constant */
                         status?: 404;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "post-views": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "broadcast": "Ab3dE5gH",
+                 *       "event": "heartbeat",
+                 *       "playedSeconds": 42.5,
+                 *       "rebufferCount": 1,
+                 *       "rebufferSeconds": 0.8,
+                 *       "rendition": "720p",
+                 *       "startupMs": 840,
+                 *       "viewId": "k3J9d2LmQx8Zr1Tb",
+                 *       "viewerId": "Vw2nP8sR4tY6uI0o"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ViewBeacon"];
+            };
+        };
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "malformed_json";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found (or not visible to this caller) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "not_found";
+                        /** @constant */
+                        status?: 404;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "view_of_another_broadcast" | "view_ended" | "broadcast_ended";
+                        /** @constant */
+                        status?: 409;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "payload_too_large";
+                        /** @constant */
+                        status?: 413;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "unsupported_media_type";
+                        /** @constant */
+                        status?: 415;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field is invalid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "validation_failed";
+                        /** @constant */
+                        status?: 422;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "too_soon" | "too_many_views" | "rate_limited";
+                        /** @constant */
+                        status?: 429;
                     } & components["schemas"]["Problem"];
                 };
             };
