@@ -117,8 +117,11 @@ export class LivePlayer extends Element {
     stallStart = null;
     onPageHide = () => this.endView();
     onPageShow = (e) => {
-        if (e.persisted && this.askedAt !== null)
-            this.startView();
+        if (!e.persisted || this.askedAt === null || this.hasAttribute("recording"))
+            return;
+        Object.assign(this.view, { playedSeconds: 0, rebufferCount: 0, rebufferSeconds: 0 });
+        this.stallStart = null;
+        this.startView();
     };
     constructor() {
         super();

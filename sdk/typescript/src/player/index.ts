@@ -211,8 +211,13 @@ export class LivePlayer extends Element {
   private lastTime: number | null = null;
   private stallStart: number | null = null;
   private readonly onPageHide = () => this.endView();
+  // A page back from the back-forward cache sends `start` again: the platform counts its
+  // figures from zero, as for a reload.
   private readonly onPageShow = (e: PageTransitionEvent) => {
-    if (e.persisted && this.askedAt !== null) this.startView();
+    if (!e.persisted || this.askedAt === null || this.hasAttribute("recording")) return;
+    Object.assign(this.view, { playedSeconds: 0, rebufferCount: 0, rebufferSeconds: 0 });
+    this.stallStart = null;
+    this.startView();
   };
 
   constructor() {
