@@ -306,6 +306,7 @@ export class LivePlayer extends Element {
         const Hls = this.Hls;
         if (recording && !/\.m3u8$/.test(new URL(src, location.href).pathname)) {
             this.video.src = src;
+            this.seekToStart();
             this.start();
         }
         else if (Hls && Hls.isSupported()) {
@@ -345,6 +346,8 @@ export class LivePlayer extends Element {
         }
         else if (this.video.canPlayType("application/vnd.apple.mpegurl")) {
             this.video.src = src;
+            if (recording)
+                this.seekToStart();
             this.start();
             if (!recording)
                 this.setState("live");
@@ -362,7 +365,22 @@ export class LivePlayer extends Element {
         if (live && low) {
             Object.assign(config, { liveSyncDuration: 1.5, liveMaxLatencyDuration: 5, maxLiveSyncPlaybackRate: 1.2, backBufferLength: 10 });
         }
+        if (!live && this.startSeconds() > 0)
+            config.startPosition = this.startSeconds();
         return config;
+    }
+    startSeconds() {
+        const start = Number(this.getAttribute("start"));
+        return Number.isFinite(start) && start > 0 ? start : 0;
+    }
+    seekToStart() {
+        const start = this.startSeconds();
+        if (start === 0)
+            return;
+        this.video.addEventListener("loadedmetadata", () => {
+            const end = Number.isFinite(this.video.duration) ? this.video.duration : start;
+            this.video.currentTime = Math.min(start, end);
+        }, { once: true });
     }
     onPlaylist(details) {
         if (!details)

@@ -83,12 +83,14 @@
     player.setAttribute('src', hlsUrl);
   }
 
-  /* The broadcast has ended and a recording is ready: play it from the start. */
+  /* The broadcast has ended and a recording is ready: play it from the start, or from the
+   * embed's `t` (data-start, seconds). */
   function replay() {
     root.dataset.replay = 'true';
     if (badge) badge.textContent = REPLAY_LABEL;
     message.hidden = true;
     player.setAttribute('recording', '');
+    if (Number(root.dataset.start) > 0) player.setAttribute('start', root.dataset.start);
     player.setAttribute('src', replayUrl);
   }
 

@@ -513,7 +513,12 @@ pub fn embed(ctx: &PublicCtx) -> Result<Response, ApiError> {
         (Some(key), Some((_, expires))) => Some((key.as_str(), *expires)),
         _ => None,
     };
-    let player = PlayerSource::of(&db, &watched, signing)?;
+    let mut player = PlayerSource::of(&db, &watched, signing)?;
+    // The embed's own poster replaces the stream's thumbnail; the policy lets its origin.
+    if let Some((poster, origin)) = &options.poster {
+        player.poster = poster.clone();
+        player.directives[2] = format!("{} {origin}", player.directives[2]);
+    }
     let [connect, media, images] = &player.directives;
     let csp = web::csp(&[connect, media, images, &ancestors]);
     let options_key = options.cache_key();
@@ -576,6 +581,7 @@ pub fn embed(ctx: &PublicCtx) -> Result<Response, ApiError> {
                     autoplay => options.autoplay,
                     muted => options.muted,
                     controls => options.controls,
+                    start => options.start,
                     asset => context! {
                         css => assets::url_value("pages.css"),
                         hls => assets::url_value("vendor/hls.light.min.js"),

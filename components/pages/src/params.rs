@@ -178,7 +178,8 @@ pub fn record_params(query: &str, system_resolution: Option<&str>) -> Result<Rec
 }
 
 /// The embed page's options, as players take them: `autoplay`, `muted` and `controls`,
-/// each `1` or `0`, and `token`, an embed token the tenant's server minted.
+/// each `1` or `0`; `poster`, an image URL; `t`, where a replay starts; and `token`, an
+/// embed token the tenant's server minted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmbedParams {
     /// Starts playing by itself (default no; browsers allow it muted only).
@@ -189,16 +190,26 @@ pub struct EmbedParams {
     pub controls: bool,
     /// An embed token (its form only checked here; the page verifies it).
     pub token: Option<String>,
+    /// The poster to show before playback, and its origin (for the page's `img-src`).
+    pub poster: Option<(String, String)>,
+    /// Seconds into the replay or recording where playback starts (a live broadcast
+    /// starts at its live edge).
+    pub start: u32,
 }
+
+/// The latest start time an embed may ask for: a day into a replay.
+pub const MAX_EMBED_START_SECS: u32 = 86_400;
 
 impl EmbedParams {
     /// What the page depends on, for its ETag (a page opened by a token is never cached).
     pub fn cache_key(&self) -> String {
+        let poster = self.poster.as_ref().map_or("", |(url, _)| url.as_str());
         format!(
-            "a{}m{}c{}",
+            "a{}m{}c{}t{}p{poster}",
             u8::from(self.autoplay),
             u8::from(self.muted),
-            u8::from(self.controls)
+            u8::from(self.controls),
+            self.start
         )
     }
 }
@@ -210,6 +221,8 @@ pub fn embed_params(query: &str) -> Result<EmbedParams, String> {
         muted: false,
         controls: true,
         token: None,
+        poster: None,
+        start: 0,
     };
     for (key, value) in query_pairs(query) {
         let slot = match key.as_str() {
@@ -220,8 +233,25 @@ pub fn embed_params(query: &str) -> Result<EmbedParams, String> {
                 p.token = Some(embed_token(&value)?);
                 continue;
             }
+            "poster" => {
+                let origin =
+                    http_origin(&value).ok_or("poster must be an absolute http or https URL")?;
+                p.poster = Some((value, origin));
+                continue;
+            }
+            "t" => {
+                p.start = value
+                    .parse()
+                    .ok()
+                    .filter(|t| *t <= MAX_EMBED_START_SECS)
+                    .ok_or("t must be whole seconds from 0 to 86400")?;
+                continue;
+            }
             _ => {
-                return Err("the embed page takes only autoplay, muted, controls and token".into());
+                return Err(
+                    "the embed page takes only autoplay, muted, controls, poster, t and token"
+                        .into(),
+                );
             }
         };
         *slot = match value.as_str() {
@@ -388,7 +418,28 @@ mod tests {
         assert_eq!((p.autoplay, p.muted, p.controls), (true, true, false));
         assert!(embed_params("autoplay=yes").is_err());
         assert!(embed_params("controls=").is_err());
-        assert!(embed_params("poster=https%3A%2F%2Fx").is_err());
+        let p = embed_params("poster=https%3A%2F%2FCdn.Shop.Example%2Fp.jpg&t=90").unwrap();
+        assert_eq!(
+            p.poster,
+            Some((
+                "https://Cdn.Shop.Example/p.jpg".to_string(),
+                "https://cdn.shop.example".to_string()
+            ))
+        );
+        assert_eq!(p.start, 90);
+        for bad in [
+            "poster=javascript%3Aalert(1)",
+            "poster=%2Fp.jpg",
+            "poster=data%3Aimage%2Fpng%3Bbase64%2CAA",
+            "poster=https%3A%2F%2Fa.example%2F%22%3E",
+            "t=-1",
+            "t=1.5",
+            "t=86401",
+            "t=",
+            "x=1",
+        ] {
+            assert!(embed_params(bad).is_err(), "{bad}");
+        }
         assert_eq!(
             embed_params("token=a.b-c_d").unwrap().token.as_deref(),
             Some("a.b-c_d")

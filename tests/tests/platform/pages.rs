@@ -1415,6 +1415,52 @@ fn frame_ancestors(csp: &str) -> Vec<String> {
         .collect()
 }
 
+/// The embed's own poster replaces the thumbnail (its origin, and no other, joins the
+/// page's `img-src`) and `t` is where a replay starts; both are part of the page's ETag.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_embed_page_takes_a_poster_and_a_start_time() {
+    let p = Platform::start_with(&[("playback_hls_base", "https://cdn.example/hls")]).await;
+    let tenant = p.register_client("Embedder").await;
+    let ada = p.signup(&tenant, "ada").await;
+    let (_, short) = create_broadcast(&p, &ada, json!({"title": "Poster"})).await;
+    let plain = get(&p, &format!("/embed/{short}")).await;
+    let plain_tag = header(&plain, "etag").to_string();
+    let plain_csp = header(&plain, "content-security-policy").to_string();
+    assert!(!plain_csp.contains("img.shop.example"), "{plain_csp}");
+
+    let poster = "https%3A%2F%2FImg.Shop.Example%2Fposters%2Fp.jpg%3Fv%3D2";
+    let r = get(&p, &format!("/embed/{short}?poster={poster}&t=90")).await;
+    assert_eq!(r.status(), 200);
+    assert_ne!(
+        header(&r, "etag"),
+        plain_tag,
+        "the options are another page"
+    );
+    let csp = header(&r, "content-security-policy").to_string();
+    let images = csp
+        .split(';')
+        .map(str::trim)
+        .find(|d| d.starts_with("img-src"))
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        images, "img-src 'self' data: https://cdn.example https://img.shop.example",
+        "{csp}"
+    );
+    let html = r.text().await.unwrap();
+    assert_eq!(data_attr(&html, "start"), "90");
+    let player = html[html.find("<live-player").unwrap()..]
+        .split('>')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(
+        player
+            .contains("poster=\"https:&#x2f;&#x2f;Img.Shop.Example&#x2f;posters&#x2f;p.jpg?v=2\""),
+        "{player}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_embed_page_is_framed_by_the_tenants_origins_alone() {
     let p = Platform::start_with(&[("playback_hls_base", "https://cdn.example/hls")]).await;
@@ -1510,7 +1556,10 @@ async fn the_embed_page_is_framed_by_the_tenants_origins_alone() {
     for bad in [
         "?autoplay=yes",
         "?controls=2",
-        "?poster=https%3A%2F%2Fx.example%2Fa.png",
+        "?poster=javascript%3Aalert(1)",
+        "?poster=https%3A%2F%2Fa.example%2F%22%3E%3Cscript%3E",
+        "?t=-1",
+        "?t=86401",
         "?next=https%3A%2F%2Fevil.example",
     ] {
         let r = get(&p, &format!("{embed}{bad}")).await;

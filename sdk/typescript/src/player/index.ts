@@ -16,7 +16,8 @@
  * shown as live); back to `live` by itself, at the live edge, once the playlist lists a
  * segment newer than the last one seen; `ended` when the playlist ends, when the source
  * stays away longer than the reconnect window (`reconnect-window`, 60 s as the platform's
- * default), or on `end()`. A `recording` plays from its start, without a live state.
+ * default), or on `end()`. A `recording` plays from its start (or from `start`, in
+ * seconds), without a live state.
  */
 
 /** What the element needs of hls.js (`window.Hls`, or `LivePlayer.Hls`). */
@@ -417,6 +418,7 @@ export class LivePlayer extends Element {
     const Hls = this.Hls;
     if (recording && !/\.m3u8$/.test(new URL(src, location.href).pathname)) {
       this.video.src = src; // an MP4 recording plays in the video element itself
+      this.seekToStart();
       this.start();
     } else if (Hls && Hls.isSupported()) {
       const hls = new Hls(this.config(!recording));
@@ -451,6 +453,7 @@ export class LivePlayer extends Element {
       hls.attachMedia(this.video);
     } else if (this.video.canPlayType("application/vnd.apple.mpegurl")) {
       this.video.src = src;
+      if (recording) this.seekToStart();
       this.start();
       if (!recording) this.setState("live");
     } else {
@@ -469,7 +472,30 @@ export class LivePlayer extends Element {
     if (live && low) {
       Object.assign(config, { liveSyncDuration: 1.5, liveMaxLatencyDuration: 5, maxLiveSyncPlaybackRate: 1.2, backBufferLength: 10 });
     }
+    if (!live && this.startSeconds() > 0) config.startPosition = this.startSeconds();
     return config;
+  }
+
+  /** A recording's `start` attribute: whole seconds from its beginning, 0 when absent or
+   * not a number. */
+  private startSeconds(): number {
+    const start = Number(this.getAttribute("start"));
+    return Number.isFinite(start) && start > 0 ? start : 0;
+  }
+
+  /** Moves a recording the video element plays itself to `start` once it can seek (never
+   * past its end). */
+  private seekToStart(): void {
+    const start = this.startSeconds();
+    if (start === 0) return;
+    this.video.addEventListener(
+      "loadedmetadata",
+      () => {
+        const end = Number.isFinite(this.video.duration) ? this.video.duration : start;
+        this.video.currentTime = Math.min(start, end);
+      },
+      { once: true },
+    );
   }
 
   private onPlaylist(details: { live?: boolean; endSN?: number; targetduration?: number } | undefined): void {
