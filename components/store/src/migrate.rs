@@ -138,6 +138,10 @@ pub const MIGRATIONS: &[Migration] = &[
         "0150_player_embed_origins",
         include_str!("../migrations/0150_player_embed_origins.sql"),
     ),
+    Migration::sql(
+        "0170_replays",
+        include_str!("../migrations/0170_replays.sql"),
+    ),
 ];
 
 /// Broadcasts and scheduled events made before ingest keys were random had the streamId
