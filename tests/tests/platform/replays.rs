@@ -3,6 +3,7 @@
 //! (every segment of every rendition, VOD playlists, a thumbnail) plays from the media
 //! server, signed, and the tenant hears of it.
 
+use crate::support::browser::Browser;
 use platform_tests::media::{Publisher, durations, test_clip, test_clip_720p, variants, wait_for};
 use platform_tests::webhook_receiver::Receiver;
 use platform_tests::{Exchange, Method, Platform, Tenant, User};
@@ -218,6 +219,51 @@ async fn an_ended_broadcast_has_its_replay_within_ten_seconds_with_every_renditi
     .await;
     assert_eq!(event["data"]["id"], id.as_str());
     assert_eq!(event["data"]["replay"]["state"], "ready");
+
+    // The watch page plays it from the start, as long as it is, and seeks.
+    let mut browser = Browser::launch(&["--autoplay-policy=no-user-gesture-required"]).await;
+    let tab = browser
+        .open(
+            &p.url(&format!("/watch/{}", text(&b, "shortId"))),
+            1280,
+            800,
+        )
+        .await;
+    let length = browser
+        .wait_for(
+            &tab,
+            "(function(){var v=document.getElementById('video');\
+             return v && isFinite(v.duration) && v.duration > 0 && v.currentTime > 0.5 ? v.duration : null;})()",
+            Duration::from_secs(30),
+        )
+        .await
+        .as_f64()
+        .unwrap();
+    assert!((length - duration).abs() < 1.0, "the player's {length} s");
+    let label = browser
+        .eval(&tab, "document.querySelector('.badge').textContent")
+        .await;
+    assert_eq!(label, "Replay");
+    let to = (duration * 0.75).floor();
+    browser
+        .eval(
+            &tab,
+            &format!("document.getElementById('video').currentTime = {to}"),
+        )
+        .await;
+    let at = browser
+        .wait_for(
+            &tab,
+            &format!(
+                "(function(){{var v=document.getElementById('video');\
+                 return v.currentTime > {to} + 0.5 ? v.currentTime : null;}})()"
+            ),
+            Duration::from_secs(15),
+        )
+        .await;
+    println!("sought to {to} s, playing at {at}");
+    browser.assert_clean(&tab).await;
+    browser.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
