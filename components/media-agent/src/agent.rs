@@ -523,10 +523,7 @@ impl Agent {
         };
         let (written, thumbnail) = {
             let mut archive = lock(&archive);
-            let written = match archive.error.clone() {
-                Some(e) => Err(e),
-                None => archive.write_vod(&*self.store),
-            };
+            let written = archive.write_vod(&*self.store);
             (written, archive.thumbnail_segment().map(|k| k.name.clone()))
         };
         if written.is_ok()

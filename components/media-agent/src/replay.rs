@@ -16,14 +16,19 @@ use std::path::Path;
 pub struct Kept {
     /// Its object name under the replay's prefix (`v<i>_<n>.ts`).
     pub name: String,
-    /// Its number (from the clock): kept segments sort by it.
+    /// Its number in the replay: the live one (from the clock), unless an earlier run
+    /// used it (then the next after every kept one). Kept segments sort by it.
     pub number: u64,
+    /// The number the live playlist gave it.
+    pub live: u64,
     pub seconds: f64,
     pub bytes: u64,
     /// The run of the HLS writer that wrote it: a new run is a discontinuity.
     pub run: u64,
     /// `#EXT-X-PROGRAM-DATE-TIME` of the segment, as the live playlist had it.
     pub at: Option<String>,
+    /// A segment before it could not be kept (a discontinuity, not a failed replay).
+    pub gap_before: bool,
 }
 
 /// One rendition of the replay.
@@ -36,6 +41,10 @@ pub struct Rendition {
     /// `CODECS`, from its first kept segment.
     pub codecs: Vec<String>,
     pub kept: Vec<Kept>,
+    /// The (run, live number) of every segment seen, kept or not.
+    seen: std::collections::HashSet<(u64, u64)>,
+    /// A segment was missed since the last one kept.
+    gap: bool,
 }
 
 /// What is kept of one stream so far.
@@ -46,8 +55,6 @@ pub struct Archive {
     /// segments to the renditions of the same name at the same place.
     pub renditions: Vec<Rendition>,
     runs: u64,
-    /// What could not be kept (the replay then fails rather than play with holes).
-    pub error: Option<String>,
 }
 
 /// A rendition of the run that is writing: its place in the ladder, name and size.
@@ -94,6 +101,8 @@ impl Archive {
                     frame_rate,
                     codecs: Vec::new(),
                     kept: Vec::new(),
+                    seen: Default::default(),
+                    gap: false,
                 });
             }
         }
@@ -105,14 +114,22 @@ impl Archive {
                 continue;
             };
             for segment in live_segments(&text) {
-                let Some(number) = segment_number(&segment.listed.name, index) else {
+                let Some(live) = segment_number(&segment.listed.name, index) else {
                     continue;
                 };
                 let rendition = &mut self.renditions[index];
-                if rendition.kept.iter().any(|k| k.number == number) {
+                if !rendition.seen.insert((run, live)) {
                     continue;
                 }
-                let object = format!("{}/{}", replay_prefix(&self.stream_id), segment.listed.name);
+                // Numbers come from the clock: an earlier run's are smaller, unless the
+                // clock moved back; a number taken is never overwritten.
+                let newest = rendition.kept.iter().map(|k| k.number).max();
+                let number = match newest {
+                    Some(newest) if newest >= live => newest + 1,
+                    _ => live,
+                };
+                let name = format!("v{index}_{number}.ts");
+                let object = format!("{}/{name}", replay_prefix(&self.stream_id));
                 match store.keep_file(dir, &segment.listed.name, &object) {
                     Ok(bytes) => {
                         if rendition.codecs.is_empty()
@@ -122,31 +139,27 @@ impl Archive {
                             rendition.codecs.push(video);
                             rendition.codecs.extend(audio.map(str::to_string));
                         }
+                        let gap_before = std::mem::take(&mut rendition.gap);
                         rendition.kept.push(Kept {
-                            name: segment.listed.name.clone(),
+                            name,
                             number,
+                            live,
                             seconds: segment.listed.seconds,
                             bytes,
                             run,
                             at: segment.at.clone(),
+                            gap_before,
                         });
                     }
-                    // Deleted by the live window before it was seen: a hole.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        self.error.get_or_insert_with(|| {
-                            format!(
-                                "segment {} was gone before it was kept",
-                                segment.listed.name
-                            )
-                        });
-                    }
+                    // Deleted by the live window before it was seen, or the store refused
+                    // it: the replay goes on after a discontinuity.
                     Err(e) => {
                         eprintln!(
-                            "media-agent: cannot keep a segment of stream {}: {e}",
+                            "media-agent: a segment of stream {} could not be kept ({e}); \
+                             the replay has a gap",
                             self.stream_id
                         );
-                        self.error
-                            .get_or_insert_with(|| format!("a segment could not be kept: {e}"));
+                        rendition.gap = true;
                     }
                 }
             }
@@ -251,7 +264,7 @@ pub fn segment_number(name: &str, index: usize) -> Option<u64> {
 }
 
 /// A rendition's VOD playlist over `kept` (sorted): every segment, a discontinuity where
-/// a new run of the HLS writer starts, and the end.
+/// a new run of the HLS writer starts or a segment is missing, and the end.
 pub fn vod_playlist(kept: &[Kept]) -> String {
     let target = kept
         .iter()
@@ -263,8 +276,8 @@ pub fn vod_playlist(kept: &[Kept]) -> String {
          #EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-INDEPENDENT-SEGMENTS\n"
     );
     let mut run = kept.first().map(|k| k.run);
-    for k in kept {
-        if Some(k.run) != run {
+    for (i, k) in kept.iter().enumerate() {
+        if Some(k.run) != run || (i > 0 && k.gap_before) {
             out.push_str("#EXT-X-DISCONTINUITY\n");
             run = Some(k.run);
         }
@@ -304,6 +317,8 @@ mod tests {
         Kept {
             name: format!("v0_{number}.ts"),
             number,
+            live: number,
+            gap_before: false,
             seconds,
             bytes: 250_000,
             run,
@@ -399,7 +414,6 @@ mod tests {
         let second = archive.next_run();
         write(&[40, 41]);
         archive.harvest(&store, &live, second, &ladder, 30.0, Some("mp4a.40.2"));
-        assert!(archive.error.is_none(), "{:?}", archive.error);
         let (duration, renditions) = archive.write_vod(&store).unwrap();
         assert_eq!((duration, renditions), (12.0, 2));
         for i in 0..2 {
@@ -423,23 +437,67 @@ mod tests {
     }
 
     #[test]
-    fn a_segment_the_live_window_deleted_before_it_was_kept_fails_the_replay() {
+    fn a_missed_segment_is_a_gap_and_a_reused_number_is_never_overwritten() {
         let root =
             std::env::temp_dir().join(format!("media-replay-{}", domain::ids::random_hex(8)));
         let live = root.join("live");
         std::fs::create_dir_all(&live).unwrap();
         let store = LocalStore::new(root.join("media"));
-        std::fs::write(live.join("v0.m3u8"), "#EXTINF:2.0,\nv0_5.ts\n").unwrap();
-        let mut archive = Archive::new("s2");
-        let run = archive.next_run();
         let source = [RunRendition {
             name: "source".into(),
             width: 0,
             height: 0,
         }];
+        let mut archive = Archive::new("s2");
+        // Nothing kept of a stream whose only segment was gone: no replay.
+        let run = archive.next_run();
+        std::fs::write(live.join("v0.m3u8"), "#EXTINF:2.0,\nv0_5.ts\n").unwrap();
         archive.harvest(&store, &live, run, &source, 30.0, None);
-        assert!(archive.error.as_deref().unwrap().contains("v0_5.ts"));
         assert!(archive.write_vod(&store).is_err(), "nothing kept");
+        // v0_6 is gone before it is seen: the replay goes on after a discontinuity.
+        std::fs::write(live.join("v0_7.ts"), b"seven").unwrap();
+        std::fs::write(live.join("v0_8.ts"), b"eight").unwrap();
+        std::fs::write(
+            live.join("v0.m3u8"),
+            "#EXTINF:2.0,\nv0_6.ts\n#EXTINF:2.0,\nv0_7.ts\n#EXTINF:2.0,\nv0_8.ts\n",
+        )
+        .unwrap();
+        archive.harvest(&store, &live, run, &source, 30.0, None);
+        // A later run whose clock-numbered names an earlier one used (the clock moved back).
+        let again = archive.next_run();
+        // ffmpeg writes each segment new (a temporary file renamed over the name).
+        std::fs::remove_file(live.join("v0_8.ts")).unwrap();
+        std::fs::write(live.join("v0_8.ts"), b"eight again").unwrap();
+        std::fs::write(live.join("v0_9.ts"), b"nine").unwrap();
+        std::fs::write(
+            live.join("v0.m3u8"),
+            "#EXTINF:2.0,\nv0_8.ts\n#EXTINF:2.0,\nv0_9.ts\n",
+        )
+        .unwrap();
+        archive.harvest(&store, &live, again, &source, 30.0, None);
+        assert_eq!(archive.write_vod(&store).unwrap(), (8.0, 1));
+        let text = String::from_utf8(store.get("replays/s2/v0.m3u8").unwrap()).unwrap();
+        let names: Vec<String> = ladder::listed(&text).into_iter().map(|l| l.name).collect();
+        assert_eq!(
+            names,
+            ["v0_7.ts", "v0_8.ts", "v0_9.ts", "v0_10.ts"],
+            "{text}"
+        );
+        assert_eq!(store.get("replays/s2/v0_8.ts").unwrap(), b"eight");
+        assert_eq!(store.get("replays/s2/v0_9.ts").unwrap(), b"eight again");
+        assert_eq!(store.get("replays/s2/v0_10.ts").unwrap(), b"nine");
+        // The second run starts after a discontinuity; the gap before v0_7 is at the start.
+        assert_eq!(text.matches("#EXT-X-DISCONTINUITY").count(), 1, "{text}");
+        assert!(text.contains("v0_8.ts\n#EXT-X-DISCONTINUITY\n"), "{text}");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_gap_inside_a_run_is_a_discontinuity() {
+        let mut with_gap = vec![kept(1, 2.0, 1), kept(2, 2.0, 1), kept(4, 2.0, 1)];
+        with_gap[2].gap_before = true;
+        let text = vod_playlist(&with_gap);
+        assert!(text.contains("v0_2.ts\n#EXT-X-DISCONTINUITY\n"), "{text}");
+        assert_eq!(text.matches("#EXT-X-DISCONTINUITY").count(), 1);
     }
 }
