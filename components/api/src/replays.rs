@@ -84,7 +84,8 @@ pub const ROUTES: &[ApiRoute] = &[
                 "What the media server does next",
                 Schema::view::<ReplayAnswer>(),
             )
-            .errors(400, &["malformed_json", "invalid_stream_id"]),
+            .errors(400, &["malformed_json", "invalid_stream_id"])
+            .errors(422, &["validation_failed"]),
     ),
     endpoint!(
         POST "/api/media/replays/deletions",
@@ -168,6 +169,34 @@ fn answer(action: ReplayAction) -> Json<ReplayAnswer> {
     Json(ReplayAnswer { action })
 }
 
+/// The media server's replay report within its contract: a duration of zero or more
+/// seconds, 1 to 16 renditions, an error of at most 1,000 characters.
+fn check_report(call: &protocol::Replay) -> Result<(), ApiError> {
+    let field = |field: &str, message: &str| domain::problem::FieldError {
+        field: field.into(),
+        message: message.into(),
+    };
+    let mut errors = Vec::new();
+    if call.duration.is_some_and(|d| !d.is_finite() || d < 0.0) {
+        errors.push(field("duration", "zero or more seconds"));
+    }
+    if call.renditions.is_some_and(|r| !(1..=16).contains(&r)) {
+        errors.push(field("renditions", "1 to 16"));
+    }
+    if call
+        .error
+        .as_ref()
+        .is_some_and(|e| e.chars().count() > 1000)
+    {
+        errors.push(field("error", "at most 1000 characters"));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_fields(errors))
+    }
+}
+
 /// Where a stream's replay stands on the media server; answers what it does next.
 fn media_replay(
     ctx: &MediaCtx,
@@ -179,6 +208,7 @@ fn media_replay(
             "streamId must be a UUID",
         ));
     };
+    check_report(&call)?;
     let db = ctx.db()?;
     let now = ctx.now();
     let b = app::broadcasts::load_by_stream_id(&db, &stream_id, now)?;
@@ -211,8 +241,11 @@ fn media_replay(
             let (Some(b), Some(replay)) = (b, replay) else {
                 return Ok(answer(ReplayAction::Delete));
             };
-            let duration = call.duration.filter(|d| d.is_finite() && *d >= 0.0);
-            let (Some(duration), Some(renditions)) = (duration, call.renditions) else {
+            // Deleted while it was being written (its owner went): written for nothing.
+            if replay.state == "deleting" || replay.state == "deleted" {
+                return Ok(answer(ReplayAction::Delete));
+            }
+            let (Some(duration), Some(renditions)) = (call.duration, call.renditions) else {
                 return Err(ApiError::invalid_fields(vec![
                     domain::problem::FieldError {
                         field: "duration".into(),

@@ -1641,6 +1641,15 @@ async fn replays_are_reported_by_the_media_server_alone_and_managed_by_their_ten
         (status, &answer["code"]),
         (400, &json!("invalid_stream_id"))
     );
+    // Outside the contract: refused whole.
+    for bad in [
+        json!({"streamId": stream, "state": "ready", "duration": 5.0, "renditions": 0}),
+        json!({"streamId": stream, "state": "ready", "duration": -1.0, "renditions": 1}),
+        json!({"streamId": stream, "state": "failed", "error": "x".repeat(1001)}),
+    ] {
+        let (status, answer) = media_call(&p, path, Some(&secret), &bad).await;
+        assert_eq!(status, 422, "{bad}: {answer}");
+    }
     // The media server's own course: asked, it writes the replay, and reports it ready.
     let (_, answer) = media_call(&p, path, Some(&secret), &waiting).await;
     assert_eq!(answer["action"], "finish", "{answer}");
@@ -1691,6 +1700,63 @@ async fn replays_are_reported_by_the_media_server_alone_and_managed_by_their_ten
             .0,
         401
     );
+
+    // A user deleted while their broadcast's replay is being written: their broadcasts go,
+    // and so does what the media server wrote meanwhile.
+    let zed = p.signup(&t, "zed").await;
+    let gone = live_broadcast(&p, &zed, "public").await;
+    let (gone_id, gone_stream) = (
+        gone["id"].as_str().unwrap().to_string(),
+        gone["streamId"].as_str().unwrap().to_string(),
+    );
+    let (status, _) = p
+        .as_user(
+            &zed,
+            Method::POST,
+            &format!("/api/broadcasts/{gone_id}/status"),
+        )
+        .send_json(&json!({"status": "completed"}))
+        .await;
+    assert_eq!(status, 200);
+    let (_, answer) = media_call(
+        &p,
+        path,
+        Some(&secret),
+        &json!({"streamId": gone_stream, "state": "waiting"}),
+    )
+    .await;
+    assert_eq!(answer["action"], "finish", "{answer}");
+    assert_eq!(
+        p.as_user(&zed, Method::DELETE, "/api/users/profile")
+            .status()
+            .await,
+        200
+    );
+    let (_, answer) = media_call(
+        &p,
+        path,
+        Some(&secret),
+        &json!({"streamId": gone_stream, "state": "ready", "duration": 5.0, "renditions": 1}),
+    )
+    .await;
+    assert_eq!(answer["action"], "delete", "{answer}");
+    let (_, deletions) = media_call(
+        &p,
+        "/api/media/replays/deletions",
+        Some(&secret),
+        &json!({}),
+    )
+    .await;
+    let mut due: Vec<&str> = deletions["streamIds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    due.sort_unstable();
+    let mut expected = [stream.as_str(), gone_stream.as_str()];
+    expected.sort_unstable();
+    assert_eq!(due, expected, "{deletions}");
 
     // The settings: the tenant's server's alone, bounded, and each tenant's own.
     let settings = "/api/v1/replay-settings";
