@@ -324,15 +324,17 @@ async fn run(
         if *stop.borrow() {
             return;
         }
-        eprintln!("media-agent: a stream's HLS writer stopped ({why}); restarting");
         if started.elapsed() > Duration::from_secs(60) {
             pauses = RESTART_PAUSES.iter();
         }
         let pause = pauses.next().copied().unwrap_or(10);
+        // A publisher that leaves ends ffmpeg's stream first (nginx's idle_streams off),
+        // and the agent's stop follows within the pause: that is no failure to report.
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(pause)) => {}
             _ = stop.changed() => return,
         }
+        eprintln!("media-agent: a stream's HLS writer stopped ({why}); restarted");
     }
 }
 
