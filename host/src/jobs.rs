@@ -605,7 +605,8 @@ max_rounds = 3
                 "renew-subscriptions",
                 "check-ledger",
                 "rollup-analytics",
-                "deliver-webhooks"
+                "deliver-webhooks",
+                "expire-replays"
             ]
         );
         assert!(jobs[0].at_start && jobs[0].every.is_none());

@@ -262,6 +262,8 @@ fn accepted(db: &Db, b: &Broadcast) -> Result<protocol::Accepted, ApiError> {
             None => tenants::media_ladder(db, &b.client_id)?,
         },
         latency_mode: b.latency_mode,
+        // Kept from the first publish when the tenant keeps replays.
+        replay: ::store::replays::settings(db, &b.client_id)?.0,
     })
 }
 

@@ -23,6 +23,7 @@ mod playlists;
 mod realtime;
 mod recordings;
 mod reference;
+mod replays;
 mod restreams;
 mod sessions;
 mod sfu;
@@ -75,6 +76,7 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         analytics::ROUTES,
         restreams::ROUTES,
         recordings::ROUTES,
+        replays::ROUTES,
         chat::ROUTES,
         moderation::ROUTES.as_slice(),
         events::ROUTES,

@@ -84,6 +84,16 @@ impl Links {
         }
     }
 
+    /// `file` under the stream's playback address, always signed (a replay: see
+    /// docs/replays.md), valid for `hls_url_ttl` from `now`.
+    pub fn signed_stream_file(&self, stream_id: &str, file: &str, now: i64) -> String {
+        let url = format!(
+            "{}/{stream_id}/{file}",
+            self.playback_hls_base.trim_end_matches('/')
+        );
+        self.playback(url, stream_id, Playback::Signed, now)
+    }
+
     /// What the owner's encoder publishes with.
     pub fn ingest_credentials(&self, identity: &StreamIdentity) -> IngestCredentials {
         IngestCredentials {

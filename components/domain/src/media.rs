@@ -484,6 +484,10 @@ pub mod protocol {
         /// Segment length and playlist size (read at publish; absent: standard).
         #[serde(default)]
         pub latency_mode: LatencyMode,
+        /// Whether to keep every segment of every rendition for the broadcast's replay
+        /// (read at publish; absent from a platform that predates it: no).
+        #[serde(default)]
+        pub replay: bool,
     }
 
     /// One restream target's state, as the media server last saw it.
@@ -568,6 +572,78 @@ pub mod protocol {
                 reason: Some(reason),
             }
         }
+    }
+
+    /// What the media server says of a stream's replay (`POST /api/media/replay`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "lowercase")]
+    #[schemars(rename = "MediaReplayState")]
+    pub enum ReplayReport {
+        /// It holds the stream's segments, the publisher gone: has the broadcast ended?
+        Waiting,
+        /// It wrote the replay's VOD playlists and thumbnail.
+        Ready,
+        /// It could not write the replay.
+        Failed,
+        /// It deleted the replay's media (asked to by [`ReplayAction::Delete`]).
+        Deleted,
+    }
+
+    /// `POST /api/media/replay`: where a stream's replay stands on the media server.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[schemars(rename = "MediaReplay")]
+    pub struct Replay {
+        #[schemars(extend("format" = "uuid"))]
+        pub stream_id: String,
+        pub state: ReplayReport,
+        /// The replay's length in seconds (`ready`).
+        #[serde(default)]
+        #[schemars(range(min = 0.0))]
+        pub duration: Option<f64>,
+        /// How many renditions it has (`ready`).
+        #[serde(default)]
+        #[schemars(range(min = 1, max = 16))]
+        pub renditions: Option<u32>,
+        /// Why it failed (`failed`).
+        #[serde(default)]
+        #[schemars(length(max = 1000))]
+        pub error: Option<String>,
+    }
+
+    /// What the media server does next with a stream's replay.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "lowercase")]
+    #[schemars(rename = "MediaReplayAction")]
+    pub enum ReplayAction {
+        /// The broadcast may still go on (its reconnect window): ask again.
+        Wait,
+        /// The broadcast ended: write the replay, and report it.
+        Finish,
+        /// No replay is kept (the broadcast is gone, or its tenant keeps none): delete
+        /// the media.
+        Delete,
+        /// Nothing more to do.
+        Done,
+    }
+
+    /// The answer to [`Replay`].
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[schemars(rename = "MediaReplayAnswer")]
+    pub struct ReplayAnswer {
+        pub action: ReplayAction,
+    }
+
+    /// The answer to `POST /api/media/replays/deletions`: the replays whose media the
+    /// media server is to delete.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[schemars(rename = "MediaReplayDeletions")]
+    pub struct ReplayDeletions {
+        /// Stream ids: the media server deletes each one's replay and reports it
+        /// `deleted`.
+        pub stream_ids: Vec<String>,
     }
 
     /// `POST /api/media/publish-done`: a publisher went away.

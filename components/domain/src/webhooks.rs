@@ -16,6 +16,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "broadcast.errored",
     "broadcast.stream_key_reset",
     "broadcast.health",
+    "broadcast.replay_ready",
     "cohost.requested",
     "cohost.joined",
     "cohost.left",

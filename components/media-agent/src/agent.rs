@@ -5,13 +5,17 @@
 
 use crate::config::Config;
 use crate::logging::key_hint;
+use crate::media_store::{LocalStore, MediaStore, replay_prefix};
 use crate::platform::{Answer, Platform};
 use crate::playlist;
+use crate::replay::{self, Archive};
 use crate::restreams::{self, RestreamSet};
 use crate::transcode::{self, Transcoder};
-use domain::media::protocol::{Accepted, PublishDone, RestreamReport, RestreamTarget};
+use domain::media::protocol::{
+    Accepted, PublishDone, Replay, ReplayAction, ReplayReport, RestreamReport, RestreamTarget,
+};
 use domain::media::{HealthSample, LiveLadder, Playback};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64};
@@ -22,6 +26,9 @@ use tokio::task::JoinSet;
 /// Pauses between the tries of a publish-done the platform did not take (about a minute
 /// in all): a lost one would leave the broadcast live until the platform notices silence.
 const DONE_RETRIES: [u64; 6] = [1, 2, 5, 10, 15, 30];
+
+/// How long a publisher's ffmpeg may take to write its last segment when it leaves.
+const FINISH_WAIT: Duration = Duration::from_secs(8);
 
 /// Where the media server keeps its files.
 #[derive(Debug, Clone)]
@@ -37,6 +44,8 @@ pub struct Paths {
     pub hls: PathBuf,
     pub open: PathBuf,
     pub conf: PathBuf,
+    /// The media store's directory (replays), which nginx serves read-only.
+    pub media: PathBuf,
 }
 
 impl Paths {
@@ -44,6 +53,7 @@ impl Paths {
         Paths {
             hls: work.join("hls"),
             open: work.join("open"),
+            media: work.join("media"),
             conf: state.join("nginx.conf"),
             relocated: work != state,
             state,
@@ -120,6 +130,13 @@ pub struct Agent {
     pub ingress: Arc<crate::ingress::Ingress>,
     restream_context: Arc<restreams::Context>,
     transcode_context: Arc<transcode::Context>,
+    /// Where replays are kept.
+    pub store: Arc<dyn MediaStore>,
+    /// The replays being kept, by stream id: from a publish whose broadcast keeps one
+    /// until the replay is written (or deleted).
+    replays: Mutex<HashMap<String, Arc<Mutex<Archive>>>>,
+    /// The streams whose end the agent is asking the platform about.
+    watching: Mutex<HashSet<String>>,
     /// Names this run of nginx: its client ids start again at 1 on every start.
     boot: Mutex<String>,
     publishers: Mutex<HashMap<String, Publisher>>,
@@ -158,6 +175,7 @@ impl Agent {
             handshake: Duration::from_secs(config.rtmp_handshake_secs),
             idle: Duration::from_secs(config.rtmp_idle_secs),
         });
+        let store: Arc<dyn MediaStore> = Arc::new(LocalStore::new(paths.media.clone()));
         let transcode_context = Arc::new(transcode::Context {
             ffmpeg: ffmpeg.clone(),
             source_base: restream_context.source_base.clone(),
@@ -170,6 +188,7 @@ impl Agent {
             preset: config.transcode_preset.clone(),
             costs: config.transcode_costs,
             budget: transcode::Budget::new(config.transcode_cores),
+            store: store.clone(),
         });
         Agent {
             stat_url,
@@ -181,6 +200,9 @@ impl Agent {
             addresses,
             restream_context,
             transcode_context,
+            store,
+            replays: Mutex::default(),
+            watching: Mutex::default(),
             boot: Mutex::new(new_boot_id()),
             publishers: Mutex::default(),
             files: Mutex::default(),
@@ -233,12 +255,20 @@ impl Agent {
     ) {
         let mut restreams = RestreamSet::new(self.restream_context.clone(), key);
         restreams.reconcile(&accepted.restreams, restream_delay);
+        // Every publish of a broadcast that keeps a replay adds to the one archive.
+        let archive = accepted.replay.then(|| {
+            lock(&self.replays)
+                .entry(accepted.stream_id.clone())
+                .or_insert_with(|| Arc::new(Mutex::new(Archive::new(&accepted.stream_id))))
+                .clone()
+        });
         let transcoder = Transcoder::start(
             self.transcode_context.clone(),
             key,
             client_id,
             accepted.ladder,
             accepted.latency_mode,
+            archive,
         );
         let old = lock(&self.publishers).insert(
             connection.to_string(),
@@ -371,8 +401,23 @@ impl Agent {
         );
         let stream_id = publisher.stream_id.clone();
         let key = publisher.key.clone();
-        drop(publisher);
+        let Publisher {
+            transcoder,
+            restreams,
+            ..
+        } = publisher;
+        drop(restreams);
         self.report_done(connection, &key);
+        // ffmpeg writes its last segment and the replay keeps it; then the platform is
+        // asked whether the broadcast ended.
+        let this = Arc::downgrade(self);
+        let ended = stream_id.clone();
+        self.spawn(async move {
+            transcoder.finish(FINISH_WAIT).await;
+            if let Some(agent) = this.upgrade() {
+                agent.watch_replay(&ended);
+            }
+        });
         // Viewers finish the last segments; then an open stream's marker and the link to
         // its key's directory go, unless the stream came back meanwhile (a new publish
         // under another key has its own link), and the key's directory goes unless the
@@ -397,6 +442,181 @@ impl Agent {
                 let _ = std::fs::remove_dir_all(agent.paths.hls.join(&key));
             }
         });
+    }
+
+    /// Asks the platform, until it says, whether `stream_id`'s broadcast ended (its
+    /// replay is then written) or may still come back (its reconnect window); stops
+    /// asking while a publisher streams it again (its end asks anew). One watcher per
+    /// stream.
+    fn watch_replay(self: &Arc<Self>, stream_id: &str) {
+        if !lock(&self.replays).contains_key(stream_id)
+            || !lock(&self.watching).insert(stream_id.to_string())
+        {
+            return;
+        }
+        let this = Arc::downgrade(self);
+        let stream_id = stream_id.to_string();
+        self.spawn(async move {
+            let started = Instant::now();
+            loop {
+                let Some(agent) = this.upgrade() else {
+                    return;
+                };
+                if agent.is_live(&stream_id) {
+                    {
+                    lock(&agent.watching).remove(&stream_id);
+                    break;
+                }
+                }
+                let asked = Replay {
+                    stream_id: stream_id.clone(),
+                    state: ReplayReport::Waiting,
+                    duration: None,
+                    renditions: None,
+                    error: None,
+                };
+                match agent.platform.replay(&asked).await {
+                    Answer::Ok(answer) => match answer.action {
+                        ReplayAction::Wait => {}
+                        ReplayAction::Finish => {
+                            agent.write_replay(&stream_id).await;
+                            {
+                    lock(&agent.watching).remove(&stream_id);
+                    break;
+                }
+                        }
+                        ReplayAction::Delete | ReplayAction::Done => {
+                            if answer.action == ReplayAction::Delete {
+                                agent.delete_replay(&stream_id).await;
+                            }
+                            lock(&agent.replays).remove(&stream_id);
+                            {
+                    lock(&agent.watching).remove(&stream_id);
+                    break;
+                }
+                        }
+                    },
+                    Answer::Refused { status, code } => {
+                        eprintln!(
+                            "media-agent: the platform refused the replay of stream {stream_id} ({status}{})",
+                            code.map(|c| format!(" {c}")).unwrap_or_default()
+                        );
+                    }
+                    Answer::Unavailable(_) => {}
+                }
+                drop(agent);
+                // Every second while a reconnect window may run, then less often.
+                let pause = match started.elapsed().as_secs() {
+                    0..120 => 1,
+                    120..600 => 10,
+                    _ => 60,
+                };
+                tokio::time::sleep(Duration::from_secs(pause)).await;
+            }
+        });
+    }
+
+    /// Writes the replay of `stream_id` (VOD playlists, thumbnail) and tells the platform.
+    async fn write_replay(&self, stream_id: &str) {
+        let Some(archive) = lock(&self.replays).remove(stream_id) else {
+            return;
+        };
+        let (written, thumbnail) = {
+            let mut archive = lock(&archive);
+            let written = archive.write_vod(&*self.store);
+            (written, archive.thumbnail_segment().map(|k| k.name.clone()))
+        };
+        if written.is_ok()
+            && let Some(segment) = thumbnail
+            && let Err(e) =
+                replay::write_thumbnail(&self.ffmpeg, &*self.store, stream_id, &segment).await
+        {
+            eprintln!("media-agent: no thumbnail for the replay of stream {stream_id}: {e}");
+        }
+        let report = match written {
+            Ok((duration, renditions)) => Replay {
+                stream_id: stream_id.to_string(),
+                state: ReplayReport::Ready,
+                duration: Some((duration * 1000.0).round() / 1000.0),
+                renditions: Some(renditions),
+                error: None,
+            },
+            Err(e) => {
+                eprintln!("media-agent: the replay of stream {stream_id} failed: {e}");
+                Replay {
+                    stream_id: stream_id.to_string(),
+                    state: ReplayReport::Failed,
+                    duration: None,
+                    renditions: None,
+                    error: Some(e),
+                }
+            }
+        };
+        self.report_replay(report).await;
+    }
+
+    /// Deletes the stored media of `stream_id`'s replay.
+    pub async fn delete_replay(&self, stream_id: &str) {
+        if let Err(e) = self.store.delete_prefix(&replay_prefix(stream_id)) {
+            eprintln!("media-agent: cannot delete the replay of stream {stream_id}: {e}");
+        }
+    }
+
+    /// Deletes the media of the replays the platform asks to (expired, deleted by their
+    /// owner or with their broadcast), and says so.
+    pub async fn sweep_replays(&self) {
+        let Answer::Ok(due) = self.platform.replay_deletions().await else {
+            return;
+        };
+        for stream_id in due.stream_ids {
+            if !crate::logging::is_stream_id(&stream_id) {
+                continue;
+            }
+            lock(&self.replays).remove(&stream_id);
+            self.delete_replay(&stream_id).await;
+            self.report_replay(Replay {
+                stream_id,
+                state: ReplayReport::Deleted,
+                duration: None,
+                renditions: None,
+                error: None,
+            })
+            .await;
+        }
+    }
+
+    /// Tells the platform where a replay stands, retried while it is unreachable; deletes
+    /// the media when the platform answers so (a failed replay's).
+    async fn report_replay(&self, report: Replay) {
+        for pause in DONE_RETRIES {
+            match self.platform.replay(&report).await {
+                Answer::Ok(answer)
+                    if answer.action == ReplayAction::Delete
+                        && report.state != ReplayReport::Deleted =>
+                {
+                    self.delete_replay(&report.stream_id).await;
+                    let deleted = Replay {
+                        state: ReplayReport::Deleted,
+                        error: None,
+                        ..report
+                    };
+                    let _ = self.platform.replay(&deleted).await;
+                    return;
+                }
+                Answer::Unavailable(_) => {
+                    tokio::time::sleep(Duration::from_secs(pause)).await;
+                }
+                Answer::Refused { status, code } => {
+                    eprintln!(
+                        "media-agent: the platform refused the replay report of stream {} ({status}{})",
+                        report.stream_id,
+                        code.map(|c| format!(" {c}")).unwrap_or_default()
+                    );
+                    return;
+                }
+                Answer::Ok(_) => return,
+            }
+        }
     }
 
     /// Ends every publisher (nginx went away).

@@ -26,8 +26,10 @@ mod hooks;
 pub mod ingress;
 pub mod ladder;
 pub mod logging;
+pub mod media_store;
 pub mod platform;
 pub mod playlist;
+pub mod replay;
 pub mod restreams;
 pub mod stat;
 pub mod supervisor;
@@ -133,6 +135,7 @@ impl MediaServer {
             ingress,
             tokio::spawn(health::run(agent.clone())),
             tokio::spawn(thumbnails::run(agent.clone())),
+            tokio::spawn(sweep_replays(agent.clone())),
         ];
         Ok(MediaServer {
             agent,
@@ -344,6 +347,19 @@ impl Drop for WorkDirGuard {
         }
     }
 }
+
+/// Asks the platform every few seconds which replays' media to delete, and deletes it.
+async fn sweep_replays(agent: Arc<Agent>) {
+    let mut ticks = tokio::time::interval(REPLAY_SWEEP_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        agent.sweep_replays().await;
+    }
+}
+
+/// How often the agent asks which replays' media to delete.
+const REPLAY_SWEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// Tells the platform the media server runs: now, and every
 /// [`SERVER_REPORT_EVERY_SECS`](domain::media::SERVER_REPORT_EVERY_SECS) (sooner

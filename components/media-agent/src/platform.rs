@@ -2,7 +2,8 @@
 //! `domain::media::protocol`, authenticated by `X-Media-Secret`.
 
 use domain::media::protocol::{
-    Accepted, Publish, PublishDone, SECRET_HEADER, ServerReport, Update,
+    Accepted, Publish, PublishDone, Replay, ReplayAnswer, ReplayDeletions, SECRET_HEADER,
+    ServerReport, Update,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -61,6 +62,17 @@ impl Platform {
     /// `POST /api/media/server`: whether the media server runs.
     pub async fn server(&self, body: &ServerReport) -> Answer<ServerReport> {
         self.call("/api/media/server", body).await
+    }
+
+    /// `POST /api/media/replay`: where a stream's replay stands; answers what to do next.
+    pub async fn replay(&self, body: &Replay) -> Answer<ReplayAnswer> {
+        self.call("/api/media/replay", body).await
+    }
+
+    /// `POST /api/media/replays/deletions`: the replays whose media to delete.
+    pub async fn replay_deletions(&self) -> Answer<ReplayDeletions> {
+        self.call("/api/media/replays/deletions", &serde_json::json!({}))
+            .await
     }
 
     /// `POST /api/media/publish-done` (any 2xx body).

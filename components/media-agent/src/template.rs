@@ -252,8 +252,13 @@ mod tests {
                 .lines()
                 .any(|l| l.trim_start().starts_with("disable_symlinks"))
         );
+        // Live HLS through the links; replays from the media store, which the agent
+        // alone writes.
         for alias in conf.lines().filter(|l| l.contains("alias ")) {
-            assert!(alias.contains("/hls/$sid/"), "{alias}");
+            assert!(
+                alias.contains("/hls/$sid/") || alias.contains("/media/replays/$sid/"),
+                "{alias}"
+            );
         }
         for location in conf.lines().filter(|l| l.contains("(?<sid>")) {
             assert!(

@@ -83,6 +83,24 @@ pub async fn make(ffmpeg: &Path, dir: &Path, segment: &str) -> Result<(), String
         at::open_dir(dir).map_err(|e| format!("cannot open the stream's directory: {e}"))?;
     let input = at::open_file(&dir_fd, segment)
         .map_err(|e| format!("cannot open the newest segment: {e}"))?;
+    let jpeg = run_ffmpeg(ffmpeg, std::process::Stdio::from(input), None).await?;
+    // nginx's workers may run as another user (nobody, under root): 0644.
+    at::replace(&dir_fd, "thumbnail.jpg", &jpeg, 0o644)
+        .map_err(|e| format!("cannot replace the thumbnail: {e}"))
+}
+
+/// A JPEG of the first frame of `segment` (an MPEG-TS segment's bytes), 480 px at most.
+pub async fn picture(ffmpeg: &Path, segment: Vec<u8>) -> Result<Vec<u8>, String> {
+    run_ffmpeg(ffmpeg, std::process::Stdio::piped(), Some(segment)).await
+}
+
+/// Runs ffmpeg on a segment from its stdin (`input`, or `bytes` written to it); answers
+/// the JPEG it wrote to its stdout.
+async fn run_ffmpeg(
+    ffmpeg: &Path,
+    input: std::process::Stdio,
+    bytes: Option<Vec<u8>>,
+) -> Result<Vec<u8>, String> {
     let mut command = crate::child::command(ffmpeg, libc::SIGKILL);
     command
         .args(["-nostdin", "-hide_banner", "-loglevel", "error"])
@@ -98,11 +116,22 @@ pub async fn make(ffmpeg: &Path, dir: &Path, segment: &str) -> Result<(), String
             "mjpeg",
             "pipe:1",
         ])
-        .stdin(std::process::Stdio::from(input))
+        .stdin(input)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    let output = match tokio::time::timeout(RUN_LIMIT, command.output()).await {
+    let run = async {
+        let mut child = command.spawn()?;
+        if let (Some(bytes), Some(mut stdin)) = (bytes, child.stdin.take()) {
+            // ffmpeg may stop reading after the first frame: a closed pipe is no error.
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let _ = stdin.write_all(&bytes).await;
+            });
+        }
+        child.wait_with_output().await
+    };
+    let output = match tokio::time::timeout(RUN_LIMIT, run).await {
         Ok(Ok(output)) => output,
         Ok(Err(e)) => return Err(format!("ffmpeg could not run: {e}")),
         Err(_) => return Err("ffmpeg took too long".into()),
@@ -115,9 +144,7 @@ pub async fn make(ffmpeg: &Path, dir: &Path, segment: &str) -> Result<(), String
             redact_keys(text.lines().last().unwrap_or(""))
         ));
     }
-    // nginx's workers may run as another user (nobody, under root): 0644.
-    at::replace(&dir_fd, "thumbnail.jpg", &output.stdout, 0o644)
-        .map_err(|e| format!("cannot replace the thumbnail: {e}"))
+    Ok(output.stdout)
 }
 
 /// File operations relative to a directory opened once, none of which follows a link.

@@ -6,6 +6,8 @@
 
 use crate::ladder::{self, Costs, Encoder, Plan, Segmenting, Source, Variant};
 use crate::logging::redact_keys;
+use crate::media_store::MediaStore;
+use crate::replay::{Archive, RunRendition};
 use crate::stat;
 use domain::media::{
     Ladder, LadderReason, LatencyMode, LiveLadder, RenditionSample, rendition_health,
@@ -25,6 +27,10 @@ const MEASURE_EVERY: Duration = Duration::from_secs(1);
 const RATE_WINDOW: Duration = Duration::from_secs(4);
 /// Pauses between restarts of an ffmpeg that exited while the stream is live.
 const RESTART_PAUSES: [u64; 4] = [1, 2, 5, 10];
+/// How long an ffmpeg whose publisher left reads on before it is asked to stop.
+const DRAIN: Duration = Duration::from_secs(2);
+/// How long an ffmpeg asked to stop (SIGINT: it writes its last segment) may take.
+const STOP_WAIT: Duration = Duration::from_secs(3);
 
 /// Cores the agent may spend on renditions; each stream reserves its ladder's estimate
 /// for as long as it is live.
@@ -91,12 +97,15 @@ pub struct Context {
     pub preset: String,
     pub costs: Costs,
     pub budget: Arc<Budget>,
+    /// Where the segments a replay keeps go.
+    pub store: Arc<dyn MediaStore>,
 }
 
 /// A live stream's transcoder: stops its ffmpeg when dropped.
 pub struct Transcoder {
     task: JoinHandle<()>,
     ladder: Arc<Mutex<Option<LiveLadder>>>,
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 impl Drop for Transcoder {
@@ -107,15 +116,17 @@ impl Drop for Transcoder {
 
 impl Transcoder {
     /// Starts writing the HLS of the stream nginx knows as `key` (publisher `client_id`)
-    /// into `hls/<key>/`.
+    /// into `hls/<key>/`; with an `archive`, every segment is kept for the replay.
     pub fn start(
         context: Arc<Context>,
         key: &str,
         client_id: u64,
         wanted: Ladder,
         latency: LatencyMode,
+        archive: Option<Arc<Mutex<Archive>>>,
     ) -> Transcoder {
         let ladder: Arc<Mutex<Option<LiveLadder>>> = Arc::default();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(run(
             context,
             key.to_string(),
@@ -123,8 +134,17 @@ impl Transcoder {
             wanted,
             latency,
             ladder.clone(),
+            archive,
+            stopped,
         ));
-        Transcoder { task, ladder }
+        Transcoder { task, ladder, stop }
+    }
+
+    /// The publisher left: ffmpeg is asked to stop (it writes its last segment), and the
+    /// segments it wrote are kept. Waits at most `limit`, then stops it outright.
+    pub async fn finish(mut self, limit: Duration) {
+        let _ = self.stop.send(true);
+        let _ = tokio::time::timeout(limit, &mut self.task).await;
     }
 
     /// The ladder as last measured (none before the first segments).
@@ -185,7 +205,9 @@ async fn metadata(context: &Context, key: &str, client_id: u64) -> Metadata {
         if Instant::now() >= deadline {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Often: the stream is read only once this is known, and whatever it sends
+        // meanwhile is in neither the live stream nor the replay.
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     last
 }
@@ -206,6 +228,7 @@ fn prepare_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run(
     context: Arc<Context>,
     key: String,
@@ -213,6 +236,8 @@ async fn run(
     wanted: Ladder,
     latency: LatencyMode,
     shared: Arc<Mutex<Option<LiveLadder>>>,
+    archive: Option<Arc<Mutex<Archive>>>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let dir = context.hls_dir.join(&key);
     if let Err(e) = prepare_dir(&dir) {
@@ -257,19 +282,88 @@ async fn run(
     let frame_rate = meta.source.map_or(30.0, |s| s.frame_rate);
     let audio = ladder::audio_codec(meta.audio_codec.as_deref(), None);
     let mut pauses = RESTART_PAUSES.iter();
+    let keeping = archive.map(|archive| Keeping {
+        archive,
+        renditions: plan
+            .renditions
+            .iter()
+            .map(|r| RunRendition {
+                name: r.name.clone(),
+                width: r.width,
+                height: r.height,
+            })
+            .collect(),
+        frame_rate,
+        audio: audio.map(str::to_string),
+        run: 0,
+    });
+    let mut keeping = keeping;
     loop {
+        if *stop.borrow() {
+            return;
+        }
         let started = Instant::now();
+        if let Some(k) = &mut keeping {
+            k.run = lock(&k.archive).next_run();
+        }
         let why = run_ffmpeg(
-            &context, &dir, &args, &plan, latency, frame_rate, audio, &shared,
+            &context,
+            &dir,
+            &args,
+            &plan,
+            latency,
+            (frame_rate, audio),
+            &shared,
+            keeping.as_ref(),
+            &mut stop,
         )
         .await;
-        eprintln!("media-agent: a stream's HLS writer stopped ({why}); restarting");
+        if let Some(k) = &keeping {
+            k.harvest(&context, &dir);
+        }
+        if *stop.borrow() {
+            return;
+        }
         if started.elapsed() > Duration::from_secs(60) {
             pauses = RESTART_PAUSES.iter();
         }
         let pause = pauses.next().copied().unwrap_or(10);
-        tokio::time::sleep(Duration::from_secs(pause)).await;
+        // A publisher that leaves ends ffmpeg's stream first (nginx's idle_streams off),
+        // and the agent's stop follows within the pause: that is no failure to report.
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(pause)) => {}
+            _ = stop.changed() => return,
+        }
+        eprintln!("media-agent: a stream's HLS writer stopped ({why}); restarted");
     }
+}
+
+/// What a stream whose replay is kept needs to keep its segments.
+struct Keeping {
+    archive: Arc<Mutex<Archive>>,
+    renditions: Vec<RunRendition>,
+    frame_rate: f64,
+    audio: Option<String>,
+    /// The run of ffmpeg writing now.
+    run: u64,
+}
+
+impl Keeping {
+    /// Keeps what the live playlists list now.
+    fn harvest(&self, context: &Context, dir: &Path) {
+        lock(&self.archive).harvest(
+            &*context.store,
+            dir,
+            self.run,
+            &self.renditions,
+            self.frame_rate,
+            self.audio.as_deref(),
+        );
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Runs one ffmpeg until it exits, measuring its output meanwhile; answers why it
@@ -281,9 +375,10 @@ async fn run_ffmpeg(
     args: &[String],
     plan: &Plan,
     latency: LatencyMode,
-    frame_rate: f64,
-    audio: Option<&str>,
+    (frame_rate, audio): (f64, Option<&str>),
     shared: &Mutex<Option<LiveLadder>>,
+    keeping: Option<&Keeping>,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
 ) -> String {
     let mut command = crate::child::command(&context.ffmpeg, libc::SIGKILL);
     command
@@ -327,6 +422,18 @@ async fn run_ffmpeg(
                 if let Some(live) = measure(dir, plan, latency, frame_rate, audio, rate).await {
                     *shared.lock().unwrap_or_else(|e| e.into_inner()) = Some(live);
                 }
+                if let Some(k) = keeping {
+                    k.harvest(context, dir);
+                }
+            }
+            changed = stop.changed() => {
+                if changed.is_ok() && !*stop.borrow() {
+                    continue;
+                }
+                // The publisher left, and nginx keeps an idle stream's players waiting
+                // rather than ending them: ffmpeg first reads what nginx relayed last,
+                // then is stopped so that it writes its last segment.
+                break stop_gracefully(&mut child).await;
             }
         }
     };
@@ -339,6 +446,30 @@ async fn run_ffmpeg(
         format!("ffmpeg {status}")
     } else {
         format!("ffmpeg {status}: {errors}")
+    }
+}
+
+/// Stops an ffmpeg that reads a stream whose publisher left. nginx ends the stream's
+/// players then (`idle_streams off`): ffmpeg reads the end, writes its last segment and
+/// exits by itself. One that has not within [`DRAIN`] gets SIGINT (it ends as `q` does
+/// once its read returns: a second signal would interrupt its own last writes, leaving
+/// the playlist empty), then SIGKILL after [`STOP_WAIT`].
+async fn stop_gracefully(
+    child: &mut tokio::process::Child,
+) -> std::io::Result<std::process::ExitStatus> {
+    if let Ok(status) = tokio::time::timeout(DRAIN, child.wait()).await {
+        return status;
+    }
+    if let Some(pid) = child.id() {
+        crate::child::signal(pid, libc::SIGINT, false);
+    }
+    match tokio::time::timeout(STOP_WAIT, child.wait()).await {
+        Ok(status) => status,
+        Err(_) => {
+            eprintln!("media-agent: a stream's HLS writer did not stop; killed");
+            let _ = child.kill().await;
+            child.wait().await
+        }
     }
 }
 

@@ -311,6 +311,7 @@ impl PlayerSource {
         db: &Db,
         watched: &Watched,
         signing: Option<(&str, i64)>,
+        now: i64,
     ) -> Result<PlayerSource, ApiError> {
         let latency_mode = watched
             .broadcast
@@ -327,18 +328,27 @@ impl PlayerSource {
             Some(_) => rules::hls_url(&bases, &watched.stream_id),
             None => String::new(),
         };
-        let replay = match (watched.state, &watched.broadcast) {
-            (WatchState::Ended, Some(b)) => store::recordings::latest_ready(db, b)?
+        // The media server's replay of the RTMP ingest when it is ready (docs/replays.md),
+        // else the newest ready recording.
+        let kept = match (watched.state, &watched.broadcast, &hls_origin) {
+            (WatchState::Ended, Some(b), Some(_)) => store::replays::of_many(db, &[b.id.as_str()])?
+                .remove(&b.id)
+                .filter(|r| r.state == "ready"),
+            _ => None,
+        };
+        let recording = match (watched.state, &watched.broadcast, &kept) {
+            (WatchState::Ended, Some(b), None) => store::recordings::latest_ready(db, b)?
                 .and_then(|r| Some((params::http_origin(r.url.as_deref()?)?, r))),
             _ => None,
         };
-        let (replay_origin, replay_url, replay_type) = match &replay {
-            Some((origin, r)) => (
+        let (replay_origin, replay_url, replay_type) = match (&kept, &recording) {
+            (Some(_), _) => ("", signed_replay(&bases, &watched.stream_id, now), "hls"),
+            (None, Some((origin, r))) => (
                 origin.as_str(),
                 r.url.clone().unwrap_or_default(),
                 r.output.as_str(),
             ),
-            None => ("", String::new(), ""),
+            (None, None) => ("", String::new(), ""),
         };
         // The media server refreshes a live stream's thumbnail: the player's poster.
         let poster = match (hls_origin.is_some(), watched.state) {
@@ -395,6 +405,26 @@ impl PlayerSource {
     }
 }
 
+/// The replay's master playlist, signed (replays always are: docs/replays.md). The expiry
+/// moves in steps of ten minutes, so that the page (and its entity tag) stays the same
+/// meanwhile; it is valid for at least `hls_url_ttl`.
+fn signed_replay(bases: &StreamBases, stream_id: &str, now: i64) -> String {
+    let url = rules::hls_url(bases, stream_id).replace("/index.m3u8", "/replay/index.m3u8");
+    let Some(secret) = config::var("media_secret") else {
+        return url;
+    };
+    let ttl = config::var("hls_url_ttl")
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|ttl: &i64| *ttl > 0)
+        .unwrap_or(domain::media::DEFAULT_SIGNED_TTL_SECS);
+    let expires = (now / 600 + 1) * 600 + ttl;
+    let key = domain::media::playback_key(&secret);
+    format!(
+        "{url}?{}",
+        domain::media::signed_query(&key, stream_id, expires)
+    )
+}
+
 /// `GET /watch/{shortId}`: a public or unlisted broadcast or scheduled event; private,
 /// subscribers-only and unknown ones are 404.
 pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
@@ -406,7 +436,7 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let Some(watched) = watched(&db, short_id, ctx.now())? else {
         return Ok(web::text(404, "no such broadcast"));
     };
-    let player = PlayerSource::of(&db, &watched, None)?;
+    let player = PlayerSource::of(&db, &watched, None, ctx.now())?;
     let [connect, media, images] = &player.directives;
     let csp = web::csp(&[connect, media, images]);
     let mut parts = vec![
@@ -513,7 +543,7 @@ pub fn embed(ctx: &PublicCtx) -> Result<Response, ApiError> {
         (Some(key), Some((_, expires))) => Some((key.as_str(), *expires)),
         _ => None,
     };
-    let mut player = PlayerSource::of(&db, &watched, signing)?;
+    let mut player = PlayerSource::of(&db, &watched, signing, now)?;
     // The embed's own poster replaces the stream's thumbnail; the policy lets its origin.
     if let Some((poster, origin)) = &options.poster {
         player.poster = poster.clone();

@@ -278,6 +278,11 @@ pub(crate) fn load_by_stream_key(db: &Db, key: &str) -> Result<Option<Broadcast>
     find(db, "stream_key = ?", &[key.into()])
 }
 
+/// The broadcast (of any tenant) whose stream (SFU room, HLS name) is `stream_id`.
+pub(crate) fn load_by_stream_id(db: &Db, stream_id: &str) -> Result<Option<Broadcast>, ApiError> {
+    find(db, "stream_id = ?", &[stream_id.into()])
+}
+
 /// The broadcast (of any tenant) whose short id is `short_id`.
 pub(crate) fn load_by_short_id(db: &Db, short_id: &str) -> Result<Option<Broadcast>, ApiError> {
     find(db, "short_id = ?", &[short_id.into()])

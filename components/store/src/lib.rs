@@ -35,6 +35,7 @@ pub mod playlists;
 pub mod rate_limits;
 pub mod recordings;
 pub mod replay;
+pub mod replays;
 pub mod restreams;
 pub mod rooms;
 pub mod sql;

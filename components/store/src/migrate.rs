@@ -139,6 +139,10 @@ pub const MIGRATIONS: &[Migration] = &[
         include_str!("../migrations/0150_player_embed_origins.sql"),
     ),
     Migration::sql("0160_views", include_str!("../migrations/0160_views.sql")),
+    Migration::sql(
+        "0170_replays",
+        include_str!("../migrations/0170_replays.sql"),
+    ),
 ];
 
 /// Broadcasts and scheduled events made before ingest keys were random had the streamId

@@ -239,6 +239,32 @@ pub fn latest_ready(db: &Db, b: &Broadcast) -> Result<Option<Recording>, ApiErro
     Ok(list(db, b, true)?.into_iter().next())
 }
 
+/// The newest ready recording of each of the tenant's `broadcast_ids` that has one.
+pub fn latest_ready_of_many(
+    db: &Db,
+    client_id: &str,
+    broadcast_ids: &[&str],
+) -> Result<std::collections::HashMap<String, Recording>, ApiError> {
+    let mut newest = std::collections::HashMap::new();
+    if broadcast_ids.is_empty() {
+        return Ok(newest);
+    }
+    let placeholders = vec!["?"; broadcast_ids.len()].join(", ");
+    let mut params: Vec<Value> = vec![client_id.into()];
+    params.extend(broadcast_ids.iter().map(|id| Value::from(*id)));
+    let rows = db.query(
+        &format!(
+            "SELECT * FROM recordings WHERE client_id = ? AND broadcast_id IN ({placeholders}) \
+             AND status = 'ready' ORDER BY created_ms DESC"
+        ),
+        &params,
+    )?;
+    for r in rows.iter().map(from_row) {
+        newest.entry(r.broadcast_id.clone()).or_insert(r);
+    }
+    Ok(newest)
+}
+
 /// Records the egress a start answered with; `false` when the recording was meanwhile
 /// failed or given another egress.
 pub fn set_egress(db: &Db, r: &Recording, egress_id: &str, now: i64) -> Result<bool, ApiError> {

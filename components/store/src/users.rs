@@ -263,6 +263,8 @@ pub fn delete_account(db: &Db, client_id: &str, id: &str) -> Result<(), ApiError
         "DELETE FROM follows WHERE client_id = ? AND (follower_id = ? OR followee_id = ?)",
         &either,
     )?;
+    // Their broadcasts' replays: the media server deletes the media.
+    super::replays::mark_owner_deleting(db, client_id, id)?;
     db.execute(
         "DELETE FROM broadcasts WHERE client_id = ? AND owner_id = ?",
         &own,

@@ -1584,6 +1584,217 @@ async fn a_tenants_media_settings_are_its_servers_alone() {
     );
 }
 
+/// A broadcast's replay is the media server's to report and its tenant's to manage: a
+/// forged report (no secret, a wrong one, a user's token, the tenant's signature, the
+/// relay's or the scheduler's) makes no replay; the settings are the tenant's server's
+/// alone and bounded; another tenant's user cannot see or delete a replay, nor a user who
+/// does not own the broadcast delete it.
+#[tokio::test(flavor = "multi_thread")]
+async fn replays_are_reported_by_the_media_server_alone_and_managed_by_their_tenant() {
+    let p = platform().await;
+    let (t, ada, eve) = cast(&p).await;
+    let b = live_broadcast(&p, &ada, "public").await;
+    let (id, stream) = (
+        b["id"].as_str().unwrap().to_string(),
+        b["streamId"].as_str().unwrap().to_string(),
+    );
+    let (status, ended) = p
+        .as_user(&ada, Method::POST, &format!("/api/broadcasts/{id}/status"))
+        .send_json(&json!({"status": "completed"}))
+        .await;
+    assert_eq!(status, 200, "{ended}");
+    let secret = p.variable("media_secret").unwrap();
+    let path = "/api/media/replay";
+    let ready = json!({"streamId": stream, "state": "ready", "duration": 60.0, "renditions": 1});
+    let waiting = json!({"streamId": stream, "state": "waiting"});
+    for body in [&ready, &waiting] {
+        assert_eq!(media_call(&p, path, None, body).await.0, 401);
+        assert_eq!(media_call(&p, path, Some("guess"), body).await.0, 401);
+        for builder in [
+            p.as_user(&eve, Method::POST, path),
+            p.as_server(&t, Method::POST, path, Some(body)),
+            p.request(Method::POST, path)
+                .header("x-relay-secret", RELAY_SECRET),
+            p.request(Method::POST, path).bearer_auth(JOBS_TOKEN),
+        ] {
+            let (status, answer) = builder.send_json(body).await;
+            assert_eq!(status, 401, "{answer}");
+        }
+    }
+    assert!(owner_view(&p, &ada, &id).await["replay"].is_null());
+    // Even the media server cannot report ready a replay it was never told to write.
+    let (status, answer) = media_call(&p, path, Some(&secret), &ready).await;
+    assert_eq!(
+        (status, &answer["action"]),
+        (200, &json!("delete")),
+        "{answer}"
+    );
+    assert!(owner_view(&p, &ada, &id).await["replay"].is_null());
+    let (status, answer) = media_call(
+        &p,
+        path,
+        Some(&secret),
+        &json!({"streamId": "../../etc", "state": "waiting"}),
+    )
+    .await;
+    assert_eq!(
+        (status, &answer["code"]),
+        (400, &json!("invalid_stream_id"))
+    );
+    // Outside the contract: refused whole.
+    for bad in [
+        json!({"streamId": stream, "state": "ready", "duration": 5.0, "renditions": 0}),
+        json!({"streamId": stream, "state": "ready", "duration": -1.0, "renditions": 1}),
+        json!({"streamId": stream, "state": "failed", "error": "x".repeat(1001)}),
+    ] {
+        let (status, answer) = media_call(&p, path, Some(&secret), &bad).await;
+        assert_eq!(status, 422, "{bad}: {answer}");
+    }
+    // The media server's own course: asked, it writes the replay, and reports it ready.
+    let (_, answer) = media_call(&p, path, Some(&secret), &waiting).await;
+    assert_eq!(answer["action"], "finish", "{answer}");
+    assert_eq!(
+        owner_view(&p, &ada, &id).await["replay"]["state"],
+        "processing"
+    );
+    let (_, answer) = media_call(&p, path, Some(&secret), &ready).await;
+    assert_eq!(answer["action"], "done", "{answer}");
+    assert_eq!(owner_view(&p, &ada, &id).await["replay"]["state"], "ready");
+
+    // Another tenant's user and server see no broadcast, so no replay to delete.
+    let other = p.register_client("Other").await;
+    let mallory = p.signup(&other, "mallory").await;
+    let delete = format!("/api/broadcasts/{id}/replay");
+    let (status, _) = p.as_user(&mallory, Method::DELETE, &delete).answer().await;
+    assert_eq!(status, 404);
+    let (status, _) = p
+        .as_server(&other, Method::DELETE, &delete, None)
+        .answer()
+        .await;
+    assert_eq!(status, 404);
+    // A user of the tenant who is not the owner may watch it, not delete it.
+    let (status, answer) = p.as_user(&eve, Method::DELETE, &delete).answer().await;
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(owner_view(&p, &ada, &id).await["replay"]["state"], "ready");
+    let (status, deletions) = media_call(
+        &p,
+        "/api/media/replays/deletions",
+        Some(&secret),
+        &json!({}),
+    )
+    .await;
+    assert_eq!((status, deletions), (200, json!({"streamIds": []})));
+    let (status, _) = p.as_user(&ada, Method::DELETE, &delete).answer().await;
+    assert_eq!(status, 200);
+    let (_, deletions) = media_call(
+        &p,
+        "/api/media/replays/deletions",
+        Some(&secret),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(deletions, json!({"streamIds": [stream]}));
+    assert_eq!(
+        media_call(&p, "/api/media/replays/deletions", None, &json!({}))
+            .await
+            .0,
+        401
+    );
+
+    // A user deleted while their broadcast's replay is being written: their broadcasts go,
+    // and so does what the media server wrote meanwhile.
+    let zed = p.signup(&t, "zed").await;
+    let gone = live_broadcast(&p, &zed, "public").await;
+    let (gone_id, gone_stream) = (
+        gone["id"].as_str().unwrap().to_string(),
+        gone["streamId"].as_str().unwrap().to_string(),
+    );
+    let (status, _) = p
+        .as_user(
+            &zed,
+            Method::POST,
+            &format!("/api/broadcasts/{gone_id}/status"),
+        )
+        .send_json(&json!({"status": "completed"}))
+        .await;
+    assert_eq!(status, 200);
+    let (_, answer) = media_call(
+        &p,
+        path,
+        Some(&secret),
+        &json!({"streamId": gone_stream, "state": "waiting"}),
+    )
+    .await;
+    assert_eq!(answer["action"], "finish", "{answer}");
+    assert_eq!(
+        p.as_user(&zed, Method::DELETE, "/api/users/profile")
+            .status()
+            .await,
+        200
+    );
+    let (_, answer) = media_call(
+        &p,
+        path,
+        Some(&secret),
+        &json!({"streamId": gone_stream, "state": "ready", "duration": 5.0, "renditions": 1}),
+    )
+    .await;
+    assert_eq!(answer["action"], "delete", "{answer}");
+    let (_, deletions) = media_call(
+        &p,
+        "/api/media/replays/deletions",
+        Some(&secret),
+        &json!({}),
+    )
+    .await;
+    let mut due: Vec<&str> = deletions["streamIds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    due.sort_unstable();
+    let mut expected = [stream.as_str(), gone_stream.as_str()];
+    expected.sort_unstable();
+    assert_eq!(due, expected, "{deletions}");
+
+    // The settings: the tenant's server's alone, bounded, and each tenant's own.
+    let settings = "/api/v1/replay-settings";
+    let none = json!({"enabled": false});
+    for method in [Method::GET, Method::PUT] {
+        let (status, _) = p
+            .request(method.clone(), settings)
+            .header("x-api-key", &t.api_key)
+            .send_json(&none)
+            .await;
+        assert_eq!(status, 401, "{method} with the API key alone");
+        let (status, _) = p
+            .as_user(&ada, method.clone(), settings)
+            .send_json(&none)
+            .await;
+        assert_eq!(status, 401, "{method} as a user");
+    }
+    for bad in [
+        json!({"retentionDays": 0}),
+        json!({"retentionDays": 3651}),
+        json!({"retentionDays": "forever"}),
+        json!({"enabled": "yes"}),
+    ] {
+        let (status, answer) = p
+            .as_server(&t, Method::PUT, settings, Some(&bad))
+            .answer()
+            .await;
+        assert_eq!(status, 422, "{bad}: {answer}");
+    }
+    let (status, _) = p
+        .as_server(&other, Method::PUT, settings, Some(&none))
+        .answer()
+        .await;
+    assert_eq!(status, 200);
+    let (_, mine) = p.as_server(&t, Method::GET, settings, None).answer().await;
+    assert_eq!(mine, json!({"enabled": true, "retentionDays": null}));
+}
+
 /// The short id in a broadcast's `watchUrl`, which its embed page takes too.
 fn short_id(b: &Value) -> String {
     let url = b["watchUrl"].as_str().expect("watchUrl");

@@ -33,6 +33,7 @@ const STORY: &[&str] = &[
     "docs/broadcasts.md",
     "docs/analytics.md",
     "docs/media.md",
+    "docs/replays.md",
     "docs/player.md",
     "docs/chat.md",
     "docs/files.md",

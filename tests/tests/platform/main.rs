@@ -28,6 +28,7 @@ mod money;
 mod music;
 mod pages;
 mod recording;
+mod replays;
 mod resumable_uploads;
 mod sdk_api;
 mod sdk_typescript;

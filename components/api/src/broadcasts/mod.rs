@@ -254,7 +254,7 @@ pub fn insert(
             now,
         ),
     };
-    let owner_view = view::of(&b, &links, None, Some(owner), now);
+    let owner_view = view::of(&b, &links, None, None, Some(owner), now);
     let created = events::broadcast_created(&b, &owner_view, now);
     db.transaction(|tx| {
         store::insert_record(tx, &b)?;

@@ -4,10 +4,11 @@
 use crate::access::Audience;
 use crate::links::{IngestCredentials, Links, StreamAddresses};
 use crate::recordings::SettingsView;
+use crate::replays::{self, ReplayView};
 use ::store::Db;
 use ::store::broadcasts::{self as store, Broadcast, ERROR_REQUESTED, ERROR_STALE};
 use ::store::ingests::{Ingest, Refusal, ServerReport};
-use ::store::{ingests, recordings};
+use ::store::{ingests, recordings, replays as replay_store};
 use domain::ApiError;
 use domain::broadcast::{Status, Visibility};
 use domain::media::SERVER_SILENT_AFTER_SECS;
@@ -61,6 +62,9 @@ pub struct BroadcastView {
     pub latency_mode: LatencyMode,
     #[serde(flatten)]
     pub addresses: StreamAddresses,
+    /// What plays once the broadcast is over (docs/replays.md): the media server's replay
+    /// of its RTMP ingest, else its newest ready recording; null when it has neither.
+    pub replay: Option<ReplayView>,
     #[serde(flatten)]
     pub owner: Option<OwnerDetails>,
 }
@@ -218,6 +222,7 @@ pub fn of(
     b: &Broadcast,
     links: &Links,
     reactions: Option<Map<String, Value>>,
+    replay: Option<ReplayView>,
     owner: Option<OwnerExtras>,
     now: i64,
 ) -> BroadcastView {
@@ -241,6 +246,7 @@ pub fn of(
         cohost_policy: b.cohost_policy.clone(),
         latency_mode: b.latency_mode,
         addresses: links.stream_addresses(&b.identity, b.visibility, now),
+        replay,
         owner: owner.map(|extras| OwnerDetails {
             credentials: links.ingest_credentials(&b.identity),
             metadata: b.metadata.clone(),
@@ -272,6 +278,23 @@ pub fn many(
         None => Default::default(),
     };
     let mut ingests = ingests::of_many(db, &ids)?;
+    let mut kept = replay_store::of_many(db, &ids)?;
+    // A recording stands for the replay of an ended broadcast the media server kept none of.
+    let ended: Vec<&str> = items
+        .iter()
+        .filter(|b| b.status.is_final())
+        .filter(|b| {
+            kept.get(&b.id)
+                .is_none_or(|r| r.state == "deleting" || r.state == "deleted")
+        })
+        .map(|b| b.id.as_str())
+        .collect();
+    let mut recorded = match items.first() {
+        Some(first) if !ended.is_empty() => {
+            recordings::latest_ready_of_many(db, &first.client_id, &ended)?
+        }
+        _ => Default::default(),
+    };
     let mut refusals = ingests::refusals_of_many(db, &ids)?;
     let live = ::store::views::live_counts(db, &ids, now.saturating_mul(1000))?;
     let server = ingests::server_report(db)?;
@@ -289,7 +312,15 @@ pub fn many(
                     now,
                 ),
             });
-            let mut view = of(b, &links, counts.remove(&b.id), owner, now);
+            let replay = kept
+                .remove(&b.id)
+                .and_then(|r| {
+                    replays::view(&r, |file| {
+                        links.signed_stream_file(&b.identity.stream_id, file, now)
+                    })
+                })
+                .or_else(|| recorded.remove(&b.id).map(|r| replays::recording_view(&r)));
+            let mut view = of(b, &links, counts.remove(&b.id), replay, owner, now);
             let (views, room) = live.get(&b.id).copied().unwrap_or_default();
             view.viewer_count = domain::views::viewer_count(b.viewer_count, views, room);
             view

@@ -57,6 +57,15 @@ pub fn load_by_id_or_short(db: &Db, id: &str, now: i64) -> Result<Option<Broadca
     expire_found(db, store::load_by_id_or_short(db, id)?, now)
 }
 
+/// The broadcast (of any tenant) whose stream is `stream_id`: the media server's calls.
+pub fn load_by_stream_id(
+    db: &Db,
+    stream_id: &str,
+    now: i64,
+) -> Result<Option<Broadcast>, ApiError> {
+    expire_found(db, store::load_by_stream_id(db, stream_id)?, now)
+}
+
 /// The broadcast (of any tenant) whose short id is `short_id`: the watch page.
 pub fn load_by_short_id(db: &Db, short_id: &str, now: i64) -> Result<Option<Broadcast>, ApiError> {
     expire_found(db, store::load_by_short_id(db, short_id)?, now)

@@ -280,6 +280,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/broadcasts/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete (replay)
+         * @description The owner or the tenant's server deletes the broadcast's replay: it is no longer offered, and the media server deletes its media.
+         */
+        delete: operations["delete-broadcasts_by-id-replay"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/broadcasts/{id}/restreams": {
         parameters: {
             query?: never;
@@ -664,6 +684,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/jobs/expire-replays": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Expire replays (jobs)
+         * @description Marks the replays kept past their tenant's retention for deletion (the media server then deletes their media).
+         */
+        post: operations["post-jobs-expire-replays"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/jobs/migrate": {
         parameters: {
             query?: never;
@@ -786,6 +826,46 @@ export interface paths {
          * @description A publisher left; the broadcast completes unless it comes back within the reconnect window.
          */
         post: operations["post-media-publish-done"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/media/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replay (media server)
+         * @description The media server says where a stream's replay stands: `waiting` (it holds the segments and its publisher is gone: is the broadcast over?), `ready` (written), `failed` or `deleted`. The answer says what it does next: wait, finish (write the replay), delete (no replay is kept), or nothing.
+         */
+        post: operations["post-media-replay"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/media/replays/deletions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replay deletions (media server)
+         * @description The replays whose media the media server is to delete (expired, or deleted with their broadcast); it reports each one `deleted` when it has.
+         */
+        post: operations["post-media-replays-deletions"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2095,6 +2175,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/replay-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get (replay settings)
+         * @description Whether the tenant's RTMP broadcasts keep a replay, and for how long.
+         */
+        get: operations["get-v1-replay-settings"];
+        /**
+         * Replace (replay settings)
+         * @description Sets whether the tenant's RTMP broadcasts keep a replay (from each broadcast's next publish) and how many days a ready replay is kept (for replays ready from now on).
+         */
+        put: operations["put-v1-replay-settings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sessions": {
         parameters: {
             query?: never;
@@ -2775,6 +2879,8 @@ export interface components {
             recordingHeight: number | null;
             /** Format: int64 */
             recordingWidth: number | null;
+            /** @description What plays once the broadcast is over (docs/replays.md): the media server's replay of its RTMP ingest, else its newest ready recording; null when it has neither. */
+            replay: components["schemas"]["BroadcastReplay"] | null;
             rtmpUrl?: string;
             shortId: string;
             /** Format: date-time */
@@ -2888,6 +2994,35 @@ export interface components {
             title?: string | null;
             /** @enum {unknown} */
             visibility?: "public" | "unlisted" | "private" | "subscribers" | null;
+        };
+        /** @description A broadcast's replay as its audience sees it. */
+        BroadcastReplay: {
+            /**
+             * Format: double
+             * @description Seconds, once `ready`.
+             */
+            duration: number | null;
+            /**
+             * Format: date-time
+             * @description When retention deletes it; null: kept.
+             */
+            expiresAt: string | null;
+            /** @description The VOD playlist (every rendition; MP4 for an `mp4` recording) once `ready`; signed and valid for `hls_url_ttl` (ask for the broadcast again for a fresh one). */
+            hlsUrl: string | null;
+            /** Format: date-time */
+            readyAt: string | null;
+            /**
+             * @description Where it comes from: `ingest` (the media server kept the RTMP ingest) or `recording` (the broadcast's newest ready LiveKit Egress recording).
+             * @enum {string}
+             */
+            source: "ingest" | "recording";
+            /**
+             * @description `processing` (the broadcast ended; the replay is being written, within seconds), `ready` or `failed`.
+             * @enum {string}
+             */
+            state: "processing" | "ready" | "failed";
+            /** @description A picture from the replay, signed like `hlsUrl`, once `ready` (none for a recording). */
+            thumbnailUrl: string | null;
         };
         BroadcastStatusChange: {
             /** @enum {unknown} */
@@ -3396,6 +3531,15 @@ export interface components {
             /** @description How long the token plays, in seconds (60 to 86400; default 3600). */
             ttlSeconds?: number | null;
         };
+        /** @description What an `expire-replays` call did. */
+        ExpireReplaysJobReport: {
+            /** Format: int64 */
+            done: number;
+            /** @constant */
+            job: "expire-replays";
+            /** Format: int64 */
+            remaining: number;
+        };
         /** @description A stored file's metadata. */
         File: {
             contentType: string;
@@ -3781,6 +3925,11 @@ export interface components {
             latencyMode: "standard" | "low";
             /** @description How a stream's HLS may be fetched. */
             playback: "open" | "signed";
+            /**
+             * @description Whether to keep every segment of every rendition for the broadcast's replay (read at publish; absent from a platform that predates it: no).
+             * @default false
+             */
+            replay: boolean;
             restreams: components["schemas"]["MediaRestreamTarget"][];
             /**
              * Format: uuid
@@ -3815,6 +3964,42 @@ export interface components {
              */
             reconnectWindow?: number;
         };
+        /** @description `POST /api/media/replay`: where a stream's replay stands on the media server. */
+        MediaReplay: {
+            /**
+             * Format: double
+             * @description The replay's length in seconds (`ready`).
+             * @default null
+             */
+            duration: number | null;
+            /**
+             * @description Why it failed (`failed`).
+             * @default null
+             */
+            error: string | null;
+            /**
+             * Format: uint32
+             * @description How many renditions it has (`ready`).
+             * @default null
+             */
+            renditions: number | null;
+            state: components["schemas"]["MediaReplayState"];
+            /** Format: uuid */
+            streamId: string;
+        };
+        /** @description What the media server does next with a stream's replay. */
+        MediaReplayAction: "wait" | "finish" | "delete" | "done";
+        /** @description The answer to [`Replay`]. */
+        MediaReplayAnswer: {
+            action: components["schemas"]["MediaReplayAction"];
+        };
+        /** @description The answer to `POST /api/media/replays/deletions`: the replays whose media the media server is to delete. */
+        MediaReplayDeletions: {
+            /** @description Stream ids: the media server deletes each one's replay and reports it `deleted`. */
+            streamIds: string[];
+        };
+        /** @description What the media server says of a stream's replay (`POST /api/media/replay`). */
+        MediaReplayState: "waiting" | "ready" | "failed" | "deleted";
         /** @description One restream target's state, as the media server last saw it. */
         MediaRestreamReport: {
             /**
@@ -4114,7 +4299,7 @@ export interface components {
             /** @description Event types to deliver (each once), or ["*"] for all */
             events: [
                 "*"
-            ] | ("broadcast.created" | "broadcast.started" | "broadcast.ended" | "broadcast.errored" | "broadcast.stream_key_reset" | "broadcast.health" | "cohost.requested" | "cohost.joined" | "cohost.left" | "cohost.removed" | "user.created" | "user.deleted" | "file.ready" | "file.deleted" | "chat.message_deleted" | "chat.message_reported" | "chat.user_banned" | "wallet.credited" | "gift.sent" | "payout.requested" | "payout.completed" | "payout.rejected" | "subscription.started" | "subscription.renewed" | "subscription.canceled" | "subscription.lapsed" | "recording.started" | "recording.ready" | "recording.failed" | "webhook.test")[];
+            ] | ("broadcast.created" | "broadcast.started" | "broadcast.ended" | "broadcast.errored" | "broadcast.stream_key_reset" | "broadcast.health" | "broadcast.replay_ready" | "cohost.requested" | "cohost.joined" | "cohost.left" | "cohost.removed" | "user.created" | "user.deleted" | "file.ready" | "file.deleted" | "chat.message_deleted" | "chat.message_reported" | "chat.user_banned" | "wallet.credited" | "gift.sent" | "payout.requested" | "payout.completed" | "payout.rejected" | "subscription.started" | "subscription.renewed" | "subscription.canceled" | "subscription.lapsed" | "recording.started" | "recording.ready" | "recording.failed" | "webhook.test")[];
             /** @description https, to a public host (plain http and local hosts only where the operator allows them). */
             url: string;
         };
@@ -4436,6 +4621,22 @@ export interface components {
             secretKey: string;
             /** @constant */
             success: true;
+        };
+        /** @description A tenant's replay settings. */
+        ReplaySettings: {
+            /** @description Whether the media server keeps a replay of each RTMP broadcast (from the broadcast's next publish). */
+            enabled: boolean;
+            /**
+             * Format: int64
+             * @description Days a replay is kept after it is ready; null: for ever.
+             */
+            retentionDays: number | null;
+        };
+        ReplaySettingsChanges: {
+            /** @description Keep replays (absent: true). */
+            enabled?: boolean | null;
+            /** @description Days a ready replay is kept, 1 to 3650 (absent or null: for ever). Applies to replays that become ready from now on. */
+            retentionDays?: number | null;
         };
         /** @description A restream target as its owner sees it: where it goes, never its key. */
         RestreamTarget: {
@@ -4976,7 +5177,7 @@ export interface components {
             /** @description Event types to deliver (each once), or ["*"] for all; null keeps them */
             events?: ([
                 "*"
-            ] | ("broadcast.created" | "broadcast.started" | "broadcast.ended" | "broadcast.errored" | "broadcast.stream_key_reset" | "broadcast.health" | "cohost.requested" | "cohost.joined" | "cohost.left" | "cohost.removed" | "user.created" | "user.deleted" | "file.ready" | "file.deleted" | "chat.message_deleted" | "chat.message_reported" | "chat.user_banned" | "wallet.credited" | "gift.sent" | "payout.requested" | "payout.completed" | "payout.rejected" | "subscription.started" | "subscription.renewed" | "subscription.canceled" | "subscription.lapsed" | "recording.started" | "recording.ready" | "recording.failed" | "webhook.test")[]) | null;
+            ] | ("broadcast.created" | "broadcast.started" | "broadcast.ended" | "broadcast.errored" | "broadcast.stream_key_reset" | "broadcast.health" | "broadcast.replay_ready" | "cohost.requested" | "cohost.joined" | "cohost.left" | "cohost.removed" | "user.created" | "user.deleted" | "file.ready" | "file.deleted" | "chat.message_deleted" | "chat.message_reported" | "chat.user_banned" | "wallet.credited" | "gift.sent" | "payout.requested" | "payout.completed" | "payout.rejected" | "subscription.started" | "subscription.renewed" | "subscription.canceled" | "subscription.lapsed" | "recording.started" | "recording.ready" | "recording.failed" | "webhook.test")[]) | null;
             /** @description https, to a public host (plain http and local hosts only where the operator allows them). */
             url?: string | null;
         };
@@ -6796,6 +6997,98 @@ export interface operations {
                     "application/problem+json": {
                         /** @enum {unknown} */
                         code?: "recording_in_progress";
+                        /** @constant */
+                        status?: 409;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "delete-broadcasts_by-id-replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deleted"];
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "invalid_id";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_api_key" | "invalid_api_key" | "missing_token" | "invalid_token" | "token_revoked" | "signature_required" | "incomplete_signature" | "invalid_timestamp" | "timestamp_out_of_window" | "signature_mismatch" | "invalid_signature_format" | "signature_replayed";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "client_suspended" | "forbidden";
+                        /** @constant */
+                        status?: 403;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found (or not visible to this caller) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "not_found";
+                        /** @constant */
+                        status?: 404;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "replay_processing";
                         /** @constant */
                         status?: 409;
                     } & components["schemas"]["Problem"];
@@ -9432,6 +9725,40 @@ export interface operations {
             };
         };
     };
+    "post-jobs-expire-replays": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExpireReplaysJobReport"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_jobs_token" | "invalid_jobs_token";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     "post-jobs-migrate": {
         parameters: {
             query?: never;
@@ -9833,6 +10160,142 @@ export interface operations {
                         code?: "validation_failed";
                         /** @constant */
                         status?: 422;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "post-media-replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "duration": 62.04,
+                 *       "renditions": 3,
+                 *       "state": "ready",
+                 *       "streamId": "0b4d9f7e-3c1a-4e8b-9d2f-6a5c4b3e2d1f"
+                 *     }
+                 */
+                "application/json": components["schemas"]["MediaReplay"];
+            };
+        };
+        responses: {
+            /** @description What the media server does next */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MediaReplayAnswer"];
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "malformed_json" | "invalid_stream_id";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_media_secret" | "invalid_media_secret";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "payload_too_large";
+                        /** @constant */
+                        status?: 413;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "unsupported_media_type";
+                        /** @constant */
+                        status?: 415;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field is invalid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "validation_failed";
+                        /** @constant */
+                        status?: 422;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "post-media-replays-deletions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MediaReplayDeletions"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_media_secret" | "invalid_media_secret";
+                        /** @constant */
+                        status?: 401;
                     } & components["schemas"]["Problem"];
                 };
             };
@@ -19507,6 +19970,168 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RecordingSettings"];
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "malformed_json";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_api_key" | "invalid_api_key" | "signature_required" | "incomplete_signature" | "invalid_timestamp" | "timestamp_out_of_window" | "signature_mismatch" | "invalid_signature_format" | "signature_replayed";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "client_suspended";
+                        /** @constant */
+                        status?: 403;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "payload_too_large";
+                        /** @constant */
+                        status?: 413;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "unsupported_media_type";
+                        /** @constant */
+                        status?: 415;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field is invalid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "validation_failed";
+                        /** @constant */
+                        status?: 422;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "get-v1-replay-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReplaySettings"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_api_key" | "invalid_api_key" | "signature_required" | "incomplete_signature" | "invalid_timestamp" | "timestamp_out_of_window" | "signature_mismatch" | "invalid_signature_format" | "signature_replayed";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "client_suspended";
+                        /** @constant */
+                        status?: 403;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "put-v1-replay-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "enabled": true,
+                 *       "retentionDays": 30
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReplaySettingsChanges"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReplaySettings"];
                 };
             };
             /** @description The request is malformed */

@@ -20,6 +20,7 @@ export const WEBHOOK_EVENT_TYPES = [
   "broadcast.errored",
   "broadcast.stream_key_reset",
   "broadcast.health",
+  "broadcast.replay_ready",
   "cohost.requested",
   "cohost.joined",
   "cohost.left",
