@@ -50,6 +50,31 @@ async fn owner_view(p: &Platform, owner: &User, id: &str) -> Value {
     b
 }
 
+/// A server-tier route refuses the API key alone and a user's token (401), for each of
+/// `methods`, with `body` sent.
+async fn server_tier_only(
+    p: &Platform,
+    t: &Tenant,
+    user: &User,
+    methods: &[Method],
+    path: &str,
+    body: &Value,
+) {
+    for method in methods {
+        let (status, answer) = p
+            .request(method.clone(), path)
+            .header("x-api-key", &t.api_key)
+            .send_json(body)
+            .await;
+        assert_eq!(
+            status, 401,
+            "{method} {path} with the API key alone: {answer}"
+        );
+        let (status, answer) = p.as_user(user, method.clone(), path).send_json(body).await;
+        assert_eq!(status, 401, "{method} {path} as a user: {answer}");
+    }
+}
+
 fn code(body: &Value) -> &str {
     body["code"].as_str().unwrap_or_default()
 }
@@ -1554,19 +1579,15 @@ async fn a_tenants_media_settings_are_its_servers_alone() {
     let path = "/api/v1/media-settings";
     let passthrough = json!({"ladder": "passthrough"});
     // The API key alone, or a user's token, reads and changes nothing.
-    for method in [Method::GET, Method::PATCH] {
-        let (status, answer) = p
-            .request(method.clone(), path)
-            .header("x-api-key", &t.api_key)
-            .send_json(&passthrough)
-            .await;
-        assert_eq!(status, 401, "{method} with the API key alone: {answer}");
-        let (status, answer) = p
-            .as_user(&eve, method.clone(), path)
-            .send_json(&passthrough)
-            .await;
-        assert_eq!(status, 401, "{method} as a user: {answer}");
-    }
+    server_tier_only(
+        &p,
+        &t,
+        &eve,
+        &[Method::GET, Method::PATCH],
+        path,
+        &passthrough,
+    )
+    .await;
     // One tenant's change, sent 64 times at once, is its own.
     let changes = (0..64).map(|_| {
         p.as_server(&t, Method::PATCH, path, Some(&passthrough))
@@ -1761,19 +1782,7 @@ async fn replays_are_reported_by_the_media_server_alone_and_managed_by_their_ten
     // The settings: the tenant's server's alone, bounded, and each tenant's own.
     let settings = "/api/v1/replay-settings";
     let none = json!({"enabled": false});
-    for method in [Method::GET, Method::PUT] {
-        let (status, _) = p
-            .request(method.clone(), settings)
-            .header("x-api-key", &t.api_key)
-            .send_json(&none)
-            .await;
-        assert_eq!(status, 401, "{method} with the API key alone");
-        let (status, _) = p
-            .as_user(&ada, method.clone(), settings)
-            .send_json(&none)
-            .await;
-        assert_eq!(status, 401, "{method} as a user");
-    }
+    server_tier_only(&p, &t, &ada, &[Method::GET, Method::PUT], settings, &none).await;
     for bad in [
         json!({"retentionDays": 0}),
         json!({"retentionDays": 3651}),
@@ -1817,19 +1826,15 @@ async fn a_tenants_embed_origins_are_its_servers_alone_and_only_origins() {
         .answer()
         .await;
     assert_eq!((status.as_u16(), &answer), (200, &mine));
-    for method in [Method::GET, Method::PUT] {
-        let (status, answer) = p
-            .request(method.clone(), path)
-            .header("x-api-key", &t.api_key)
-            .send_json(&json!({"embedOrigins": ["https://evil.example"]}))
-            .await;
-        assert_eq!(status, 401, "{method} with the API key alone: {answer}");
-        let (status, answer) = p
-            .as_user(&eve, method.clone(), path)
-            .send_json(&json!({"embedOrigins": ["https://evil.example"]}))
-            .await;
-        assert_eq!(status, 401, "{method} as a user: {answer}");
-    }
+    server_tier_only(
+        &p,
+        &t,
+        &eve,
+        &[Method::GET, Method::PUT],
+        path,
+        &json!({"embedOrigins": ["https://evil.example"]}),
+    )
+    .await;
     // Another tenant's server sees and sets its own setting only.
     let (_, theirs) = p.as_server(&other, Method::GET, path, None).answer().await;
     assert_eq!(theirs, json!({"embedOrigins": []}));

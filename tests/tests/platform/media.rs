@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 /// A platform with its media server; a dropped publisher has `window` seconds to return.
-async fn platform(window: u32) -> Platform {
+pub(crate) async fn platform(window: u32) -> Platform {
     let window = window.to_string();
     Platform::start_with_media(&[
         ("webhook_allow_http", "true"),
@@ -28,13 +28,13 @@ async fn platform(window: u32) -> Platform {
     .await
 }
 
-async fn setup(p: &Platform) -> (Tenant, User) {
+pub(crate) async fn setup(p: &Platform) -> (Tenant, User) {
     let tenant = p.register_client("Media").await;
     let user = p.signup(&tenant, "caster").await;
     (tenant, user)
 }
 
-async fn create(p: &Platform, user: &User, visibility: &str) -> Value {
+pub(crate) async fn create(p: &Platform, user: &User, visibility: &str) -> Value {
     let (status, b) = p
         .as_user(user, Method::POST, "/api/broadcasts")
         .send_json(&json!({"title": "Test pattern", "visibility": visibility}))
@@ -43,7 +43,7 @@ async fn create(p: &Platform, user: &User, visibility: &str) -> Value {
     b
 }
 
-async fn get(p: &Platform, user: &User, id: &str) -> Value {
+pub(crate) async fn get(p: &Platform, user: &User, id: &str) -> Value {
     let (status, b) = p
         .as_user(user, Method::GET, &format!("/api/broadcasts/{id}"))
         .answer()
@@ -52,7 +52,7 @@ async fn get(p: &Platform, user: &User, id: &str) -> Value {
     b
 }
 
-fn text(v: &Value, field: &str) -> String {
+pub(crate) fn text(v: &Value, field: &str) -> String {
     v[field]
         .as_str()
         .unwrap_or_else(|| panic!("{field} in {v}"))
@@ -60,10 +60,10 @@ fn text(v: &Value, field: &str) -> String {
 }
 
 /// Waits until the owner sees the broadcast's ingest in `state`; answers the broadcast.
-async fn until_ingest(p: &Platform, user: &User, id: &str, state: &str) -> Value {
+pub(crate) async fn until_ingest(p: &Platform, user: &User, id: &str, state: &str) -> Value {
     wait_for(
         &format!("the ingest to be {state}"),
-        Duration::from_secs(20),
+        Duration::from_secs(30),
         || async {
             let b = get(p, user, id).await;
             (b["ingest"]["state"] == state).then_some(b)

@@ -3,64 +3,13 @@
 //! (every segment of every rendition, VOD playlists, a thumbnail) plays from the media
 //! server, signed, and the tenant hears of it.
 
+use crate::media::{create, get, platform, setup, text, until_ingest};
 use crate::support::browser::Browser;
 use platform_tests::media::{Publisher, durations, test_clip, test_clip_720p, variants, wait_for};
 use platform_tests::webhook_receiver::Receiver;
 use platform_tests::{Exchange, Method, Platform, Tenant, User};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-
-/// A platform with its media server; a dropped publisher has `window` seconds to return.
-async fn platform(window: u32) -> Platform {
-    Platform::start_with_media(&[
-        ("webhook_allow_http", "true"),
-        ("ingest_reconnect_window", &window.to_string()),
-    ])
-    .await
-}
-
-async fn setup(p: &Platform) -> (Tenant, User) {
-    let tenant = p.register_client("Replays").await;
-    let user = p.signup(&tenant, "caster").await;
-    (tenant, user)
-}
-
-async fn create(p: &Platform, user: &User, visibility: &str) -> Value {
-    let (status, b) = p
-        .as_user(user, Method::POST, "/api/broadcasts")
-        .send_json(&json!({"title": "Test pattern", "visibility": visibility}))
-        .await;
-    assert_eq!(status, 200, "{b}");
-    b
-}
-
-async fn get(p: &Platform, user: &User, id: &str) -> Value {
-    let (status, b) = p
-        .as_user(user, Method::GET, &format!("/api/broadcasts/{id}"))
-        .answer()
-        .await;
-    assert_eq!(status, 200, "{b}");
-    b
-}
-
-fn text(v: &Value, field: &str) -> String {
-    v[field]
-        .as_str()
-        .unwrap_or_else(|| panic!("{field} in {v}"))
-        .to_string()
-}
-
-async fn until_ingest(p: &Platform, user: &User, id: &str, state: &str) -> Value {
-    wait_for(
-        &format!("the ingest to be {state}"),
-        Duration::from_secs(30),
-        || async {
-            let b = get(p, user, id).await;
-            (b["ingest"]["state"] == state).then_some(b)
-        },
-    )
-    .await
-}
 
 /// The broadcast as the tenant's server lists it.
 async fn server_view(p: &Platform, tenant: &Tenant, id: &str) -> Value {
