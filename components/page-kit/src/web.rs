@@ -1,5 +1,6 @@
-//! HTTP rules of the pages: ETags and `If-None-Match`, caching headers, content-encoding
-//! negotiation, and the answers (HTML, 304, short plain-text errors).
+//! HTTP rules of the page components (pages, api-docs): ETags and `If-None-Match`, caching
+//! headers, content-encoding negotiation, and the answers (HTML, 304, short plain-text
+//! errors).
 
 use sha2::{Digest, Sha256};
 use spin_sdk::http::Response;
