@@ -137,10 +137,13 @@ pub fn text(status: u16, message: &str) -> Response {
         .build()
 }
 
+/// What a 500 says.
+pub const SERVER_ERROR_TEXT: &str = "the page could not be rendered\n";
+
 /// A 500 whose cause is logged, not shown.
 pub fn server_error(cause: &str) -> Response {
     eprintln!("error: {cause}");
-    text(500, "the page could not be rendered")
+    text(500, SERVER_ERROR_TEXT.trim_end())
 }
 
 #[cfg(test)]
