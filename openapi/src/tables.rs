@@ -33,6 +33,7 @@ pub fn all() -> Vec<TableRoute> {
     routes.extend(flatten("sfu-token", sfu_token::ROUTES));
     routes.extend(flatten("music", &music::ROUTES));
     routes.extend(flatten("pages", pages::ROUTES));
+    routes.extend(flatten("api-docs", api_docs::ROUTES));
     routes.extend(flatten("money", &money::ROUTES));
     routes.extend(flatten("webhooks", webhooks::ROUTES));
     routes
@@ -54,6 +55,7 @@ pub fn operations() -> Vec<(&'static str, Operation)> {
         declared("sfu-token", sfu_token::ROUTES),
         declared("music", &music::ROUTES),
         declared("pages", pages::ROUTES),
+        declared("api-docs", api_docs::ROUTES),
         declared("money", &money::ROUTES),
         declared("webhooks", webhooks::ROUTES),
     ]

@@ -18,7 +18,6 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         "analytics.html",
         include_str!("../templates/analytics.html"),
     ),
-    ("api_docs.html", include_str!("../templates/api_docs.html")),
 ];
 
 /// Renders the template `name` with `context`.

@@ -1,7 +1,8 @@
 //! The pages component end to end: parameters, defaults, escaping, caching headers and
 //! assets over HTTP, then the pages in headless Chromium (layouts with simulated
 //! participants, reactions, the recording contract, the egress player playing and looping
-//! a test file served from a local HTTP server, the watch page live and ended). Screenshots
+//! a test file served from a local HTTP server, the watch page live and ended), and the API
+//! reference's component serving its viewer apart from them. Screenshots
 //! go to `target/page-screenshots/` (the API reference's and the analytics dashboard's too,
 //! from the `api_contract` and `analytics` suites).
 
@@ -1718,4 +1719,131 @@ async fn an_allowed_site_frames_the_player_and_another_is_refused() {
     assert_eq!(shown["embed"], false, "{shown}");
     assert_ne!(shown["url"], json!(src), "{shown}");
     browser.close().await;
+}
+
+/// The content of a gzip member, as `gzip -d` reads it.
+fn gunzip_with_gzip(member: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("gzip")
+        .arg("-dc")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("gzip runs");
+    child.stdin.take().unwrap().write_all(member).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "gzip -d reads the member");
+    out.stdout
+}
+
+/// The API reference is a component of its own: `/docs` loads RapiDoc and the stylesheet
+/// from below `/docs/static/` under content-hashed names, immutable, gzip-encoded or not as
+/// the client accepts, 304 on their ETags; the pages component serves no RapiDoc under any
+/// name, and the reference's component none of the viewers' libraries.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_reference_serves_its_viewer_and_the_pages_do_not() {
+    let p = Platform::start().await;
+    let r = get(&p, "/docs").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "content-type"), "text/html; charset=utf-8");
+    let page_tag = header(&r, "etag").to_string();
+    let html = r.text().await.unwrap();
+    assert_eq!(
+        get_if_none_match(&p, "/docs", &page_tag).await.status(),
+        304
+    );
+    let mut urls = Vec::new();
+    for key in ["src=\"", "href=\""] {
+        for (at, _) in html.match_indices(key) {
+            let start = at + key.len();
+            let end = html[start..].find('"').unwrap() + start;
+            urls.push(html[start..end].to_string());
+        }
+    }
+    urls.sort();
+    assert_eq!(urls.len(), 2, "{urls:?}");
+    let static_dir = workspace_root().join("static");
+    for (url, file, content_type) in [
+        (&urls[0], "pages.css", "text/css; charset=utf-8"),
+        (
+            &urls[1],
+            "vendor/rapidoc-min.js",
+            "text/javascript; charset=utf-8",
+        ),
+    ] {
+        let public = url
+            .strip_prefix("/docs/static/")
+            .expect("below /docs/static/");
+        let (stem, ext) = file.rsplit_once('.').unwrap();
+        let hash = public
+            .strip_prefix(&format!("{stem}."))
+            .and_then(|rest| rest.strip_suffix(&format!(".{ext}")))
+            .unwrap_or_else(|| panic!("{url} is {file} under a hashed name"));
+        assert!(
+            hash.len() == 10 && hash.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{url}"
+        );
+        let original = std::fs::read(static_dir.join(file)).unwrap();
+
+        let r = get(&p, url).await;
+        assert_eq!(r.status(), 200, "{url}");
+        assert_eq!(
+            header(&r, "cache-control"),
+            "public, max-age=31536000, immutable"
+        );
+        assert_eq!(header(&r, "content-type"), content_type);
+        assert_eq!(header(&r, "content-encoding"), "");
+        let etag = header(&r, "etag").to_string();
+        assert!(
+            r.bytes().await.unwrap().as_ref() == original.as_slice(),
+            "{url}"
+        );
+
+        let r = p
+            .request(Method::GET, url)
+            .header("accept-encoding", "gzip")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(header(&r, "content-encoding"), "gzip");
+        assert_eq!(header(&r, "vary"), "accept-encoding");
+        assert_eq!(
+            header(&r, "cache-control"),
+            "public, max-age=31536000, immutable"
+        );
+        let gz = r.bytes().await.unwrap();
+        assert!(gz.len() < original.len(), "{url} is compressed");
+        assert!(
+            gunzip_with_gzip(&gz) == original,
+            "{url} inflates to {file}"
+        );
+
+        let r = get_if_none_match(&p, url, &etag).await;
+        assert_eq!(r.status(), 304, "{url}");
+        assert!(r.bytes().await.unwrap().is_empty());
+
+        // Only the hashed name. The pages component has the stylesheet too (the same
+        // name: the same content), but no RapiDoc.
+        assert_eq!(get(&p, &format!("/docs/static/{file}")).await.status(), 404);
+        let in_pages = if file == "pages.css" { 200 } else { 404 };
+        let r = get(&p, &format!("/static/{public}")).await;
+        assert_eq!(r.status(), in_pages, "/static/{public}");
+    }
+    assert_eq!(get(&p, "/static/vendor/rapidoc-min.js").await.status(), 404);
+
+    // The viewers' pages name no RapiDoc, and their libraries are the pages component's.
+    let stream = recorded_stream(&p).await;
+    let record = get(&p, &format!("/streams/{stream}/record"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(!record.contains("rapidoc"));
+    let livekit = asset_urls(&record)
+        .into_iter()
+        .find(|u| u.starts_with("/static/vendor/livekit-client.umd."))
+        .expect("the recording page loads livekit-client");
+    assert_eq!(get(&p, &livekit).await.status(), 200);
+    assert_eq!(get(&p, &format!("/docs{livekit}")).await.status(), 404);
 }

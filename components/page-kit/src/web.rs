@@ -1,5 +1,6 @@
-//! HTTP rules of the pages: ETags and `If-None-Match`, caching headers, content-encoding
-//! negotiation, and the answers (HTML, 304, short plain-text errors).
+//! HTTP rules of the page components (pages, api-docs): ETags and `If-None-Match`, caching
+//! headers, content-encoding negotiation, and the answers (HTML, 304, short plain-text
+//! errors).
 
 use sha2::{Digest, Sha256};
 use spin_sdk::http::Response;
@@ -136,10 +137,13 @@ pub fn text(status: u16, message: &str) -> Response {
         .build()
 }
 
+/// What a 500 says.
+pub const SERVER_ERROR_TEXT: &str = "the page could not be rendered\n";
+
 /// A 500 whose cause is logged, not shown.
 pub fn server_error(cause: &str) -> Response {
     eprintln!("error: {cause}");
-    text(500, "the page could not be rendered")
+    text(500, SERVER_ERROR_TEXT.trim_end())
 }
 
 #[cfg(test)]
