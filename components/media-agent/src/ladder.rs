@@ -350,8 +350,11 @@ fn hls_output(job: &Job, stream_map: &str) -> Vec<String> {
         &s.list_segments.to_string(),
         "-hls_delete_threshold",
         "3",
+        // The live playlists never end: an encoder that drops may return within the
+        // reconnect window (players say "reconnecting"), and the broadcast's end is the
+        // platform's to say; the replay's VOD playlists carry the ENDLIST.
         "-hls_flags",
-        "independent_segments+program_date_time+delete_segments+temp_file",
+        "independent_segments+program_date_time+delete_segments+temp_file+omit_endlist",
         // Numbered from the clock: a restarted ffmpeg continues upwards, never over the
         // numbers players hold.
         "-hls_start_number_source",
