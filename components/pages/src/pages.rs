@@ -393,6 +393,13 @@ impl PlayerSource {
         })
     }
 
+    /// The embed's own poster in place of the stream's thumbnail; the policy lets its
+    /// origin.
+    fn show_poster(&mut self, poster: &str, origin: &str) {
+        self.poster = poster.to_string();
+        self.directives[2] = format!("{} {origin}", self.directives[2]);
+    }
+
     /// What the page's ETag depends on of the player.
     fn cache_parts(&self) -> [&str; 5] {
         [
@@ -503,6 +510,33 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     ))
 }
 
+/// What an embed token opens: one broadcast (its claims), played with addresses signed
+/// with the playback key until the token expires.
+struct EmbedPass {
+    claims: EmbedTokenClaims,
+    playback_key: String,
+    expires: i64,
+}
+
+impl EmbedPass {
+    /// The pass of `token`, none without one; `Err` when it opens nothing: not genuine,
+    /// expired, of another audience, or no `media_secret` to check it with.
+    fn of(token: Option<&str>, now: i64) -> Result<Option<EmbedPass>, ()> {
+        let Some(token) = token else {
+            return Ok(None);
+        };
+        let secret = config::var("media_secret").ok_or(())?;
+        let key = player_rules::embed_token_key(&secret);
+        let (claims, expires) =
+            player_rules::verify_embed_token(&key, token, now).map_err(|_| ())?;
+        Ok(Some(EmbedPass {
+            claims,
+            playback_key: domain::media::playback_key(&secret),
+            expires,
+        }))
+    }
+}
+
 /// `GET /embed/{shortId}?autoplay&muted&controls`: the watch page's player alone, sized
 /// to its frame, for a tenant's site. It is served for exactly the broadcasts and events
 /// the watch page serves (private, subscribers-only and unknown ones are 404), and only
@@ -520,34 +554,19 @@ pub fn embed(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let now = ctx.now();
     // A token that is not genuine, has expired or names another broadcast opens nothing:
     // 404, as for an unknown broadcast, so a page tells nothing of what it guards.
-    let media_secret = config::var("media_secret");
-    let pass = match (&options.token, &media_secret) {
-        (None, _) => None,
-        (Some(token), Some(secret)) => {
-            let key = player_rules::embed_token_key(secret);
-            match player_rules::verify_embed_token(&key, token, now) {
-                Ok(pass) => Some(pass),
-                Err(_) => return Ok(web::text(404, "no such broadcast")),
-            }
-        }
-        (Some(_), None) => return Ok(web::text(404, "no such broadcast")),
+    let Ok(pass) = EmbedPass::of(options.token.as_deref(), now) else {
+        return Ok(web::text(404, "no such broadcast"));
     };
     let db = ctx.db()?;
-    let Some(watched) = watched_with(&db, short_id, now, pass.as_ref().map(|(p, _)| p))? else {
+    let Some(watched) = watched_with(&db, short_id, now, pass.as_ref().map(|p| &p.claims))? else {
         return Ok(web::text(404, "no such broadcast"));
     };
     let origins = store::player::embed_origins(&db, &watched.client_id)?;
     let ancestors = domain::player::frame_ancestors(&origins);
-    let playback_key = media_secret.as_deref().map(domain::media::playback_key);
-    let signing = match (&playback_key, &pass) {
-        (Some(key), Some((_, expires))) => Some((key.as_str(), *expires)),
-        _ => None,
-    };
+    let signing = pass.as_ref().map(|p| (p.playback_key.as_str(), p.expires));
     let mut player = PlayerSource::of(&db, &watched, signing, now)?;
-    // The embed's own poster replaces the stream's thumbnail; the policy lets its origin.
     if let Some((poster, origin)) = &options.poster {
-        player.poster = poster.clone();
-        player.directives[2] = format!("{} {origin}", player.directives[2]);
+        player.show_poster(poster, origin);
     }
     let [connect, media, images] = &player.directives;
     let csp = web::csp(&[connect, media, images, &ancestors]);
