@@ -520,26 +520,25 @@ fn server(
     ctx: &MediaCtx,
     Read(call): Read<protocol::ServerReport>,
 ) -> Result<Json<broadcasts::view::MediaServerView>, ApiError> {
+    let reason = call.reason.as_deref().map(str::trim).unwrap_or_default();
+    // Bounded whatever the state: a report outside the contract is refused, not trimmed.
+    if reason.chars().count() > protocol::MAX_SERVER_REASON {
+        return Err(ApiError::invalid_fields(vec![
+            domain::problem::FieldError {
+                field: "reason".into(),
+                message: format!("at most {} characters", protocol::MAX_SERVER_REASON),
+            },
+        ]));
+    }
     let reason = match call.state {
         protocol::ServerState::Up => None,
-        protocol::ServerState::Down => {
-            let reason = call.reason.as_deref().map(str::trim).unwrap_or_default();
-            if reason.is_empty() {
-                return Err(ApiError::bad_request(
-                    "reason_required",
-                    "a media server down says why",
-                ));
-            }
-            if reason.chars().count() > protocol::MAX_SERVER_REASON {
-                return Err(ApiError::invalid_fields(vec![
-                    domain::problem::FieldError {
-                        field: "reason".into(),
-                        message: format!("at most {} characters", protocol::MAX_SERVER_REASON),
-                    },
-                ]));
-            }
-            Some(reason.to_string())
+        protocol::ServerState::Down if reason.is_empty() => {
+            return Err(ApiError::bad_request(
+                "reason_required",
+                "a media server down says why",
+            ));
         }
+        protocol::ServerState::Down => Some(reason.to_string()),
     };
     let db = ctx.db()?;
     let report = store::ServerReport {

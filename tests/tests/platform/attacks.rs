@@ -1994,14 +1994,21 @@ async fn only_the_media_server_says_whether_it_runs() {
         "forged outage"
     );
 
-    // A reason beyond the contract's bound is refused whole, not cut.
-    let long = json!({"state": "down", "reason": "x".repeat(1001)});
-    assert_eq!(
-        media_call(&p, "/api/media/server", Some(&secret), &long)
-            .await
-            .0,
-        422
-    );
+    // A reason beyond the contract's bound is refused whole, not cut, in a report of
+    // either state (counted in characters: 1,001 four-byte ones are over it too).
+    for long in [
+        json!({"state": "down", "reason": "x".repeat(1001)}),
+        json!({"state": "up", "reason": "x".repeat(1001)}),
+        json!({"state": "up", "reason": "\u{10ff32}".repeat(1001)}),
+    ] {
+        assert_eq!(
+            media_call(&p, "/api/media/server", Some(&secret), &long)
+                .await
+                .0,
+            422,
+            "{long:.60}"
+        );
+    }
 
     // 64 reports at once, up and down alike: each is taken, and the last word stands.
     let calls = (0..64).map(|i| {
