@@ -73,22 +73,15 @@ pub fn of_broadcast(db: &Db, broadcast_id: &str) -> Result<Option<Ingest>, ApiEr
 
 /// The ingests of many broadcasts, in one query.
 pub fn of_many(db: &Db, broadcast_ids: &[&str]) -> Result<HashMap<String, Ingest>, ApiError> {
-    if broadcast_ids.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let placeholders = vec!["?"; broadcast_ids.len()].join(", ");
-    let params: Vec<Value> = broadcast_ids.iter().map(|id| (*id).into()).collect();
-    Ok(db
-        .query(
-            &format!("SELECT * FROM media_ingests WHERE broadcast_id IN ({placeholders})"),
-            &params,
-        )?
-        .iter()
-        .map(|row| {
-            let ingest = from_row(row);
-            (ingest.broadcast_id.clone(), ingest)
-        })
-        .collect())
+    Ok(
+        crate::rows_of_broadcasts(db, "media_ingests", broadcast_ids)?
+            .iter()
+            .map(|row| {
+                let ingest = from_row(row);
+                (ingest.broadcast_id.clone(), ingest)
+            })
+            .collect(),
+    )
 }
 
 /// The ingest whose live publisher is `connection`.

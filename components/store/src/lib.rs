@@ -564,6 +564,24 @@ impl Db {
 
 /// An embedded SQLite back end for this crate's unit tests: the stores run against a real
 /// database, migrated like the platform's.
+/// Every row of `table` whose `broadcast_id` is one of `broadcast_ids`, in one query (none
+/// for none). `table` is one of the store's own table names, never input.
+pub(crate) fn rows_of_broadcasts(
+    db: &Db,
+    table: &str,
+    broadcast_ids: &[&str],
+) -> Result<Vec<Row>, ApiError> {
+    if broadcast_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let placeholders = vec!["?"; broadcast_ids.len()].join(", ");
+    let params: Vec<Value> = broadcast_ids.iter().map(|id| (*id).into()).collect();
+    db.query(
+        &format!("SELECT * FROM {table} WHERE broadcast_id IN ({placeholders})"),
+        &params,
+    )
+}
+
 #[cfg(test)]
 pub mod testing {
     use super::*;

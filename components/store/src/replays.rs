@@ -52,16 +52,7 @@ pub fn by_stream(db: &Db, stream_id: &str) -> Result<Option<Replay>, ApiError> {
 
 /// The replays of `broadcast_ids`, by broadcast.
 pub fn of_many(db: &Db, broadcast_ids: &[&str]) -> Result<HashMap<String, Replay>, ApiError> {
-    if broadcast_ids.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let placeholders = vec!["?"; broadcast_ids.len()].join(", ");
-    let params: Vec<Value> = broadcast_ids.iter().map(|id| (*id).into()).collect();
-    Ok(db
-        .query(
-            &format!("SELECT * FROM replays WHERE broadcast_id IN ({placeholders})"),
-            &params,
-        )?
+    Ok(crate::rows_of_broadcasts(db, "replays", broadcast_ids)?
         .iter()
         .map(|row| {
             let replay = from_row(row);
