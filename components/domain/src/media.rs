@@ -98,6 +98,10 @@ pub const DEFAULT_RECONNECT_WINDOW_SECS: i64 = 60;
 /// without saying so): a new publisher on the key is then accepted.
 pub const INGEST_SILENT_AFTER_SECS: i64 = 30;
 
+/// How far back viewers may rewind a live broadcast unless its tenant says otherwise
+/// (`dvrWindowHours`, 4).
+pub const DEFAULT_DVR_WINDOW_SECS: u64 = 4 * 3600;
+
 /// How often a running media server reports itself up (`POST /api/media/server`).
 pub const SERVER_REPORT_EVERY_SECS: u64 = 60;
 
@@ -488,6 +492,16 @@ pub mod protocol {
         /// (read at publish; absent from a platform that predates it: no).
         #[serde(default)]
         pub replay: bool,
+        /// How far back viewers may rewind the live stream of a kept replay, in seconds:
+        /// the tenant's DVR window (absent from a platform that predates it:
+        /// [`super::DEFAULT_DVR_WINDOW_SECS`]).
+        #[serde(default = "default_dvr_window")]
+        #[schemars(range(min = 1))]
+        pub dvr_window: u64,
+    }
+
+    fn default_dvr_window() -> u64 {
+        super::DEFAULT_DVR_WINDOW_SECS
     }
 
     /// One restream target's state, as the media server last saw it.
@@ -514,6 +528,11 @@ pub mod protocol {
         pub health: Option<HealthSample>,
         #[serde(default)]
         pub restreams: Vec<RestreamReport>,
+        /// Seconds of the stream viewers can rewind now (its DVR playlists' span): sent
+        /// while the media server keeps the stream's replay.
+        #[serde(default)]
+        #[schemars(range(min = 0.0))]
+        pub dvr_seconds: Option<f64>,
     }
 
     /// Whether the media server runs.

@@ -12,7 +12,7 @@ use crate::replay::{self, Archive};
 use crate::restreams::{self, RestreamSet};
 use crate::transcode::{self, Transcoder};
 use domain::media::protocol::{
-    Accepted, PublishDone, Replay, ReplayAction, ReplayReport, RestreamReport, RestreamTarget,
+    Accepted, PublishDone, Replay, ReplayAction, ReplayReport, RestreamReport,
 };
 use domain::media::{HealthSample, LiveLadder, Playback};
 use std::collections::{HashMap, HashSet};
@@ -255,12 +255,27 @@ impl Agent {
     ) {
         let mut restreams = RestreamSet::new(self.restream_context.clone(), key);
         restreams.reconcile(&accepted.restreams, restream_delay);
-        // Every publish of a broadcast that keeps a replay adds to the one archive.
+        // Every publish of a broadcast that keeps a replay adds to the one archive: this
+        // run's, or the one an earlier run of the agent left in the store (a restart
+        // mid-show).
         let archive = accepted.replay.then(|| {
-            lock(&self.replays)
+            let archive = lock(&self.replays)
                 .entry(accepted.stream_id.clone())
-                .or_insert_with(|| Arc::new(Mutex::new(Archive::new(&accepted.stream_id))))
-                .clone()
+                .or_insert_with(|| {
+                    let restored = Archive::restore(&*self.store, &accepted.stream_id);
+                    if restored.is_some() {
+                        eprintln!(
+                            "media-agent: the replay of stream {} continues from its stored playlists",
+                            accepted.stream_id
+                        );
+                    }
+                    Arc::new(Mutex::new(
+                        restored.unwrap_or_else(|| Archive::new(&accepted.stream_id)),
+                    ))
+                })
+                .clone();
+            lock(&archive).dvr_window = accepted.dvr_window as f64;
+            archive
         });
         let transcoder = Transcoder::start(
             self.transcode_context.clone(),
@@ -327,21 +342,31 @@ impl Agent {
             .unwrap_or_default()
     }
 
-    /// Applies an update's answer: playback (the marker) and restream targets.
-    pub fn apply(
-        &self,
-        connection: &str,
-        playback: Playback,
-        targets: &[RestreamTarget],
-    ) -> std::io::Result<()> {
+    /// Applies an update's answer: playback (the marker), restream targets and the DVR
+    /// window.
+    pub fn apply(&self, connection: &str, accepted: &Accepted) -> std::io::Result<()> {
         let mut publishers = lock(&self.publishers);
         let Some(p) = publishers.get_mut(connection) else {
             return Ok(());
         };
-        p.restreams.reconcile(targets, Duration::ZERO);
+        p.restreams.reconcile(&accepted.restreams, Duration::ZERO);
         let stream_id = p.stream_id.clone();
         drop(publishers);
-        self.set_marker(&stream_id, playback)
+        if let Some(archive) = self.archive(&stream_id) {
+            lock(&archive).dvr_window = accepted.dvr_window as f64;
+        }
+        self.set_marker(&stream_id, accepted.playback)
+    }
+
+    fn archive(&self, stream_id: &str) -> Option<Arc<Mutex<Archive>>> {
+        lock(&self.replays).get(stream_id).cloned()
+    }
+
+    /// Seconds of `stream_id` viewers can rewind now (none: its replay is not kept).
+    pub fn dvr_seconds(&self, stream_id: &str) -> Option<f64> {
+        let archive = self.archive(stream_id)?;
+        let seconds = lock(&archive).dvr_seconds();
+        Some((seconds * 1000.0).round() / 1000.0)
     }
 
     pub fn stop_restreams(&self, connection: &str) {

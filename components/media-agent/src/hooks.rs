@@ -174,6 +174,7 @@ async fn on_update(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
         key: key.clone(),
         health: agent.health(&connection),
         restreams: agent.restream_reports(&connection),
+        dvr_seconds: agent.dvr_seconds(&stream_id),
     };
     match agent.platform.update(&update).await {
         Answer::Ok(accepted) => {
@@ -183,7 +184,7 @@ async fn on_update(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
                     accepted.stream_id
                 );
             }
-            match agent.apply(&connection, accepted.playback, &accepted.restreams) {
+            match agent.apply(&connection, &accepted) {
                 Ok(()) => status(StatusCode::OK),
                 Err(e) => {
                     eprintln!(

@@ -6,6 +6,14 @@
 //! ffmpeg the agent restarted): each new run of the HLS writer starts with a
 //! discontinuity. Kept segments keep the names the live playlists gave them (numbered from
 //! the clock), so that a clip can later name a range of them.
+//!
+//! While the stream is live, every harvest that kept something writes the replay's
+//! playlists so far to the store (each rendition's `v<i>.m3u8`, an `EVENT` playlist of
+//! everything kept, and the master `index.m3u8`): what is kept can always be read back
+//! from the store, and an agent restarted mid-show continues the replay from there
+//! ([`Archive::restore`]). Beside them, the DVR playlists (`d<i>.m3u8`, master `dvr.m3u8`)
+//! list the last [`Archive::dvr_window`] seconds of it, a sliding window over the same
+//! segments: what a viewer rewinding the live broadcast plays.
 
 use crate::ladder::{self, Listed, Variant};
 use crate::media_store::{MediaStore, replay_prefix};
@@ -55,6 +63,21 @@ pub struct Archive {
     /// segments to the renditions of the same name at the same place.
     pub renditions: Vec<Rendition>,
     runs: u64,
+    /// Seconds the DVR playlists reach back (the tenant's window, as the platform said).
+    pub dvr_window: f64,
+    /// A digest of each playlist as last written: one that did not change is not
+    /// written again.
+    written: std::collections::HashMap<String, u64>,
+    /// The last write of the live playlists failed (said once, not at every harvest).
+    live_write_failed: bool,
+}
+
+/// The DVR master playlist, beside the replay's own.
+pub const DVR_MASTER: &str = "dvr.m3u8";
+
+/// The DVR playlist of rendition `index`.
+pub fn dvr_playlist_name(index: usize) -> String {
+    format!("d{index}.m3u8")
 }
 
 /// A rendition of the run that is writing: its place in the ladder, name and size.
@@ -69,8 +92,102 @@ impl Archive {
     pub fn new(stream_id: &str) -> Archive {
         Archive {
             stream_id: stream_id.to_string(),
+            dvr_window: domain::media::DEFAULT_DVR_WINDOW_SECS as f64,
             ..Archive::default()
         }
+    }
+
+    /// The archive of a stream whose replay was being kept when this agent's last run
+    /// stopped (a restart mid-show), read back from the playlists written at every
+    /// harvest; none when there are none, or the replay was written (its playlists end).
+    /// Each discontinuity starts a new run; a segment's size is its rendition's average
+    /// (the master's `AVERAGE-BANDWIDTH`), which is all the VOD master needs of it.
+    pub fn restore(store: &dyn MediaStore, stream_id: &str) -> Option<Archive> {
+        let prefix = replay_prefix(stream_id);
+        let read = |file: &str| {
+            store
+                .get(&format!("{prefix}/{file}"))
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+        };
+        let master = read(ladder::MASTER)?;
+        let mut archive = Archive::new(stream_id);
+        let mut attributes = None;
+        for line in master.lines().map(str::trim) {
+            if let Some(rest) = line.strip_prefix("#EXT-X-STREAM-INF:") {
+                attributes = Some(rest.to_string());
+                continue;
+            }
+            let Some(attrs) = attributes.take() else {
+                continue;
+            };
+            // The renditions are listed in the ladder's order, as v0.m3u8, v1.m3u8...
+            let index = archive.renditions.len();
+            if line != ladder::media_playlist(index) {
+                return None;
+            }
+            let text = read(line)?;
+            if !text.contains("#EXT-X-PLAYLIST-TYPE:EVENT") || text.contains("#EXT-X-ENDLIST") {
+                return None;
+            }
+            let attr = |name: &str| attribute(&attrs, name);
+            let (width, height) = attr("RESOLUTION")
+                .and_then(|r| r.split_once('x').map(|(w, h)| (w.parse(), h.parse())))
+                .and_then(|(w, h)| Some((w.ok()?, h.ok()?)))
+                .unwrap_or((0, 0));
+            let average: f64 = attr("AVERAGE-BANDWIDTH")
+                .and_then(|b| b.parse().ok())
+                .unwrap_or(0.0);
+            let mut rendition = Rendition {
+                name: if index == 0 {
+                    "source".into()
+                } else {
+                    format!("{height}p")
+                },
+                width,
+                height,
+                frame_rate: attr("FRAME-RATE")
+                    .and_then(|f| f.parse().ok())
+                    .unwrap_or(30.0),
+                codecs: attr("CODECS")
+                    .map(|c| c.split(',').map(str::to_string).collect())
+                    .unwrap_or_default(),
+                kept: Vec::new(),
+                seen: Default::default(),
+                gap: false,
+            };
+            let mut run = 1;
+            let (mut at, mut seconds) = (None, None);
+            for line in text.lines().map(str::trim) {
+                if line == "#EXT-X-DISCONTINUITY" {
+                    run += 1;
+                } else if let Some(rest) = line.strip_prefix("#EXT-X-PROGRAM-DATE-TIME:") {
+                    at = Some(rest.to_string());
+                } else if let Some(rest) = line.strip_prefix("#EXTINF:") {
+                    seconds = rest.split(',').next().and_then(|d| d.trim().parse().ok());
+                } else if !line.is_empty() && !line.starts_with('#') {
+                    let number = segment_number(line, index)?;
+                    let seconds: f64 = seconds.take()?;
+                    rendition.kept.push(Kept {
+                        name: line.to_string(),
+                        number,
+                        live: number,
+                        seconds,
+                        bytes: (average * seconds / 8.0) as u64,
+                        run,
+                        at: at.take(),
+                        gap_before: false,
+                    });
+                }
+            }
+            archive.runs = archive.runs.max(run);
+            archive.renditions.push(rendition);
+        }
+        archive
+            .renditions
+            .iter()
+            .any(|r| !r.kept.is_empty())
+            .then_some(archive)
     }
 
     /// A new run of the HLS writer starts: answers its number.
@@ -173,24 +290,18 @@ impl Archive {
             .map_or(0.0, |r| r.kept.iter().map(|k| k.seconds).sum())
     }
 
-    /// Writes the VOD playlists (`v<i>.m3u8`, the master `index.m3u8`) of every rendition
-    /// that has segments. Answers the replay's duration and rendition count.
-    pub fn write_vod(&mut self, store: &dyn MediaStore) -> Result<(f64, u32), String> {
-        let prefix = replay_prefix(&self.stream_id);
+    /// The master playlist over the renditions that have segments, each listed as
+    /// `uri(index)`; none before the first segment.
+    fn master(&self, uri: impl Fn(usize) -> String) -> Option<String> {
         let mut variants = Vec::new();
-        for (index, r) in self.renditions.iter_mut().enumerate() {
+        for (index, r) in self.renditions.iter().enumerate() {
             if r.kept.is_empty() {
                 continue;
             }
-            r.kept.sort_by_key(|k| k.number);
-            let uri = ladder::media_playlist(index);
-            store
-                .put(&format!("{prefix}/{uri}"), vod_playlist(&r.kept).as_bytes())
-                .map_err(|e| format!("cannot write a VOD playlist: {e}"))?;
             let sized: Vec<(f64, u64)> = r.kept.iter().map(|k| (k.seconds, k.bytes)).collect();
             let (average, peak) = ladder::bandwidth(&sized).unwrap_or((0, 0));
             variants.push(Variant {
-                uri,
+                uri: uri(index),
                 width: r.width,
                 height: r.height,
                 frame_rate: r.frame_rate,
@@ -200,16 +311,123 @@ impl Archive {
             });
         }
         if variants.is_empty() {
+            return None;
+        }
+        let master = ladder::master(&variants);
+        Some(if variants.iter().any(|v| v.width == 0) {
+            master.replace(",RESOLUTION=0x0", "")
+        } else {
+            master
+        })
+    }
+
+    /// Writes `text` as the replay's `file` unless that is what was last written there.
+    fn put_changed(
+        &mut self,
+        store: &dyn MediaStore,
+        file: &str,
+        text: &str,
+    ) -> Result<(), String> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut hasher);
+        let digest = hasher.finish();
+        if self.written.get(file) == Some(&digest) {
+            return Ok(());
+        }
+        let object = format!("{}/{file}", replay_prefix(&self.stream_id));
+        store
+            .put(&object, text.as_bytes())
+            .map_err(|e| format!("cannot write {file}: {e}"))?;
+        self.written.insert(file.to_string(), digest);
+        Ok(())
+    }
+
+    /// Writes the playlists of what is kept so far, those that changed since the last
+    /// call: each rendition's `EVENT` playlist (`v<i>.m3u8`) and DVR playlist
+    /// (`d<i>.m3u8`), then the masters (`index.m3u8`, `dvr.m3u8`), so that a master never
+    /// names a playlist not written yet.
+    pub fn write_live(&mut self, store: &dyn MediaStore) -> Result<(), String> {
+        self.write_playlists(store, false)
+    }
+
+    /// [`Archive::write_live`] once something is kept, a failure said once until a write
+    /// succeeds again (the next harvest tries again).
+    pub fn publish_live(&mut self, store: &dyn MediaStore) {
+        if self.renditions.iter().all(|r| r.kept.is_empty()) {
+            return;
+        }
+        match self.write_live(store) {
+            Ok(()) => self.live_write_failed = false,
+            Err(e) => {
+                if !std::mem::replace(&mut self.live_write_failed, true) {
+                    eprintln!(
+                        "media-agent: the live playlists of stream {}'s replay: {e}",
+                        self.stream_id
+                    );
+                }
+            }
+        }
+    }
+
+    /// Writes every playlist: the live ones, or (`ended`) the VOD ones and DVR ones that
+    /// end.
+    fn write_playlists(&mut self, store: &dyn MediaStore, ended: bool) -> Result<(), String> {
+        let mut texts = Vec::new();
+        for (index, r) in self.renditions.iter().enumerate() {
+            if r.kept.is_empty() {
+                continue;
+            }
+            let own = if ended {
+                vod_playlist(&r.kept)
+            } else {
+                event_playlist(&r.kept)
+            };
+            texts.push((ladder::media_playlist(index), own));
+            texts.push((
+                dvr_playlist_name(index),
+                dvr_playlist(&r.kept, self.dvr_window, ended),
+            ));
+        }
+        if texts.is_empty() {
             return Err("nothing was kept of the stream".into());
         }
-        let mut master = ladder::master(&variants);
-        if variants.iter().any(|v| v.width == 0) {
-            master = master.replace(",RESOLUTION=0x0", "");
+        let masters = [
+            (
+                ladder::MASTER.to_string(),
+                self.master(ladder::media_playlist),
+            ),
+            (DVR_MASTER.to_string(), self.master(dvr_playlist_name)),
+        ];
+        texts.extend(masters.into_iter().filter_map(|(f, t)| Some((f, t?))));
+        for (file, text) in texts {
+            self.put_changed(store, &file, &text)?;
         }
-        store
-            .put(&format!("{prefix}/{}", ladder::MASTER), master.as_bytes())
-            .map_err(|e| format!("cannot write the master playlist: {e}"))?;
-        Ok((self.duration(), variants.len() as u32))
+        Ok(())
+    }
+
+    /// Seconds of the source rendition the DVR playlist lists now.
+    pub fn dvr_seconds(&self) -> f64 {
+        self.renditions.first().map_or(0.0, |r| {
+            let start = dvr_start(&r.kept, self.dvr_window);
+            r.kept[start..].iter().map(|k| k.seconds).sum()
+        })
+    }
+
+    /// Writes the VOD playlists (`v<i>.m3u8`, the master `index.m3u8`) of every rendition
+    /// that has segments, and ends the DVR playlists. Answers the replay's duration and
+    /// rendition count.
+    pub fn write_vod(&mut self, store: &dyn MediaStore) -> Result<(f64, u32), String> {
+        for r in &mut self.renditions {
+            r.kept.sort_by_key(|k| k.number);
+        }
+        self.write_playlists(store, true)?;
+        let renditions = self
+            .renditions
+            .iter()
+            .filter(|r| !r.kept.is_empty())
+            .count();
+        Ok((self.duration(), renditions as u32))
     }
 
     /// The source segment a thumbnail is taken from: the one a third of the way in.
@@ -217,6 +435,25 @@ impl Archive {
         let kept = &self.renditions.first()?.kept;
         kept.get(kept.len() / 3)
     }
+}
+
+/// The value of attribute `name` in a playlist tag's attribute list (quotes removed).
+fn attribute(list: &str, name: &str) -> Option<String> {
+    let mut rest = list;
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once('=')?;
+        let (value, next) = if let Some(quoted) = after.strip_prefix('"') {
+            let (value, next) = quoted.split_once('"')?;
+            (value, next.strip_prefix(',').unwrap_or(next))
+        } else {
+            after.split_once(',').unwrap_or((after, ""))
+        };
+        if key.trim() == name {
+            return Some(value.to_string());
+        }
+        rest = next;
+    }
+    None
 }
 
 /// A segment a live playlist lists, with its program date-time.
@@ -263,30 +500,94 @@ pub fn segment_number(name: &str, index: usize) -> Option<u64> {
         .flatten()
 }
 
-/// A rendition's VOD playlist over `kept` (sorted): every segment, a discontinuity where
-/// a new run of the HLS writer starts or a segment is missing, and the end.
-pub fn vod_playlist(kept: &[Kept]) -> String {
-    let target = kept
-        .iter()
-        .map(|k| k.seconds)
-        .fold(1.0_f64, f64::max)
-        .ceil() as u64;
-    let mut out = format!(
-        "#EXTM3U\n#EXT-X-VERSION:6\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-TARGETDURATION:{target}\n\
-         #EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-INDEPENDENT-SEGMENTS\n"
-    );
-    let mut run = kept.first().map(|k| k.run);
-    for (i, k) in kept.iter().enumerate() {
-        if Some(k.run) != run || (i > 0 && k.gap_before) {
+/// Whether a discontinuity comes before `kept[i]`: a new run of the HLS writer, or a
+/// segment missing before it.
+fn discontinuity_at(kept: &[Kept], i: usize) -> bool {
+    i > 0 && (kept[i].run != kept[i - 1].run || kept[i].gap_before)
+}
+
+/// The segments of `kept` from `first` on, with their discontinuities (none before the
+/// first listed), times and durations.
+fn segment_lines(out: &mut String, kept: &[Kept], first: usize) {
+    for (i, k) in kept.iter().enumerate().skip(first) {
+        if i > first && discontinuity_at(kept, i) {
             out.push_str("#EXT-X-DISCONTINUITY\n");
-            run = Some(k.run);
         }
         if let Some(at) = &k.at {
             out.push_str(&format!("#EXT-X-PROGRAM-DATE-TIME:{at}\n"));
         }
         out.push_str(&format!("#EXTINF:{:.6},\n{}\n", k.seconds, k.name));
     }
-    out.push_str("#EXT-X-ENDLIST\n");
+}
+
+fn target_duration(kept: &[Kept]) -> u64 {
+    kept.iter()
+        .map(|k| k.seconds)
+        .fold(1.0_f64, f64::max)
+        .ceil() as u64
+}
+
+/// A rendition's playlist of every kept segment: `VOD` with its end, or `EVENT` (the
+/// stream goes on) without.
+fn whole_playlist(kept: &[Kept], kind: &str, end: bool) -> String {
+    let target = target_duration(kept);
+    let mut out = format!(
+        "#EXTM3U\n#EXT-X-VERSION:6\n#EXT-X-PLAYLIST-TYPE:{kind}\n#EXT-X-TARGETDURATION:{target}\n\
+         #EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-INDEPENDENT-SEGMENTS\n"
+    );
+    segment_lines(&mut out, kept, 0);
+    if end {
+        out.push_str("#EXT-X-ENDLIST\n");
+    }
+    out
+}
+
+/// A rendition's VOD playlist over `kept` (sorted): every segment, a discontinuity where
+/// a new run of the HLS writer starts or a segment is missing, and the end.
+pub fn vod_playlist(kept: &[Kept]) -> String {
+    whole_playlist(kept, "VOD", true)
+}
+
+/// A rendition's playlist while the stream goes on: every segment kept so far, as the VOD
+/// one will list them, as an `EVENT` playlist (segments are only ever added).
+pub fn event_playlist(kept: &[Kept]) -> String {
+    whole_playlist(kept, "EVENT", false)
+}
+
+/// The first of `kept` a window of `window` seconds reaching back from the newest lists:
+/// every segment that ends within it (at least the newest).
+pub fn dvr_start(kept: &[Kept], window: f64) -> usize {
+    let mut seconds = 0.0;
+    let mut start = kept.len();
+    while start > 0 {
+        seconds += kept[start - 1].seconds;
+        if seconds > window + 1e-6 && start < kept.len() {
+            break;
+        }
+        start -= 1;
+    }
+    start
+}
+
+/// A rendition's DVR playlist: the kept segments of the last `window` seconds, as a live
+/// playlist (no playlist type: its oldest segments leave it as the stream goes on), its
+/// media and discontinuity sequences counted from the first kept segment so that a player
+/// follows it across reloads; with its end once the stream has ended.
+pub fn dvr_playlist(kept: &[Kept], window: f64, end: bool) -> String {
+    let start = dvr_start(kept, window);
+    let discontinuities = (1..=start.min(kept.len().saturating_sub(1)))
+        .filter(|&i| discontinuity_at(kept, i))
+        .count();
+    let target = target_duration(kept);
+    let mut out = format!(
+        "#EXTM3U\n#EXT-X-VERSION:6\n#EXT-X-TARGETDURATION:{target}\n\
+         #EXT-X-MEDIA-SEQUENCE:{start}\n#EXT-X-DISCONTINUITY-SEQUENCE:{discontinuities}\n\
+         #EXT-X-INDEPENDENT-SEGMENTS\n"
+    );
+    segment_lines(&mut out, kept, start);
+    if end {
+        out.push_str("#EXT-X-ENDLIST\n");
+    }
     out
 }
 
@@ -499,5 +800,245 @@ mod tests {
         let text = vod_playlist(&with_gap);
         assert!(text.contains("v0_2.ts\n#EXT-X-DISCONTINUITY\n"), "{text}");
         assert_eq!(text.matches("#EXT-X-DISCONTINUITY").count(), 1);
+    }
+
+    /// A store that counts the writes of each object.
+    #[derive(Debug)]
+    struct Counting {
+        inner: LocalStore,
+        puts: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    }
+
+    impl MediaStore for Counting {
+        fn keep_file(&self, dir: &Path, name: &str, object: &str) -> std::io::Result<u64> {
+            self.inner.keep_file(dir, name, object)
+        }
+        fn put(&self, object: &str, bytes: &[u8]) -> std::io::Result<()> {
+            *self.puts.lock().unwrap().entry(object.into()).or_default() += 1;
+            self.inner.put(object, bytes)
+        }
+        fn get(&self, object: &str) -> std::io::Result<Vec<u8>> {
+            self.inner.get(object)
+        }
+        fn exists(&self, object: &str) -> bool {
+            self.inner.exists(object)
+        }
+        fn delete_prefix(&self, prefix: &str) -> std::io::Result<()> {
+            self.inner.delete_prefix(prefix)
+        }
+    }
+
+    fn text(store: &dyn MediaStore, object: &str) -> String {
+        String::from_utf8(store.get(object).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn every_harvest_writes_the_event_playlists_so_far_and_only_what_changed() {
+        let root =
+            std::env::temp_dir().join(format!("media-replay-{}", domain::ids::random_hex(8)));
+        let live = root.join("live");
+        std::fs::create_dir_all(&live).unwrap();
+        let store = Counting {
+            inner: LocalStore::new(root.join("media")),
+            puts: Default::default(),
+        };
+        let source = [RunRendition {
+            name: "source".into(),
+            width: 1280,
+            height: 720,
+        }];
+        let write = |numbers: &[u64]| {
+            let mut text = String::from("#EXTM3U\n");
+            for n in numbers {
+                std::fs::write(live.join(format!("v0_{n}.ts")), vec![0u8; 500]).unwrap();
+                text.push_str(&format!("#EXTINF:2.000000,\nv0_{n}.ts\n"));
+            }
+            std::fs::write(live.join("v0.m3u8"), text).unwrap();
+        };
+        let mut archive = Archive::new("s3");
+        let run = archive.next_run();
+        let harvest = |archive: &mut Archive| {
+            archive.harvest(&store, &live, run, &source, 30.0, None);
+            archive.publish_live(&store);
+        };
+        // Nothing kept yet: nothing written.
+        harvest(&mut archive);
+        assert!(!store.exists("replays/s3/v0.m3u8"));
+        write(&[1, 2]);
+        harvest(&mut archive);
+        let event = text(&store, "replays/s3/v0.m3u8");
+        assert!(event.contains("#EXT-X-PLAYLIST-TYPE:EVENT\n"), "{event}");
+        assert!(!event.contains("ENDLIST"), "{event}");
+        let names =
+            |t: &str| -> Vec<String> { ladder::listed(t).into_iter().map(|l| l.name).collect() };
+        assert_eq!(names(&event), ["v0_1.ts", "v0_2.ts"]);
+        let master = text(&store, "replays/s3/index.m3u8");
+        assert!(
+            master.contains("RESOLUTION=1280x720") && master.ends_with("v0.m3u8\n"),
+            "{master}"
+        );
+        let dvr = text(&store, "replays/s3/dvr.m3u8");
+        assert!(dvr.ends_with("d0.m3u8\n"), "{dvr}");
+        assert_eq!(
+            names(&text(&store, "replays/s3/d0.m3u8")),
+            ["v0_1.ts", "v0_2.ts"]
+        );
+        // Nothing new: nothing written again.
+        harvest(&mut archive);
+        harvest(&mut archive);
+        assert_eq!(store.puts.lock().unwrap()["replays/s3/v0.m3u8"], 1);
+        assert_eq!(store.puts.lock().unwrap()["replays/s3/index.m3u8"], 1);
+        // The live window moves on; the EVENT playlist keeps everything, in order.
+        std::fs::remove_file(live.join("v0_1.ts")).unwrap();
+        write(&[2, 3, 4]);
+        harvest(&mut archive);
+        let event = text(&store, "replays/s3/v0.m3u8");
+        assert_eq!(names(&event), ["v0_1.ts", "v0_2.ts", "v0_3.ts", "v0_4.ts"]);
+        assert_eq!(store.puts.lock().unwrap()["replays/s3/v0.m3u8"], 2);
+        // The end: the VOD playlist replaces it, and the DVR playlist ends.
+        archive.write_vod(&store).unwrap();
+        let vod = text(&store, "replays/s3/v0.m3u8");
+        assert!(vod.contains("#EXT-X-PLAYLIST-TYPE:VOD\n") && vod.ends_with("#EXT-X-ENDLIST\n"));
+        assert_eq!(names(&vod), names(&event));
+        assert!(text(&store, "replays/s3/d0.m3u8").ends_with("#EXT-X-ENDLIST\n"));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_dvr_playlist_slides_over_the_last_window() {
+        let mut all: Vec<Kept> = (0..10).map(|n| kept(100 + n, 2.0, 1)).collect();
+        // Everything fits a long window: all of it, from the first.
+        let whole = dvr_playlist(&all, 3600.0, false);
+        assert!(
+            whole.contains("#EXT-X-MEDIA-SEQUENCE:0\n#EXT-X-DISCONTINUITY-SEQUENCE:0\n"),
+            "{whole}"
+        );
+        assert!(
+            !whole.contains("PLAYLIST-TYPE") && !whole.contains("ENDLIST"),
+            "{whole}"
+        );
+        assert_eq!(ladder::listed(&whole).len(), 10);
+        // A 7 s window lists the last three 2 s segments (6 s); the sequence says where.
+        let window = dvr_playlist(&all, 7.0, false);
+        let names: Vec<String> = ladder::listed(&window)
+            .into_iter()
+            .map(|l| l.name)
+            .collect();
+        assert_eq!(names, ["v0_107.ts", "v0_108.ts", "v0_109.ts"], "{window}");
+        assert!(window.contains("#EXT-X-MEDIA-SEQUENCE:7\n"), "{window}");
+        // As the show goes on, the window slides: the sequence follows the first listed.
+        all.push(kept(110, 2.0, 2));
+        all.push(kept(111, 2.0, 2));
+        let later = dvr_playlist(&all, 7.0, false);
+        let names: Vec<String> = ladder::listed(&later).into_iter().map(|l| l.name).collect();
+        assert_eq!(names, ["v0_109.ts", "v0_110.ts", "v0_111.ts"], "{later}");
+        assert!(
+            later.contains("#EXT-X-MEDIA-SEQUENCE:9\n#EXT-X-DISCONTINUITY-SEQUENCE:0\n"),
+            "{later}"
+        );
+        assert!(
+            later.contains("v0_109.ts\n#EXT-X-DISCONTINUITY\n"),
+            "{later}"
+        );
+        // Once the reconnect's discontinuity has left the window, it is counted.
+        all.extend([kept(112, 2.0, 2), kept(113, 2.0, 2)]);
+        let after = dvr_playlist(&all, 7.0, false);
+        assert!(
+            after.contains("#EXT-X-MEDIA-SEQUENCE:11\n#EXT-X-DISCONTINUITY-SEQUENCE:1\n"),
+            "{after}"
+        );
+        assert!(!after.contains("#EXT-X-DISCONTINUITY\n"), "{after}");
+        // A segment longer than the window still lists the newest.
+        assert_eq!(ladder::listed(&dvr_playlist(&all, 1.0, true)).len(), 1);
+        assert!(dvr_playlist(&all, 1.0, true).ends_with("#EXT-X-ENDLIST\n"));
+        let mut archive = Archive::new("s4");
+        archive.renditions.push(Rendition {
+            name: "source".into(),
+            width: 0,
+            height: 0,
+            frame_rate: 30.0,
+            codecs: Vec::new(),
+            kept: all,
+            seen: Default::default(),
+            gap: false,
+        });
+        archive.dvr_window = 7.0;
+        assert_eq!(archive.dvr_seconds(), 6.0);
+        archive.dvr_window = 4.0 * 3600.0;
+        assert_eq!(archive.dvr_seconds(), 28.0);
+    }
+
+    #[test]
+    fn an_archive_is_restored_from_its_stored_playlists_and_goes_on() {
+        let root =
+            std::env::temp_dir().join(format!("media-replay-{}", domain::ids::random_hex(8)));
+        let live = root.join("live");
+        std::fs::create_dir_all(&live).unwrap();
+        let store = LocalStore::new(root.join("media"));
+        let ladder = [
+            RunRendition {
+                name: "source".into(),
+                width: 1280,
+                height: 720,
+            },
+            RunRendition {
+                name: "360p".into(),
+                width: 640,
+                height: 360,
+            },
+        ];
+        let write = |numbers: &[u64]| {
+            for i in 0..2 {
+                let mut text = String::from("#EXTM3U\n");
+                for n in numbers {
+                    std::fs::write(live.join(format!("v{i}_{n}.ts")), vec![0u8; 1000]).unwrap();
+                    text.push_str(&format!(
+                        "#EXT-X-PROGRAM-DATE-TIME:2026-11-27T21:00:{n:02}.000+0000\n#EXTINF:2.000000,\nv{i}_{n}.ts\n"
+                    ));
+                }
+                std::fs::write(live.join(format!("v{i}.m3u8")), text).unwrap();
+            }
+        };
+        assert!(Archive::restore(&store, "s5").is_none(), "nothing stored");
+        let mut first = Archive::new("s5");
+        let run = first.next_run();
+        write(&[10, 11]);
+        first.harvest(&store, &live, run, &ladder, 30.0, Some("mp4a.40.2"));
+        first.publish_live(&store);
+        let run = first.next_run();
+        write(&[20]);
+        first.harvest(&store, &live, run, &ladder, 30.0, Some("mp4a.40.2"));
+        first.publish_live(&store);
+        let before = text(&store, "replays/s5/v1.m3u8");
+        // The agent stops; the next one reads the archive back and the show goes on.
+        drop(first);
+        let mut again = Archive::restore(&store, "s5").expect("restored");
+        assert_eq!(again.renditions.len(), 2);
+        assert_eq!(again.renditions[1].name, "360p");
+        assert_eq!(
+            (again.renditions[1].width, again.renditions[1].height),
+            (640, 360)
+        );
+        assert_eq!(again.duration(), 6.0);
+        again.publish_live(&store);
+        assert_eq!(
+            text(&store, "replays/s5/v1.m3u8"),
+            before,
+            "read back as written"
+        );
+        let run = again.next_run();
+        write(&[30, 31]);
+        again.harvest(&store, &live, run, &ladder, 30.0, Some("mp4a.40.2"));
+        let (duration, renditions) = again.write_vod(&store).unwrap();
+        assert_eq!((duration, renditions), (10.0, 2));
+        let vod = text(&store, "replays/s5/v0.m3u8");
+        let names: Vec<String> = ladder::listed(&vod).into_iter().map(|l| l.name).collect();
+        assert_eq!(names, [10, 11, 20, 30, 31].map(|n| format!("v0_{n}.ts")));
+        assert_eq!(vod.matches("#EXT-X-DISCONTINUITY").count(), 2, "{vod}");
+        let master = text(&store, "replays/s5/index.m3u8");
+        assert!(master.contains("AVERAGE-BANDWIDTH=4000,"), "{master}");
+        // A written replay is not taken up again.
+        assert!(Archive::restore(&store, "s5").is_none());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

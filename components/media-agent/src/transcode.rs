@@ -349,9 +349,11 @@ struct Keeping {
 }
 
 impl Keeping {
-    /// Keeps what the live playlists list now.
+    /// Keeps what the live playlists list now, and writes the replay's playlists so far
+    /// (those that changed).
     fn harvest(&self, context: &Context, dir: &Path) {
-        lock(&self.archive).harvest(
+        let mut archive = lock(&self.archive);
+        archive.harvest(
             &*context.store,
             dir,
             self.run,
@@ -359,6 +361,7 @@ impl Keeping {
             self.frame_rate,
             self.audio.as_deref(),
         );
+        archive.publish_live(&*context.store);
     }
 }
 
