@@ -75,9 +75,10 @@ pub const ROUTES: &[ApiRoute] = &[
         "Update (media server)",
         |op| op
             .described(
-                "A publisher is still live: its health and restream targets' states. Refused \
-                 when the key was reset, the broadcast ended or its client was suspended (the \
-                 media server drops the publisher).",
+                "A publisher is still live: its health, restream targets' states and how \
+                 far back viewers can rewind it. Refused when the key was reset, the \
+                 broadcast ended or its client was suspended (the media server drops the \
+                 publisher).",
             )
             .answers(
                 200,
@@ -89,7 +90,8 @@ pub const ROUTES: &[ApiRoute] = &[
                 403,
                 &["stream_key_reset", "broadcast_ended", "client_suspended"],
             )
-            .errors(404, &["unknown_connection"]),
+            .errors(404, &["unknown_connection"])
+            .errors(422, &["validation_failed"]),
     ),
     endpoint!(
         POST "/api/media/publish-done",
@@ -210,6 +212,10 @@ pub struct SettleReport {
     progress: edge::answers::Progress,
 }
 
+/// The most seconds of a live stream the media server may say viewers can rewind: the
+/// longest DVR window (24 hours).
+const MAX_DVR_SECONDS: f64 = (crate::replays::MAX_DVR_WINDOW_HOURS * 3600) as f64;
+
 /// A publish or update the platform refuses (the media server drops the publisher).
 fn refused(code: &'static str, detail: &str) -> ApiError {
     ApiError::new(403, code, detail.to_string())
@@ -264,6 +270,8 @@ fn accepted(db: &Db, b: &Broadcast) -> Result<protocol::Accepted, ApiError> {
         latency_mode: b.latency_mode,
         // Kept from the first publish when the tenant keeps replays.
         replay: ::store::replays::settings(db, &b.client_id)?.0,
+        // The tenant's current window: an update carries a change to a live stream.
+        dvr_window: ::store::replays::dvr_window_hours(db, &b.client_id)?.max(1) as u64 * 3600,
     })
 }
 
@@ -399,6 +407,17 @@ fn update(
     Read(call): Read<protocol::Update>,
 ) -> Result<Json<protocol::Accepted>, ApiError> {
     check_connection(&call.connection)?;
+    if call
+        .dvr_seconds
+        .is_some_and(|s| !s.is_finite() || !(0.0..=MAX_DVR_SECONDS).contains(&s))
+    {
+        return Err(ApiError::invalid_fields(vec![
+            domain::problem::FieldError {
+                field: "dvrSeconds".into(),
+                message: format!("0 to {MAX_DVR_SECONDS} seconds"),
+            },
+        ]));
+    }
     let now = ctx.now();
     let db = ctx.db()?;
     let Some(ingest) = store::by_connection(&db, &call.connection)? else {
@@ -416,6 +435,9 @@ fn update(
     }
     db.transaction(|tx| {
         store::touch(tx, &ingest, now)?;
+        if let Some(seconds) = call.dvr_seconds {
+            store::record_dvr(tx, &ingest, (seconds * 1000.0).round() as i64)?;
+        }
         broadcast_store::heartbeat(tx, &b, now)?;
         for report in &call.restreams {
             let error = report.error.as_deref().map(|e| clip(e, 200));

@@ -38,7 +38,14 @@ pub struct ReplaySettings {
     /// Days a replay is kept after it is ready; null: for ever.
     #[schemars(range(min = 1, max = 3650))]
     retention_days: Option<i64>,
+    /// How many hours back viewers may rewind a live broadcast whose replay is kept (the
+    /// broadcast's `dvr`), 1 to 24.
+    #[schemars(range(min = 1, max = 24))]
+    dvr_window_hours: i64,
 }
+
+/// The longest DVR window a tenant may set, in hours.
+pub const MAX_DVR_WINDOW_HOURS: i64 = 24;
 
 request_body! {
     /// The tenant's replay settings, replaced whole: `PUT /api/v1/replay-settings`.
@@ -48,6 +55,9 @@ request_body! {
         /// Days a ready replay is kept, 1 to 3650 (absent or null: for ever). Applies to
         /// replays that become ready from now on.
         "retentionDays" retention_days: OptInt<1, MAX_RETENTION_DAYS>,
+        /// Hours back viewers may rewind a live broadcast, 1 to 24 (absent or null: 4).
+        /// Applies to live broadcasts within seconds.
+        "dvrWindowHours" dvr_window_hours: OptInt<1, MAX_DVR_WINDOW_HOURS>,
     }
 }
 
@@ -100,7 +110,10 @@ pub const ROUTES: &[ApiRoute] = &[
         GET "/api/v1/replay-settings",
         Server(settings),
         "Get (replay settings)",
-        |op| op.described("Whether the tenant's RTMP broadcasts keep a replay, and for how long."),
+        |op| op.described(
+            "Whether the tenant's RTMP broadcasts keep a replay, for how long, and how far \
+             back viewers may rewind them while live.",
+        ),
     ),
     endpoint!(
         PUT "/api/v1/replay-settings",
@@ -109,10 +122,11 @@ pub const ROUTES: &[ApiRoute] = &[
         |op| op
             .described(
                 "Sets whether the tenant's RTMP broadcasts keep a replay (from each \
-                 broadcast's next publish) and how many days a ready replay is kept (for \
-                 replays ready from now on).",
+                 broadcast's next publish), how many days a ready replay is kept (for \
+                 replays ready from now on) and how many hours back viewers may rewind a \
+                 live broadcast (its DVR window).",
             )
-            .request_example(json!({"enabled": true, "retentionDays": 30}))
+            .request_example(json!({"enabled": true, "retentionDays": 30, "dvrWindowHours": 4}))
             .errors(400, &["malformed_json"])
             .errors(422, &["validation_failed"]),
     ),
@@ -147,21 +161,30 @@ fn settings(ctx: &ServerCtx, _: NoBody) -> Result<Json<ReplaySettings>, ApiError
     Ok(Json(ReplaySettings {
         enabled,
         retention_days,
+        dvr_window_hours: store::dvr_window_hours(&db, &ctx.tenant.client_id)?,
     }))
 }
 
-/// `{enabled?, retentionDays?}`, replaced whole.
+/// `{enabled?, retentionDays?, dvrWindowHours?}`, replaced whole.
 fn replace_settings(
     ctx: &ServerCtx,
     sent: ReplaySettingsBody,
 ) -> Result<Json<ReplaySettings>, ApiError> {
     let db = ctx.db()?;
-    store::set_settings(
-        &db,
-        &ctx.tenant.client_id,
-        sent.enabled.unwrap_or(true),
-        sent.retention_days,
-    )?;
+    db.transaction(|tx| {
+        store::set_settings(
+            tx,
+            &ctx.tenant.client_id,
+            sent.enabled.unwrap_or(true),
+            sent.retention_days,
+        )?;
+        store::set_dvr_window_hours(
+            tx,
+            &ctx.tenant.client_id,
+            sent.dvr_window_hours
+                .unwrap_or(store::DEFAULT_DVR_WINDOW_HOURS),
+        )
+    })?;
     settings(ctx, NoBody)
 }
 
@@ -412,4 +435,32 @@ pub fn view(replay: &Replay, signed: impl Fn(&str) -> String) -> Option<ReplayVi
         ready_at: replay.ready_at.map(domain::time::format_rfc3339),
         expires_at: replay.expires_at.map(domain::time::format_rfc3339),
     })
+}
+
+/// How far back a live broadcast can be rewound (docs/replays.md, "Rewind while live").
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "BroadcastDvr")]
+pub struct DvrView {
+    /// The DVR master playlist: the last `windowSeconds` of the broadcast, every rendition,
+    /// a live playlist whose oldest segments leave it as the broadcast goes on. Signed
+    /// whatever the visibility, like a replay, valid for `hls_url_ttl`.
+    pub hls_url: String,
+    /// How far back the tenant lets viewers go (its `dvrWindowHours`).
+    #[schemars(range(min = 0))]
+    pub window_seconds: i64,
+    /// How far back one can go now: the broadcast's length so far, up to the window.
+    #[schemars(range(min = 0.0))]
+    pub available_seconds: f64,
+}
+
+/// The DVR of a live broadcast whose media server reported `dvr_ms` of it, within a
+/// window of `window_hours`; `signed` signs an address of the broadcast's stream.
+pub fn dvr_view(dvr_ms: i64, window_hours: i64, signed: impl Fn(&str) -> String) -> DvrView {
+    let window_seconds = window_hours.max(1) * 3600;
+    DvrView {
+        hls_url: signed("replay/dvr.m3u8"),
+        window_seconds,
+        available_seconds: (dvr_ms.max(0) as f64 / 1000.0).min(window_seconds as f64),
+    }
 }

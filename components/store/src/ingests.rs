@@ -29,6 +29,9 @@ pub struct Ingest {
     pub health_changed_at: Option<i64>,
     /// The SFU egress that publishes the room into the ingest, if one runs.
     pub sfu_egress_id: Option<String>,
+    /// Milliseconds of the stream viewers can rewind, as the media server last said
+    /// (none: it keeps no replay of it).
+    pub dvr_ms: Option<i64>,
 }
 
 impl Ingest {
@@ -58,6 +61,7 @@ fn from_row(row: &Row) -> Ingest {
             .and_then(|s| serde_json::from_str(&s).ok()),
         health_changed_at: row.opt_int("health_changed_at"),
         sfu_egress_id: row.opt_text("sfu_egress_id"),
+        dvr_ms: row.opt_int("dvr_ms"),
     }
 }
 
@@ -141,6 +145,15 @@ pub fn touch(db: &Db, ingest: &Ingest, now: i64) -> Result<(), ApiError> {
             Value::Int(now),
             ingest.broadcast_id.clone().into(),
         ],
+    )
+}
+
+/// Records how many milliseconds of the stream viewers can rewind now (the media
+/// server's report).
+pub fn record_dvr(db: &Db, ingest: &Ingest, dvr_ms: i64) -> Result<(), ApiError> {
+    db.execute(
+        "UPDATE media_ingests SET dvr_ms = ? WHERE broadcast_id = ?",
+        &[Value::Int(dvr_ms), ingest.broadcast_id.clone().into()],
     )
 }
 

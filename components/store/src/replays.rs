@@ -160,6 +160,27 @@ pub fn set_settings(
     )
 }
 
+/// How many hours back the tenant's viewers may rewind a live broadcast.
+pub fn dvr_window_hours(db: &Db, client_id: &str) -> Result<i64, ApiError> {
+    Ok(db
+        .query_one(
+            "SELECT dvr_window_hours FROM sdk_clients WHERE client_id = ?",
+            &[client_id.into()],
+        )?
+        .map_or(DEFAULT_DVR_WINDOW_HOURS, |row| row.int("dvr_window_hours")))
+}
+
+/// The DVR window of a tenant that never set one.
+pub const DEFAULT_DVR_WINDOW_HOURS: i64 = 4;
+
+/// Sets how many hours back the tenant's viewers may rewind a live broadcast.
+pub fn set_dvr_window_hours(db: &Db, client_id: &str, hours: i64) -> Result<(), ApiError> {
+    db.execute(
+        "UPDATE sdk_clients SET dvr_window_hours = ? WHERE client_id = ?",
+        &[Value::Int(hours), client_id.into()],
+    )
+}
+
 /// Marks the broadcast's replay for deletion (the media server deletes its media).
 pub fn mark_deleting(db: &Db, broadcast_id: &str) -> Result<(), ApiError> {
     db.execute(

@@ -332,7 +332,10 @@ async fn a_private_replay_plays_only_signed_and_a_deleted_one_is_gone() {
         .answer()
         .await;
     assert_eq!(status, 200, "{settings}");
-    assert_eq!(settings, json!({"enabled": true, "retentionDays": 1}));
+    assert_eq!(
+        settings,
+        json!({"enabled": true, "retentionDays": 1, "dvrWindowHours": 4})
+    );
 
     // The owner deletes the replay: it is offered no more, and its media goes.
     let (status, body) = p
@@ -375,7 +378,10 @@ async fn the_retention_job_deletes_expired_replays_and_a_tenant_may_keep_none() 
         .answer()
         .await;
     assert_eq!(status, 200, "{settings}");
-    assert_eq!(settings, json!({"enabled": true, "retentionDays": 2}));
+    assert_eq!(
+        settings,
+        json!({"enabled": true, "retentionDays": 2, "dvrWindowHours": 4})
+    );
     let b = create(&p, &user, "public").await;
     let (id, stream) = (text(&b, "id"), text(&b, "streamId"));
     let publisher = Publisher::start(&text(&b, "rtmpUrl"));
@@ -434,4 +440,178 @@ async fn the_retention_job_deletes_expired_replays_and_a_tenant_may_keep_none() 
     assert!(get(&p, &user, &id).await["replay"].is_null());
     let dir = p.media().work_dir().join("media/replays").join(&stream);
     assert!(!dir.exists(), "{dir:?}");
+}
+
+/// The segments a playlist lists, by name (without a signature's query).
+fn segment_names(playlist: &str) -> Vec<String> {
+    durations(playlist)
+        .into_iter()
+        .map(|(_, name)| name.split('?').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_broadcast_rewinds_to_its_start_signed_and_its_replay_follows() {
+    let p = platform(30).await;
+    let (tenant, user) = setup(&p).await;
+    // The tenant's DVR window: 1 to 24 hours.
+    for bad in [json!(0), json!(25), json!(-1), json!(2.5), json!("2")] {
+        let (status, body) = p
+            .as_server(
+                &tenant,
+                Method::PUT,
+                "/api/v1/replay-settings",
+                Some(&json!({"dvrWindowHours": bad})),
+            )
+            .answer()
+            .await;
+        assert_eq!(status, 422, "{bad}: {body}");
+    }
+    let (status, settings) = p
+        .as_server(
+            &tenant,
+            Method::PUT,
+            "/api/v1/replay-settings",
+            Some(&json!({"dvrWindowHours": 2})),
+        )
+        .answer()
+        .await;
+    assert_eq!(status, 200, "{settings}");
+    assert_eq!(
+        settings,
+        json!({"enabled": true, "retentionDays": null, "dvrWindowHours": 2})
+    );
+    let b = create(&p, &user, "private").await;
+    let (id, stream) = (text(&b, "id"), text(&b, "streamId"));
+    assert!(b["dvr"].is_null(), "nothing to rewind before the show: {b}");
+    let publisher = Publisher::start(&text(&b, "rtmpUrl"));
+    until_ingest(&p, &user, &id, "live").await;
+    // Longer than the live playlists' window (6 s): their first segments are gone from it.
+    tokio::time::sleep(Duration::from_secs(14)).await;
+    let b = wait_for(
+        "the DVR to reach back 10 s",
+        Duration::from_secs(10),
+        || async {
+            let b = get(&p, &user, &id).await;
+            (b["dvr"]["availableSeconds"].as_f64().unwrap_or(0.0) >= 10.0).then_some(b)
+        },
+    )
+    .await;
+    let dvr = &b["dvr"];
+    assert_eq!(dvr["windowSeconds"], 7200, "{dvr}");
+    let available = dvr["availableSeconds"].as_f64().unwrap();
+    assert!(available < 30.0, "{dvr}");
+    assert!(b["replay"].is_null(), "no replay while live");
+    let dvr_url = text(dvr, "hlsUrl");
+    assert!(dvr_url.contains("/replay/dvr.m3u8?exp="), "{dvr_url}");
+
+    // The DVR playlists list the show from its start, signed, while the live one moved on.
+    let (master, renditions) = replay_playlists(&dvr_url).await;
+    assert!(!renditions.is_empty(), "{master}");
+    let (live_media, live_playlist) = {
+        let live_url = text(&b, "hlsUrl");
+        let (status, live_master) = fetch_text(&live_url).await;
+        assert_eq!(status, 200, "{live_master}");
+        let url = resolve(&live_url, &variants(&live_master)[0].uri);
+        let (status, playlist) = fetch_text(&url).await;
+        assert_eq!(status, 200);
+        (url, playlist)
+    };
+    let (d0_url, d0) = &renditions[0];
+    assert!(d0_url.contains("/replay/d0.m3u8?exp="), "{d0_url}");
+    assert!(!d0.contains("#EXT-X-ENDLIST"), "still live: {d0}");
+    assert!(
+        d0.contains("#EXT-X-MEDIA-SEQUENCE:0\n"),
+        "the whole show fits: {d0}"
+    );
+    let names = segment_names(d0);
+    let first = &names[0];
+    assert!(seconds(d0) >= 10.0, "{d0}");
+    assert!(
+        !segment_names(&live_playlist).contains(first),
+        "the live window ({live_media}) no longer lists {first}: {live_playlist}"
+    );
+    let signed_first = &durations(d0)[0].1;
+    assert!(
+        signed_first.contains(".ts?exp="),
+        "segment lines are signed: {d0}"
+    );
+    let start = resolve(d0_url, signed_first);
+    let (status, bytes) = fetch(&start).await;
+    assert_eq!(status, 200, "{start}");
+    assert_eq!(bytes.first(), Some(&0x47), "MPEG-TS");
+    // The kept playlists so far, in the store: an EVENT playlist of the same segments.
+    let event = std::fs::read_to_string(
+        p.media()
+            .work_dir()
+            .join("media/replays")
+            .join(&stream)
+            .join("v0.m3u8"),
+    )
+    .unwrap();
+    assert!(event.contains("#EXT-X-PLAYLIST-TYPE:EVENT"), "{event}");
+    assert!(!event.contains("#EXT-X-ENDLIST"), "{event}");
+    assert_eq!(&segment_names(&event)[0], first);
+
+    // Unsigned, or with another stream's signature: refused.
+    let bare = |url: &str| url.split('?').next().unwrap().to_string();
+    for url in [&dvr_url, d0_url, &start] {
+        assert_eq!(fetch(&bare(url)).await.0, 403, "{url}");
+    }
+    let other = create(&p, &user, "private").await;
+    let other_stream = text(&other, "streamId");
+    let borrowed = text(&other, "hlsUrl")
+        .replace(&other_stream, &stream)
+        .replace("/index.m3u8", "/replay/dvr.m3u8");
+    assert_eq!(fetch(&borrowed).await.0, 403, "another stream's signature");
+
+    // A viewer who may not see the private broadcast gets nothing of it, its DVR included.
+    let stranger = p.signup(&tenant, "stranger").await;
+    let (status, body) = p
+        .as_user(&stranger, Method::GET, &format!("/api/broadcasts/{id}"))
+        .answer()
+        .await;
+    assert!(status == 403 || status == 404, "{status}: {body}");
+    assert!(!body.to_string().contains("dvr.m3u8"), "{body}");
+
+    // The end: the DVR goes, and the replay is as it always was.
+    publisher.stop().await;
+    end(&p, &user, &id).await;
+    let b = until_replay_ready(&p, &user, &id, Duration::from_secs(10)).await;
+    assert!(b["dvr"].is_null(), "{b}");
+    let (_, renditions) = replay_playlists(&text(&b["replay"], "hlsUrl")).await;
+    let (_, vod) = &renditions[0];
+    assert!(vod.contains("#EXT-X-PLAYLIST-TYPE:VOD"), "{vod}");
+    assert!(vod.trim_end().ends_with("#EXT-X-ENDLIST"), "{vod}");
+    assert_eq!(&segment_names(vod)[0], first);
+    assert!(segment_names(vod).len() >= names.len());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_live_listing_says_how_far_back_each_broadcast_goes() {
+    let p = platform(30).await;
+    let (tenant, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let id = text(&b, "id");
+    let publisher = Publisher::start(&text(&b, "rtmpUrl"));
+    until_ingest(&p, &user, &id, "live").await;
+    let listed = wait_for("the listing's DVR", Duration::from_secs(20), || async {
+        let (status, live) = p
+            .as_client(&tenant, Method::GET, "/api/broadcasts/live")
+            .answer()
+            .await;
+        assert_eq!(status, 200, "{live}");
+        let item = live["items"]
+            .as_array()?
+            .iter()
+            .find(|b| b["id"] == id.as_str())?
+            .clone();
+        (item["dvr"]["availableSeconds"].as_f64()? >= 4.0).then_some(item)
+    })
+    .await;
+    // The default window, signed for anyone who may watch.
+    assert_eq!(listed["dvr"]["windowSeconds"], 4 * 3600, "{listed}");
+    let dvr_url = text(&listed["dvr"], "hlsUrl");
+    assert_eq!(fetch(&dvr_url).await.0, 200, "{dvr_url}");
+    publisher.stop().await;
 }

@@ -4,7 +4,7 @@
 use crate::access::Audience;
 use crate::links::{IngestCredentials, Links, StreamAddresses};
 use crate::recordings::SettingsView;
-use crate::replays::{self, ReplayView};
+use crate::replays::{self, DvrView, ReplayView};
 use ::store::Db;
 use ::store::broadcasts::{self as store, Broadcast, ERROR_REQUESTED, ERROR_STALE};
 use ::store::ingests::{Ingest, Refusal, ServerReport};
@@ -65,6 +65,9 @@ pub struct BroadcastView {
     /// What plays once the broadcast is over (docs/replays.md): the media server's replay
     /// of its RTMP ingest, else its newest ready recording; null when it has neither.
     pub replay: Option<ReplayView>,
+    /// While it is live and its replay is kept: how far back viewers can rewind it, and
+    /// the playlist that goes back so far (docs/replays.md); null otherwise.
+    pub dvr: Option<DvrView>,
     #[serde(flatten)]
     pub owner: Option<OwnerDetails>,
 }
@@ -247,6 +250,7 @@ pub fn of(
         latency_mode: b.latency_mode,
         addresses: links.stream_addresses(&b.identity, b.visibility, now),
         replay,
+        dvr: None,
         owner: owner.map(|extras| OwnerDetails {
             credentials: links.ingest_credentials(&b.identity),
             metadata: b.metadata.clone(),
@@ -298,9 +302,24 @@ pub fn many(
     let mut refusals = ingests::refusals_of_many(db, &ids)?;
     let live = ::store::views::live_counts(db, &ids, now.saturating_mul(1000))?;
     let server = ingests::server_report(db)?;
+    // Rewinding: a live broadcast whose media server keeps its replay says how far back.
+    let mut rewound: std::collections::HashMap<String, i64> = items
+        .iter()
+        .filter(|b| b.status == Status::Active)
+        .filter_map(|b| Some((b.id.clone(), ingests.get(&b.id)?.dvr_ms?)))
+        .collect();
+    let dvr_window = match items.iter().find(|b| rewound.contains_key(&b.id)) {
+        Some(first) => replay_store::dvr_window_hours(db, &first.client_id)?,
+        None => replay_store::DEFAULT_DVR_WINDOW_HOURS,
+    };
     Ok(items
         .iter()
         .map(|b| {
+            let dvr = rewound.remove(&b.id).map(|ms| {
+                replays::dvr_view(ms, dvr_window, |file| {
+                    links.signed_stream_file(&b.identity.stream_id, file, now)
+                })
+            });
             // The recording settings and the ingest are the owner's business.
             let owner = (audience_for(b) == Audience::Owner).then(|| OwnerExtras {
                 recording: recording.remove(&b.id).map(|s| SettingsView::from(&s)),
@@ -321,6 +340,7 @@ pub fn many(
                 })
                 .or_else(|| recorded.remove(&b.id).map(|r| replays::recording_view(&r)));
             let mut view = of(b, &links, counts.remove(&b.id), replay, owner, now);
+            view.dvr = dvr;
             let (views, room) = live.get(&b.id).copied().unwrap_or_default();
             view.viewer_count = domain::views::viewer_count(b.viewer_count, views, room);
             view
