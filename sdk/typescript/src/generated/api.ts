@@ -903,7 +903,7 @@ export interface paths {
         put?: never;
         /**
          * Update (media server)
-         * @description A publisher is still live: its health and restream targets' states. Refused when the key was reset, the broadcast ended or its client was suspended (the media server drops the publisher).
+         * @description A publisher is still live: its health, restream targets' states and how far back viewers can rewind it. Refused when the key was reset, the broadcast ended or its client was suspended (the media server drops the publisher).
          */
         post: operations["post-media-update"];
         delete?: never;
@@ -2184,12 +2184,12 @@ export interface paths {
         };
         /**
          * Get (replay settings)
-         * @description Whether the tenant's RTMP broadcasts keep a replay, and for how long.
+         * @description Whether the tenant's RTMP broadcasts keep a replay, for how long, and how far back viewers may rewind them while live.
          */
         get: operations["get-v1-replay-settings"];
         /**
          * Replace (replay settings)
-         * @description Sets whether the tenant's RTMP broadcasts keep a replay (from each broadcast's next publish) and how many days a ready replay is kept (for replays ready from now on).
+         * @description Sets whether the tenant's RTMP broadcasts keep a replay (from each broadcast's next publish), how many days a ready replay is kept (for replays ready from now on) and how many hours back viewers may rewind a live broadcast (its DVR window).
          */
         put: operations["put-v1-replay-settings"];
         post?: never;
@@ -2871,6 +2871,8 @@ export interface components {
             deviceType?: string | null;
             /** Format: int64 */
             deviceWidth?: number | null;
+            /** @description While it is live and its replay is kept: how far back viewers can rewind it, and the playlist that goes back so far (docs/replays.md); null otherwise. */
+            dvr: components["schemas"]["BroadcastDvr"] | null;
             /** Format: date-time */
             endedAt: string | null;
             /**
@@ -3028,6 +3030,21 @@ export interface components {
             title?: string | null;
             /** @enum {unknown} */
             visibility?: "public" | "unlisted" | "private" | "subscribers" | null;
+        };
+        /** @description How far back a live broadcast can be rewound (docs/replays.md, "Rewind while live"). */
+        BroadcastDvr: {
+            /**
+             * Format: double
+             * @description How far back one can go now: the broadcast's length so far, up to the window.
+             */
+            availableSeconds: number;
+            /** @description The DVR master playlist: the last `windowSeconds` of the broadcast, every rendition, a live playlist whose oldest segments leave it as the broadcast goes on. Signed whatever the visibility, like a replay, valid for `hls_url_ttl`. */
+            hlsUrl: string;
+            /**
+             * Format: int64
+             * @description How far back the tenant lets viewers go (its `dvrWindowHours`).
+             */
+            windowSeconds: number;
         };
         /** @description A broadcast's replay as its audience sees it. */
         BroadcastReplay: {
@@ -3946,6 +3963,12 @@ export interface components {
         /** @description The answer to an accepted publish or update: where the stream lives, how it plays, and where to push it. */
         MediaAccepted: {
             /**
+             * Format: uint64
+             * @description How far back viewers may rewind the live stream of a kept replay, in seconds: the tenant's DVR window (absent from a platform that predates it: [`super::DEFAULT_DVR_WINDOW_SECS`]).
+             * @default 14400
+             */
+            dvrWindow: number;
+            /**
              * @description Whether to transcode the stream into renditions (read at publish; absent from a platform that predates it: adaptive).
              * @default adaptive
              * @enum {string}
@@ -4095,6 +4118,12 @@ export interface components {
         /** @description `POST /api/media/update`: a publisher is still live (every few seconds). */
         MediaUpdate: {
             connection: string;
+            /**
+             * Format: double
+             * @description Seconds of the stream viewers can rewind now (its DVR playlists' span): sent while the media server keeps the stream's replay.
+             * @default null
+             */
+            dvrSeconds: number | null;
             /** @default null */
             health: components["schemas"]["HealthSample"] | null;
             key: string;
@@ -4658,6 +4687,11 @@ export interface components {
         };
         /** @description A tenant's replay settings. */
         ReplaySettings: {
+            /**
+             * Format: int64
+             * @description How many hours back viewers may rewind a live broadcast whose replay is kept (the broadcast's `dvr`), 1 to 24.
+             */
+            dvrWindowHours: number;
             /** @description Whether the media server keeps a replay of each RTMP broadcast (from the broadcast's next publish). */
             enabled: boolean;
             /**
@@ -4667,6 +4701,8 @@ export interface components {
             retentionDays: number | null;
         };
         ReplaySettingsChanges: {
+            /** @description Hours back viewers may rewind a live broadcast, 1 to 24 (absent or null: 4). Applies to live broadcasts within seconds. */
+            dvrWindowHours?: number | null;
             /** @description Keep replays (absent: true). */
             enabled?: boolean | null;
             /** @description Days a ready replay is kept, 1 to 3650 (absent or null: for ever). Applies to replays that become ready from now on. */
@@ -20151,6 +20187,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
+                 *       "dvrWindowHours": 4,
                  *       "enabled": true,
                  *       "retentionDays": 30
                  *     }
