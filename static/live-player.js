@@ -41,6 +41,13 @@ export function renditionName(level) {
         return "source";
     return level.height ? `${level.height}p` : null;
 }
+export function behindLabel(seconds) {
+    const s = Math.max(0, Math.round(seconds));
+    const h = Math.floor(s / 3600);
+    const m = Math.floor((s % 3600) / 60);
+    const two = (n) => String(n).padStart(2, "0");
+    return h > 0 ? `-${h}:${two(m)}:${two(s % 60)}` : `-${m}:${two(s % 60)}`;
+}
 function levelLabel(level) {
     const name = level.height ? `${level.height}p` : "Source";
     return level.bitrate ? `${name} (${(level.bitrate / 1e6).toFixed(1)} Mbit/s)` : name;
@@ -71,6 +78,10 @@ video { width: 100%; height: 100%; display: block; object-fit: contain; backgrou
 .message { position: absolute; inset: 0; margin: 0; display: flex; align-items: center; justify-content: center; padding: 1em; text-align: center; font-size: 20px; background: rgba(0,0,0,.7); }
 .bar { position: absolute; top: 8px; right: 8px; z-index: 12; display: flex; gap: 8px; align-items: center; padding: 4px 8px; border-radius: 6px; background: rgba(0,0,0,.6); }
 select { font: inherit; background: #17171e; color: #fff; border: 1px solid #4b4b55; border-radius: 4px; }
+.dvr { position: absolute; left: 8px; right: 8px; bottom: 48px; z-index: 12; display: flex; gap: 8px; align-items: center; padding: 4px 8px; border-radius: 6px; background: rgba(0,0,0,.6); }
+.dvr input { flex: 1; }
+.dvr button { font: inherit; font-weight: 600; color: #fff; background: #4b4b55; border: 0; border-radius: 4px; padding: 2px 8px; cursor: pointer; }
+.dvr button[aria-pressed="true"] { background: #d61f3a; }
 [hidden] { display: none !important; }
 `;
 const MESSAGES = {
@@ -91,6 +102,13 @@ export class LivePlayer extends Element {
     bar;
     quality;
     latencyText;
+    dvrBar;
+    dvrRange;
+    dvrBehind;
+    liveButton;
+    onDvr = false;
+    dvrTarget = 0;
+    dragging = false;
     hls = null;
     liveState = "connecting";
     edgeSN = null;
@@ -155,9 +173,36 @@ export class LivePlayer extends Element {
         this.latencyText = document.createElement("span");
         this.latencyText.setAttribute("part", "latency");
         this.bar.append(label, this.quality, this.latencyText);
+        this.dvrBar = document.createElement("div");
+        this.dvrBar.className = "dvr";
+        this.dvrBar.setAttribute("part", "dvr");
+        this.dvrBar.hidden = true;
+        this.dvrRange = document.createElement("input");
+        this.dvrRange.type = "range";
+        this.dvrRange.min = "0";
+        this.dvrRange.step = "1";
+        this.dvrRange.setAttribute("part", "dvr-range");
+        this.dvrRange.setAttribute("aria-label", "Rewind");
+        this.dvrBehind = document.createElement("span");
+        this.dvrBehind.setAttribute("part", "dvr-behind");
+        this.liveButton = document.createElement("button");
+        this.liveButton.type = "button";
+        this.liveButton.textContent = "LIVE";
+        this.liveButton.setAttribute("part", "live-button");
+        this.liveButton.setAttribute("aria-pressed", "true");
+        this.dvrBar.append(this.dvrRange, this.dvrBehind, this.liveButton);
         if (style)
             shadow.append(style);
-        shadow.append(this.video, this.message, this.bar);
+        shadow.append(this.video, this.message, this.bar, this.dvrBar);
+        this.dvrRange.addEventListener("input", () => {
+            this.dragging = true;
+            this.dvrBehind.textContent = behindLabel(this.available() - Number(this.dvrRange.value));
+        });
+        this.dvrRange.addEventListener("change", () => {
+            this.dragging = false;
+            this.rewind(this.available() - Number(this.dvrRange.value));
+        });
+        this.liveButton.addEventListener("click", () => this.goLive());
         this.quality.addEventListener("change", () => {
             if (!this.hls)
                 return;
@@ -238,6 +283,65 @@ export class LivePlayer extends Element {
             this.applyMediaAttributes();
         }
     }
+    get behindLive() {
+        const v = this.video;
+        if (!this.hls || v.seekable.length === 0)
+            return null;
+        const behind = v.seekable.end(v.seekable.length - 1) - v.currentTime;
+        return Math.max(0, behind - (this.onDvr ? 0 : this.liveOffset()));
+    }
+    get rewound() {
+        return this.onDvr;
+    }
+    available() {
+        if (!this.getAttribute("dvr-src"))
+            return 0;
+        const window = Number(this.getAttribute("dvr-window") ?? 0);
+        const since = Number(this.getAttribute("dvr-since") ?? 0);
+        let seconds = since > 0 ? Date.now() / 1000 - since : 0;
+        const v = this.video;
+        if (this.onDvr && v.seekable.length)
+            seconds = v.seekable.end(v.seekable.length - 1) - v.seekable.start(0);
+        return Math.max(0, Math.floor(window > 0 ? Math.min(window, seconds) : seconds));
+    }
+    rewind(seconds) {
+        const dvr = this.getAttribute("dvr-src");
+        if (!dvr || this.hasAttribute("recording") || this.liveState === "ended")
+            return;
+        const behind = Math.max(0, Math.min(seconds, this.available()));
+        const v = this.video;
+        if (behind < 1) {
+            this.goLive();
+            return;
+        }
+        if (v.seekable.length) {
+            const start = v.seekable.start(0);
+            const end = v.seekable.end(v.seekable.length - 1);
+            const target = end - behind - (this.onDvr ? 0 : this.liveOffset());
+            if (target >= start + this.targetDuration) {
+                v.currentTime = target;
+                this.showDvr();
+                return;
+            }
+        }
+        this.onDvr = true;
+        this.dvrTarget = behind;
+        this.load();
+        this.showDvr();
+    }
+    goLive() {
+        if (this.hasAttribute("recording") || this.liveState === "ended")
+            return;
+        if (this.onDvr) {
+            this.onDvr = false;
+            this.load();
+        }
+        else if (this.hls && this.video.seekable.length) {
+            const v = this.video;
+            v.currentTime = v.seekable.end(v.seekable.length - 1) - this.liveOffset();
+        }
+        this.showDvr();
+    }
     end() {
         this.stop();
         this.setState("ended");
@@ -271,6 +375,8 @@ export class LivePlayer extends Element {
         this.say(MESSAGES[state]);
         if (state === "reconnecting")
             this.reconnectingSince = Date.now();
+        if (state === "ended")
+            this.dvrBar.hidden = true;
         this.emit("statechange", { state });
         if (state === "ended")
             this.emit("ended", null);
@@ -295,10 +401,12 @@ export class LivePlayer extends Element {
     }
     load() {
         this.stop();
-        const src = this.getAttribute("src");
+        const recording = this.hasAttribute("recording");
+        if (recording || !this.getAttribute("dvr-src"))
+            this.onDvr = false;
+        const src = this.onDvr ? this.getAttribute("dvr-src") : this.getAttribute("src");
         if (!src || this.liveState === "ended")
             return;
-        const recording = this.hasAttribute("recording");
         if (this.askedAt === null)
             this.askedAt = performance.now();
         if (!recording)
@@ -315,6 +423,12 @@ export class LivePlayer extends Element {
             hls.on(Hls.Events.ERROR, (_, data) => {
                 if (!data.fatal)
                     return;
+                if (this.onDvr) {
+                    this.onDvr = false;
+                    this.removeAttribute("dvr-src");
+                    this.load();
+                    return;
+                }
                 this.fail(errorReason(data));
                 if (recording) {
                     this.stop();
@@ -327,6 +441,7 @@ export class LivePlayer extends Element {
             hls.on(Hls.Events.MANIFEST_PARSED, () => {
                 if (this.hasAttribute("controls") && !recording)
                     this.showQualities();
+                this.showDvr();
                 this.start();
             });
             hls.on(Hls.Events.LEVEL_SWITCHED, () => {
@@ -340,6 +455,24 @@ export class LivePlayer extends Element {
                         this.setState("live");
                 });
                 this.ticker = setInterval(() => this.tick(), 1000);
+            }
+            if (this.onDvr) {
+                hls.on(Hls.Events.LEVEL_LOADED, (_, data) => {
+                    const total = data.details?.totalduration;
+                    const behind = this.dvrTarget;
+                    this.dvrTarget = 0;
+                    if (!(behind > 0) || typeof total !== "number")
+                        return;
+                    const at = Math.max(0, total - behind);
+                    const seek = () => {
+                        if (Math.abs(this.video.currentTime - at) > 2)
+                            this.video.currentTime = at;
+                    };
+                    if (this.video.readyState >= 1)
+                        seek();
+                    else
+                        this.video.addEventListener("loadedmetadata", seek, { once: true });
+                });
             }
             hls.loadSource(src);
             hls.attachMedia(this.video);
@@ -358,6 +491,10 @@ export class LivePlayer extends Element {
         }
     }
     config(live) {
+        if (live && this.onDvr) {
+            const startPosition = Math.max(0, this.available() - this.dvrTarget);
+            return { enableWorker: false, lowLatencyMode: false, capLevelToPlayerSize: false, startPosition };
+        }
         const config = { enableWorker: false, lowLatencyMode: live, capLevelToPlayerSize: false };
         const low = this.getAttribute("latency-mode") === "low";
         if (live && !low)
@@ -397,9 +534,30 @@ export class LivePlayer extends Element {
             this.edgeChangedAt = Date.now();
         }
     }
+    liveOffset() {
+        return this.getAttribute("latency-mode") === "low" ? 1.5 : 2.5 * this.targetDuration;
+    }
+    showDvr() {
+        const shown = this.hasAttribute("controls") &&
+            !this.hasAttribute("recording") &&
+            !!this.getAttribute("dvr-src") &&
+            this.liveState !== "ended" &&
+            this.available() > 0;
+        this.dvrBar.hidden = !shown;
+        if (!shown || this.dragging)
+            return;
+        const available = this.available();
+        const behind = Math.min(available, this.behindLive ?? 0);
+        this.dvrRange.max = String(available);
+        this.dvrRange.value = String(Math.round(available - behind));
+        const atEdge = !this.onDvr && behind < this.targetDuration * 2;
+        this.liveButton.setAttribute("aria-pressed", String(atEdge));
+        this.dvrBehind.textContent = atEdge ? "" : behindLabel(behind);
+    }
     tick() {
         const latency = this.latency;
-        this.latencyText.textContent = latency === null ? "" : `${latency.toFixed(1)} s behind live`;
+        this.latencyText.textContent = this.onDvr || latency === null ? "" : `${latency.toFixed(1)} s behind live`;
+        this.showDvr();
         if (this.liveState !== "live" || !this.edgeChangedAt)
             return;
         const limit = Math.max(2.5 * this.targetDuration, 4) * 1000;
@@ -409,6 +567,7 @@ export class LivePlayer extends Element {
     reconnect() {
         if (this.liveState === "ended")
             return;
+        this.onDvr = false;
         this.staleSN = this.edgeSN;
         this.stop();
         this.setState("reconnecting");

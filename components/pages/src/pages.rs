@@ -292,6 +292,12 @@ struct PlayerSource {
     poster: String,
     replay_url: String,
     replay_type: &'static str,
+    /// While live, when the tenant keeps replays: the DVR playlist (signed, as replays
+    /// are), its window in seconds and when the show started (epoch seconds), for the
+    /// player's rewind (docs/replays.md); empty otherwise.
+    dvr_url: String,
+    dvr_window: String,
+    dvr_since: String,
     /// Seconds the player says reconnecting before it says ended, as the ingest waits
     /// (the relay's status frame usually says so first).
     reconnect_window: String,
@@ -350,6 +356,28 @@ impl PlayerSource {
             ),
             (None, None) => ("", String::new(), ""),
         };
+        // Rewinding a live broadcast whose replay is kept: from its start, within the
+        // tenant's window.
+        let (dvr_url, dvr_window, dvr_since) =
+            match (watched.state, &watched.broadcast, &hls_origin) {
+                (WatchState::Live, Some(b), Some(_))
+                    if b.status == domain::broadcast::Status::Active
+                        && store::replays::settings(db, &b.client_id)?.0 =>
+                {
+                    let since = b
+                        .started_at
+                        .as_deref()
+                        .and_then(domain::time::parse_rfc3339)
+                        .unwrap_or(now);
+                    (
+                        signed_replay_file(&bases, &watched.stream_id, "dvr.m3u8", now),
+                        (store::replays::dvr_window_hours(db, &b.client_id)?.max(1) * 3600)
+                            .to_string(),
+                        since.to_string(),
+                    )
+                }
+                _ => Default::default(),
+            };
         // The media server refreshes a live stream's thumbnail: the player's poster.
         let poster = match (hls_origin.is_some(), watched.state) {
             (true, WatchState::Live) => rules::thumbnail_url(&bases, &watched.stream_id),
@@ -388,6 +416,9 @@ impl PlayerSource {
             poster,
             replay_url,
             replay_type,
+            dvr_url,
+            dvr_window,
+            dvr_since,
             reconnect_window,
             directives,
         })
@@ -401,10 +432,13 @@ impl PlayerSource {
     }
 
     /// What the page's ETag depends on of the player.
-    fn cache_parts(&self) -> [&str; 5] {
+    fn cache_parts(&self) -> [&str; 8] {
         [
             &self.hls_url,
             &self.replay_url,
+            &self.dvr_url,
+            &self.dvr_window,
+            &self.dvr_since,
             &self.poster,
             self.latency_mode,
             &self.reconnect_window,
@@ -416,7 +450,13 @@ impl PlayerSource {
 /// moves in steps of ten minutes, so that the page (and its entity tag) stays the same
 /// meanwhile; it is valid for at least `hls_url_ttl`.
 fn signed_replay(bases: &StreamBases, stream_id: &str, now: i64) -> String {
-    let url = rules::hls_url(bases, stream_id).replace("/index.m3u8", "/replay/index.m3u8");
+    signed_replay_file(bases, stream_id, "index.m3u8", now)
+}
+
+/// `file` of the stream's replay directory (the replay's, or while live the DVR's), signed
+/// as [`signed_replay`] signs.
+fn signed_replay_file(bases: &StreamBases, stream_id: &str, file: &str, now: i64) -> String {
+    let url = rules::hls_url(bases, stream_id).replace("/index.m3u8", &format!("/replay/{file}"));
     let Some(secret) = config::var("media_secret") else {
         return url;
     };
@@ -495,6 +535,9 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
                     poster => player.poster,
                     replay_url => player.replay_url,
                     replay_type => player.replay_type,
+                    dvr_url => player.dvr_url,
+                    dvr_window => player.dvr_window,
+                    dvr_since => player.dvr_since,
                     reconnect_window => player.reconnect_window,
                     asset => context! {
                         css => assets::url_value("pages.css"),
@@ -626,6 +669,9 @@ pub fn embed(ctx: &PublicCtx) -> Result<Response, ApiError> {
                     poster => player.poster,
                     replay_url => player.replay_url,
                     replay_type => player.replay_type,
+                    dvr_url => player.dvr_url,
+                    dvr_window => player.dvr_window,
+                    dvr_since => player.dvr_since,
                     reconnect_window => player.reconnect_window,
                     autoplay => options.autoplay,
                     muted => options.muted,

@@ -615,3 +615,129 @@ async fn the_live_listing_says_how_far_back_each_broadcast_goes() {
     assert_eq!(fetch(&dvr_url).await.0, 200, "{dvr_url}");
     publisher.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_watch_page_rewinds_to_the_start_of_the_show_and_returns_live() {
+    let p = platform(30).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let id = text(&b, "id");
+    let publisher = Publisher::start(&text(&b, "rtmpUrl"));
+    until_ingest(&p, &user, &id, "live").await;
+    // Longer than the live playlists reach (6 s).
+    tokio::time::sleep(Duration::from_secs(16)).await;
+    let mut browser = Browser::launch(&["--autoplay-policy=no-user-gesture-required"]).await;
+    let tab = browser
+        .open(
+            &p.url(&format!("/watch/{}", text(&b, "shortId"))),
+            1280,
+            800,
+        )
+        .await;
+    let player = "document.getElementById('player')";
+    browser
+        .wait_for(
+            &tab,
+            &format!("{player}.state === 'live' && {player}.latency !== null"),
+            Duration::from_secs(30),
+        )
+        .await;
+    // A viewer who does not rewind plays the live playlist, as near the edge as ever.
+    let live_latency = browser
+        .eval(&tab, &format!("{player}.latency"))
+        .await
+        .as_f64()
+        .unwrap();
+    let source = browser
+        .eval(&tab, &format!("{player}.getAttribute('src')"))
+        .await;
+    assert!(!source.as_str().unwrap().contains("/replay/"), "{source}");
+    assert!(live_latency < 12.0, "live at {live_latency} s behind");
+    let available = browser
+        .wait_for(
+            &tab,
+            &format!(
+                "(function(){{var p={player};var bar=p.shadowRoot.querySelector('[part=dvr]');\
+                 return !bar.hidden && p.available() >= 14 ? p.available() : null;}})()"
+            ),
+            Duration::from_secs(10),
+        )
+        .await
+        .as_f64()
+        .unwrap();
+    // The slider to its left end: the start of the show.
+    browser
+        .eval(
+            &tab,
+            &format!(
+                "(function(){{var r={player}.shadowRoot.querySelector('[part=dvr-range]');\
+                 r.value='0';r.dispatchEvent(new Event('change'));return true;}})()"
+            ),
+        )
+        .await;
+    let rewound = browser
+        .wait_for(
+            &tab,
+            &format!(
+                "(function(){{var p={player};var v=p.video;\
+                 return p.rewound && !v.paused && v.currentTime > 0 && v.seekable.length \
+                 && v.currentTime - v.seekable.start(0) < 4 && p.latency > {available} - 5 \
+                 ? p.latency : null;}})()"
+            ),
+            Duration::from_secs(30),
+        )
+        .await
+        .as_f64()
+        .unwrap();
+    println!("live {live_latency:.1} s behind; rewound to {rewound:.1} s behind of {available} s");
+    let from_dvr = browser
+        .eval(
+            &tab,
+            "performance.getEntriesByType('resource').some(function(e){return /\\/replay\\/d0\\.m3u8\\?exp=/.test(e.name);})",
+        )
+        .await;
+    assert_eq!(from_dvr, json!(true), "the DVR playlist played");
+    // It plays on from there.
+    let at = browser
+        .eval(&tab, &format!("{player}.video.currentTime"))
+        .await
+        .as_f64()
+        .unwrap();
+    browser
+        .wait_for(
+            &tab,
+            &format!("{player}.video.currentTime > {at} + 1.5"),
+            Duration::from_secs(10),
+        )
+        .await;
+    // LIVE, clicked: back to the live playlist at the edge.
+    let button = browser
+        .eval(
+            &tab,
+            &format!(
+                "(function(){{var r={player}.shadowRoot.querySelector('[part=live-button]').getBoundingClientRect();\
+                 return [Math.round(r.x + r.width / 2), Math.round(r.y + r.height / 2)];}})()"
+            ),
+        )
+        .await;
+    let (x, y) = (
+        button[0].as_u64().unwrap() as u32,
+        button[1].as_u64().unwrap() as u32,
+    );
+    browser.click(&tab, x, y).await;
+    let back = browser
+        .wait_for(
+            &tab,
+            &format!(
+                "(function(){{var p={player};\
+                 return !p.rewound && p.state === 'live' && !p.video.paused && p.latency !== null \
+                 && p.latency < 12 ? p.latency : null;}})()"
+            ),
+            Duration::from_secs(30),
+        )
+        .await;
+    println!("back live at {back} s behind");
+    browser.assert_clean(&tab).await;
+    browser.close().await;
+    publisher.stop().await;
+}

@@ -18,6 +18,14 @@
  * stays away longer than the reconnect window (`reconnect-window`, 60 s as the platform's
  * default), or on `end()`. A `recording` plays from its start (or from `start`, in
  * seconds), without a live state.
+ *
+ * Rewind (DVR): with `dvr-src` (the broadcast's `dvr.hlsUrl`), `dvr-window` (its
+ * `windowSeconds`) and `dvr-since` (when the show started, epoch seconds), the viewer can
+ * go back to the start of the window (`rewind(seconds)`, or the bar's slider) and return
+ * to the live edge (`goLive()`, the LIVE button). The live playlist plays until the viewer
+ * goes back further than it reaches; only then does the player switch to the DVR
+ * playlist, and back to the live one on LIVE: a viewer who does not rewind plays as near
+ * the edge as before.
  */
 
 /** What the element needs of hls.js (`window.Hls`, or `LivePlayer.Hls`). */
@@ -128,6 +136,15 @@ export function renditionName(level: HlsLevel | undefined): string | null {
   return level.height ? `${level.height}p` : null;
 }
 
+/** How far behind live the rewind slider is: `-1:05:30`, `-4:10`. */
+export function behindLabel(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const two = (n: number) => String(n).padStart(2, "0");
+  return h > 0 ? `-${h}:${two(m)}:${two(s % 60)}` : `-${m}:${two(s % 60)}`;
+}
+
 /** A level as the quality menu shows it: `720p (2.7 Mbit/s)`. */
 function levelLabel(level: HlsLevel): string {
   const name = level.height ? `${level.height}p` : "Source";
@@ -160,6 +177,10 @@ video { width: 100%; height: 100%; display: block; object-fit: contain; backgrou
 .message { position: absolute; inset: 0; margin: 0; display: flex; align-items: center; justify-content: center; padding: 1em; text-align: center; font-size: 20px; background: rgba(0,0,0,.7); }
 .bar { position: absolute; top: 8px; right: 8px; z-index: 12; display: flex; gap: 8px; align-items: center; padding: 4px 8px; border-radius: 6px; background: rgba(0,0,0,.6); }
 select { font: inherit; background: #17171e; color: #fff; border: 1px solid #4b4b55; border-radius: 4px; }
+.dvr { position: absolute; left: 8px; right: 8px; bottom: 48px; z-index: 12; display: flex; gap: 8px; align-items: center; padding: 4px 8px; border-radius: 6px; background: rgba(0,0,0,.6); }
+.dvr input { flex: 1; }
+.dvr button { font: inherit; font-weight: 600; color: #fff; background: #4b4b55; border: 0; border-radius: 4px; padding: 2px 8px; cursor: pointer; }
+.dvr button[aria-pressed="true"] { background: #d61f3a; }
 [hidden] { display: none !important; }
 `;
 
@@ -186,6 +207,16 @@ export class LivePlayer extends Element {
   private readonly bar: HTMLDivElement;
   private readonly quality: HTMLSelectElement;
   private readonly latencyText: HTMLSpanElement;
+  private readonly dvrBar: HTMLDivElement;
+  private readonly dvrRange: HTMLInputElement;
+  private readonly dvrBehind: HTMLSpanElement;
+  private readonly liveButton: HTMLButtonElement;
+  /** Whether the DVR playlist plays (the viewer went back beyond the live one's reach). */
+  private onDvr = false;
+  /** Where a switch to the DVR playlist starts: seconds behind its newest segment. */
+  private dvrTarget = 0;
+  /** The slider is being moved: the ticker leaves it alone. */
+  private dragging = false;
   private hls: HlsInstance | null = null;
   private liveState: LiveState = "connecting";
   private edgeSN: number | null = null;
@@ -254,8 +285,37 @@ export class LivePlayer extends Element {
     this.latencyText = document.createElement("span");
     this.latencyText.setAttribute("part", "latency");
     this.bar.append(label, this.quality, this.latencyText);
+    // Rewind: a slider over the DVR window (seconds behind live, the edge at its right)
+    // and LIVE, pressed while at the edge.
+    this.dvrBar = document.createElement("div");
+    this.dvrBar.className = "dvr";
+    this.dvrBar.setAttribute("part", "dvr");
+    this.dvrBar.hidden = true;
+    this.dvrRange = document.createElement("input");
+    this.dvrRange.type = "range";
+    this.dvrRange.min = "0";
+    this.dvrRange.step = "1";
+    this.dvrRange.setAttribute("part", "dvr-range");
+    this.dvrRange.setAttribute("aria-label", "Rewind");
+    this.dvrBehind = document.createElement("span");
+    this.dvrBehind.setAttribute("part", "dvr-behind");
+    this.liveButton = document.createElement("button");
+    this.liveButton.type = "button";
+    this.liveButton.textContent = "LIVE";
+    this.liveButton.setAttribute("part", "live-button");
+    this.liveButton.setAttribute("aria-pressed", "true");
+    this.dvrBar.append(this.dvrRange, this.dvrBehind, this.liveButton);
     if (style) shadow.append(style);
-    shadow.append(this.video, this.message, this.bar);
+    shadow.append(this.video, this.message, this.bar, this.dvrBar);
+    this.dvrRange.addEventListener("input", () => {
+      this.dragging = true;
+      this.dvrBehind.textContent = behindLabel(this.available() - Number(this.dvrRange.value));
+    });
+    this.dvrRange.addEventListener("change", () => {
+      this.dragging = false;
+      this.rewind(this.available() - Number(this.dvrRange.value));
+    });
+    this.liveButton.addEventListener("click", () => this.goLive());
     this.quality.addEventListener("change", () => {
       if (!this.hls) return;
       const level = parseInt(this.quality.value, 10);
@@ -348,6 +408,72 @@ export class LivePlayer extends Element {
     }
   }
 
+  /** Seconds behind the live edge the picture is (0 at the edge; null before playback). */
+  get behindLive(): number | null {
+    const v = this.video;
+    if (!this.hls || v.seekable.length === 0) return null;
+    const behind = v.seekable.end(v.seekable.length - 1) - v.currentTime;
+    return Math.max(0, behind - (this.onDvr ? 0 : this.liveOffset()));
+  }
+
+  /** Whether the DVR playlist plays (the viewer rewound beyond the live playlist). */
+  get rewound(): boolean {
+    return this.onDvr;
+  }
+
+  /** How far back the viewer can go now, in seconds (0 without `dvr-src`). */
+  available(): number {
+    if (!this.getAttribute("dvr-src")) return 0;
+    const window = Number(this.getAttribute("dvr-window") ?? 0);
+    const since = Number(this.getAttribute("dvr-since") ?? 0);
+    let seconds = since > 0 ? Date.now() / 1000 - since : 0;
+    const v = this.video;
+    // On the DVR playlist, what it lists is what there is.
+    if (this.onDvr && v.seekable.length) seconds = v.seekable.end(v.seekable.length - 1) - v.seekable.start(0);
+    return Math.max(0, Math.floor(window > 0 ? Math.min(window, seconds) : seconds));
+  }
+
+  /** Goes `seconds` back from the live edge (within the DVR window): within the live
+   * playlist's reach it seeks there; further back it plays the DVR playlist from there. */
+  rewind(seconds: number): void {
+    const dvr = this.getAttribute("dvr-src");
+    if (!dvr || this.hasAttribute("recording") || this.liveState === "ended") return;
+    const behind = Math.max(0, Math.min(seconds, this.available()));
+    const v = this.video;
+    if (behind < 1) {
+      this.goLive();
+      return;
+    }
+    if (v.seekable.length) {
+      const start = v.seekable.start(0);
+      const end = v.seekable.end(v.seekable.length - 1);
+      const target = end - behind - (this.onDvr ? 0 : this.liveOffset());
+      // Within the playlist playing now (a segment of margin at its oldest end).
+      if (target >= start + this.targetDuration) {
+        v.currentTime = target;
+        this.showDvr();
+        return;
+      }
+    }
+    this.onDvr = true;
+    this.dvrTarget = behind;
+    this.load();
+    this.showDvr();
+  }
+
+  /** Back to the live edge, on the live playlist. */
+  goLive(): void {
+    if (this.hasAttribute("recording") || this.liveState === "ended") return;
+    if (this.onDvr) {
+      this.onDvr = false;
+      this.load();
+    } else if (this.hls && this.video.seekable.length) {
+      const v = this.video;
+      v.currentTime = v.seekable.end(v.seekable.length - 1) - this.liveOffset();
+    }
+    this.showDvr();
+  }
+
   /** The broadcast has ended (e.g. the app heard so from the platform). */
   end(): void {
     this.stop();
@@ -383,6 +509,7 @@ export class LivePlayer extends Element {
     this.dataset.state = state;
     this.say(MESSAGES[state]);
     if (state === "reconnecting") this.reconnectingSince = Date.now();
+    if (state === "ended") this.dvrBar.hidden = true;
     this.emit("statechange", { state });
     if (state === "ended") this.emit("ended", null);
   }
@@ -409,9 +536,10 @@ export class LivePlayer extends Element {
 
   private load(): void {
     this.stop();
-    const src = this.getAttribute("src");
-    if (!src || this.liveState === "ended") return;
     const recording = this.hasAttribute("recording");
+    if (recording || !this.getAttribute("dvr-src")) this.onDvr = false;
+    const src = this.onDvr ? this.getAttribute("dvr-src") : this.getAttribute("src");
+    if (!src || this.liveState === "ended") return;
     if (this.askedAt === null) this.askedAt = performance.now();
     // Views are of the live broadcast: a recording is not counted.
     if (!recording) this.startView();
@@ -425,6 +553,14 @@ export class LivePlayer extends Element {
       this.hls = hls;
       hls.on(Hls.Events.ERROR, (_, data) => {
         if (!data.fatal) return;
+        if (this.onDvr) {
+          // The DVR playlist cannot be played (not written yet, its signature expired):
+          // back to the live edge, without rewinding.
+          this.onDvr = false;
+          this.removeAttribute("dvr-src");
+          this.load();
+          return;
+        }
         this.fail(errorReason(data));
         if (recording) {
           this.stop();
@@ -435,6 +571,7 @@ export class LivePlayer extends Element {
       });
       hls.on(Hls.Events.MANIFEST_PARSED, () => {
         if (this.hasAttribute("controls") && !recording) this.showQualities();
+        this.showDvr();
         this.start();
       });
       hls.on(Hls.Events.LEVEL_SWITCHED, () => {
@@ -448,6 +585,22 @@ export class LivePlayer extends Element {
           if (this.liveState !== "ended") this.setState("live");
         });
         this.ticker = setInterval(() => this.tick(), 1000);
+      }
+      if (this.onDvr) {
+        // Where the viewer asked to go: that far behind the DVR playlist's newest segment
+        // (the start position guessed it from when the show started).
+        hls.on(Hls.Events.LEVEL_LOADED, (_, data) => {
+          const total = data.details?.totalduration;
+          const behind = this.dvrTarget;
+          this.dvrTarget = 0;
+          if (!(behind > 0) || typeof total !== "number") return;
+          const at = Math.max(0, total - behind);
+          const seek = () => {
+            if (Math.abs(this.video.currentTime - at) > 2) this.video.currentTime = at;
+          };
+          if (this.video.readyState >= 1) seek();
+          else this.video.addEventListener("loadedmetadata", seek, { once: true });
+        });
       }
       hls.loadSource(src);
       hls.attachMedia(this.video);
@@ -465,6 +618,11 @@ export class LivePlayer extends Element {
   /** Standard: two and a half segments (5 s) behind the edge. Low (`latency-mode="low"`):
    * a second and a half behind, caught up by playing slightly faster when behind. */
   private config(live: boolean): Record<string, unknown> {
+    if (live && this.onDvr) {
+      // Rewound: wherever the viewer went, never pulled back toward the edge.
+      const startPosition = Math.max(0, this.available() - this.dvrTarget);
+      return { enableWorker: false, lowLatencyMode: false, capLevelToPlayerSize: false, startPosition };
+    }
     const config: Record<string, unknown> = { enableWorker: false, lowLatencyMode: live, capLevelToPlayerSize: false };
     const low = this.getAttribute("latency-mode") === "low";
     // hls.js refuses a segment count mixed with durations: one or the other.
@@ -512,10 +670,35 @@ export class LivePlayer extends Element {
     }
   }
 
+  /** How far behind the live playlist's end hls.js holds the edge (its sync position). */
+  private liveOffset(): number {
+    return this.getAttribute("latency-mode") === "low" ? 1.5 : 2.5 * this.targetDuration;
+  }
+
+  /** The rewind controls, with the controls, while live and rewinding is offered. */
+  private showDvr(): void {
+    const shown =
+      this.hasAttribute("controls") &&
+      !this.hasAttribute("recording") &&
+      !!this.getAttribute("dvr-src") &&
+      this.liveState !== "ended" &&
+      this.available() > 0;
+    this.dvrBar.hidden = !shown;
+    if (!shown || this.dragging) return;
+    const available = this.available();
+    const behind = Math.min(available, this.behindLive ?? 0);
+    this.dvrRange.max = String(available);
+    this.dvrRange.value = String(Math.round(available - behind));
+    const atEdge = !this.onDvr && behind < this.targetDuration * 2;
+    this.liveButton.setAttribute("aria-pressed", String(atEdge));
+    this.dvrBehind.textContent = atEdge ? "" : behindLabel(behind);
+  }
+
   /** Every second: the latency shown, and a playlist that stopped advancing is a stopped source. */
   private tick(): void {
     const latency = this.latency;
-    this.latencyText.textContent = latency === null ? "" : `${latency.toFixed(1)} s behind live`;
+    this.latencyText.textContent = this.onDvr || latency === null ? "" : `${latency.toFixed(1)} s behind live`;
+    this.showDvr();
     if (this.liveState !== "live" || !this.edgeChangedAt) return;
     const limit = Math.max(2.5 * this.targetDuration, 4) * 1000;
     if (Date.now() - this.edgeChangedAt > limit) this.reconnect();
@@ -523,6 +706,8 @@ export class LivePlayer extends Element {
 
   private reconnect(): void {
     if (this.liveState === "ended") return;
+    // Back from a stop, the player plays live again.
+    this.onDvr = false;
     this.staleSN = this.edgeSN;
     this.stop();
     this.setState("reconnecting");
