@@ -2174,6 +2174,117 @@ async fn only_the_media_server_decides_who_publishes() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn how_far_back_a_live_broadcast_rewinds_is_the_media_servers_word_within_bounds() {
+    let p = platform().await;
+    let (t, ada, eve) = cast(&p).await;
+    let other = p.register_client("Other").await;
+    let secret = p.variable("media_secret").unwrap();
+    let (status, b) = p
+        .as_user(&ada, Method::POST, "/api/broadcasts")
+        .send_json(&json!({"title": "Show", "visibility": "private"}))
+        .await;
+    assert_eq!(status, 200, "{b}");
+    let (id, key) = (
+        b["id"].as_str().unwrap().to_string(),
+        b["streamKey"].as_str().unwrap().to_string(),
+    );
+    let (status, accepted) = media_call(
+        &p,
+        "/api/media/publish",
+        Some(&secret),
+        &json!({"key": key, "connection": "dvr-1"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{accepted}");
+    assert_eq!(
+        accepted["dvrWindow"],
+        4 * 3600,
+        "the default window: {accepted}"
+    );
+    let update = |dvr: Value| json!({"connection": "dvr-1", "key": key, "dvrSeconds": dvr});
+    // Negative, past the longest window, or not a number: refused, nothing recorded.
+    for bad in [json!(-1), json!(86_401), json!(1e300)] {
+        let (status, answer) =
+            media_call(&p, "/api/media/update", Some(&secret), &update(bad.clone())).await;
+        assert_eq!((status, code(&answer)), (422, "validation_failed"), "{bad}");
+    }
+    let (status, _) = media_call(&p, "/api/media/update", Some(&secret), &update(json!("1"))).await;
+    assert_eq!(status, 400);
+    assert!(owner_view(&p, &ada, &id).await["dvr"].is_null());
+    // Someone else's call with the DVR: no media secret, no say.
+    let (status, _) = media_call(&p, "/api/media/update", None, &update(json!(30))).await;
+    assert_eq!(status, 401);
+    assert!(owner_view(&p, &ada, &id).await["dvr"].is_null());
+    let (status, _) =
+        media_call(&p, "/api/media/update", Some(&secret), &update(json!(30.5))).await;
+    assert_eq!(status, 200);
+    let dvr = owner_view(&p, &ada, &id).await["dvr"].clone();
+    assert_eq!(dvr["availableSeconds"], 30.5, "{dvr}");
+    assert_eq!(dvr["windowSeconds"], 4 * 3600, "{dvr}");
+    assert!(
+        dvr["hlsUrl"]
+            .as_str()
+            .unwrap()
+            .contains("/replay/dvr.m3u8?exp="),
+        "{dvr}"
+    );
+    // A viewer who may not see the private broadcast gets nothing of it, nor the listing.
+    let (status, body) = p
+        .as_user(&eve, Method::GET, &format!("/api/broadcasts/{id}"))
+        .answer()
+        .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, live) = p
+        .as_client(&t, Method::GET, "/api/broadcasts/live")
+        .answer()
+        .await;
+    assert_eq!(status, 200);
+    assert!(!live.to_string().contains("dvr.m3u8"), "{live}");
+    // Another tenant's window is its own; the tenant's own reaches the live stream.
+    for (tenant, hours) in [(&other, 1), (&t, 24)] {
+        let (status, settings) = p
+            .as_server(
+                tenant,
+                Method::PUT,
+                "/api/v1/replay-settings",
+                Some(&json!({"dvrWindowHours": hours})),
+            )
+            .answer()
+            .await;
+        assert_eq!(status, 200, "{settings}");
+    }
+    let (status, accepted) =
+        media_call(&p, "/api/media/update", Some(&secret), &update(json!(40))).await;
+    assert_eq!(status, 200);
+    assert_eq!(accepted["dvrWindow"], 24 * 3600, "{accepted}");
+    assert_eq!(
+        owner_view(&p, &ada, &id).await["dvr"]["windowSeconds"],
+        24 * 3600
+    );
+    // Other tenants' servers cannot read or set it, users neither.
+    let (status, _) = p
+        .as_user(&ada, Method::PUT, "/api/v1/replay-settings")
+        .send_json(&json!({"dvrWindowHours": 1}))
+        .await;
+    assert_eq!(status, 401);
+    let (status, settings) = p
+        .as_server(&t, Method::GET, "/api/v1/replay-settings", None)
+        .answer()
+        .await;
+    assert_eq!(
+        (status.as_u16(), settings["dvrWindowHours"].as_i64()),
+        (200, Some(24))
+    );
+    // Once the broadcast is over there is nothing to rewind.
+    let (status, body) = p
+        .as_user(&ada, Method::POST, &format!("/api/broadcasts/{id}/status"))
+        .send_json(&json!({"status": "completed"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(owner_view(&p, &ada, &id).await["dvr"].is_null());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn restream_targets_are_their_owners_and_reach_no_private_address() {
     let p = platform().await;
     let (t, ada, eve) = cast(&p).await;
