@@ -409,6 +409,22 @@ mod tests {
     }
 
     #[test]
+    fn how_far_back_a_stream_rewinds_is_kept_across_publishes() {
+        let db = testing::db();
+        let b = broadcasts::insert(&db, "c1", None, &testing::new_broadcast(), 100).unwrap();
+        assert!(claim(&db, &b, "boot-1", "k", 100).unwrap());
+        let ingest = of_broadcast(&db, &b.id).unwrap().unwrap();
+        assert_eq!(ingest.dvr_ms, None, "nothing reported yet");
+        record_dvr(&db, &ingest, 12_500).unwrap();
+        assert_eq!(of_broadcast(&db, &b.id).unwrap().unwrap().dvr_ms, Some(12_500));
+        // A reconnect continues the same replay: what was said stays until the next report.
+        assert!(end(&db, &ingest, "boot-1", 110).unwrap());
+        assert!(claim(&db, &b, "boot-2", "k", 112).unwrap());
+        let ingests = of_many(&db, &[b.id.as_str()]).unwrap();
+        assert_eq!(ingests[&b.id].dvr_ms, Some(12_500));
+    }
+
+    #[test]
     fn an_end_is_counted_once_and_frees_the_key() {
         let db = testing::db();
         let b = broadcasts::insert(&db, "c1", None, &testing::new_broadcast(), 100).unwrap();
