@@ -442,9 +442,10 @@ pub fn view(replay: &Replay, signed: impl Fn(&str) -> String) -> Option<ReplayVi
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "BroadcastDvr")]
 pub struct DvrView {
-    /// The DVR master playlist: the last `windowSeconds` of the broadcast, every rendition,
-    /// a live playlist whose oldest segments leave it as the broadcast goes on. Signed
-    /// whatever the visibility, like a replay, valid for `hls_url_ttl`.
+    /// The DVR master playlist: the broadcast from its start, every rendition; once it is
+    /// longer than `windowSeconds`, its last `windowSeconds` (the oldest segments leave
+    /// it as it goes on). Signed whatever the visibility, like a replay, valid for
+    /// `hls_url_ttl`.
     pub hls_url: String,
     /// How far back the tenant lets viewers go (its `dvrWindowHours`).
     #[schemars(range(min = 0))]

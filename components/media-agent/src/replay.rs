@@ -11,9 +11,10 @@
 //! playlists so far to the store (each rendition's `v<i>.m3u8`, an `EVENT` playlist of
 //! everything kept, and the master `index.m3u8`): what is kept can always be read back
 //! from the store, and an agent restarted mid-show continues the replay from there
-//! ([`Archive::restore`]). Beside them, the DVR playlists (`d<i>.m3u8`, master `dvr.m3u8`)
-//! list the last [`Archive::dvr_window`] seconds of it, a sliding window over the same
-//! segments: what a viewer rewinding the live broadcast plays.
+//! ([`Archive::restore`]). Beside them, the DVR master `dvr.m3u8` is what a viewer
+//! rewinding the live broadcast plays: the EVENT playlists themselves while the show fits
+//! the [`Archive::dvr_window`], then the DVR playlists `d<i>.m3u8`, the last window of it
+//! sliding over the same segments.
 
 use crate::ladder::{self, Listed, Variant};
 use crate::media_store::{MediaStore, replay_prefix};
@@ -70,6 +71,10 @@ pub struct Archive {
     written: std::collections::HashMap<String, u64>,
     /// The last write of the live playlists failed (said once, not at every harvest).
     live_write_failed: bool,
+    /// What the live playlists were last written from (each rendition's count of kept
+    /// segments, the window): a harvest that kept nothing new writes nothing, and does
+    /// not even make their text.
+    live_written: Option<(Vec<usize>, u64)>,
 }
 
 /// The DVR master playlist, beside the replay's own.
@@ -344,11 +349,20 @@ impl Archive {
     }
 
     /// Writes the playlists of what is kept so far, those that changed since the last
-    /// call: each rendition's `EVENT` playlist (`v<i>.m3u8`) and DVR playlist
-    /// (`d<i>.m3u8`), then the masters (`index.m3u8`, `dvr.m3u8`), so that a master never
-    /// names a playlist not written yet.
+    /// call: each rendition's `EVENT` playlist (`v<i>.m3u8`) and, once the show is longer
+    /// than the window, its DVR playlist (`d<i>.m3u8`); then the masters (`index.m3u8`,
+    /// `dvr.m3u8`), so that a master never names a playlist not written yet.
     pub fn write_live(&mut self, store: &dyn MediaStore) -> Result<(), String> {
-        self.write_playlists(store, false)
+        let state = (
+            self.renditions.iter().map(|r| r.kept.len()).collect(),
+            self.dvr_window.to_bits(),
+        );
+        if self.live_written.as_ref() == Some(&state) {
+            return Ok(());
+        }
+        self.write_playlists(store, false)?;
+        self.live_written = Some(state);
+        Ok(())
     }
 
     /// [`Archive::write_live`] once something is kept, a failure said once until a write
@@ -373,6 +387,9 @@ impl Archive {
     /// Writes every playlist: the live ones, or (`ended`) the VOD ones and DVR ones that
     /// end.
     fn write_playlists(&mut self, store: &dyn MediaStore, ended: bool) -> Result<(), String> {
+        // While the show fits the window, the DVR master names the EVENT playlists
+        // themselves (nothing more to write); once longer, its own sliding playlists.
+        let sliding = self.slides();
         let mut texts = Vec::new();
         for (index, r) in self.renditions.iter().enumerate() {
             if r.kept.is_empty() {
@@ -384,26 +401,40 @@ impl Archive {
                 event_playlist(&r.kept)
             };
             texts.push((ladder::media_playlist(index), own));
-            texts.push((
-                dvr_playlist_name(index),
-                dvr_playlist(&r.kept, self.dvr_window, ended),
-            ));
+            if sliding {
+                texts.push((
+                    dvr_playlist_name(index),
+                    dvr_playlist(&r.kept, self.dvr_window, ended),
+                ));
+            }
         }
         if texts.is_empty() {
             return Err("nothing was kept of the stream".into());
         }
+        let dvr_master = if sliding {
+            self.master(dvr_playlist_name)
+        } else {
+            self.master(ladder::media_playlist)
+        };
         let masters = [
             (
                 ladder::MASTER.to_string(),
                 self.master(ladder::media_playlist),
             ),
-            (DVR_MASTER.to_string(), self.master(dvr_playlist_name)),
+            (DVR_MASTER.to_string(), dvr_master),
         ];
         texts.extend(masters.into_iter().filter_map(|(f, t)| Some((f, t?))));
         for (file, text) in texts {
             self.put_changed(store, &file, &text)?;
         }
         Ok(())
+    }
+
+    /// Whether the show is longer than the DVR window: its DVR playlists slide.
+    pub fn slides(&self) -> bool {
+        self.renditions
+            .iter()
+            .any(|r| dvr_start(&r.kept, self.dvr_window) > 0)
     }
 
     /// Seconds of the source rendition the DVR playlist lists now.
@@ -877,12 +908,9 @@ mod tests {
             master.contains("RESOLUTION=1280x720") && master.ends_with("v0.m3u8\n"),
             "{master}"
         );
-        let dvr = text(&store, "replays/s3/dvr.m3u8");
-        assert!(dvr.ends_with("d0.m3u8\n"), "{dvr}");
-        assert_eq!(
-            names(&text(&store, "replays/s3/d0.m3u8")),
-            ["v0_1.ts", "v0_2.ts"]
-        );
+        // The show fits the window: the DVR plays the EVENT playlists themselves.
+        assert_eq!(text(&store, "replays/s3/dvr.m3u8"), master);
+        assert!(!store.exists("replays/s3/d0.m3u8"));
         // Nothing new: nothing written again.
         harvest(&mut archive);
         harvest(&mut archive);
@@ -895,6 +923,21 @@ mod tests {
         let event = text(&store, "replays/s3/v0.m3u8");
         assert_eq!(names(&event), ["v0_1.ts", "v0_2.ts", "v0_3.ts", "v0_4.ts"]);
         assert_eq!(store.puts.lock().unwrap()["replays/s3/v0.m3u8"], 2);
+        assert!(!store.exists("replays/s3/d0.m3u8"));
+        // A window shorter than the show (5 s of 8): the DVR master names the sliding
+        // playlist of its last segments.
+        archive.dvr_window = 5.0;
+        archive.publish_live(&store);
+        let dvr = text(&store, "replays/s3/dvr.m3u8");
+        assert!(dvr.ends_with("d0.m3u8\n"), "{dvr}");
+        let d0 = text(&store, "replays/s3/d0.m3u8");
+        assert_eq!(names(&d0), ["v0_3.ts", "v0_4.ts"], "{d0}");
+        assert!(d0.contains("#EXT-X-MEDIA-SEQUENCE:2\n"), "{d0}");
+        assert_eq!(
+            store.puts.lock().unwrap()["replays/s3/v0.m3u8"],
+            2,
+            "unchanged"
+        );
         // The end: the VOD playlist replaces it, and the DVR playlist ends.
         archive.write_vod(&store).unwrap();
         let vod = text(&store, "replays/s3/v0.m3u8");

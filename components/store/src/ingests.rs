@@ -416,7 +416,10 @@ mod tests {
         let ingest = of_broadcast(&db, &b.id).unwrap().unwrap();
         assert_eq!(ingest.dvr_ms, None, "nothing reported yet");
         record_dvr(&db, &ingest, 12_500).unwrap();
-        assert_eq!(of_broadcast(&db, &b.id).unwrap().unwrap().dvr_ms, Some(12_500));
+        assert_eq!(
+            of_broadcast(&db, &b.id).unwrap().unwrap().dvr_ms,
+            Some(12_500)
+        );
         // A reconnect continues the same replay: what was said stays until the next report.
         assert!(end(&db, &ingest, "boot-1", 110).unwrap());
         assert!(claim(&db, &b, "boot-2", "k", 112).unwrap());

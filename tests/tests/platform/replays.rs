@@ -517,13 +517,38 @@ async fn a_live_broadcast_rewinds_to_its_start_signed_and_its_replay_follows() {
         assert_eq!(status, 200);
         (url, playlist)
     };
+    // The whole show fits the window: the DVR plays the EVENT playlists themselves.
     let (d0_url, d0) = &renditions[0];
-    assert!(d0_url.contains("/replay/d0.m3u8?exp="), "{d0_url}");
+    assert!(d0_url.contains("/replay/v0.m3u8?exp="), "{d0_url}");
+    assert!(d0.contains("#EXT-X-PLAYLIST-TYPE:EVENT\n"), "{d0}");
     assert!(!d0.contains("#EXT-X-ENDLIST"), "still live: {d0}");
-    assert!(
-        d0.contains("#EXT-X-MEDIA-SEQUENCE:0\n"),
-        "the whole show fits: {d0}"
+    assert!(d0.contains("#EXT-X-MEDIA-SEQUENCE:0\n"), "{d0}");
+    // Players that take it get the (long) playlists compressed, the same text.
+    let compressed = reqwest::Client::new()
+        .get(d0_url)
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        compressed
+            .headers()
+            .get("content-encoding")
+            .map(|v| v.to_str().unwrap()),
+        Some("gzip")
     );
+    let compressed = compressed.bytes().await.unwrap();
+    assert_eq!(&compressed[..2], &[0x1f, 0x8b]);
+    let mut gunzip = std::process::Command::new("gzip")
+        .arg("-dc")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    gunzip.stdin.take().unwrap().write_all(&compressed).unwrap();
+    let plain = String::from_utf8(gunzip.wait_with_output().unwrap().stdout).unwrap();
+    assert_eq!(segment_names(&plain)[0], segment_names(d0)[0], "{plain}");
     let names = segment_names(d0);
     let first = &names[0];
     assert!(seconds(d0) >= 10.0, "{d0}");
@@ -540,7 +565,7 @@ async fn a_live_broadcast_rewinds_to_its_start_signed_and_its_replay_follows() {
     let (status, bytes) = fetch(&start).await;
     assert_eq!(status, 200, "{start}");
     assert_eq!(bytes.first(), Some(&0x47), "MPEG-TS");
-    // The kept playlists so far, in the store: an EVENT playlist of the same segments.
+    // The kept playlists so far, in the store, as served.
     let event = std::fs::read_to_string(
         p.media()
             .work_dir()
@@ -579,9 +604,16 @@ async fn a_live_broadcast_rewinds_to_its_start_signed_and_its_replay_follows() {
     end(&p, &user, &id).await;
     let b = until_replay_ready(&p, &user, &id, Duration::from_secs(10)).await;
     assert!(b["dvr"].is_null(), "{b}");
-    let (_, renditions) = replay_playlists(&text(&b["replay"], "hlsUrl")).await;
-    let (_, vod) = &renditions[0];
-    assert!(vod.contains("#EXT-X-PLAYLIST-TYPE:VOD"), "{vod}");
+    // nginx looks a file up again at most a second after it last did: the EVENT playlist
+    // read while live may be served that long.
+    let hls_url = text(&b["replay"], "hlsUrl");
+    let vod = wait_for("the VOD playlist", Duration::from_secs(3), || async {
+        let (_, renditions) = replay_playlists(&hls_url).await;
+        let (_, vod) = renditions.into_iter().next()?;
+        vod.contains("#EXT-X-PLAYLIST-TYPE:VOD").then_some(vod)
+    })
+    .await;
+    let vod = &vod;
     assert!(vod.trim_end().ends_with("#EXT-X-ENDLIST"), "{vod}");
     assert_eq!(&segment_names(vod)[0], first);
     assert!(segment_names(vod).len() >= names.len());
@@ -693,7 +725,7 @@ async fn the_watch_page_rewinds_to_the_start_of_the_show_and_returns_live() {
     let from_dvr = browser
         .eval(
             &tab,
-            "performance.getEntriesByType('resource').some(function(e){return /\\/replay\\/d0\\.m3u8\\?exp=/.test(e.name);})",
+            "performance.getEntriesByType('resource').some(function(e){return /\\/replay\\/dvr\\.m3u8\\?exp=/.test(e.name);})",
         )
         .await;
     assert_eq!(from_dvr, json!(true), "the DVR playlist played");

@@ -3038,7 +3038,7 @@ export interface components {
              * @description How far back one can go now: the broadcast's length so far, up to the window.
              */
             availableSeconds: number;
-            /** @description The DVR master playlist: the last `windowSeconds` of the broadcast, every rendition, a live playlist whose oldest segments leave it as the broadcast goes on. Signed whatever the visibility, like a replay, valid for `hls_url_ttl`. */
+            /** @description The DVR master playlist: the broadcast from its start, every rendition; once it is longer than `windowSeconds`, its last `windowSeconds` (the oldest segments leave it as it goes on). Signed whatever the visibility, like a replay, valid for `hls_url_ttl`. */
             hlsUrl: string;
             /**
              * Format: int64
