@@ -773,3 +773,60 @@ async fn the_watch_page_rewinds_to_the_start_of_the_show_and_returns_live() {
     browser.close().await;
     publisher.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_media_server_restarted_mid_show_continues_the_replay_from_its_stored_playlists() {
+    let p = platform(60).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let (id, stream) = (text(&b, "id"), text(&b, "streamId"));
+    let publisher = Publisher::start(&text(&b, "rtmpUrl"));
+    until_ingest(&p, &user, &id, "live").await;
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    publisher.stop().await;
+    let mut published = started.elapsed().as_secs_f64();
+    until_ingest(&p, &user, &id, "reconnecting").await;
+    // What the first run kept, as it wrote it to the media store.
+    let stored = |p: &Platform| {
+        std::fs::read_to_string(
+            p.media()
+                .work_dir()
+                .join("media/replays")
+                .join(&stream)
+                .join("v0.m3u8"),
+        )
+        .unwrap()
+    };
+    let before = stored(&p);
+    assert!(before.contains("#EXT-X-PLAYLIST-TYPE:EVENT"), "{before}");
+    let kept_before = segment_names(&before);
+    assert!(!kept_before.is_empty());
+
+    // The media server (and the platform) restart within the reconnect window; the
+    // encoder comes back.
+    let p = p.restart().await;
+    let b = get(&p, &user, &id).await;
+    assert_eq!(b["status"], "active", "{b}");
+    let publisher = Publisher::start(&text(&b, "rtmpUrl"));
+    until_ingest(&p, &user, &id, "live").await;
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    publisher.stop().await;
+    published += started.elapsed().as_secs_f64();
+    end(&p, &user, &id).await;
+    let b = until_replay_ready(&p, &user, &id, Duration::from_secs(15)).await;
+    let duration = b["replay"]["duration"].as_f64().unwrap();
+    println!("published {published:.2} s across a restart, replay {duration:.2} s");
+    let (_, renditions) = replay_playlists(&text(&b["replay"], "hlsUrl")).await;
+    let (_, vod) = &renditions[0];
+    let names = segment_names(vod);
+    // Everything the first run kept, then the second run after a discontinuity.
+    assert_eq!(&names[..kept_before.len()], &kept_before[..], "{vod}");
+    assert!(names.len() > kept_before.len(), "{vod}");
+    assert!(vod.contains("#EXT-X-DISCONTINUITY\n"), "{vod}");
+    assert!(
+        (duration - published).abs() <= 4.0,
+        "the replay is {duration} s of {published} s published"
+    );
+}
