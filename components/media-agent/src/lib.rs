@@ -104,6 +104,7 @@ impl MediaServer {
             stat: stat.addr,
         };
         let ingress_listener = ingress_listener(rtmp)?;
+        let store = media_store::open(config.media_store.clone(), &paths.media, &paths.state)?;
         let agent = Arc::new(Agent::new(
             config,
             paths,
@@ -111,6 +112,7 @@ impl MediaServer {
             bins.ffmpeg.clone(),
             addresses,
             format!("http://{}/{stat_token}/stat", stat.addr),
+            store,
         ));
         let (stop, stop_rx) = watch::channel(false);
         let hooks = hooks::serve(agent.clone(), hook_listener, hook_token, stop_rx.clone());
@@ -295,6 +297,7 @@ async fn configure_nginx(
         stat_listen: ports.stat.addr,
         hls_prefix: &config.hls_prefix,
         playback_key: &playback_key,
+        media_from_reader: config.media_store.is_some(),
     })
     .map_err(anyhow::Error::msg)?;
     write_private(&paths.conf, &rendered)?;
