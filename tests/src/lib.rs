@@ -7,6 +7,7 @@
 pub mod backends;
 pub mod guide;
 pub mod load;
+pub mod garage;
 pub mod media;
 pub mod spin_host;
 mod storage;

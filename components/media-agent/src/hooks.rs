@@ -288,3 +288,32 @@ fn status(code: StatusCode) -> Reply {
     *response.status_mut() = code;
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_readable_object;
+
+    #[test]
+    fn the_reader_takes_only_replay_and_clip_objects() {
+        for good in [
+            "replays/0b6c3c8e-5a3e-4f7c-9d1e-3f2a1b0c9d8e/v0_12.ts",
+            "replays/0b6c3c8e-5a3e-4f7c-9d1e-3f2a1b0c9d8e/clips/c1/v0.m3u8",
+            "clips/c1/clip.mp4",
+        ] {
+            assert!(is_readable_object(good), "{good}");
+        }
+        for bad in [
+            "replays/../secret",
+            "replays/a/../../x",
+            "spool/objects/x",
+            "/replays/a",
+            "replays//a",
+            "replays/a/.hidden",
+            "replays/a/b%2Fc",
+            "replays/a?x=1",
+            "",
+        ] {
+            assert!(!is_readable_object(bad), "{bad}");
+        }
+    }
+}

@@ -175,6 +175,12 @@ impl MediaServer {
         Some(self.agent.nginx_pid.load(Ordering::SeqCst)).filter(|p| *p != 0)
     }
 
+    /// Objects (and deletions) in the media store's local spool, not yet in the store
+    /// (always 0 for the local store).
+    pub fn store_pending(&self) -> usize {
+        self.agent.store.pending()
+    }
+
     /// The state directory, absolute.
     pub fn state_dir(&self) -> &Path {
         &self.agent.paths.state

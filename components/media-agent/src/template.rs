@@ -70,7 +70,7 @@ pub fn render(v: &Values) -> Result<String, String> {
     let (media_cache_path, media_cache, media_read) = if v.media_from_reader {
         (
             format!(
-                "proxy_cache_path {state_dir}/cache/media levels=1:2 keys_zone=media:10m \
+                "proxy_cache_path {state_dir}/tmp/media-cache levels=1:2 keys_zone=media:10m \
                  max_size=1g inactive=10m use_temp_path=off;"
             ),
             "proxy_cache media;\n            proxy_cache_key $object;\n            \
@@ -327,7 +327,7 @@ mod tests {
             2
         );
         assert!(s3.contains(
-            "proxy_cache_path /var/lib/media-agent/cache/media levels=1:2 keys_zone=media:10m"
+            "proxy_cache_path /var/lib/media-agent/tmp/media-cache levels=1:2 keys_zone=media:10m"
         ));
         for conf in [&local, &s3] {
             // Every read names an object its location's pattern built, after the

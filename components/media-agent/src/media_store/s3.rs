@@ -412,7 +412,9 @@ impl Spool {
                 found.push((entry.metadata()?.modified()?, Task::DeletePrefix(prefix)));
             }
         }
-        found.sort_by(|a, b| a.0.cmp(&b.0));
+        // Oldest first; written in the same instant, a playlist after what it lists.
+        let playlist = |t: &Task| matches!(t, Task::Upload(o) if o.ends_with(".m3u8"));
+        found.sort_by(|a, b| (a.0, playlist(&a.1)).cmp(&(b.0, playlist(&b.1))));
         let mut queue = Queue::default();
         for (_, task) in found {
             match task {
@@ -725,6 +727,252 @@ mod tests {
         assert!(s.check().is_err());
         let s = settings("https://s3.example.com");
         assert!(!format!("{s:?}").contains("very-secret"));
+    }
+
+    /// A bucket on loopback that keeps objects in memory, notes the order of uploads, and
+    /// answers 503 to everything while it is "down".
+    struct FakeBucket {
+        addr: std::net::SocketAddr,
+        objects: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
+        uploads: Arc<Mutex<Vec<String>>>,
+        up: Arc<std::sync::atomic::AtomicBool>,
+        _runtime: tokio::runtime::Runtime,
+    }
+
+    impl FakeBucket {
+        fn start(up: bool) -> FakeBucket {
+            use http_body_util::{BodyExt, Full};
+            use hyper::body::Bytes;
+            use std::sync::atomic::Ordering;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            let listener = runtime
+                .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+                .unwrap();
+            let addr = listener.local_addr().unwrap();
+            let objects: Arc<Mutex<BTreeMap<String, Vec<u8>>>> = Arc::default();
+            let uploads: Arc<Mutex<Vec<String>>> = Arc::default();
+            let up = Arc::new(std::sync::atomic::AtomicBool::new(up));
+            let (o, u, a) = (objects.clone(), uploads.clone(), up.clone());
+            runtime.spawn(async move {
+                loop {
+                    let (stream, _) = listener.accept().await.unwrap();
+                    let (o, u, a) = (o.clone(), u.clone(), a.clone());
+                    let service = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| {
+                            let (o, u, a) = (o.clone(), u.clone(), a.clone());
+                            async move {
+                                assert!(
+                                    req.headers()["authorization"]
+                                        .to_str()
+                                        .unwrap()
+                                        .starts_with("AWS4-HMAC-SHA256 Credential=GK0123/")
+                                );
+                                let method = req.method().clone();
+                                let path = req.uri().path().to_string();
+                                let query = req.uri().query().unwrap_or("").to_string();
+                                let body = req.into_body().collect().await.unwrap().to_bytes();
+                                let mut status = 200;
+                                let mut answer = Vec::new();
+                                if !a.load(Ordering::SeqCst) {
+                                    status = 503;
+                                } else if let Some(key) = path.strip_prefix("/media/") {
+                                    let key = key.to_string();
+                                    let mut objects = lock(&o);
+                                    match method.as_str() {
+                                        "PUT" => {
+                                            lock(&u).push(key.clone());
+                                            objects.insert(key, body.to_vec());
+                                        }
+                                        "GET" | "HEAD" => match objects.get(&key) {
+                                            Some(b) => answer = b.clone(),
+                                            None => status = 404,
+                                        },
+                                        "DELETE" => {
+                                            objects.remove(&key);
+                                            status = 204;
+                                        }
+                                        _ => status = 405,
+                                    }
+                                } else {
+                                    let prefix = query
+                                        .split('&')
+                                        .find_map(|p| p.strip_prefix("prefix="))
+                                        .unwrap()
+                                        .replace("%2F", "/");
+                                    let keys: String = lock(&o)
+                                        .keys()
+                                        .filter(|k| k.starts_with(&prefix))
+                                        .map(|k| format!("<Contents><Key>{k}</Key></Contents>"))
+                                        .collect();
+                                    answer = format!(
+                                        "<ListBucketResult><IsTruncated>false</IsTruncated>{keys}</ListBucketResult>"
+                                    )
+                                    .into_bytes();
+                                }
+                                let mut response =
+                                    hyper::Response::new(Full::new(Bytes::from(answer)));
+                                *response.status_mut() =
+                                    hyper::StatusCode::from_u16(status).unwrap();
+                                Ok::<_, std::convert::Infallible>(response)
+                            }
+                        },
+                    );
+                    tokio::spawn(async move {
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+            });
+            FakeBucket {
+                addr,
+                objects,
+                uploads,
+                up,
+                _runtime: runtime,
+            }
+        }
+
+        fn set_up(&self, up: bool) {
+            self.up.store(up, std::sync::atomic::Ordering::SeqCst);
+        }
+
+        fn object(&self, key: &str) -> Option<Vec<u8>> {
+            lock(&self.objects).get(key).cloned()
+        }
+
+        fn uploads(&self) -> Vec<String> {
+            lock(&self.uploads).clone()
+        }
+
+        fn store(&self, spool: &Path) -> S3Store {
+            S3Store::new(settings(&format!("http://{}", self.addr)), spool).unwrap()
+        }
+    }
+
+    fn until(what: &str, mut done: impl FnMut() -> bool) {
+        let started = Instant::now();
+        while !done() {
+            assert!(started.elapsed() < Duration::from_secs(10), "{what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn writes_wait_in_the_spool_while_the_store_is_down_and_go_in_order_once_it_is_back() {
+        let root = dir();
+        let bucket = FakeBucket::start(false);
+        let store = bucket.store(&root.join("spool"));
+        let live = root.join("live");
+        std::fs::create_dir(&live).unwrap();
+        for n in 1..=3 {
+            std::fs::write(live.join(format!("v0_{n}.ts")), format!("segment {n}")).unwrap();
+            assert_eq!(
+                store
+                    .keep_file(&live, &format!("v0_{n}.ts"), &format!("replays/s/v0_{n}.ts"))
+                    .unwrap(),
+                9
+            );
+            // The live window deletes its own name: the spool keeps its link.
+            std::fs::remove_file(live.join(format!("v0_{n}.ts"))).unwrap();
+            store
+                .put("replays/s/v0.m3u8", format!("playlist {n}").as_bytes())
+                .unwrap();
+        }
+        // Read back from the spool while the store is down.
+        assert_eq!(store.get("replays/s/v0_2.ts").unwrap(), b"segment 2");
+        assert_eq!(store.get("replays/s/v0.m3u8").unwrap(), b"playlist 3");
+        assert!(store.exists("replays/s/v0_1.ts"));
+        std::thread::sleep(Duration::from_millis(600));
+        assert!(!store.flushed("replays/s"));
+        assert!(store.flushed("replays/other"));
+        assert_eq!(store.pending(), 4);
+        assert!(bucket.uploads().is_empty());
+
+        bucket.set_up(true);
+        until("the spool to be uploaded", || store.flushed("replays/s"));
+        // In the order written; the playlist once, its newest version, after the
+        // segments it lists.
+        assert_eq!(
+            bucket.uploads(),
+            [
+                "replays/s/v0_1.ts",
+                "replays/s/v0_2.ts",
+                "replays/s/v0_3.ts",
+                "replays/s/v0.m3u8"
+            ]
+        );
+        assert_eq!(bucket.object("replays/s/v0.m3u8").unwrap(), b"playlist 3");
+        assert_eq!(store.pending(), 0);
+        assert!(!root.join("spool/objects/replays/s/v0_1.ts").exists());
+        // Now read from the store itself.
+        assert_eq!(store.get("replays/s/v0_3.ts").unwrap(), b"segment 3");
+        assert!(store.exists("replays/s/v0_3.ts"));
+        assert!(!store.exists("replays/s/v0_9.ts"));
+        assert_eq!(
+            store.get("replays/s/v0_9.ts").unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        drop(store);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_restarted_agent_uploads_what_its_spool_holds() {
+        let root = dir();
+        let bucket = FakeBucket::start(false);
+        let store = bucket.store(&root.join("spool"));
+        store.put("replays/r/v0_1.ts", b"one").unwrap();
+        store.put("replays/r/v0.m3u8", b"list").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        drop(store);
+        // A file half written when the agent stopped is not an object.
+        std::fs::write(root.join("spool/objects/replays/r/v0_2.0123456789ab.tmp"), b"x").unwrap();
+        bucket.set_up(true);
+        let store = bucket.store(&root.join("spool"));
+        assert!(!store.flushed("replays/r"));
+        until("the earlier run's spool to be uploaded", || {
+            store.flushed("replays/r")
+        });
+        assert_eq!(bucket.uploads(), ["replays/r/v0_1.ts", "replays/r/v0.m3u8"]);
+        assert!(!root.join("spool/objects/replays/r/v0_2.0123456789ab.tmp").exists());
+        drop(store);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_deleted_prefix_goes_from_the_spool_and_from_the_store() {
+        let root = dir();
+        let bucket = FakeBucket::start(true);
+        let store = bucket.store(&root.join("spool"));
+        store.put("replays/d/v0_1.ts", b"one").unwrap();
+        store.put("replays/keep/v0_1.ts", b"kept").unwrap();
+        until("the uploads", || store.pending() == 0);
+        bucket.set_up(false);
+        store.put("replays/d/v0_2.ts", b"two").unwrap();
+        store.delete_prefix("replays/d").unwrap();
+        // Gone from the spool at once, from the store once it is back.
+        assert!(!root.join("spool/objects/replays/d").exists());
+        assert!(!store.flushed("replays/d"));
+        assert!(root.join("spool/deletions/replays+d").exists());
+        bucket.set_up(true);
+        until("the deletion", || store.flushed("replays/d"));
+        assert!(bucket.object("replays/d/v0_1.ts").is_none());
+        assert!(bucket.object("replays/d/v0_2.ts").is_none());
+        assert_eq!(bucket.object("replays/keep/v0_1.ts").unwrap(), b"kept");
+        assert!(!root.join("spool/deletions/replays+d").exists());
+        assert!(!bucket.uploads().contains(&"replays/d/v0_2.ts".to_string()));
+        for bad in ["../x", "replays/../etc", "/abs", ""] {
+            assert!(store.put(bad, b"x").is_err(), "{bad}");
+            assert!(store.get(bad).is_err(), "{bad}");
+            assert!(store.delete_prefix(bad).is_err(), "{bad}");
+        }
+        drop(store);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
