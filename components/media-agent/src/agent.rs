@@ -526,6 +526,12 @@ impl Agent {
             let written = archive.write_vod(&*self.store);
             (written, archive.thumbnail_segment().map(|k| k.name.clone()))
         };
+        // Ready means playable from the store itself: a replay still in the spool (the
+        // store is down) stays `processing` until it is uploaded. The thumbnail's segment
+        // may be in the store only: it is read once the store is there.
+        if written.is_ok() {
+            self.until_flushed(&replay_prefix(stream_id)).await;
+        }
         if written.is_ok()
             && let Some(segment) = thumbnail
             && let Err(e) =
@@ -534,8 +540,6 @@ impl Agent {
             eprintln!("media-agent: no thumbnail for the replay of stream {stream_id}: {e}");
         }
         if written.is_ok() {
-            // Ready means playable from the store itself: a replay still in the spool
-            // (the store is down) stays `processing` until it is uploaded.
             self.until_flushed(&replay_prefix(stream_id)).await;
         }
         let report = match written {

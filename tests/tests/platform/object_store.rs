@@ -340,3 +340,47 @@ async fn replays_in_the_store_play_only_signed_and_the_reader_takes_only_object_
         assert_eq!(raw_get(addr, &format!("/{token}/store/{bad}")).await, 400, "{bad}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_show_that_ends_while_the_store_is_down_is_ready_once_its_replay_is_uploaded() {
+    let mut garage = Garage::start().await;
+    let p = platform_on(&garage).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let (id, stream) = (text(&b, "id"), text(&b, "streamId"));
+    let publisher = Publisher::start_clip(&test_clip(), &text(&b, "rtmpUrl"), 1.0);
+    until_ingest(&p, &user, &id, "live").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    garage.kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    publisher.stop().await;
+    end(&p, &user, &id).await;
+    // Written, but only to the spool: not ready while the store cannot have it.
+    let processing = wait_for("the replay to be processing", Duration::from_secs(10), || async {
+        let b = get(&p, &user, &id).await;
+        (b["replay"]["state"] == "processing").then_some(b)
+    })
+    .await;
+    assert!(processing["replay"]["hlsUrl"].is_null(), "{}", processing["replay"]);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let b = get(&p, &user, &id).await;
+    assert_eq!(b["replay"]["state"], "processing", "{}", b["replay"]);
+    assert!(p.media().store_pending() > 0);
+    garage.restart();
+    let back = Instant::now();
+    let b = until_replay_ready(&p, &user, &id, Duration::from_secs(20)).await;
+    println!("ready {:?} after the store came back", back.elapsed());
+    let stored = garage.list(&format!("replays/{stream}")).await;
+    for (_, playlist) in replay_playlists(&text(&b["replay"], "hlsUrl")).await {
+        for name in names(&playlist) {
+            let object = format!("replays/{stream}/{name}");
+            assert!(stored.contains(&object), "{object} in the bucket");
+        }
+    }
+    assert!(stored.contains(&format!("replays/{stream}/index.m3u8")));
+    // The thumbnail too, from a segment that had already left the spool.
+    assert!(stored.contains(&format!("replays/{stream}/thumbnail.jpg")), "{stored:?}");
+    let (status, jpeg) = fetch(&text(&b["replay"], "thumbnailUrl")).await;
+    assert_eq!(status, 200);
+    assert_eq!(&jpeg[..3], &[0xFF, 0xD8, 0xFF]);
+}
