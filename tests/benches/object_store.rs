@@ -19,7 +19,13 @@ fn segment(bytes: usize, seed: usize) -> Vec<u8> {
     // MPEG-TS-like packets of varied content (Garage compresses nothing by default,
     // but keep it honest).
     (0..bytes)
-        .map(|i| if i % 188 == 0 { 0x47 } else { ((i * 31 + seed * 7) % 251) as u8 })
+        .map(|i| {
+            if i % 188 == 0 {
+                0x47
+            } else {
+                ((i * 31 + seed * 7) % 251) as u8
+            }
+        })
         .collect()
 }
 
@@ -35,7 +41,10 @@ async fn main() {
     let mut files = Vec::new();
     for n in 0..seconds_of_show / 2 {
         for (i, bytes) in RENDITIONS.iter().enumerate() {
-            files.push((format!("replays/bench/v{i}_{n}.ts"), segment(*bytes, n * 4 + i)));
+            files.push((
+                format!("replays/bench/v{i}_{n}.ts"),
+                segment(*bytes, n * 4 + i),
+            ));
         }
     }
     let total: usize = files.iter().map(|(_, b)| b.len()).sum();

@@ -5,9 +5,9 @@
 //! internal endpoint on another ephemeral loopback port).
 
 pub mod backends;
+pub mod garage;
 pub mod guide;
 pub mod load;
-pub mod garage;
 pub mod media;
 pub mod spin_host;
 mod storage;

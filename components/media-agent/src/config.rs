@@ -248,7 +248,9 @@ impl Config {
             }
         }
         if let Some(endpoint) = get("MEDIA_STORE_ENDPOINT") {
-            let need = |name: &str| get(name).ok_or(format!("{name} is required with MEDIA_STORE_ENDPOINT"));
+            let need = |name: &str| {
+                get(name).ok_or(format!("{name} is required with MEDIA_STORE_ENDPOINT"))
+            };
             self.media_store = Some(crate::media_store::s3::S3Settings {
                 endpoint: endpoint.trim_end_matches('/').to_string(),
                 bucket: need("MEDIA_STORE_BUCKET")?,
@@ -256,9 +258,13 @@ impl Config {
                 access_key_id: need("MEDIA_STORE_ACCESS_KEY_ID")?,
                 secret_access_key: need("MEDIA_STORE_SECRET_ACCESS_KEY")?,
             });
-        } else if ["MEDIA_STORE_BUCKET", "MEDIA_STORE_ACCESS_KEY_ID", "MEDIA_STORE_SECRET_ACCESS_KEY"]
-            .iter()
-            .any(|name| get(name).is_some())
+        } else if [
+            "MEDIA_STORE_BUCKET",
+            "MEDIA_STORE_ACCESS_KEY_ID",
+            "MEDIA_STORE_SECRET_ACCESS_KEY",
+        ]
+        .iter()
+        .any(|name| get(name).is_some())
         {
             return Err("the media store's settings need MEDIA_STORE_ENDPOINT".into());
         }
@@ -438,7 +444,10 @@ mod tests {
                 ("MEDIA_STORE_ENDPOINT", "http://127.0.0.1:3900/"),
                 ("MEDIA_STORE_BUCKET", "media"),
                 ("MEDIA_STORE_ACCESS_KEY_ID", "GK31c2f218a2e44f485b94239e"),
-                ("MEDIA_STORE_SECRET_ACCESS_KEY", "b892c0665f0ada8a4755dae98baa3b133590e11dae3bcc1f9d769d67f16c3835"),
+                (
+                    "MEDIA_STORE_SECRET_ACCESS_KEY",
+                    "b892c0665f0ada8a4755dae98baa3b133590e11dae3bcc1f9d769d67f16c3835",
+                ),
             ]))
             .unwrap();
         let store = config.media_store.clone().unwrap();
@@ -446,7 +455,10 @@ mod tests {
         assert_eq!(store.region, "us-east-1");
         let printed = format!("{config:?}");
         assert!(printed.contains("GK31c2f218a2e44f485b94239e"), "{printed}");
-        assert!(!printed.contains("b892c0665f0ada8a"), "the secret is never printed");
+        assert!(
+            !printed.contains("b892c0665f0ada8a"),
+            "the secret is never printed"
+        );
         for bad in [
             vec![("MEDIA_STORE_BUCKET", "media")],
             vec![("MEDIA_STORE_ENDPOINT", "http://127.0.0.1:3900")],

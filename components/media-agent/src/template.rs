@@ -334,10 +334,11 @@ mod tests {
             // signature is checked.
             let replay = &conf[conf.find("/replay/(?<file>").unwrap()..];
             let replay = &replay[..replay.find("\n        }").unwrap()];
-            assert!(replay.contains("set $object replays/$sid/$file;"), "{replay}");
             assert!(
-                replay.find("secure_link_md5").unwrap() < replay.find("set $object").unwrap()
+                replay.contains("set $object replays/$sid/$file;"),
+                "{replay}"
             );
+            assert!(replay.find("secure_link_md5").unwrap() < replay.find("set $object").unwrap());
             let playlists = &conf[conf.find("location ~ \"^/_replay/").unwrap()..];
             let playlists = &playlists[..playlists.find("\n        }").unwrap()];
             assert!(playlists.contains("internal;"));

@@ -5,7 +5,9 @@
 
 use crate::media::{create, get, setup, text, until_ingest};
 use platform_tests::garage::Garage;
-use platform_tests::media::{Publisher, durations, resolve, server_options, test_clip, variants, wait_for};
+use platform_tests::media::{
+    Publisher, durations, resolve, server_options, test_clip, variants, wait_for,
+};
 use platform_tests::{Exchange, Method, Platform, User};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -63,7 +65,10 @@ async fn replay_playlists(hls_url: &str) -> Vec<(String, String)> {
         let url = resolve(hls_url, &v.uri);
         let (status, playlist) = fetch_text(&url).await;
         assert_eq!(status, 200, "{url}: {playlist}");
-        assert!(playlist.trim_end().ends_with("#EXT-X-ENDLIST"), "{playlist}");
+        assert!(
+            playlist.trim_end().ends_with("#EXT-X-ENDLIST"),
+            "{playlist}"
+        );
         renditions.push((url, playlist));
     }
     assert!(!renditions.is_empty(), "{master}");
@@ -80,7 +85,10 @@ fn names(playlist: &str) -> Vec<String> {
 
 /// Every segment the live playlists of the open stream at `hls_url` list, polled twice
 /// a second until `stop`.
-fn watch_live(hls_url: String, stop: Arc<Mutex<bool>>) -> tokio::task::JoinHandle<BTreeSet<String>> {
+fn watch_live(
+    hls_url: String,
+    stop: Arc<Mutex<bool>>,
+) -> tokio::task::JoinHandle<BTreeSet<String>> {
     tokio::spawn(async move {
         let mut seen = BTreeSet::new();
         while !*stop.lock().unwrap() {
@@ -99,7 +107,12 @@ fn watch_live(hls_url: String, stop: Arc<Mutex<bool>>) -> tokio::task::JoinHandl
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replay_plays_signed_from_garage_and_its_deletion_empties_the_bucket() {
+    let started = Instant::now();
     let garage = Garage::start().await;
+    println!(
+        "Garage up, with its layout, bucket and key, in {:?}",
+        started.elapsed()
+    );
     let p = platform_on(&garage).await;
     let (_, user) = setup(&p).await;
     let b = create(&p, &user, "public").await;
@@ -111,7 +124,10 @@ async fn a_replay_plays_signed_from_garage_and_its_deletion_empties_the_bucket()
     end(&p, &user, &id).await;
     let ended = Instant::now();
     let b = until_replay_ready(&p, &user, &id, Duration::from_secs(20)).await;
-    println!("replay ready {:?} after the end, from Garage", ended.elapsed());
+    println!(
+        "replay ready {:?} after the end, from Garage",
+        ended.elapsed()
+    );
     // Ready means in the store: the spool holds nothing of it.
     assert_eq!(p.media().store_pending(), 0);
     assert!(
@@ -122,7 +138,13 @@ async fn a_replay_plays_signed_from_garage_and_its_deletion_empties_the_bucket()
             .join("index.m3u8")
             .exists()
     );
-    assert!(!p.media().work_dir().join("media/replays").join(&stream).exists());
+    assert!(
+        !p.media()
+            .work_dir()
+            .join("media/replays")
+            .join(&stream)
+            .exists()
+    );
 
     let hls_url = text(&b["replay"], "hlsUrl");
     let stored: BTreeSet<String> = garage
@@ -131,13 +153,26 @@ async fn a_replay_plays_signed_from_garage_and_its_deletion_empties_the_bucket()
         .into_iter()
         .collect();
     for file in ["index.m3u8", "thumbnail.jpg"] {
-        assert!(stored.contains(&format!("replays/{stream}/{file}")), "{file} in {stored:?}");
+        assert!(
+            stored.contains(&format!("replays/{stream}/{file}")),
+            "{file} in {stored:?}"
+        );
     }
     let client = garage.client();
     let mut segments = 0;
     for (url, playlist) in replay_playlists(&hls_url).await {
-        let media = url.split('?').next().unwrap().rsplit('/').next().unwrap().to_string();
-        assert!(stored.contains(&format!("replays/{stream}/{media}")), "{media}");
+        let media = url
+            .split('?')
+            .next()
+            .unwrap()
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_string();
+        assert!(
+            stored.contains(&format!("replays/{stream}/{media}")),
+            "{media}"
+        );
         for (_, uri) in durations(&playlist) {
             assert!(uri.contains("?exp="), "signed lines: {uri}");
             let name = uri.split('?').next().unwrap();
@@ -160,17 +195,25 @@ async fn a_replay_plays_signed_from_garage_and_its_deletion_empties_the_bucket()
 
     // Deleted by its owner: gone from the bucket.
     let (status, body) = p
-        .as_user(&user, Method::DELETE, &format!("/api/broadcasts/{id}/replay"))
+        .as_user(
+            &user,
+            Method::DELETE,
+            &format!("/api/broadcasts/{id}/replay"),
+        )
         .answer()
         .await;
     assert_eq!(status, 200, "{body}");
-    wait_for("the bucket to be emptied", Duration::from_secs(20), || async {
-        garage
-            .list(&format!("replays/{stream}"))
-            .await
-            .is_empty()
-            .then_some(())
-    })
+    wait_for(
+        "the bucket to be emptied",
+        Duration::from_secs(20),
+        || async {
+            garage
+                .list(&format!("replays/{stream}"))
+                .await
+                .is_empty()
+                .then_some(())
+        },
+    )
     .await;
     assert_eq!(fetch(&hls_url).await.0, 404);
 }
@@ -205,9 +248,11 @@ async fn garage_down_for_ten_seconds_mid_show_loses_nothing() {
     );
     garage.restart();
     let back = Instant::now();
-    wait_for("the spool to be caught up", Duration::from_secs(30), || async {
-        (p.media().store_pending() == 0).then_some(())
-    })
+    wait_for(
+        "the spool to be caught up",
+        Duration::from_secs(30),
+        || async { (p.media().store_pending() == 0).then_some(()) },
+    )
     .await;
     println!(
         "{most_spooled} objects spooled during the outage, uploaded {:?} after the store came back",
@@ -246,7 +291,11 @@ async fn garage_down_for_ten_seconds_mid_show_loses_nothing() {
         "listed live but not in the replay: {missing:?} (replay: {:?})",
         in_replay.keys()
     );
-    assert!(listed_live.len() >= 15, "{} segments seen live", listed_live.len());
+    assert!(
+        listed_live.len() >= 15,
+        "{} segments seen live",
+        listed_live.len()
+    );
     for (name, url) in &in_replay {
         let (status, bytes) = fetch(url).await;
         assert_eq!(status, 200, "{name}");
@@ -259,7 +308,9 @@ async fn raw_get(addr: &str, path: &str) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
         .await
         .unwrap();
     let mut answer = Vec::new();
@@ -337,7 +388,11 @@ async fn replays_in_the_store_play_only_signed_and_the_reader_takes_only_object_
         "spool/objects/x".to_string(),
         "nginx.conf".to_string(),
     ] {
-        assert_eq!(raw_get(addr, &format!("/{token}/store/{bad}")).await, 400, "{bad}");
+        assert_eq!(
+            raw_get(addr, &format!("/{token}/store/{bad}")).await,
+            400,
+            "{bad}"
+        );
     }
 }
 
@@ -356,12 +411,20 @@ async fn a_show_that_ends_while_the_store_is_down_is_ready_once_its_replay_is_up
     publisher.stop().await;
     end(&p, &user, &id).await;
     // Written, but only to the spool: not ready while the store cannot have it.
-    let processing = wait_for("the replay to be processing", Duration::from_secs(10), || async {
-        let b = get(&p, &user, &id).await;
-        (b["replay"]["state"] == "processing").then_some(b)
-    })
+    let processing = wait_for(
+        "the replay to be processing",
+        Duration::from_secs(10),
+        || async {
+            let b = get(&p, &user, &id).await;
+            (b["replay"]["state"] == "processing").then_some(b)
+        },
+    )
     .await;
-    assert!(processing["replay"]["hlsUrl"].is_null(), "{}", processing["replay"]);
+    assert!(
+        processing["replay"]["hlsUrl"].is_null(),
+        "{}",
+        processing["replay"]
+    );
     tokio::time::sleep(Duration::from_secs(5)).await;
     let b = get(&p, &user, &id).await;
     assert_eq!(b["replay"]["state"], "processing", "{}", b["replay"]);
@@ -379,7 +442,10 @@ async fn a_show_that_ends_while_the_store_is_down_is_ready_once_its_replay_is_up
     }
     assert!(stored.contains(&format!("replays/{stream}/index.m3u8")));
     // The thumbnail too, from a segment that had already left the spool.
-    assert!(stored.contains(&format!("replays/{stream}/thumbnail.jpg")), "{stored:?}");
+    assert!(
+        stored.contains(&format!("replays/{stream}/thumbnail.jpg")),
+        "{stored:?}"
+    );
     let (status, jpeg) = fetch(&text(&b["replay"], "thumbnailUrl")).await;
     assert_eq!(status, 200);
     assert_eq!(&jpeg[..3], &[0xFF, 0xD8, 0xFF]);

@@ -50,8 +50,12 @@ impl S3Settings {
     /// Each value's syntax: an http(s) endpoint without path, query or credentials, an S3
     /// bucket name, a region of letters, digits and `-`, keys present.
     pub fn check(&self) -> Result<(), String> {
-        let url = reqwest::Url::parse(&self.endpoint)
-            .map_err(|_| format!("the media store's endpoint ({}) is not a URL", self.endpoint))?;
+        let url = reqwest::Url::parse(&self.endpoint).map_err(|_| {
+            format!(
+                "the media store's endpoint ({}) is not a URL",
+                self.endpoint
+            )
+        })?;
         if !matches!(url.scheme(), "http" | "https")
             || url.host_str().is_none()
             || !url.username().is_empty()
@@ -107,13 +111,18 @@ fn store_error(what: &str, status: reqwest::StatusCode, body: &[u8]) -> io::Erro
             Some(b[start..end].to_string())
         })
         .unwrap_or_default();
-    io::Error::other(format!("the media store answered {what} with {status} {code}"))
+    io::Error::other(format!(
+        "the media store answered {what} with {status} {code}"
+    ))
 }
 
 fn network(e: reqwest::Error) -> io::Error {
     // Without the URL: it is the endpoint, logged elsewhere if needed, never a secret,
     // but the error's own text says enough.
-    io::Error::new(io::ErrorKind::ConnectionRefused, e.without_url().to_string())
+    io::Error::new(
+        io::ErrorKind::ConnectionRefused,
+        e.without_url().to_string(),
+    )
 }
 
 /// The bucket's HTTP API: the few calls the store makes.
@@ -212,7 +221,9 @@ impl Client {
     }
 
     pub async fn put(&self, object: &str, body: Vec<u8>) -> io::Result<()> {
-        let answer = self.send(reqwest::Method::PUT, Some(object), &[], body).await?;
+        let answer = self
+            .send(reqwest::Method::PUT, Some(object), &[], body)
+            .await?;
         let status = answer.status();
         if status.is_success() {
             return Ok(());
@@ -223,7 +234,9 @@ impl Client {
 
     /// The object, or None when the store has none of that name.
     pub async fn get(&self, object: &str) -> io::Result<Option<Vec<u8>>> {
-        let answer = self.send(reqwest::Method::GET, Some(object), &[], Vec::new()).await?;
+        let answer = self
+            .send(reqwest::Method::GET, Some(object), &[], Vec::new())
+            .await?;
         let status = answer.status();
         let body = answer.bytes().await.map_err(network)?;
         match status {
@@ -234,7 +247,9 @@ impl Client {
     }
 
     pub async fn head(&self, object: &str) -> io::Result<bool> {
-        let answer = self.send(reqwest::Method::HEAD, Some(object), &[], Vec::new()).await?;
+        let answer = self
+            .send(reqwest::Method::HEAD, Some(object), &[], Vec::new())
+            .await?;
         match answer.status() {
             s if s.is_success() => Ok(true),
             reqwest::StatusCode::NOT_FOUND => Ok(false),
@@ -264,7 +279,9 @@ impl Client {
             if let Some(token) = &token {
                 query.push(("continuation-token", token.as_str()));
             }
-            let answer = self.send(reqwest::Method::GET, None, &query, Vec::new()).await?;
+            let answer = self
+                .send(reqwest::Method::GET, None, &query, Vec::new())
+                .await?;
             let status = answer.status();
             let body = answer.bytes().await.map_err(network)?;
             if !status.is_success() {
@@ -279,7 +296,10 @@ impl Client {
                     .and_then(|c| c.text())
                     .map(str::to_string)
             };
-            for contents in root.children().filter(|c| c.tag_name().name() == "Contents") {
+            for contents in root
+                .children()
+                .filter(|c| c.tag_name().name() == "Contents")
+            {
                 if let Some(key) = child(contents, "Key") {
                     objects.push(key);
                 }
@@ -414,7 +434,7 @@ impl Spool {
         }
         // Oldest first; written in the same instant, a playlist after what it lists.
         let playlist = |t: &Task| matches!(t, Task::Upload(o) if o.ends_with(".m3u8"));
-        found.sort_by(|a, b| (a.0, playlist(&a.1)).cmp(&(b.0, playlist(&b.1))));
+        found.sort_by_key(|a| (a.0, playlist(&a.1)));
         let mut queue = Queue::default();
         for (_, task) in found {
             match task {
@@ -514,7 +534,11 @@ impl S3Store {
             .map_err(|_| io::Error::other("the media store stopped"))?
     }
 
-    fn enqueue(&self, object: &str, write: impl FnOnce(&LocalStore) -> io::Result<u64>) -> io::Result<u64> {
+    fn enqueue(
+        &self,
+        object: &str,
+        write: impl FnOnce(&LocalStore) -> io::Result<u64>,
+    ) -> io::Result<u64> {
         let mut queue = lock(&self.spool.queue);
         let size = write(&self.spool.files)?;
         queue.spooled(object);
@@ -598,7 +622,13 @@ impl MediaStore for S3Store {
 
 /// Takes a task the store did off the queue; answers an object deleted while it was
 /// being uploaded.
-fn finished(spool: &Spool, queue: &mut Queue, seq: u64, task: &Task, version: u64) -> Option<String> {
+fn finished(
+    spool: &Spool,
+    queue: &mut Queue,
+    seq: u64,
+    task: &Task,
+    version: u64,
+) -> Option<String> {
     match task {
         Task::Upload(object) => match queue.objects.get(object) {
             // Unless it was written again meanwhile: the newer version goes in its turn.
@@ -719,7 +749,13 @@ mod tests {
     #[test]
     fn settings_are_checked_and_the_secret_never_printed() {
         assert!(settings("http://127.0.0.1:3900").check().is_ok());
-        for bad in ["ftp://x", "http://x/path", "http://u:p@x", "x", "http://x?a=b"] {
+        for bad in [
+            "ftp://x",
+            "http://x/path",
+            "http://u:p@x",
+            "x",
+            "http://x?a=b",
+        ] {
             assert!(settings(bad).check().is_err(), "{bad}");
         }
         let mut s = settings("https://s3.example.com");
@@ -873,7 +909,11 @@ mod tests {
             std::fs::write(live.join(format!("v0_{n}.ts")), format!("segment {n}")).unwrap();
             assert_eq!(
                 store
-                    .keep_file(&live, &format!("v0_{n}.ts"), &format!("replays/s/v0_{n}.ts"))
+                    .keep_file(
+                        &live,
+                        &format!("v0_{n}.ts"),
+                        &format!("replays/s/v0_{n}.ts")
+                    )
                     .unwrap(),
                 9
             );
@@ -931,7 +971,11 @@ mod tests {
         std::thread::sleep(Duration::from_millis(300));
         drop(store);
         // A file half written when the agent stopped is not an object.
-        std::fs::write(root.join("spool/objects/replays/r/v0_2.0123456789ab.tmp"), b"x").unwrap();
+        std::fs::write(
+            root.join("spool/objects/replays/r/v0_2.0123456789ab.tmp"),
+            b"x",
+        )
+        .unwrap();
         bucket.set_up(true);
         let store = bucket.store(&root.join("spool"));
         assert!(!store.flushed("replays/r"));
@@ -939,7 +983,11 @@ mod tests {
             store.flushed("replays/r")
         });
         assert_eq!(bucket.uploads(), ["replays/r/v0_1.ts", "replays/r/v0.m3u8"]);
-        assert!(!root.join("spool/objects/replays/r/v0_2.0123456789ab.tmp").exists());
+        assert!(
+            !root
+                .join("spool/objects/replays/r/v0_2.0123456789ab.tmp")
+                .exists()
+        );
         drop(store);
         std::fs::remove_dir_all(&root).unwrap();
     }

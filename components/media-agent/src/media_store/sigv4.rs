@@ -34,7 +34,10 @@ pub fn signing_key(secret: &str, date: &str, region: &str, service: &str) -> [u8
 pub fn uri_encode(s: &str, keep_slash: bool) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') || (keep_slash && b == b'/') {
+        if b.is_ascii_alphanumeric()
+            || matches!(b, b'-' | b'.' | b'_' | b'~')
+            || (keep_slash && b == b'/')
+        {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));
@@ -215,9 +218,11 @@ mod tests {
         };
         assert!(request.canonical().1.contains("\nmax-keys=2&prefix=J\n"));
         assert!(
-            signer("20130524T000000Z").authorization(&request).ends_with(
-                "Signature=34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"
-            )
+            signer("20130524T000000Z")
+                .authorization(&request)
+                .ends_with(
+                    "Signature=34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"
+                )
         );
     }
 
@@ -242,11 +247,18 @@ mod tests {
             ],
             payload_sha256: &hash,
         };
-        assert!(request.canonical().1.starts_with("PUT\n/test%24file.text\n"));
         assert!(
-            signer("20130524T000000Z").authorization(&request).ends_with(
-                "Signature=98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd"
-            )
+            request
+                .canonical()
+                .1
+                .starts_with("PUT\n/test%24file.text\n")
+        );
+        assert!(
+            signer("20130524T000000Z")
+                .authorization(&request)
+                .ends_with(
+                    "Signature=98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd"
+                )
         );
     }
 
