@@ -64,6 +64,42 @@ pub fn is_environment_variable(name: &str) -> bool {
     ENVIRONMENT.iter().any(|(known, _)| *known == name)
 }
 
+/// The S3-compatible media store the `MEDIA_STORE_*` variables name (through `get`), or
+/// `None` when `MEDIA_STORE_ENDPOINT` is unset or empty; a partial set is an error.
+pub fn media_store_from_env(
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<Option<crate::media_store::s3::S3Settings>, String> {
+    let get = |name: &str| {
+        get(name)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let Some(endpoint) = get("MEDIA_STORE_ENDPOINT") else {
+        if [
+            "MEDIA_STORE_BUCKET",
+            "MEDIA_STORE_ACCESS_KEY_ID",
+            "MEDIA_STORE_SECRET_ACCESS_KEY",
+        ]
+        .iter()
+        .any(|name| get(name).is_some())
+        {
+            return Err("the media store's settings need MEDIA_STORE_ENDPOINT".into());
+        }
+        return Ok(None);
+    };
+    let need =
+        |name: &str| get(name).ok_or(format!("{name} is required with MEDIA_STORE_ENDPOINT"));
+    let store = crate::media_store::s3::S3Settings {
+        endpoint: endpoint.trim_end_matches('/').to_string(),
+        bucket: need("MEDIA_STORE_BUCKET")?,
+        region: get("MEDIA_STORE_REGION").unwrap_or_else(|| "us-east-1".into()),
+        access_key_id: need("MEDIA_STORE_ACCESS_KEY_ID")?,
+        secret_access_key: need("MEDIA_STORE_SECRET_ACCESS_KEY")?,
+    };
+    store.check()?;
+    Ok(Some(store))
+}
+
 /// How the agent and its media server run.
 #[derive(Clone)]
 pub struct Config {
@@ -247,26 +283,8 @@ impl Config {
                     .map_err(|_| format!("{name} must be a number of connections"))?;
             }
         }
-        if let Some(endpoint) = get("MEDIA_STORE_ENDPOINT") {
-            let need = |name: &str| {
-                get(name).ok_or(format!("{name} is required with MEDIA_STORE_ENDPOINT"))
-            };
-            self.media_store = Some(crate::media_store::s3::S3Settings {
-                endpoint: endpoint.trim_end_matches('/').to_string(),
-                bucket: need("MEDIA_STORE_BUCKET")?,
-                region: get("MEDIA_STORE_REGION").unwrap_or_else(|| "us-east-1".into()),
-                access_key_id: need("MEDIA_STORE_ACCESS_KEY_ID")?,
-                secret_access_key: need("MEDIA_STORE_SECRET_ACCESS_KEY")?,
-            });
-        } else if [
-            "MEDIA_STORE_BUCKET",
-            "MEDIA_STORE_ACCESS_KEY_ID",
-            "MEDIA_STORE_SECRET_ACCESS_KEY",
-        ]
-        .iter()
-        .any(|name| get(name).is_some())
-        {
-            return Err("the media store's settings need MEDIA_STORE_ENDPOINT".into());
+        if let Some(store) = media_store_from_env(get)? {
+            self.media_store = Some(store);
         }
         self.check()
     }
