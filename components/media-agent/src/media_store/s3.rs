@@ -4,9 +4,9 @@
 //! Writes go to a local spool first (`<state>/spool/`: a kept segment is a hard link to
 //! the file the HLS writer wrote, a playlist a file written whole), so they stay as fast as
 //! [`LocalStore`]'s and never wait on the network; an uploader task sends the spool to the
-//! bucket in the order it was written, one object at a time, retrying with a backoff
-//! (capped at [`MAX_BACKOFF`]) for as long as the store is down, and removes each spooled
-//! copy once the store has it. A playlist written again before it was uploaded is
+//! bucket in the order it was written, a few objects at a time (a playlist or a deletion
+//! alone, after everything before it), retrying with a backoff (capped at [`MAX_BACKOFF`])
+//! for as long as the store is down, and removes each spooled copy once the store has it. A playlist written again before it was uploaded is
 //! uploaded once, its newest version. Reads look in the spool first. Deletions are queued
 //! in the same order (and kept as files in the spool, so that a restart still does them).
 //! An agent restarted with a spool uploads what is in it.
@@ -655,34 +655,107 @@ fn finished(
     }
 }
 
-/// The uploader: the spool's first task, until it is done; then the next.
+/// Uploads in flight at most at once.
+pub const PARALLEL_UPLOADS: usize = 4;
+
+/// Whether `task` waits for everything before it, and holds back everything after it: a
+/// playlist (never in the store before the segments it lists, nor an older version after
+/// a newer one) and a deletion. Segments and pictures go side by side.
+fn is_barrier(task: &Task) -> bool {
+    match task {
+        Task::Upload(object) => object.ends_with(".m3u8"),
+        Task::DeletePrefix(_) => true,
+    }
+}
+
+/// Sends one task to the store.
+async fn send(client: &Client, spool: &Spool, task: &Task) -> io::Result<()> {
+    match task {
+        Task::Upload(object) => match tokio::fs::read(spool.spooled_path(object)).await {
+            Ok(bytes) => client.put(object, bytes).await,
+            // Deleted meanwhile: nothing to send.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        },
+        Task::DeletePrefix(prefix) => client.delete_prefix(prefix).await.map(|_| ()),
+    }
+}
+
+/// The uploader: the spool's tasks in order, up to [`PARALLEL_UPLOADS`] at once (one
+/// while the store refuses them), a barrier ([`is_barrier`]) alone; each task stays
+/// queued until the store took it.
 async fn upload(client: Client, spool: Arc<Spool>) {
     let mut failures = 0u32;
+    let mut running = tokio::task::JoinSet::new();
+    // The sequence numbers and objects in flight.
+    let mut in_flight: HashMap<u64, Option<String>> = HashMap::new();
     loop {
-        let first = {
+        let limit = if failures > 0 { 1 } else { PARALLEL_UPLOADS };
+        {
             let queue = lock(&spool.queue);
-            queue.order.iter().next().map(|(seq, task)| {
-                let version = match task {
-                    Task::Upload(object) => queue.objects.get(object).map_or(0, |v| v.1),
-                    Task::DeletePrefix(_) => 0,
+            for (seq, task) in &queue.order {
+                if running.len() >= limit {
+                    break;
+                }
+                if let Some(object) = in_flight.get(seq) {
+                    // Nothing passes a barrier in flight.
+                    if object.as_deref().is_none_or(|o| o.ends_with(".m3u8")) {
+                        break;
+                    }
+                    continue;
+                }
+                let object = match task {
+                    Task::Upload(object) => Some(object.clone()),
+                    Task::DeletePrefix(_) => None,
                 };
-                (*seq, task.clone(), version)
-            })
-        };
-        let Some((seq, task, version)) = first else {
+                // An object written again while its older version is on its way waits
+                // for it (the store keeps the last PUT to land).
+                let busy = object
+                    .as_ref()
+                    .is_some_and(|o| in_flight.values().any(|f| f.as_ref() == Some(o)));
+                if is_barrier(task) || busy {
+                    if in_flight.is_empty() && !busy {
+                        let version = object
+                            .as_ref()
+                            .and_then(|o| queue.objects.get(o))
+                            .map_or(0, |v| v.1);
+                        in_flight.insert(*seq, object);
+                        let (client, spool, task, seq) =
+                            (client.clone(), spool.clone(), task.clone(), *seq);
+                        running.spawn(async move {
+                            let done = send(&client, &spool, &task).await;
+                            (seq, task, version, done)
+                        });
+                    }
+                    break;
+                }
+                let version = object
+                    .as_ref()
+                    .and_then(|o| queue.objects.get(o))
+                    .map_or(0, |v| v.1);
+                in_flight.insert(*seq, object);
+                let (client, spool, task, seq) =
+                    (client.clone(), spool.clone(), task.clone(), *seq);
+                running.spawn(async move {
+                    let done = send(&client, &spool, &task).await;
+                    (seq, task, version, done)
+                });
+            }
+        }
+        if running.is_empty() {
             // Woken by a write; a timed look again in case a wake-up came in between.
             let _ = tokio::time::timeout(Duration::from_secs(1), spool.wake.notified()).await;
             continue;
+        }
+        // A finished task, or a new write (which may start beside those running).
+        let joined = tokio::select! {
+            joined = running.join_next() => joined,
+            _ = spool.wake.notified() => continue,
         };
-        let done = match &task {
-            Task::Upload(object) => match tokio::fs::read(spool.spooled_path(object)).await {
-                Ok(bytes) => client.put(object, bytes).await,
-                // Deleted meanwhile: nothing to send.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(e),
-            },
-            Task::DeletePrefix(prefix) => client.delete_prefix(prefix).await.map(|_| ()),
+        let Some(Ok((seq, task, version, done))) = joined else {
+            continue;
         };
+        in_flight.remove(&seq);
         match done {
             Ok(()) => {
                 failures = 0;
@@ -935,17 +1008,21 @@ mod tests {
 
         bucket.set_up(true);
         until("the spool to be uploaded", || store.flushed("replays/s"));
-        // In the order written; the playlist once, its newest version, after the
-        // segments it lists.
+        // The segments (side by side), then the playlist once, its newest version, after
+        // the segments it lists.
+        let uploads = bucket.uploads();
+        assert_eq!(uploads.len(), 4, "{uploads:?}");
+        let mut segments = uploads[..3].to_vec();
+        segments.sort();
         assert_eq!(
-            bucket.uploads(),
+            segments,
             [
                 "replays/s/v0_1.ts",
                 "replays/s/v0_2.ts",
-                "replays/s/v0_3.ts",
-                "replays/s/v0.m3u8"
+                "replays/s/v0_3.ts"
             ]
         );
+        assert_eq!(uploads[3], "replays/s/v0.m3u8");
         assert_eq!(bucket.object("replays/s/v0.m3u8").unwrap(), b"playlist 3");
         assert_eq!(store.pending(), 0);
         assert!(!root.join("spool/objects/replays/s/v0_1.ts").exists());
@@ -957,6 +1034,41 @@ mod tests {
             store.get("replays/s/v0_9.ts").unwrap_err().kind(),
             io::ErrorKind::NotFound
         );
+        drop(store);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn segments_go_side_by_side_and_a_playlist_only_after_all_that_came_before() {
+        let root = dir();
+        let bucket = FakeBucket::start(false);
+        let store = bucket.store(&root.join("spool"));
+        let mut expected = Vec::new();
+        for round in 0..5 {
+            let segments: Vec<String> = (0..6)
+                .map(|n| format!("replays/p/v0_{}.ts", round * 10 + n))
+                .collect();
+            for segment in &segments {
+                store.put(segment, segment.as_bytes()).unwrap();
+            }
+            let playlist = format!("replays/p/v{round}.m3u8");
+            store.put(&playlist, b"#EXTM3U\n").unwrap();
+            expected.push((segments, playlist));
+        }
+        bucket.set_up(true);
+        until("the uploads", || store.flushed("replays/p"));
+        let uploads = bucket.uploads();
+        let mut at = 0;
+        for (segments, playlist) in expected {
+            let mut got = uploads[at..at + segments.len()].to_vec();
+            got.sort();
+            let mut want = segments.clone();
+            want.sort();
+            assert_eq!(got, want, "{uploads:?}");
+            assert_eq!(uploads[at + segments.len()], playlist, "{uploads:?}");
+            at += segments.len() + 1;
+        }
+        assert_eq!(at, uploads.len());
         drop(store);
         std::fs::remove_dir_all(&root).unwrap();
     }
