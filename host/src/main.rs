@@ -165,7 +165,18 @@ fn options(args: UpArgs) -> Result<edgehost::Options> {
         // The media server (nginx-rtmp, through media-agent) where the ingest and HLS
         // variables point, when both are loopback; said and left off when it cannot start
         // (nginx or its RTMP module missing, a port taken).
-        options.media = (!args.no_media).then(edgehost::MediaServer::default);
+        // Its replays go to the S3-compatible bucket MEDIA_STORE_* names, if any (as for
+        // the standalone media-agent; docs/replays.md, "Object store").
+        options.media = match args.no_media {
+            true => None,
+            false => {
+                let mut media = edgehost::MediaServer::default();
+                media.config.media_store =
+                    media_agent::config::media_store_from_env(|name| std::env::var(name).ok())
+                        .map_err(|e| anyhow::anyhow!("media server: {e}"))?;
+                Some(media)
+            }
+        };
     }
     Ok(options)
 }

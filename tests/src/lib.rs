@@ -5,6 +5,7 @@
 //! internal endpoint on another ephemeral loopback port).
 
 pub mod backends;
+pub mod garage;
 pub mod guide;
 pub mod load;
 pub mod media;

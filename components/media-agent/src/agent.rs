@@ -5,7 +5,7 @@
 
 use crate::config::Config;
 use crate::logging::key_hint;
-use crate::media_store::{LocalStore, MediaStore, replay_prefix};
+use crate::media_store::{MediaStore, replay_prefix};
 use crate::platform::{Answer, Platform};
 use crate::playlist;
 use crate::replay::{self, Archive};
@@ -158,6 +158,7 @@ impl Agent {
         ffmpeg: PathBuf,
         addresses: Addresses,
         stat_url: String,
+        store: Arc<dyn MediaStore>,
     ) -> Agent {
         let restream_context = Arc::new(restreams::Context {
             ffmpeg: ffmpeg.clone(),
@@ -175,7 +176,6 @@ impl Agent {
             handshake: Duration::from_secs(config.rtmp_handshake_secs),
             idle: Duration::from_secs(config.rtmp_idle_secs),
         });
-        let store: Arc<dyn MediaStore> = Arc::new(LocalStore::new(paths.media.clone()));
         let transcode_context = Arc::new(transcode::Context {
             ffmpeg: ffmpeg.clone(),
             source_base: restream_context.source_base.clone(),
@@ -551,12 +551,21 @@ impl Agent {
             let written = archive.write_vod(&*self.store);
             (written, archive.thumbnail_segment().map(|k| k.name.clone()))
         };
+        // Ready means playable from the store itself: a replay still in the spool (the
+        // store is down) stays `processing` until it is uploaded. The thumbnail's segment
+        // may be in the store only: it is read once the store is there.
+        if written.is_ok() {
+            self.until_flushed(&replay_prefix(stream_id)).await;
+        }
         if written.is_ok()
             && let Some(segment) = thumbnail
             && let Err(e) =
                 replay::write_thumbnail(&self.ffmpeg, &*self.store, stream_id, &segment).await
         {
             eprintln!("media-agent: no thumbnail for the replay of stream {stream_id}: {e}");
+        }
+        if written.is_ok() {
+            self.until_flushed(&replay_prefix(stream_id)).await;
         }
         let report = match written {
             Ok((duration, renditions)) => Replay {
@@ -578,6 +587,24 @@ impl Agent {
             }
         };
         self.report_replay(report).await;
+    }
+
+    /// Waits until everything written under `prefix` is in the media store (at once for
+    /// the local store); says so while a store that is down holds it up.
+    async fn until_flushed(&self, prefix: &str) {
+        let started = Instant::now();
+        let mut said = Duration::ZERO;
+        while !self.store.flushed(prefix) {
+            if started.elapsed() >= said + Duration::from_secs(30) {
+                said = started.elapsed();
+                eprintln!(
+                    "media-agent: {prefix} waits for the media store ({} objects spooled, {:.0} s)",
+                    self.store.pending(),
+                    said.as_secs_f64()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Deletes the stored media of `stream_id`'s replay.

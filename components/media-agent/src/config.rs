@@ -42,6 +42,11 @@ pub const ENVIRONMENT: &[(&str, bool)] = &[
     ("TRANSCODE_ENCODER", false),
     ("RTMP_CONNECTIONS_PER_ADDRESS", false),
     ("RTMP_CONNECTIONS", false),
+    ("MEDIA_STORE_ENDPOINT", false),
+    ("MEDIA_STORE_BUCKET", false),
+    ("MEDIA_STORE_REGION", false),
+    ("MEDIA_STORE_ACCESS_KEY_ID", false),
+    ("MEDIA_STORE_SECRET_ACCESS_KEY", false),
 ];
 
 /// The longest `update_secs`: a visibility change reaches playback at the stream's next
@@ -57,6 +62,42 @@ pub const MAX_RTMP_CONNECTIONS: usize = 2048;
 /// Whether `name` is one of the agent's environment variables.
 pub fn is_environment_variable(name: &str) -> bool {
     ENVIRONMENT.iter().any(|(known, _)| *known == name)
+}
+
+/// The S3-compatible media store the `MEDIA_STORE_*` variables name (through `get`), or
+/// `None` when `MEDIA_STORE_ENDPOINT` is unset or empty; a partial set is an error.
+pub fn media_store_from_env(
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<Option<crate::media_store::s3::S3Settings>, String> {
+    let get = |name: &str| {
+        get(name)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let Some(endpoint) = get("MEDIA_STORE_ENDPOINT") else {
+        if [
+            "MEDIA_STORE_BUCKET",
+            "MEDIA_STORE_ACCESS_KEY_ID",
+            "MEDIA_STORE_SECRET_ACCESS_KEY",
+        ]
+        .iter()
+        .any(|name| get(name).is_some())
+        {
+            return Err("the media store's settings need MEDIA_STORE_ENDPOINT".into());
+        }
+        return Ok(None);
+    };
+    let need =
+        |name: &str| get(name).ok_or(format!("{name} is required with MEDIA_STORE_ENDPOINT"));
+    let store = crate::media_store::s3::S3Settings {
+        endpoint: endpoint.trim_end_matches('/').to_string(),
+        bucket: need("MEDIA_STORE_BUCKET")?,
+        region: get("MEDIA_STORE_REGION").unwrap_or_else(|| "us-east-1".into()),
+        access_key_id: need("MEDIA_STORE_ACCESS_KEY_ID")?,
+        secret_access_key: need("MEDIA_STORE_SECRET_ACCESS_KEY")?,
+    };
+    store.check()?;
+    Ok(Some(store))
 }
 
 /// How the agent and its media server run.
@@ -116,6 +157,10 @@ pub struct Config {
     pub rtmp_handshake_secs: u64,
     /// Seconds an RTMP client may send nothing before it is disconnected.
     pub rtmp_idle_secs: u64,
+    /// Where replays (and clips) are kept: an S3-compatible bucket, written through a
+    /// spool in the state directory (`MEDIA_STORE_*`); `None`, the default, keeps them in
+    /// the media server's working directory (`media/`).
+    pub media_store: Option<crate::media_store::s3::S3Settings>,
     /// How restreams resolve and connect: the system's when `None` (tests substitute
     /// their own).
     pub restream_network: Option<std::sync::Arc<dyn crate::restreams::Network>>,
@@ -151,6 +196,7 @@ impl Config {
             rtmp_connections: 1024,
             rtmp_handshake_secs: 10,
             rtmp_idle_secs: 30,
+            media_store: None,
             restream_network: None,
         }
     }
@@ -158,7 +204,11 @@ impl Config {
     /// Reads the settings besides the platform's URL and secret from the environment
     /// (through `get`): `RTMP_LISTEN`, `HTTP_LISTEN`, `RTMP_APP`, `HLS_PREFIX`,
     /// `STATE_DIR`, `NGINX_BIN`, `NGINX_RTMP_MODULE` (`none`: built in), `FFMPEG_BIN`,
-    /// `ALLOW_PRIVATE_RESTREAMS`, `RTMP_CONNECTIONS_PER_ADDRESS`, `RTMP_CONNECTIONS`. Unset or empty variables keep the current value.
+    /// `ALLOW_PRIVATE_RESTREAMS`, `RTMP_CONNECTIONS_PER_ADDRESS`, `RTMP_CONNECTIONS`, and
+    /// the S3-compatible media store: `MEDIA_STORE_ENDPOINT` (setting it chooses that
+    /// store), `MEDIA_STORE_BUCKET`, `MEDIA_STORE_REGION` (default `us-east-1`),
+    /// `MEDIA_STORE_ACCESS_KEY_ID`, `MEDIA_STORE_SECRET_ACCESS_KEY`. Unset or empty
+    /// variables keep the current value.
     pub fn read_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), String> {
         let get = |name: &str| {
             get(name)
@@ -233,6 +283,9 @@ impl Config {
                     .map_err(|_| format!("{name} must be a number of connections"))?;
             }
         }
+        if let Some(store) = media_store_from_env(get)? {
+            self.media_store = Some(store);
+        }
         self.check()
     }
 
@@ -297,6 +350,9 @@ impl Config {
         if self.playlist_secs < self.fragment_secs {
             return Err("playlist_secs must be at least fragment_secs".into());
         }
+        if let Some(store) = &self.media_store {
+            store.check()?;
+        }
         if self.rtmp_listen.port() != 0 && self.rtmp_listen.port() == self.http_listen.port() {
             return Err("RTMP and HTTP cannot listen on the same port".into());
         }
@@ -330,6 +386,7 @@ impl std::fmt::Debug for Config {
             .field("rtmp_connections", &self.rtmp_connections)
             .field("rtmp_handshake_secs", &self.rtmp_handshake_secs)
             .field("rtmp_idle_secs", &self.rtmp_idle_secs)
+            .field("media_store", &self.media_store)
             .finish_non_exhaustive()
     }
 }
@@ -393,6 +450,46 @@ mod tests {
         assert_eq!(config.transcode_cores, 1.5);
         assert_eq!(config.transcode_preset, "superfast");
         assert_eq!(config.transcode_encoder, Encoder::Nvenc);
+    }
+
+    #[test]
+    fn the_media_store_is_local_unless_an_endpoint_is_set() {
+        let mut config = Config::new("http://127.0.0.1:3000", "s");
+        config.read_env(env(&[])).unwrap();
+        assert!(config.media_store.is_none());
+        config
+            .read_env(env(&[
+                ("MEDIA_STORE_ENDPOINT", "http://127.0.0.1:3900/"),
+                ("MEDIA_STORE_BUCKET", "media"),
+                ("MEDIA_STORE_ACCESS_KEY_ID", "GK31c2f218a2e44f485b94239e"),
+                (
+                    "MEDIA_STORE_SECRET_ACCESS_KEY",
+                    "b892c0665f0ada8a4755dae98baa3b133590e11dae3bcc1f9d769d67f16c3835",
+                ),
+            ]))
+            .unwrap();
+        let store = config.media_store.clone().unwrap();
+        assert_eq!(store.endpoint, "http://127.0.0.1:3900");
+        assert_eq!(store.region, "us-east-1");
+        let printed = format!("{config:?}");
+        assert!(printed.contains("GK31c2f218a2e44f485b94239e"), "{printed}");
+        assert!(
+            !printed.contains("b892c0665f0ada8a"),
+            "the secret is never printed"
+        );
+        for bad in [
+            vec![("MEDIA_STORE_BUCKET", "media")],
+            vec![("MEDIA_STORE_ENDPOINT", "http://127.0.0.1:3900")],
+            vec![
+                ("MEDIA_STORE_ENDPOINT", "http://127.0.0.1:3900/x"),
+                ("MEDIA_STORE_BUCKET", "media"),
+                ("MEDIA_STORE_ACCESS_KEY_ID", "k"),
+                ("MEDIA_STORE_SECRET_ACCESS_KEY", "s"),
+            ],
+        ] {
+            let mut config = Config::new("http://127.0.0.1:3000", "s");
+            assert!(config.read_env(env(&bad)).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

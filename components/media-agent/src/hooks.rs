@@ -66,6 +66,9 @@ async fn handle(agent: Arc<Agent>, token: &str, req: Request<Incoming>) -> Reply
         return status(StatusCode::NOT_FOUND);
     }
     let hook = hook.to_string();
+    if let Some(object) = hook.strip_prefix("store/") {
+        return read_object(&agent, req.method(), object).await;
+    }
     if req.method() != Method::POST {
         return status(StatusCode::METHOD_NOT_ALLOWED);
     }
@@ -228,6 +231,55 @@ fn on_publish_done(agent: &Arc<Agent>, form: &[(String, String)]) -> Reply {
 }
 
 /// Compares in time independent of where the inputs differ.
+/// Whether nginx may read `object` through the agent: a replay's or a clip's file, by the
+/// store's own rule for names (nginx's locations are stricter still).
+pub fn is_readable_object(object: &str) -> bool {
+    crate::media_store::is_object_name(object)
+        && (object.starts_with("replays/") || object.starts_with("clips/"))
+}
+
+/// The media store's reader for nginx (an S3-compatible store's objects, spool first):
+/// `GET /<token>/store/<object>`, the object whole with its type.
+async fn read_object(agent: &Arc<Agent>, method: &Method, object: &str) -> Reply {
+    if method != Method::GET && method != Method::HEAD {
+        return status(StatusCode::METHOD_NOT_ALLOWED);
+    }
+    if !is_readable_object(object) {
+        return status(StatusCode::BAD_REQUEST);
+    }
+    let store = agent.store.clone();
+    let name = object.to_string();
+    let read = tokio::task::spawn_blocking(move || store.get(&name)).await;
+    let bytes = match read {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return status(StatusCode::NOT_FOUND);
+        }
+        Ok(Err(e)) => {
+            eprintln!("media-agent: cannot read {object} from the media store: {e}");
+            return status(StatusCode::BAD_GATEWAY);
+        }
+        Err(_) => return status(StatusCode::INTERNAL_SERVER_ERROR),
+    };
+    let kind = match object.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("m3u8") => "application/vnd.apple.mpegurl",
+        Some("ts") => "video/mp2t",
+        Some("jpg") => "image/jpeg",
+        Some("mp4") => "video/mp4",
+        _ => "application/octet-stream",
+    };
+    let mut response = Response::new(Full::new(if method == Method::HEAD {
+        Bytes::new()
+    } else {
+        Bytes::from(bytes)
+    }));
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(kind),
+    );
+    response
+}
+
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
@@ -236,4 +288,33 @@ fn status(code: StatusCode) -> Reply {
     let mut response = Response::new(Full::new(Bytes::new()));
     *response.status_mut() = code;
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_readable_object;
+
+    #[test]
+    fn the_reader_takes_only_replay_and_clip_objects() {
+        for good in [
+            "replays/0b6c3c8e-5a3e-4f7c-9d1e-3f2a1b0c9d8e/v0_12.ts",
+            "replays/0b6c3c8e-5a3e-4f7c-9d1e-3f2a1b0c9d8e/clips/c1/v0.m3u8",
+            "clips/c1/clip.mp4",
+        ] {
+            assert!(is_readable_object(good), "{good}");
+        }
+        for bad in [
+            "replays/../secret",
+            "replays/a/../../x",
+            "spool/objects/x",
+            "/replays/a",
+            "replays//a",
+            "replays/a/.hidden",
+            "replays/a/b%2Fc",
+            "replays/a?x=1",
+            "",
+        ] {
+            assert!(!is_readable_object(bad), "{bad}");
+        }
+    }
 }

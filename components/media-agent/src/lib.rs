@@ -104,6 +104,7 @@ impl MediaServer {
             stat: stat.addr,
         };
         let ingress_listener = ingress_listener(rtmp)?;
+        let store = media_store::open(config.media_store.clone(), &paths.media, &paths.state)?;
         let agent = Arc::new(Agent::new(
             config,
             paths,
@@ -111,6 +112,7 @@ impl MediaServer {
             bins.ffmpeg.clone(),
             addresses,
             format!("http://{}/{stat_token}/stat", stat.addr),
+            store,
         ));
         let (stop, stop_rx) = watch::channel(false);
         let hooks = hooks::serve(agent.clone(), hook_listener, hook_token, stop_rx.clone());
@@ -171,6 +173,12 @@ impl MediaServer {
     /// The nginx master's pid, while it runs.
     pub fn nginx_pid(&self) -> Option<u32> {
         Some(self.agent.nginx_pid.load(Ordering::SeqCst)).filter(|p| *p != 0)
+    }
+
+    /// Objects (and deletions) in the media store's local spool, not yet in the store
+    /// (always 0 for the local store).
+    pub fn store_pending(&self) -> usize {
+        self.agent.store.pending()
     }
 
     /// The state directory, absolute.
@@ -295,6 +303,7 @@ async fn configure_nginx(
         stat_listen: ports.stat.addr,
         hls_prefix: &config.hls_prefix,
         playback_key: &playback_key,
+        media_from_reader: config.media_store.is_some(),
     })
     .map_err(anyhow::Error::msg)?;
     write_private(&paths.conf, &rendered)?;

@@ -1,9 +1,12 @@
 //! Where the media that outlives a live stream is kept: a replay's segments, its VOD
 //! playlists and thumbnail. Everything goes through [`MediaStore`], objects named by
-//! slash-separated paths (`replays/<stream id>/v0_1795791905.ts`); the one store today is
-//! [`LocalStore`], a directory beside nginx's `hls/` that nginx serves (read-only) from.
-//! An S3-compatible store would implement the same calls (a kept segment an upload, a
-//! prefix a listing).
+//! slash-separated paths (`replays/<stream id>/v0_1795791905.ts`). Two stores: the
+//! default [`LocalStore`], a directory beside nginx's `hls/` that nginx serves (read-only)
+//! from, and [`s3::S3Store`], an S3-compatible bucket written through a local spool, which
+//! nginx reaches through the agent's loopback reader (`hooks.rs`).
+
+pub mod s3;
+pub mod sigv4;
 
 use crate::thumbnails::at;
 use std::io;
@@ -25,6 +28,39 @@ pub trait MediaStore: Send + Sync + std::fmt::Debug {
     fn exists(&self, object: &str) -> bool;
     /// Deletes every object under `prefix` (nothing there is not an error).
     fn delete_prefix(&self, prefix: &str) -> io::Result<()>;
+    /// Whether everything written under `prefix` (and its deletions) is in the store
+    /// itself, not only in a local spool: a store that writes in place always is.
+    fn flushed(&self, _prefix: &str) -> bool {
+        true
+    }
+    /// Objects (and deletions) written locally and not yet in the store.
+    fn pending(&self) -> usize {
+        0
+    }
+}
+
+/// The store the settings choose: the bucket of `s3` (spooling in `<state_dir>/spool`),
+/// or the local directory `media_dir`.
+pub fn open(
+    s3: Option<s3::S3Settings>,
+    media_dir: &Path,
+    state_dir: &Path,
+) -> io::Result<std::sync::Arc<dyn MediaStore>> {
+    Ok(match s3 {
+        Some(settings) => {
+            let spool = state_dir.join("spool");
+            let store = s3::S3Store::new(settings, &spool)?;
+            if store.pending() > 0 {
+                eprintln!(
+                    "media-agent: {} objects left in the spool ({}) go to the media store",
+                    store.pending(),
+                    spool.display()
+                );
+            }
+            std::sync::Arc::new(store)
+        }
+        None => std::sync::Arc::new(LocalStore::new(media_dir.to_path_buf())),
+    })
 }
 
 /// Whether `object` is a path the store takes: components of `[A-Za-z0-9._-]`, none

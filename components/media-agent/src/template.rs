@@ -33,6 +33,9 @@ pub struct Values<'a> {
     pub hls_prefix: &'a str,
     /// `domain::media::playback_key` of the media secret.
     pub playback_key: &'a str,
+    /// Replays are read through the agent's loopback reader (`/<hook_token>/store/`, an
+    /// S3-compatible store), not from `<state_dir>/media/` (the local store).
+    pub media_from_reader: bool,
 }
 
 /// The configuration nginx reads, or why a value cannot go into it.
@@ -62,7 +65,31 @@ pub fn render(v: &Values) -> Result<String, String> {
             return Err("the agent's tokens must be hex".into());
         }
     }
-    let values: [(&str, String); 11] = [
+    // Each location sets `$object` (a name its own pattern checked) and reads it with
+    // `media_read`.
+    let (media_cache_path, media_cache, media_read) = if v.media_from_reader {
+        (
+            format!(
+                "proxy_cache_path {state_dir}/tmp/media-cache levels=1:2 keys_zone=media:10m \
+                 max_size=1g inactive=10m use_temp_path=off;"
+            ),
+            "proxy_cache media;\n            proxy_cache_key $object;\n            \
+             proxy_cache_valid 200 10m;"
+                .to_string(),
+            format!(
+                "proxy_set_header Accept-Encoding \"\";\n            \
+                 proxy_pass http://{}/{}/store/$object;",
+                v.hook_addr, v.hook_token
+            ),
+        )
+    } else {
+        (
+            "# (the local media store: files, no cache)".to_string(),
+            "# (files: no cache)".to_string(),
+            format!("alias {state_dir}/media/$object;"),
+        )
+    };
+    let values: [(&str, String); 14] = [
         ("load_module", load_module),
         ("state_dir", state_dir.to_string()),
         ("rtmp_listen", v.rtmp_listen.to_string()),
@@ -77,6 +104,9 @@ pub fn render(v: &Values) -> Result<String, String> {
         ("stat_token", v.stat_token.to_string()),
         ("hls_prefix", v.hls_prefix.to_string()),
         ("playback_key", v.playback_key.to_string()),
+        ("media_cache_path", media_cache_path),
+        ("media_cache", media_cache),
+        ("media_read", media_read),
     ];
     substitute(TEMPLATE, &values)
 }
@@ -181,6 +211,7 @@ mod tests {
             stat_token: "0a0b",
             hls_prefix: "/hls",
             playback_key: key,
+            media_from_reader: false,
         }
     }
 
@@ -256,7 +287,7 @@ mod tests {
         // alone writes.
         for alias in conf.lines().filter(|l| l.contains("alias ")) {
             assert!(
-                alias.contains("/hls/$sid/") || alias.contains("/media/replays/$sid/"),
+                alias.contains("/hls/$sid/") || alias.contains("/media/$object;"),
                 "{alias}"
             );
         }
@@ -271,6 +302,53 @@ mod tests {
         let public = &public[..public.find("listen 127.0.0.1:40002;").unwrap()];
         assert!(!public.contains("rtmp_stat"));
         assert!(!public.contains("rtmp_control"));
+    }
+
+    #[test]
+    fn replays_come_from_the_local_store_or_the_agents_reader() {
+        let state = PathBuf::from("/var/lib/media-agent");
+        let module = PathBuf::new();
+        let mut v = values(&state, &module, KEY);
+        let local = render(&v).unwrap();
+        assert_eq!(
+            local
+                .matches("alias /var/lib/media-agent/media/$object;")
+                .count(),
+            2,
+            "the replay's files and its signed playlists"
+        );
+        assert!(!local.contains("proxy_pass") && !local.contains("proxy_cache "));
+        v.media_from_reader = true;
+        let s3 = render(&v).unwrap();
+        assert!(!s3.contains("/media/$object"), "{s3}");
+        assert_eq!(
+            s3.matches("proxy_pass http://127.0.0.1:40001/00ff/store/$object;")
+                .count(),
+            2
+        );
+        assert!(s3.contains(
+            "proxy_cache_path /var/lib/media-agent/tmp/media-cache levels=1:2 keys_zone=media:10m"
+        ));
+        for conf in [&local, &s3] {
+            // Every read names an object its location's pattern built, after the
+            // signature is checked.
+            let replay = &conf[conf.find("/replay/(?<file>").unwrap()..];
+            let replay = &replay[..replay.find("\n        }").unwrap()];
+            assert!(
+                replay.contains("set $object replays/$sid/$file;"),
+                "{replay}"
+            );
+            assert!(replay.find("secure_link_md5").unwrap() < replay.find("set $object").unwrap());
+            let playlists = &conf[conf.find("location ~ \"^/_replay/").unwrap()..];
+            let playlists = &playlists[..playlists.find("\n        }").unwrap()];
+            assert!(playlists.contains("internal;"));
+            assert!(playlists.contains("set $object replays/$sid/$playlist.m3u8;"));
+            // Playlists change (a DVR playlist at every harvest): never cached.
+            assert!(!playlists.contains("proxy_cache "), "{playlists}");
+            assert!(playlists.contains("sub_filter '.ts' '.ts?exp=$arg_exp&sig=$arg_sig';"));
+        }
+        let s3_playlists = &s3[s3.find("location ~ \"^/_replay/").unwrap()..];
+        assert!(s3_playlists.contains("proxy_set_header Accept-Encoding \"\";"));
     }
 
     #[test]

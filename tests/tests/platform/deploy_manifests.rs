@@ -1144,6 +1144,19 @@ fn media_problems(objects: &[Yaml], known: &[(&str, bool)]) -> Vec<String> {
     if env.get("MEDIA_SECRET") != app.get("media_secret") {
         problems.push("MEDIA_SECRET must be the app's media_secret".into());
     }
+    // The object store's settings come from one Secret (its key never in the manifest),
+    // all of them or none.
+    let store: Vec<_> = env
+        .iter()
+        .filter(|(name, _)| name.starts_with("MEDIA_STORE_"))
+        .collect();
+    if store.len() != 5
+        || store.iter().any(|(_, setting)| {
+            !matches!(setting, Setting::Secret { secret, .. } if secret == "media-store")
+        })
+    {
+        problems.push("the media store's settings come from the Secret media-store".into());
+    }
     if value(&env, "PLATFORM_URL") != Some(format!("http://{SPIN_APP}").as_str()) {
         problems.push("PLATFORM_URL must be the app's Service".into());
     }

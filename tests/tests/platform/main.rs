@@ -26,6 +26,7 @@ mod media;
 mod moderation;
 mod money;
 mod music;
+mod object_store;
 mod pages;
 mod recording;
 mod replays;
