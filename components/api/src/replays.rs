@@ -38,6 +38,9 @@ pub struct ReplaySettings {
     /// Days a replay is kept after it is ready; null: for ever.
     #[schemars(range(min = 1, max = 3650))]
     retention_days: Option<i64>,
+    /// Whether viewers who may watch a broadcast may clip it (the owner and the
+    /// tenant's server always may): docs/replays.md#clips.
+    viewer_clips: bool,
 }
 
 request_body! {
@@ -48,6 +51,8 @@ request_body! {
         /// Days a ready replay is kept, 1 to 3650 (absent or null: for ever). Applies to
         /// replays that become ready from now on.
         "retentionDays" retention_days: OptInt<1, MAX_RETENTION_DAYS>,
+        /// Let viewers who may watch a broadcast clip it (absent: false).
+        "viewerClips" viewer_clips: OptBool,
     }
 }
 
@@ -112,7 +117,7 @@ pub const ROUTES: &[ApiRoute] = &[
                  broadcast's next publish) and how many days a ready replay is kept (for \
                  replays ready from now on).",
             )
-            .request_example(json!({"enabled": true, "retentionDays": 30}))
+            .request_example(json!({"enabled": true, "retentionDays": 30, "viewerClips": false}))
             .errors(400, &["malformed_json"])
             .errors(422, &["validation_failed"]),
     ),
@@ -144,9 +149,11 @@ pub const ROUTES: &[ApiRoute] = &[
 fn settings(ctx: &ServerCtx, _: NoBody) -> Result<Json<ReplaySettings>, ApiError> {
     let db = ctx.db()?;
     let (enabled, retention_days) = store::settings(&db, &ctx.tenant.client_id)?;
+    let viewer_clips = ::store::clips::viewer_clips(&db, &ctx.tenant.client_id)?;
     Ok(Json(ReplaySettings {
         enabled,
         retention_days,
+        viewer_clips,
     }))
 }
 
@@ -161,6 +168,11 @@ fn replace_settings(
         &ctx.tenant.client_id,
         sent.enabled.unwrap_or(true),
         sent.retention_days,
+    )?;
+    ::store::clips::set_viewer_clips(
+        &db,
+        &ctx.tenant.client_id,
+        sent.viewer_clips.unwrap_or(false),
     )?;
     settings(ctx, NoBody)
 }

@@ -143,6 +143,7 @@ pub const MIGRATIONS: &[Migration] = &[
         "0170_replays",
         include_str!("../migrations/0170_replays.sql"),
     ),
+    Migration::sql("0190_clips", include_str!("../migrations/0190_clips.sql")),
 ];
 
 /// Broadcasts and scheduled events made before ingest keys were random had the streamId
