@@ -332,7 +332,10 @@ async fn a_private_replay_plays_only_signed_and_a_deleted_one_is_gone() {
         .answer()
         .await;
     assert_eq!(status, 200, "{settings}");
-    assert_eq!(settings, json!({"enabled": true, "retentionDays": 1}));
+    assert_eq!(
+        settings,
+        json!({"enabled": true, "retentionDays": 1, "viewerClips": false})
+    );
 
     // The owner deletes the replay: it is offered no more, and its media goes.
     let (status, body) = p
@@ -375,7 +378,10 @@ async fn the_retention_job_deletes_expired_replays_and_a_tenant_may_keep_none() 
         .answer()
         .await;
     assert_eq!(status, 200, "{settings}");
-    assert_eq!(settings, json!({"enabled": true, "retentionDays": 2}));
+    assert_eq!(
+        settings,
+        json!({"enabled": true, "retentionDays": 2, "viewerClips": false})
+    );
     let b = create(&p, &user, "public").await;
     let (id, stream) = (text(&b, "id"), text(&b, "streamId"));
     let publisher = Publisher::start(&text(&b, "rtmpUrl"));
