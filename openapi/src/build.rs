@@ -185,7 +185,10 @@ fn operation(
         .ok_or("no responses (at least its success answer)")?;
     let has_body = op.get("request").is_some();
     let mut out = Map::new();
-    out.insert("operationId".into(), json!(operation_id(route, method, routes)));
+    out.insert(
+        "operationId".into(),
+        json!(operation_id(route, method, routes)),
+    );
     out.insert("summary".into(), json!(summary));
     if let Some(d) = op.get("description") {
         out.insert("description".into(), d.clone());

@@ -441,7 +441,11 @@ fn check_report(call: &protocol::Clip) -> Result<(), ApiError> {
         errors.push(field_error("size", "at most 1 TiB"));
     }
     if call.error.as_ref().is_some_and(|e| {
-        e.is_empty() || e.len() > 100 || !e.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        e.is_empty()
+            || e.len() > 100
+            || !e
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
     }) {
         errors.push(field_error("error", "a reason code of [a-z0-9_], 1 to 100"));
     }
@@ -479,7 +483,10 @@ fn media_clip(
     Read(call): Read<protocol::Clip>,
 ) -> Result<Json<ClipAnswer>, ApiError> {
     let Some(id) = domain::ids::parse_uuid(&call.id) else {
-        return Err(ApiError::bad_request("invalid_clip_id", "id must be a UUID"));
+        return Err(ApiError::bad_request(
+            "invalid_clip_id",
+            "id must be a UUID",
+        ));
     };
     check_report(&call)?;
     let db = ctx.db()?;
@@ -516,9 +523,7 @@ fn media_clip(
                     call.thumbnail.unwrap_or(false),
                     now,
                 )?;
-                if moved
-                    && let Some(ready) = store::by_id(tx, &id)?
-                {
+                if moved && let Some(ready) = store::by_id(tx, &id)? {
                     let data = view_of(tx, &ready, now)?;
                     webhook_events::record(
                         tx,

@@ -128,12 +128,15 @@ mod tests {
                 duration: 10
             })
         );
+        assert_eq!(asked(None, None, Some(30)), Ok(Asked::Last { seconds: 30 }));
         assert_eq!(
-            asked(None, None, Some(30)),
-            Ok(Asked::Last { seconds: 30 })
+            asked(Some(0), Some(10), Some(30)).unwrap_err().0,
+            "lastSeconds"
         );
-        assert_eq!(asked(Some(0), Some(10), Some(30)).unwrap_err().0, "lastSeconds");
-        assert_eq!(asked(None, Some(10), Some(30)).unwrap_err().0, "lastSeconds");
+        assert_eq!(
+            asked(None, Some(10), Some(30)).unwrap_err().0,
+            "lastSeconds"
+        );
         assert_eq!(asked(None, None, None).unwrap_err().0, "startOffset");
         assert_eq!(asked(None, Some(10), None).unwrap_err().0, "startOffset");
         assert_eq!(asked(Some(3), None, None).unwrap_err().0, "duration");
@@ -157,14 +160,20 @@ mod tests {
     #[test]
     fn the_listed_segments_are_within_one_segment_of_the_range() {
         let two = [2.0; 30];
-        for (start, duration) in [(0.0, 5.0), (3.0, 10.0), (7.2, 5.0), (13.9, 30.0), (0.0, 60.0)] {
+        for (start, duration) in [
+            (0.0, 5.0),
+            (3.0, 10.0),
+            (7.2, 5.0),
+            (13.9, 30.0),
+            (0.0, 60.0),
+        ] {
             let r = listed(&two, start, duration).unwrap();
             let total: f64 = two[r.clone()].iter().sum();
             assert!((total - duration).abs() <= 2.0, "{start} {duration}: {r:?}");
             let (cover, offset) = covering(&two, start, duration).unwrap();
             let covered: f64 = two[cover.clone()].iter().sum();
             assert!(covered - offset >= duration - 1e-9, "{start} {duration}");
-            assert!(offset < 2.0 && offset >= 0.0);
+            assert!((0.0..2.0).contains(&offset));
             assert!(cover.start <= r.start && cover.end >= r.end);
         }
         // Uneven segments (a reconnect's short one).

@@ -205,7 +205,7 @@ impl Agent {
             store,
             replays: Mutex::default(),
             watching: Mutex::default(),
-            clips: crate::clips::Clips::new(),
+            clips: crate::clips::Clips::default(),
             boot: Mutex::new(new_boot_id()),
             publishers: Mutex::default(),
             files: Mutex::default(),

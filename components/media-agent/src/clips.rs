@@ -121,7 +121,8 @@ fn from_archive(archive: &Archive) -> Option<KeptMedia> {
 
 fn from_store(store: &dyn MediaStore, stream_id: &str) -> Option<KeptMedia> {
     let prefix = replay_prefix(stream_id);
-    let master = String::from_utf8(store.get(&format!("{prefix}/{}", ladder::MASTER)).ok()?).ok()?;
+    let master =
+        String::from_utf8(store.get(&format!("{prefix}/{}", ladder::MASTER)).ok()?).ok()?;
     let mut renditions = Vec::new();
     for line in master.lines().map(str::trim) {
         let Some(index) = line
@@ -235,6 +236,16 @@ impl Refused {
     }
 }
 
+/// A clip placed in its stream's kept media.
+#[derive(Debug, Clone, Copy)]
+pub struct Placed<'a> {
+    pub stream_id: &'a str,
+    pub clip_id: &'a str,
+    /// Seconds of media time.
+    pub start: f64,
+    pub duration: f64,
+}
+
 /// Where a clip lies in `media`: its start and length, seconds.
 pub fn place(media: &KeptMedia, asked: Asked) -> Result<(f64, f64), Refused> {
     asked.place(media.duration()).ok_or(Refused::OutOfRange)
@@ -245,11 +256,14 @@ pub fn place(media: &KeptMedia, asked: Asked) -> Result<(f64, f64), Refused> {
 pub fn write_hls(
     store: &dyn MediaStore,
     media: &KeptMedia,
-    stream_id: &str,
-    clip_id: &str,
-    start: f64,
-    duration: f64,
+    placed: &Placed<'_>,
 ) -> Result<f64, Refused> {
+    let Placed {
+        stream_id,
+        clip_id,
+        start,
+        duration,
+    } = *placed;
     let prefix = hls_prefix(stream_id, clip_id);
     let mut source_seconds = None;
     for r in &media.renditions {
@@ -268,7 +282,10 @@ pub fn write_hls(
     }
     let total = source_seconds.ok_or(Refused::OutOfRange)?;
     store
-        .put(&format!("{prefix}/{}", ladder::MASTER), media.master.as_bytes())
+        .put(
+            &format!("{prefix}/{}", ladder::MASTER),
+            media.master.as_bytes(),
+        )
         .map_err(|_| Refused::WriteFailed)?;
     Ok(total)
 }
@@ -296,11 +313,14 @@ pub async fn cut_mp4(
     store: &dyn MediaStore,
     work: &Path,
     media: &KeptMedia,
-    stream_id: &str,
-    clip_id: &str,
-    start: f64,
-    duration: f64,
+    placed: &Placed<'_>,
 ) -> Result<Cut, String> {
+    let Placed {
+        stream_id,
+        clip_id,
+        start,
+        duration,
+    } = *placed;
     let source = media.renditions.first().ok_or("nothing kept")?;
     let (covering, offset) = rules::covering(&media.source_seconds(), start, duration)
         .ok_or("the range is not within the kept media")?;
@@ -331,7 +351,11 @@ pub async fn cut_mp4(
             Err(_) => false,
         };
         let bytes = store
-            .keep_file(work, "clip.mp4", &format!("{}/clip.mp4", own_prefix(clip_id)))
+            .keep_file(
+                work,
+                "clip.mp4",
+                &format!("{}/clip.mp4", own_prefix(clip_id)),
+            )
             .map_err(|e| format!("cannot keep the MP4: {e}"))?;
         Ok(Cut {
             seconds,
@@ -361,16 +385,7 @@ async fn run_cut(
         .args(["-i", "list.txt", "-t", &format!("{duration:.3}")]);
     if encode {
         command.args([
-            "-c:v",
-            "libx264",
-            "-preset",
-            "veryfast",
-            "-crf",
-            "20",
-            "-c:a",
-            "aac",
-            "-b:a",
-            "128k",
+            "-c:v", "libx264", "-preset", "veryfast", "-crf", "20", "-c:a", "aac", "-b:a", "128k",
         ]);
     } else {
         command.args(["-c", "copy"]);
@@ -431,20 +446,20 @@ const NO_MEDIA_GRACE: Duration = Duration::from_secs(30);
 const CUTS_AT_ONCE: usize = 1;
 
 /// The clips this agent is making.
-#[derive(Default)]
 pub struct Clips {
-    /// Clip ids being made (their MP4 cut running), so that one is made once.
+    /// Clip ids being made (their MP4 cut queued or running), so that one is made once.
     running: Mutex<HashMap<String, Instant>>,
     /// When each clip without media was first seen.
     waiting: Mutex<HashMap<String, Instant>>,
-    cuts: Option<Arc<tokio::sync::Semaphore>>,
+    cuts: Arc<tokio::sync::Semaphore>,
 }
 
-impl Clips {
-    pub fn new() -> Clips {
+impl Default for Clips {
+    fn default() -> Clips {
         Clips {
-            cuts: Some(Arc::new(tokio::sync::Semaphore::new(CUTS_AT_ONCE))),
-            ..Clips::default()
+            running: Mutex::default(),
+            waiting: Mutex::default(),
+            cuts: Arc::new(tokio::sync::Semaphore::new(CUTS_AT_ONCE)),
         }
     }
 }
@@ -564,7 +579,13 @@ async fn make(agent: &Arc<Agent>, clip: PendingClip) {
         }
     };
     if !clip.hls_ready {
-        match write_hls(&*agent.store, &media, &clip.stream_id, &clip.id, start, duration) {
+        let placed = Placed {
+            stream_id: &clip.stream_id,
+            clip_id: &clip.id,
+            start,
+            duration,
+        };
+        match write_hls(&*agent.store, &media, &placed) {
             Ok(seconds) => {
                 let fields = Fields {
                     start_offset: Some(start),
@@ -582,9 +603,7 @@ async fn make(agent: &Arc<Agent>, clip: PendingClip) {
         }
     }
     lock(&agent.clips.running).insert(clip.id.clone(), Instant::now());
-    let Some(cuts) = agent.clips.cuts.clone() else {
-        return;
-    };
+    let cuts = agent.clips.cuts.clone();
     let this = Arc::downgrade(agent);
     agent.spawn_task(async move {
         let Ok(_permit) = cuts.acquire_owned().await else {
@@ -593,18 +612,18 @@ async fn make(agent: &Arc<Agent>, clip: PendingClip) {
         let Some(agent) = this.upgrade() else {
             return;
         };
-        let work: PathBuf = agent.paths.work.join("tmp").join(format!("clip-{}", clip.id));
-        let cut = cut_mp4(
-            &agent.ffmpeg,
-            &*agent.store,
-            &work,
-            &media,
-            &clip.stream_id,
-            &clip.id,
+        let work: PathBuf = agent
+            .paths
+            .work
+            .join("tmp")
+            .join(format!("clip-{}", clip.id));
+        let placed = Placed {
+            stream_id: &clip.stream_id,
+            clip_id: &clip.id,
             start,
             duration,
-        )
-        .await;
+        };
+        let cut = cut_mp4(&agent.ffmpeg, &*agent.store, &work, &media, &placed).await;
         match cut {
             Ok(cut) => {
                 let fields = Fields {
@@ -645,8 +664,14 @@ mod tests {
         let text = clip_playlist(&segments);
         assert!(text.contains("#EXT-X-PLAYLIST-TYPE:VOD\n"));
         assert!(text.ends_with("#EXT-X-ENDLIST\n"));
-        assert!(text.contains("#EXTINF:2.000000,\n../../v0_10.ts\n"), "{text}");
-        assert!(text.contains("../../v0_11.ts\n#EXT-X-DISCONTINUITY\n"), "{text}");
+        assert!(
+            text.contains("#EXTINF:2.000000,\n../../v0_10.ts\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("../../v0_11.ts\n#EXT-X-DISCONTINUITY\n"),
+            "{text}"
+        );
         let total: f64 = ladder::listed(&text).iter().map(|l| l.seconds).sum();
         assert!((total - 5.5).abs() < 1e-9);
     }
@@ -659,7 +684,10 @@ mod tests {
         assert_eq!(s.len(), 2);
         assert_eq!(s[1].name, "v1_9.ts");
         assert!(s[1].discontinuity);
-        assert_eq!(duration_of("  Duration: 00:01:02.50, start: 0.0"), Some(62.5));
+        assert_eq!(
+            duration_of("  Duration: 00:01:02.50, start: 0.0"),
+            Some(62.5)
+        );
         assert_eq!(duration_of("nothing"), None);
     }
 
@@ -674,7 +702,9 @@ mod tests {
             vod.push_str(&format!("#EXTINF:2.000000,\nv0_{}.ts\n", 100 + n));
         }
         vod.push_str("#EXT-X-ENDLIST\n");
-        store.put(&format!("replays/{sid}/v0.m3u8"), vod.as_bytes()).unwrap();
+        store
+            .put(&format!("replays/{sid}/v0.m3u8"), vod.as_bytes())
+            .unwrap();
         store
             .put(
                 &format!("replays/{sid}/index.m3u8"),
@@ -685,12 +715,29 @@ mod tests {
         assert_eq!(media.duration(), 60.0);
         assert_eq!(place(&media, Asked::Last { seconds: 10 }), Ok((50.0, 10.0)));
         assert_eq!(
-            place(&media, Asked::Range { start: 55, duration: 10 }),
+            place(
+                &media,
+                Asked::Range {
+                    start: 55,
+                    duration: 10
+                }
+            ),
             Err(Refused::OutOfRange)
         );
-        let seconds = write_hls(&store, &media, sid, "c1", 13.0, 10.0).unwrap();
+        let placed = Placed {
+            stream_id: sid,
+            clip_id: "c1",
+            start: 13.0,
+            duration: 10.0,
+        };
+        let seconds = write_hls(&store, &media, &placed).unwrap();
         assert!((seconds - 10.0).abs() <= 2.0, "{seconds}");
-        let text = String::from_utf8(store.get(&format!("replays/{sid}/clips/c1/v0.m3u8")).unwrap()).unwrap();
+        let text = String::from_utf8(
+            store
+                .get(&format!("replays/{sid}/clips/c1/v0.m3u8"))
+                .unwrap(),
+        )
+        .unwrap();
         assert!(text.contains("../../v0_106.ts"), "{text}");
         assert!(store.exists(&format!("replays/{sid}/clips/c1/index.m3u8")));
         // Nothing kept: no media.

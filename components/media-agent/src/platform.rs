@@ -2,8 +2,8 @@
 //! `domain::media::protocol`, authenticated by `X-Media-Secret`.
 
 use domain::media::protocol::{
-    Accepted, Clip, ClipAnswer, PendingClips, Publish, PublishDone, Replay, ReplayAnswer, ReplayDeletions, SECRET_HEADER,
-    ServerReport, Update,
+    Accepted, Clip, ClipAnswer, PendingClips, Publish, PublishDone, Replay, ReplayAnswer,
+    ReplayDeletions, SECRET_HEADER, ServerReport, Update,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -549,26 +549,22 @@ pub fn clip(ctx: &PublicCtx) -> Result<Response, ApiError> {
         None => url,
     };
     let ready = clip.state == "ready";
-    let mp4_url = ready
-        .then(|| signed(format!("{hls_base}/clips/{}/clip.mp4", clip.id), &clip.id))
-        .unwrap_or_default();
-    let thumbnail_url = (ready && clip.thumbnail)
-        .then(|| signed(format!("{hls_base}/clips/{}/thumbnail.jpg", clip.id), &clip.id))
-        .unwrap_or_default();
+    // Empty: none (the template leaves its tag out).
+    let when = |yes: bool, url: String, by: &str| if yes { signed(url, by) } else { String::new() };
+    let own = |file: &str| format!("{hls_base}/clips/{}/{file}", clip.id);
+    let mp4_url = when(ready, own("clip.mp4"), &clip.id);
+    let thumbnail_url = when(ready && clip.thumbnail, own("thumbnail.jpg"), &clip.id);
     let replay_kept = store::replays::of_many(&db, &[b.id.as_str()])?
         .remove(&b.id)
         .is_none_or(|r| r.state == "processing" || r.state == "ready");
-    let hls_url = (clip.hls_ready_at.is_some() && replay_kept)
-        .then(|| {
-            signed(
-                format!(
-                    "{hls_base}/{}/replay/clips/{}/index.m3u8",
-                    clip.stream_id, clip.id
-                ),
-                &clip.stream_id,
-            )
-        })
-        .unwrap_or_default();
+    let hls_url = when(
+        clip.hls_ready_at.is_some() && replay_kept,
+        format!(
+            "{hls_base}/{}/replay/clips/{}/index.m3u8",
+            clip.stream_id, clip.id
+        ),
+        &clip.stream_id,
+    );
     let play_url = if ready { mp4_url.clone() } else { hls_url };
     let title = clip
         .title

@@ -5,7 +5,9 @@
 //! shows a public broadcast's clip with its link-preview tags, and no private one's.
 
 use crate::media::{create, get, platform, setup, text, until_ingest};
-use platform_tests::media::{Publisher, durations, resolve, test_clip_720p, tool, variants, wait_for};
+use platform_tests::media::{
+    Publisher, durations, resolve, test_clip_720p, tool, variants, wait_for,
+};
 use platform_tests::webhook_receiver::Receiver;
 use platform_tests::{Exchange, Method, Platform, User};
 use serde_json::{Value, json};
@@ -77,7 +79,10 @@ async fn check_hls(hls_url: &str, seconds: f64) -> f64 {
         let (status, playlist) = fetch_text(&url).await;
         assert_eq!(status, 200, "{url}: {playlist}");
         assert!(playlist.contains("#EXT-X-PLAYLIST-TYPE:VOD"), "{playlist}");
-        assert!(playlist.trim_end().ends_with("#EXT-X-ENDLIST"), "{playlist}");
+        assert!(
+            playlist.trim_end().ends_with("#EXT-X-ENDLIST"),
+            "{playlist}"
+        );
         let segments = durations(&playlist);
         let longest = segments.iter().map(|(d, _)| *d).fold(0.0, f64::max);
         let length: f64 = segments.iter().map(|(d, _)| d).sum();
@@ -106,7 +111,14 @@ async fn check_mp4(mp4_url: &str) -> f64 {
     let file = std::env::temp_dir().join(format!("clip-{}.mp4", domain::ids::random_hex(6)));
     std::fs::write(&file, &bytes).unwrap();
     let output = std::process::Command::new(tool("ffprobe"))
-        .args(["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0"])
+        .args([
+            "-v",
+            "error",
+            "-show_entries",
+            "format=duration",
+            "-of",
+            "csv=p=0",
+        ])
         .arg(&file)
         .output()
         .expect("ffprobe runs");
@@ -157,7 +169,8 @@ async fn a_clip_plays_as_hls_within_seconds_and_downloads_as_an_mp4_live_and_aft
     assert_eq!(live_clip["duration"], 8);
     assert_eq!(live_clip["createdBy"], user.id.as_str());
     let clip_id = text(&live_clip, "id");
-    let (c, hls_after) = until_clip(&p, &user, &clip_id, "hlsUrl", Duration::from_secs(5), asked).await;
+    let (c, hls_after) =
+        until_clip(&p, &user, &clip_id, "hlsUrl", Duration::from_secs(5), asked).await;
     println!("live clip: HLS ready {hls_after:?} after the request");
     let start = c["startOffset"].as_f64().expect("placed");
     assert!(start >= 4.0, "the last 8 s of at least 12 s: {start}");
@@ -167,7 +180,15 @@ async fn a_clip_plays_as_hls_within_seconds_and_downloads_as_an_mp4_live_and_aft
     // Unsigned, or signed for another stream: refused.
     let bare = hls_url.split('?').next().unwrap();
     assert_eq!(fetch(bare).await.0, 403);
-    let (c, mp4_after) = until_clip(&p, &user, &clip_id, "mp4Url", Duration::from_secs(60), asked).await;
+    let (c, mp4_after) = until_clip(
+        &p,
+        &user,
+        &clip_id,
+        "mp4Url",
+        Duration::from_secs(60),
+        asked,
+    )
+    .await;
     assert_eq!(c["state"], "ready");
     let mp4 = check_mp4(&text(&c, "mp4Url")).await;
     println!("live clip: MP4 ready {mp4_after:?} after the request, {mp4:.3} s for 8 s");
@@ -175,7 +196,10 @@ async fn a_clip_plays_as_hls_within_seconds_and_downloads_as_an_mp4_live_and_aft
     let (status, jpeg, kind) = fetch(&text(&c, "thumbnailUrl")).await;
     assert_eq!((status, kind.as_str()), (200, "image/jpeg"));
     assert_eq!(&jpeg[..3], &[0xFF, 0xD8, 0xFF]);
-    assert_eq!(fetch(text(&c, "mp4Url").split('?').next().unwrap()).await.0, 403);
+    assert_eq!(
+        fetch(text(&c, "mp4Url").split('?').next().unwrap()).await.0,
+        403
+    );
 
     // After the end: a range of the replay.
     publisher.stop().await;
@@ -201,17 +225,43 @@ async fn a_clip_plays_as_hls_within_seconds_and_downloads_as_an_mp4_live_and_aft
     assert_eq!(status, 201, "{ended_clip}");
     assert_eq!(ended_clip["startOffset"], 3.0);
     let ended_id = text(&ended_clip, "id");
-    let (c, hls_after) = until_clip(&p, &user, &ended_id, "hlsUrl", Duration::from_secs(5), asked).await;
+    let (c, hls_after) = until_clip(
+        &p,
+        &user,
+        &ended_id,
+        "hlsUrl",
+        Duration::from_secs(5),
+        asked,
+    )
+    .await;
     let length = check_hls(&text(&c, "hlsUrl"), 6.0).await;
-    let (c, mp4_after) = until_clip(&p, &user, &ended_id, "mp4Url", Duration::from_secs(60), asked).await;
+    let (c, mp4_after) = until_clip(
+        &p,
+        &user,
+        &ended_id,
+        "mp4Url",
+        Duration::from_secs(60),
+        asked,
+    )
+    .await;
     let mp4 = check_mp4(&text(&c, "mp4Url")).await;
     println!(
         "replay clip: HLS {hls_after:?} ({length:.3} s), MP4 {mp4_after:?} ({mp4:.3} s) for 6 s"
     );
     assert!((mp4 - 6.0).abs() <= 2.0, "the MP4 is {mp4} s");
     // A range past the end of the replay.
-    let (status, body) = clip(&p, &user, &id, &json!({"startOffset": kept.ceil() as i64, "duration": 5})).await;
-    assert_eq!((status, body["code"].as_str()), (422, Some("out_of_range")), "{body}");
+    let (status, body) = clip(
+        &p,
+        &user,
+        &id,
+        &json!({"startOffset": kept.ceil() as i64, "duration": 5}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (422, Some("out_of_range")),
+        "{body}"
+    );
 
     // The broadcast's clips, newest first.
     let (status, list) = p
@@ -235,27 +285,57 @@ async fn a_clip_plays_as_hls_within_seconds_and_downloads_as_an_mp4_live_and_aft
         (events.len() >= 2).then_some(events)
     })
     .await;
-    let ids: Vec<&str> = events.iter().filter_map(|e| e["data"]["id"].as_str()).collect();
-    assert!(ids.contains(&clip_id.as_str()) && ids.contains(&ended_id.as_str()), "{ids:?}");
-    assert!(events.iter().all(|e| e["data"]["state"] == "ready" && e["data"]["mp4Url"].is_string()));
+    let ids: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["data"]["id"].as_str())
+        .collect();
+    assert!(
+        ids.contains(&clip_id.as_str()) && ids.contains(&ended_id.as_str()),
+        "{ids:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["data"]["state"] == "ready" && e["data"]["mp4Url"].is_string())
+    );
 
     // The clip page: the player and the link-preview tags, the title escaped.
-    let r = p.request(Method::GET, &format!("/clips/{clip_id}")).send().await.unwrap();
+    let r = p
+        .request(Method::GET, &format!("/clips/{clip_id}"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
-    let csp = r.headers()["content-security-policy"].to_str().unwrap().to_string();
+    let csp = r.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
     let html = r.text().await.unwrap();
-    for tag in ["og:type\" content=\"video.other\"", "og:title", "og:video\"", "og:image\"", "twitter:card"] {
+    for tag in [
+        "og:type\" content=\"video.other\"",
+        "og:title",
+        "og:video\"",
+        "og:image\"",
+        "twitter:card",
+    ] {
         assert!(html.contains(tag), "{tag} in {html}");
     }
     assert!(!html.contains("<b>That</b>"), "{html}");
-    assert!(html.contains("&lt;b&gt;That&lt;&#x2f;b&gt; &amp; &quot;more&quot;"), "{html}");
+    assert!(
+        html.contains("&lt;b&gt;That&lt;&#x2f;b&gt; &amp; &quot;more&quot;"),
+        "{html}"
+    );
     assert!(html.contains("<live-player"), "{html}");
     assert!(html.contains("clip.mp4?exp="), "{html}");
     assert!(!csp.contains("'unsafe-inline'"), "{csp}");
 
     // The replay deleted: the clip's HLS goes with it, its MP4 stays.
     let (status, _) = p
-        .as_user(&user, Method::DELETE, &format!("/api/broadcasts/{id}/replay"))
+        .as_user(
+            &user,
+            Method::DELETE,
+            &format!("/api/broadcasts/{id}/replay"),
+        )
         .answer()
         .await;
     assert_eq!(status, 200);
@@ -264,9 +344,11 @@ async fn a_clip_plays_as_hls_within_seconds_and_downloads_as_an_mp4_live_and_aft
     let mp4_url = text(&c, "mp4Url");
     let stream = text(&b, "streamId");
     let dir = p.media().work_dir().join("media/replays").join(&stream);
-    wait_for("the replay's media to be deleted", Duration::from_secs(15), || async {
-        (!dir.exists()).then_some(())
-    })
+    wait_for(
+        "the replay's media to be deleted",
+        Duration::from_secs(15),
+        || async { (!dir.exists()).then_some(()) },
+    )
     .await;
     assert_eq!(fetch(&mp4_url).await.0, 200, "the MP4 outlives the replay");
 
@@ -281,9 +363,11 @@ async fn a_clip_plays_as_hls_within_seconds_and_downloads_as_an_mp4_live_and_aft
         .answer()
         .await;
     assert_eq!(status, 404);
-    wait_for("the clip's MP4 to be deleted", Duration::from_secs(10), || async {
-        (fetch(&mp4_url).await.0 == 404).then_some(())
-    })
+    wait_for(
+        "the clip's MP4 to be deleted",
+        Duration::from_secs(10),
+        || async { (fetch(&mp4_url).await.0 == 404).then_some(()) },
+    )
     .await;
 }
 
@@ -309,12 +393,24 @@ async fn a_private_broadcasts_clip_has_no_page_and_plays_only_signed() {
     assert_eq!(status, 201, "{c}");
     assert!(c["createdBy"].is_null());
     let clip_id = text(&c, "id");
-    let (c, _) = until_clip(&p, &user, &clip_id, "mp4Url", Duration::from_secs(60), Instant::now()).await;
+    let (c, _) = until_clip(
+        &p,
+        &user,
+        &clip_id,
+        "mp4Url",
+        Duration::from_secs(60),
+        Instant::now(),
+    )
+    .await;
     publisher.stop().await;
     let mp4 = check_mp4(&text(&c, "mp4Url")).await;
     assert!((mp4 - 5.0).abs() <= 2.0, "{mp4}");
     // No page, no tags: nothing of it shows without the API's signed addresses.
-    let r = p.request(Method::GET, &format!("/clips/{clip_id}")).send().await.unwrap();
+    let r = p
+        .request(Method::GET, &format!("/clips/{clip_id}"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
     let html = r.text().await.unwrap();
     assert!(!html.contains("og:") && !html.contains(&clip_id), "{html}");

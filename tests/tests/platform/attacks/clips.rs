@@ -19,7 +19,12 @@ async fn clip(p: &Platform, user: &User, id: &str, body: &Value) -> (u16, Value)
 
 async fn server_clip(p: &Platform, t: &Tenant, id: &str, body: &Value) -> (u16, Value) {
     let (status, answer) = p
-        .as_server(t, Method::POST, &format!("/api/broadcasts/{id}/clips"), Some(body))
+        .as_server(
+            t,
+            Method::POST,
+            &format!("/api/broadcasts/{id}/clips"),
+            Some(body),
+        )
         .answer()
         .await;
     (status.as_u16(), answer)
@@ -34,7 +39,10 @@ async fn set_settings(p: &Platform, t: &Tenant, settings: &Value) {
 }
 
 fn id(v: &Value) -> String {
-    v["id"].as_str().unwrap_or_else(|| panic!("id in {v}")).to_string()
+    v["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("id in {v}"))
+        .to_string()
 }
 
 /// Only the owner, the tenant's server and (where the tenant lets them) viewers who may
@@ -57,7 +65,11 @@ async fn a_broadcast_is_clipped_only_by_whom_its_tenant_lets() {
     assert_eq!(status, 201, "{served}");
     // A viewer may not while the tenant does not let viewers clip (the default).
     let (status, answer) = clip(&p, &eve, &public, &body).await;
-    assert_eq!((status, code(&answer)), (403, "viewer_clips_disabled"), "{answer}");
+    assert_eq!(
+        (status, code(&answer)),
+        (403, "viewer_clips_disabled"),
+        "{answer}"
+    );
     // Another tenant's server and users do not even find it; the API key alone is no one.
     let (status, _) = server_clip(&p, &other, &public, &body).await;
     assert_eq!(status, 404);
@@ -84,12 +96,19 @@ async fn a_broadcast_is_clipped_only_by_whom_its_tenant_lets() {
     let (status, _) = p.as_user(&mallory, Method::GET, &path).answer().await;
     assert_eq!(status, 404);
     let (status, _) = p
-        .as_user(&mallory, Method::GET, &format!("/api/broadcasts/{public}/clips"))
+        .as_user(
+            &mallory,
+            Method::GET,
+            &format!("/api/broadcasts/{public}/clips"),
+        )
         .answer()
         .await;
     assert_eq!(status, 404);
     let (status, seen) = p.as_user(&eve, Method::GET, &path).answer().await;
-    assert_eq!((status.as_u16(), seen["id"].clone()), (200, mine["id"].clone()));
+    assert_eq!(
+        (status.as_u16(), seen["id"].clone()),
+        (200, mine["id"].clone())
+    );
     // A private broadcast's clip is unknown to who may not watch it.
     let (status, hidden) = server_clip(&p, &t, &private, &body).await;
     assert_eq!(status, 201, "{hidden}");
@@ -102,7 +121,10 @@ async fn a_broadcast_is_clipped_only_by_whom_its_tenant_lets() {
     // Deleting: not another viewer's clip, nor another tenant's; one's own, yes.
     let (status, _) = p.as_user(&eve, Method::DELETE, &path).answer().await;
     assert_eq!(status, 403);
-    let (status, _) = p.as_server(&other, Method::DELETE, &path, None).answer().await;
+    let (status, _) = p
+        .as_server(&other, Method::DELETE, &path, None)
+        .answer()
+        .await;
     assert_eq!(status, 404);
     let (status, _) = p.as_user(&mallory, Method::DELETE, &path).answer().await;
     assert_eq!(status, 404);
@@ -114,7 +136,12 @@ async fn a_broadcast_is_clipped_only_by_whom_its_tenant_lets() {
     let (status, _) = p.as_user(&ada, Method::GET, &eves_path).answer().await;
     assert_eq!(status, 404);
     let (status, _) = p
-        .as_server(&t, Method::DELETE, &format!("/api/clips/{}", id(&served)), None)
+        .as_server(
+            &t,
+            Method::DELETE,
+            &format!("/api/clips/{}", id(&served)),
+            None,
+        )
         .answer()
         .await;
     assert_eq!(status, 200);
@@ -130,7 +157,11 @@ async fn a_broadcast_is_clipped_only_by_whom_its_tenant_lets() {
     assert_eq!((status, code(&answer)), (409, "not_started"), "{answer}");
     set_settings(&p, &t, &json!({"enabled": false})).await;
     let (status, answer) = clip(&p, &ada, &public, &body).await;
-    assert_eq!((status, code(&answer)), (409, "replays_disabled"), "{answer}");
+    assert_eq!(
+        (status, code(&answer)),
+        (409, "replays_disabled"),
+        "{answer}"
+    );
 }
 
 /// Numbers out of bounds, both forms or neither, bad types, long titles and unknown
@@ -156,10 +187,16 @@ async fn bad_numbers_ranges_outside_the_show_and_markup_are_refused_or_harmless(
         (json!({"duration": 10}), "startOffset"),
         (json!({"lastSeconds": 0}), "lastSeconds"),
         (json!({"lastSeconds": 1e300}), "lastSeconds"),
-        (json!({"lastSeconds": 30, "startOffset": 0, "duration": 10}), "lastSeconds"),
+        (
+            json!({"lastSeconds": 30, "startOffset": 0, "duration": 10}),
+            "lastSeconds",
+        ),
         (json!({}), "startOffset"),
         (json!({"title": "x"}), "startOffset"),
-        (json!({"lastSeconds": 10, "title": "x".repeat(201)}), "title"),
+        (
+            json!({"lastSeconds": 10, "title": "x".repeat(201)}),
+            "title",
+        ),
         (json!({"lastSeconds": 10, "until": 5}), "until"),
     ] {
         let (status, answer) = clip(&p, &ada, &live, &bad).await;
@@ -213,18 +250,32 @@ async fn bad_numbers_ranges_outside_the_show_and_markup_are_refused_or_harmless(
     let (status, c) = clip(&p, &ada, &live, &json!({"lastSeconds": 10, "title": title})).await;
     assert_eq!(status, 201, "{c}");
     assert_eq!(c["title"], title);
-    let r = p.request(Method::GET, &format!("/clips/{}", id(&c))).send().await.unwrap();
+    let r = p
+        .request(Method::GET, &format!("/clips/{}", id(&c)))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let html = r.text().await.unwrap();
     assert!(!html.contains("<script>alert"), "{html}");
-    assert!(!html.contains("<meta property=\"og:title\" content=\"x\">"), "{html}");
-    assert!(html.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"), "{html}");
+    assert!(
+        !html.contains("<meta property=\"og:title\" content=\"x\">"),
+        "{html}"
+    );
+    assert!(
+        html.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"),
+        "{html}"
+    );
 
     // Ended, its replay ready and 60 s long (as the media server reports it): a range
     // must lie within it.
     let secret = p.variable("media_secret").unwrap();
     let (status, _) = p
-        .as_user(&ada, Method::POST, &format!("/api/broadcasts/{live}/status"))
+        .as_user(
+            &ada,
+            Method::POST,
+            &format!("/api/broadcasts/{live}/status"),
+        )
         .send_json(&json!({"status": "completed"}))
         .await;
     assert_eq!(status, 200);
@@ -252,16 +303,32 @@ async fn bad_numbers_ranges_outside_the_show_and_markup_are_refused_or_harmless(
         json!({"lastSeconds": 61}),
     ] {
         let (status, answer) = clip(&p, &ada, &live, &outside).await;
-        assert_eq!((status, code(&answer)), (422, "out_of_range"), "{outside}: {answer}");
+        assert_eq!(
+            (status, code(&answer)),
+            (422, "out_of_range"),
+            "{outside}: {answer}"
+        );
         assert_eq!(answer["keptSeconds"], 60.0, "{answer}");
     }
     let (status, last) = clip(&p, &ada, &live, &json!({"startOffset": 55, "duration": 5})).await;
-    assert_eq!((status, last["startOffset"].as_f64()), (201, Some(55.0)), "{last}");
+    assert_eq!(
+        (status, last["startOffset"].as_f64()),
+        (201, Some(55.0)),
+        "{last}"
+    );
     let (status, last) = clip(&p, &ada, &live, &json!({"lastSeconds": 20})).await;
-    assert_eq!((status, last["startOffset"].as_f64()), (201, Some(40.0)), "{last}");
+    assert_eq!(
+        (status, last["startOffset"].as_f64()),
+        (201, Some(40.0)),
+        "{last}"
+    );
     // The replay deleted: nothing left to clip.
     let (status, _) = p
-        .as_user(&ada, Method::DELETE, &format!("/api/broadcasts/{live}/replay"))
+        .as_user(
+            &ada,
+            Method::DELETE,
+            &format!("/api/broadcasts/{live}/replay"),
+        )
         .answer()
         .await;
     assert_eq!(status, 200);
@@ -277,10 +344,8 @@ async fn sixty_four_concurrent_clips_are_each_made_once_or_rate_limited() {
     let (t, ada, _) = cast(&p).await;
     let live = id(&live_broadcast(&p, &ada, "public").await);
     let body = json!({"lastSeconds": 30, "title": "flood"});
-    let answers = futures_util::future::join_all(
-        (0..64).map(|_| clip(&p, &ada, &live, &body)),
-    )
-    .await;
+    let answers =
+        futures_util::future::join_all((0..64).map(|_| clip(&p, &ada, &live, &body))).await;
     let mut made = HashSet::new();
     let mut limited = 0;
     for (status, answer) in &answers {
@@ -291,11 +356,13 @@ async fn sixty_four_concurrent_clips_are_each_made_once_or_rate_limited() {
         }
     }
     assert_eq!(made.len() + limited, 64);
-    assert!(!made.is_empty() && limited > 0, "{} made, {limited} limited", made.len());
-    let answers = futures_util::future::join_all(
-        (0..64).map(|_| server_clip(&p, &t, &live, &body)),
-    )
-    .await;
+    assert!(
+        !made.is_empty() && limited > 0,
+        "{} made, {limited} limited",
+        made.len()
+    );
+    let answers =
+        futures_util::future::join_all((0..64).map(|_| server_clip(&p, &t, &live, &body))).await;
     for (status, answer) in &answers {
         assert_eq!(*status, 201, "{answer}");
         assert!(made.insert(id(answer)), "one id once: {answer}");
@@ -333,7 +400,11 @@ async fn clips_are_reported_by_the_media_server_alone_and_within_its_contract() 
     let hls = json!({"id": clip_id, "state": "hls_ready", "startOffset": 0.0, "duration": 10.0});
     for path in ["/api/media/clip", "/api/media/clips/pending"] {
         assert_eq!(media_call(&p, path, None, &hls).await.0, 401, "{path}");
-        assert_eq!(media_call(&p, path, Some("guess"), &hls).await.0, 401, "{path}");
+        assert_eq!(
+            media_call(&p, path, Some("guess"), &hls).await.0,
+            401,
+            "{path}"
+        );
         for builder in [
             p.as_user(&eve, Method::POST, path),
             p.as_user(&ada, Method::POST, path),
@@ -344,27 +415,60 @@ async fn clips_are_reported_by_the_media_server_alone_and_within_its_contract() 
             assert_eq!(status, 401, "{path}");
         }
     }
-    let (_, c) = p.as_user(&ada, Method::GET, &format!("/api/clips/{clip_id}")).answer().await;
+    let (_, c) = p
+        .as_user(&ada, Method::GET, &format!("/api/clips/{clip_id}"))
+        .answer()
+        .await;
     assert!(c["hlsUrl"].is_null(), "nothing reported: {c}");
 
     // Out of the contract: refused by field, nothing changes.
     for (bad, status_code) in [
-        (json!({"id": "not-a-uuid", "state": "hls_ready", "startOffset": 0.0, "duration": 1.0}), 400),
-        (json!({"id": clip_id, "state": "hls_ready", "duration": 10.0}), 422),
-        (json!({"id": clip_id, "state": "hls_ready", "startOffset": -1.0, "duration": 10.0}), 422),
-        (json!({"id": clip_id, "state": "hls_ready", "startOffset": 0.0, "duration": 1e9}), 422),
-        (json!({"id": clip_id, "state": "ready", "duration": 10.0}), 422),
-        (json!({"id": clip_id, "state": "ready", "duration": 10.0, "size": 1u64 << 50}), 422),
-        (json!({"id": clip_id, "state": "failed", "error": "<script>"}), 422),
-        (json!({"id": clip_id, "state": "failed", "error": "x".repeat(101)}), 422),
+        (
+            json!({"id": "not-a-uuid", "state": "hls_ready", "startOffset": 0.0, "duration": 1.0}),
+            400,
+        ),
+        (
+            json!({"id": clip_id, "state": "hls_ready", "duration": 10.0}),
+            422,
+        ),
+        (
+            json!({"id": clip_id, "state": "hls_ready", "startOffset": -1.0, "duration": 10.0}),
+            422,
+        ),
+        (
+            json!({"id": clip_id, "state": "hls_ready", "startOffset": 0.0, "duration": 1e9}),
+            422,
+        ),
+        (
+            json!({"id": clip_id, "state": "ready", "duration": 10.0}),
+            422,
+        ),
+        (
+            json!({"id": clip_id, "state": "ready", "duration": 10.0, "size": 1u64 << 50}),
+            422,
+        ),
+        (
+            json!({"id": clip_id, "state": "failed", "error": "<script>"}),
+            422,
+        ),
+        (
+            json!({"id": clip_id, "state": "failed", "error": "x".repeat(101)}),
+            422,
+        ),
         (json!({"id": clip_id, "state": "failed"}), 422),
         (json!({"id": clip_id, "state": "exploded"}), 422),
         (json!({"id": clip_id, "state": "deleted", "extra": 1}), 422),
     ] {
         let (status, answer) = media_call(&p, "/api/media/clip", Some(&secret), &bad).await;
-        assert!(status == status_code || (status_code == 422 && status == 400), "{bad}: {status} {answer}");
+        assert!(
+            status == status_code || (status_code == 422 && status == 400),
+            "{bad}: {status} {answer}"
+        );
     }
-    let (_, c) = p.as_user(&ada, Method::GET, &format!("/api/clips/{clip_id}")).answer().await;
+    let (_, c) = p
+        .as_user(&ada, Method::GET, &format!("/api/clips/{clip_id}"))
+        .answer()
+        .await;
     assert_eq!(c["state"], "processing", "{c}");
     assert!(c["hlsUrl"].is_null(), "{c}");
 
@@ -375,23 +479,58 @@ async fn clips_are_reported_by_the_media_server_alone_and_within_its_contract() 
         json!({"id": stranger, "state": "ready", "duration": 10.0, "size": 1000}),
     ] {
         let (status, answer) = media_call(&p, "/api/media/clip", Some(&secret), &state).await;
-        assert_eq!((status, answer["action"].as_str()), (200, Some("delete")), "{answer}");
+        assert_eq!(
+            (status, answer["action"].as_str()),
+            (200, Some("delete")),
+            "{answer}"
+        );
     }
-    let (status, _) = p.as_user(&ada, Method::GET, &format!("/api/clips/{stranger}")).answer().await;
+    let (status, _) = p
+        .as_user(&ada, Method::GET, &format!("/api/clips/{stranger}"))
+        .answer()
+        .await;
     assert_eq!(status, 404);
 
     // The MP4 before the HLS moves nothing; in order, the clip is ready.
     let ready = json!({"id": clip_id, "state": "ready", "duration": 10.02, "size": 1_000_000, "thumbnail": true});
     let (_, pending) = media_call(&p, "/api/media/clips/pending", Some(&secret), &json!({})).await;
-    assert!(pending["make"].as_array().unwrap().iter().any(|c| c["id"] == clip_id.as_str()), "{pending}");
+    assert!(
+        pending["make"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == clip_id.as_str()),
+        "{pending}"
+    );
     media_call(&p, "/api/media/clip", Some(&secret), &ready).await;
-    let (_, c) = p.as_user(&ada, Method::GET, &format!("/api/clips/{clip_id}")).answer().await;
+    let (_, c) = p
+        .as_user(&ada, Method::GET, &format!("/api/clips/{clip_id}"))
+        .answer()
+        .await;
     assert_eq!(c["state"], "processing", "{c}");
-    assert_eq!(media_call(&p, "/api/media/clip", Some(&secret), &hls).await.0, 200);
-    assert_eq!(media_call(&p, "/api/media/clip", Some(&secret), &ready).await.0, 200);
-    let (_, c) = p.as_user(&ada, Method::GET, &format!("/api/clips/{clip_id}")).answer().await;
+    assert_eq!(
+        media_call(&p, "/api/media/clip", Some(&secret), &hls)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        media_call(&p, "/api/media/clip", Some(&secret), &ready)
+            .await
+            .0,
+        200
+    );
+    let (_, c) = p
+        .as_user(&ada, Method::GET, &format!("/api/clips/{clip_id}"))
+        .answer()
+        .await;
     assert_eq!(c["state"], "ready", "{c}");
-    assert!(c["mp4Url"].as_str().is_some_and(|u| u.contains("/clips/") && u.contains("sig=")), "{c}");
+    assert!(
+        c["mp4Url"]
+            .as_str()
+            .is_some_and(|u| u.contains("/clips/") && u.contains("sig=")),
+        "{c}"
+    );
     // A late failure does not undo a ready clip.
     let (_, answer) = media_call(
         &p,
@@ -401,7 +540,10 @@ async fn clips_are_reported_by_the_media_server_alone_and_within_its_contract() 
     )
     .await;
     assert_eq!(answer["action"], "continue");
-    let (_, c) = p.as_user(&ada, Method::GET, &format!("/api/clips/{clip_id}")).answer().await;
+    let (_, c) = p
+        .as_user(&ada, Method::GET, &format!("/api/clips/{clip_id}"))
+        .answer()
+        .await;
     assert_eq!(c["state"], "ready", "{c}");
 }
 
@@ -415,27 +557,70 @@ async fn clip_media_is_served_signed_only() {
     let base = p
         .variable("playback_hls_base")
         .unwrap_or_else(|| format!("http://{}/hls", p.media().http_addr()));
-    let (clip_a, clip_b, stream) = (domain::ids::uuid(), domain::ids::uuid(), domain::ids::uuid());
+    let (clip_a, clip_b, stream) = (
+        domain::ids::uuid(),
+        domain::ids::uuid(),
+        domain::ids::uuid(),
+    );
     let now = platform_tests::unix_now();
     let status = |url: String| async move { reqwest::get(&url).await.unwrap().status().as_u16() };
     let mp4 = format!("{base}/clips/{clip_a}/clip.mp4");
     let playlist = format!("{base}/{stream}/replay/clips/{clip_a}/index.m3u8");
     assert_eq!(status(mp4.clone()).await, 403, "unsigned");
     assert_eq!(status(playlist.clone()).await, 403, "unsigned");
-    assert_eq!(status(format!("{mp4}?exp={}&sig=AAAAAAAAAAAAAAAAAAAAAA", now + 600)).await, 403);
+    assert_eq!(
+        status(format!(
+            "{mp4}?exp={}&sig=AAAAAAAAAAAAAAAAAAAAAA",
+            now + 600
+        ))
+        .await,
+        403
+    );
     let of = |id: &str, exp: i64| domain::media::signed_query(&key, id, exp);
-    assert_eq!(status(format!("{mp4}?{}", of(&clip_b, now + 600))).await, 403, "another clip's");
-    assert_eq!(status(format!("{mp4}?{}", of(&stream, now + 600))).await, 403, "the stream's");
-    assert_eq!(status(format!("{mp4}?{}", of(&clip_a, now - 10))).await, 410, "expired");
-    assert_eq!(status(format!("{playlist}?{}", of(&clip_a, now + 600))).await, 403, "the clip's, for the stream's playlist");
+    assert_eq!(
+        status(format!("{mp4}?{}", of(&clip_b, now + 600))).await,
+        403,
+        "another clip's"
+    );
+    assert_eq!(
+        status(format!("{mp4}?{}", of(&stream, now + 600))).await,
+        403,
+        "the stream's"
+    );
+    assert_eq!(
+        status(format!("{mp4}?{}", of(&clip_a, now - 10))).await,
+        410,
+        "expired"
+    );
+    assert_eq!(
+        status(format!("{playlist}?{}", of(&clip_a, now + 600))).await,
+        403,
+        "the clip's, for the stream's playlist"
+    );
     // Signed right, but nothing there: the signature is the only way in.
-    assert_eq!(status(format!("{mp4}?{}", of(&clip_a, now + 600))).await, 404);
-    assert_eq!(status(format!("{playlist}?{}", of(&stream, now + 600))).await, 404);
+    assert_eq!(
+        status(format!("{mp4}?{}", of(&clip_a, now + 600))).await,
+        404
+    );
+    assert_eq!(
+        status(format!("{playlist}?{}", of(&stream, now + 600))).await,
+        404
+    );
     // Names outside the strict patterns are not served at all.
     for odd in [
-        format!("{base}/clips/{clip_a}/clip.mp4.tmp?{}", of(&clip_a, now + 600)),
-        format!("{base}/clips/{clip_a}/../../replays/{stream}/v0.m3u8?{}", of(&clip_a, now + 600)),
-        format!("{base}/clips/{}/clip.mp4?{}", clip_a.to_uppercase(), of(&clip_a, now + 600)),
+        format!(
+            "{base}/clips/{clip_a}/clip.mp4.tmp?{}",
+            of(&clip_a, now + 600)
+        ),
+        format!(
+            "{base}/clips/{clip_a}/../../replays/{stream}/v0.m3u8?{}",
+            of(&clip_a, now + 600)
+        ),
+        format!(
+            "{base}/clips/{}/clip.mp4?{}",
+            clip_a.to_uppercase(),
+            of(&clip_a, now + 600)
+        ),
     ] {
         assert_eq!(status(odd.clone()).await, 404, "{odd}");
     }
