@@ -153,6 +153,7 @@ pub const ROUTES: &[ApiRoute] = &[
         "List (clips)",
         |op| op
             .described("The broadcast's clips, newest first, for whoever may watch it.")
+            .errors(400, &["invalid_query"])
             .errors(404, &["not_found"]),
     ),
     endpoint!(

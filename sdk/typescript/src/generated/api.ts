@@ -6702,7 +6702,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "invalid_id";
+                        code?: "invalid_id" | "invalid_query";
                         /** @constant */
                         status?: 400;
                     } & components["schemas"]["Problem"];
