@@ -115,6 +115,52 @@ pub fn covering(
     Some((first..last + 1, offset.max(0.0)))
 }
 
+/// How a clip's MP4 is cut from the source rendition's segments (each starts with a
+/// keyframe).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cut {
+    /// The segments to read, in order.
+    pub segments: std::ops::Range<usize>,
+    /// Seconds into the first of them where the MP4 starts (0 for a copy).
+    pub offset: f64,
+    /// The MP4's length, seconds.
+    pub length: f64,
+    /// Re-encode (frame-accurate) rather than copy the streams.
+    pub encode: bool,
+}
+
+/// Plans the MP4 of `[start, start + duration)`: a stream copy from the segment start
+/// nearest `start` when that is at most `tolerance` seconds away (the clip then starts
+/// that much early or late and ends where asked), else a re-encode of exactly the range.
+/// A copy cannot start between keyframes: started there, its video would begin only at
+/// the next keyframe.
+pub fn cut(seconds: &[f64], start: f64, duration: f64, tolerance: f64) -> Option<Cut> {
+    let (range, offset) = covering(seconds, start, duration)?;
+    let end = start + duration;
+    let segment_start = start - offset;
+    // The segment start before the range's start, and the one after it.
+    let mut best = (range.start, segment_start);
+    let next = segment_start + seconds[range.start];
+    if range.len() > 1 && (next - start).abs() < (start - segment_start).abs() && next < end {
+        best = (range.start + 1, next);
+    }
+    let (first, at) = best;
+    if (at - start).abs() <= tolerance {
+        return Some(Cut {
+            segments: first..range.end,
+            offset: 0.0,
+            length: end - at,
+            encode: false,
+        });
+    }
+    Some(Cut {
+        segments: range,
+        offset,
+        length: duration,
+        encode: true,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +201,31 @@ mod tests {
         assert_eq!(last.place(62.5), Some((52.5, 10.0)));
         assert_eq!(last.place(9.0), None);
         assert_eq!(last.duration(), 10);
+    }
+
+    #[test]
+    fn an_mp4_is_copied_from_a_segment_start_near_the_range_else_encoded() {
+        let two = [2.0; 10];
+        // On a segment start: a copy of exactly the range.
+        let c = cut(&two, 4.0, 6.0, 1.0).unwrap();
+        assert_eq!((c.segments, c.offset, c.encode), (2..5, 0.0, false));
+        assert!((c.length - 6.0).abs() < 1e-9);
+        // 0.6 s in: copied from the segment's start, 0.6 s longer.
+        let c = cut(&two, 4.6, 6.0, 1.0).unwrap();
+        assert_eq!((c.segments.start, c.encode), (2, false));
+        assert!((c.length - 6.6).abs() < 1e-9);
+        // 1.6 s in: copied from the next segment's start, 0.4 s shorter.
+        let c = cut(&two, 5.6, 6.0, 1.0).unwrap();
+        assert_eq!((c.segments, c.encode), (3..6, false));
+        assert!((c.length - 5.6).abs() < 1e-9);
+        // Keyframes 4 s apart, 1.5 s from either: re-encoded, exactly.
+        let four = [4.0; 5];
+        let c = cut(&four, 5.5, 6.0, 1.0).unwrap();
+        assert_eq!(
+            (c.segments, c.offset, c.length, c.encode),
+            (1..3, 1.5, 6.0, true)
+        );
+        assert_eq!(cut(&four, 30.0, 6.0, 1.0), None);
     }
 
     #[test]

@@ -292,7 +292,8 @@ pub fn write_hls(
 
 /// The longest an MP4 cut may take.
 const CUT_LIMIT: Duration = Duration::from_secs(120);
-/// How far the MP4's length may be from the range before it is cut again, re-encoded.
+/// How far from the range's start a stream copy may start (at a segment's start): further
+/// than that, the MP4 is re-encoded.
 const COPY_TOLERANCE: f64 = 1.0;
 
 /// What an MP4 cut made.
@@ -304,10 +305,10 @@ pub struct Cut {
 }
 
 /// Cuts the clip's MP4 from the source rendition's segments covering
-/// `[start, start + duration)` (read from the store into `work`, concatenated by ffmpeg,
-/// stream-copied from the keyframe at or before the start; cut again re-encoded when that
-/// is more than [`COPY_TOLERANCE`] off the range), and its thumbnail; keeps both under
-/// `clips/<clip id>/`.
+/// `[start, start + duration)` (read from the store into `work`, concatenated by ffmpeg)
+/// as [`rules::cut`] plans it: the streams copied from the segment start (a keyframe)
+/// nearest the start when it is at most [`COPY_TOLERANCE`] away, else re-encoded to the
+/// frame; and its thumbnail; keeps both under `clips/<clip id>/`.
 pub async fn cut_mp4(
     ffmpeg: &Path,
     store: &dyn MediaStore,
@@ -322,13 +323,13 @@ pub async fn cut_mp4(
         duration,
     } = *placed;
     let source = media.renditions.first().ok_or("nothing kept")?;
-    let (covering, offset) = rules::covering(&media.source_seconds(), start, duration)
+    let plan = rules::cut(&media.source_seconds(), start, duration, COPY_TOLERANCE)
         .ok_or("the range is not within the kept media")?;
     let _ = std::fs::remove_dir_all(work);
     std::fs::create_dir_all(work).map_err(|e| format!("cannot make the work directory: {e}"))?;
     let result = async {
         let mut list = String::new();
-        for (i, s) in source.segments[covering].iter().enumerate() {
+        for (i, s) in source.segments[plan.segments.clone()].iter().enumerate() {
             let bytes = store
                 .get(&format!("{}/{}", replay_prefix(stream_id), s.name))
                 .map_err(|e| format!("cannot read segment {}: {e}", s.name))?;
@@ -337,10 +338,7 @@ pub async fn cut_mp4(
             list.push_str(&format!("file '{name}'\n"));
         }
         std::fs::write(work.join("list.txt"), list).map_err(|e| e.to_string())?;
-        let mut seconds = run_cut(ffmpeg, work, offset, duration, false).await?;
-        if (seconds - duration).abs() > COPY_TOLERANCE {
-            seconds = run_cut(ffmpeg, work, offset, duration, true).await?;
-        }
+        let seconds = run_cut(ffmpeg, work, &plan).await?;
         let thumbnail = match std::fs::read(work.join("s0.ts")) {
             Ok(first) => match crate::thumbnails::picture(ffmpeg, first).await {
                 Ok(jpeg) => store
@@ -369,21 +367,19 @@ pub async fn cut_mp4(
 }
 
 /// Runs ffmpeg over `work/list.txt` into `work/clip.mp4`; answers its length in seconds.
-async fn run_cut(
-    ffmpeg: &Path,
-    work: &Path,
-    offset: f64,
-    duration: f64,
-    encode: bool,
-) -> Result<f64, String> {
+async fn run_cut(ffmpeg: &Path, work: &Path, plan: &rules::Cut) -> Result<f64, String> {
     let mut command = crate::child::command(ffmpeg, libc::SIGKILL);
     command
         .current_dir(work)
         .args(["-nostdin", "-hide_banner", "-loglevel", "error", "-y"])
-        .args(["-f", "concat", "-safe", "0"])
-        .args(["-ss", &format!("{offset:.3}")])
-        .args(["-i", "list.txt", "-t", &format!("{duration:.3}")]);
-    if encode {
+        .args(["-f", "concat", "-safe", "0", "-i", "list.txt"]);
+    if plan.offset > 0.0 {
+        // After the input: decoded and dropped up to the frame (a seek of the input would
+        // land between keyframes).
+        command.args(["-ss", &format!("{:.3}", plan.offset)]);
+    }
+    command.args(["-t", &format!("{:.3}", plan.length)]);
+    if plan.encode {
         command.args([
             "-c:v", "libx264", "-preset", "veryfast", "-crf", "20", "-c:a", "aac", "-b:a", "128k",
         ]);
@@ -742,6 +738,97 @@ mod tests {
         assert!(store.exists(&format!("replays/{sid}/clips/c1/index.m3u8")));
         // Nothing kept: no media.
         assert!(kept_media(None, &store, "00000000-0000-0000-0000-000000000000").is_none());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// The video stream's length in a media file, as ffprobe reads it.
+    fn video_seconds(file: &Path) -> f64 {
+        let output = std::process::Command::new("ffprobe")
+            .args(["-v", "error", "-select_streams", "v:0"])
+            .args(["-show_entries", "stream=duration", "-of", "csv=p=0"])
+            .arg(file)
+            .output()
+            .expect("ffprobe is not installed: apt-get install ffmpeg");
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// Segments of a test pattern whose keyframes are 4 s apart (an encoder's long GOP): a
+    /// copy starting between keyframes would have no video until the next one, so a range
+    /// far from a segment start is re-encoded to the frame, and one near it copied from it.
+    #[tokio::test]
+    async fn an_mp4_is_cut_to_the_range_even_between_far_keyframes() {
+        let root = std::env::temp_dir().join(format!("media-cut-{}", domain::ids::random_hex(8)));
+        let hls = root.join("hls");
+        std::fs::create_dir_all(&hls).unwrap();
+        let status = std::process::Command::new("ffmpeg")
+            .current_dir(&hls)
+            .args(["-nostdin", "-hide_banner", "-loglevel", "error"])
+            .args(["-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100"])
+            .args([
+                "-t",
+                "16",
+                "-c:v",
+                "libx264",
+                "-preset",
+                "ultrafast",
+                "-g",
+                "120",
+            ])
+            .args(["-keyint_min", "120", "-sc_threshold", "0", "-c:a", "aac"])
+            .args(["-f", "hls", "-hls_time", "4", "-hls_list_size", "0"])
+            .args(["-hls_segment_filename", "v0_%d.ts", "v0.m3u8"])
+            .status()
+            .expect("ffmpeg is not installed: apt-get install ffmpeg");
+        assert!(status.success());
+        let store = LocalStore::new(root.join("media"));
+        let sid = "0b4d9f7e-3c1a-4e8b-9d2f-6a5c4b3e2d1f";
+        for entry in std::fs::read_dir(&hls).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            store
+                .keep_file(&hls, &name, &format!("replays/{sid}/{name}"))
+                .unwrap();
+        }
+        store
+            .put(
+                &format!("replays/{sid}/index.m3u8"),
+                b"#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=500000\nv0.m3u8\n",
+            )
+            .unwrap();
+        let media = kept_media(None, &store, sid).unwrap();
+        assert!(
+            (media.duration() - 16.0).abs() < 0.5,
+            "{}",
+            media.duration()
+        );
+        // (start, duration, the MP4's length): 1.5 s from a keyframe, re-encoded to the
+        // range; 0.5 s after one, copied from it (0.5 s longer).
+        for (clip_id, start, duration, length) in [("c1", 5.5, 6.0, 6.0), ("c2", 4.5, 6.0, 6.5)] {
+            let placed = Placed {
+                stream_id: sid,
+                clip_id,
+                start,
+                duration,
+            };
+            let work = root.join("work");
+            let cut = cut_mp4(Path::new("ffmpeg"), &store, &work, &media, &placed)
+                .await
+                .unwrap();
+            let kept = root.join(format!("media/clips/{clip_id}/clip.mp4"));
+            let video = video_seconds(&kept);
+            assert!(
+                (cut.seconds - length).abs() <= 0.1,
+                "{clip_id}: {} s",
+                cut.seconds
+            );
+            assert!((video - length).abs() <= 0.1, "{clip_id}: video {video} s");
+            assert!(cut.thumbnail && cut.bytes > 10_000);
+            assert!(store.exists(&format!("clips/{clip_id}/thumbnail.jpg")));
+            assert!(!work.exists(), "the work directory is removed");
+        }
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

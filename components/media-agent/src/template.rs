@@ -270,8 +270,14 @@ mod tests {
         }
         let mp4 = &conf[conf.find("/hls/clips/(?<cid>").unwrap()..];
         let mp4 = &mp4[..mp4.find("\n        }").unwrap()];
-        assert!(mp4.contains("(?<file>clip\\.mp4|thumbnail\\.jpg)$"), "{mp4}");
-        assert!(mp4.contains("secure_link_md5 \"$secure_link_expires$cid "), "{mp4}");
+        assert!(
+            mp4.contains("(?<file>clip\\.mp4|thumbnail\\.jpg)$"),
+            "{mp4}"
+        );
+        assert!(
+            mp4.contains("secure_link_md5 \"$secure_link_expires$cid "),
+            "{mp4}"
+        );
         assert!(mp4.contains("video/mp4 mp4;"), "{mp4}");
         for location in conf.lines().filter(|l| l.contains("(?<sid>")) {
             assert!(

@@ -5,6 +5,7 @@
 //! shows a public broadcast's clip with its link-preview tags, and no private one's.
 
 use crate::media::{create, get, platform, setup, text, until_ingest};
+use crate::support::browser::Browser;
 use platform_tests::media::{
     Publisher, durations, resolve, test_clip_720p, tool, variants, wait_for,
 };
@@ -103,35 +104,37 @@ async fn check_hls(hls_url: &str, seconds: f64) -> f64 {
     source.unwrap()
 }
 
-/// The MP4's length as ffprobe reads it, and its type.
+/// The MP4's length as ffprobe reads it: its video's (a stream copy started between
+/// keyframes would have seconds without video in a file as long as its audio).
 async fn check_mp4(mp4_url: &str) -> f64 {
     let (status, bytes, kind) = fetch(mp4_url).await;
     assert_eq!(status, 200, "{mp4_url}");
     assert_eq!(kind, "video/mp4");
     let file = std::env::temp_dir().join(format!("clip-{}.mp4", domain::ids::random_hex(6)));
     std::fs::write(&file, &bytes).unwrap();
-    let output = std::process::Command::new(tool("ffprobe"))
-        .args([
-            "-v",
-            "error",
-            "-show_entries",
-            "format=duration",
-            "-of",
-            "csv=p=0",
-        ])
-        .arg(&file)
-        .output()
-        .expect("ffprobe runs");
+    let probe = |what: &[&str]| {
+        let output = std::process::Command::new(tool("ffprobe"))
+            .args(["-v", "error"])
+            .args(what)
+            .args(["-of", "csv=p=0"])
+            .arg(&file)
+            .output()
+            .expect("ffprobe runs");
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse::<f64>()
+            .expect("a duration")
+    };
+    let whole = probe(&["-show_entries", "format=duration"]);
+    let video = probe(&["-select_streams", "v:0", "-show_entries", "stream=duration"]);
     let codecs = platform_tests::media::probe_codecs(&file);
     std::fs::remove_file(&file).ok();
     assert!(
         codecs.contains(&("video".into(), "h264".into())),
         "{codecs:?}"
     );
-    String::from_utf8_lossy(&output.stdout)
-        .trim()
-        .parse()
-        .expect("a duration")
+    assert!((whole - video).abs() < 0.2, "video {video} s of {whole} s");
+    video
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -190,9 +193,9 @@ async fn a_clip_plays_as_hls_within_seconds_and_downloads_as_an_mp4_live_and_aft
     )
     .await;
     assert_eq!(c["state"], "ready");
-    let mp4 = check_mp4(&text(&c, "mp4Url")).await;
-    println!("live clip: MP4 ready {mp4_after:?} after the request, {mp4:.3} s for 8 s");
-    assert!((mp4 - 8.0).abs() <= 2.0, "the MP4 is {mp4} s");
+    let mp4_live = check_mp4(&text(&c, "mp4Url")).await;
+    println!("live clip: MP4 ready {mp4_after:?} after the request, {mp4_live:.3} s for 8 s");
+    assert!((mp4_live - 8.0).abs() <= 2.0, "the MP4 is {mp4_live} s");
     let (status, jpeg, kind) = fetch(&text(&c, "thumbnailUrl")).await;
     assert_eq!((status, kind.as_str()), (200, "image/jpeg"));
     assert_eq!(&jpeg[..3], &[0xFF, 0xD8, 0xFF]);
@@ -328,6 +331,25 @@ async fn a_clip_plays_as_hls_within_seconds_and_downloads_as_an_mp4_live_and_aft
     assert!(html.contains("<live-player"), "{html}");
     assert!(html.contains("clip.mp4?exp="), "{html}");
     assert!(!csp.contains("'unsafe-inline'"), "{csp}");
+    // It plays in a browser, under the page's policy, as long as the MP4 is.
+    let mut browser = Browser::launch(&["--autoplay-policy=no-user-gesture-required"]).await;
+    let tab = browser
+        .open(&p.url(&format!("/clips/{clip_id}")), 1280, 800)
+        .await;
+    let played = browser
+        .wait_for(
+            &tab,
+            "(function(){var v=document.getElementById('player').video;\
+             if (v && v.paused) { v.muted = true; v.play().catch(function(){}); }\
+             return v && isFinite(v.duration) && v.currentTime > 0.5 ? v.duration : null;})()",
+            Duration::from_secs(30),
+        )
+        .await
+        .as_f64()
+        .unwrap();
+    assert!((played - mp4_live).abs() < 0.5, "the page plays {played} s");
+    browser.assert_clean(&tab).await;
+    browser.close().await;
 
     // The replay deleted: the clip's HLS goes with it, its MP4 stays.
     let (status, _) = p
