@@ -42,7 +42,7 @@ const CLIPS: RateLimit = RateLimit {
 };
 
 /// Clips the media server is given per call.
-const PENDING_BATCH: i64 = 20;
+const PENDING_BATCH: i64 = 50;
 
 request_body! {
     /// A clip to make: `{startOffset, duration}` or `{lastSeconds}`, not both.

@@ -136,11 +136,13 @@ pub fn page_of_broadcast(
     Ok((rows.iter().map(from_row).collect(), total))
 }
 
-/// Up to `limit` clips the media server is to make, oldest first.
+/// Up to `limit` clips the media server is to make: those without their HLS first (due
+/// within seconds, while MP4s may queue), oldest first.
 pub fn to_make(db: &Db, limit: i64) -> Result<Vec<Clip>, ApiError> {
     Ok(db
         .query(
-            "SELECT * FROM clips WHERE state = 'processing' ORDER BY created_at, id LIMIT ?",
+            "SELECT * FROM clips WHERE state = 'processing' \
+             ORDER BY CASE WHEN hls_ready_at IS NULL THEN 0 ELSE 1 END, created_at, id LIMIT ?",
             &[Value::Int(limit)],
         )?
         .iter()
@@ -295,6 +297,11 @@ mod tests {
         assert!(hls_ready(&db, "c1", 12_500, 30_100, 102).unwrap());
         assert!(!hls_ready(&db, "c1", 0, 1, 103).unwrap(), "once");
         assert_eq!(to_make(&db, 10).unwrap().len(), 1, "its MP4 is left");
+        // A newer clip without its HLS comes before an older one whose MP4 is left.
+        create(&db, &new("c0", "t1"), 105).unwrap();
+        let due: Vec<String> = to_make(&db, 1).unwrap().into_iter().map(|c| c.id).collect();
+        assert_eq!(due, ["c0"]);
+        assert!(failed(&db, "c0", "no_media").unwrap());
         assert!(ready(&db, "c1", 30_020, 4_000_000, true, 110).unwrap());
         assert!(!failed(&db, "c1", "late").unwrap());
         let c = get(&db, "t1", "c1").unwrap().unwrap();
@@ -302,8 +309,10 @@ mod tests {
         assert_eq!(c.start_ms, Some(12_500));
         assert_eq!((c.hls_ready_at, c.ready_at), (Some(102), Some(110)));
         assert!(to_make(&db, 10).unwrap().is_empty());
+        // Listed newest first, a failed one too (with its error).
         let (items, total) = page_of_broadcast(&db, "t1", "b1", Page::default()).unwrap();
-        assert_eq!((items.len(), total), (1, 1));
+        let ids: Vec<&str> = items.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!((ids, total), (vec!["c0", "c1"], 2));
         mark_deleting(&db, "c1").unwrap();
         assert_eq!(get(&db, "t1", "c1").unwrap(), None);
         assert_eq!(to_delete(&db, 10).unwrap().len(), 1);
