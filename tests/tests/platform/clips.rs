@@ -401,7 +401,7 @@ async fn a_private_broadcasts_clip_has_no_page_and_plays_only_signed() {
     let id = text(&b, "id");
     let publisher = Publisher::start(&text(&b, "rtmpUrl"));
     until_ingest(&p, &user, &id, "live").await;
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
     // The tenant's server clips it.
     let (status, c) = p
         .as_server(
@@ -415,6 +415,36 @@ async fn a_private_broadcasts_clip_has_no_page_and_plays_only_signed() {
     assert_eq!(status, 201, "{c}");
     assert!(c["createdBy"].is_null());
     let clip_id = text(&c, "id");
+    // Eight more at once: each plays as HLS within seconds, while their MP4s queue.
+    let asked = Instant::now();
+    let more = futures_util::future::join_all((5..13).map(|seconds| {
+        p.as_server(
+            &tenant,
+            Method::POST,
+            &format!("/api/broadcasts/{id}/clips"),
+            Some(&json!({"lastSeconds": seconds.min(6)})),
+        )
+        .answer()
+    }))
+    .await;
+    let mut slowest_hls = Duration::ZERO;
+    let mut ids = Vec::new();
+    for (status, c) in &more {
+        assert_eq!(*status, 201, "{c}");
+        ids.push(text(c, "id"));
+    }
+    for more_id in &ids {
+        let (_, took) =
+            until_clip(&p, &user, more_id, "hlsUrl", Duration::from_secs(5), asked).await;
+        slowest_hls = slowest_hls.max(took);
+    }
+    let mut slowest_mp4 = Duration::ZERO;
+    for more_id in &ids {
+        let (_, took) =
+            until_clip(&p, &user, more_id, "mp4Url", Duration::from_secs(60), asked).await;
+        slowest_mp4 = slowest_mp4.max(took);
+    }
+    println!("eight clips at once: the last HLS {slowest_hls:?}, the last MP4 {slowest_mp4:?}");
     let (c, _) = until_clip(
         &p,
         &user,
