@@ -469,6 +469,8 @@ pub async fn sweep(agent: &Arc<Agent>) {
     let Answer::Ok(pending) = agent.platform.clips_pending().await else {
         return;
     };
+    // A clip deleted while it waited for media is asked for no more: forget it.
+    lock(&agent.clips.waiting).retain(|_, first| first.elapsed() < NO_MEDIA_GRACE * 10);
     for gone in pending.delete {
         if !crate::logging::is_stream_id(&gone.stream_id) || !crate::logging::is_stream_id(&gone.id)
         {
