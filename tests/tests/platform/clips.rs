@@ -30,6 +30,17 @@ async fn fetch_text(url: &str) -> (u16, String) {
     (status, String::from_utf8_lossy(&body).to_string())
 }
 
+/// Lets the show go on for `seconds`, the owner looking at it every second (so that no
+/// pooled connection sits idle up to the platform's 10 s keep-alive, and is reset as it
+/// is used again).
+async fn on_air(p: &Platform, user: &User, id: &str, seconds: u64) {
+    let until = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < until {
+        assert_eq!(get(p, user, id).await["status"], "active");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// Clips the broadcast as `user`: (status, answer).
 pub(crate) async fn clip(p: &Platform, user: &User, id: &str, body: &Value) -> (u16, Value) {
     let (status, answer) = p
@@ -156,7 +167,7 @@ async fn a_clip_plays_as_hls_within_seconds_and_downloads_as_an_mp4_live_and_aft
     let id = text(&b, "id");
     let publisher = Publisher::start_clip(&test_clip_720p(), &text(&b, "rtmpUrl"), 1.0);
     until_ingest(&p, &user, &id, "live").await;
-    tokio::time::sleep(Duration::from_secs(14)).await;
+    on_air(&p, &user, &id, 14).await;
 
     // "Clip that": the last 8 seconds, while live.
     let asked = Instant::now();
@@ -401,7 +412,7 @@ async fn a_private_broadcasts_clip_has_no_page_and_plays_only_signed() {
     let id = text(&b, "id");
     let publisher = Publisher::start(&text(&b, "rtmpUrl"));
     until_ingest(&p, &user, &id, "live").await;
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    on_air(&p, &user, &id, 10).await;
     // The tenant's server clips it.
     let (status, c) = p
         .as_server(
