@@ -185,7 +185,10 @@ fn operation(
         .ok_or("no responses (at least its success answer)")?;
     let has_body = op.get("request").is_some();
     let mut out = Map::new();
-    out.insert("operationId".into(), json!(operation_id(route, method)));
+    out.insert(
+        "operationId".into(),
+        json!(operation_id(route, method, routes)),
+    );
     out.insert("summary".into(), json!(summary));
     if let Some(d) = op.get("description") {
         out.insert("description".into(), d.clone());
@@ -254,7 +257,22 @@ fn operation(
     Ok(Value::Object(out))
 }
 
-fn operation_id(route: &TableRoute, method: &str) -> String {
+/// A route's operation id: its method and path words, without `api` (a page whose path is
+/// an API route's without `/api`, as `/clips/{id}` is `/api/clips/{id}`'s, ends `-page`).
+fn operation_id(route: &TableRoute, method: &str, routes: &[TableRoute]) -> String {
+    let id = path_id(route, method);
+    let api_twin = format!("/api{}", route.pattern);
+    if !route.pattern.starts_with("/api/")
+        && routes
+            .iter()
+            .any(|r| r.pattern == api_twin && path_id(r, method) == id)
+    {
+        return format!("{id}-page");
+    }
+    id
+}
+
+fn path_id(route: &TableRoute, method: &str) -> String {
     let mut id = method.to_ascii_lowercase();
     for segment in route.pattern.split('/').filter(|s| !s.is_empty()) {
         let word = segment
@@ -369,7 +387,7 @@ fn links(declared: &[Value], routes: &[TableRoute]) -> Result<Value, String> {
             .iter()
             .find(|r| route_key(r) == key)
             .ok_or_else(|| format!("a link leads to \"{key}\", which no route table has"))?;
-        let id = operation_id(target, target.method);
+        let id = operation_id(target, target.method, routes);
         out.insert(
             link_name(&id),
             json!({ "operationId": id, "parameters": link["parameters"] }),

@@ -6,6 +6,7 @@ mod broadcasts;
 mod chat;
 mod chat_target;
 mod clients;
+mod clips;
 mod cohosts;
 mod contact_form;
 mod contacts;
@@ -77,6 +78,7 @@ pub static ROUTES: LazyLock<Vec<ApiRoute>> = LazyLock::new(|| {
         restreams::ROUTES,
         recordings::ROUTES,
         replays::ROUTES,
+        clips::ROUTES,
         chat::ROUTES,
         moderation::ROUTES.as_slice(),
         events::ROUTES,

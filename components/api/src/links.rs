@@ -94,6 +94,17 @@ impl Links {
         self.playback(url, stream_id, Playback::Signed, now)
     }
 
+    /// `file` of clip `clip_id`'s own media (its MP4 and thumbnail, which outlive the
+    /// replay: docs/replays.md#clips), signed by the clip's id, valid for `hls_url_ttl`
+    /// from `now`.
+    pub fn signed_clip_file(&self, clip_id: &str, file: &str, now: i64) -> String {
+        let url = format!(
+            "{}/clips/{clip_id}/{file}",
+            self.playback_hls_base.trim_end_matches('/')
+        );
+        self.playback(url, clip_id, Playback::Signed, now)
+    }
+
     /// What the owner's encoder publishes with.
     pub fn ingest_credentials(&self, identity: &StreamIdentity) -> IngestCredentials {
         IngestCredentials {

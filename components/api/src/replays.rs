@@ -42,6 +42,9 @@ pub struct ReplaySettings {
     /// broadcast's `dvr`), 1 to 24.
     #[schemars(range(min = 1, max = 24))]
     dvr_window_hours: i64,
+    /// Whether viewers who may watch a broadcast may clip it (the owner and the
+    /// tenant's server always may): docs/replays.md#clips.
+    viewer_clips: bool,
 }
 
 /// The longest DVR window a tenant may set, in hours.
@@ -58,6 +61,8 @@ request_body! {
         /// Hours back viewers may rewind a live broadcast, 1 to 24 (absent or null: 4).
         /// Applies to live broadcasts within seconds.
         "dvrWindowHours" dvr_window_hours: OptInt<1, MAX_DVR_WINDOW_HOURS>,
+        /// Let viewers who may watch a broadcast clip it (absent: false).
+        "viewerClips" viewer_clips: OptBool,
     }
 }
 
@@ -126,7 +131,7 @@ pub const ROUTES: &[ApiRoute] = &[
                  replays ready from now on) and how many hours back viewers may rewind a \
                  live broadcast (its DVR window).",
             )
-            .request_example(json!({"enabled": true, "retentionDays": 30, "dvrWindowHours": 4}))
+            .request_example(json!({"enabled": true, "retentionDays": 30, "dvrWindowHours": 4, "viewerClips": false}))
             .errors(400, &["malformed_json"])
             .errors(422, &["validation_failed"]),
     ),
@@ -158,14 +163,16 @@ pub const ROUTES: &[ApiRoute] = &[
 fn settings(ctx: &ServerCtx, _: NoBody) -> Result<Json<ReplaySettings>, ApiError> {
     let db = ctx.db()?;
     let (enabled, retention_days) = store::settings(&db, &ctx.tenant.client_id)?;
+    let viewer_clips = ::store::clips::viewer_clips(&db, &ctx.tenant.client_id)?;
     Ok(Json(ReplaySettings {
         enabled,
         retention_days,
         dvr_window_hours: store::dvr_window_hours(&db, &ctx.tenant.client_id)?,
+        viewer_clips,
     }))
 }
 
-/// `{enabled?, retentionDays?, dvrWindowHours?}`, replaced whole.
+/// `{enabled?, retentionDays?, dvrWindowHours?, viewerClips?}`, replaced whole.
 fn replace_settings(
     ctx: &ServerCtx,
     sent: ReplaySettingsBody,
@@ -183,6 +190,11 @@ fn replace_settings(
             &ctx.tenant.client_id,
             sent.dvr_window_hours
                 .unwrap_or(store::DEFAULT_DVR_WINDOW_HOURS),
+        )?;
+        ::store::clips::set_viewer_clips(
+            tx,
+            &ctx.tenant.client_id,
+            sent.viewer_clips.unwrap_or(false),
         )
     })?;
     settings(ctx, NoBody)

@@ -6,6 +6,7 @@
 
 pub mod analytics;
 pub mod broadcast;
+pub mod clip;
 pub mod cohost;
 pub mod ids;
 pub mod jwt;

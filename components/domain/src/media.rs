@@ -665,6 +665,110 @@ pub mod protocol {
         pub stream_ids: Vec<String>,
     }
 
+    /// A clip the media server is to make (`POST /api/media/clips/pending`).
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[schemars(rename = "MediaPendingClip")]
+    pub struct PendingClip {
+        #[schemars(extend("format" = "uuid"))]
+        pub id: String,
+        #[schemars(extend("format" = "uuid"))]
+        pub stream_id: String,
+        /// Seconds from the start of the stream's kept media; none for a `lastSeconds`
+        /// clip the media server has not placed yet.
+        pub start_offset: Option<f64>,
+        /// The last seconds kept when the media server first sees it (`lastSeconds`).
+        pub last_seconds: Option<i64>,
+        /// Seconds.
+        pub duration: i64,
+        /// Whether its HLS playlists were reported (only the MP4 is left to make).
+        pub hls_ready: bool,
+    }
+
+    /// A clip whose media the media server is to delete.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[schemars(rename = "MediaClipDeletion")]
+    pub struct ClipDeletion {
+        #[schemars(extend("format" = "uuid"))]
+        pub id: String,
+        #[schemars(extend("format" = "uuid"))]
+        pub stream_id: String,
+    }
+
+    /// The answer to `POST /api/media/clips/pending`.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[schemars(rename = "MediaPendingClips")]
+    pub struct PendingClips {
+        /// Clips to make (their HLS playlists, then their MP4), oldest first.
+        pub make: Vec<PendingClip>,
+        /// Clips deleted: the media server deletes their media and reports each `deleted`.
+        pub delete: Vec<ClipDeletion>,
+    }
+
+    /// What the media server says of a clip (`POST /api/media/clip`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    #[schemars(rename = "MediaClipState")]
+    pub enum ClipReport {
+        /// Its HLS playlists are written (`startOffset`, `duration`).
+        HlsReady,
+        /// Its MP4 is written (`duration`, `size`; `thumbnail` when it has one).
+        Ready,
+        /// It could not be made (`error`: `out_of_range`, `no_media`, `cut_failed`, ...).
+        Failed,
+        /// Its media is deleted.
+        Deleted,
+    }
+
+    /// `POST /api/media/clip`: where a clip stands on the media server.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    #[schemars(rename = "MediaClip")]
+    pub struct Clip {
+        #[schemars(extend("format" = "uuid"))]
+        pub id: String,
+        pub state: ClipReport,
+        /// Where the clip starts in the stream's kept media, seconds (`hls_ready`).
+        #[serde(default)]
+        #[schemars(range(min = 0.0))]
+        pub start_offset: Option<f64>,
+        /// Seconds: of its HLS playlists (`hls_ready`) or of its MP4 (`ready`).
+        #[serde(default)]
+        #[schemars(range(min = 0.0, max = 600.0))]
+        pub duration: Option<f64>,
+        /// The MP4's size in bytes (`ready`).
+        #[serde(default)]
+        pub size: Option<u64>,
+        /// Whether it wrote the clip's thumbnail (`ready`).
+        #[serde(default)]
+        pub thumbnail: Option<bool>,
+        /// Why it failed (`failed`): a short reason code.
+        #[serde(default)]
+        #[schemars(length(max = 100))]
+        pub error: Option<String>,
+    }
+
+    /// What the media server does next with a clip.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "lowercase")]
+    #[schemars(rename = "MediaClipAction")]
+    pub enum ClipAction {
+        /// Go on (make its MP4 after its HLS).
+        Continue,
+        /// The clip is not (or no longer) asked for: delete what was made of it.
+        Delete,
+    }
+
+    /// The answer to [`Clip`].
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[schemars(rename = "MediaClipAnswer")]
+    pub struct ClipAnswer {
+        pub action: ClipAction,
+    }
+
     /// `POST /api/media/publish-done`: a publisher went away.
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
     #[serde(rename_all = "camelCase", deny_unknown_fields)]

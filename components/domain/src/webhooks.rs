@@ -17,6 +17,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "broadcast.stream_key_reset",
     "broadcast.health",
     "broadcast.replay_ready",
+    "clip.ready",
     "cohost.requested",
     "cohost.joined",
     "cohost.left",

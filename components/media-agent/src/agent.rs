@@ -137,6 +137,8 @@ pub struct Agent {
     replays: Mutex<HashMap<String, Arc<Mutex<Archive>>>>,
     /// The streams whose end the agent is asking the platform about.
     watching: Mutex<HashSet<String>>,
+    /// The clips being made.
+    pub clips: crate::clips::Clips,
     /// Names this run of nginx: its client ids start again at 1 on every start.
     boot: Mutex<String>,
     publishers: Mutex<HashMap<String, Publisher>>,
@@ -203,6 +205,7 @@ impl Agent {
             store,
             replays: Mutex::default(),
             watching: Mutex::default(),
+            clips: crate::clips::Clips::default(),
             boot: Mutex::new(new_boot_id()),
             publishers: Mutex::default(),
             files: Mutex::default(),
@@ -605,6 +608,16 @@ impl Agent {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// What the agent keeps of `stream_id` in memory (live, or in its reconnect window).
+    pub fn archive(&self, stream_id: &str) -> Option<Arc<Mutex<Archive>>> {
+        lock(&self.replays).get(stream_id).cloned()
+    }
+
+    /// Runs `task` in the background (drained when the agent stops).
+    pub fn spawn_task(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.spawn(task);
     }
 
     /// Deletes the stored media of `stream_id`'s replay.

@@ -19,6 +19,7 @@
 pub mod address;
 mod agent;
 pub mod child;
+pub mod clips;
 pub mod config;
 pub mod form;
 pub mod health;
@@ -138,6 +139,7 @@ impl MediaServer {
             tokio::spawn(health::run(agent.clone())),
             tokio::spawn(thumbnails::run(agent.clone())),
             tokio::spawn(sweep_replays(agent.clone())),
+            tokio::spawn(sweep_clips(agent.clone())),
         ];
         Ok(MediaServer {
             agent,
@@ -366,6 +368,19 @@ async fn sweep_replays(agent: Arc<Agent>) {
         agent.sweep_replays().await;
     }
 }
+
+/// Asks the platform every second which clips to make (and delete), and does it.
+async fn sweep_clips(agent: Arc<Agent>) {
+    let mut ticks = tokio::time::interval(CLIP_SWEEP_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        clips::sweep(&agent).await;
+    }
+}
+
+/// How often the agent asks for clips: a clip's HLS is due within seconds.
+const CLIP_SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// How often the agent asks which replays' media to delete.
 const REPLAY_SWEEP_EVERY: Duration = Duration::from_secs(5);

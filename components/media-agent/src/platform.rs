@@ -2,8 +2,8 @@
 //! `domain::media::protocol`, authenticated by `X-Media-Secret`.
 
 use domain::media::protocol::{
-    Accepted, Publish, PublishDone, Replay, ReplayAnswer, ReplayDeletions, SECRET_HEADER,
-    ServerReport, Update,
+    Accepted, Clip, ClipAnswer, PendingClips, Publish, PublishDone, Replay, ReplayAnswer,
+    ReplayDeletions, SECRET_HEADER, ServerReport, Update,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -67,6 +67,17 @@ impl Platform {
     /// `POST /api/media/replay`: where a stream's replay stands; answers what to do next.
     pub async fn replay(&self, body: &Replay) -> Answer<ReplayAnswer> {
         self.call("/api/media/replay", body).await
+    }
+
+    /// `POST /api/media/clips/pending`: the clips to make and those to delete.
+    pub async fn clips_pending(&self) -> Answer<PendingClips> {
+        self.call("/api/media/clips/pending", &serde_json::json!({}))
+            .await
+    }
+
+    /// `POST /api/media/clip`: where a clip stands; answers what to do next.
+    pub async fn clip(&self, body: &Clip) -> Answer<ClipAnswer> {
+        self.call("/api/media/clip", body).await
     }
 
     /// `POST /api/media/replays/deletions`: the replays whose media to delete.

@@ -283,14 +283,31 @@ mod tests {
                 .lines()
                 .any(|l| l.trim_start().starts_with("disable_symlinks"))
         );
-        // Live HLS through the links; replays from the media store, which the agent
-        // alone writes.
+        // Live HLS through the links; replays and clips from the media store, which the
+        // agent alone writes (a clip's own media by its id, a UUID, alone).
         for alias in conf.lines().filter(|l| l.contains("alias ")) {
             assert!(
                 alias.contains("/hls/$sid/") || alias.contains("/media/$object;"),
                 "{alias}"
             );
         }
+        for location in conf.lines().filter(|l| l.contains("(?<cid>")) {
+            assert!(
+                location.contains("(?<cid>[0-9a-f]{8}-[0-9a-f]{4}-"),
+                "{location}"
+            );
+        }
+        let mp4 = &conf[conf.find("/hls/clips/(?<cid>").unwrap()..];
+        let mp4 = &mp4[..mp4.find("\n        }").unwrap()];
+        assert!(
+            mp4.contains("(?<file>clip\\.mp4|thumbnail\\.jpg)$"),
+            "{mp4}"
+        );
+        assert!(
+            mp4.contains("secure_link_md5 \"$secure_link_expires$cid "),
+            "{mp4}"
+        );
+        assert!(mp4.contains("video/mp4 mp4;"), "{mp4}");
         for location in conf.lines().filter(|l| l.contains("(?<sid>")) {
             assert!(
                 location.contains("(?<sid>[0-9a-f]{8}-[0-9a-f]{4}-"),

@@ -1,5 +1,5 @@
 //! The server-rendered pages: the recording page for the SFU's web egress, the egress
-//! player, the watch page, the embed player, the analytics dashboard and the SFU test page,
+//! player, the watch page, the embed player, the clip page, the analytics dashboard and the SFU test page,
 //! plus their embedded static assets. The API reference (`/docs`) is the api-docs
 //! component's, so that these pages do not carry its viewer.
 //!
@@ -61,6 +61,12 @@ pub const ROUTES: &[Route<Handler>] = &[
             .query("controls", json!({"enum": ["0", "1"], "default": "1"}))
     ),
     endpoint!(
+        GET "/clips/{id}",
+        Public(clip),
+        "Clip page (a clip of a public or unlisted broadcast; link-preview tags for a public one)",
+        page_with_parameters
+    ),
+    endpoint!(
         GET "/analytics/broadcasts/{id}",
         Public(dashboard),
         "Analytics dashboard of a broadcast",
@@ -100,6 +106,10 @@ fn watch(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
 
 fn embed(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
     pages::embed(ctx).map(Raw)
+}
+
+fn clip(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {
+    pages::clip(ctx).map(Raw)
 }
 
 fn egress_player(ctx: &PublicCtx, _: NoBody) -> Result<Raw, ApiError> {

@@ -553,6 +553,124 @@ pub fn watch(ctx: &PublicCtx) -> Result<Response, ApiError> {
     ))
 }
 
+/// `GET /clips/{id}`: a clip of a public or unlisted broadcast (docs/replays.md#clips),
+/// its player (the MP4 once ready, else the clip's HLS) and title; the tags link previews
+/// read (Open Graph, Twitter) only for a public broadcast's. A private or
+/// subscribers-only broadcast's clip, an unknown, deleted or failed one is 404: such
+/// clips play through the API's signed addresses alone.
+pub fn clip(ctx: &PublicCtx) -> Result<Response, ApiError> {
+    let not_found = || Ok(web::text(404, "no such clip"));
+    let Some(id) = domain::ids::parse_uuid(ctx.param("id")) else {
+        return not_found();
+    };
+    let db = ctx.db()?;
+    let now = ctx.now();
+    let Some(clip) = store::clips::by_id(&db, &id)? else {
+        return not_found();
+    };
+    if !matches!(clip.state.as_str(), "processing" | "ready") {
+        return not_found();
+    }
+    let Some(b) = app::broadcasts::load_by_id_or_short(&db, &clip.broadcast_id, now)?
+        .filter(|b| b.client_id == clip.client_id && !b.visibility.is_gated())
+    else {
+        return not_found();
+    };
+    let hls_base = config::var_or("playback_hls_base", "http://127.0.0.1:8080/hls");
+    let hls_base = hls_base.trim_end_matches('/');
+    let origin = params::http_origin(hls_base).unwrap_or_default();
+    // Always signed (as the replay: docs/replays.md), the expiry in steps of ten minutes
+    // so that the page stays the same meanwhile.
+    let key = config::var("media_secret").map(|s| domain::media::playback_key(&s));
+    let ttl = config::var("hls_url_ttl")
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|ttl: &i64| *ttl > 0)
+        .unwrap_or(domain::media::DEFAULT_SIGNED_TTL_SECS);
+    let expires = (now / 600 + 1) * 600 + ttl;
+    let signed = |url: String, by: &str| match &key {
+        Some(key) => format!("{url}?{}", domain::media::signed_query(key, by, expires)),
+        None => url,
+    };
+    let ready = clip.state == "ready";
+    // Empty: none (the template leaves its tag out).
+    let when = |yes: bool, url: String, by: &str| if yes { signed(url, by) } else { String::new() };
+    let own = |file: &str| format!("{hls_base}/clips/{}/{file}", clip.id);
+    let mp4_url = when(ready, own("clip.mp4"), &clip.id);
+    let thumbnail_url = when(ready && clip.thumbnail, own("thumbnail.jpg"), &clip.id);
+    let replay_kept = store::replays::of_many(&db, &[b.id.as_str()])?
+        .remove(&b.id)
+        .is_none_or(|r| r.state == "processing" || r.state == "ready");
+    let hls_url = when(
+        clip.hls_ready_at.is_some() && replay_kept,
+        format!(
+            "{hls_base}/{}/replay/clips/{}/index.m3u8",
+            clip.stream_id, clip.id
+        ),
+        &clip.stream_id,
+    );
+    let play_url = if ready { mp4_url.clone() } else { hls_url };
+    let title = clip
+        .title
+        .clone()
+        .filter(|t| !t.trim().is_empty())
+        .unwrap_or_else(|| b.title.clone());
+    let base_url = config::var_or("base_url", "http://127.0.0.1:3000");
+    let base_url = base_url.trim_end_matches('/');
+    let page_url = format!("{base_url}/clips/{}", clip.id);
+    let watch_url = format!("{base_url}/watch/{}", b.identity.short_id);
+    let og = b.visibility == domain::broadcast::Visibility::Public;
+    let csp = web::csp(&[
+        &format!("connect-src 'self' {origin}"),
+        &format!("media-src 'self' blob: {origin}"),
+        &format!("img-src 'self' data: {origin}"),
+    ]);
+    let tag = web::etag(&[
+        assets::BUILD_ID,
+        "clip",
+        &clip.id,
+        &title,
+        &b.title,
+        &clip.state,
+        &play_url,
+        &thumbnail_url,
+        if og { "og" } else { "" },
+    ]);
+    let headers = PageHeaders {
+        etag: &tag,
+        cache_control: web::CACHE_REVALIDATE,
+        csp: &csp,
+    };
+    let message = "The clip is being made: it plays in a few seconds.";
+    Ok(web::conditional_html(
+        ctx.header("if-none-match"),
+        &headers,
+        || {
+            render::render(
+                "clip.html",
+                context! {
+                    clip_id => clip.id,
+                    state => clip.state,
+                    title,
+                    broadcast_title => b.title,
+                    seconds => clip.duration_s,
+                    og,
+                    page_url,
+                    watch_url,
+                    play_url,
+                    mp4_url,
+                    thumbnail_url,
+                    message,
+                    asset => context! {
+                        css => assets::url_value("pages.css"),
+                        hls => assets::url_value("vendor/hls.light.min.js"),
+                        player => assets::url_value("live-player.js"),
+                    },
+                },
+            )
+        },
+    ))
+}
+
 /// What an embed token opens: one broadcast (its claims), played with addresses signed
 /// with the playback key until the token expires.
 struct EmbedPass {

@@ -13,6 +13,7 @@ pub const TEMPLATES: &[(&str, &str)] = &[
     ),
     ("watch.html", include_str!("../templates/watch.html")),
     ("embed.html", include_str!("../templates/embed.html")),
+    ("clip.html", include_str!("../templates/clip.html")),
     ("sfu_test.html", include_str!("../templates/sfu_test.html")),
     (
         "analytics.html",

@@ -16,6 +16,7 @@ pub mod analytics;
 pub mod app;
 pub mod broadcasts;
 pub mod chat;
+pub mod clips;
 pub mod cohosts;
 pub mod contacts;
 pub mod events;

@@ -144,6 +144,7 @@ pub const MIGRATIONS: &[Migration] = &[
         include_str!("../migrations/0170_replays.sql"),
     ),
     Migration::sql("0180_dvr", include_str!("../migrations/0180_dvr.sql")),
+    Migration::sql("0190_clips", include_str!("../migrations/0190_clips.sql")),
 ];
 
 /// Broadcasts and scheduled events made before ingest keys were random had the streamId

@@ -265,6 +265,7 @@ pub fn delete_account(db: &Db, client_id: &str, id: &str) -> Result<(), ApiError
     )?;
     // Their broadcasts' replays: the media server deletes the media.
     super::replays::mark_owner_deleting(db, client_id, id)?;
+    super::clips::mark_owner_deleting(db, client_id, id)?;
     db.execute(
         "DELETE FROM broadcasts WHERE client_id = ? AND owner_id = ?",
         &own,

@@ -10,3 +10,5 @@ export { createStream, goLive, HEARTBEAT_INTERVAL_MS, VIEWER_COUNT_INTERVAL_MS }
 export type { Live, LiveOptions, StreamOptions, StreamSetup } from "./broadcaster.js";
 export { WEBHOOK_EVENT_TYPES, type WebhookEventType } from "./generated/contract.js";
 export type { components, operations, paths } from "./generated/api.js";
+export { ClipFailedError, createClip, listClips, waitForClip } from "./clips.js";
+export type { Clip, NewClip, WaitForClipOptions } from "./clips.js";

@@ -4,7 +4,7 @@
 // refreshed and the call sent again.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { createAppClient, createStream, goLive, PlatformError } from "../dist/esm/index.js";
+import { createAppClient, createClip, createStream, goLive, listClips, PlatformError, waitForClip } from "../dist/esm/index.js";
 import { control, env, eventually, unique } from "./support.mjs";
 
 function newUser() {
@@ -63,6 +63,29 @@ test("a broadcast's OBS and LiveKit settings in one call, then live with reports
   });
   // Every report asked for landed before the broadcast ended: the peak is the last one.
   assert.equal(analytics.peakViewers, viewers - 1, JSON.stringify(analytics));
+});
+
+test("clip that: a clip of a live broadcast, listed, and its numbers checked", async () => {
+  const app = createAppClient({ baseUrl: env.platformUrl, apiKey: env.apiKey });
+  await app.signUp(newUser());
+  const setup = await createStream(app.api, { title: "Clipped", visibility: "public" }, { livekit: false });
+  const live = await goLive(app.api, setup.broadcast.id);
+  const clip = await createClip(app.api, setup.broadcast.id, { lastSeconds: 30, title: "That" });
+  assert.equal(clip.state, "processing");
+  assert.equal(clip.duration, 30);
+  assert.equal(clip.broadcastId, setup.broadcast.id);
+  const page = await listClips(app.api, setup.broadcast.id);
+  assert.equal(page.total, 1);
+  assert.equal(page.items[0].id, clip.id);
+  await assert.rejects(createClip(app.api, setup.broadcast.id, { lastSeconds: 300 }), (error) => {
+    assert.ok(error instanceof PlatformError);
+    assert.equal(error.status, 422);
+    assert.ok(error.errors.some((e) => e.field === "lastSeconds"), JSON.stringify(error.errors));
+    return true;
+  });
+  // No media server runs here: the clip stays processing, and the wait says so in time.
+  await assert.rejects(waitForClip(app.api, clip.id, "hls", { timeoutMs: 300, intervalMs: 100 }), /not playable yet/);
+  await live.stop();
 });
 
 /** The user's broadcasts, title to status. */

@@ -1801,7 +1801,10 @@ async fn replays_are_reported_by_the_media_server_alone_and_managed_by_their_ten
         .await;
     assert_eq!(status, 200);
     let (_, mine) = p.as_server(&t, Method::GET, settings, None).answer().await;
-    assert_eq!(mine, json!({"enabled": true, "retentionDays": null}));
+    assert_eq!(
+        mine,
+        json!({"enabled": true, "retentionDays": null, "viewerClips": false})
+    );
 }
 
 /// The short id in a broadcast's `watchUrl`, which its embed page takes too.
@@ -3314,3 +3317,6 @@ mod embed_tokens;
 /// The view beacon's attacks: inflating viewers, watch time and quality figures with a
 /// public route that takes no credentials.
 mod views;
+
+/// Clips: who may clip whose broadcast, floods, ranges and numbers, reports, signatures.
+mod clips;

@@ -16,6 +16,7 @@ mod attacks;
 mod broadcasts;
 mod chat_api;
 mod chat_relay;
+mod clips;
 mod cohosts;
 mod concurrency;
 mod deploy_manifests;

@@ -334,7 +334,7 @@ async fn a_private_replay_plays_only_signed_and_a_deleted_one_is_gone() {
     assert_eq!(status, 200, "{settings}");
     assert_eq!(
         settings,
-        json!({"enabled": true, "retentionDays": 1, "dvrWindowHours": 4})
+        json!({"enabled": true, "retentionDays": 1, "dvrWindowHours": 4, "viewerClips": false})
     );
 
     // The owner deletes the replay: it is offered no more, and its media goes.
@@ -380,7 +380,7 @@ async fn the_retention_job_deletes_expired_replays_and_a_tenant_may_keep_none() 
     assert_eq!(status, 200, "{settings}");
     assert_eq!(
         settings,
-        json!({"enabled": true, "retentionDays": 2, "dvrWindowHours": 4})
+        json!({"enabled": true, "retentionDays": 2, "dvrWindowHours": 4, "viewerClips": false})
     );
     let b = create(&p, &user, "public").await;
     let (id, stream) = (text(&b, "id"), text(&b, "streamId"));

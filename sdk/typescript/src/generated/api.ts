@@ -178,6 +178,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/broadcasts/{id}/clips": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List (clips)
+         * @description The broadcast's clips, newest first, for whoever may watch it.
+         */
+        get: operations["get-broadcasts_by-id-clips"];
+        put?: never;
+        /**
+         * Create (clips)
+         * @description Clips 5 to 120 seconds of the broadcast's kept media, live or over: `{startOffset, duration}` (seconds from the start of the show, as the replay's seek bar) or `{lastSeconds}` ("clip that" while live). The owner and the tenant's server may; a viewer who may watch the broadcast may when the tenant's replay settings have `viewerClips`. Its HLS is ready within seconds, its MP4 within a minute (`clip.ready`). A range outside a ready replay is 422 `out_of_range`; one the media server finds outside what it kept while live ends `failed` with `out_of_range`.
+         */
+        post: operations["post-broadcasts_by-id-clips"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/broadcasts/{id}/gifts": {
         parameters: {
             query?: never;
@@ -381,6 +405,30 @@ export interface paths {
         /** Viewer count (broadcasts) */
         post: operations["post-broadcasts_by-id-viewer-count"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/clips/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get (clips)
+         * @description A clip, for whoever may watch its broadcast (its addresses signed).
+         */
+        get: operations["get-clips_by-id"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete (clips)
+         * @description The broadcast's owner, the tenant's server or the clip's maker deletes it: it is no longer offered, and the media server deletes its media.
+         */
+        delete: operations["delete-clips_by-id"];
         options?: never;
         head?: never;
         patch?: never;
@@ -786,6 +834,46 @@ export interface paths {
          * @description Completes the broadcasts whose RTMP publisher did not come back within the reconnect window.
          */
         post: operations["post-jobs-settle-ingests"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/media/clip": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Clip (media server)
+         * @description The media server says where a clip stands: `hls_ready` (`startOffset`, `duration`), `ready` (the MP4: `duration`, `size`, `thumbnail`), `failed` (`error`, a reason code) or `deleted`. A report of a clip never asked for changes nothing (the answer is `delete`).
+         */
+        post: operations["post-media-clip"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/media/clips/pending": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pending clips (media server)
+         * @description The clips the media server is to make (HLS playlists, then MP4) and those whose media it is to delete.
+         */
+        post: operations["post-media-clips-pending"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2550,6 +2638,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/clips/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Clip page (a clip of a public or unlisted broadcast; link-preview tags for a public one) */
+        get: operations["get-clips_by-id-page"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/docs": {
         parameters: {
             query?: never;
@@ -3331,6 +3436,46 @@ export interface components {
             clientId: string;
             suspended: boolean;
         };
+        /** @description A clip as whoever may see its broadcast sees it. */
+        Clip: {
+            /** Format: uuid */
+            broadcastId: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** @description The user who made it; null: the tenant's server. */
+            createdBy: string | null;
+            /**
+             * Format: int64
+             * @description Seconds, as asked.
+             */
+            duration: number;
+            /** @description Why it failed: `out_of_range` (the range is not all within the kept media), `no_media` (nothing kept to clip), `cut_failed`. */
+            error: string | null;
+            /** @description The clip's HLS playlist (the replay's own segments), signed, once written; null once the replay is deleted (the MP4 stays). */
+            hlsUrl: string | null;
+            /** Format: uuid */
+            id: string;
+            /** @description The MP4, signed, once `ready`. */
+            mp4Url: string | null;
+            /**
+             * Format: date-time
+             * @description When its MP4 was ready.
+             */
+            readyAt: string | null;
+            /**
+             * Format: double
+             * @description Seconds from the start of the broadcast's kept media; null for a `lastSeconds` clip until the media server places it (with its HLS).
+             */
+            startOffset: number | null;
+            /**
+             * @description `processing` (its HLS within seconds, then its MP4), `ready` (the MP4 too) or `failed` (`error` says why).
+             * @enum {string}
+             */
+            state: "processing" | "ready" | "failed";
+            /** @description A picture of the clip, signed, once `ready`. */
+            thumbnailUrl: string | null;
+            title: string | null;
+        };
         /** @description A co-host of a session, as the co-host routes answer it, the session's sockets hear of it and the `cohost.*` webhooks carry it. */
         CoHost: {
             /** @description Whether they are on the SFU now. */
@@ -3994,6 +4139,86 @@ export interface components {
              */
             streamId: string;
         };
+        /** @description `POST /api/media/clip`: where a clip stands on the media server. */
+        MediaClip: {
+            /**
+             * Format: double
+             * @description Seconds: of its HLS playlists (`hls_ready`) or of its MP4 (`ready`).
+             * @default null
+             */
+            duration: number | null;
+            /**
+             * @description Why it failed (`failed`): a short reason code.
+             * @default null
+             */
+            error: string | null;
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: uint64
+             * @description The MP4's size in bytes (`ready`).
+             * @default null
+             */
+            size: number | null;
+            /**
+             * Format: double
+             * @description Where the clip starts in the stream's kept media, seconds (`hls_ready`).
+             * @default null
+             */
+            startOffset: number | null;
+            state: components["schemas"]["MediaClipState"];
+            /**
+             * @description Whether it wrote the clip's thumbnail (`ready`).
+             * @default null
+             */
+            thumbnail: boolean | null;
+        };
+        /** @description What the media server does next with a clip. */
+        MediaClipAction: "continue" | "delete";
+        /** @description The answer to [`Clip`]. */
+        MediaClipAnswer: {
+            action: components["schemas"]["MediaClipAction"];
+        };
+        /** @description A clip whose media the media server is to delete. */
+        MediaClipDeletion: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            streamId: string;
+        };
+        /** @description What the media server says of a clip (`POST /api/media/clip`). */
+        MediaClipState: "hls_ready" | "ready" | "failed" | "deleted";
+        /** @description A clip the media server is to make (`POST /api/media/clips/pending`). */
+        MediaPendingClip: {
+            /**
+             * Format: int64
+             * @description Seconds.
+             */
+            duration: number;
+            /** @description Whether its HLS playlists were reported (only the MP4 is left to make). */
+            hlsReady: boolean;
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: int64
+             * @description The last seconds kept when the media server first sees it (`lastSeconds`).
+             */
+            lastSeconds: number | null;
+            /**
+             * Format: double
+             * @description Seconds from the start of the stream's kept media; none for a `lastSeconds` clip the media server has not placed yet.
+             */
+            startOffset: number | null;
+            /** Format: uuid */
+            streamId: string;
+        };
+        /** @description The answer to `POST /api/media/clips/pending`. */
+        MediaPendingClips: {
+            /** @description Clips deleted: the media server deletes their media and reports each `deleted`. */
+            delete: components["schemas"]["MediaClipDeletion"][];
+            /** @description Clips to make (their HLS playlists, then their MP4), oldest first. */
+            make: components["schemas"]["MediaPendingClip"][];
+        };
         /** @description `POST /api/media/publish`: a publisher connected with `key`. */
         MediaPublish: {
             /**
@@ -4273,6 +4498,16 @@ export interface components {
             /** @enum {unknown} */
             visibility?: "public" | "unlisted" | "private" | "subscribers" | null;
         };
+        NewClip: {
+            /** @description Its length in whole seconds, 5 to 120 (with `startOffset`). */
+            duration?: number | null;
+            /** @description "Clip that": the last 5 to 120 seconds kept when the media server makes it. */
+            lastSeconds?: number | null;
+            /** @description Where the clip starts, in whole seconds from the start of the broadcast's kept media (the replay's seek bar). */
+            startOffset?: number | null;
+            /** @description At most 200 characters. */
+            title?: string | null;
+        };
         NewEvent: {
             description?: string | null;
             /** @enum {unknown} */
@@ -4362,7 +4597,7 @@ export interface components {
             /** @description Event types to deliver (each once), or ["*"] for all */
             events: [
                 "*"
-            ] | ("broadcast.created" | "broadcast.started" | "broadcast.ended" | "broadcast.errored" | "broadcast.stream_key_reset" | "broadcast.health" | "broadcast.replay_ready" | "cohost.requested" | "cohost.joined" | "cohost.left" | "cohost.removed" | "user.created" | "user.deleted" | "file.ready" | "file.deleted" | "chat.message_deleted" | "chat.message_reported" | "chat.user_banned" | "wallet.credited" | "gift.sent" | "payout.requested" | "payout.completed" | "payout.rejected" | "subscription.started" | "subscription.renewed" | "subscription.canceled" | "subscription.lapsed" | "recording.started" | "recording.ready" | "recording.failed" | "webhook.test")[];
+            ] | ("broadcast.created" | "broadcast.started" | "broadcast.ended" | "broadcast.errored" | "broadcast.stream_key_reset" | "broadcast.health" | "broadcast.replay_ready" | "clip.ready" | "cohost.requested" | "cohost.joined" | "cohost.left" | "cohost.removed" | "user.created" | "user.deleted" | "file.ready" | "file.deleted" | "chat.message_deleted" | "chat.message_reported" | "chat.user_banned" | "wallet.credited" | "gift.sent" | "payout.requested" | "payout.completed" | "payout.rejected" | "subscription.started" | "subscription.renewed" | "subscription.canceled" | "subscription.lapsed" | "recording.started" | "recording.ready" | "recording.failed" | "webhook.test")[];
             /** @description https, to a public host (plain http and local hosts only where the operator allows them). */
             url: string;
         };
@@ -4699,6 +4934,8 @@ export interface components {
              * @description Days a replay is kept after it is ready; null: for ever.
              */
             retentionDays: number | null;
+            /** @description Whether viewers who may watch a broadcast may clip it (the owner and the tenant's server always may): docs/replays.md#clips. */
+            viewerClips: boolean;
         };
         ReplaySettingsChanges: {
             /** @description Hours back viewers may rewind a live broadcast, 1 to 24 (absent or null: 4). Applies to live broadcasts within seconds. */
@@ -4707,6 +4944,8 @@ export interface components {
             enabled?: boolean | null;
             /** @description Days a ready replay is kept, 1 to 3650 (absent or null: for ever). Applies to replays that become ready from now on. */
             retentionDays?: number | null;
+            /** @description Let viewers who may watch a broadcast clip it (absent: false). */
+            viewerClips?: boolean | null;
         };
         /** @description A restream target as its owner sees it: where it goes, never its key. */
         RestreamTarget: {
@@ -5247,7 +5486,7 @@ export interface components {
             /** @description Event types to deliver (each once), or ["*"] for all; null keeps them */
             events?: ([
                 "*"
-            ] | ("broadcast.created" | "broadcast.started" | "broadcast.ended" | "broadcast.errored" | "broadcast.stream_key_reset" | "broadcast.health" | "broadcast.replay_ready" | "cohost.requested" | "cohost.joined" | "cohost.left" | "cohost.removed" | "user.created" | "user.deleted" | "file.ready" | "file.deleted" | "chat.message_deleted" | "chat.message_reported" | "chat.user_banned" | "wallet.credited" | "gift.sent" | "payout.requested" | "payout.completed" | "payout.rejected" | "subscription.started" | "subscription.renewed" | "subscription.canceled" | "subscription.lapsed" | "recording.started" | "recording.ready" | "recording.failed" | "webhook.test")[]) | null;
+            ] | ("broadcast.created" | "broadcast.started" | "broadcast.ended" | "broadcast.errored" | "broadcast.stream_key_reset" | "broadcast.health" | "broadcast.replay_ready" | "clip.ready" | "cohost.requested" | "cohost.joined" | "cohost.left" | "cohost.removed" | "user.created" | "user.deleted" | "file.ready" | "file.deleted" | "chat.message_deleted" | "chat.message_reported" | "chat.user_banned" | "wallet.credited" | "gift.sent" | "payout.requested" | "payout.completed" | "payout.rejected" | "subscription.started" | "subscription.renewed" | "subscription.canceled" | "subscription.lapsed" | "recording.started" | "recording.ready" | "recording.failed" | "webhook.test")[]) | null;
             /** @description https, to a public host (plain http and local hosts only where the operator allows them). */
             url?: string | null;
         };
@@ -6445,6 +6684,248 @@ export interface operations {
                     "application/problem+json": {
                         /** @enum {unknown} */
                         code?: "validation_failed";
+                        /** @constant */
+                        status?: 422;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too many requests; see Retry-After */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "rate_limited";
+                        /** @constant */
+                        status?: 429;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "get-broadcasts_by-id-clips": {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page"] & {
+                        items?: components["schemas"]["Clip"][];
+                    };
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "invalid_id" | "invalid_query";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_api_key" | "invalid_api_key" | "missing_token" | "invalid_token" | "token_revoked" | "signature_required" | "incomplete_signature" | "invalid_timestamp" | "timestamp_out_of_window" | "signature_mismatch" | "invalid_signature_format" | "signature_replayed";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "client_suspended";
+                        /** @constant */
+                        status?: 403;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found (or not visible to this caller) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "not_found";
+                        /** @constant */
+                        status?: 404;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "post-broadcasts_by-id-clips": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "duration": 30,
+                 *       "startOffset": 120,
+                 *       "title": "The goal"
+                 *     }
+                 */
+                "application/json": components["schemas"]["NewClip"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Clip"];
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "malformed_json" | "invalid_id";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_api_key" | "invalid_api_key" | "missing_token" | "invalid_token" | "token_revoked" | "signature_required" | "incomplete_signature" | "invalid_timestamp" | "timestamp_out_of_window" | "signature_mismatch" | "invalid_signature_format" | "signature_replayed";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "client_suspended" | "forbidden" | "viewer_clips_disabled";
+                        /** @constant */
+                        status?: 403;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found (or not visible to this caller) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "not_found";
+                        /** @constant */
+                        status?: 404;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "replays_disabled" | "not_started" | "replay_gone";
+                        /** @constant */
+                        status?: 409;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "payload_too_large";
+                        /** @constant */
+                        status?: 413;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "unsupported_media_type";
+                        /** @constant */
+                        status?: 415;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field is invalid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "validation_failed" | "out_of_range";
                         /** @constant */
                         status?: 422;
                     } & components["schemas"]["Problem"];
@@ -7836,6 +8317,162 @@ export interface operations {
                         code?: "validation_failed";
                         /** @constant */
                         status?: 422;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "get-clips_by-id": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Clip"];
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "invalid_id";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_api_key" | "invalid_api_key" | "missing_token" | "invalid_token" | "token_revoked" | "signature_required" | "incomplete_signature" | "invalid_timestamp" | "timestamp_out_of_window" | "signature_mismatch" | "invalid_signature_format" | "signature_replayed";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "client_suspended";
+                        /** @constant */
+                        status?: 403;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found (or not visible to this caller) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "not_found";
+                        /** @constant */
+                        status?: 404;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "delete-clips_by-id": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Deleted"];
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "invalid_id";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_api_key" | "invalid_api_key" | "missing_token" | "invalid_token" | "token_revoked" | "signature_required" | "incomplete_signature" | "invalid_timestamp" | "timestamp_out_of_window" | "signature_mismatch" | "invalid_signature_format" | "signature_replayed";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The caller may not do this */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "client_suspended" | "forbidden";
+                        /** @constant */
+                        status?: 403;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found (or not visible to this caller) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "not_found";
+                        /** @constant */
+                        status?: 404;
                     } & components["schemas"]["Problem"];
                 };
             };
@@ -10006,6 +10643,143 @@ export interface operations {
                     "application/problem+json": {
                         /** @enum {unknown} */
                         code?: "missing_jobs_token" | "invalid_jobs_token";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "post-media-clip": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "duration": 30.02,
+                 *       "id": "5f0c2d4e-8a1b-4c3d-9e2f-1a2b3c4d5e6f",
+                 *       "size": 4180000,
+                 *       "state": "ready",
+                 *       "thumbnail": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["MediaClip"];
+            };
+        };
+        responses: {
+            /** @description What the media server does next */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MediaClipAnswer"];
+                };
+            };
+            /** @description The request is malformed */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "malformed_json" | "invalid_clip_id";
+                        /** @constant */
+                        status?: 400;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_media_secret" | "invalid_media_secret";
+                        /** @constant */
+                        status?: 401;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "payload_too_large";
+                        /** @constant */
+                        status?: 413;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description The body is not JSON */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "unsupported_media_type";
+                        /** @constant */
+                        status?: 415;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+            /** @description A field is invalid */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "validation_failed";
+                        /** @constant */
+                        status?: 422;
+                    } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "post-media-clips-pending": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MediaPendingClips"];
+                };
+            };
+            /** @description The credentials are missing or invalid */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": {
+                        /** @enum {unknown} */
+                        code?: "missing_media_secret" | "invalid_media_secret";
                         /** @constant */
                         status?: 401;
                     } & components["schemas"]["Problem"];
@@ -20189,7 +20963,8 @@ export interface operations {
                  * @example {
                  *       "dvrWindowHours": 4,
                  *       "enabled": true,
-                 *       "retentionDays": 30
+                 *       "retentionDays": 30,
+                 *       "viewerClips": false
                  *     }
                  */
                 "application/json": components["schemas"]["ReplaySettingsChanges"];
@@ -22708,6 +23483,46 @@ export interface operations {
                         /** @constant */
                         status?: 404;
                     } & components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "get-clips_by-id-page": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The page */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Invalid page parameters */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description No such page or broadcast */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
                 };
             };
         };

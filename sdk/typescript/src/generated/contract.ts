@@ -21,6 +21,7 @@ export const WEBHOOK_EVENT_TYPES = [
   "broadcast.stream_key_reset",
   "broadcast.health",
   "broadcast.replay_ready",
+  "clip.ready",
   "cohost.requested",
   "cohost.joined",
   "cohost.left",
