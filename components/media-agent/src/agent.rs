@@ -361,10 +361,6 @@ impl Agent {
         self.set_marker(&stream_id, accepted.playback)
     }
 
-    fn archive(&self, stream_id: &str) -> Option<Arc<Mutex<Archive>>> {
-        lock(&self.replays).get(stream_id).cloned()
-    }
-
     /// Seconds of `stream_id` viewers can rewind now (none: its replay is not kept).
     pub fn dvr_seconds(&self, stream_id: &str) -> Option<f64> {
         let archive = self.archive(stream_id)?;

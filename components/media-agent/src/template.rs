@@ -331,8 +331,8 @@ mod tests {
             local
                 .matches("alias /var/lib/media-agent/media/$object;")
                 .count(),
-            2,
-            "the replay's files and its signed playlists"
+            4,
+            "the replay's files, its signed playlists, a clip's playlists and its own media"
         );
         assert!(!local.contains("proxy_pass") && !local.contains("proxy_cache "));
         v.media_from_reader = true;
@@ -341,7 +341,7 @@ mod tests {
         assert_eq!(
             s3.matches("proxy_pass http://127.0.0.1:40001/00ff/store/$object;")
                 .count(),
-            2
+            4
         );
         assert!(s3.contains(
             "proxy_cache_path /var/lib/media-agent/tmp/media-cache levels=1:2 keys_zone=media:10m"

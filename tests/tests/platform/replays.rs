@@ -479,7 +479,7 @@ async fn a_live_broadcast_rewinds_to_its_start_signed_and_its_replay_follows() {
     assert_eq!(status, 200, "{settings}");
     assert_eq!(
         settings,
-        json!({"enabled": true, "retentionDays": null, "dvrWindowHours": 2})
+        json!({"enabled": true, "retentionDays": null, "dvrWindowHours": 2, "viewerClips": false})
     );
     let b = create(&p, &user, "private").await;
     let (id, stream) = (text(&b, "id"), text(&b, "streamId"));
