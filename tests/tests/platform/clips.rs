@@ -61,7 +61,7 @@ async fn get_clip(p: &Platform, user: &User, id: &str) -> Value {
 
 /// Waits until the clip's `field` is set (`hlsUrl`, `mp4Url`); answers the clip and how
 /// long it took from `since`.
-async fn until_clip(
+pub(crate) async fn until_clip(
     p: &Platform,
     user: &User,
     id: &str,

@@ -193,6 +193,43 @@ async fn a_replay_plays_signed_from_garage_and_its_deletion_empties_the_bucket()
     assert_eq!(status, 200);
     assert_eq!(&jpeg[..3], &[0xFF, 0xD8, 0xFF]);
 
+    // A clip of the replay: its playlists and its MP4 are objects of the bucket too, and
+    // the MP4 outlives the replay.
+    let (status, made) = crate::clips::clip(
+        &p,
+        &user,
+        &id,
+        &json!({"startOffset": 0, "duration": 5, "title": "From the bucket"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{made}");
+    let clip_id = text(&made, "id");
+    let (made, took) = crate::clips::until_clip(
+        &p,
+        &user,
+        &clip_id,
+        "mp4Url",
+        Duration::from_secs(60),
+        Instant::now(),
+    )
+    .await;
+    println!("clip's MP4 ready in {took:?}, in Garage");
+    let mp4_object = format!("clips/{clip_id}/clip.mp4");
+    wait_for("the clip's MP4 in the bucket", Duration::from_secs(20), || async {
+        client.get(&mp4_object).await.ok().flatten()
+    })
+    .await;
+    assert!(
+        garage
+            .list(&format!("replays/{stream}/clips/{clip_id}"))
+            .await
+            .contains(&format!("replays/{stream}/clips/{clip_id}/index.m3u8"))
+    );
+    let mp4_url = text(&made, "mp4Url");
+    let (status, mp4) = fetch(&mp4_url).await;
+    assert_eq!(status, 200);
+    assert_eq!(Some(mp4.clone()), client.get(&mp4_object).await.unwrap());
+
     // Deleted by its owner: gone from the bucket.
     let (status, body) = p
         .as_user(
@@ -216,6 +253,8 @@ async fn a_replay_plays_signed_from_garage_and_its_deletion_empties_the_bucket()
     )
     .await;
     assert_eq!(fetch(&hls_url).await.0, 404);
+    // The clip's MP4 stays, served from the bucket.
+    assert_eq!(fetch(&mp4_url).await, (200, mp4));
 }
 
 #[tokio::test(flavor = "multi_thread")]
