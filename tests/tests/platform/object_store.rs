@@ -215,9 +215,11 @@ async fn a_replay_plays_signed_from_garage_and_its_deletion_empties_the_bucket()
     .await;
     println!("clip's MP4 ready in {took:?}, in Garage");
     let mp4_object = format!("clips/{clip_id}/clip.mp4");
-    wait_for("the clip's MP4 in the bucket", Duration::from_secs(20), || async {
-        client.get(&mp4_object).await.ok().flatten()
-    })
+    wait_for(
+        "the clip's MP4 in the bucket",
+        Duration::from_secs(20),
+        || async { client.get(&mp4_object).await.ok().flatten() },
+    )
     .await;
     assert!(
         garage
