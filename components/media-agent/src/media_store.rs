@@ -5,6 +5,7 @@
 //! from, and [`s3::S3Store`], an S3-compatible bucket written through a local spool, which
 //! nginx reaches through the agent's loopback reader (`hooks.rs`).
 
+pub mod bucket;
 pub mod s3;
 pub mod sigv4;
 

@@ -1803,7 +1803,7 @@ async fn replays_are_reported_by_the_media_server_alone_and_managed_by_their_ten
     let (_, mine) = p.as_server(&t, Method::GET, settings, None).answer().await;
     assert_eq!(
         mine,
-        json!({"enabled": true, "retentionDays": null, "viewerClips": false})
+        json!({"enabled": true, "retentionDays": null, "dvrWindowHours": 4, "viewerClips": false})
     );
 }
 

@@ -490,3 +490,65 @@ async fn a_private_broadcasts_clip_has_no_page_and_plays_only_signed() {
         .await;
     assert_eq!(status, 404);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_users_replays_and_clips_leave_the_media_store() {
+    let p = platform(60).await;
+    let (_, user) = setup(&p).await;
+    let b = create(&p, &user, "public").await;
+    let (id, stream) = (text(&b, "id"), text(&b, "streamId"));
+    let publisher = Publisher::start(&text(&b, "rtmpUrl"));
+    until_ingest(&p, &user, &id, "live").await;
+    on_air(&p, &user, &id, 8).await;
+    let (status, c) = clip(&p, &user, &id, &json!({"lastSeconds": 5})).await;
+    assert_eq!(status, 201, "{c}");
+    let clip_id = text(&c, "id");
+    let (c, _) = until_clip(
+        &p,
+        &user,
+        &clip_id,
+        "mp4Url",
+        Duration::from_secs(60),
+        Instant::now(),
+    )
+    .await;
+    publisher.stop().await;
+    let (status, body) = p
+        .as_user(&user, Method::POST, &format!("/api/broadcasts/{id}/status"))
+        .send_json(&json!({"status": "completed"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    wait_for(
+        "the replay to be ready",
+        Duration::from_secs(20),
+        || async { (get(&p, &user, &id).await["replay"]["state"] == "ready").then_some(()) },
+    )
+    .await;
+    let media = p.media().work_dir().join("media");
+    let (replay_dir, clip_dir) = (
+        media.join("replays").join(&stream),
+        media.join("clips").join(&clip_id),
+    );
+    assert!(replay_dir.join("index.m3u8").is_file());
+    assert!(clip_dir.join("clip.mp4").is_file());
+    let mp4_url = text(&c, "mp4Url");
+    assert_eq!(fetch(&mp4_url).await.0, 200);
+
+    // The user leaves: their broadcast's replay and its clip go from the media store.
+    let (status, body) = p
+        .as_user(&user, Method::DELETE, "/api/users/profile")
+        .answer()
+        .await;
+    assert!(status.is_success(), "{status} {body}");
+    wait_for(
+        "the replay and the clip to leave the store",
+        Duration::from_secs(30),
+        || async { (!replay_dir.exists() && !clip_dir.exists()).then_some(()) },
+    )
+    .await;
+    // nginx looks at a file it has open again within a second (its open-file cache).
+    wait_for("the MP4 to be gone", Duration::from_secs(5), || async {
+        (fetch(&mp4_url).await.0 == 404).then_some(())
+    })
+    .await;
+}

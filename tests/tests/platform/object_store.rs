@@ -4,12 +4,13 @@
 //! through the agent's loopback reader. The store going down mid-show loses nothing.
 
 use crate::media::{create, get, setup, text, until_ingest};
+use crate::replays::{end, fetch, fetch_text, until_replay_ready};
 use platform_tests::garage::Garage;
 use platform_tests::media::{
     Publisher, durations, resolve, server_options, test_clip, variants, wait_for,
 };
-use platform_tests::{Exchange, Method, Platform, User};
-use serde_json::{Value, json};
+use platform_tests::{Exchange, Method, Platform};
+use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,50 +29,16 @@ async fn platform_on(garage: &Garage) -> Platform {
     .await
 }
 
-async fn fetch(url: &str) -> (u16, Vec<u8>) {
-    let answer = reqwest::get(url).await.expect("the media server answers");
-    let status = answer.status().as_u16();
-    (status, answer.bytes().await.expect("body").to_vec())
-}
-
-async fn fetch_text(url: &str) -> (u16, String) {
-    let (status, body) = fetch(url).await;
-    (status, String::from_utf8_lossy(&body).to_string())
-}
-
-async fn end(p: &Platform, user: &User, id: &str) {
-    let (status, body) = p
-        .as_user(user, Method::POST, &format!("/api/broadcasts/{id}/status"))
-        .send_json(&json!({"status": "completed"}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-}
-
-async fn until_replay_ready(p: &Platform, user: &User, id: &str, limit: Duration) -> Value {
-    wait_for("the replay to be ready", limit, || async {
-        let b = get(p, user, id).await;
-        assert_ne!(b["replay"]["state"], "failed", "{}", b["replay"]);
-        (b["replay"]["state"] == "ready").then_some(b)
-    })
-    .await
-}
-
-/// The replay's media playlists: (address, text) per rendition.
+/// The replay's media playlists, each a VOD that ends: (address, text) per rendition.
 async fn replay_playlists(hls_url: &str) -> Vec<(String, String)> {
-    let (status, master) = fetch_text(hls_url).await;
-    assert_eq!(status, 200, "{master}");
-    let mut renditions = Vec::new();
-    for v in variants(&master) {
-        let url = resolve(hls_url, &v.uri);
-        let (status, playlist) = fetch_text(&url).await;
-        assert_eq!(status, 200, "{url}: {playlist}");
+    let (master, renditions) = crate::replays::replay_playlists(hls_url).await;
+    assert!(!renditions.is_empty(), "{master}");
+    for (_, playlist) in &renditions {
         assert!(
             playlist.trim_end().ends_with("#EXT-X-ENDLIST"),
             "{playlist}"
         );
-        renditions.push((url, playlist));
     }
-    assert!(!renditions.is_empty(), "{master}");
     renditions
 }
 

@@ -26,13 +26,13 @@ async fn server_view(p: &Platform, tenant: &Tenant, id: &str) -> Value {
 }
 
 /// GET: (status, body).
-async fn fetch(url: &str) -> (u16, Vec<u8>) {
+pub(crate) async fn fetch(url: &str) -> (u16, Vec<u8>) {
     let answer = reqwest::get(url).await.expect("the media server answers");
     let status = answer.status().as_u16();
     (status, answer.bytes().await.expect("body").to_vec())
 }
 
-async fn fetch_text(url: &str) -> (u16, String) {
+pub(crate) async fn fetch_text(url: &str) -> (u16, String) {
     let (status, body) = fetch(url).await;
     (status, String::from_utf8_lossy(&body).to_string())
 }
@@ -43,7 +43,7 @@ fn resolve(base: &str, uri: &str) -> String {
 }
 
 /// Ends the broadcast as its owner does.
-async fn end(p: &Platform, user: &User, id: &str) {
+pub(crate) async fn end(p: &Platform, user: &User, id: &str) {
     let (status, body) = p
         .as_user(user, Method::POST, &format!("/api/broadcasts/{id}/status"))
         .send_json(&json!({"status": "completed"}))
@@ -52,7 +52,12 @@ async fn end(p: &Platform, user: &User, id: &str) {
 }
 
 /// Waits until the broadcast's replay is `ready`; answers the view and how long it took.
-async fn until_replay_ready(p: &Platform, user: &User, id: &str, limit: Duration) -> Value {
+pub(crate) async fn until_replay_ready(
+    p: &Platform,
+    user: &User,
+    id: &str,
+    limit: Duration,
+) -> Value {
     wait_for("the replay to be ready", limit, || async {
         let b = get(p, user, id).await;
         assert_ne!(b["replay"]["state"], "failed", "{}", b["replay"]);
@@ -62,7 +67,7 @@ async fn until_replay_ready(p: &Platform, user: &User, id: &str, limit: Duration
 }
 
 /// The replay's master playlist and, per rendition, its media playlist's address and text.
-async fn replay_playlists(hls_url: &str) -> (String, Vec<(String, String)>) {
+pub(crate) async fn replay_playlists(hls_url: &str) -> (String, Vec<(String, String)>) {
     let (status, master) = fetch_text(hls_url).await;
     assert_eq!(status, 200, "{master}");
     let mut renditions = Vec::new();
