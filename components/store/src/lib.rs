@@ -589,6 +589,12 @@ pub mod testing {
 
     pub struct Embedded(rusqlite::Connection);
 
+    impl Embedded {
+        pub fn new(conn: rusqlite::Connection) -> Embedded {
+            Embedded(conn)
+        }
+    }
+
     impl Backend for Embedded {
         fn dialect(&self) -> Dialect {
             Dialect::Sqlite

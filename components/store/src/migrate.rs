@@ -181,6 +181,7 @@ pub struct Report {
 
 /// Applies every migration not applied yet.
 pub fn run(db: &Db, now: i64) -> Result<Report, ApiError> {
+    write_ahead_log(db);
     create_ledger(db)?;
     let mut report = Report::default();
     for migration in MIGRATIONS {
@@ -229,6 +230,19 @@ pub fn run(db: &Db, now: i64) -> Result<Report, ApiError> {
     Ok(report)
 }
 
+/// On SQLite, switches the database to write-ahead logging. The mode is kept in the
+/// database file, so once is enough, and every connection opened on it afterwards uses it:
+/// a host that opens a connection per request (the real Spin does) then commits with one
+/// sync of the log instead of a rollback journal's several, and readers no longer wait for
+/// a writer. It cannot be done inside a transaction, hence here, before the migrations. A
+/// back end that refuses it (a remote libSQL, an in-memory database, which answers
+/// `memory`) keeps its own mode: nothing depends on it but speed.
+fn write_ahead_log(db: &Db) {
+    if db.dialect() == super::Dialect::Sqlite {
+        let _ = db.query("PRAGMA journal_mode = WAL", &[]);
+    }
+}
+
 /// The ledger table and its lock row. Two runners creating the table at once can collide
 /// on PostgreSQL's catalog, so a failed first try is tried once more.
 fn create_ledger(db: &Db) -> Result<(), ApiError> {
@@ -251,6 +265,28 @@ fn create_ledger(db: &Db) -> Result<(), ApiError> {
 mod tests {
     use super::*;
     use crate::testing;
+
+    #[test]
+    fn a_sqlite_database_file_is_switched_to_write_ahead_logging_once() {
+        let path =
+            std::env::temp_dir().join(format!("migrate-wal-{}.db", domain::ids::random_hex(8)));
+        let journal_mode = |conn: &rusqlite::Connection| -> String {
+            conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap()
+        };
+        let fresh = rusqlite::Connection::open(&path).unwrap();
+        assert_eq!(journal_mode(&fresh), "delete", "SQLite's own default");
+        let db = Db::new(Box::new(testing::Embedded::new(fresh)));
+        run(&db, 1).unwrap();
+        drop(db);
+        // A connection opened afterwards (a later request's) finds the mode in the file.
+        let later = rusqlite::Connection::open(&path).unwrap();
+        assert_eq!(journal_mode(&later), "wal");
+        drop(later);
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
 
     #[test]
     fn every_migration_applies_once() {
