@@ -457,6 +457,14 @@ fn signed_replay(bases: &StreamBases, stream_id: &str, now: i64) -> String {
 /// as [`signed_replay`] signs.
 fn signed_replay_file(bases: &StreamBases, stream_id: &str, file: &str, now: i64) -> String {
     let url = rules::hls_url(bases, stream_id).replace("/index.m3u8", &format!("/replay/{file}"));
+    page_signed(url, stream_id, now)
+}
+
+/// `url` with a playback signature by `by` (a stream's id, or a clip's for its own
+/// media), valid for at least `hls_url_ttl`. Its expiry moves in steps of ten minutes, so
+/// that a page (and its entity tag) stays the same meanwhile. Unsigned without
+/// `media_secret`.
+fn page_signed(url: String, by: &str, now: i64) -> String {
     let Some(secret) = config::var("media_secret") else {
         return url;
     };
@@ -466,10 +474,7 @@ fn signed_replay_file(bases: &StreamBases, stream_id: &str, file: &str, now: i64
         .unwrap_or(domain::media::DEFAULT_SIGNED_TTL_SECS);
     let expires = (now / 600 + 1) * 600 + ttl;
     let key = domain::media::playback_key(&secret);
-    format!(
-        "{url}?{}",
-        domain::media::signed_query(&key, stream_id, expires)
-    )
+    format!("{url}?{}", domain::media::signed_query(&key, by, expires))
 }
 
 /// `GET /watch/{shortId}`: a public or unlisted broadcast or scheduled event; private,
@@ -579,18 +584,8 @@ pub fn clip(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let hls_base = config::var_or("playback_hls_base", "http://127.0.0.1:8080/hls");
     let hls_base = hls_base.trim_end_matches('/');
     let origin = params::http_origin(hls_base).unwrap_or_default();
-    // Always signed (as the replay: docs/replays.md), the expiry in steps of ten minutes
-    // so that the page stays the same meanwhile.
-    let key = config::var("media_secret").map(|s| domain::media::playback_key(&s));
-    let ttl = config::var("hls_url_ttl")
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|ttl: &i64| *ttl > 0)
-        .unwrap_or(domain::media::DEFAULT_SIGNED_TTL_SECS);
-    let expires = (now / 600 + 1) * 600 + ttl;
-    let signed = |url: String, by: &str| match &key {
-        Some(key) => format!("{url}?{}", domain::media::signed_query(key, by, expires)),
-        None => url,
-    };
+    // Always signed, as the replay (docs/replays.md).
+    let signed = |url: String, by: &str| page_signed(url, by, now);
     let ready = clip.state == "ready";
     // Empty: none (the template leaves its tag out).
     let when = |yes: bool, url: String, by: &str| if yes { signed(url, by) } else { String::new() };
