@@ -217,8 +217,11 @@ pub fn view(clip: &Clip, replay: Option<&Replay>, links: &Links, now: i64) -> Cl
         "failed" => ClipState::Failed,
         _ => ClipState::Processing,
     };
-    let segments_kept = replay.is_none_or(|r| r.state == "processing" || r.state == "ready");
-    let hls = clip.hls_ready_at.is_some() && state != ClipState::Failed && segments_kept;
+    let hls = rules::hls_plays(
+        clip.hls_ready_at.is_some(),
+        state == ClipState::Failed,
+        replay.map(|r| r.state.as_str()),
+    );
     let ready = state == ClipState::Ready;
     ClipView {
         id: clip.id.clone(),

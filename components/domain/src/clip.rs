@@ -44,6 +44,14 @@ impl Asked {
     }
 }
 
+/// Whether a clip's HLS plays: its playlists were written, the clip did not fail, and the
+/// replay whose segments they name is still there (`replay_state` of the broadcast's
+/// replay; none while the broadcast is live, before it has one). Once the replay is
+/// deleted, only the clip's MP4 plays.
+pub fn hls_plays(hls_written: bool, failed: bool, replay_state: Option<&str>) -> bool {
+    hls_written && !failed && replay_state.is_none_or(|s| matches!(s, "processing" | "ready"))
+}
+
 /// Which form a request used: exactly one of `{startOffset, duration}` and
 /// `{lastSeconds}`. `Err` says what is wrong, by field.
 pub fn asked(
@@ -164,6 +172,18 @@ pub fn cut(seconds: &[f64], start: f64, duration: f64, tolerance: f64) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clips_hls_plays_while_its_replays_segments_are_there() {
+        assert!(hls_plays(true, false, None), "live: no replay yet");
+        assert!(hls_plays(true, false, Some("processing")));
+        assert!(hls_plays(true, false, Some("ready")));
+        for gone in ["deleting", "deleted", "failed"] {
+            assert!(!hls_plays(true, false, Some(gone)), "{gone}");
+        }
+        assert!(!hls_plays(false, false, Some("ready")), "not written yet");
+        assert!(!hls_plays(true, true, Some("ready")), "a failed clip");
+    }
 
     #[test]
     fn exactly_one_form_is_taken() {

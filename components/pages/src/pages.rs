@@ -592,11 +592,13 @@ pub fn clip(ctx: &PublicCtx) -> Result<Response, ApiError> {
     let own = |file: &str| format!("{hls_base}/clips/{}/{file}", clip.id);
     let mp4_url = when(ready, own("clip.mp4"), &clip.id);
     let thumbnail_url = when(ready && clip.thumbnail, own("thumbnail.jpg"), &clip.id);
-    let replay_kept = store::replays::of_many(&db, &[b.id.as_str()])?
-        .remove(&b.id)
-        .is_none_or(|r| r.state == "processing" || r.state == "ready");
+    let replay = store::replays::of_many(&db, &[b.id.as_str()])?.remove(&b.id);
     let hls_url = when(
-        clip.hls_ready_at.is_some() && replay_kept,
+        domain::clip::hls_plays(
+            clip.hls_ready_at.is_some(),
+            false,
+            replay.as_ref().map(|r| r.state.as_str()),
+        ),
         format!(
             "{hls_base}/{}/replay/clips/{}/index.m3u8",
             clip.stream_id, clip.id

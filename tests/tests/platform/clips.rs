@@ -513,17 +513,8 @@ async fn a_deleted_users_replays_and_clips_leave_the_media_store() {
     )
     .await;
     publisher.stop().await;
-    let (status, body) = p
-        .as_user(&user, Method::POST, &format!("/api/broadcasts/{id}/status"))
-        .send_json(&json!({"status": "completed"}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    wait_for(
-        "the replay to be ready",
-        Duration::from_secs(20),
-        || async { (get(&p, &user, &id).await["replay"]["state"] == "ready").then_some(()) },
-    )
-    .await;
+    crate::replays::end(&p, &user, &id).await;
+    crate::replays::until_replay_ready(&p, &user, &id, Duration::from_secs(20)).await;
     let media = p.media().work_dir().join("media");
     let (replay_dir, clip_dir) = (
         media.join("replays").join(&stream),
