@@ -81,6 +81,23 @@ impl ServerBackends {
         ]
     }
 
+    /// The same back ends reached at the addresses `route` gives their URLs (a benchmark
+    /// puts a counting proxy in between).
+    pub fn routed(mut self, route: impl Fn(&str) -> String) -> ServerBackends {
+        self.postgres_url = route(&self.postgres_url);
+        self.redis_url = route(&self.redis_url);
+        let after_user = self
+            .postgres_url
+            .rsplit_once('@')
+            .map_or("", |(_, rest)| rest);
+        self.postgres_host = after_user
+            .split(['/', '?'])
+            .next()
+            .unwrap_or("")
+            .to_string();
+        self
+    }
+
     /// Drops the platform's database (the cluster itself goes when the process ends).
     pub async fn discard(self) {
         if let Some(cluster) = POSTGRES.get() {
@@ -349,6 +366,11 @@ impl RedisServer {
         tokio::task::spawn_blocking(|| REDIS.get_or_init(RedisServer::start))
             .await
             .expect("Redis start-up task")
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
     }
 
     /// The URL of a database number no platform has used yet.

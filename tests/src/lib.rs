@@ -13,6 +13,7 @@ pub mod spin_host;
 mod storage;
 pub mod tls;
 pub mod webhook_receiver;
+pub mod wire_count;
 pub mod ws;
 
 use serde_json::{Value, json};
@@ -130,6 +131,27 @@ impl Platform {
             ..Setup::default()
         };
         Self::start_in(state, backend, variables, setup).await
+    }
+
+    /// The application on throwaway PostgreSQL and Redis (its key-value store) reached at
+    /// the addresses `route` gives their URLs, on the real Spin when `on_spin`: a
+    /// benchmark counts what the host sends them through a proxy.
+    pub async fn start_on_postgres_routed(
+        on_spin: bool,
+        variables: &[(&str, &str)],
+        route: impl Fn(&str) -> String,
+    ) -> Platform {
+        let variables = variables
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let state = tempfile::tempdir().expect("temporary state directory");
+        let backends = backends::ServerBackends::fresh().await.routed(route);
+        let setup = Setup {
+            on_spin: Some(on_spin),
+            ..Setup::default()
+        };
+        Self::launch(state, variables, Some(backends), setup).await
     }
 
     /// The application with the media server (nginx-rtmp through media-agent) on free

@@ -955,8 +955,15 @@ async fn postgres_trap_mid_transaction_leaves_it_open_and_the_platform_rolls_it_
             json!([[{ "str": "left-behind" }]]),
             "{raw}"
         );
-        // The platform's components open it out of that transaction: both uncommitted
-        // increments are gone, the row lock is free, and the setting stays reset.
+        // The platform's components open it out of that transaction: a read sees neither
+        // uncommitted increment; both are gone, the row lock is free, and the setting
+        // stays reset.
+        let read = p.json(&format!("/probe/pg-app-read?{address}")).await;
+        assert_eq!(
+            read,
+            json!({ "counter": (round - 1).to_string() }),
+            "round {round}"
+        );
         let app = p.json(&format!("/probe/pg-app-bump?{address}")).await;
         assert_eq!(
             app,
@@ -967,6 +974,54 @@ async fn postgres_trap_mid_transaction_leaves_it_open_and_the_platform_rolls_it_
             }),
             "round {round}"
         );
+    }
+    p.stop().await;
+}
+
+/// Transactions left open that hold nothing (they only read) or that failed: the
+/// platform's first statement reads through them, and its writes are committed, not left
+/// in them.
+#[tokio::test]
+async fn postgres_traps_in_a_reading_or_failed_transaction_leave_the_platform_writes_committed() {
+    setup().await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let (p, address) = probe_on_postgres(state.path()).await;
+    let database = address
+        .rsplit_once('/')
+        .and_then(|(_, rest)| rest.split('?').next())
+        .expect("the database's name");
+    let outside = PostgresCluster::shared().await.admin_of(database).await;
+    assert_eq!(
+        p.json(&format!("/probe/pg-lock-setup?{address}")).await,
+        json!({ "insert": 1 })
+    );
+    let mut expected = 0;
+    for round in 1..=2 {
+        for trap in ["pg-read-trap", "pg-failed-trap"] {
+            let (status, _) = p.get(&format!("/probe/{trap}?{address}")).await;
+            assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{trap}");
+            expected += 1;
+            let app = p.json(&format!("/probe/pg-app-bump?{address}")).await;
+            assert_eq!(
+                app,
+                json!({
+                    "bump": "ok",
+                    "counter": expected.to_string(),
+                    "application_name": "",
+                }),
+                "round {round}, after {trap}"
+            );
+            // Committed: a connection of its own sees the increment.
+            let row = outside
+                .query_one("SELECT n FROM probe_lock WHERE id = 1", &[])
+                .await
+                .expect("the counter");
+            assert_eq!(
+                row.get::<_, i64>(0),
+                expected,
+                "round {round}, after {trap}"
+            );
+        }
     }
     p.stop().await;
 }

@@ -126,13 +126,18 @@ fn fold(db: &Db, broadcast_id: &str, folding: Folding) -> Result<(), ApiError> {
 fn fold_in(db: &Db, broadcast_id: &str, folding: Folding) -> Result<(), ApiError> {
     if db.dialect() == Dialect::Postgres {
         let key = format!("analytics fold {broadcast_id}");
+        // The transaction takes an id with its lock, so that a request trapped while
+        // holding it leaves a transaction the next user of the pooled connection sees
+        // (see `Leftover` in the edge crate's Spin store).
         let locked = match folding {
             Folding::Skip => db.count(
-                "SELECT CAST(pg_try_advisory_xact_lock(hashtext(?)) AS INT) AS locked",
+                "SELECT CAST(pg_try_advisory_xact_lock(hashtext(?)) AS INT) AS locked, \
+                 pg_current_xact_id()::text AS xid",
                 &[key.into()],
             )?,
             Folding::Wait => db.count(
-                "SELECT 1 AS locked FROM (SELECT pg_advisory_xact_lock(hashtext(?))) l",
+                "SELECT 1 AS locked, pg_current_xact_id()::text AS xid \
+                 FROM (SELECT pg_advisory_xact_lock(hashtext(?))) l",
                 &[key.into()],
             )?,
         };

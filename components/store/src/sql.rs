@@ -166,6 +166,19 @@ pub fn never_empty(statement: &str) -> String {
 
 /// [`never_empty`], with a [`held_list`] (or nothing) at the top of its `WITH`.
 pub fn never_empty_carrying(held: &str, statement: &str) -> String {
+    never_empty_with(held, statement, "true")
+}
+
+/// [`never_empty`] for a read-only `SELECT` on a connection just taken from a pool, whose
+/// sentinel row also tells whether the statement ran inside a transaction that has
+/// written or locked something: its sentinel is `false` then (and `true` otherwise), since
+/// a read-only statement of its own never gets a transaction id. One round trip checks
+/// the connection and reads.
+pub fn never_empty_checking(statement: &str) -> String {
+    never_empty_with("", statement, "(pg_current_xact_id_if_assigned() IS NULL)")
+}
+
+fn never_empty_with(held: &str, statement: &str, sentinel: &str) -> String {
     let held = if held.is_empty() {
         String::new()
     } else {
@@ -174,8 +187,16 @@ pub fn never_empty_carrying(held: &str, statement: &str) -> String {
     format!(
         "WITH {held}\"~rows\" AS ({statement}) \
          SELECT false AS \"{SENTINEL}\", \"~rows\".* FROM \"~rows\" \
-         UNION ALL SELECT true, \"~rows\".* FROM (VALUES (0)) AS \"~one\"(\"~x\") LEFT JOIN \"~rows\" ON false"
+         UNION ALL SELECT {sentinel}, \"~rows\".* FROM (VALUES (0)) AS \"~one\"(\"~x\") LEFT JOIN \"~rows\" ON false"
     )
+}
+
+/// Whether `statement` only reads: a plain `SELECT` (no `WITH`, which may write).
+pub fn only_reads(statement: &str) -> bool {
+    statement
+        .split_whitespace()
+        .next()
+        .is_some_and(|word| word.eq_ignore_ascii_case("SELECT"))
 }
 
 /// The rows of a [`never_empty`] answer: the sentinel row and column dropped. `None` when

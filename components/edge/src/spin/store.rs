@@ -9,7 +9,7 @@ use store::{self, Backend, BackendError, Db, Dialect, Row, Value, sql};
 // Wasm Functions accept (see docs/data.md).
 use spin_sdk::pg3 as pg;
 use spin_sdk::sqlite;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 thread_local! {
@@ -52,48 +52,59 @@ fn connect() -> Result<Db, ApiError> {
     }
 }
 
-/// Opens the PostgreSQL database at `url`, out of any transaction an earlier request left.
-///
-/// Spin hands a pooled connection to the next instance as the last one left it: when a
-/// guest trapped between `BEGIN` and `COMMIT`, the transaction is still open, with its
-/// writes and locks (Spin's pool clears session settings, not transactions). The next
-/// `BEGIN` would only warn, and its `COMMIT` would commit the trapped request's half-done
-/// work too. So a connection is checked first: `DROP INDEX CONCURRENTLY` refuses to run
-/// inside a transaction block and is a no-op outside one (no such index exists), which
-/// tells the two apart in one round trip, on every PostgreSQL and through Spin's extended
-/// query protocol. A connection inside one (or in a failed one) is rolled back.
+/// Opens the PostgreSQL database at `url`. The connection is taken from the host's pool
+/// at the first statement, and is checked there for a transaction an earlier request left
+/// open ([`Leftover`]).
 pub fn connect_postgres(url: &str) -> Result<Db, ApiError> {
-    let conn = open_postgres(url).map_err(|e| store::unavailable(&e.detail))?;
+    let conn = pg::Connection::open(url)
+        .map_err(|e| store::unavailable(&format!("opening PostgreSQL: {e:?}")))?;
     Ok(Db::new(Box::new(SpinPostgres {
         url: url.to_string(),
         conn: RefCell::new(Some(Rc::new(conn))),
+        leftover: Cell::new(Leftover::Unknown),
+        in_own_transaction: Cell::new(false),
     })))
 }
 
-/// A connection from the pool, checked as [`connect_postgres`] says.
-fn open_postgres(url: &str) -> Result<pg::Connection, BackendError> {
-    let unavailable =
-        |what: &str, e: pg::PgError| BackendError::unavailable(format!("{what}: {e:?}"));
-    let conn = pg::Connection::open(url).map_err(|e| unavailable("opening PostgreSQL", e))?;
-    if let Err(e) = conn.execute(OUTSIDE_A_TRANSACTION_PROBE, &[]) {
-        if pg_error(e).unavailable {
-            return Err(BackendError::unavailable(
-                "the connection was lost".to_string(),
-            ));
-        }
-        eprintln!("store: the pooled PostgreSQL connection was left in a transaction: rolled back");
-        conn.execute("ROLLBACK", &[])
-            .map_err(|e| unavailable("rolling back", e))?;
-        // The pool's `RESET ALL` ran inside the rolled-back transaction: run it again.
-        conn.execute("RESET ALL", &[])
-            .map_err(|e| unavailable("resetting", e))?;
-    }
-    Ok(conn)
+/// What is known of a transaction the connection's previous user may have left open.
+///
+/// Spin hands a pooled connection to the next instance as the last one left it: when a
+/// guest trapped between `BEGIN` and `COMMIT`, the transaction is still open, with its
+/// writes and locks (Spin's `Clean` recycling resets session settings, not transactions).
+/// A statement sent into it would see that half-done work, and a `COMMIT` would commit it.
+/// Checking costs a round trip, so it is fused into the request's first statement where it
+/// can be, and the probe statement is sent only before a write that needs it:
+///
+/// - A first statement that only reads carries the check in its answer
+///   ([`sql::never_empty_checking`]): whether the transaction it ran in has a transaction
+///   id. A leftover that wrote, locked rows or took an advisory lock has one (the store's
+///   advisory locks ask for one for this reason); the connection is then rolled back and
+///   the statement run again. A leftover that had failed refuses the statement; the same.
+/// - A leftover without a transaction id holds nothing and wrote nothing: reads inside it
+///   see what reads outside it see (READ COMMITTED, a snapshot per statement; the platform
+///   never raises the isolation level), and a `BEGIN` in it is a no-op whose `COMMIT` or
+///   `ROLLBACK` ends it with only the request's own work. Only a write outside the
+///   request's own transaction would stay uncommitted in it, so such a write is preceded
+///   by the probe ([`OUTSIDE_A_TRANSACTION_PROBE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leftover {
+    /// Nothing checked yet.
+    Unknown,
+    /// No leftover that wrote or holds locks; one that did nothing may still be open.
+    NothingHeld,
+    /// Outside any transaction but the request's own.
+    None,
 }
 
 /// Fails inside a transaction block, does nothing outside one: no index has this name.
+/// `DROP INDEX CONCURRENTLY` refuses to run inside a transaction block and is a no-op
+/// outside one, which tells the two apart in one statement, on every PostgreSQL and
+/// through Spin's extended query protocol.
 const OUTSIDE_A_TRANSACTION_PROBE: &str =
     r#"DROP INDEX CONCURRENTLY IF EXISTS "~ transaction probe: no such index""#;
+
+/// What PostgreSQL answers a statement sent into a failed transaction.
+const IN_A_FAILED_TRANSACTION: &str = "current transaction is aborted";
 
 struct SpinSqlite(sqlite::Connection);
 
@@ -142,6 +153,10 @@ impl Backend for SpinSqlite {
 struct SpinPostgres {
     url: String,
     conn: RefCell<Option<Rc<pg::Connection>>>,
+    /// What is known of the connection's previous user's transaction.
+    leftover: Cell<Leftover>,
+    /// Between this request's `BEGIN` and its `COMMIT` or `ROLLBACK`.
+    in_own_transaction: Cell<bool>,
 }
 
 impl SpinPostgres {
@@ -149,9 +164,86 @@ impl SpinPostgres {
         if let Some(conn) = self.conn.borrow().as_ref() {
             return Ok(conn.clone());
         }
-        let conn = Rc::new(open_postgres(&self.url)?);
+        let conn = pg::Connection::open(&self.url)
+            .map_err(|e| BackendError::unavailable(format!("opening PostgreSQL: {e:?}")))?;
+        let conn = Rc::new(conn);
         *self.conn.borrow_mut() = Some(conn.clone());
+        self.leftover.set(Leftover::Unknown);
         Ok(conn)
+    }
+
+    /// Makes sure a write of the request's own does not land in a leftover transaction:
+    /// probes, and rolls back what it finds.
+    fn before_write(&self, conn: &pg::Connection) -> Result<(), BackendError> {
+        if self.leftover.get() == Leftover::None || self.in_own_transaction.get() {
+            return Ok(());
+        }
+        if let Err(e) = conn.execute(OUTSIDE_A_TRANSACTION_PROBE, &[]) {
+            if pg_error(e).unavailable {
+                return Err(BackendError::unavailable(
+                    "the connection was lost".to_string(),
+                ));
+            }
+            self.roll_back_leftover(conn)?;
+        }
+        self.leftover.set(Leftover::None);
+        Ok(())
+    }
+
+    fn roll_back_leftover(&self, conn: &pg::Connection) -> Result<(), BackendError> {
+        let unavailable =
+            |what: &str, e: pg::PgError| BackendError::unavailable(format!("{what}: {e:?}"));
+        eprintln!("store: the pooled PostgreSQL connection was left in a transaction: rolled back");
+        conn.execute("ROLLBACK", &[])
+            .map_err(|e| unavailable("rolling back", e))?;
+        // The pool's `RESET ALL` ran inside the rolled-back transaction: run it again.
+        conn.execute("RESET ALL", &[])
+            .map_err(|e| unavailable("resetting", e))?;
+        self.leftover.set(Leftover::None);
+        Ok(())
+    }
+
+    /// Follows the request's own transaction by the statements that open and end it.
+    fn track_own_transaction(&self, sql: &str) {
+        match sql.trim() {
+            "BEGIN" => self.in_own_transaction.set(true),
+            "COMMIT" | "ROLLBACK" => {
+                self.in_own_transaction.set(false);
+                // Whatever was open before has ended with it.
+                self.leftover.set(Leftover::None);
+            }
+            _ => {}
+        }
+    }
+
+    /// The request's first statement, a read: checked as [`Leftover`] says.
+    fn first_read(
+        &self,
+        conn: &pg::Connection,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<pg::RowSet, BackendError> {
+        match conn.query(&sql::never_empty_checking(sql), &pg_params(params)) {
+            Ok(set) => {
+                let clean = !matches!(
+                    set.rows.last().and_then(|row| row.first()),
+                    Some(pg::DbValue::Boolean(false))
+                );
+                if clean {
+                    self.leftover.set(Leftover::NothingHeld);
+                    return Ok(set);
+                }
+            }
+            Err(e) => {
+                let detail = format!("{e:?}");
+                if !detail.contains(IN_A_FAILED_TRANSACTION) {
+                    return Err(pg_error(e));
+                }
+            }
+        }
+        self.roll_back_leftover(conn)?;
+        conn.query(&sql::never_empty(sql), &pg_params(params))
+            .map_err(pg_error)
     }
 }
 
@@ -203,12 +295,19 @@ impl Backend for SpinPostgres {
         sql: &str,
         params: &[Value],
     ) -> Result<Vec<Row>, BackendError> {
+        let conn = self.connection()?;
         // Spin 4.0.0 to 4.0.2 never answer a query without rows: every query answers at
         // least the sentinel row (see `sql::never_empty`).
-        let set = self
-            .connection()?
-            .query(&sql::never_empty_carrying(held, sql), &pg_params(params))
-            .map_err(pg_error)?;
+        let reads = held.is_empty() && sql::only_reads(sql);
+        let set = if reads && self.leftover.get() == Leftover::Unknown {
+            self.first_read(&conn, sql, params)?
+        } else {
+            if !reads {
+                self.before_write(&conn)?;
+            }
+            conn.query(&sql::never_empty_carrying(held, sql), &pg_params(params))
+                .map_err(pg_error)?
+        };
         let names = set.columns.into_iter().map(|c| c.name).collect();
         let (names, rows) =
             sql::without_sentinel(names, set.rows, |v| matches!(v, pg::DbValue::Boolean(true)))
@@ -241,10 +340,19 @@ impl Backend for SpinPostgres {
     }
 
     fn execute(&self, sql: &str, params: &[Value]) -> Result<(), BackendError> {
-        self.connection()?
-            .execute(sql, &pg_params(params))
-            .map(|_| ())
-            .map_err(pg_error)
+        let conn = self.connection()?;
+        // A `BEGIN` is safe in a leftover that holds nothing (see `Leftover`), not in one
+        // that may.
+        let own_begin = sql.trim() == "BEGIN" && self.leftover.get() == Leftover::NothingHeld;
+        if !own_begin {
+            self.before_write(&conn)?;
+        }
+        let result = conn.execute(sql, &pg_params(params)).map(|_| ());
+        // A `BEGIN` that failed opened nothing; a failed `COMMIT` ends the transaction.
+        if result.is_ok() || sql.trim() != "BEGIN" {
+            self.track_own_transaction(sql);
+        }
+        result.map_err(pg_error)
     }
 
     fn set_aside(&self) {

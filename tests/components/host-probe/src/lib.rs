@@ -14,8 +14,11 @@
 //! | `/probe/pg3?ADDRESS` | the basics through `spin:postgres@3.0.0` |
 //! | `/probe/pg-lock-setup?ADDRESS` | a one-row counter table at 0 |
 //! | `/probe/pg-lock-trap?ADDRESS` | takes the counter's row lock in a transaction, then traps |
+//! | `/probe/pg-read-trap?ADDRESS` | reads the counter in a transaction, then traps |
+//! | `/probe/pg-failed-trap?ADDRESS` | bumps the counter by 100 in a transaction that then fails, then traps |
 //! | `/probe/pg-lock-bump?ADDRESS` | increments the counter (waiting at most 3 s for its lock) |
 //! | `/probe/pg-app-bump?ADDRESS` | the same, on a connection opened as the platform's components open theirs |
+//! | `/probe/pg-app-read?ADDRESS` | reads the counter on a connection opened as the platform's components open theirs |
 //! | `/probe/sqlite` | value round trips, SQL error, transactions, undeclared/unknown databases |
 //! | `/probe/sqlite3` | the same basics through `spin:sqlite@3.0.0` |
 //! | `/probe/migrations` | rows of the fixture migration and of `_edgehost_migrations` |
@@ -56,8 +59,11 @@ async fn handle(req: Request) -> anyhow::Result<impl IntoResponse> {
         "/probe/pg3" => pg::suite_v3(&query),
         "/probe/pg-lock-setup" => pg::lock_setup(&query),
         "/probe/pg-lock-trap" => pg::lock_trap(&query),
+        "/probe/pg-read-trap" => pg::read_trap(&query),
+        "/probe/pg-failed-trap" => pg::failed_trap(&query),
         "/probe/pg-lock-bump" => pg::lock_bump(&query),
         "/probe/pg-app-bump" => pg::app_bump(&query),
+        "/probe/pg-app-read" => pg::app_read(&query),
         "/probe/sqlite" => sqlite_suite(),
         "/probe/sqlite3" => sqlite3_suite(),
         "/probe/migrations" => migrations(),

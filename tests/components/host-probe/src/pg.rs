@@ -290,6 +290,29 @@ pub fn lock_trap(address: &str) -> Json {
     panic!("host-probe: trap inside a PostgreSQL transaction");
 }
 
+/// Leaves a transaction that only read (it has no transaction id), then traps.
+pub fn read_trap(address: &str) -> Json {
+    let conn = match pg4::Connection::open(address) {
+        Ok(c) => c,
+        Err(e) => return json!({ "open": error_json(&e) }),
+    };
+    exec(&conn, "BEGIN", &[]);
+    query(&conn, "SELECT n FROM probe_lock WHERE id = 1", &[]);
+    panic!("host-probe: trap inside a PostgreSQL transaction that only read");
+}
+
+/// Leaves a transaction that wrote and then failed, then traps.
+pub fn failed_trap(address: &str) -> Json {
+    let conn = match pg4::Connection::open(address) {
+        Ok(c) => c,
+        Err(e) => return json!({ "open": error_json(&e) }),
+    };
+    exec(&conn, "BEGIN", &[]);
+    exec(&conn, "UPDATE probe_lock SET n = n + 100 WHERE id = 1", &[]);
+    query(&conn, "SELECT 1 / 0 AS never", &[]);
+    panic!("host-probe: trap inside a failed PostgreSQL transaction");
+}
+
 pub fn lock_bump(address: &str) -> Json {
     let conn = match pg4::Connection::open(address) {
         Ok(c) => c,
@@ -307,6 +330,17 @@ pub fn lock_bump(address: &str) -> Json {
         "counter": query(&conn, "SELECT n FROM probe_lock WHERE id = 1", &[]),
         "application_name": application_name,
     })
+}
+
+/// The counter read through the platform's store, as a request's first statement.
+pub fn app_read(address: &str) -> Json {
+    let db = match edge::spin::store::connect_postgres(address) {
+        Ok(db) => db,
+        Err(e) => return json!({ "open": e.detail }),
+    };
+    db.query("SELECT n::text AS v FROM probe_lock WHERE id = 1", &[])
+        .map(|rows| json!({ "counter": rows.first().map(|r| r.text("v")) }))
+        .unwrap_or_else(|e| json!({ "error": e.detail }))
 }
 
 /// `lock_bump` through the platform's store: opened by `connect_postgres`, which rolls
