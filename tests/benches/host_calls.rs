@@ -218,7 +218,7 @@ const ROUTES: &[Route] = &[
         request: |p, f, _| {
             let path = format!("/api/streaming/sessions/{}/token", f.broadcast);
             p.as_user(&f.fan, Method::POST, &path)
-                .json(&json!({"role": "viewer"}))
+                .json(&json!({"role": "subscriber"}))
         },
     },
 ];

@@ -661,11 +661,10 @@ fn refresh(ctx: &AppCtx, body: RefreshBody) -> Result<Json<AuthSession>, ApiErro
 fn full_profile(ctx: &UserCtx, _: NoBody) -> Result<Json<FullProfile>, ApiError> {
     let (tenant, user) = (&ctx.tenant, &ctx.user);
     let db = ctx.db()?;
-    let profile = load_profile(&db, &tenant.client_id, &user.id)?;
-    let followers = store::follow_count(&db, &tenant.client_id, &user.id, Side::Followers)?;
-    let following = store::follow_count(&db, &tenant.client_id, &user.id, Side::Following)?;
+    let (row, followers, following) = store::with_follow_counts(&db, &tenant.client_id, &user.id)?
+        .ok_or_else(|| ApiError::not_found("user"))?;
     Ok(Json(FullProfile {
-        profile,
+        profile: Profile::of(&row),
         follower_count: followers,
         following_count: following,
     }))

@@ -22,7 +22,7 @@ pub struct Tenant {
     pub suspended: bool,
 }
 
-fn tenant_of(row: &Row) -> Tenant {
+pub(crate) fn tenant_of(row: &Row) -> Tenant {
     Tenant {
         client_id: row.text("client_id"),
         name: row.text("name"),

@@ -1,6 +1,7 @@
 //! Users of a tenant, their sessions (refresh tokens, rotated on use, revoked by family),
 //! and follows.
 
+use super::tenants::{Tenant, tenant_of};
 use super::{Db, Row, Value};
 use domain::ApiError;
 use domain::pagination::Page;
@@ -90,7 +91,7 @@ pub fn in_session(
     client_id: &str,
     id: &str,
     session: Option<&str>,
-) -> Result<Option<(User, bool)>, ApiError> {
+) -> Result<Option<InSession>, ApiError> {
     Ok(db
         .query_one(
             "SELECT u.*, (SELECT COUNT(*) FROM refresh_tokens r WHERE r.family_id = ? AND r.revoked = 1) AS session_revoked \
@@ -99,6 +100,35 @@ pub fn in_session(
         )?
         .as_ref()
         .map(|row| (from_row(row), row.int("session_revoked") > 0)))
+}
+
+/// A stored user, and whether the session a token names was revoked.
+pub type InSession = (User, bool);
+
+/// The client whose API key hashes to `api_key_hash`, and in it the user `id` as
+/// [`in_session`] answers it (`None` when the client has no such user), in one statement:
+/// what a user's request is authenticated by.
+pub fn tenant_and_user_in_session(
+    db: &Db,
+    api_key_hash: &str,
+    id: &str,
+    session: Option<&str>,
+) -> Result<Option<(Tenant, Option<InSession>)>, ApiError> {
+    Ok(db
+        .query_one(
+            "SELECT c.client_id, c.name, c.secret_key, c.require_signature, c.suspended_at, u.*, \
+             (SELECT COUNT(*) FROM refresh_tokens r WHERE r.family_id = ? AND r.revoked = 1) AS session_revoked \
+             FROM sdk_clients c LEFT JOIN users u ON u.client_id = c.client_id AND u.id = ? \
+             WHERE c.api_key_hash = ?",
+            &[session.unwrap_or("").into(), id.into(), api_key_hash.into()],
+        )?
+        .as_ref()
+        .map(|row| {
+            let user = row
+                .opt_text("id")
+                .map(|_| (from_row(row), row.int("session_revoked") > 0));
+            (tenant_of(row), user)
+        }))
 }
 
 pub fn by_id(db: &Db, client_id: &str, id: &str) -> Result<Option<User>, ApiError> {
@@ -426,6 +456,27 @@ pub fn follow_count(db: &Db, client_id: &str, user_id: &str, side: Side) -> Resu
     )
 }
 
+/// The user `id`, with how many follow them and how many they follow, in one statement.
+pub fn with_follow_counts(
+    db: &Db,
+    client_id: &str,
+    id: &str,
+) -> Result<Option<(User, i64, i64)>, ApiError> {
+    Ok(db
+        .query_one(
+            "SELECT u.*, \
+             (SELECT COUNT(*) FROM follows f WHERE f.client_id = u.client_id AND f.followee_id = u.id) AS follower_count, \
+             (SELECT COUNT(*) FROM follows f WHERE f.client_id = u.client_id AND f.follower_id = u.id) AS following_count \
+             FROM users u WHERE u.client_id = ? AND u.id = ?",
+            &[client_id.into(), id.into()],
+        )?
+        .as_ref()
+        .map(|row| {
+            let counts = (row.int("follower_count"), row.int("following_count"));
+            (from_row(row), counts.0, counts.1)
+        }))
+}
+
 /// One page of the users on `side` of `user_id`'s follows, newest follow first.
 pub fn follow_page(
     db: &Db,
@@ -493,6 +544,52 @@ mod tests {
     }
 
     #[test]
+    fn a_request_is_authenticated_by_one_statement() {
+        let db = testing::db();
+        let registration = crate::tenants::Registration {
+            name: "Acme".into(),
+            ..Default::default()
+        };
+        let credentials = crate::tenants::StoredCredentials {
+            api_key_hash: "hash-of-the-key".into(),
+            api_key_prefix: "pk_".into(),
+            secret_key: "secret".into(),
+        };
+        let client = crate::tenants::insert(&db, &registration, &credentials, 1).unwrap();
+        insert(&db, &client, &new("u1", "ada", "ada@example.com"), 1).unwrap();
+        insert(&db, "other", &new("u2", "bob", "bob@example.com"), 1).unwrap();
+        add_refresh_token(&db, &client, "u1", "t1", "f1", 100, 1).unwrap();
+
+        let (tenant, user) = tenant_and_user_in_session(&db, "hash-of-the-key", "u1", Some("f1"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (tenant.client_id.as_str(), tenant.name.as_str()),
+            (client.as_str(), "Acme")
+        );
+        let (user, revoked) = user.unwrap();
+        assert_eq!(
+            (user.username.as_str(), user.client_id.as_str(), revoked),
+            ("ada", client.as_str(), false)
+        );
+        // Another client's user is not this client's.
+        let (_, user) = tenant_and_user_in_session(&db, "hash-of-the-key", "u2", None)
+            .unwrap()
+            .unwrap();
+        assert!(user.is_none());
+        assert!(
+            tenant_and_user_in_session(&db, "another-hash", "u1", None)
+                .unwrap()
+                .is_none()
+        );
+        revoke_family(&db, "f1").unwrap();
+        let (_, user) = tenant_and_user_in_session(&db, "hash-of-the-key", "u1", Some("f1"))
+            .unwrap()
+            .unwrap();
+        assert!(user.unwrap().1, "the session's refresh tokens are revoked");
+    }
+
+    #[test]
     fn a_refresh_token_rotates_once() {
         let db = testing::db();
         insert(&db, "c1", &new("u1", "ada", "ada@example.com"), 1).unwrap();
@@ -527,5 +624,10 @@ mod tests {
         assert_eq!(follow_count(&db, "c1", "c", Side::Following).unwrap(), 1);
         unfollow(&db, "c1", "b", "a").unwrap();
         assert_eq!(follow_count(&db, "c1", "a", Side::Followers).unwrap(), 1);
+        let (_, followers, following) = with_follow_counts(&db, "c1", "c").unwrap().unwrap();
+        assert_eq!((followers, following), (0, 1));
+        let (user, followers, following) = with_follow_counts(&db, "c1", "a").unwrap().unwrap();
+        assert_eq!((user.id.as_str(), followers, following), ("a", 1, 0));
+        assert!(with_follow_counts(&db, "c2", "a").unwrap().is_none());
     }
 }

@@ -212,36 +212,80 @@ pub fn release_signature() -> Result<(), ApiError> {
 
 /// Verifies the Bearer JWT and loads its user from the API key's tenant.
 pub fn user_from_bearer(req: &Request, tenant: &Tenant) -> Result<CurrentUser, ApiError> {
+    let claims = verified_claims(req)?;
+    check_token_tenant(&claims, tenant)?;
+    let db = super::store::open()?;
+    let user =
+        store::users::in_session(&db, &tenant.client_id, &claims.sub, claims.sid.as_deref())?;
+    session_user(&claims, user)
+}
+
+/// The tenant of the API key, whether the request is signed, and the user of the Bearer
+/// JWT: [`tenant`] then [`user_from_bearer`], with the same checks answered in the same
+/// order, but with the client and the user read in one statement once the JWT verifies (a
+/// round trip fewer on every user's request).
+pub fn tenant_and_user(req: &Request) -> Result<(Tenant, bool, CurrentUser), ApiError> {
+    let key_hash = api_key_hash(req)?;
+    let Ok(claims) = verified_claims(req) else {
+        // The tenant's own checks come first, then the token's error.
+        let (tenant, signed) = tenant(req)?;
+        let user = user_from_bearer(req, &tenant)?;
+        return Ok((tenant, signed, user));
+    };
+    let db = super::store::open()?;
+    let (tenant, user) = store::users::tenant_and_user_in_session(
+        &db,
+        &key_hash,
+        &claims.sub,
+        claims.sid.as_deref(),
+    )?
+    .ok_or_else(invalid_api_key)?;
+    let tenant = active(tenant)?;
+    let signed = check_signature(req, &tenant)?;
+    check_token_tenant(&claims, &tenant)?;
+    Ok((tenant, signed, session_user(&claims, user)?))
+}
+
+/// The Bearer JWT's claims, once its signature and expiry verify.
+fn verified_claims(req: &Request) -> Result<jwt::UserClaims, ApiError> {
     let token = bearer_token(req).ok_or_else(|| {
         ApiError::unauthorized("missing_token", "Authorization: Bearer <token> is required")
     })?;
     let secret = config::required("jwt_secret")?;
-    let claims = jwt::verify_user(secret.as_bytes(), token, domain::time::now())?;
+    jwt::verify_user(secret.as_bytes(), token, domain::time::now())
+}
+
+fn check_token_tenant(claims: &jwt::UserClaims, tenant: &Tenant) -> Result<(), ApiError> {
     if !secure_eq(&claims.tid, &tenant.client_id) {
         return Err(ApiError::unauthorized(
             "tenant_mismatch",
             "the token belongs to another client",
         ));
     }
-    let db = super::store::open()?;
-    let (user, session_revoked) =
-        store::users::in_session(&db, &tenant.client_id, &claims.sub, claims.sid.as_deref())?
-            .ok_or_else(|| {
-                ApiError::unauthorized("invalid_token", "the token's user no longer exists")
-            })?;
-    let user = CurrentUser {
-        id: user.id,
-        username: user.username,
-        email: user.email,
-        token_version: user.token_version,
-    };
+    Ok(())
+}
+
+/// The token's user as stored (with whether its session was revoked), unless it is gone
+/// or the token was revoked.
+fn session_user(
+    claims: &jwt::UserClaims,
+    stored: Option<store::users::InSession>,
+) -> Result<CurrentUser, ApiError> {
+    let (user, session_revoked) = stored.ok_or_else(|| {
+        ApiError::unauthorized("invalid_token", "the token's user no longer exists")
+    })?;
     if user.token_version != claims.tv || session_revoked {
         return Err(ApiError::unauthorized(
             "token_revoked",
             "the token has been revoked",
         ));
     }
-    Ok(user)
+    Ok(CurrentUser {
+        id: user.id,
+        username: user.username,
+        email: user.email,
+        token_version: user.token_version,
+    })
 }
 
 fn header<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
@@ -293,19 +337,25 @@ pub fn require_admin_token(req: &Request) -> Result<(), ApiError> {
 
 /// Looks the tenant up by the SHA-256 of its API key (the key itself is never stored).
 fn tenant_from_api_key(req: &Request) -> Result<Tenant, ApiError> {
+    let key_hash = api_key_hash(req)?;
+    let db = super::store::open()?;
+    tenants::by_api_key_hash(&db, &key_hash)?.ok_or_else(invalid_api_key)
+}
+
+/// The SHA-256 of the request's `X-API-Key`, which must be sent.
+fn api_key_hash(req: &Request) -> Result<String, ApiError> {
     let key = header(req, "x-api-key")
         .map(str::trim)
         .filter(|k| !k.is_empty())
         .ok_or_else(|| ApiError::unauthorized("missing_api_key", "X-API-Key is required"))?;
     if key.len() > 200 {
-        return Err(ApiError::unauthorized(
-            "invalid_api_key",
-            "the API key is not valid",
-        ));
+        return Err(invalid_api_key());
     }
-    let db = super::store::open()?;
-    tenants::by_api_key_hash(&db, &sha256_hex(key.as_bytes()))?
-        .ok_or_else(|| ApiError::unauthorized("invalid_api_key", "the API key is not valid"))
+    Ok(sha256_hex(key.as_bytes()))
+}
+
+fn invalid_api_key() -> ApiError {
+    ApiError::unauthorized("invalid_api_key", "the API key is not valid")
 }
 
 /// The scheduler's credential: `Authorization: Bearer <jobs_token>`, or `?token=` for

@@ -522,7 +522,7 @@ fn authenticate<U: Copy>(handler: Handler<U>, call: Call) -> Result<Prepared<U>,
             | Handler::Media(_)
             | Handler::Sfu(_)
     );
-    if tenantless && (req.header("x-signature").is_some() || req.header("x-timestamp").is_some()) {
+    if tenantless && signs(req) {
         auth::tenant(req)?;
     }
     Ok(match handler {
@@ -560,11 +560,17 @@ fn authenticate<U: Copy>(handler: Handler<U>, call: Call) -> Result<Prepared<U>,
             Prepared::Server(f, ServerCtx { call, tenant })
         }
         Handler::UserOrServer(f) => {
-            let (tenant, signed) = auth::tenant(req)?;
-            let actor = if signed {
-                Actor::Server
+            let (tenant, actor) = if signs(req) {
+                match auth::tenant(req)? {
+                    (tenant, true) => (tenant, Actor::Server),
+                    (tenant, false) => {
+                        let user = auth::user_from_bearer(req, &tenant)?;
+                        (tenant, Actor::User(user))
+                    }
+                }
             } else {
-                Actor::User(auth::user_from_bearer(req, &tenant)?)
+                let (tenant, user) = user_of(req)?;
+                (tenant, Actor::User(user))
             };
             Prepared::Actor(
                 f,
@@ -623,9 +629,14 @@ fn authenticate<U: Copy>(handler: Handler<U>, call: Call) -> Result<Prepared<U>,
 
 /// The tenant and the user of its Bearer JWT.
 fn user_of(req: &Request) -> Result<(Tenant, CurrentUser), ApiError> {
-    let (tenant, _) = auth::tenant(req)?;
-    let user = auth::user_from_bearer(req, &tenant)?;
+    let (tenant, _, user) = auth::tenant_and_user(req)?;
     Ok((tenant, user))
+}
+
+/// Whether the request carries a signature (or half of one): its caller may be the
+/// tenant's server.
+fn signs(req: &Request) -> bool {
+    req.header("x-signature").is_some() || req.header("x-timestamp").is_some()
 }
 
 /// The tenant, when the request carries its valid signature.
@@ -642,6 +653,10 @@ fn server_of(req: &Request) -> Result<Tenant, ApiError> {
 /// A signed call is the server; else a Bearer JWT (which must then be valid) is a user;
 /// else a guest of the app.
 fn caller_of(req: &Request) -> Result<(Tenant, Caller), ApiError> {
+    if auth::bearer_token(req).is_some() && !signs(req) {
+        let (tenant, user) = user_of(req)?;
+        return Ok((tenant, Caller::User(user)));
+    }
     let (tenant, signed) = auth::tenant(req)?;
     let caller = if signed {
         Caller::Server
