@@ -9,6 +9,7 @@
 //!   sends each time a guest opens a pooled connection;
 //! - `stmts`: statements parsed; `rt`: PostgreSQL round trips (every exchange the host
 //!   waits on: connecting, simple queries, a statement's preparation and its execution);
+//!   `closes`: prepared statements closed (sent without waiting: work for the server);
 //! - `pg ms`: the time those round trips waited on PostgreSQL; `kv`: Redis commands;
 //! - `p50 ms`: the whole request's median as the client saw it.
 //!
@@ -67,8 +68,8 @@ async fn run() {
             "\n{host} on PostgreSQL + Redis KV: {requests} sequential requests per route, per request"
         );
         println!(
-            "{:<22} {:>6} {:>6} {:>6} {:>6} {:>7} {:>5} {:>7} {:>7}  status",
-            "route", "conns", "opens", "stmts", "rt", "pg ms", "kv", "kv ms", "p50 ms"
+            "{:<22} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>5} {:>7} {:>7}  status",
+            "route", "conns", "opens", "stmts", "rt", "closes", "pg ms", "kv", "kv ms", "p50 ms"
         );
         let mut details = Vec::new();
         for route in ROUTES {
@@ -278,7 +279,7 @@ impl Measured {
             .filter(|(text, _)| text.starts_with("CLOSE ALL"))
             .map(|(_, n)| *n)
             .sum::<u64>();
-        let (pg, kv) = (self.pg.total(), self.kv.total());
+        let (pg, kv) = (self.pg.waited(), self.kv.waited());
         let statements = self.pg.of("prepare").count;
         let mut latencies = self.latencies.clone();
         latencies.sort();
@@ -289,11 +290,12 @@ impl Measured {
             .map(|(s, n)| format!("{s}x{n}"))
             .collect();
         println!(
-            "{name:<22} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>7.2} {:>5.2} {:>7.2} {:>7.2}  {}",
+            "{name:<22} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>7.2} {:>5.2} {:>7.2} {:>7.2}  {}",
             per(self.pg.connections),
             per(opens),
             per(statements),
             per(pg.count),
+            per(self.pg.of("close").count),
             per_ms(pg.waited),
             per(kv.count),
             per_ms(kv.waited),

@@ -39,7 +39,8 @@ pub struct Counts {
     /// Connections the host opened to the back end.
     pub connections: u64,
     /// Exchanges by kind: PostgreSQL `connect`, `simple` (a simple-protocol query),
-    /// `prepare` (a `Sync` after a `Parse`), `execute` (a `Sync` without one); Redis: the
+    /// `prepare` (a `Sync` after a `Parse`), `execute` (after an `Execute`), `close` (a
+    /// prepared statement closed: the client does not wait for its answer); Redis: the
     /// command's name.
     pub exchanges: BTreeMap<String, Tally>,
     /// PostgreSQL: the statements parsed and the simple queries, by their text.
@@ -78,11 +79,13 @@ impl Counts {
         }
     }
 
-    /// All exchanges, and the time waited on them.
-    pub fn total(&self) -> Tally {
+    /// All exchanges but statements' closings (which the client does not wait on), and
+    /// the time until their answers.
+    pub fn waited(&self) -> Tally {
         self.exchanges
-            .values()
-            .fold(Tally::default(), |a, t| Tally {
+            .iter()
+            .filter(|(kind, _)| kind.as_str() != "close")
+            .fold(Tally::default(), |a, (_, t)| Tally {
                 count: a.count + t.count,
                 waited: a.waited + t.waited,
             })
@@ -202,8 +205,10 @@ struct Requests {
     buf: Vec<u8>,
     /// PostgreSQL: the startup message is still to come (it has no type byte).
     before_startup: bool,
-    /// PostgreSQL: a `Parse` was sent since the last `Sync`.
+    /// PostgreSQL: what was sent since the last `Sync`: a `Parse`, an `Execute`, a `Close`.
     parsed: bool,
+    executed: bool,
+    closed: bool,
 }
 
 impl Requests {
@@ -213,6 +218,8 @@ impl Requests {
             buf: Vec::new(),
             before_startup: true,
             parsed: false,
+            executed: false,
+            closed: false,
         }
     }
 
@@ -268,9 +275,17 @@ impl Requests {
                 record_statement(counts, &c_string(&body[name_end + 1..]));
                 self.parsed = true;
             }
+            b'E' => self.executed = true,
+            b'C' => self.closed = true,
             b'S' => {
-                sent(pending, if self.parsed { "prepare" } else { "execute" });
-                self.parsed = false;
+                let kind = match (self.parsed, self.executed, self.closed) {
+                    (true, _, _) => "prepare",
+                    (_, true, _) => "execute",
+                    (_, _, true) => "close",
+                    _ => "sync",
+                };
+                sent(pending, kind);
+                (self.parsed, self.executed, self.closed) = (false, false, false);
             }
             _ => {}
         }

@@ -178,7 +178,9 @@ pub fn new_record(
 
 /// Stores a record made by [`new_record`].
 pub fn insert_record(db: &Db, b: &Broadcast) -> Result<(), ApiError> {
-    db.execute(
+    // Its ids are fresh and random: only a fault fails it, so it may go with the
+    // transaction's next statement.
+    db.insert_soon(
         "INSERT INTO broadcasts (id, client_id, owner_id, short_id, stream_id, stream_key, title, visibility, tags, metadata, status, \
            device_width, device_height, device_type, operating_system, orientation, recording_width, recording_height, max_participants, \
            created_at, updated_at, cohost_policy, ladder, latency_mode) \

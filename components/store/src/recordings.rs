@@ -90,7 +90,8 @@ pub fn settings_of_many(
 }
 
 pub fn save_settings(db: &Db, b: &Broadcast, s: &Settings, now: i64) -> Result<(), ApiError> {
-    db.execute(
+    // An upsert of the broadcast's own row: only a fault fails it.
+    db.insert_soon(
         "INSERT INTO recording_settings (broadcast_id, client_id, enabled, layout, output, updated_at) VALUES (?, ?, ?, ?, ?, ?) \
          ON CONFLICT (broadcast_id) DO UPDATE SET enabled = excluded.enabled, layout = excluded.layout, \
            output = excluded.output, updated_at = excluded.updated_at",

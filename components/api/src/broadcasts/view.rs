@@ -277,11 +277,25 @@ pub fn many(
     let links = Links::load();
     let ids: Vec<&str> = items.iter().map(|b| b.id.as_str()).collect();
     let mut counts = store::reaction_counts(db, &ids)?;
+    // What only the owner sees is read only for the broadcasts the caller owns.
+    let owned: Vec<&str> = items
+        .iter()
+        .filter(|b| audience_for(b) == Audience::Owner)
+        .map(|b| b.id.as_str())
+        .collect();
     let mut recording = match items.first() {
-        Some(first) => recordings::settings_of_many(db, &first.client_id, &ids)?,
-        None => Default::default(),
+        Some(first) if !owned.is_empty() => {
+            recordings::settings_of_many(db, &first.client_id, &owned)?
+        }
+        _ => Default::default(),
     };
-    let mut ingests = ingests::of_many(db, &ids)?;
+    // The ingest is the owner's, and tells how far back a live broadcast can be rewound.
+    let ingested: Vec<&str> = items
+        .iter()
+        .filter(|b| b.status == Status::Active || owned.contains(&b.id.as_str()))
+        .map(|b| b.id.as_str())
+        .collect();
+    let mut ingests = ingests::of_many(db, &ingested)?;
     let mut kept = replay_store::of_many(db, &ids)?;
     // A recording stands for the replay of an ended broadcast the media server kept none of.
     let ended: Vec<&str> = items
@@ -299,9 +313,12 @@ pub fn many(
         }
         _ => Default::default(),
     };
-    let mut refusals = ingests::refusals_of_many(db, &ids)?;
+    let mut refusals = ingests::refusals_of_many(db, &owned)?;
     let live = ::store::views::live_counts(db, &ids, now.saturating_mul(1000))?;
-    let server = ingests::server_report(db)?;
+    let server = match owned.is_empty() {
+        true => None,
+        false => ingests::server_report(db)?,
+    };
     // Rewinding: a live broadcast whose media server keeps its replay says how far back.
     let mut rewound: std::collections::HashMap<String, i64> = items
         .iter()
