@@ -236,7 +236,7 @@ async fn run() {
         print_medians(rounds, &rows, &targets, &measured);
         print_pair(rounds, &rows, &targets, &measured);
     }
-    if only.is_empty() || only.split(',').any(|w| "asset".contains(w.trim())) {
+    if picked(&only, "asset") {
         match targets.iter().find(|t| t.name() == "edgehost") {
             Some(edgehost) => breakdown(edgehost).await,
             None => println!("\n(the split of an asset request's time is edgehost's: not run)"),
@@ -276,19 +276,21 @@ fn selected_kinds() -> Vec<&'static Kind> {
 /// The rows whose names contain one of `ROWS`' words (all when it is empty), with the
 /// yardstick whenever any row runs.
 fn selected_rows(only: &str) -> Vec<&'static Row> {
-    let picked = |name: &str| {
-        only.is_empty()
-            || only
-                .split(',')
-                .map(str::trim)
-                .any(|w| !w.is_empty() && name.contains(w))
-    };
-    if !ROWS.iter().any(|r| picked(r.name)) {
+    if !ROWS.iter().any(|r| picked(only, r.name)) {
         return Vec::new();
     }
     ROWS.iter()
-        .filter(|r| r.name == YARDSTICK || picked(r.name))
+        .filter(|r| r.name == YARDSTICK || picked(only, r.name))
         .collect()
+}
+
+/// Whether `ROWS` (`only`) is empty or one of its words is part of `name`.
+fn picked(only: &str, name: &str) -> bool {
+    only.is_empty()
+        || only
+            .split(',')
+            .map(str::trim)
+            .any(|w| !w.is_empty() && name.contains(w))
 }
 
 /// One round: each row on every target, the targets' order rotated by `round`; prints a
