@@ -16,7 +16,8 @@
 //! Run: `SPIN_BIN=/work/spin-real/spin cargo bench -p platform-tests --bench host_calls
 //! --profile host`. `HOSTS=spin` or `HOSTS=edgehost` runs one host (edgehost alone when
 //! `SPIN_BIN` is unset); `ROUTES=a,b` the routes whose names contain a word; `STATEMENTS=1`
-//! also lists each route's statements and Redis commands per request.
+//! also lists each route's statements and Redis commands per request; `HOLD=n` first keeps
+//! the platform serving for n seconds, printing its address and a user's credentials.
 
 use platform_tests::wire_count::{CountingProxy, Counts, Protocol};
 use platform_tests::{Exchange, Method, Platform, Tenant, User, env_or};
@@ -64,6 +65,16 @@ async fn run() {
         let variables = [("sfu_api_key", SFU_KEY), ("sfu_api_secret", SFU_SECRET)];
         let p = Platform::start_on_postgres_routed(on_spin, &variables, route).await;
         let fixture = Fixture::new(&p).await;
+        // `HOLD=n` keeps the platform serving for n seconds first, its address and a user's
+        // credentials printed, for measuring it by hand (`wrk`, `perf`).
+        let hold: u64 = env_or("HOLD", 0);
+        if hold > 0 {
+            println!(
+                "{host} at {} for {hold} s: X-API-Key {}, Bearer {}, broadcast {}",
+                p.base, fixture.tenant.api_key, fixture.fan.token, fixture.broadcast
+            );
+            tokio::time::sleep(Duration::from_secs(hold)).await;
+        }
         println!(
             "\n{host} on PostgreSQL + Redis KV: {requests} sequential requests per route, per request"
         );

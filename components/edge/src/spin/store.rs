@@ -42,7 +42,12 @@ pub fn set_aside() {
 fn connect() -> Result<Db, ApiError> {
     match config::var_or("database", "sqlite").as_str() {
         "sqlite" => sqlite::Connection::open_default()
-            .map(|conn| Db::new(Box::new(SpinSqlite(conn))))
+            .map(|conn| {
+                Db::new(Box::new(SpinSqlite {
+                    conn,
+                    waits_itself: Cell::new(None),
+                }))
+            })
             .map_err(|e| store::unavailable(&format!("opening SQLite: {e}"))),
         "postgres" => connect_postgres(&config::required("postgres_url")?),
         other => Err(ApiError::unavailable(
@@ -106,7 +111,56 @@ const OUTSIDE_A_TRANSACTION_PROBE: &str =
 /// What PostgreSQL answers a statement sent into a failed transaction.
 const IN_A_FAILED_TRANSACTION: &str = "current transaction is aborted";
 
-struct SpinSqlite(sqlite::Connection);
+/// A SQLite connection that waits for the database's write lock itself.
+///
+/// Spin opens a fresh connection for each request, with SQLite's default busy handler: a
+/// writer that finds the lock taken sleeps 1, 2, 5, 10, ... then 100 ms at a time, however
+/// soon the lock comes free, so under concurrent writers a few requests wait a second or
+/// more behind transactions that each hold the lock for about a millisecond. Before its
+/// first write the connection turns that handler off (`busy_timeout = 0`) and retries a
+/// refused statement after short pauses instead ([`BUSY_PAUSES`]). A host that queues
+/// writers itself (edgehost) refuses the pragma and never answers "busy".
+struct SpinSqlite {
+    conn: sqlite::Connection,
+    /// Whether the busy handler was turned off: `None` until the first write.
+    waits_itself: Cell<Option<bool>>,
+}
+
+/// The pauses between tries of a statement refused for the write lock: doubling from a
+/// quarter of a millisecond to 4 ms, then 4 ms each, for at most [`BUSY_WAIT`].
+const BUSY_PAUSES: (std::time::Duration, std::time::Duration) = (
+    std::time::Duration::from_micros(250),
+    std::time::Duration::from_millis(1),
+);
+/// How long a statement waits for the write lock before failing (SQLite's default
+/// handler, as Spin configures it, waits 5 s).
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl SpinSqlite {
+    fn execute(
+        &self,
+        sql: &str,
+        params: &[sqlite::Value],
+    ) -> Result<sqlite::QueryResult, sqlite::Error> {
+        if self.waits_itself.get().is_none() && !sql::only_reads(sql) {
+            let turned_off = self.conn.execute("PRAGMA busy_timeout = 0", &[]).is_ok();
+            self.waits_itself.set(Some(turned_off));
+        }
+        let started = std::time::Instant::now();
+        let mut pause = BUSY_PAUSES.0;
+        loop {
+            match self.conn.execute(sql, params) {
+                Err(sqlite::Error::Io(text))
+                    if text.contains("database is locked") && started.elapsed() < BUSY_WAIT =>
+                {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(BUSY_PAUSES.1);
+                }
+                answer => return answer,
+            }
+        }
+    }
+}
 
 impl Backend for SpinSqlite {
     fn dialect(&self) -> Dialect {
@@ -124,7 +178,7 @@ impl Backend for SpinSqlite {
                 Value::Blob(b) => sqlite::Value::Blob(b.clone()),
             })
             .collect();
-        let result = self.0.execute(sql, &params).map_err(sqlite_error)?;
+        let result = self.execute(sql, &params).map_err(sqlite_error)?;
         let columns: Rc<[String]> = result.columns.into();
         Ok(result
             .rows
