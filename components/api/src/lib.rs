@@ -103,8 +103,7 @@ fn max_signed_upload() -> u64 {
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 async fn handle(req: IncomingRequest, out: ResponseOutparam) {
     let request_id = domain::ids::random_hex(8);
-    let response = match http::prepare_upload(req, &ROUTES, max_signed_upload(), &request_id).await
-    {
+    let response = match http::prepare_upload(req, &ROUTES, max_signed_upload, &request_id).await {
         Entry::Answered(response) => response,
         Entry::Upload(kind, ctx, source) => {
             let answer = match kind {

@@ -679,11 +679,12 @@ pub enum Entry<U> {
 /// For components with streamed uploads: reads the request head, and for an `Upload`
 /// route authenticates the user before any of the body is read (a signed upload is read
 /// whole first, up to `max_signed_body`, since its signature covers the body). Other routes
-/// are buffered (bounded) and served as usual.
+/// are buffered (bounded) and served as usual. `max_signed_body` is asked only for a
+/// signed upload (it may read a variable).
 pub async fn prepare_upload<U: Copy>(
     req: IncomingRequest,
     routes: &'static [Route<Handler<U>>],
-    max_signed_body: u64,
+    max_signed_body: fn() -> u64,
     request_id: &str,
 ) -> Entry<U> {
     let head = incoming::head_of(&req);
@@ -707,6 +708,7 @@ pub async fn prepare_upload<U: Copy>(
     };
     let signed = head.header("x-signature").is_some();
     let prepared = if signed {
+        let max_signed_body = max_signed_body();
         match incoming::collect(&head, body, max_signed_body).await {
             Ok(bytes) => {
                 let mut req = head;
