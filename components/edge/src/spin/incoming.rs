@@ -8,7 +8,7 @@ use domain::ApiError;
 use domain::validate::MAX_JSON_BODY;
 use futures::{Stream, StreamExt};
 use spin_sdk::http::{
-    Headers, IncomingRequest, OutgoingResponse, Request, Response, ResponseOutparam,
+    Headers, IncomingRequest, OutgoingBody, OutgoingResponse, Request, Response, ResponseOutparam,
 };
 use std::pin::Pin;
 
@@ -84,7 +84,7 @@ pub async fn send(out: ResponseOutparam, mut response: Response) {
     let body = std::mem::take(response.body_mut());
     match outgoing(&response) {
         Ok(head) => {
-            if let Err(e) = out.set_with_body(head, body).await {
+            if let Err(e) = send_with_body(out, head, &body) {
                 eprintln!("error: could not send the response body: {e}");
             }
         }
@@ -99,6 +99,46 @@ pub async fn send(out: ResponseOutparam, mut response: Response) {
             }
         }
     }
+}
+
+/// Hands the host `head` with `body`. A body that fits the host's buffer is written
+/// before the head is handed over, so that the host has the whole response at once and
+/// can send it in one write: handed the head first, a host that does not disable Nagle's
+/// algorithm on its connections (Spin) may send the head alone and hold the body back
+/// until the client acknowledges it, which a client delaying its acknowledgements does
+/// 40 ms later. A larger body is written after the head, as the host takes it.
+fn send_with_body(
+    out: ResponseOutparam,
+    head: OutgoingResponse,
+    body: &[u8],
+) -> Result<(), String> {
+    let outgoing = head.body().map_err(|()| "the body was taken".to_string())?;
+    let stream = outgoing
+        .write()
+        .map_err(|()| "the body is not writable".to_string())?;
+    let room = stream.check_write().map_err(|e| e.to_string())?;
+    if body.len() as u64 <= room {
+        stream.write(body).map_err(|e| e.to_string())?;
+        drop(stream);
+        OutgoingBody::finish(outgoing, None).map_err(|e| e.to_string())?;
+        out.set(head);
+        return Ok(());
+    }
+    out.set(head);
+    let mut rest = body;
+    while !rest.is_empty() {
+        let room = stream.check_write().map_err(|e| e.to_string())?;
+        if room == 0 {
+            stream.subscribe().block();
+            continue;
+        }
+        let n = rest.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        stream.write(&rest[..n]).map_err(|e| e.to_string())?;
+        rest = &rest[n..];
+    }
+    stream.blocking_flush().map_err(|e| e.to_string())?;
+    drop(stream);
+    OutgoingBody::finish(outgoing, None).map_err(|e| e.to_string())
 }
 
 /// The head of `response` (status and headers) as the host's response. Built here rather
