@@ -560,18 +560,7 @@ fn authenticate<U: Copy>(handler: Handler<U>, call: Call) -> Result<Prepared<U>,
             Prepared::Server(f, ServerCtx { call, tenant })
         }
         Handler::UserOrServer(f) => {
-            let (tenant, actor) = if signs(req) {
-                match auth::tenant(req)? {
-                    (tenant, true) => (tenant, Actor::Server),
-                    (tenant, false) => {
-                        let user = auth::user_from_bearer(req, &tenant)?;
-                        (tenant, Actor::User(user))
-                    }
-                }
-            } else {
-                let (tenant, user) = user_of(req)?;
-                (tenant, Actor::User(user))
-            };
+            let (tenant, actor) = actor_of(req)?;
             Prepared::Actor(
                 f,
                 ActorCtx {
@@ -631,6 +620,21 @@ fn authenticate<U: Copy>(handler: Handler<U>, call: Call) -> Result<Prepared<U>,
 fn user_of(req: &Request) -> Result<(Tenant, CurrentUser), ApiError> {
     let (tenant, _, user) = auth::tenant_and_user(req)?;
     Ok((tenant, user))
+}
+
+/// A signed call is the server; else the Bearer JWT's user, who must be valid.
+fn actor_of(req: &Request) -> Result<(Tenant, Actor), ApiError> {
+    if !signs(req) {
+        let (tenant, user) = user_of(req)?;
+        return Ok((tenant, Actor::User(user)));
+    }
+    Ok(match auth::tenant(req)? {
+        (tenant, true) => (tenant, Actor::Server),
+        (tenant, false) => {
+            let user = auth::user_from_bearer(req, &tenant)?;
+            (tenant, Actor::User(user))
+        }
+    })
 }
 
 /// Whether the request carries a signature (or half of one): its caller may be the
