@@ -9,7 +9,7 @@ use crate::moderation::{self, Screened};
 use crate::realtime;
 use crate::webhook_events::DeletedMessage;
 use ::store::chat::{self as store, Message, NewMessage};
-use ::store::{Db, analytics, subscriptions, users};
+use ::store::{Db, analytics, users};
 use domain::pagination::{Page, Paged};
 use domain::validate::JsonBody;
 use domain::validate::body::{FieldKind, OptText};
@@ -237,7 +237,8 @@ fn post(
         .as_ref()
         .filter(|_| via_broadcast)
         .map(|b| b.id.as_str());
-    let badge = subscriber_badge(db, target, &user.id, ctx.now())?;
+    // `subscriber` when the sender actively subscribes to the broadcast's host.
+    let badge = (target.broadcast.is_some() && screening.subscribes).then_some("subscriber");
     let new = NewMessage {
         id: &id,
         broadcast_id,
@@ -273,25 +274,6 @@ fn post(
         },
     );
     Ok(OneOf::Second(Json(stored)))
-}
-
-/// `subscriber` when the sender actively subscribes to the broadcast's host.
-fn subscriber_badge(
-    db: &Db,
-    target: &ChatTarget,
-    sender: &str,
-    now: i64,
-) -> Result<Option<&'static str>, ApiError> {
-    let host = target
-        .broadcast
-        .as_ref()
-        .and_then(|b| b.owner_id.as_deref());
-    Ok(match host {
-        Some(host) if subscriptions::is_subscriber(db, &target.client_id, host, sender, now)? => {
-            Some("subscriber")
-        }
-        _ => None,
-    })
 }
 
 /// Anyone who may watch the stream (the relay reads for its sockets).

@@ -3,6 +3,7 @@
 
 use crate::access::{self, Viewer};
 use domain::ApiError;
+use domain::cohost::Permissions;
 use domain::ids;
 use edge::spin::auth::Tenant;
 use edge::spin::http::{Call, UserCtx};
@@ -83,6 +84,18 @@ pub fn is_moderator(db: &Db, target: &ChatTarget, user_id: &str) -> Result<bool,
     let Some(b) = &target.broadcast else {
         return Ok(false);
     };
-    Ok(cohosts::of_user(db, b, user_id)?
-        .is_some_and(|c| c.is_active() && c.permissions.can_moderate_chat))
+    let cohost = cohosts::of_user(db, b, user_id)?;
+    Ok(moderates(
+        target,
+        user_id,
+        cohost.as_ref().map(|c| (c.status.as_str(), &c.permissions)),
+    ))
+}
+
+/// [`is_moderator`], given the user's co-host row in the target's broadcast (its status
+/// and permissions), already read.
+pub fn moderates(target: &ChatTarget, user_id: &str, cohost: Option<(&str, &Permissions)>) -> bool {
+    target.owner_id.as_deref() == Some(user_id)
+        || (target.broadcast.is_some()
+            && cohost.is_some_and(|(status, p)| status == cohosts::ACTIVE && p.can_moderate_chat))
 }

@@ -7,6 +7,9 @@ use domain::ApiError;
 use domain::cohost::{Layout, Permissions};
 use domain::time;
 
+/// The status of a co-host row that is on air.
+pub const ACTIVE: &str = "active";
+
 /// A co-host row of a broadcast.
 #[derive(Debug, Clone)]
 pub struct CoHost {
@@ -22,7 +25,7 @@ pub struct CoHost {
 
 impl CoHost {
     pub fn is_active(&self) -> bool {
-        self.status == "active"
+        self.status == ACTIVE
     }
 }
 

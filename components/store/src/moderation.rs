@@ -4,6 +4,7 @@
 
 use super::{Db, Row, Value};
 use domain::ApiError;
+use domain::cohost::Permissions;
 use domain::moderation::{BlockedAction, MAX_SLOW_MODE_SECS, Modes, Restriction, Scope};
 use domain::pagination::Page;
 use domain::word_filter;
@@ -221,46 +222,6 @@ pub struct ScreeningList {
     pub compiled: String,
 }
 
-/// The creator's list and the tenant's default list, in one read: `(creator, tenant)`.
-/// Only the compiled form is read; a list saved before lists were compiled (or by another
-/// version) has its words read and compiled here.
-pub fn word_lists_for(
-    db: &Db,
-    client_id: &str,
-    owner_id: Option<&str>,
-) -> Result<(Option<ScreeningList>, Option<ScreeningList>), ApiError> {
-    let rows = db.query(
-        "SELECT owner_id, compiled, action FROM chat_word_lists WHERE client_id = ? AND owner_id IN (?, ?)",
-        &[
-            client_id.into(),
-            TENANT_LIST.into(),
-            owner_id.unwrap_or(TENANT_LIST).into(),
-        ],
-    )?;
-    let mut creator = None;
-    let mut tenant = None;
-    for row in &rows {
-        let owner = row.text("owner_id");
-        let compiled = match row.opt_text("compiled") {
-            Some(compiled) if word_filter::is_current(&compiled) => compiled,
-            _ => {
-                let words = word_list(db, client_id, &owner)?.map(|l| l.words);
-                word_filter::compile(&words.unwrap_or_default())
-            }
-        };
-        let list = ScreeningList {
-            action: BlockedAction::parse(&row.text("action")).unwrap_or_default(),
-            compiled,
-        };
-        if owner == TENANT_LIST {
-            tenant = Some(list);
-        } else {
-            creator = Some(list);
-        }
-    }
-    Ok((creator, tenant))
-}
-
 /// Saves a list with its patterns compiled for screening.
 pub fn save_word_list(
     db: &Db,
@@ -337,22 +298,144 @@ pub fn prune_slow_mode(db: &Db, now_ms: i64, batch: i64) -> Result<i64, ApiError
     Ok(removed.len() as i64)
 }
 
-// ---- Who the poster is to the creator ----
+// ---- What a chat post is screened against ----
 
-/// Since when (epoch ms) `follower` follows `creator`, if they do.
-pub fn following_since_ms(
+/// Everything the checks of one chat post read, as stored ([`post_screening`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PostScreening {
+    /// The poster's restrictions in force ([`restrictions_of`]).
+    pub restrictions: Vec<Restriction>,
+    /// The poster's co-host row in the broadcast, if any: its status and permissions.
+    pub cohost: Option<(String, Permissions)>,
+    /// The stream's modes ([`settings`]; the pinned message is not read).
+    pub modes: Modes,
+    /// Since when (epoch ms) the poster follows the creator, if they do.
+    pub following_since_ms: Option<i64>,
+    /// Whether the poster holds an active, paid-up subscription to the creator.
+    pub subscribes: bool,
+    /// The creator's list and the tenant's default list: `(creator, tenant)`. A list saved
+    /// before lists were compiled (or by another version) is compiled from its words here.
+    pub word_lists: (Option<ScreeningList>, Option<ScreeningList>),
+}
+
+/// What the checks of `user_id`'s post to `stream_id` (of broadcast `broadcast_id`, by
+/// creator `owner_id`) read, in one statement instead of one per table: a post is the
+/// chat's most frequent request. Each joined row is found by its key, so the statement
+/// answers exactly one row.
+pub fn post_screening(
     db: &Db,
     client_id: &str,
-    follower: &str,
-    creator: &str,
-) -> Result<Option<i64>, ApiError> {
-    Ok(db
-        .query_one(
-            "SELECT created_at FROM follows WHERE client_id = ? AND follower_id = ? AND followee_id = ?",
-            &[client_id.into(), follower.into(), creator.into()],
-        )?
-        .and_then(|row| time::parse_rfc3339(&row.text("created_at")))
-        .map(|secs| secs * 1000))
+    stream_id: &str,
+    broadcast_id: Option<&str>,
+    owner_id: Option<&str>,
+    user_id: &str,
+    now_ms: i64,
+) -> Result<PostScreening, ApiError> {
+    // A missing broadcast or creator is NULL: no row matches it.
+    let broadcast: Value = broadcast_id.map_or(Value::Null, Into::into);
+    let owner: Value = owner_id.map_or(Value::Null, Into::into);
+    let row = db.query_one(
+        "SELECT rs.user_id AS stream_restricted, rs.until_ms AS stream_until_ms, \
+           rc.user_id AS channel_restricted, rc.until_ms AS channel_until_ms, \
+           c.status AS cohost_status, c.permissions AS cohost_permissions, \
+           s.slow_mode_seconds, s.followers_only_minutes, s.subscribers_only, s.reactions_only, \
+           f.created_at AS following_since, \
+           (SELECT CAST(COUNT(*) AS BIGINT) FROM subscriptions WHERE client_id = ? AND creator_id = ? \
+              AND subscriber_id = ? AND status = 'active' AND period_end > ?) AS subscriptions, \
+           wc.words AS creator_words, wc.compiled AS creator_compiled, wc.action AS creator_action, \
+           wt.words AS tenant_words, wt.compiled AS tenant_compiled, wt.action AS tenant_action \
+         FROM (SELECT 1 AS one) AS post \
+         LEFT JOIN chat_restrictions rs ON rs.client_id = ? AND rs.scope = 'stream' \
+           AND rs.scope_id = ? AND rs.user_id = ? AND (rs.until_ms IS NULL OR rs.until_ms > ?) \
+         LEFT JOIN chat_restrictions rc ON rc.client_id = ? AND rc.scope = 'channel' \
+           AND rc.scope_id = ? AND rc.user_id = ? AND (rc.until_ms IS NULL OR rc.until_ms > ?) \
+         LEFT JOIN cohosts c ON c.client_id = ? AND c.broadcast_id = ? AND c.user_id = ? \
+         LEFT JOIN chat_settings s ON s.client_id = ? AND s.stream_id = ? \
+         LEFT JOIN follows f ON f.client_id = ? AND f.follower_id = ? AND f.followee_id = ? \
+         LEFT JOIN chat_word_lists wc ON wc.client_id = ? AND wc.owner_id = ? AND wc.owner_id <> ? \
+         LEFT JOIN chat_word_lists wt ON wt.client_id = ? AND wt.owner_id = ?",
+        &[
+            // subscriptions
+            client_id.into(),
+            owner.clone(),
+            user_id.into(),
+            Value::Int(now_ms.div_euclid(1000)),
+            // rs
+            client_id.into(),
+            stream_id.into(),
+            user_id.into(),
+            Value::Int(now_ms),
+            // rc: a stream without a creator has no channel restriction.
+            client_id.into(),
+            owner_id.unwrap_or(NO_OWNER).into(),
+            user_id.into(),
+            Value::Int(now_ms),
+            // c
+            client_id.into(),
+            broadcast,
+            user_id.into(),
+            // s
+            client_id.into(),
+            stream_id.into(),
+            // f
+            client_id.into(),
+            user_id.into(),
+            owner.clone(),
+            // wc: the creator's own list, never the tenant's under the creator's name.
+            client_id.into(),
+            owner,
+            TENANT_LIST.into(),
+            // wt
+            client_id.into(),
+            TENANT_LIST.into(),
+        ],
+    )?;
+    let Some(row) = row else {
+        return Err(ApiError::internal("the chat post's screening read no row"));
+    };
+    let restriction = |restricted: &str, until: &str, scope| {
+        row.opt_text(restricted).map(|_| Restriction {
+            scope,
+            until_ms: row.opt_int(until),
+        })
+    };
+    let restrictions = [
+        restriction("stream_restricted", "stream_until_ms", Scope::Stream),
+        restriction("channel_restricted", "channel_until_ms", Scope::Channel),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let list = |prefix: &str| -> Option<ScreeningList> {
+        let action = row.opt_text(&format!("{prefix}_action"))?;
+        let compiled = match row.opt_text(&format!("{prefix}_compiled")) {
+            Some(compiled) if word_filter::is_current(&compiled) => compiled,
+            // Saved before lists were compiled (or by another version): compiled here.
+            _ => word_filter::compile(&row.json::<Vec<String>>(&format!("{prefix}_words"))),
+        };
+        Some(ScreeningList {
+            action: BlockedAction::parse(&action).unwrap_or_default(),
+            compiled,
+        })
+    };
+    Ok(PostScreening {
+        restrictions,
+        cohost: row
+            .opt_text("cohost_status")
+            .map(|status| (status, row.json("cohost_permissions"))),
+        modes: Modes {
+            slow_mode_seconds: row.int("slow_mode_seconds"),
+            followers_only_minutes: row.opt_int("followers_only_minutes"),
+            subscribers_only: row.bool("subscribers_only"),
+            reactions_only: row.bool("reactions_only"),
+        },
+        following_since_ms: row
+            .opt_text("following_since")
+            .and_then(|at| time::parse_rfc3339(&at))
+            .map(|secs| secs * 1000),
+        subscribes: row.int("subscriptions") > 0,
+        word_lists: (list("creator"), list("tenant")),
+    })
 }
 
 // ---- Reports and held messages ----
@@ -732,23 +815,22 @@ mod tests {
             compiled: word_filter::compile(&list.words),
         };
         save_word_list(&db, "c1", "owner", &creator, 1).unwrap();
-        assert_eq!(
-            word_lists_for(&db, "c1", Some("owner")).unwrap(),
-            (Some(screening(&creator)), None)
-        );
+        let lists = |owner| {
+            post_screening(&db, "c1", "s1", None, owner, "ada", 0)
+                .unwrap()
+                .word_lists
+        };
+        assert_eq!(lists(Some("owner")), (Some(screening(&creator)), None));
         let tenant = WordList {
             words: vec!["heck".into()],
             action: BlockedAction::Reject,
         };
         save_word_list(&db, "c1", TENANT_LIST, &tenant, 1).unwrap();
         assert_eq!(
-            word_lists_for(&db, "c1", Some("owner")).unwrap(),
+            lists(Some("owner")),
             (Some(screening(&creator)), Some(screening(&tenant)))
         );
-        assert_eq!(
-            word_lists_for(&db, "c1", None).unwrap(),
-            (None, Some(screening(&tenant)))
-        );
+        assert_eq!(lists(None), (None, Some(screening(&tenant))));
         assert_eq!(
             word_list(&db, "c1", "owner").unwrap(),
             Some(creator.clone())
@@ -759,10 +841,7 @@ mod tests {
             &["owner".into()],
         )
         .unwrap();
-        assert_eq!(
-            word_lists_for(&db, "c1", Some("owner")).unwrap().0,
-            Some(screening(&creator))
-        );
+        assert_eq!(lists(Some("owner")).0, Some(screening(&creator)));
     }
 
     #[test]
@@ -837,13 +916,105 @@ mod tests {
     }
 
     #[test]
-    fn following_is_read_in_milliseconds() {
+    fn a_post_screening_reads_the_posters_standing_in_one_statement() {
         let db = testing::db();
-        assert_eq!(following_since_ms(&db, "c1", "ada", "owner").unwrap(), None);
-        crate::users::follow(&db, "c1", "ada", "owner", 1_000).unwrap();
+        let read = |client, broadcast, owner, user, now_ms| {
+            post_screening(&db, client, "s1", broadcast, owner, user, now_ms).unwrap()
+        };
+        let nothing = read("c1", Some("b1"), Some("owner"), "ada", 10_000);
+        assert_eq!(nothing, PostScreening::default());
+        // Restrictions: the stream's and the creator's channel-wide ones in force.
+        restrict(&db, &restriction(Scope::Stream, "s1", Some(20_000)), 0).unwrap();
+        restrict(&db, &restriction(Scope::Channel, "owner", None), 0).unwrap();
+        restrict(&db, &restriction(Scope::Stream, "s2", None), 0).unwrap();
+        let troll = |now_ms| read("c1", Some("b1"), Some("owner"), "troll", now_ms);
         assert_eq!(
-            following_since_ms(&db, "c1", "ada", "owner").unwrap(),
-            Some(1_000_000)
+            troll(19_999).restrictions,
+            vec![
+                Restriction {
+                    scope: Scope::Stream,
+                    until_ms: Some(20_000)
+                },
+                Restriction {
+                    scope: Scope::Channel,
+                    until_ms: None
+                },
+            ]
         );
+        assert_eq!(troll(20_000).restrictions.len(), 1, "the timeout ended");
+        assert!(
+            read("c1", Some("b1"), None, "troll", 20_000)
+                .restrictions
+                .is_empty(),
+            "a stream without a creator has no channel restriction"
+        );
+        assert!(
+            read("c2", Some("b1"), Some("owner"), "troll", 0)
+                .restrictions
+                .is_empty()
+        );
+        // The co-host row of the broadcast, whatever its status.
+        for (user, status, moderates) in [("mod", "active", true), ("gone", "removed", false)] {
+            db.execute(
+                "INSERT INTO cohosts (id, client_id, broadcast_id, user_id, user_name, permissions, status, joined_at) \
+                 VALUES (?, 'c1', 'b1', ?, ?, ?, ?, '2024-01-01T00:00:00Z')",
+                &[
+                    format!("ch-{user}").into(),
+                    user.into(),
+                    user.into(),
+                    json!({"canModerateChat": moderates}).to_string().into(),
+                    status.into(),
+                ],
+            )
+            .unwrap();
+        }
+        let cohost = |broadcast, user| read("c1", broadcast, Some("owner"), user, 0).cohost;
+        let (status, permissions) = cohost(Some("b1"), "mod").unwrap();
+        assert_eq!(status, "active");
+        assert!(permissions.can_moderate_chat);
+        let (status, permissions) = cohost(Some("b1"), "gone").unwrap();
+        assert_eq!(status, "removed");
+        assert!(!permissions.can_moderate_chat);
+        assert_eq!(cohost(Some("b2"), "mod"), None);
+        assert_eq!(cohost(None, "mod"), None, "a stream without a broadcast");
+        // The stream's modes.
+        let modes = Modes {
+            slow_mode_seconds: 30,
+            followers_only_minutes: Some(10),
+            subscribers_only: true,
+            reactions_only: true,
+        };
+        save_modes(&db, "c1", "s1", &modes, 2).unwrap();
+        assert_eq!(read("c1", None, Some("owner"), "ada", 0).modes, modes);
+        assert_eq!(
+            read("c2", None, Some("owner"), "ada", 0).modes,
+            Modes::default()
+        );
+        // Following the creator, in milliseconds.
+        crate::users::follow(&db, "c1", "ada", "owner", 1_000).unwrap();
+        let following = |owner, user| read("c1", None, owner, user, 0).following_since_ms;
+        assert_eq!(following(Some("owner"), "ada"), Some(1_000_000));
+        assert_eq!(following(Some("owner"), "bob"), None);
+        assert_eq!(following(Some("other"), "ada"), None);
+        assert_eq!(following(None, "ada"), None);
+        // An active subscription to the creator, until its period ends (epoch seconds).
+        db.execute(
+            "INSERT INTO subscriptions (id, client_id, creator_id, subscriber_id, plan_id, price_tokens, status, \
+               cancel_at_period_end, period_start, period_end, created_at, updated_at) \
+             VALUES ('sub1', 'c1', 'owner', 'ada', 'gold', 30, 'active', 0, 0, 100, 0, 0)",
+            &[],
+        )
+        .unwrap();
+        let subscribes = |owner, user, now_ms| read("c1", None, owner, user, now_ms).subscribes;
+        assert!(subscribes(Some("owner"), "ada", 99_999));
+        assert!(
+            !subscribes(Some("owner"), "ada", 100_000),
+            "the period ended"
+        );
+        assert!(!subscribes(Some("owner"), "bob", 0));
+        assert!(!subscribes(None, "ada", 0));
+        // Each joined table answers at most one row: still one screening.
+        let all = read("c1", Some("b1"), Some("owner"), "mod", 0);
+        assert_eq!((all.modes, all.cohost.is_some()), (modes, true));
     }
 }

@@ -8,7 +8,7 @@ use crate::realtime;
 use ::store::Db;
 use ::store::chat::{self as chat_store, Message};
 use ::store::moderation::{self as store, NewReport};
-use domain::moderation::{self as rules, BlockedAction, Poster, Refusal};
+use domain::moderation::{self as rules, BlockedAction, Modes, Poster, Refusal};
 use domain::word_filter::{self, Blocklist};
 use domain::{ApiError, time};
 use edge::realtime::{Event, ModerationAction};
@@ -29,11 +29,15 @@ pub enum Screened {
 pub struct Screening {
     pub screened: Screened,
     pub slow_mode_seconds: Option<i64>,
+    /// Whether the poster holds an active subscription to the chat's creator (read with
+    /// the checks; a broadcast's chat shows it as the message's badge).
+    pub subscribes: bool,
 }
 
 /// The checks of one chat post, in order: the poster's restriction (ban, timeout), then,
 /// for everyone but moderators, the modes and blocked words; slow mode is claimed when the
-/// post is stored. Answers the refusal as the API sends it.
+/// post is stored. What they read is read in one statement
+/// ([`store::post_screening`]). Answers the refusal as the API sends it.
 pub fn screen(
     db: &Db,
     target: &ChatTarget,
@@ -42,51 +46,51 @@ pub fn screen(
     now_ms: i64,
 ) -> Result<Screening, ApiError> {
     let owner = target.owner_id.as_deref();
-    let restrictions = store::restrictions_of(
+    let stored = store::post_screening(
         db,
         &target.client_id,
         &target.stream_id,
+        target.broadcast.as_ref().map(|b| b.id.as_str()),
         owner,
         user_id,
         now_ms,
     )?;
-    let restriction = rules::binding(&restrictions, now_ms);
-    let is_moderator = restriction.is_none() && chat_target::is_moderator(db, target, user_id)?;
-    let settings = if is_moderator {
-        store::Settings::default()
+    let restriction = rules::binding(&stored.restrictions, now_ms);
+    let is_moderator = restriction.is_none()
+        && chat_target::moderates(
+            target,
+            user_id,
+            stored.cohost.as_ref().map(|(s, p)| (s.as_str(), p)),
+        );
+    // A moderator is held to no mode.
+    let modes = if is_moderator {
+        Modes::default()
     } else {
-        store::settings(db, &target.client_id, &target.stream_id)?
+        stored.modes
     };
-    let modes = &settings.modes;
     let poster = Poster {
         is_moderator,
         following_since_ms: match (owner, modes.followers_only_minutes, is_moderator) {
-            (Some(owner), Some(_), false) => {
-                store::following_since_ms(db, &target.client_id, user_id, owner)?
-            }
+            (Some(_), Some(_), false) => stored.following_since_ms,
             _ => None,
         },
         is_subscriber: match (owner, modes.subscribers_only, is_moderator) {
-            (Some(owner), true, false) => ::store::subscriptions::is_subscriber(
-                db,
-                &target.client_id,
-                owner,
-                user_id,
-                now_ms / 1000,
-            )?,
+            (Some(_), true, false) => stored.subscribes,
             _ => false,
         },
     };
-    rules::check_post(restriction, modes, &poster, message, now_ms)
+    let subscribes = owner.is_some() && stored.subscribes;
+    rules::check_post(restriction, &modes, &poster, message, now_ms)
         .map_err(|why| refusal(why, now_ms))?;
     if is_moderator {
         return Ok(Screening {
             screened: Screened::Show,
             slow_mode_seconds: None,
+            subscribes,
         });
     }
     let mut screened = Screened::Show;
-    let (creator_list, tenant_list) = store::word_lists_for(db, &target.client_id, owner)?;
+    let (creator_list, tenant_list) = stored.word_lists;
     let action = creator_list
         .as_ref()
         .or(tenant_list.as_ref())
@@ -114,7 +118,8 @@ pub fn screen(
     }
     Ok(Screening {
         screened,
-        slow_mode_seconds: rules::slow_mode_for(modes, &poster),
+        slow_mode_seconds: rules::slow_mode_for(&modes, &poster),
+        subscribes,
     })
 }
 
