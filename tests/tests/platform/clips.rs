@@ -78,6 +78,19 @@ pub(crate) async fn until_clip(
     (c, since.elapsed())
 }
 
+/// The clip once its MP4 is ready (within a minute), and how long that took.
+pub(crate) async fn until_mp4(p: &Platform, user: &User, id: &str) -> (Value, Duration) {
+    until_clip(
+        p,
+        user,
+        id,
+        "mp4Url",
+        Duration::from_secs(60),
+        Instant::now(),
+    )
+    .await
+}
+
 /// The clip's HLS: every rendition's playlist a VOD over the replay's segments, within one
 /// segment of `seconds` long; answers the source playlist's length.
 async fn check_hls(hls_url: &str, seconds: f64) -> f64 {
@@ -456,15 +469,7 @@ async fn a_private_broadcasts_clip_has_no_page_and_plays_only_signed() {
         slowest_mp4 = slowest_mp4.max(took);
     }
     println!("eight clips at once: the last HLS {slowest_hls:?}, the last MP4 {slowest_mp4:?}");
-    let (c, _) = until_clip(
-        &p,
-        &user,
-        &clip_id,
-        "mp4Url",
-        Duration::from_secs(60),
-        Instant::now(),
-    )
-    .await;
+    let (c, _) = until_mp4(&p, &user, &clip_id).await;
     publisher.stop().await;
     let mp4 = check_mp4(&text(&c, "mp4Url")).await;
     assert!((mp4 - 5.0).abs() <= 2.0, "{mp4}");
@@ -503,15 +508,7 @@ async fn a_deleted_users_replays_and_clips_leave_the_media_store() {
     let (status, c) = clip(&p, &user, &id, &json!({"lastSeconds": 5})).await;
     assert_eq!(status, 201, "{c}");
     let clip_id = text(&c, "id");
-    let (c, _) = until_clip(
-        &p,
-        &user,
-        &clip_id,
-        "mp4Url",
-        Duration::from_secs(60),
-        Instant::now(),
-    )
-    .await;
+    let (c, _) = until_mp4(&p, &user, &clip_id).await;
     publisher.stop().await;
     crate::replays::end(&p, &user, &id).await;
     crate::replays::until_replay_ready(&p, &user, &id, Duration::from_secs(20)).await;

@@ -171,15 +171,7 @@ async fn a_replay_plays_signed_from_garage_and_its_deletion_empties_the_bucket()
     .await;
     assert_eq!(status, 201, "{made}");
     let clip_id = text(&made, "id");
-    let (made, took) = crate::clips::until_clip(
-        &p,
-        &user,
-        &clip_id,
-        "mp4Url",
-        Duration::from_secs(60),
-        Instant::now(),
-    )
-    .await;
+    let (made, took) = crate::clips::until_mp4(&p, &user, &clip_id).await;
     println!("clip's MP4 ready in {took:?}, in Garage");
     let mp4_object = format!("clips/{clip_id}/clip.mp4");
     wait_for(
