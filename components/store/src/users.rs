@@ -94,13 +94,18 @@ pub fn in_session(
 ) -> Result<Option<InSession>, ApiError> {
     Ok(db
         .query_one(
-            "SELECT u.*, (SELECT COUNT(*) FROM refresh_tokens r WHERE r.family_id = ? AND r.revoked = 1) AS session_revoked \
-             FROM users u WHERE u.client_id = ? AND u.id = ?",
+            &format!(
+                "SELECT u.*, {SESSION_REVOKED} FROM users u WHERE u.client_id = ? AND u.id = ?"
+            ),
             &[session.unwrap_or("").into(), client_id.into(), id.into()],
         )?
         .as_ref()
         .map(|row| (from_row(row), row.int("session_revoked") > 0)))
 }
+
+/// Whether the session (refresh-token family) a token names was revoked: a column of a
+/// user's row, its one parameter the family's id.
+const SESSION_REVOKED: &str = "(SELECT COUNT(*) FROM refresh_tokens r WHERE r.family_id = ? AND r.revoked = 1) AS session_revoked";
 
 /// A stored user, and whether the session a token names was revoked.
 pub type InSession = (User, bool);
@@ -116,10 +121,12 @@ pub fn tenant_and_user_in_session(
 ) -> Result<Option<(Tenant, Option<InSession>)>, ApiError> {
     Ok(db
         .query_one(
-            "SELECT c.client_id, c.name, c.secret_key, c.require_signature, c.suspended_at, u.*, \
-             (SELECT COUNT(*) FROM refresh_tokens r WHERE r.family_id = ? AND r.revoked = 1) AS session_revoked \
-             FROM sdk_clients c LEFT JOIN users u ON u.client_id = c.client_id AND u.id = ? \
-             WHERE c.api_key_hash = ?",
+            &format!(
+                "SELECT c.client_id, c.name, c.secret_key, c.require_signature, c.suspended_at, u.*, \
+                 {SESSION_REVOKED} \
+                 FROM sdk_clients c LEFT JOIN users u ON u.client_id = c.client_id AND u.id = ? \
+                 WHERE c.api_key_hash = ?"
+            ),
             &[session.unwrap_or("").into(), id.into(), api_key_hash.into()],
         )?
         .as_ref()

@@ -315,9 +315,10 @@ pub fn many(
     };
     let mut refusals = ingests::refusals_of_many(db, &owned)?;
     let live = ::store::views::live_counts(db, &ids, now.saturating_mul(1000))?;
-    let server = match owned.is_empty() {
-        true => None,
-        false => ingests::server_report(db)?,
+    let server = if owned.is_empty() {
+        None
+    } else {
+        ingests::server_report(db)?
     };
     // Rewinding: a live broadcast whose media server keeps its replay says how far back.
     let mut rewound: std::collections::HashMap<String, i64> = items
