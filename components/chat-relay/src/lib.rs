@@ -22,6 +22,7 @@ pub mod bus;
 pub mod config;
 pub mod hub;
 pub mod identity;
+pub mod ingress;
 pub mod limits;
 pub mod metrics;
 pub mod protocol;
@@ -74,6 +75,8 @@ struct Inner {
     metrics: Arc<Metrics>,
     bus: Option<Arc<bus::Bus>>,
     bus_task: Option<JoinHandle<()>>,
+    /// Where pushes and the Redis bus are taken in ([`ingress`]).
+    lane: ingress::Lane,
     limits: Arc<ConnectionLimits>,
     closing: AtomicBool,
     instance: String,
@@ -85,12 +88,19 @@ impl Drop for Inner {
         if let Some(task) = &self.bus_task {
             task.abort();
         }
+        self.lane.stop();
     }
 }
 
 impl Relay {
-    /// Creates the relay (and starts its Redis link); call inside a tokio runtime.
+    /// Creates the relay, with its ingress lane (a thread), and starts its Redis link.
     pub fn new(config: Config) -> Relay {
+        let lane = ingress::Lane::start().expect("the relay's ingress thread starts");
+        Relay::on_lane(config, lane)
+    }
+
+    /// Creates the relay taking pushes and the Redis bus in on `lane`.
+    pub fn on_lane(config: Config, lane: ingress::Lane) -> Relay {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let instance = format!(
             "{:x}-{:x}-{}",
@@ -112,7 +122,7 @@ impl Relay {
             .as_deref()
             .filter(|u| !u.is_empty())
             .map(|url| Arc::new(bus::Bus::new(url, &instance, metrics.clone())));
-        let bus_task = bus.clone().map(|b| tokio::spawn(b.run(hub.clone())));
+        let bus_task = bus.clone().map(|b| lane.handle().spawn(b.run(hub.clone())));
         Relay(Arc::new(Inner {
             api: ChatApi::new(&config.api_url, &config.relay_secret, &config.api_roots),
             limits: Arc::new(ConnectionLimits::new(
@@ -124,6 +134,7 @@ impl Relay {
             metrics,
             bus,
             bus_task,
+            lane,
             closing: AtomicBool::new(false),
             instance,
             events: AtomicU64::new(0),
@@ -150,13 +161,14 @@ impl Relay {
         }
     }
 
-    /// Closes every socket and stops the Redis link.
+    /// Closes every socket, stops the Redis link and the ingress lane.
     pub fn close(&self) {
         self.0.closing.store(true, Ordering::SeqCst);
         self.0.hub.close_all();
         if let Some(task) = &self.0.bus_task {
             task.abort();
         }
+        self.0.lane.stop();
     }
 
     /// Sends `frame` to every socket of `stream`, on every instance: through Redis when
@@ -720,15 +732,15 @@ pub fn serve(
     let internal_addr = internal.local_addr()?;
     let (stop, stop_rx) = watch::channel(false);
     let r = relay.clone();
-    let public_task = accept_loop(public, stop_rx.clone(), move |req| {
+    let public_task = tokio::spawn(accept_loop(public, stop_rx.clone(), move |req| {
         let r = r.clone();
         async move { r.handle_public(req).await }
-    });
+    }));
     let r = relay.clone();
-    let internal_task = accept_loop(internal, stop_rx, move |req| {
+    let internal_task = on_lane(&relay.0.lane, internal, stop_rx, move |req| {
         let r = r.clone();
         async move { r.handle_internal(req).await }
-    });
+    })?;
     Ok(RelayServer {
         relay,
         local_addr,
@@ -738,42 +750,58 @@ pub fn serve(
     })
 }
 
-/// Accepts connections on `listener` until `stop` flips, serving each request with
-/// `handle`; every request carries its TCP peer as a `SocketAddr` extension.
-fn accept_loop<F, Fut>(
+/// Serves `listener` on `lane` (its connections, and what their requests spawn, run
+/// there), as [`accept_loop`] does.
+fn on_lane<F, Fut>(
+    lane: &ingress::Lane,
     listener: TcpListener,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     handle: F,
-) -> JoinHandle<()>
+) -> std::io::Result<JoinHandle<()>>
 where
     F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Response<Body>> + Send + 'static,
 {
-    tokio::spawn(async move {
-        loop {
-            let accepted = tokio::select! {
-                a = listener.accept() => a,
-                _ = stop.wait_for(|s| *s) => break,
-            };
-            let Ok((stream, peer)) = accepted else {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            };
-            let _ = stream.set_nodelay(true);
-            let handle = handle.clone();
-            let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-                req.extensions_mut().insert(peer);
-                let answer = handle(req);
-                async move { Ok::<_, std::convert::Infallible>(answer.await) }
-            });
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .with_upgrades()
-                    .await;
-            });
+    // A listener is served by the reactor it was registered with: re-register it there.
+    let listener = listener.into_std()?;
+    Ok(lane.handle().spawn(async move {
+        match TcpListener::from_std(listener) {
+            Ok(listener) => accept_loop(listener, stop, handle).await,
+            Err(e) => eprintln!("chat-relay: the internal listener failed: {e}"),
         }
-    })
+    }))
+}
+
+/// Accepts connections on `listener` until `stop` flips, serving each request with
+/// `handle`; every request carries its TCP peer as a `SocketAddr` extension.
+async fn accept_loop<F, Fut>(listener: TcpListener, mut stop: watch::Receiver<bool>, handle: F)
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<Body>> + Send + 'static,
+{
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let Ok((stream, peer)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let handle = handle.clone();
+        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            req.extensions_mut().insert(peer);
+            let answer = handle(req);
+            async move { Ok::<_, std::convert::Infallible>(answer.await) }
+        });
+        tokio::spawn(async move {
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .with_upgrades()
+                .await;
+        });
+    }
 }
 
 /// A request handler with the signature of edgehost's `WebSocketHandler`.
@@ -792,6 +820,8 @@ pub type Handler = Arc<
 /// relay. Until then requests answer 503.
 pub struct Embedded {
     cell: Arc<std::sync::OnceLock<Relay>>,
+    /// The internal listener's lane, which the relay then takes its Redis bus in on too.
+    lane: ingress::Lane,
     internal_addr: SocketAddr,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
@@ -806,7 +836,8 @@ impl Embedded {
         let cell: Arc<std::sync::OnceLock<Relay>> = Arc::default();
         let (stop, stop_rx) = watch::channel(false);
         let relay = cell.clone();
-        let task = accept_loop(listener, stop_rx, move |req| {
+        let lane = ingress::Lane::start()?;
+        let task = on_lane(&lane, listener, stop_rx, move |req| {
             let relay = relay.get().cloned();
             async move {
                 match relay {
@@ -814,9 +845,10 @@ impl Embedded {
                     None => starting(),
                 }
             }
-        });
+        })?;
         Ok(Embedded {
             cell,
+            lane,
             internal_addr,
             stop,
             task: Some(task),
@@ -849,7 +881,9 @@ impl Embedded {
 
     /// Starts the relay with `config`; a second call answers the first relay.
     pub fn start(&self, config: Config) -> Relay {
-        self.cell.get_or_init(|| Relay::new(config)).clone()
+        self.cell
+            .get_or_init(|| Relay::on_lane(config, self.lane.clone()))
+            .clone()
     }
 
     /// The running relay, if started.
@@ -866,6 +900,7 @@ impl Embedded {
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
+        self.lane.stop();
     }
 }
 
@@ -875,6 +910,7 @@ impl Drop for Embedded {
         if let Some(relay) = self.cell.get() {
             relay.close();
         }
+        self.lane.stop();
     }
 }
 
