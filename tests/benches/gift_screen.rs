@@ -7,7 +7,9 @@
 //! repeats, and counts the gift events on every socket. With CHAT_RATE > 0, chatters post
 //! that many chat messages/s in all through `POST /api/streams/{id}/chat` at the same
 //! time (each chatter under the chat's per-user limit), and every socket must get those too.
-//! The sockets read batch frames (`?batch=1`) unless BATCH=0.
+//! The sockets read batch frames (`?batch=1`) unless BATCH=0. The relay takes its
+//! `BATCH_WINDOW_MS` and `QUEUE_CAPACITY` from the environment, as a deployed one does. The
+//! viewers' sockets run on a runtime (two threads) of their own, apart from edgehost's.
 //!
 //! `cargo bench -p platform-tests --bench gift_screen --profile host` (env: VIEWERS=10000,
 //! RATE=200, SECONDS=8, SENDERS=64, CHAT_RATE=0, BATCH=1, SAMPLE=10, CONCURRENCY=32,
@@ -32,6 +34,17 @@ struct ComboCheck {
     gaps: AtomicU64,
     repeats: AtomicU64,
     unknown: AtomicU64,
+}
+
+/// The HTTP client of fan or chatter `n`, from an address of its own (127.0.1.1, ...): they
+/// are different people's devices, each under edgehost's per-client caps, not one client.
+fn sender_client(n: usize) -> reqwest::Client {
+    let address =
+        std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(127, 0, 1, 1)) + n as u32);
+    reqwest::Client::builder()
+        .local_address(std::net::IpAddr::V4(address))
+        .build()
+        .unwrap()
 }
 
 #[tokio::main]
@@ -109,14 +122,24 @@ async fn main() {
         let stream = stream.clone();
         move |_| format!("ws://{public}/ws/streams/{stream}/chat?token={token}&batch={batch}")
     };
-    let opened = connect_all(
-        &[relay.public],
-        0..viewers,
-        env_or("PER_ADDRESS", 10_000),
-        env_or("CONCURRENCY", 32),
-        url,
-    )
-    .await;
+    // The viewers' sockets run on their own threads, as viewers on other machines would:
+    // on the platform's runtime, 10,000 readers would stand in the queue of every request
+    // edgehost serves (the bench runs edgehost in its own process).
+    let viewers_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("viewer")
+        .enable_all()
+        .build()
+        .unwrap();
+    let public = [relay.public];
+    let opened = viewers_runtime
+        .spawn(async move {
+            let (per_address, concurrency) =
+                (env_or("PER_ADDRESS", 10_000), env_or("CONCURRENCY", 32));
+            connect_all(&public, 0..viewers, per_address, concurrency, url).await
+        })
+        .await
+        .unwrap();
     let connected = opened.len() as u64;
     let connect_time = started.elapsed();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -202,7 +225,7 @@ async fn main() {
                 }
             }) as relay_scale::Inspector
         });
-        tokio::spawn(read_frames(
+        viewers_runtime.spawn(read_frames(
             socket,
             (planned + planned_chat) as u64,
             counters.clone(),
@@ -220,7 +243,7 @@ async fn main() {
     let send_start = tokio::time::Instant::now();
     let mut tasks = Vec::new();
     for (s, fan) in fans.iter().enumerate() {
-        let http = p.http.clone();
+        let http = sender_client(s);
         let url = format!("{}/api/broadcasts/{id}/gifts", p.base);
         let (api_key, bearer) = (t.api_key.clone(), format!("Bearer {}", fan.token));
         let (starts, post_latency) = (starts.clone(), post_latency.clone());
@@ -273,7 +296,7 @@ async fn main() {
     }
     let chat_failed = Arc::new(AtomicU64::new(0));
     for (c, talker) in talkers.iter().enumerate() {
-        let http = p.http.clone();
+        let http = sender_client(senders + c);
         let url = format!("{}/api/streams/{stream}/chat", p.base);
         let (api_key, bearer) = (t.api_key.clone(), format!("Bearer {}", talker.token));
         let (chat_starts, chat_failed) = (chat_starts.clone(), chat_failed.clone());
@@ -334,8 +357,12 @@ async fn main() {
     let created = created.load(Ordering::Relaxed);
     let load_after = load_average();
 
+    let window = std::env::var("BATCH_WINDOW_MS").unwrap_or_else(|_| {
+        let default = chat_relay::config::DEFAULT_BATCH_WINDOW.as_millis();
+        format!("{default} (default)")
+    });
     println!(
-        "gift to screen: {connected} of {viewers} viewers on one relay, {senders} fans sending {rate} gifts/s for {seconds} s, {chatters} chatters sending {chat_rate} messages/s; batch frames: {}",
+        "gift to screen: {connected} of {viewers} viewers on one relay, {senders} fans sending {rate} gifts/s for {seconds} s, {chatters} chatters sending {chat_rate} messages/s; batch frames: {}; batch window {window} ms",
         if batch == 1 { "yes" } else { "no" }
     );
     println!("  load average {load_before} before, {load_after} after");
@@ -390,4 +417,5 @@ async fn main() {
     );
     relay.stop().await;
     p.stop().await;
+    viewers_runtime.shutdown_background();
 }

@@ -78,6 +78,15 @@ pub async fn relay_child() -> bool {
     let sockets = env_or::<usize>("CHAT_SCALE_SOCKETS", 1000);
     raise_nofile(sockets as u64 + 1024);
     let mut config = chat_relay::Config::new(&api_url, JWT, RELAY);
+    // The relay's own tuning as a deployment sets it (`BATCH_WINDOW_MS`, `QUEUE_CAPACITY`),
+    // from the bench's environment.
+    let tuning = |name: &str| {
+        ["BATCH_WINDOW_MS", "QUEUE_CAPACITY"]
+            .contains(&name)
+            .then(|| std::env::var(name).ok())
+            .flatten()
+    };
+    config.read_env(tuning).unwrap();
     config.max_connections_per_ip = sockets + 1;
     config.max_connections = config.max_connections.max(sockets + 1);
     config.redis_url = std::env::var("CHAT_SCALE_REDIS")
@@ -475,7 +484,10 @@ pub fn event_count(payload: &[u8]) -> u64 {
     let Some(list) = payload.strip_prefix(BATCH) else {
         return 1;
     };
-    memchr::memmem::find_iter(list, br#""type":""#)
+    // (One searcher for every frame: building it is most of the cost of a short search.)
+    static TYPE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(br#""type":""#));
+    TYPE.find_iter(list)
         .filter(|&at| {
             let rest = &list[at + 8..];
             TYPES.iter().any(|t| {
@@ -494,29 +506,32 @@ pub fn events_of(payload: &[u8]) -> Vec<&[u8]> {
         return vec![payload];
     };
     let (mut events, mut depth, mut start) = (Vec::new(), 0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for (i, &b) in list.iter().enumerate() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    let mut i = 0;
+    while i < list.len() {
+        let b = list[i];
+        i += 1;
         match b {
-            b'"' => in_string = true,
+            // A string: skip to its closing quote, past escaped characters.
+            b'"' => loop {
+                match memchr::memchr2(b'"', b'\\', &list[i..]) {
+                    Some(at) if list[i + at] == b'\\' => i = (i + at + 2).min(list.len()),
+                    Some(at) => {
+                        i += at + 1;
+                        break;
+                    }
+                    None => return events,
+                }
+            },
             b'{' | b'[' => {
                 if depth == 0 {
-                    start = i;
+                    start = i - 1;
                 }
                 depth += 1;
             }
             b'}' | b']' if depth > 0 => {
                 depth -= 1;
                 if depth == 0 {
-                    events.push(&list[start..=i]);
+                    events.push(&list[start..i]);
                 }
             }
             _ => {}
@@ -545,10 +560,7 @@ fn next_frame(buf: &[u8]) -> Option<(u8, usize, usize)> {
 
 /// The unsigned integer after `"name":` in a JSON payload.
 pub fn json_number(payload: &[u8], name: &[u8]) -> Option<u64> {
-    let at = payload.windows(name.len() + 3).position(|w| {
-        w[0] == b'"' && &w[1..=name.len()] == name && &w[name.len() + 1..] == b"\":"
-    })?;
-    let digits = &payload[at + name.len() + 3..];
+    let digits = after_key(payload, name, b"\":")?;
     let end = digits
         .iter()
         .position(|b| !b.is_ascii_digit())
@@ -558,12 +570,17 @@ pub fn json_number(payload: &[u8], name: &[u8]) -> Option<u64> {
 
 /// The string after `"name":"` in a JSON payload.
 pub fn json_str<'a>(payload: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    let at = payload.windows(name.len() + 4).position(|w| {
-        w[0] == b'"' && &w[1..=name.len()] == name && &w[name.len() + 1..] == b"\":\""
-    })?;
-    let rest = &payload[at + name.len() + 4..];
+    let rest = after_key(payload, name, b"\":\"")?;
     let end = rest.iter().position(|b| *b == b'"')?;
     Some(&rest[..end])
+}
+
+/// What follows the first `"name` + `tail` in `payload`, found quote by quote.
+fn after_key<'a>(payload: &'a [u8], name: &[u8], tail: &[u8]) -> Option<&'a [u8]> {
+    memchr::memchr_iter(b'"', payload).find_map(|at| {
+        let rest = payload[at + 1..].strip_prefix(name)?.strip_prefix(tail)?;
+        Some(rest)
+    })
 }
 
 /// Waits until every socket still open is done, nothing arrived for `stall`, or
