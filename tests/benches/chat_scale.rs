@@ -12,7 +12,7 @@
 //! `cargo bench -p platform-tests --bench chat_scale --profile host` (env: SOCKETS=19000,
 //! RATE=100, SECONDS=10, RELAYS=1, SAMPLE=10, CONCURRENCY=32 handshakes at a time per
 //! client process, PER_ADDRESS=10000 sockets per loopback source address,
-//! PER_PROCESS=16000)
+//! PER_PROCESS=16000, PAD=0 bytes of padding in every event)
 
 mod relay_scale;
 
@@ -35,6 +35,9 @@ struct Settings {
     sample: usize,
     per_address: usize,
     per_process: usize,
+    /// Bytes of padding in every pushed event (`PAD`): what the relay spends per byte
+    /// against per frame.
+    pad: usize,
 }
 
 /// One point of the cost curve.
@@ -64,6 +67,7 @@ async fn main() {
         sample: env_or("SAMPLE", 10usize).max(1),
         per_address: env_or("PER_ADDRESS", 10_000),
         per_process: env_or("PER_PROCESS", 16_000usize).max(1),
+        pad: env_or("PAD", 0usize),
     };
     let limit = raise_nofile(s.per_process as u64 + 1024);
     let most = sizes.iter().copied().max().unwrap_or(0);
@@ -295,11 +299,12 @@ async fn run(
     let push_start_micros = now_micros();
     // Pushes are not awaited one by one, so the rate holds however long a push takes.
     let mut pushes = Vec::new();
+    let pad = "x".repeat(s.pad);
     for n in 0..expected {
         tick.tick().await;
-        let (http, events) = (http.clone(), events.clone());
+        let (http, events, pad) = (http.clone(), events.clone(), pad.clone());
         pushes.push(tokio::spawn(async move {
-            let body = json!({"kind": "bench", "n": n, "sent": now_micros()});
+            let body = json!({"kind": "bench", "n": n, "sent": now_micros(), "pad": pad});
             let answer = http
                 .post(&events)
                 .header("x-relay-secret", RELAY)
@@ -346,11 +351,12 @@ async fn run(
     let micros_per_frame = cpu as f64 / delivered.max(1) as f64;
 
     println!(
-        "chat at scale: {sockets} sockets on {} relay(s){}, {} frames/s for {} s",
+        "chat at scale: {sockets} sockets on {} relay(s){}, {} frames/s for {} s, {} bytes of padding a frame",
         s.relays,
         if s.relays > 1 { " sharing Redis" } else { "" },
         s.rate,
-        s.seconds
+        s.seconds,
+        s.pad
     );
     println!("  load average {load_before} before, {load_after} after");
     println!(
