@@ -88,7 +88,6 @@ impl Drop for Inner {
         if let Some(task) = &self.bus_task {
             task.abort();
         }
-        self.lane.stop();
     }
 }
 
@@ -900,7 +899,6 @@ impl Embedded {
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
-        self.lane.stop();
     }
 }
 
