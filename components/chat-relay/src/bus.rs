@@ -106,7 +106,7 @@ impl Bus {
                             continue;
                         };
                         inc(&self.metrics.redis_received);
-                        hub.fan_out(stream, Some(&envelope.key), envelope.frame.into());
+                        hub.fan_out(stream, Some(&envelope.key), envelope.frame);
                     }
                     self.metrics.redis_connected.store(0, Ordering::Relaxed);
                     *self.publisher.write().await = None;

@@ -55,8 +55,8 @@ pub struct Config {
     pub relay_secret: String,
     /// Redis for scale-out; `None` runs alone.
     pub redis_url: Option<String>,
-    /// Deliveries (a room's events of one batch window) a socket may have queued before it
-    /// is disconnected as too slow.
+    /// Frames (a room's deliveries, each 32 KiB at most, answers and pings) a socket may
+    /// have waiting, unwritten, before it is disconnected as too slow.
     pub queue_capacity: usize,
     /// How long a room gathers the events that follow a delivery before the next one
     /// (`BATCH_WINDOW_MS`, default 25 ms; 0 sends every event on its own).

@@ -24,10 +24,14 @@ pub mod hub;
 pub mod identity;
 pub mod ingress;
 pub mod limits;
+mod member;
 pub mod metrics;
+mod outbox;
 pub mod protocol;
 mod session;
+mod shard;
 pub mod token;
+mod wire;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
@@ -39,7 +43,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
@@ -78,7 +82,6 @@ struct Inner {
     /// Where pushes and the Redis bus are taken in ([`ingress`]).
     lane: ingress::Lane,
     limits: Arc<ConnectionLimits>,
-    closing: AtomicBool,
     instance: String,
     events: AtomicU64,
 }
@@ -134,7 +137,6 @@ impl Relay {
             bus,
             bus_task,
             lane,
-            closing: AtomicBool::new(false),
             instance,
             events: AtomicU64::new(0),
         }))
@@ -162,7 +164,6 @@ impl Relay {
 
     /// Closes every socket, stops the Redis link and the ingress lane.
     pub fn close(&self) {
-        self.0.closing.store(true, Ordering::SeqCst);
         self.0.hub.close_all();
         if let Some(task) = &self.0.bus_task {
             task.abort();
@@ -180,7 +181,7 @@ impl Relay {
         {
             return;
         }
-        self.0.hub.fan_out(stream, Some(key), frame.into());
+        self.0.hub.fan_out(stream, Some(key), frame);
     }
 
     /// Serves one request of the public listener: `GET /ws/streams/{id}/chat` and
@@ -258,7 +259,7 @@ impl Relay {
         };
         // Join before reading history so that nothing stored in between is missed; the
         // socket skips queued messages its history already holds.
-        let membership = self.0.hub.join(stream.as_str());
+        let member = self.0.hub.join(stream.as_str(), batches);
         let history = match self
             .0
             .api
@@ -267,7 +268,7 @@ impl Relay {
         {
             Ok(h) => h,
             Err(f) => {
-                self.0.hub.leave(stream.as_str(), membership.id);
+                self.0.hub.leave(stream.as_str(), member.id);
                 let status = match f.status {
                     401 | 403 | 404 => {
                         StatusCode::from_u16(f.status).unwrap_or(StatusCode::BAD_GATEWAY)
@@ -280,10 +281,9 @@ impl Relay {
         let socket = session::Socket {
             stream,
             identity,
-            membership,
+            member,
             history,
             slot,
-            batches,
         };
         self.switch_protocols(req, &key, socket)
     }
@@ -386,10 +386,7 @@ impl Relay {
         tokio::spawn(async move {
             match on_upgrade.await {
                 Ok(upgraded) => session::run(relay, upgraded, socket).await,
-                Err(_) => relay
-                    .0
-                    .hub
-                    .leave(socket.stream.as_str(), socket.membership.id),
+                Err(_) => relay.0.hub.leave(socket.stream.as_str(), socket.member.id),
             }
         });
         let mut resp = Response::new(empty());

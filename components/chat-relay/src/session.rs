@@ -1,46 +1,41 @@
-//! One WebSocket: a writer draining the socket's bounded queue (and pinging), a reader
-//! persisting what the client sends.
+//! One WebSocket: a writer pumping the socket's outbox (and pinging), a reader persisting
+//! what the client sends.
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::io::ReadHalf;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
-use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use crate::Relay;
 use crate::api::{ApiFailure, Caller};
-use crate::hub::{Delivery, Event, Membership, Outbound};
 use crate::identity::{AuthChange, Identity, Mismatch, WriteRefusal};
 use crate::limits::ConnectionSlot;
+use crate::member::Member;
 use crate::metrics::inc;
+use crate::outbox::{Outbox, Pumped, Sent, ThroughOutbox};
 use crate::protocol::{self, ClientFrame, Uuid};
-use crate::token;
+use crate::{token, wire};
 
-type Ws = WebSocketStream<TokioIo<Upgraded>>;
+/// The socket as tungstenite reads it; what it writes goes through the outbox.
+type Ws = WebSocketStream<ThroughOutbox<ReadHalf<TokioIo<Upgraded>>>>;
 
-/// The most queued items (replies and deliveries) one write to a socket carries, and the
-/// bytes after which it carries no more: a socket that fell behind catches up in writes of
-/// about this size, and its write buffer stays about this small.
-const MAX_BATCH: usize = 32;
-const WRITE_BUFFER: usize = 16 * 1024;
+/// How long a socket that closes has to take its last frames.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// What a socket was admitted with.
 pub struct Socket {
     pub stream: Uuid,
     pub identity: Identity,
-    pub membership: Membership,
+    pub member: Arc<Member>,
     pub history: Vec<Value>,
     pub slot: ConnectionSlot,
-    /// The client reads `batch` frames (it said `?batch=1`).
-    pub batches: bool,
 }
 
 /// Runs the socket until either side ends it, then leaves the room and gives its
@@ -49,63 +44,62 @@ pub async fn run(relay: Relay, upgraded: Upgraded, socket: Socket) {
     let Socket {
         stream,
         identity,
-        membership,
+        member,
         history,
         slot,
-        batches,
     } = socket;
+    let (read_half, write_half) = tokio::io::split(TokioIo::new(upgraded));
     // A small initial read buffer (tungstenite's default is 128 KiB per socket): client
-    // frames are short, and the buffer grows when one is not.
-    // Writes go out once WRITE_BUFFER bytes are buffered (tungstenite's default is 128 KiB,
-    // which a socket catching up on batch frames would keep allocated).
+    // frames are short, and the buffer grows when one is not. tungstenite writes only its
+    // own control frames (pongs, the answer to a close), at once, into the outbox.
     let config = WebSocketConfig::default()
         .read_buffer_size(4 * 1024)
-        .write_buffer_size(WRITE_BUFFER)
+        .write_buffer_size(0)
         .max_message_size(Some(64 * 1024))
         .max_frame_size(Some(64 * 1024));
-    let ws =
-        WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
+    let through = ThroughOutbox {
+        read: read_half,
+        outbox: member.outbox.clone(),
+    };
+    let ws = WebSocketStream::from_raw_socket(through, Role::Server, Some(config)).await;
     let metrics = relay.0.metrics.clone();
     inc(&metrics.connections);
     inc(&metrics.connections_total);
     let started = Instant::now();
     let last_seen = Arc::new(AtomicU64::new(0));
-    let (sink, source) = ws.split();
-    let Membership { id, rx, tx, kick } = membership;
-    // The user the socket acts as, once it has one (it never changes after): a ban of
-    // that user closes the socket.
-    let user: Arc<OnceLock<String>> = Arc::default();
     if let Identity::User(t, _) = &identity {
-        let _ = user.set(t.user_id.clone());
+        member.acts_as(&t.user_id);
     }
-
-    let writer = write(
-        relay.clone(),
-        sink,
-        rx,
-        history,
-        RoomFilter::new(user.clone(), batches),
-        last_seen.clone(),
-        started,
+    let seen = history
+        .iter()
+        .filter_map(|m| m["id"].as_str().map(str::to_string))
+        .collect();
+    member.start(
+        seen,
+        wire::text(&protocol::history(&history).to_string()),
+        Box::new(write_half),
     );
+
+    let outbox = member.outbox.clone();
+    let writer = write(relay.clone(), outbox.clone(), last_seen.clone(), started);
     let reader = read(
         relay.clone(),
-        source,
+        ws,
         stream.clone(),
         identity,
-        tx,
+        member.clone(),
         last_seen,
         started,
-        user,
     );
-    // A kick (queue overflow, or the relay closing) drops the socket at once: a client
-    // that does not read would not read a close frame either.
+    // A kick (the outbox overflowed) drops the socket at once: a client that does not
+    // read would not read a close frame either.
     tokio::select! {
-        _ = kick.notified() => {}
+        _ = outbox.kicked() => {}
         _ = writer => {}
         _ = reader => {}
     }
-    relay.0.hub.leave(stream.as_str(), id);
+    relay.0.hub.leave(stream.as_str(), member.id);
+    outbox.shut();
     metrics.connections.fetch_sub(1, Ordering::Relaxed);
     drop(slot);
 }
@@ -114,174 +108,53 @@ fn millis_since(start: Instant) -> u64 {
     start.elapsed().as_millis() as u64
 }
 
-/// How one socket takes its room's deliveries: without the messages its history already
-/// showed, in batch frames or one event a frame as the client asked, and up to a ban of its
-/// own user (which it shows, then closes).
-struct RoomFilter {
-    seen: HashSet<String>,
-    user: Arc<OnceLock<String>>,
-    batches: bool,
-}
-
-/// The frames a delivery puts on one socket, and whether the socket closes after them.
-struct Frames {
-    texts: Vec<Utf8Bytes>,
-    banned: bool,
-}
-
-impl RoomFilter {
-    fn new(user: Arc<OnceLock<String>>, batches: bool) -> RoomFilter {
-        RoomFilter {
-            seen: HashSet::new(),
-            user,
-            batches,
-        }
-    }
-
-    fn bans_me(&self, event: &Event) -> bool {
-        event
-            .key
-            .as_deref()
-            .and_then(protocol::banned_user_of_key)
-            .is_some_and(|banned| self.user.get().is_some_and(|me| me == banned))
-    }
-
-    fn shows(&self, event: &Event) -> bool {
-        !event.key.as_deref().is_some_and(|k| self.seen.contains(k))
-    }
-
-    fn frames(&self, delivery: &Delivery) -> Frames {
-        let ban = delivery.events.iter().position(|e| self.bans_me(e));
-        let upto = ban.map_or(delivery.events.len(), |i| i + 1);
-        let all_shown = self.seen.is_empty() || delivery.events.iter().all(|e| self.shows(e));
-        let texts = if all_shown && upto == delivery.events.len() && self.batches {
-            // The common case: the room's frame as built once for every socket.
-            vec![delivery.frame.clone()]
-        } else {
-            let shown: Vec<&Event> = delivery.events[..upto]
-                .iter()
-                .filter(|e| self.shows(e))
-                .collect();
-            match shown.as_slice() {
-                [] => Vec::new(),
-                many if self.batches && many.len() > 1 => {
-                    vec![protocol::batch(many.iter().map(|e| e.text.as_str())).into()]
-                }
-                each => each.iter().map(|e| e.text.clone()).collect(),
-            }
-        };
-        Frames {
-            texts,
-            banned: ban.is_some(),
-        }
-    }
-}
-
-async fn write(
-    relay: Relay,
-    mut sink: futures_util::stream::SplitSink<Ws, Message>,
-    mut rx: mpsc::Receiver<Outbound>,
-    history: Vec<Value>,
-    mut filter: RoomFilter,
-    last_seen: Arc<AtomicU64>,
-    started: Instant,
-) {
-    filter.seen = history
-        .iter()
-        .filter_map(|m| m["id"].as_str().map(str::to_string))
-        .collect();
-    let first = protocol::history(&history).to_string();
-    if sink.send(Message::Text(first.into())).await.is_err() {
-        return;
-    }
-    let frames_out = &relay.0.metrics.frames_out;
+/// Writes what waits in the outbox as the connection takes it, pings, and closes a socket
+/// that has been silent too long.
+async fn write(relay: Relay, outbox: Arc<Outbox>, last_seen: Arc<AtomicU64>, started: Instant) {
     let config = relay.config().clone();
     let mut ping = tokio::time::interval(config.ping_interval);
     ping.tick().await;
     loop {
         tokio::select! {
-            item = rx.recv() => {
-                let Some(item) = item else {
-                    // The hub let go of this socket: it was too slow, or the relay closes.
-                    let (code, reason) = if relay.0.closing.load(Ordering::Relaxed) {
-                        (CloseCode::Away, "the relay is restarting")
-                    } else {
-                        (CloseCode::Policy, "too slow: outbound queue overflowed")
-                    };
-                    let close = CloseFrame { code, reason: reason.into() };
-                    let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::Close(Some(close)))).await;
-                    return;
-                };
-                // What is queued behind this item goes out with it, in one write: a socket
-                // that fell behind catches up in few system calls.
-                let mut next = Some(item);
-                let mut banned = false;
-                let (mut items, mut bytes) = (0, 0);
-                while let Some(item) = next.take() {
-                    let frames = match item {
-                        Outbound::Reply(text) => Frames { texts: vec![text], banned: false },
-                        Outbound::Room(delivery) => filter.frames(&delivery),
-                    };
-                    banned = frames.banned;
-                    for text in frames.texts {
-                        bytes += text.len();
-                        if sink.feed(Message::Text(text)).await.is_err() {
-                            return;
-                        }
-                        inc(frames_out);
-                    }
-                    items += 1;
-                    if banned || items >= MAX_BATCH || bytes >= WRITE_BUFFER {
-                        break;
-                    }
-                    next = rx.try_recv().ok();
+            pumped = outbox.pump() => {
+                // A ban, or the relay closing, queued a close frame: it goes out, briefly.
+                if pumped == Pumped::Closing {
+                    let _ = tokio::time::timeout(CLOSE_GRACE, outbox.drained()).await;
                 }
-                if sink.flush().await.is_err() {
-                    return;
-                }
-                if banned {
-                    // The ban event went out first, so the client knows why.
-                    let close = CloseFrame {
-                        code: CloseCode::Policy,
-                        reason: "banned from this chat".into(),
-                    };
-                    let _ = tokio::time::timeout(
-                        Duration::from_secs(1),
-                        sink.send(Message::Close(Some(close))),
-                    )
-                    .await;
-                    return;
-                }
+                return;
             }
             _ = ping.tick() => {
                 let silent = millis_since(started).saturating_sub(last_seen.load(Ordering::Relaxed));
                 if silent > config.idle_timeout.as_millis() as u64 {
                     inc(&relay.0.metrics.reaped_connections);
-                    let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
+                    outbox.send_last(None, wire::close_normal());
+                    let _ = tokio::time::timeout(CLOSE_GRACE, outbox.drained()).await;
                     return;
                 }
-                if sink.send(Message::Ping(Default::default())).await.is_err() {
-                    return;
+                match outbox.send(wire::ping()) {
+                    Sent::Overflowed => inc(&relay.0.metrics.dropped_slow_clients),
+                    Sent::Closed => return,
+                    Sent::Written | Sent::Waiting => {}
                 }
             }
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn read(
     relay: Relay,
-    mut source: futures_util::stream::SplitStream<Ws>,
+    mut source: Ws,
     stream: Uuid,
     mut identity: Identity,
-    tx: mpsc::Sender<Outbound>,
+    member: Arc<Member>,
     last_seen: Arc<AtomicU64>,
     started: Instant,
-    user: Arc<OnceLock<String>>,
 ) {
-    // Answers go on the socket's own queue, behind what is already queued to it.
-    let reply = |frame: Value| {
-        let _ = tx.try_send(Outbound::Reply(Utf8Bytes::from(frame.to_string())));
+    // Answers go in the socket's outbox, behind what is already waiting there.
+    let reply = |frame: Value| match member.outbox.send(wire::text(&frame.to_string())) {
+        Sent::Written | Sent::Waiting => inc(&relay.0.metrics.frames_out),
+        Sent::Overflowed => inc(&relay.0.metrics.dropped_slow_clients),
+        Sent::Closed => {}
     };
     let metrics = relay.0.metrics.clone();
     while let Some(Ok(msg)) = source.next().await {
@@ -315,7 +188,7 @@ async fn read(
                 if answer["type"] == "error" {
                     inc(&metrics.auth_refused);
                 } else if let Identity::User(t, _) = &identity {
-                    let _ = user.set(t.user_id.clone());
+                    member.acts_as(&t.user_id);
                 }
                 Some(answer)
             }
