@@ -160,7 +160,8 @@ pub const ROUTES: &[ApiRoute] = &[
             .errors(400, &["invalid_id"])
             .errors(404, &["not_found"])
             .errors(409, &["broadcast_ended"])
-            .rate_limited(&MESSAGES),
+            .rate_limited(&MESSAGES)
+            .then(moderation::document_post_refusals),
     ),
     endpoint!(
         DELETE "/api/streams/{id}/chat/{messageId}",
@@ -200,7 +201,8 @@ pub const ROUTES: &[ApiRoute] = &[
         |op| op
             .answers(202, HELD, Schema::view::<Message>())
             .errors(409, &["broadcast_ended"])
-            .rate_limited(&MESSAGES),
+            .rate_limited(&MESSAGES)
+            .then(moderation::document_post_refusals),
     ),
 ];
 

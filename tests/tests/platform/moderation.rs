@@ -114,6 +114,25 @@ impl World {
         (status.as_u16(), body)
     }
 
+    /// Whether the API document lists `code` among the `status` answers of both routes that
+    /// post a message (the contract a refused post is checked against).
+    async fn documents_post_refusal(&self, status: u16, code: &str) -> bool {
+        let (_, doc) = self
+            .p
+            .request(Method::GET, "/api/openapi.json")
+            .answer()
+            .await;
+        ["/api/streams/{id}/chat", "/api/broadcasts/{id}/chat"]
+            .iter()
+            .all(|path| {
+                let answer = &doc["paths"][path]["post"]["responses"][status.to_string()];
+                answer["content"]["application/problem+json"]["schema"]["properties"]["code"]
+                    ["enum"]
+                    .as_array()
+                    .is_some_and(|codes| codes.iter().any(|c| c == code))
+            })
+    }
+
     async fn call(&self, who: &User, method: Method, tail: &str, body: Value) -> (u16, Value) {
         let builder = self.p.as_user(who, method, &self.chat(tail));
         let (status, body) = if body.is_null() {
@@ -228,6 +247,7 @@ async fn timeouts_end_on_the_clock_and_bans_hold_until_lifted() {
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["code"], "timed_out");
     assert_eq!(body["until"], timed["until"]);
+    assert!(w.documents_post_refusal(403, "timed_out").await);
     // A timed-out user still reads.
     let (status, _) = w.call(&w.eve, Method::GET, "", Value::Null).await;
     assert_eq!(status, 200);
@@ -441,6 +461,7 @@ async fn modes_refuse_viewers_and_spare_moderators() {
         .unwrap();
     assert!((29..=30).contains(&retry), "Retry-After {retry}");
     assert_eq!(refused.json::<Value>().await.unwrap()["code"], "slow_mode");
+    assert!(w.documents_post_refusal(429, "slow_mode").await);
     for text in ["mod one", "mod two", "mod three"] {
         assert_eq!(w.post(&w.bob, text).await.0, 200, "moderators are exempt");
     }
@@ -457,6 +478,7 @@ async fn modes_refuse_viewers_and_spare_moderators() {
         (status, body["code"].as_str()),
         (403, Some("followers_only"))
     );
+    assert!(w.documents_post_refusal(403, "followers_only").await);
     let (status, _) =
         w.p.as_user(
             &w.dave,
@@ -572,6 +594,7 @@ async fn blocked_words_reports_pins_and_clearing() {
             "{evasion}"
         );
     }
+    assert!(w.documents_post_refusal(422, "blocked_word").await);
     for clean in ["darning socks", "a darned good show", "ideal idea"] {
         assert_eq!(w.post(&w.dave, clean).await.0, 200, "{clean}");
     }

@@ -20,7 +20,8 @@ mod screening;
 mod word_lists;
 
 pub use screening::{
-    Screened, check_not_banned, claim_slow_mode_slot, delete_as_moderator, hold, screen,
+    Screened, check_not_banned, claim_slow_mode_slot, delete_as_moderator, document_post_refusals,
+    hold, screen,
 };
 
 use crate::ApiRoute;

@@ -155,6 +155,30 @@ pub fn claim_slow_mode_slot(
     }
 }
 
+/// Every refusal the checks of a post can answer, by status, as the API documents them
+/// (see [`refusal`], [`screen`] and [`claim_slow_mode_slot`]).
+const POST_REFUSALS: [(u16, &[&str]); 3] = [
+    (
+        403,
+        &[
+            "banned",
+            "timed_out",
+            "followers_only",
+            "subscribers_only",
+            "reactions_only",
+        ],
+    ),
+    (422, &["blocked_word"]),
+    (429, &["slow_mode"]),
+];
+
+/// Declares [`POST_REFUSALS`] on a posting operation.
+pub fn document_post_refusals(op: edge::contract::Operation) -> edge::contract::Operation {
+    POST_REFUSALS
+        .iter()
+        .fold(op, |op, &(status, codes)| op.errors(status, codes))
+}
+
 /// The API's answer to a refused post at `now_ms`.
 fn refusal(why: Refusal, now_ms: i64) -> ApiError {
     match why {

@@ -6613,7 +6613,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "client_suspended";
+                        code?: "client_suspended" | "banned" | "timed_out" | "followers_only" | "subscribers_only" | "reactions_only";
                         /** @constant */
                         status?: 403;
                     } & components["schemas"]["Problem"];
@@ -6683,7 +6683,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "validation_failed";
+                        code?: "validation_failed" | "blocked_word";
                         /** @constant */
                         status?: 422;
                     } & components["schemas"]["Problem"];
@@ -6697,7 +6697,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "rate_limited";
+                        code?: "rate_limited" | "slow_mode";
                         /** @constant */
                         status?: 429;
                     } & components["schemas"]["Problem"];
@@ -14271,7 +14271,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "client_suspended";
+                        code?: "client_suspended" | "banned" | "timed_out" | "followers_only" | "subscribers_only" | "reactions_only";
                         /** @constant */
                         status?: 403;
                     } & components["schemas"]["Problem"];
@@ -14341,7 +14341,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "validation_failed";
+                        code?: "validation_failed" | "blocked_word";
                         /** @constant */
                         status?: 422;
                     } & components["schemas"]["Problem"];
@@ -14355,7 +14355,7 @@ export interface operations {
                 content: {
                     "application/problem+json": {
                         /** @enum {unknown} */
-                        code?: "rate_limited";
+                        code?: "rate_limited" | "slow_mode";
                         /** @constant */
                         status?: 429;
                     } & components["schemas"]["Problem"];
