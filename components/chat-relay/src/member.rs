@@ -26,7 +26,6 @@ pub struct Member {
     /// was being read), written after the history.
     early: Mutex<Option<Vec<Arc<Delivery>>>>,
     started: AtomicBool,
-    capacity: usize,
 }
 
 /// What a delivery did to one socket.
@@ -47,7 +46,6 @@ impl Member {
             seen: OnceLock::new(),
             early: Mutex::new(Some(Vec::new())),
             started: AtomicBool::new(false),
-            capacity: capacity.max(1),
         }
     }
 
@@ -76,7 +74,7 @@ impl Member {
         if !self.started.load(Ordering::Acquire) {
             let mut early = self.early.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(list) = early.as_mut() {
-                let sent = if list.len() >= self.capacity {
+                let sent = if list.len() >= self.outbox.capacity() {
                     self.outbox.overflow();
                     Sent::Overflowed
                 } else {

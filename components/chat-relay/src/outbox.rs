@@ -252,8 +252,13 @@ impl Outbox {
         state.connection = None;
     }
 
-    /// Frames waiting (for tests and gauges).
-    pub fn waiting(&self) -> usize {
+    /// Frames that may wait before the socket is told to go.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    #[cfg(test)]
+    fn waiting(&self) -> usize {
         self.state().waiting.len()
     }
 }
