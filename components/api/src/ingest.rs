@@ -334,43 +334,49 @@ fn publish(
     if let Some(why) = refusal(&db, &b, &call.key)? {
         return Err(refuse(&b, why));
     }
+    // The claim and the move to `active` commit together: no reader sees a live ingest on
+    // a pending broadcast.
     let claimed = db.transaction(|tx| {
         if !store::claim(tx, &b, &call.connection, &call.key, now)? {
-            return Ok(false);
+            return Ok(None);
         }
         broadcast_store::set_ingest_deadline(tx, &b, None)?;
         broadcast_store::heartbeat(tx, &b, now)?;
-        Ok(true)
-    })?;
-    if !claimed {
-        return Err(refuse(
-            &b,
-            ApiError::conflict(
-                "already_publishing",
-                "another encoder is publishing this broadcast",
-            ),
-        ));
-    }
-    let b = if b.status == Status::Pending {
-        match broadcasts::change_status(&db, &b, Status::Active, now) {
-            Ok(moved) => moved,
-            // Moved meanwhile (ended by its owner, say): read it again and decide.
-            Err(e) if e.status == 409 => {
-                let again = app::broadcasts::load(&db, &b.client_id, &b.id, now)?;
-                if again.status.is_final() {
-                    release(&db, &again, &call.connection, now)?;
-                    return Err(refuse(
-                        &again,
-                        refused("broadcast_ended", "the broadcast has ended"),
-                    ));
-                }
-                again
-            }
-            Err(e) => return Err(e),
+        if b.status != Status::Pending {
+            return Ok(Some((b.clone(), false)));
         }
-    } else {
-        b
+        match broadcasts::move_stored(tx, &b, Status::Active, now) {
+            Ok(Some(moved)) => Ok(Some((moved, true))),
+            Ok(None) => Ok(Some((b.clone(), false))),
+            // Moved meanwhile (ended by its owner, say): read it again and decide. An end
+            // rolls the claim back with the refusal.
+            Err(e) if e.status == 409 => {
+                let again = app::broadcasts::load(tx, &b.client_id, &b.id, now)?;
+                if again.status.is_final() {
+                    return Err(refused("broadcast_ended", "the broadcast has ended"));
+                }
+                Ok(Some((again, false)))
+            }
+            Err(e) => Err(e),
+        }
+    });
+    let (b, moved) = match claimed {
+        Ok(Some(claimed)) => claimed,
+        Ok(None) => {
+            return Err(refuse(
+                &b,
+                ApiError::conflict(
+                    "already_publishing",
+                    "another encoder is publishing this broadcast",
+                ),
+            ));
+        }
+        Err(e) if e.code == "broadcast_ended" => return Err(refuse(&b, e)),
+        Err(e) => return Err(e),
     };
+    if moved {
+        broadcasts::after_move(&db, &b, now);
+    }
     Ok(Json(accepted(&db, &b)?))
 }
 

@@ -66,6 +66,10 @@ pub(crate) async fn until_ingest(p: &Platform, user: &User, id: &str, state: &st
         Duration::from_secs(30),
         || async {
             let b = get(p, user, id).await;
+            if b["ingest"]["state"] == "live" {
+                // The publish and the move out of pending commit together.
+                assert_ne!(b["status"], "pending", "{b}");
+            }
             (b["ingest"]["state"] == state).then_some(b)
         },
     )

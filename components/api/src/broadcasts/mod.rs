@@ -326,33 +326,53 @@ fn list_live(ctx: &AppCtx, _: NoBody) -> Result<PageOf<BroadcastView>, ApiError>
 /// Applies a status change (the state machine decides), tells the stream's sockets, and
 /// answers the stored broadcast.
 pub fn change_status(db: &Db, b: &Broadcast, to: Status, now: i64) -> Result<Broadcast, ApiError> {
-    match rules::transition(b.status, to)? {
-        Transition::Unchanged => Ok(b.clone()),
-        Transition::Moved { to, .. } => {
-            let moved = db.transaction(|tx| {
-                if !store::move_status(tx, b, to, now)? {
-                    return Err(ApiError::conflict(
-                        "concurrent_update",
-                        "the broadcast changed meanwhile; read it and retry",
-                    ));
-                }
-                let moved = app::broadcasts::load(tx, &b.client_id, &b.id, now)?;
-                events::status_reached(tx, &moved, now)?;
-                Ok(moved)
-            })?;
-            crate::realtime::publish(
-                &b.identity.stream_id,
-                Event::Status {
-                    status: to.as_str().into(),
-                    broadcast_id: b.id.clone(),
-                },
-            );
-            // The second's start in milliseconds: any later manual recording sorts after.
-            crate::recordings::on_status_change(db, &moved, now.saturating_mul(1000));
-            crate::sfu_feed::on_status_change(db, &moved, now);
+    match db.transaction(|tx| move_stored(tx, b, to, now))? {
+        None => Ok(b.clone()),
+        Some(moved) => {
+            after_move(db, &moved, now);
             Ok(moved)
         }
     }
+}
+
+/// The stored half of a status change, inside the caller's transaction: the moved
+/// broadcast, or `None` when the state machine leaves it where it is. A 409 when it moved
+/// meanwhile. The caller runs [`after_move`] once the transaction has committed.
+pub(crate) fn move_stored(
+    tx: &Db,
+    b: &Broadcast,
+    to: Status,
+    now: i64,
+) -> Result<Option<Broadcast>, ApiError> {
+    match rules::transition(b.status, to)? {
+        Transition::Unchanged => Ok(None),
+        Transition::Moved { to, .. } => {
+            if !store::move_status(tx, b, to, now)? {
+                return Err(ApiError::conflict(
+                    "concurrent_update",
+                    "the broadcast changed meanwhile; read it and retry",
+                ));
+            }
+            let moved = app::broadcasts::load(tx, &b.client_id, &b.id, now)?;
+            events::status_reached(tx, &moved, now)?;
+            Ok(Some(moved))
+        }
+    }
+}
+
+/// What follows a committed status change: the stream's sockets hear it, and recordings
+/// and the SFU's feed follow it.
+pub(crate) fn after_move(db: &Db, moved: &Broadcast, now: i64) {
+    crate::realtime::publish(
+        &moved.identity.stream_id,
+        Event::Status {
+            status: moved.status.as_str().into(),
+            broadcast_id: moved.id.clone(),
+        },
+    );
+    // The second's start in milliseconds: any later manual recording sorts after.
+    crate::recordings::on_status_change(db, moved, now.saturating_mul(1000));
+    crate::sfu_feed::on_status_change(db, moved, now);
 }
 
 /// Moves the broadcast along its states (the state machine decides).
