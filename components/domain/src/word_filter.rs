@@ -76,12 +76,13 @@ pub fn clean_patterns(raw: &[String]) -> Result<Vec<String>, String> {
     }
     let mut out: Vec<String> = Vec::new();
     for word in raw {
-        let word = word.trim();
+        // Counted as sent, spaces included: the bound is the request's, not the stored word's.
         if word.chars().count() > MAX_PATTERN_CHARS {
             return Err(format!(
                 "each word is at most {MAX_PATTERN_CHARS} characters"
             ));
         }
+        let word = word.trim();
         if Pattern::new(word).is_none() {
             return Err(format!("`{word}` has no letters or digits to match"));
         }
@@ -505,6 +506,9 @@ mod tests {
         );
         assert!(clean_patterns(&["***".into()]).is_err());
         assert!(clean_patterns(&["x".repeat(65)]).is_err());
+        // Trimming does not bring a longer word within the bound.
+        assert!(clean_patterns(&[format!("\u{b}{}", "x".repeat(64))]).is_err());
+        assert!(clean_patterns(&[format!(" {} ", "x".repeat(62))]).is_ok());
         assert!(clean_patterns(&vec!["a".to_string(); 501]).is_err());
         assert!(!caught("anything", &[]));
         assert!(!is_blocked("anything", &[]));

@@ -67,8 +67,8 @@ impl FieldKind for Patterns {
             "type": "array",
             "maxItems": word_filter::MAX_PATTERNS,
             "items": { "type": "string", "maxLength": word_filter::MAX_PATTERN_CHARS },
-            "description": "At most 500 words or patterns of at most 64 characters (trimmed, \
-                duplicates dropped); each must hold a letter or digit (look-alike symbols such \
+            "description": "At most 500 words or patterns of at most 64 characters as sent \
+                (then trimmed, duplicates dropped); each must hold a letter or digit (look-alike symbols such \
                 as @ or $ count); a leading or trailing * matches any prefix or suffix",
         })
     }

@@ -2962,7 +2962,7 @@ export interface components {
         BlockedWordsChange: {
             /** @description reject (the default) or hold for review */
             action?: string | null;
-            /** @description At most 500 words or patterns of at most 64 characters (trimmed, duplicates dropped); each must hold a letter or digit (look-alike symbols such as @ or $ count); a leading or trailing * matches any prefix or suffix */
+            /** @description At most 500 words or patterns of at most 64 characters as sent (then trimmed, duplicates dropped); each must hold a letter or digit (look-alike symbols such as @ or $ count); a leading or trailing * matches any prefix or suffix */
             words: string[];
         };
         /** @description A broadcast as its audience sees it; the owner also gets the ingest credentials, metadata and device details. */
