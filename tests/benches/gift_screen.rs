@@ -20,7 +20,8 @@ mod relay_scale;
 use platform_tests::{Exchange, Method, Platform, env_or};
 use relay_scale::{
     Counters, Histogram, JWT, RELAY, RelayProcess, connect_all, json_number, json_str,
-    load_average, now_micros, raise_nofile, read_frames, relay_child, wait_delivery,
+    load_average, machine_cpu_micros, now_micros, process_cpu_micros, raise_nofile, read_frames,
+    relay_child, wait_delivery,
 };
 use serde_json::json;
 use std::collections::HashMap;
@@ -234,6 +235,7 @@ async fn main() {
     }
 
     let cpu_before = relay.cpu_micros();
+    let (machine_before, own_before) = (machine_cpu_micros(), process_cpu_micros("self"));
     let post_latency = Arc::new(Histogram::default());
     let (created, refused, off_combo) = (
         Arc::new(AtomicU64::new(0)),
@@ -350,6 +352,12 @@ async fn main() {
     .await;
     let last_at = counters.last_frame_at.load(Ordering::Relaxed);
     let cpu = relay.cpu_micros().saturating_sub(cpu_before);
+    let own = process_cpu_micros("self").saturating_sub(own_before);
+    let machine = machine_cpu_micros();
+    let (busy, total) = (
+        machine.0.saturating_sub(machine_before.0),
+        machine.1.saturating_sub(machine_before.1).max(1),
+    );
     let delivered = counters.frames.load(Ordering::Relaxed);
     let texts = counters.texts.load(Ordering::Relaxed);
     let chat_sent = planned_chat as u64 - chat_failed.load(Ordering::Relaxed);
@@ -414,6 +422,17 @@ async fn main() {
         cpu as f64 / 1e6,
         cpu as f64 / delivered.max(1) as f64,
         cpu as f64 / texts.max(1) as f64
+    );
+    // Whether the machine had CPU to spare while the events went out: the cores' busy time
+    // over the sending and the delivery that followed, and whose it was.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let share = |micros: u64| micros as f64 / total as f64 * cores;
+    println!(
+        "  machine CPU from the first POST to the last event: {:.2} of {cores:.0} cores busy: the relay {:.2}, this process (edgehost, the viewers' sockets, the fans) {:.2}, the rest {:.2}",
+        share(busy),
+        share(cpu),
+        share(own),
+        share(busy.saturating_sub(cpu + own)),
     );
     relay.stop().await;
     p.stop().await;

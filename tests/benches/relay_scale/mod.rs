@@ -40,6 +40,43 @@ pub fn load_average() -> String {
         .unwrap_or_default()
 }
 
+/// The machine's CPU time so far, all cores, in µs: (busy, total). Busy is everything but
+/// idle and I/O wait (`/proc/stat`'s first line).
+pub fn machine_cpu_micros() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let total: u64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+    let micros = |t: u64| t * 1_000_000 / clock_ticks_per_second();
+    (micros(total - idle), micros(total))
+}
+
+/// The CPU time (user and system) process `pid` has used so far, in µs.
+pub fn process_cpu_micros(pid: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which is in parentheses: utime and stime
+    // are the 14th and 15th fields of the line.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+    ticks * 1_000_000 / clock_ticks_per_second()
+}
+
+fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf reads a constant of the system.
+    (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).max(1) as u64
+}
+
 /// Raises this process's open-file limit: the soft limit to the hard one, and both to
 /// `want` when the hard limit is lower and the process may raise it (root). Answers the
 /// soft limit in force.
@@ -171,18 +208,7 @@ impl RelayProcess {
 
     /// User plus system CPU time the process has used, in microseconds.
     pub fn cpu_micros(&self) -> u64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
-        // The fields after the command name, which is in parentheses: utime and stime
-        // are the 14th and 15th fields of the line.
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-        let fields: Vec<u64> = rest
-            .split_whitespace()
-            .map(|f| f.parse().unwrap_or(0))
-            .collect();
-        let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
-        // SAFETY: sysconf reads a constant of the system.
-        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-        ticks * 1_000_000 / per_second
+        process_cpu_micros(&self.pid.to_string())
     }
 
     /// A counter of the relay's `/metrics`.
