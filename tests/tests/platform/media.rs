@@ -1577,12 +1577,12 @@ async fn the_live_player_component_plays_on_a_tenants_page_and_tells_it_what_hap
         r#"<!doctype html><html><head><title>Shop</title>
 <script src="/hls.js"></script><script type="module" src="/player.js"></script></head><body>
 <script>window.events = [];
-document.addEventListener('DOMContentLoaded', function () {{
-  document.querySelectorAll('live-player').forEach(function (el) {{
-    ['playing', 'waiting', 'qualitychange', 'statechange', 'ended', 'error'].forEach(function (t) {{
-      el.addEventListener(t, function (e) {{ window.events.push({{ id: el.id, type: t, detail: e.detail, at: Date.now() }}); }});
-    }});
-  }});
+// Heard on their way down to the element (capture), from before any element exists.
+['playing', 'waiting', 'qualitychange', 'statechange', 'ended', 'error'].forEach(function (t) {{
+  document.addEventListener(t, function (e) {{
+    if (e.target.localName === 'live-player')
+      window.events.push({{ id: e.target.id, type: t, detail: e.detail, at: Date.now() }});
+  }}, true);
 }});</script>
 <live-player id="show" src="{hls_url}" broadcast="{short}" base-url="{base}" autoplay muted controls
   style="width:640px"></live-player>
@@ -1614,10 +1614,11 @@ document.addEventListener('DOMContentLoaded', function () {{
         player_events(&mut browser, &tab, "show", "statechange").await[0]["detail"],
         json!({"state": "live"})
     );
+    let playing = player_events(&mut browser, &tab, "show", "playing").await;
     assert!(
-        !player_events(&mut browser, &tab, "show", "playing")
-            .await
-            .is_empty()
+        !playing.is_empty(),
+        "no playing event among {}",
+        browser.eval(&tab, PLAYER_EVENTS).await
     );
     // Its view beacon, sent from the tenant's origin, counts it.
     until_viewers(&p, &user, &id, 1, Duration::from_secs(15)).await;
