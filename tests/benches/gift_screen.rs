@@ -21,7 +21,7 @@ use platform_tests::{Exchange, Method, Platform, env_or};
 use relay_scale::{
     Counters, Histogram, JWT, RELAY, RelayProcess, connect_all, json_number, json_str,
     load_average, machine_cpu_micros, now_micros, process_cpu_micros, raise_nofile, read_frames,
-    relay_child, wait_delivery,
+    relay_child, threads_cpu_micros, wait_delivery,
 };
 use serde_json::json;
 use std::collections::HashMap;
@@ -236,6 +236,7 @@ async fn main() {
 
     let cpu_before = relay.cpu_micros();
     let (machine_before, own_before) = (machine_cpu_micros(), process_cpu_micros("self"));
+    let viewers_before = threads_cpu_micros("viewer");
     let post_latency = Arc::new(Histogram::default());
     let (created, refused, off_combo) = (
         Arc::new(AtomicU64::new(0)),
@@ -353,6 +354,7 @@ async fn main() {
     let last_at = counters.last_frame_at.load(Ordering::Relaxed);
     let cpu = relay.cpu_micros().saturating_sub(cpu_before);
     let own = process_cpu_micros("self").saturating_sub(own_before);
+    let viewers_cpu = threads_cpu_micros("viewer").saturating_sub(viewers_before);
     let machine = machine_cpu_micros();
     let (busy, total) = (
         machine.0.saturating_sub(machine_before.0),
@@ -428,10 +430,11 @@ async fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let share = |micros: u64| micros as f64 / total as f64 * cores;
     println!(
-        "  machine CPU from the first POST to the last event: {:.2} of {cores:.0} cores busy: the relay {:.2}, this process (edgehost, the viewers' sockets, the fans) {:.2}, the rest {:.2}",
+        "  machine CPU from the first POST to the last event: {:.2} of {cores:.0} cores busy: the relay {:.2}, the viewers' sockets {:.2}, edgehost and the fans {:.2}, the rest {:.2}",
         share(busy),
         share(cpu),
-        share(own),
+        share(viewers_cpu),
+        share(own.saturating_sub(viewers_cpu)),
         share(busy.saturating_sub(cpu + own)),
     );
     relay.stop().await;

@@ -72,6 +72,23 @@ pub fn process_cpu_micros(pid: &str) -> u64 {
     ticks * 1_000_000 / clock_ticks_per_second()
 }
 
+/// The CPU time this process's threads named `name` have used so far, in µs (threads that
+/// ended are not counted).
+pub fn threads_cpu_micros(name: &str) -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim() == name)
+        })
+        .map(|task| {
+            process_cpu_micros(&format!("self/task/{}", task.file_name().to_string_lossy()))
+        })
+        .sum()
+}
+
 fn clock_ticks_per_second() -> u64 {
     // SAFETY: sysconf reads a constant of the system.
     (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).max(1) as u64
