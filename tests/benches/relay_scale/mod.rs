@@ -58,9 +58,10 @@ pub fn machine_cpu_micros() -> (u64, u64) {
     (micros(total - idle), micros(total))
 }
 
-/// The CPU time (user and system) process `pid` has used so far, in µs.
-pub fn process_cpu_micros(pid: &str) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+/// The CPU time (user and system) used so far by the process or thread at `/proc/{path}`
+/// (`self`, a pid, `self/task/<tid>`), in µs.
+pub fn process_cpu_micros(path: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{path}/stat")).unwrap_or_default();
     // The fields after the command name, which is in parentheses: utime and stime
     // are the 14th and 15th fields of the line.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");

@@ -68,8 +68,9 @@ impl FieldKind for Patterns {
             "maxItems": word_filter::MAX_PATTERNS,
             "items": { "type": "string", "maxLength": word_filter::MAX_PATTERN_CHARS },
             "description": "At most 500 words or patterns of at most 64 characters as sent \
-                (then trimmed, duplicates dropped); each must hold a letter or digit (look-alike symbols such \
-                as @ or $ count); a leading or trailing * matches any prefix or suffix",
+                (then trimmed, duplicates dropped); each must hold a letter or digit \
+                (look-alike symbols such as @ or $ count); a leading or trailing * matches \
+                any prefix or suffix",
         })
     }
 }
